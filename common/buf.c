@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A growable byte buffer with a hard cap (STYLE §1.5: every growable buffer has one), used to
+ * build JSON, log lines and wire messages.  Exceeding the cap is an error, never a crash.
+ */
+#include "common/mu.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define MU_BUF_DEFAULT_MAX (64u * 1024u * 1024u)
+
+void mu_buf_init(struct mu_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max ? max : MU_BUF_DEFAULT_MAX;
+}
+
+void mu_buf_release(struct mu_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+static int buf_reserve(struct mu_buf *b, size_t extra, struct mu_err *err)
+{
+    size_t need;
+    size_t cap;
+    char *p;
+
+    if (extra > b->max || b->len > b->max - extra)
+        return mu_errf(err, MU_E_TOOBIG, "buffer would exceed its cap of %zu bytes", b->max);
+    need = b->len + extra + 1;
+    if (need <= b->cap)
+        return 0;
+    cap = b->cap ? b->cap : 64;
+    while (cap < need)
+        cap *= 2;
+    p = realloc(b->data, cap);
+    if (!p)
+        return mu_errf(err, MU_E_NOMEM, "out of memory growing a buffer to %zu bytes", cap);
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+int mu_buf_append(struct mu_buf *b, const void *data, size_t len, struct mu_err *err)
+{
+    if (buf_reserve(b, len, err) != 0)
+        return -1;
+    if (len)
+        memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int mu_buf_appendf(struct mu_buf *b, struct mu_err *err, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return mu_errf(err, MU_E_INVAL, "bad format string");
+    if (buf_reserve(b, (size_t)n, err) != 0)
+        return -1;
+    va_start(ap, fmt);
+    (void)vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+    return 0;
+}
+
+int mu_buf_append_json_str(struct mu_buf *b, const char *s, struct mu_err *err)
+{
+    if (mu_buf_append(b, "\"", 1, err) != 0)
+        return -1;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        const char *out = esc;
+        size_t n = 2;
+        switch (*p) {
+        case '"':
+            out = "\\\"";
+            break;
+        case '\\':
+            out = "\\\\";
+            break;
+        case '\n':
+            out = "\\n";
+            break;
+        case '\r':
+            out = "\\r";
+            break;
+        case '\t':
+            out = "\\t";
+            break;
+        default:
+            if (*p < 0x20) {
+                (void)snprintf(esc, sizeof(esc), "\\u%04x", *p);
+                n = 6;
+            } else {
+                out = (const char *)p;
+                n = 1;
+            }
+        }
+        if (mu_buf_append(b, out, n, err) != 0)
+            return -1;
+    }
+    return mu_buf_append(b, "\"", 1, err);
+}
+
+char *mu_buf_take(struct mu_buf *b)
+{
+    char *p = b->data;
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    return p;
+}
+
+char *mu_file_read(const char *path, size_t max_bytes, size_t *len_out, struct mu_err *err)
+{
+    FILE *f = NULL;
+    struct mu_buf b;
+    char chunk[8192];
+    char *result = NULL;
+    size_t n;
+
+    mu_buf_init(&b, max_bytes);
+    f = fopen(path, "rb");
+    if (!f) {
+        mu_errf(err, MU_E_IO, "cannot open '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        if (mu_buf_append(&b, chunk, n, err) != 0) {
+            mu_err_prefix(err, "'%s': ", path);
+            goto out;
+        }
+    }
+    if (ferror(f)) {
+        mu_errf(err, MU_E_IO, "cannot read '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    if (mu_buf_append(&b, "", 0, err) != 0)
+        goto out;
+    if (len_out)
+        *len_out = b.len;
+    result = mu_buf_take(&b);
+out:
+    if (f)
+        (void)fclose(f);
+    mu_buf_release(&b);
+    return result;
+}

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mu: the small shared base of every muster module (STYLE §1, §3).
+ *
+ * Errors are values with a message (struct mu_err), filled where the failure is understood and
+ * prefixed with context on the way up.  Logging is one line per event.  Time helpers exist so
+ * that the pure core never reads a clock itself: daemons read it here and pass `now` down.
+ */
+#ifndef MUSTER_COMMON_MU_H
+#define MUSTER_COMMON_MU_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Error codes: one list, never renumbered.  X(name, value, default text). */
+#define MU_ERR_LIST(X)                                                                             \
+    X(MU_E_OK, 0, "ok")                                                                            \
+    X(MU_E_INVAL, 1, "invalid argument")                                                           \
+    X(MU_E_NOMEM, 2, "out of memory")                                                              \
+    X(MU_E_IO, 3, "i/o error")                                                                     \
+    X(MU_E_PARSE, 4, "parse error")                                                                \
+    X(MU_E_RANGE, 5, "value out of range")                                                         \
+    X(MU_E_NOTFOUND, 6, "not found")                                                               \
+    X(MU_E_REDIS, 7, "redis error")                                                                \
+    X(MU_E_ZMQ, 8, "zeromq error")                                                                 \
+    X(MU_E_PROTO, 9, "protocol error")                                                             \
+    X(MU_E_SYS, 10, "system error")                                                                \
+    X(MU_E_CONFIG, 11, "configuration error")                                                      \
+    X(MU_E_SPEC, 12, "invalid job spec")                                                           \
+    X(MU_E_TOOBIG, 13, "too large")                                                                \
+    X(MU_E_USAGE, 14, "usage error")                                                               \
+    X(MU_E_STATE, 15, "wrong state")
+
+#define MU_ERR_ENUM_ITEM(name, value, text) name = value,
+enum mu_err_code { MU_ERR_LIST(MU_ERR_ENUM_ITEM) };
+#undef MU_ERR_ENUM_ITEM
+
+struct mu_err {
+    int code;      /* enum mu_err_code */
+    char msg[256]; /* lower-case, problem first, no final period */
+};
+
+/* Fills err (if not NULL) with code and a formatted message; keeps errno; returns -1. */
+int mu_errf(struct mu_err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Puts formatted context in front of err's message (truncating at the end if needed). */
+void mu_err_prefix(struct mu_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Resets err to MU_E_OK with an empty message. */
+void mu_err_clear(struct mu_err *err);
+
+/* The code's name ("MU_E_NOMEM") and default text; "unknown" for codes not in the list. */
+const char *mu_err_name(int code);
+const char *mu_err_text(int code);
+
+/* Believed-but-unproven states: evaluate to the condition, log when it is violated. */
+#define MU_NEVER(x) mu_never_((x) != 0, #x, __FILE__, __LINE__)
+#define MU_ALWAYS(x) (!mu_never_(!(x), #x, __FILE__, __LINE__))
+bool mu_never_(bool cond, const char *expr, const char *file, int line);
+
+#define MU_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- logging: "2026-11-22T08:00:00.123Z INFO sched job=… message" on stderr ---- */
+
+enum mu_log_level { MU_LOG_DEBUG = 0, MU_LOG_INFO, MU_LOG_WARN, MU_LOG_ERROR };
+
+void mu_log_set_level(enum mu_log_level level);
+/* Parses "debug|info|warn|error"; returns -1 on anything else. */
+int mu_log_level_parse(const char *text, enum mu_log_level *out);
+void mu_log(enum mu_log_level level, const char *module, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/*
+ * Like mu_log, but at most one line per `key` every `interval_s` seconds; suppressed lines are
+ * counted and the count is reported with the next line that gets through.  For hostile input.
+ */
+void mu_log_limited(enum mu_log_level level, const char *module, const char *key, int interval_s,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* ---- time (daemons only; the core takes `now` as a parameter) ---- */
+
+uint64_t mu_time_wall_ms(void); /* milliseconds since the Unix epoch */
+uint64_t mu_time_mono_ms(void); /* monotonic milliseconds, for timeouts */
+uint64_t mu_time_mono_us(void); /* monotonic microseconds, for benchmarks */
+/* Formats wall ms as "2026-11-22T08:00:00.123Z" into buf (at least 32 bytes). */
+void mu_time_format_iso(uint64_t wall_ms, char *buf, size_t size);
+
+/* ---- strings ---- */
+
+/* Copies at most size-1 bytes and terminates; returns strlen(src) (truncated if >= size). */
+size_t mu_strlcpy(char *dst, const char *src, size_t size);
+/* snprintf that reports truncation: 0 when it fit, -1 when it did not (dst is still terminated). */
+int mu_snprintf(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Strict decimal integer: the whole string, no spaces, within [min, max].  0 or -1 with err. */
+int mu_parse_i64(const char *text, int64_t min, int64_t max, int64_t *out, struct mu_err *err);
+/* Strict finite double within [min, max]. */
+int mu_parse_double(const char *text, double min, double max, double *out, struct mu_err *err);
+/* True if s is a printable name: [A-Za-z0-9._:-], 1..max_len bytes. */
+bool mu_name_is_valid(const char *s, size_t max_len);
+
+/* ---- growable byte buffer (embedded: _init/_release) ---- */
+
+struct mu_buf {
+    char *data; /* always NUL-terminated when non-NULL */
+    size_t len;
+    size_t cap;
+    size_t max; /* cap on len; 0 = 64 MiB */
+};
+
+void mu_buf_init(struct mu_buf *b, size_t max);
+void mu_buf_release(struct mu_buf *b);
+int mu_buf_append(struct mu_buf *b, const void *data, size_t len, struct mu_err *err);
+int mu_buf_appendf(struct mu_buf *b, struct mu_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Appends s as a JSON string literal, quotes included, escaping as RFC 8259 requires. */
+int mu_buf_append_json_str(struct mu_buf *b, const char *s, struct mu_err *err);
+/* Hands the data to the caller (free() it) and leaves b empty; NULL if b was empty. */
+char *mu_buf_take(struct mu_buf *b);
+
+/* Reads a whole file (at most max_bytes) into a NUL-terminated heap string; free() it. */
+char *mu_file_read(const char *path, size_t max_bytes, size_t *len_out, struct mu_err *err);
+
+/* ---- small things ---- */
+
+/* Parses a signal name ("SIGUSR1", "USR1", "TERM") or number; -1 if unknown. */
+int mu_signal_parse(const char *name);
+/* "SIGUSR1" for a known number, else "SIG?" */
+const char *mu_signal_name(int sig);
+
+#endif

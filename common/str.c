@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * String and number helpers that report errors instead of guessing: every count, port and
+ * priority that comes from a user goes through mu_parse_i64 with explicit bounds.
+ */
+#include "common/mu.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/mu_banned.h"
+
+size_t mu_strlcpy(char *dst, const char *src, size_t size)
+{
+    size_t len = strlen(src);
+    if (size) {
+        size_t n = len < size - 1 ? len : size - 1;
+        memcpy(dst, src, n);
+        dst[n] = '\0';
+    }
+    return len;
+}
+
+int mu_snprintf(char *dst, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(dst, size, fmt, ap);
+    va_end(ap);
+    return (n < 0 || (size_t)n >= size) ? -1 : 0;
+}
+
+int mu_parse_i64(const char *text, int64_t min, int64_t max, int64_t *out, struct mu_err *err)
+{
+    char *end = NULL;
+    long long v;
+
+    if (!text || !*text || isspace((unsigned char)*text))
+        return mu_errf(err, MU_E_PARSE, "expected an integer, got '%s'", text ? text : "");
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (*end != '\0')
+        return mu_errf(err, MU_E_PARSE, "expected an integer, got '%s'", text);
+    if (errno == ERANGE || v < min || v > max)
+        return mu_errf(err, MU_E_RANGE, "'%s' is out of range %lld..%lld", text, (long long)min,
+                       (long long)max);
+    *out = (int64_t)v;
+    return 0;
+}
+
+int mu_parse_double(const char *text, double min, double max, double *out, struct mu_err *err)
+{
+    char *end = NULL;
+    double v;
+
+    if (!text || !*text || isspace((unsigned char)*text))
+        return mu_errf(err, MU_E_PARSE, "expected a number, got '%s'", text ? text : "");
+    errno = 0;
+    v = strtod(text, &end);
+    if (*end != '\0')
+        return mu_errf(err, MU_E_PARSE, "expected a number, got '%s'", text);
+    if (errno == ERANGE || !isfinite(v) || v < min || v > max)
+        return mu_errf(err, MU_E_RANGE, "'%s' is out of range %g..%g", text, min, max);
+    *out = v;
+    return 0;
+}
+
+bool mu_name_is_valid(const char *s, size_t max_len)
+{
+    size_t n = 0;
+    if (!s || !*s)
+        return false;
+    for (; s[n]; n++) {
+        unsigned char c = (unsigned char)s[n];
+        if (n >= max_len || !(isalnum(c) || c == '.' || c == '_' || c == '-' || c == ':'))
+            return false;
+    }
+    return true;
+}
+
+static const struct {
+    const char *name;
+    int sig;
+} signal_table[] = {
+    { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "KILL", SIGKILL },
+    { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { "ALRM", SIGALRM },
+    { "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "WINCH", SIGWINCH },
+};
+
+int mu_signal_parse(const char *name)
+{
+    int64_t num;
+    if (!name)
+        return -1;
+    if (mu_parse_i64(name, 1, 64, &num, NULL) == 0)
+        return (int)num;
+    if (strncasecmp(name, "SIG", 3) == 0)
+        name += 3;
+    for (size_t i = 0; i < MU_ARRAY_LEN(signal_table); i++) {
+        if (strcasecmp(name, signal_table[i].name) == 0)
+            return signal_table[i].sig;
+    }
+    return -1;
+}
+
+const char *mu_signal_name(int sig)
+{
+    static const char *const full[] = { "SIGHUP",  "SIGINT",  "SIGQUIT", "SIGKILL",
+                                        "SIGUSR1", "SIGUSR2", "SIGTERM", "SIGALRM",
+                                        "SIGCONT", "SIGSTOP", "SIGWINCH" };
+    for (size_t i = 0; i < MU_ARRAY_LEN(signal_table); i++) {
+        if (signal_table[i].sig == sig)
+            return full[i];
+    }
+    return "SIG?";
+}

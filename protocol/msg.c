@@ -1,0 +1,2 @@
+/* placeholder: replaced by the module's real code */
+typedef int muster_placeholder_msg;
