@@ -122,6 +122,26 @@ char *mu_buf_take(struct mu_buf *b);
 /* Reads a whole file (at most max_bytes) into a NUL-terminated heap string; free() it. */
 char *mu_file_read(const char *path, size_t max_bytes, size_t *len_out, struct mu_err *err);
 
+/* ---- string-keyed hash map (heap: _new/_free); values are borrowed pointers ---- */
+
+struct mu_map;
+
+/* An empty map; free with mu_map_free (which frees the copied keys, not the values). */
+struct mu_map *mu_map_new(void);
+void mu_map_free(struct mu_map *m);
+/* Stores value under a copy of key, replacing any old value. */
+int mu_map_put(struct mu_map *m, const char *key, void *value, struct mu_err *err);
+/* The value or NULL. */
+void *mu_map_get(const struct mu_map *m, const char *key);
+/* Removes key; returns its value or NULL. */
+void *mu_map_remove(struct mu_map *m, const char *key);
+size_t mu_map_count(const struct mu_map *m);
+/*
+ * Iteration: start with *pos = 0; returns the next value and advances *pos, NULL at the end.
+ * Removing the returned key during iteration is allowed; adding keys is not.
+ */
+void *mu_map_next(const struct mu_map *m, size_t *pos);
+
 /* ---- small things ---- */
 
 /* Parses a signal name ("SIGUSR1", "USR1", "TERM") or number; -1 if unknown. */

@@ -11,7 +11,8 @@
  * Keys (prefix "muster:" by default):
  *   submit (stream, field spec), control (stream), job:<id> (hash), jobs (sorted set: id by
  *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON),
- *   idem:<key> (string -> job id), epoch (counter: the scheduler's fencing epoch).
+ *   idem:<key> (string -> job id), epoch (counter: the scheduler's fencing epoch),
+ *   active (set: ids of jobs not yet in a final state, read on scheduler restart).
  */
 #ifndef MUSTER_QUEUE_QUEUE_H
 #define MUSTER_QUEUE_QUEUE_H
@@ -126,6 +127,99 @@ const char *queue_prefix(const struct queue *q);
 void *queue_command(struct queue *q, struct mu_err *err, const char *fmt, ...);
 void queue_reply_free(void *reply);
 
+/* ---------------- scheduler half (musterd) ---------------- */
+
+#define QUEUE_GROUP "muster-scheduler" /* consumer group on the submit and control streams */
+
+enum queue_stream { QUEUE_STREAM_SUBMIT = 0, QUEUE_STREAM_CONTROL = 1 };
+
+/* One stream entry taken in by the scheduler. */
+struct queue_entry {
+    char id[QUEUE_JOB_ID_MAX];
+    enum queue_stream stream;
+    char *spec;      /* submit: the spec field (heap, NUL-terminated), NULL if missing */
+    size_t spec_len; /* its length (it may hold NUL bytes) */
+    char cmd[32];    /* control: cmd field */
+    char arg[256];   /* control: arg field */
+};
+
+/* Frees an entry array from queue_intake_read. */
+void queue_entries_free(struct queue_entry *entries, int n);
+
+/*
+ * The scheduler's intake: its own connection that blocks in XREADGROUP on the submit and control
+ * streams, driven by poll() on queue_intake_fd so the daemon's loop never blocks on Redis.
+ * On creation it makes the consumer group (from the start of each stream) if missing and
+ * first re-reads entries this consumer took but never acknowledged (a crash before XACK).
+ */
+struct queue_intake;
+
+struct queue_intake *queue_intake_new(const char *url, const char *prefix, const char *consumer,
+                                      struct mu_err *err);
+void queue_intake_free(struct queue_intake *qi);
+/* The socket to poll for input; -1 while disconnected (call queue_intake_read to reconnect). */
+int queue_intake_fd(const struct queue_intake *qi);
+/*
+ * Non-blocking: reads whatever has arrived, sends the next XREADGROUP when the last one was
+ * answered, and returns the entries in *out (free with queue_entries_free; NULL and 0 when
+ * none).  MU_E_REDIS when the connection broke; the next call reconnects.
+ */
+int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
+                      struct mu_err *err);
+
+/* A field of the job hash. */
+struct queue_kv {
+    const char *key;
+    const char *value; /* NULL = delete the field */
+};
+
+/* A state change for the events stream. */
+struct queue_event {
+    const char *state;
+    const char *reason; /* may be NULL */
+    int attempt;
+    uint64_t at_ms;
+};
+
+/*
+ * One job update, pipelined and applied in this order: HSET (and HDEL of NULL values) on
+ * job:<id>; ZADD jobs <index_ms> <id> when index_ms > 0; XADD events (capped near events_max)
+ * when ev != NULL; SADD active for a new job, SREM active when ev is a final state; XACK of ack_stream/ack_id when ack_id != NULL.  The ack comes last, so a
+ * submission is only acknowledged once its job is stored (DESIGN §6).
+ */
+int queue_job_update(struct queue *q, const char *id, const struct queue_kv *fields, int nfields,
+                     uint64_t index_ms, const struct queue_event *ev, long events_max,
+                     enum queue_stream ack_stream, const char *ack_id, struct mu_err *err);
+
+/* INCR epoch: the scheduler's fencing epoch for this run. */
+int queue_epoch_next(struct queue *q, uint64_t *epoch, struct mu_err *err);
+
+/* Looks up idempotency key -> job id; *found false when absent. */
+int queue_idem_get(struct queue *q, const char *key, char *id_out, size_t id_size, bool *found,
+                   struct mu_err *err);
+/* SET idem:<key> <id> NX; *won false when another id holds the key (its id is in id_out). */
+int queue_idem_claim(struct queue *q, const char *key, const char *id, char *id_out,
+                     size_t id_size, bool *won, struct mu_err *err);
+
+/* What a restarted scheduler needs of an active job. */
+struct queue_stored_job {
+    char id[QUEUE_JOB_ID_MAX];
+    char state[16];
+    int attempt;
+    int failures;
+    bool held;
+    char *spec; /* heap; NULL if the hash has none */
+    size_t spec_len;
+};
+
+/* Reads every job of the active set (one pipelined round trip); free with
+ * queue_stored_jobs_free.  Ids whose hash is gone are dropped from the set. */
+int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, struct mu_err *err);
+void queue_stored_jobs_free(struct queue_stored_job *jobs, int n);
+
+/* HSET nodes with n name/JSON pairs in one command. */
+int queue_nodes_write(struct queue *q, const struct queue_kv *nodes, int n, struct mu_err *err);
+
 /* ---------------- client half (musterctl, libmuster) ---------------- */
 
 /* XADD prefix+"submit" spec <json>; writes the new entry id (the job id) into id_out. */
@@ -134,5 +228,74 @@ int queue_submit(struct queue *q, const char *spec_json, char *id_out, size_t id
 
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);
+
+/*
+ * Reads and the other client calls below return JSON built with cJSON (struct cJSON is cJSON's
+ * own type; include <cjson/cJSON.h> to use it).  Field names are the Redis fields.  Values that
+ * musterd writes as integers (priority, tasks, gpus_per_task, attempt, max_retries, *_at,
+ * exit_code) become JSON numbers, placement becomes the array it holds; every other value stays
+ * a string (spec is the submitted text, which may not be valid JSON for a REJECTED job).
+ */
+struct cJSON;
+
+/* True if id looks like a stream entry id ("1732270000123-0"); only such ids are looked up. */
+bool queue_job_id_is_valid(const char *id);
+
+/*
+ * HGETALL prefix+"job:"+id.  *out = a JSON object (free with cJSON_Delete), or NULL when the job
+ * has no hash (not an error: it may still be waiting in the submit stream).
+ */
+int queue_job_read(struct queue *q, const char *id, struct cJSON **out, struct mu_err *err);
+
+/*
+ * XRANGE prefix+"submit" id id.  *spec_out = the submitted text (free with free()), or NULL when
+ * the stream holds no such entry (it was never submitted, or has been trimmed).
+ */
+int queue_submission_read(struct queue *q, const char *id, char **spec_out, struct mu_err *err);
+
+struct queue_jobs_filter {
+    bool all;          /* false: only jobs that are not final (unless state is given) */
+    const char *queue; /* NULL = any queue; borrowed */
+    const char *state; /* NULL = any state; exact state name, e.g. "PENDING"; borrowed */
+    size_t limit;      /* 0 = no limit; otherwise keep the `limit` newest matches */
+};
+
+/*
+ * Lists jobs from prefix+"jobs" (scanned newest first, the job hashes fetched in pipelined
+ * batches) that pass the filter.  *out = a JSON array of job objects as queue_job_read builds
+ * them, oldest submission first (free with cJSON_Delete).  Ids whose hash is gone are skipped.
+ */
+int queue_jobs_read(struct queue *q, const struct queue_jobs_filter *f, struct cJSON **out,
+                    struct mu_err *err);
+
+/*
+ * HGET prefix+"nodes" name.  *out = the node's status object (cJSON_Delete), or NULL when no such
+ * node is registered.  A value that is not a JSON object is MU_E_PARSE.
+ */
+int queue_node_read(struct queue *q, const char *name, struct cJSON **out, struct mu_err *err);
+
+/*
+ * HGETALL prefix+"nodes".  *out = a JSON array of node objects sorted by name (cJSON_Delete).
+ * A value that does not parse becomes {"name": <field>, "error": "..."} so one bad entry does
+ * not hide the others.
+ */
+int queue_nodes_read(struct queue *q, struct cJSON **out, struct mu_err *err);
+
+/*
+ * The newest `count` entries of prefix+"events" (only those whose job field equals `job` when
+ * job is not NULL), oldest first.  *out = a JSON array of objects with the entry's fields plus
+ * "id" (the entry id); attempt and at are numbers.  last_id receives the stream's newest entry
+ * id ("0-0" when it is empty), the place to follow from with queue_events_wait.
+ */
+int queue_events_read(struct queue *q, const char *job, size_t count, struct cJSON **out,
+                      char *last_id, size_t last_id_size, struct mu_err *err);
+
+/*
+ * XREAD BLOCK block_ms (keep it under the connection's 2 s timeout) for entries after last_id.
+ * *out = a JSON array, empty when nothing arrived (cJSON_Delete); last_id advances past every
+ * entry read, matching `job` or not.
+ */
+int queue_events_wait(struct queue *q, const char *job, int block_ms, char *last_id,
+                      size_t last_id_size, struct cJSON **out, struct mu_err *err);
 
 #endif

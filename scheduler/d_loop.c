@@ -1,2 +1,169 @@
-/* placeholder: replaced by the module's real code */
-typedef int muster_placeholder_d_loop;
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's event loop: one thread polls the workers' ROUTER socket and the Redis intake socket,
+ * applies what arrives, and runs a scheduling pass when something changed.  Periodic work
+ * (lost nodes, bind deadlines, node status) runs at most every 200 ms.  Nothing here blocks for
+ * long: Redis writes are single pipelined round trips on loopback or a LAN.
+ */
+#include "scheduler/daemon.h"
+
+#include <errno.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "common/mu_banned.h"
+
+#define CHECK_INTERVAL_MS 200
+
+void d_send(struct musterd *d, const char *node, struct proto_msg *m)
+{
+    struct mu_err err;
+    m->epoch = d->epoch;
+    m->seq = ++d->seq;
+    if (proto_send(d->router, node, m, &err) != 0)
+        mu_log_limited(MU_LOG_WARN, "sched", "send", 5, "node=%s %s not sent: %s", node,
+                       proto_type_name(m->type), err.msg);
+}
+
+static void handle_message(struct musterd *d, const char *identity, const struct proto_msg *m)
+{
+    struct d_node *node;
+
+    switch (m->type) {
+    case PROTO_HELLO:
+        d_hello(d, identity, m);
+        return;
+    case PROTO_HEARTBEAT:
+        d_heartbeat(d, identity, m);
+        return;
+    default:
+        break;
+    }
+    node = d_node_get(d, identity);
+    if (!node) {
+        /* Not registered (e.g. we restarted): answering makes it send HELLO. */
+        d_heartbeat(d, identity, m);
+        return;
+    }
+    node->seen_ms = mu_time_mono_ms();
+    switch (m->type) {
+    case PROTO_BIND_ACK:
+        d_bind_ack(d, node, m);
+        break;
+    case PROTO_TASK_STATUS:
+        d_task_status(d, node, &m->task);
+        break;
+    case PROTO_CHECKPOINT_DONE:
+    case PROTO_SPOT_NOTICE:
+    case PROTO_REBALANCE:
+        mu_log(MU_LOG_INFO, "sched", "node=%s %s received (handled by issue #4)", node->name,
+               proto_type_name(m->type));
+        break;
+    default:
+        mu_log_limited(MU_LOG_WARN, "sched", "unexpected-type", 10,
+                       "node=%s unexpected %s message ignored", node->name,
+                       proto_type_name(m->type));
+    }
+}
+
+static void drain_router(struct musterd *d)
+{
+    for (int budget = 0; budget < 10000; budget++) {
+        struct proto_msg m;
+        struct mu_err err;
+        char identity[PROTO_NODE_MAX] = "";
+        int rc = proto_recv(d->router, identity, sizeof(identity), &m, &err);
+        if (rc == 0) {
+            proto_msg_release(&m);
+            return;
+        }
+        if (rc < 0)
+            mu_log_limited(MU_LOG_WARN, "sched", "bad-frame", 10, "node=%s bad message dropped: %s",
+                           identity[0] ? identity : "?", err.msg);
+        else
+            handle_message(d, identity, &m);
+        proto_msg_release(&m);
+    }
+}
+
+static void drain_intake(struct musterd *d)
+{
+    struct queue_entry *entries = NULL;
+    struct mu_err err;
+    int n = 0;
+
+    if (queue_intake_read(d->qi, &entries, &n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "intake", 5, "%s; retrying", err.msg);
+        d->redis_down = true;
+        return;
+    }
+    /* Submissions first: a cancel read in the same batch may name one of them. */
+    for (int i = 0; i < n; i++) {
+        if (entries[i].stream == QUEUE_STREAM_SUBMIT)
+            d_intake_submit(d, &entries[i]);
+    }
+    for (int i = 0; i < n; i++) {
+        if (entries[i].stream == QUEUE_STREAM_CONTROL)
+            d_control(d, &entries[i]);
+    }
+    queue_entries_free(entries, n);
+}
+
+static void periodic(struct musterd *d, uint64_t now)
+{
+    if (now < d->next_check_ms)
+        return;
+    d->next_check_ms = now + CHECK_INTERVAL_MS;
+    d_nodes_check(d, now);
+    d_jobs_check_timeouts(d, now);
+    if (d->redis_down) {
+        struct mu_err err;
+        if (queue_reconnect(d->q, &err) == 0) {
+            mu_log(MU_LOG_INFO, "sched", "redis connection restored");
+            d->redis_down = false;
+            d->nodes_dirty = true;
+        }
+    }
+    if (d->nodes_dirty || now >= d->next_nodes_write_ms) {
+        d_nodes_write(d);
+        d->next_nodes_write_ms = now + (uint64_t)d->cfg.heartbeat_s * 1000u;
+    }
+}
+
+int d_run(struct musterd *d, struct mu_err *err)
+{
+    mu_log(MU_LOG_INFO, "sched", "musterd running: epoch %llu, workers on %s",
+           (unsigned long long)d->epoch, d->cfg.bind);
+    drain_intake(d); /* sends the first blocking read */
+    while (!*d->stop) {
+        zmq_pollitem_t items[2];
+        int nitems = 1;
+        int fd = queue_intake_fd(d->qi);
+        int timeout = d->dirty ? 0 : CHECK_INTERVAL_MS;
+        uint64_t now;
+
+        memset(items, 0, sizeof(items));
+        items[0].socket = d->router;
+        items[0].events = ZMQ_POLLIN;
+        if (fd >= 0) {
+            items[1].fd = fd;
+            items[1].events = ZMQ_POLLIN;
+            nitems = 2;
+        }
+        if (zmq_poll(items, nitems, timeout) < 0) {
+            if (errno == EINTR)
+                continue;
+            return mu_errf(err, MU_E_ZMQ, "zmq_poll: %s", zmq_strerror(errno));
+        }
+        if (items[0].revents & ZMQ_POLLIN)
+            drain_router(d);
+        if (nitems == 1 || (items[1].revents & ZMQ_POLLIN))
+            drain_intake(d);
+        now = mu_time_mono_ms();
+        periodic(d, now);
+        if (d->dirty)
+            d_schedule(d);
+    }
+    mu_log(MU_LOG_INFO, "sched", "musterd stopping");
+    return 0;
+}

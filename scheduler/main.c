@@ -1,3 +1,233 @@
-/* placeholder */
-int main(void);
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd: the scheduler daemon (DESIGN §8).  Parses flags, loads and checks the config (refusing
+ * to start on any error), connects to Redis and binds the workers' socket, then hands over to the
+ * loop in d_loop.c.  Flags beat MUSTER_* environment variables, which beat the config file.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "scheduler/daemon.h"
+
+#include "common/mu_banned.h"
+
+static volatile sig_atomic_t stop_flag;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stop_flag = 1;
+}
+
+static const char usage_text[] =
+    "usage: musterd --config FILE [--redis URL] [--bind ENDPOINT] [--metrics ADDR:PORT]\n"
+    "               [--log-level debug|info|warn|error] [--check-config]\n"
+    "\n"
+    "The muster scheduler: takes gang jobs from the Redis stream <prefix>submit, places each\n"
+    "all-or-nothing on the registered workers' GPUs, and drives the workers over ZeroMQ.\n"
+    "\n"
+    "options:\n"
+    "  -c, --config FILE     cluster config (JSON, see config/examples/dev.json); required\n"
+    "                        (env MUSTER_CONFIG)\n"
+    "  -r, --redis URL       redis://[user:pass@]host:port[/db] (env MUSTER_REDIS_URL;\n"
+    "                        default: the config's \"redis\", else redis://127.0.0.1:6379)\n"
+    "  -b, --bind ENDPOINT   ZeroMQ endpoint workers connect to, e.g. tcp://0.0.0.0:7070\n"
+    "                        (env MUSTER_BIND; default: the config's \"bind\")\n"
+    "      --metrics ADDR:PORT  Prometheus /metrics endpoint (not implemented yet: issue #6)\n"
+    "      --log-level LEVEL log threshold (default info)\n"
+    "      --check-config    load and check the config, print the result, and exit\n"
+    "  -h, --help            this help\n"
+    "      --version         print the version\n"
+    "\n"
+    "exit status: 0 clean stop, 1 runtime failure (config, redis, bind), 2 usage error\n";
+
+struct options {
+    const char *config;
+    const char *redis;
+    const char *bind;
+    const char *metrics;
+    bool check_only;
+};
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+    enum { OPT_METRICS = 256, OPT_LOG_LEVEL, OPT_CHECK, OPT_VERSION };
+    static const struct option longopts[] = {
+        { "config", required_argument, NULL, 'c' },
+        { "redis", required_argument, NULL, 'r' },
+        { "bind", required_argument, NULL, 'b' },
+        { "metrics", required_argument, NULL, OPT_METRICS },
+        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+        { "check-config", no_argument, NULL, OPT_CHECK },
+        { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, OPT_VERSION },
+        { NULL, 0, NULL, 0 },
+    };
+    int c;
+    enum mu_log_level level;
+
+    o->config = getenv("MUSTER_CONFIG");
+    o->redis = getenv("MUSTER_REDIS_URL");
+    o->bind = getenv("MUSTER_BIND");
+    while ((c = getopt_long(argc, argv, "c:r:b:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            o->config = optarg;
+            break;
+        case 'r':
+            o->redis = optarg;
+            break;
+        case 'b':
+            o->bind = optarg;
+            break;
+        case OPT_METRICS:
+            o->metrics = optarg;
+            break;
+        case OPT_LOG_LEVEL:
+            if (mu_log_level_parse(optarg, &level) != 0) {
+                (void)fprintf(stderr, "musterd: --log-level: expected debug, info, warn or "
+                                      "error, got '%s'\n",
+                              optarg);
+                return 2;
+            }
+            mu_log_set_level(level);
+            break;
+        case OPT_CHECK:
+            o->check_only = true;
+            break;
+        case 'h':
+            (void)fputs(usage_text, stdout);
+            return 0;
+        case OPT_VERSION:
+            (void)puts("musterd 0.1.0");
+            return 0;
+        default:
+            (void)fputs(usage_text, stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        (void)fprintf(stderr, "musterd: unexpected argument '%s'\n%s", argv[optind], usage_text);
+        return 2;
+    }
+    if (!o->config || !*o->config) {
+        (void)fprintf(stderr, "musterd: --config FILE is required\n%s", usage_text);
+        return 2;
+    }
+    return -1;
+}
+
+static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err *err)
+{
+    struct sched_pool pools[CFG_MAX_POOLS];
+    for (int i = 0; i < c->npools; i++) {
+        memset(&pools[i], 0, sizeof(pools[i]));
+        mu_strlcpy(pools[i].name, c->pools[i].name, sizeof(pools[i].name));
+        mu_strlcpy(pools[i].gpu_type, c->pools[i].gpu_type, sizeof(pools[i].gpu_type));
+        pools[i].capacity =
+            c->pools[i].capacity == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
+        pools[i].price_per_hour = c->pools[i].price_per_hour;
+        pools[i].max_gpus = c->pools[i].max_gpus;
+    }
+    return sched_cluster_new(pools, c->npools, c->nlevels, err);
+}
+
+static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
+{
+    char consumer[128];
+    char host[64] = "localhost";
+
+    if (cfg_load_file(&d->cfg, o->config, err) != 0)
+        return -1;
+    if (o->redis && mu_strlcpy(d->cfg.redis, o->redis, sizeof(d->cfg.redis)) >= sizeof(d->cfg.redis))
+        return mu_errf(err, MU_E_INVAL, "--redis: URL too long");
+    if (o->bind && mu_strlcpy(d->cfg.bind, o->bind, sizeof(d->cfg.bind)) >= sizeof(d->cfg.bind))
+        return mu_errf(err, MU_E_INVAL, "--bind: endpoint too long");
+    if (o->metrics)
+        mu_log(MU_LOG_WARN, "sched", "--metrics is not implemented yet (issue #6); ignored");
+    d->cluster = cluster_from_cfg(&d->cfg, err);
+    d->jobs = mu_map_new();
+    if (!d->cluster || !d->jobs)
+        return d->cluster ? mu_errf(err, MU_E_NOMEM, "out of memory") : -1;
+    d->q = queue_new(d->cfg.redis, d->cfg.key_prefix, err);
+    if (!d->q) {
+        mu_err_prefix(err, "cannot reach redis: ");
+        return -1;
+    }
+    if (queue_epoch_next(d->q, &d->epoch, err) != 0)
+        return -1;
+    (void)gethostname(host, sizeof(host) - 1);
+    (void)mu_snprintf(consumer, sizeof(consumer), "musterd@%s", host);
+    d->qi = queue_intake_new(d->cfg.redis, d->cfg.key_prefix, consumer, err);
+    if (!d->qi)
+        return -1;
+    d->zctx = zmq_ctx_new();
+    if (!d->zctx)
+        return mu_errf(err, MU_E_ZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
+    d->router = proto_router_new(d->zctx, d->cfg.bind, err);
+    if (!d->router)
+        return -1;
+    return d_jobs_recover(d, err);
+}
+
+static void teardown(struct musterd *d)
+{
+    if (d->router)
+        (void)zmq_close(d->router);
+    if (d->zctx)
+        (void)zmq_ctx_term(d->zctx);
+    d_jobs_free(d);
+    free(d->nodes);
+    sched_cluster_free(d->cluster);
+    queue_intake_free(d->qi);
+    queue_free(d->q);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = { 0 };
+    struct musterd d;
+    struct mu_err err = { 0, "" };
+    struct sigaction sa;
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc >= 0)
+        return rc;
+    memset(&d, 0, sizeof(d));
+    cfg_init_defaults(&d.cfg);
+    d.stop = &stop_flag;
+    if (o.check_only) {
+        if (cfg_load_file(&d.cfg, o.config, &err) != 0) {
+            (void)fprintf(stderr, "musterd: %s\n", err.msg);
+            return 1;
+        }
+        (void)printf("%s: ok (%d pool(s), %d queue(s), %d topology level(s))\n", o.config,
+                     d.cfg.npools, d.cfg.nqueues, d.cfg.nlevels);
+        return 0;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    (void)sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)signal(SIGPIPE, SIG_IGN);
+
+    rc = 1;
+    if (setup(&d, &o, &err) != 0) {
+        (void)fprintf(stderr, "musterd: %s\n", err.msg);
+        goto out;
+    }
+    if (d_run(&d, &err) != 0) {
+        (void)fprintf(stderr, "musterd: %s\n", err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    teardown(&d);
+    return rc;
+}

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* queue's cross-file helpers; never included outside queue/ (a CI grep checks). */
+#ifndef MUSTER_QUEUE_INTERNAL_H
+#define MUSTER_QUEUE_INTERNAL_H
+
+#include <hiredis/hiredis.h>
+
+#include "queue/queue.h"
+
+struct queue {
+    redisContext *ctx; /* NULL while disconnected; a context with err set is freed at once */
+    struct queue_url url;
+    char prefix[CFG_NAME_MAX];
+};
+
+/* Opens q->ctx from q->url (AUTH, SELECT/PING). */
+int queue_conn_open(struct queue *q, struct mu_err *err);
+/* Frees a dead context so the next command reconnects. */
+void queue_conn_drop(struct queue *q);
+
+#endif

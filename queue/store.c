@@ -1,0 +1,315 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler's writes to Redis (DESIGN §3, §6): job hashes, the listing index, the events
+ * stream, acknowledgements and node status.  One job update is one pipelined round trip, in an
+ * order that makes a crash at any point safe: the job is stored, then the event is appended,
+ * then the submission is acknowledged (an unacknowledged entry is simply read again).
+ */
+#include "queue/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define ARGV_MAX 160
+
+struct argv_builder {
+    int argc;
+    const char *argv[ARGV_MAX];
+    size_t lens[ARGV_MAX];
+};
+
+static void argv_add(struct argv_builder *b, const char *s)
+{
+    if (b->argc < ARGV_MAX) {
+        b->argv[b->argc] = s;
+        b->lens[b->argc] = strlen(s);
+        b->argc++;
+    }
+}
+
+/* Sends the queued pipeline's n commands' replies; the first error wins, all are drained. */
+static int pipeline_finish(struct queue *q, int n, struct mu_err *err)
+{
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        void *reply = NULL;
+        if (redisGetReply(q->ctx, &reply) != REDIS_OK) {
+            mu_errf(err, MU_E_REDIS, "redis %s:%d: %s", q->url.host, q->url.port,
+                    q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
+            queue_conn_drop(q);
+            return -1;
+        }
+        if (((redisReply *)reply)->type == REDIS_REPLY_ERROR && rc == 0)
+            rc = mu_errf(err, MU_E_REDIS, "redis: %s", ((redisReply *)reply)->str);
+        freeReplyObject(reply);
+    }
+    return rc;
+}
+
+int queue_job_update(struct queue *q, const char *id, const struct queue_kv *fields, int nfields,
+                     uint64_t index_ms, const struct queue_event *ev, long events_max,
+                     enum queue_stream ack_stream, const char *ack_id, struct mu_err *err)
+{
+    char key[CFG_NAME_MAX + QUEUE_JOB_ID_MAX + 8];
+    char list_key[CFG_NAME_MAX + 8];
+    char events_key[CFG_NAME_MAX + 8];
+    char stream_key[CFG_NAME_MAX + 16];
+    char num[3][32];
+    struct argv_builder set = { 0 };
+    struct argv_builder del = { 0 };
+    int sent = 0;
+
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return -1;
+    (void)mu_snprintf(key, sizeof(key), "%sjob:%s", q->prefix, id);
+    argv_add(&set, "HSET");
+    argv_add(&set, key);
+    argv_add(&del, "HDEL");
+    argv_add(&del, key);
+    for (int i = 0; i < nfields; i++) {
+        if (fields[i].value) {
+            argv_add(&set, fields[i].key);
+            argv_add(&set, fields[i].value);
+        } else {
+            argv_add(&del, fields[i].key);
+        }
+    }
+    if (set.argc >= ARGV_MAX || del.argc >= ARGV_MAX)
+        return mu_errf(err, MU_E_TOOBIG, "job %s: too many fields in one update", id);
+    if (set.argc > 2 && redisAppendCommandArgv(q->ctx, set.argc, set.argv, set.lens) == REDIS_OK)
+        sent++;
+    if (del.argc > 2 && redisAppendCommandArgv(q->ctx, del.argc, del.argv, del.lens) == REDIS_OK)
+        sent++;
+    if (index_ms) {
+        (void)mu_snprintf(list_key, sizeof(list_key), "%sjobs", q->prefix);
+        (void)mu_snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)index_ms);
+        if (redisAppendCommand(q->ctx, "ZADD %s %s %s", list_key, num[0], id) == REDIS_OK)
+            sent++;
+    }
+    if (ev || index_ms) {
+        /* The active set lists non-final jobs, so a restarted scheduler reads only those. */
+        bool final = false;
+        enum queue_state st;
+        if (ev && queue_state_parse(ev->state, &st) == 0)
+            final = queue_state_is_final(st);
+        if ((final || index_ms) &&
+            redisAppendCommand(q->ctx, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id) ==
+                REDIS_OK)
+            sent++;
+    }
+    if (ev) {
+        (void)mu_snprintf(events_key, sizeof(events_key), "%sevents", q->prefix);
+        (void)mu_snprintf(num[1], sizeof(num[1]), "%d", ev->attempt);
+        (void)mu_snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)ev->at_ms);
+        if (redisAppendCommand(q->ctx,
+                               "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
+                               events_key, events_max, id, ev->state, ev->reason ? ev->reason : "",
+                               num[1], num[2]) == REDIS_OK)
+            sent++;
+    }
+    if (ack_id) {
+        (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
+                          ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
+        if (redisAppendCommand(q->ctx, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id) ==
+            REDIS_OK)
+            sent++;
+    }
+    if (pipeline_finish(q, sent, err) != 0) {
+        mu_err_prefix(err, "job %s: ", id);
+        return -1;
+    }
+    return 0;
+}
+
+int queue_epoch_next(struct queue *q, uint64_t *epoch, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "INCR %sepoch", q->prefix);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0) {
+        queue_reply_free(r);
+        return mu_errf(err, MU_E_REDIS, "INCR %sepoch: unexpected reply", q->prefix);
+    }
+    *epoch = (uint64_t)r->integer;
+    queue_reply_free(r);
+    return 0;
+}
+
+int queue_idem_get(struct queue *q, const char *key, char *id_out, size_t id_size, bool *found,
+                   struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "GET %sidem:%s", q->prefix, key);
+    if (!r)
+        return -1;
+    *found = r->type == REDIS_REPLY_STRING;
+    if (*found)
+        mu_strlcpy(id_out, r->str, id_size);
+    queue_reply_free(r);
+    return 0;
+}
+
+int queue_idem_claim(struct queue *q, const char *key, const char *id, char *id_out,
+                     size_t id_size, bool *won, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "SET %sidem:%s %s NX", q->prefix, key, id);
+    bool found = false;
+    if (!r)
+        return -1;
+    *won = r->type == REDIS_REPLY_STATUS;
+    queue_reply_free(r);
+    if (*won) {
+        mu_strlcpy(id_out, id, id_size);
+        return 0;
+    }
+    if (queue_idem_get(q, key, id_out, id_size, &found, err) != 0)
+        return -1;
+    if (!found) /* expired or deleted in between: treat as ours */
+        mu_strlcpy(id_out, id, id_size);
+    return 0;
+}
+
+int queue_nodes_write(struct queue *q, const struct queue_kv *nodes, int n, struct mu_err *err)
+{
+    char key[CFG_NAME_MAX + 8];
+    const char **argv = NULL;
+    size_t *lens = NULL;
+    redisReply *r = NULL;
+    int argc = 0;
+    int rc = -1;
+
+    if (n <= 0)
+        return 0;
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return -1;
+    argv = calloc((size_t)n * 2 + 2, sizeof(*argv));
+    lens = calloc((size_t)n * 2 + 2, sizeof(*lens));
+    if (!argv || !lens) {
+        mu_errf(err, MU_E_NOMEM, "out of memory");
+        goto out;
+    }
+    (void)mu_snprintf(key, sizeof(key), "%snodes", q->prefix);
+    argv[argc++] = "HSET";
+    argv[argc++] = key;
+    for (int i = 0; i < n; i++) {
+        argv[argc++] = nodes[i].key;
+        argv[argc++] = nodes[i].value;
+    }
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    r = redisCommandArgv(q->ctx, argc, argv, lens);
+    if (!r) {
+        mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
+        queue_conn_drop(q);
+        goto out;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (r)
+        freeReplyObject(r);
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+void queue_stored_jobs_free(struct queue_stored_job *jobs, int n)
+{
+    if (!jobs)
+        return;
+    for (int i = 0; i < n; i++)
+        free(jobs[i].spec);
+    free(jobs);
+}
+
+static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
+{
+    /* HMGET state attempt failures held spec */
+    int64_t num = 0;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+        return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
+    if (r->element[0]->type == REDIS_REPLY_STRING)
+        mu_strlcpy(s->state, r->element[0]->str, sizeof(s->state));
+    if (r->element[1]->type == REDIS_REPLY_STRING &&
+        mu_parse_i64(r->element[1]->str, 1, 1000000, &num, NULL) == 0)
+        s->attempt = (int)num;
+    if (r->element[2]->type == REDIS_REPLY_STRING &&
+        mu_parse_i64(r->element[2]->str, 0, 1000000, &num, NULL) == 0)
+        s->failures = (int)num;
+    s->held = r->element[3]->type == REDIS_REPLY_STRING && strcmp(r->element[3]->str, "1") == 0;
+    if (r->element[4]->type == REDIS_REPLY_STRING) {
+        s->spec = malloc(r->element[4]->len + 1);
+        if (!s->spec)
+            return mu_errf(err, MU_E_NOMEM, "out of memory");
+        memcpy(s->spec, r->element[4]->str, r->element[4]->len);
+        s->spec[r->element[4]->len] = '\0';
+        s->spec_len = r->element[4]->len;
+    }
+    return 0;
+}
+
+int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, struct mu_err *err)
+{
+    redisReply *ids = NULL;
+    struct queue_stored_job *jobs = NULL;
+    int count = 0;
+    int rc = -1;
+
+    *out = NULL;
+    *n = 0;
+    ids = queue_command(q, err, "SMEMBERS %sactive", q->prefix);
+    if (!ids)
+        return -1;
+    if (ids->type != REDIS_REPLY_ARRAY) {
+        mu_errf(err, MU_E_REDIS, "SMEMBERS %sactive: unexpected reply", q->prefix);
+        goto out;
+    }
+    jobs = calloc(ids->elements + 1, sizeof(*jobs));
+    if (!jobs) {
+        mu_errf(err, MU_E_NOMEM, "out of memory loading %zu jobs", ids->elements);
+        goto out;
+    }
+    for (size_t i = 0; i < ids->elements; i++)
+        (void)redisAppendCommand(q->ctx, "HMGET %sjob:%s state attempt failures held spec",
+                                 q->prefix, ids->element[i]->str);
+    for (size_t i = 0; i < ids->elements; i++) {
+        void *reply = NULL;
+        struct queue_stored_job *s = &jobs[i];
+        if (redisGetReply(q->ctx, &reply) != REDIS_OK) {
+            mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
+            queue_conn_drop(q);
+            count = (int)ids->elements;
+            goto out;
+        }
+        mu_strlcpy(s->id, ids->element[i]->str, sizeof(s->id));
+        if (stored_job_fill(s, reply, err) != 0) {
+            freeReplyObject(reply);
+            queue_conn_drop(q); /* replies still queued on it */
+            count = (int)ids->elements;
+            goto out;
+        }
+        freeReplyObject(reply);
+    }
+    /* Compact; an id whose hash vanished (deleted by hand) leaves the active set. */
+    for (size_t i = 0; i < ids->elements; i++) {
+        if (jobs[i].state[0]) {
+            jobs[count++] = jobs[i];
+            continue;
+        }
+        free(jobs[i].spec);
+        queue_reply_free(queue_command(q, NULL, "SREM %sactive %s", q->prefix, jobs[i].id));
+    }
+    *out = jobs;
+    *n = count;
+    jobs = NULL;
+    rc = 0;
+out:
+    queue_stored_jobs_free(jobs, count);
+    queue_reply_free(ids);
+    return rc;
+}

@@ -1,0 +1,961 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's job lifecycle (DESIGN §3): intake and validation of submissions, the scheduling pass,
+ * binding gangs to workers, task status, retries, cancellation and restart recovery.
+ *
+ * Invariants:
+ * - every transition is written to Redis before any worker hears of it (write-ahead);
+ * - a job's resources stay committed in the cluster until every task of its attempt is gone
+ *   (exited, killed, or its node lost), so a new attempt never runs beside an old one;
+ * - a job is on the pending list only when it is PENDING and holds no resources.
+ */
+#include "scheduler/daemon.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define PORT_BASE  29500
+#define PORT_RANGE 10000
+
+/* ---------------- small helpers ---------------- */
+
+static uint64_t id_ms(const char *id)
+{
+    int64_t ms = 0;
+    char buf[32];
+    const char *dash = strchr(id, '-');
+    size_t n = dash ? (size_t)(dash - id) : strlen(id);
+    if (n == 0 || n >= sizeof(buf))
+        return 0;
+    memcpy(buf, id, n);
+    buf[n] = '\0';
+    if (mu_parse_i64(buf, 0, INT64_MAX, &ms, NULL) != 0)
+        return 0;
+    return (uint64_t)ms;
+}
+
+static void job_free(struct d_job *j)
+{
+    if (!j)
+        return;
+    queue_spec_release(&j->spec);
+    free(j->slots);
+    free(j->tasks);
+    free(j);
+}
+
+static void job_request_build(const struct musterd *d, struct d_job *j)
+{
+    struct sched_request *r = &j->req;
+    memset(r, 0, sizeof(*r));
+    r->tasks = j->spec.tasks;
+    r->gpus_per_task = j->spec.gpus_per_task;
+    r->cpus_per_task = j->spec.cpus_per_task;
+    r->memory_mb_per_task = j->spec.memory_mb_per_task;
+    r->gpu_type = j->spec.gpu_type;
+    r->ncapacity = j->spec.ncapacity;
+    for (int i = 0; i < j->spec.ncapacity && i < 2; i++)
+        r->capacity[i] = j->spec.capacity[i] == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
+    r->required_level =
+        j->spec.topo_required[0] ? cfg_level_index(&d->cfg, j->spec.topo_required) : -1;
+    r->preferred_level =
+        j->spec.topo_preferred[0] ? cfg_level_index(&d->cfg, j->spec.topo_preferred) : -1;
+}
+
+/*
+ * Writes fields and (when state is given) the state change with its event.  A Redis failure is
+ * logged and remembered; the in-memory state still moves on, and the loop retries the
+ * connection (full outage handling is issue #5).
+ */
+static int job_write(struct musterd *d, struct d_job *j, const struct queue_kv *fields, int n,
+                     const char *state, const char *reason)
+{
+    struct mu_err err;
+    struct queue_event ev = { state, reason, j ? j->attempt : 0, mu_time_wall_ms() };
+    if (queue_job_update(d->q, j->id, fields, n, 0, state ? &ev : NULL, d->cfg.events_max,
+                         QUEUE_STREAM_SUBMIT, NULL, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store update: %s",
+                       j->id, err.msg);
+        d->redis_down = true;
+        return -1;
+    }
+    return 0;
+}
+
+static void pending_add(struct musterd *d, struct d_job *j)
+{
+    if (d->npending == d->cap_pending) {
+        int cap = d->cap_pending ? d->cap_pending * 2 : 256;
+        struct d_job **p = realloc(d->pending, (size_t)cap * sizeof(*p));
+        if (!p) {
+            mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory queueing job", j->id);
+            return;
+        }
+        d->pending = p;
+        d->cap_pending = cap;
+    }
+    d->pending[d->npending++] = j;
+    d->dirty = true;
+}
+
+static void pending_remove(struct musterd *d, const struct d_job *j)
+{
+    for (int i = 0; i < d->npending; i++) {
+        if (d->pending[i] == j) {
+            memmove(&d->pending[i], &d->pending[i + 1],
+                    (size_t)(d->npending - i - 1) * sizeof(*d->pending));
+            d->npending--;
+            return;
+        }
+    }
+}
+
+static void job_forget(struct musterd *d, struct d_job *j)
+{
+    pending_remove(d, j);
+    (void)mu_map_remove(d->jobs, j->id);
+    job_free(j);
+}
+
+static const char *node_name(const struct musterd *d, int idx)
+{
+    return d->nodes[idx].name;
+}
+
+static void task_kill(struct musterd *d, struct d_job *j, int t, int grace_s)
+{
+    struct proto_msg m;
+    const struct d_task *task = &j->tasks[t];
+    proto_msg_init(&m, PROTO_KILL);
+    mu_strlcpy(m.task.job, j->id, sizeof(m.task.job));
+    m.task.task = t;
+    m.task.attempt = j->placed_attempt;
+    m.signal = 0;
+    m.grace_s = grace_s;
+    d_send(d, node_name(d, task->node), &m);
+    proto_msg_release(&m);
+}
+
+/* ---------------- the end of an attempt ---------------- */
+
+static bool all_gone(const struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].gone)
+            return false;
+    }
+    return true;
+}
+
+/* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
+static void job_release_if_done(struct musterd *d, struct d_job *j)
+{
+    if (!j->placed || !all_gone(j))
+        return;
+    sched_cluster_release(d->cluster, &j->req, j->slots);
+    free(j->slots);
+    free(j->tasks);
+    j->slots = NULL;
+    j->tasks = NULL;
+    j->placed = false;
+    d->dirty = true;
+    d->nodes_dirty = true;
+    if (j->end == D_END_RETRY) {
+        j->end = D_END_NONE;
+        pending_add(d, j);
+    } else if (j->end == D_END_FINAL) {
+        job_forget(d, j);
+    }
+}
+
+static void kill_live_tasks(struct musterd *d, struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].gone)
+            task_kill(d, j, t, d->cfg.kill_grace_s);
+    }
+}
+
+/*
+ * Ends the current attempt because of `why`.  counted: a task failed (counts against
+ * max_retries); otherwise the infrastructure failed (bind timeout, node lost) and the gang is
+ * simply requeued.
+ */
+static void attempt_end(struct musterd *d, struct d_job *j, bool counted, int exit_code,
+                        const char *why)
+{
+    char num[16];
+    char attempt[16];
+    char now[32];
+
+    if (j->end != D_END_NONE)
+        return;
+    if (counted)
+        j->failures++;
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
+    if (counted && j->failures > j->spec.max_retries) {
+        struct queue_kv f[] = { { "state", "FAILED" }, { "error", why }, { "exit_code", num },
+                                { "finished_at", now } };
+        (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
+        j->state = QUEUE_FAILED;
+        j->end = D_END_FINAL;
+        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why);
+        mu_log(MU_LOG_INFO, "sched", "job=%s failed: %s", j->id, why);
+    } else {
+        char reason[300];
+        char failures[16];
+        struct queue_kv f[] = { { "state", "PENDING" },    { "attempt", attempt },
+                                { "reason", reason },      { "failures", failures },
+                                { "nodes", NULL },         { "placement", NULL },
+                                { "started_at", NULL } };
+        (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
+        (void)mu_snprintf(reason, sizeof(reason), "retrying: %s", why);
+        j->attempt++;
+        (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+        j->state = QUEUE_PENDING;
+        j->end = D_END_RETRY;
+        mu_strlcpy(j->reason, reason, sizeof(j->reason));
+        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason);
+        mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
+               j->placed_attempt, why);
+    }
+    kill_live_tasks(d, j);
+    job_release_if_done(d, j);
+}
+
+static void job_succeeded(struct musterd *d, struct d_job *j)
+{
+    char now[32];
+    struct queue_kv f[] = { { "state", "SUCCEEDED" }, { "exit_code", "0" }, { "finished_at", now } };
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
+    j->state = QUEUE_SUCCEEDED;
+    j->end = D_END_FINAL;
+    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0");
+    mu_log(MU_LOG_INFO, "sched", "job=%s succeeded", j->id);
+    job_release_if_done(d, j);
+}
+
+/* ---------------- intake ---------------- */
+
+static void ack_only(struct musterd *d, enum queue_stream stream, const char *entry_id)
+{
+    struct mu_err err;
+    if (queue_job_update(d->q, entry_id, NULL, 0, 0, NULL, d->cfg.events_max, stream, entry_id,
+                         &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-ack", 5, "cannot acknowledge %s: %s",
+                       entry_id, err.msg);
+        d->redis_down = true;
+    }
+}
+
+static void reject(struct musterd *d, const struct queue_entry *e, const char *why)
+{
+    struct mu_err err;
+    char now[32];
+    char submitted[32];
+    char stored[4200];
+    const char *spec = e->spec ? e->spec : "";
+    struct queue_kv f[] = { { "id", e->id },         { "state", "REJECTED" },
+                            { "error", why },        { "spec", spec },
+                            { "submitted_at", submitted }, { "finished_at", now },
+                            { "name", "" },          { "queue", "" } };
+    struct queue_event ev = { "REJECTED", why, 0, mu_time_wall_ms() };
+
+    if (e->spec && strlen(e->spec) > 4096) {
+        /* Keep what a user needs to recognise it without storing megabytes of garbage. */
+        (void)snprintf(stored, sizeof(stored), "%.4096s...(truncated, %zu bytes)", e->spec,
+                       e->spec_len);
+        f[3].value = stored;
+    }
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)ev.at_ms);
+    (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)id_ms(e->id));
+    if (queue_job_update(d->q, e->id, f, (int)MU_ARRAY_LEN(f), id_ms(e->id) ? id_ms(e->id) : 1,
+                         &ev, d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", e->id,
+                       err.msg);
+        d->redis_down = true;
+        return;
+    }
+    mu_log_limited(MU_LOG_INFO, "sched", "rejected", 1, "job=%s rejected: %s", e->id, why);
+}
+
+static void fields_of_new_job(const struct d_job *j, const char *spec_json, char bufs[6][32],
+                              struct queue_kv *f, int *n)
+{
+    int i = 0;
+    (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
+    (void)mu_snprintf(bufs[1], 32, "%d", j->spec.tasks);
+    (void)mu_snprintf(bufs[2], 32, "%d", j->spec.gpus_per_task);
+    (void)mu_snprintf(bufs[3], 32, "%d", j->attempt);
+    (void)mu_snprintf(bufs[4], 32, "%d", j->spec.max_retries);
+    (void)mu_snprintf(bufs[5], 32, "%llu", (unsigned long long)j->submitted_ms);
+    f[i++] = (struct queue_kv){ "id", j->id };
+    f[i++] = (struct queue_kv){ "name", j->spec.name };
+    f[i++] = (struct queue_kv){ "queue", j->spec.queue };
+    f[i++] = (struct queue_kv){ "user", j->spec.user };
+    f[i++] = (struct queue_kv){ "state", "PENDING" };
+    f[i++] = (struct queue_kv){ "priority", bufs[0] };
+    f[i++] = (struct queue_kv){ "tasks", bufs[1] };
+    f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
+    f[i++] = (struct queue_kv){ "attempt", bufs[3] };
+    f[i++] = (struct queue_kv){ "max_retries", bufs[4] };
+    f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
+    f[i++] = (struct queue_kv){ "spec", spec_json };
+    f[i++] = (struct queue_kv){ "reason", "waiting for the scheduler" };
+    *n = i;
+}
+
+void d_intake_submit(struct musterd *d, const struct queue_entry *e)
+{
+    struct mu_err err;
+    struct d_job *j = NULL;
+    struct queue_kv f[16];
+    char bufs[6][32];
+    int nf = 0;
+    struct queue_event ev;
+
+    if (mu_map_get(d->jobs, e->id)) {
+        ack_only(d, QUEUE_STREAM_SUBMIT, e->id); /* stored before a crash, ack was lost */
+        return;
+    }
+    if (!e->spec) {
+        reject(d, e, "submission has no 'spec' field; hint: XADD muster:submit '*' spec '{...}'");
+        return;
+    }
+    if (strlen(e->spec) != e->spec_len) {
+        reject(d, e, "spec: contains a NUL byte");
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
+        return;
+    }
+    mu_strlcpy(j->id, e->id, sizeof(j->id));
+    if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0 ||
+        queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
+        reject(d, e, err.msg);
+        job_free(j);
+        return;
+    }
+    if (j->spec.idempotency_key[0]) {
+        char owner[QUEUE_JOB_ID_MAX];
+        bool won = false;
+        if (queue_idem_claim(d->q, j->spec.idempotency_key, j->id, owner, sizeof(owner), &won,
+                             &err) != 0) {
+            mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s",
+                           j->id, err.msg);
+            d->redis_down = true;
+            job_free(j);
+            return; /* not acknowledged: read again once Redis is back */
+        }
+        if (!won && strcmp(owner, j->id) != 0) {
+            char why[400];
+            struct queue_event dup = { "DUPLICATE", why, 0, mu_time_wall_ms() };
+            (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
+                              j->spec.idempotency_key, owner);
+            if (queue_job_update(d->q, j->id, NULL, 0, 0, &dup, d->cfg.events_max,
+                                 QUEUE_STREAM_SUBMIT, e->id, &err) != 0)
+                d->redis_down = true;
+            mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
+            job_free(j);
+            return;
+        }
+    }
+    j->state = QUEUE_PENDING;
+    j->attempt = 1;
+    j->submitted_ms = id_ms(j->id);
+    job_request_build(d, j);
+    fields_of_new_job(j, e->spec, bufs, f, &nf);
+    ev = (struct queue_event){ "PENDING", "submitted", 1, mu_time_wall_ms() };
+    if (queue_job_update(d->q, j->id, f, nf, j->submitted_ms ? j->submitted_ms : 1, &ev,
+                         d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err) != 0 ||
+        mu_map_put(d->jobs, j->id, j, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", j->id,
+                       err.msg);
+        d->redis_down = true;
+        job_free(j);
+        return; /* not acknowledged: read again once Redis is back */
+    }
+    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld", j->id,
+           j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority);
+    pending_add(d, j);
+}
+
+/* ---------------- scheduling ---------------- */
+
+static int pending_cmp(const void *a, const void *b)
+{
+    const struct d_job *x = *(struct d_job *const *)a;
+    const struct d_job *y = *(struct d_job *const *)b;
+    if (x->spec.priority != y->spec.priority)
+        return x->spec.priority > y->spec.priority ? -1 : 1;
+    if (x->submitted_ms != y->submitted_ms)
+        return x->submitted_ms < y->submitted_ms ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+static void set_reason(struct musterd *d, struct d_job *j, const char *reason)
+{
+    struct queue_kv f[] = { { "reason", reason } };
+    if (strcmp(j->reason, reason) == 0)
+        return;
+    mu_strlcpy(j->reason, reason, sizeof(j->reason));
+    (void)job_write(d, j, f, 1, NULL, NULL);
+}
+
+/* placement as JSON: [{"task":0,"node":"n1","gpus":[0,1]}, ...]; nodes as "n1,n2". */
+static int placement_format(const struct musterd *d, const struct d_job *j, struct mu_buf *json,
+                            struct mu_buf *nodes)
+{
+    struct mu_err err;
+    if (mu_buf_append(json, "[", 1, &err) != 0)
+        return -1;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        const char *name = node_name(d, j->slots[t].node);
+        bool first_gpu = true;
+        bool seen = false;
+        if (mu_buf_appendf(json, &err, "%s{\"task\":%d,\"node\":", t ? "," : "", t) != 0 ||
+            mu_buf_append_json_str(json, name, &err) != 0 ||
+            mu_buf_append(json, ",\"gpus\":[", 9, &err) != 0)
+            return -1;
+        for (int g = 0; g < SCHED_MAX_GPUS_NODE; g++) {
+            if (!(j->slots[t].gpus & (UINT64_C(1) << g)))
+                continue;
+            if (mu_buf_appendf(json, &err, "%s%d", first_gpu ? "" : ",", g) != 0)
+                return -1;
+            first_gpu = false;
+        }
+        if (mu_buf_append(json, "]}", 2, &err) != 0)
+            return -1;
+        for (int u = 0; u < t; u++)
+            seen = seen || j->slots[u].node == j->slots[t].node;
+        if (!seen && mu_buf_appendf(nodes, &err, "%s%s", nodes->len ? "," : "", name) != 0)
+            return -1;
+    }
+    return mu_buf_append(json, "]", 1, &err);
+}
+
+static void bind_send(struct musterd *d, struct d_job *j)
+{
+    int nnodes = 0;
+    int *node_rank = calloc((size_t)j->spec.tasks, sizeof(int));
+    const char *master = d->nodes[j->slots[0].node].addr;
+    struct mu_err err;
+
+    if (!node_rank)
+        return; /* the bind deadline requeues the gang */
+    for (int t = 0; t < j->spec.tasks; t++) {
+        node_rank[t] = -1;
+        for (int u = 0; u < t; u++) {
+            if (j->slots[u].node == j->slots[t].node) {
+                node_rank[t] = node_rank[u];
+                break;
+            }
+        }
+        if (node_rank[t] < 0)
+            node_rank[t] = nnodes++;
+    }
+    for (int t = 0; t < j->spec.tasks; t++) {
+        struct proto_msg m;
+        int local_rank = 0;
+        int local_size = 0;
+        proto_msg_init(&m, PROTO_BIND);
+        for (int u = 0; u < j->spec.tasks; u++) {
+            if (j->slots[u].node == j->slots[t].node) {
+                local_size++;
+                if (u < t)
+                    local_rank++;
+            }
+        }
+        mu_strlcpy(m.task.job, j->id, sizeof(m.task.job));
+        m.task.task = t;
+        m.task.attempt = j->attempt;
+        m.world_size = j->spec.tasks;
+        m.local_rank = local_rank;
+        m.local_world_size = local_size;
+        m.node_rank = node_rank[t];
+        m.nnodes = nnodes;
+        mu_strlcpy(m.master_addr, master, sizeof(m.master_addr));
+        m.master_port = j->master_port;
+        for (int g = 0; g < SCHED_MAX_GPUS_NODE && m.nbind_gpus < PROTO_MAX_GPUS; g++) {
+            if (j->slots[t].gpus & (UINT64_C(1) << g))
+                m.bind_gpus[m.nbind_gpus++] = g;
+        }
+        mu_strlcpy(m.workdir, j->spec.workdir, sizeof(m.workdir));
+        m.signal = j->spec.checkpoint_signal;
+        if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0 ||
+            proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
+            mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
+        else
+            d_send(d, node_name(d, j->slots[t].node), &m);
+        proto_msg_release(&m);
+    }
+    free(node_rank);
+}
+
+static int job_start(struct musterd *d, struct d_job *j)
+{
+    struct mu_buf json;
+    struct mu_buf nodes;
+    char now[32];
+    char attempt[16];
+    char why[300];
+    int rc = -1;
+
+    j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
+    if (!j->tasks)
+        return -1;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        j->tasks[t].node = j->slots[t].node;
+        j->tasks[t].gpus = j->slots[t].gpus;
+    }
+    mu_buf_init(&json, 0);
+    mu_buf_init(&nodes, 0);
+    if (placement_format(d, j, &json, &nodes) != 0)
+        goto out;
+    sched_cluster_commit(d->cluster, &j->req, j->slots);
+    j->placed = true;
+    j->placed_attempt = j->attempt;
+    j->end = D_END_NONE;
+    j->state = QUEUE_STARTING;
+    j->started_ms = mu_time_wall_ms();
+    j->bind_deadline_ms = mu_time_mono_ms() + (uint64_t)d->cfg.bind_timeout_s * 1000u;
+    j->master_port = PORT_BASE + d->next_port;
+    d->next_port = (d->next_port + 1) % PORT_RANGE;
+    j->reason[0] = '\0';
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->started_ms);
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    (void)mu_snprintf(why, sizeof(why), "placed on %s", nodes.data);
+    {
+        struct queue_kv f[] = { { "state", "STARTING" }, { "started_at", now },
+                                { "nodes", nodes.data }, { "placement", json.data },
+                                { "attempt", attempt },  { "reason", NULL } };
+        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why);
+    }
+    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
+    bind_send(d, j);
+    d->nodes_dirty = true;
+    rc = 0;
+out:
+    mu_buf_release(&json);
+    mu_buf_release(&nodes);
+    if (rc != 0) {
+        free(j->tasks);
+        j->tasks = NULL;
+    }
+    return rc;
+}
+
+/* Two requests that ask for the same shape: if one did not fit in this pass, neither will. */
+static bool same_shape(const struct sched_request *a, const struct sched_request *b)
+{
+    return a->tasks == b->tasks && a->gpus_per_task == b->gpus_per_task &&
+           a->cpus_per_task == b->cpus_per_task &&
+           a->memory_mb_per_task == b->memory_mb_per_task && a->ncapacity == b->ncapacity &&
+           a->capacity[0] == b->capacity[0] && a->capacity[1] == b->capacity[1] &&
+           a->required_level == b->required_level && a->preferred_level == b->preferred_level &&
+           strcmp(a->gpu_type, b->gpu_type) == 0;
+}
+
+void d_schedule(struct musterd *d)
+{
+    enum { MAX_FAILED_SHAPES = 64 };
+    const struct d_job *failed[MAX_FAILED_SHAPES];
+    int nfailed = 0;
+    int kept = 0;
+
+    d->dirty = false;
+    if (d->npending == 0)
+        return;
+    qsort(d->pending, (size_t)d->npending, sizeof(*d->pending), pending_cmp);
+    for (int i = 0; i < d->npending; i++) {
+        struct d_job *j = d->pending[i];
+        char reason[256] = "";
+        const struct d_job *twin = NULL;
+
+        if (j->held) {
+            set_reason(d, j, "held by operator; musterctl release to let it run");
+            d->pending[kept++] = j;
+            continue;
+        }
+        for (int f = 0; f < nfailed && !twin; f++) {
+            if (same_shape(&failed[f]->req, &j->req))
+                twin = failed[f];
+        }
+        if (twin) {
+            set_reason(d, j, twin->reason);
+            d->pending[kept++] = j;
+            continue;
+        }
+        free(j->slots);
+        j->slots = malloc((size_t)j->spec.tasks * sizeof(*j->slots));
+        if (j->slots && sched_place(d->cluster, &j->req, j->slots, reason, sizeof(reason)) == 1 &&
+            job_start(d, j) == 0)
+            continue; /* placed: off the pending list */
+        free(j->slots);
+        j->slots = NULL;
+        set_reason(d, j, reason[0] ? reason : "out of memory");
+        if (nfailed < MAX_FAILED_SHAPES)
+            failed[nfailed++] = j;
+        d->pending[kept++] = j;
+    }
+    d->npending = kept;
+}
+
+/* ---------------- worker reports ---------------- */
+
+/* The job and task a report is about, when it belongs to the placed attempt on that node. */
+static struct d_job *task_lookup(struct musterd *d, const struct d_node *node,
+                                 const struct proto_task_ref *t)
+{
+    struct d_job *j = mu_map_get(d->jobs, t->job);
+    if (!j || !j->placed || t->attempt != j->placed_attempt || t->task < 0 ||
+        t->task >= j->spec.tasks || j->tasks[t->task].node != node->idx)
+        return NULL;
+    return j;
+}
+
+/* A task of an attempt we do not run (superseded, unknown, finished): tell the worker to stop
+ * it and forget it.  Never answered for LOST, so the exchange ends. */
+static void stale_task(struct musterd *d, struct d_node *node, const struct proto_task_ref *t)
+{
+    struct proto_msg m;
+    if (t->state == PROTO_TASK_LOST)
+        return;
+    proto_msg_init(&m, PROTO_KILL);
+    m.task = *t;
+    m.grace_s = d->cfg.kill_grace_s;
+    mu_log(MU_LOG_INFO, "sched", "job=%s task=%d attempt=%d node=%s not current: stopping it",
+           t->job, t->task, t->attempt, node->name);
+    d_send(d, node->name, &m);
+    proto_msg_release(&m);
+}
+
+static void running_if_all_acked(struct musterd *d, struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].acked)
+            return;
+    }
+    if (j->state == QUEUE_STARTING && j->end == D_END_NONE) {
+        struct queue_kv f[] = { { "state", "RUNNING" } };
+        j->state = QUEUE_RUNNING;
+        (void)job_write(d, j, f, 1, "RUNNING", "every task started");
+        mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d running", j->id, j->attempt);
+    }
+}
+
+void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *m)
+{
+    struct d_job *j = task_lookup(d, node, &m->task);
+    struct d_task *task;
+    char why[400];
+
+    if (!j) {
+        if (m->ok)
+            stale_task(d, node, &m->task);
+        return;
+    }
+    task = &j->tasks[m->task.task];
+    if (!m->ok) {
+        task->gone = true;
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start: %s", m->task.task,
+                          node->name, m->error[0] ? m->error : "unknown error");
+        attempt_end(d, j, true, 127, why);
+        job_release_if_done(d, j);
+        return;
+    }
+    if (task->gone || task->acked)
+        return;
+    task->acked = true;
+    task->pid = m->task.pid;
+    if (j->end == D_END_NONE)
+        running_if_all_acked(d, j);
+}
+
+void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t)
+{
+    struct d_job *j = task_lookup(d, node, t);
+    struct d_task *task;
+    char why[300];
+
+    if (!j) {
+        stale_task(d, node, t);
+        return;
+    }
+    task = &j->tasks[t->task];
+    if (task->gone)
+        return;
+    if (t->state == PROTO_TASK_RUNNING) {
+        task->acked = true;
+        task->pid = t->pid;
+        if (j->end == D_END_NONE)
+            running_if_all_acked(d, j);
+        return;
+    }
+    task->gone = true;
+    task->acked = true;
+    task->exit_code = t->exit_code;
+    task->signal = t->signal;
+    if (t->state == PROTO_TASK_EXITED)
+        stale_task(d, node, t); /* lets the worker forget the exit it kept for us */
+    if (j->end != D_END_NONE) {
+        job_release_if_done(d, j);
+        return;
+    }
+    if (t->state == PROTO_TASK_LOST) {
+        (void)mu_snprintf(why, sizeof(why), "task %d vanished from node %s", t->task, node->name);
+        attempt_end(d, j, false, 0, why);
+    } else if (t->signal) {
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t->task,
+                          node->name, mu_signal_name(t->signal));
+        attempt_end(d, j, true, 128 + t->signal, why);
+    } else if (t->exit_code != 0) {
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t->task,
+                          node->name, t->exit_code);
+        attempt_end(d, j, true, t->exit_code, why);
+    } else if (all_gone(j)) {
+        job_succeeded(d, j);
+    }
+}
+
+void d_node_lost_tasks(struct musterd *d, int node_idx)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    char why[200];
+
+    (void)mu_snprintf(why, sizeof(why), "node %s lost", node_name(d, node_idx));
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        bool hit = false;
+        if (!j->placed)
+            continue;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].node == node_idx && !j->tasks[t].gone) {
+                j->tasks[t].gone = true;
+                hit = true;
+            }
+        }
+        if (!hit)
+            continue;
+        if (j->end == D_END_NONE)
+            attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
+        else
+            job_release_if_done(d, j);
+    }
+}
+
+void d_node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    for (int i = 0; i < hello->ntasks; i++)
+        d_task_status(d, node, &hello->tasks[i]);
+    /* Tasks we placed there that the worker does not know any more. */
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed)
+            continue;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            struct proto_task_ref ref = { .task = t, .attempt = j->placed_attempt,
+                                          .state = PROTO_TASK_LOST };
+            bool reported = false;
+            if (j->tasks[t].node != node->idx || j->tasks[t].gone || !j->tasks[t].acked)
+                continue;
+            for (int i = 0; i < hello->ntasks && !reported; i++) {
+                reported = strcmp(hello->tasks[i].job, j->id) == 0 &&
+                           hello->tasks[i].task == t &&
+                           hello->tasks[i].attempt == j->placed_attempt;
+            }
+            if (reported)
+                continue;
+            mu_strlcpy(ref.job, j->id, sizeof(ref.job));
+            d_task_status(d, node, &ref);
+            break; /* the job may be gone now; its other tasks were handled with it */
+        }
+    }
+}
+
+void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (j->placed && j->state == QUEUE_STARTING && j->end == D_END_NONE &&
+            now_ms > j->bind_deadline_ms) {
+            char why[300];
+            int slow = 0;
+            for (int t = 0; t < j->spec.tasks; t++) {
+                if (!j->tasks[t].acked) {
+                    slow = t;
+                    break;
+                }
+            }
+            (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start within %d s",
+                              slow, node_name(d, j->tasks[slow].node), d->cfg.bind_timeout_s);
+            /* Unacknowledged tasks may never have started; the KILL cleans up if they did. */
+            for (int t = 0; t < j->spec.tasks; t++) {
+                if (!j->tasks[t].acked) {
+                    task_kill(d, j, t, 0);
+                    j->tasks[t].gone = true;
+                }
+            }
+            attempt_end(d, j, false, 0, why);
+        }
+    }
+}
+
+/* ---------------- operator commands (muster:control) ---------------- */
+
+static void job_cancel(struct musterd *d, struct d_job *j)
+{
+    char now[32];
+    struct queue_kv f[] = { { "state", "CANCELLED" }, { "finished_at", now } };
+
+    if (queue_state_is_final(j->state))
+        return;
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
+    j->state = QUEUE_CANCELLED;
+    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator");
+    mu_log(MU_LOG_INFO, "sched", "job=%s cancelled", j->id);
+    if (!j->placed) {
+        job_forget(d, j);
+        return;
+    }
+    if (j->end == D_END_NONE)
+        kill_live_tasks(d, j);
+    j->end = D_END_FINAL;
+    job_release_if_done(d, j);
+}
+
+static void job_hold(struct musterd *d, struct d_job *j, bool hold)
+{
+    struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
+    j->held = hold;
+    (void)job_write(d, j, f, 1, NULL, NULL);
+    if (!hold) {
+        j->reason[0] = '\0';
+        d->dirty = true;
+    }
+}
+
+void d_control(struct musterd *d, const struct queue_entry *e)
+{
+    struct d_job *j = NULL;
+    struct d_node *node = NULL;
+    bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0 ||
+                   strcmp(e->cmd, "release") == 0;
+    bool node_cmd = strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0 ||
+                    strcmp(e->cmd, "uncordon") == 0;
+
+    if (job_cmd) {
+        j = mu_map_get(d->jobs, e->arg);
+        if (!j)
+            mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
+        else if (strcmp(e->cmd, "cancel") == 0)
+            job_cancel(d, j);
+        else
+            job_hold(d, j, strcmp(e->cmd, "hold") == 0);
+    } else if (node_cmd) {
+        int idx = sched_cluster_node_find(d->cluster, e->arg);
+        node = idx >= 0 ? &d->nodes[idx] : NULL;
+        if (!node) {
+            mu_log(MU_LOG_WARN, "sched", "control %s: node '%s' is not registered", e->cmd,
+                   e->arg);
+        } else {
+            node->admin = strcmp(e->cmd, "drain") == 0    ? SCHED_NODE_DRAINING
+                          : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
+                                                          : SCHED_NODE_READY;
+            if (node->online)
+                sched_cluster_node_set_state(d->cluster, idx, node->admin);
+            mu_log(MU_LOG_INFO, "sched", "node=%s %s", node->name,
+                   sched_node_state_name(node->admin));
+            d->nodes_dirty = true;
+            d->dirty = true;
+        }
+    } else {
+        mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
+                       "control: unknown command '%s' ignored", e->cmd);
+    }
+    ack_only(d, QUEUE_STREAM_CONTROL, e->id);
+}
+
+/* ---------------- restart recovery ---------------- */
+
+/*
+ * Takes the jobs of the active set back after a restart.  PENDING jobs queue again as they were.
+ * A job that was starting, running or being preempted cannot be adopted yet (issue #5): its
+ * attempt is ended and the gang requeued; workers that still run its tasks are told to stop
+ * them when they register, because their attempt is no longer current.
+ */
+int d_jobs_recover(struct musterd *d, struct mu_err *err)
+{
+    struct queue_stored_job *stored = NULL;
+    int n = 0;
+    int requeued = 0;
+
+    if (queue_active_load(d->q, &stored, &n, err) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        struct queue_stored_job *s = &stored[i];
+        struct mu_err perr;
+        struct d_job *j = calloc(1, sizeof(*j));
+        enum queue_state st = QUEUE_PENDING;
+
+        if (!j) {
+            mu_errf(err, MU_E_NOMEM, "out of memory recovering jobs");
+            queue_stored_jobs_free(stored, n);
+            return -1;
+        }
+        mu_strlcpy(j->id, s->id, sizeof(j->id));
+        if (!s->spec || queue_spec_parse(s->spec, s->spec_len, &j->spec, &perr) != 0 ||
+            queue_state_parse(s->state, &st) != 0) {
+            mu_log(MU_LOG_ERROR, "sched", "job=%s stored record unreadable, skipped", s->id);
+            job_free(j);
+            continue;
+        }
+        j->state = QUEUE_PENDING;
+        j->attempt = s->attempt > 0 ? s->attempt : 1;
+        j->failures = s->failures;
+        j->held = s->held;
+        j->submitted_ms = id_ms(j->id);
+        job_request_build(d, j);
+        if (mu_map_put(d->jobs, j->id, j, &perr) != 0) {
+            job_free(j);
+            continue;
+        }
+        if (st != QUEUE_PENDING) {
+            char attempt[16];
+            struct queue_kv f[] = { { "state", "PENDING" },  { "attempt", attempt },
+                                    { "nodes", NULL },       { "placement", NULL },
+                                    { "started_at", NULL } };
+            j->attempt++;
+            (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+            (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING",
+                            "requeued after a scheduler restart");
+            requeued++;
+        }
+        pending_add(d, j);
+    }
+    if (n)
+        mu_log(MU_LOG_INFO, "sched", "recovered %d active job(s), %d requeued", n, requeued);
+    queue_stored_jobs_free(stored, n);
+    return 0;
+}
+
+void d_jobs_free(struct musterd *d)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL)
+        job_free(j);
+    mu_map_free(d->jobs);
+    d->jobs = NULL;
+    free(d->pending);
+    d->pending = NULL;
+}

@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's worker registry (DESIGN §2, §7): registration from HELLO, heartbeats, lost nodes and
+ * the node status written to Redis for musterctl.  A node keeps its cluster index for the life of
+ * the daemon; a worker that comes back (restart, reconnect) re-registers under the same index and
+ * reconciles the tasks it still runs.
+ */
+#include "scheduler/daemon.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+struct d_node *d_node_get(struct musterd *d, const char *name)
+{
+    int idx = sched_cluster_node_find(d->cluster, name);
+    if (idx < 0 || !d->nodes[idx].online)
+        return NULL;
+    return &d->nodes[idx];
+}
+
+static void reply_heartbeat(struct musterd *d, const char *identity, bool known)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, PROTO_HEARTBEAT);
+    m.ok = known;
+    m.heartbeat_s = d->cfg.heartbeat_s;
+    d_send(d, identity, &m);
+    proto_msg_release(&m);
+}
+
+/* Builds the core's view of a worker from its HELLO; -1 with err when it cannot join. */
+static int hello_spec(const struct musterd *d, const struct proto_msg *m,
+                      struct sched_node_spec *spec, struct mu_err *err)
+{
+    const struct cfg_pool *pool = cfg_pool_find(&d->cfg, m->pool);
+
+    memset(spec, 0, sizeof(*spec));
+    if (!mu_name_is_valid(m->node, SCHED_NAME_MAX - 1))
+        return mu_errf(err, MU_E_INVAL, "invalid node name '%s'", m->node);
+    if (!pool)
+        return mu_errf(err, MU_E_CONFIG, "unknown pool '%s'; hint: add it to the config's pools",
+                       m->pool);
+    if (m->ngpus > SCHED_MAX_GPUS_NODE)
+        return mu_errf(err, MU_E_RANGE, "%d GPUs, at most %d supported", m->ngpus,
+                       SCHED_MAX_GPUS_NODE);
+    mu_strlcpy(spec->name, m->node, sizeof(spec->name));
+    spec->pool = (int)(pool - d->cfg.pools);
+    spec->ngpus = m->ngpus;
+    spec->cpus = m->cpus;
+    spec->memory_mb = m->memory_mb;
+    spec->nlabels = d->cfg.nlevels;
+    for (int l = 0; l < d->cfg.nlevels; l++) {
+        bool found = false;
+        for (int i = 0; i < m->nlabels && !found; i++) {
+            if (strcmp(m->labels[i].level, d->cfg.levels[l]) == 0) {
+                mu_strlcpy(spec->labels[l], m->labels[i].value, sizeof(spec->labels[l]));
+                found = true;
+            }
+        }
+        if (!found)
+            return mu_errf(err, MU_E_CONFIG,
+                           "missing topology label '%s'; hint: start the worker with --label "
+                           "%s=VALUE",
+                           d->cfg.levels[l], d->cfg.levels[l]);
+    }
+    return 0;
+}
+
+void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
+{
+    struct sched_node_spec spec;
+    struct mu_err err;
+    struct d_node *node;
+    int idx;
+
+    if (strcmp(identity, m->node) != 0) {
+        mu_log_limited(MU_LOG_WARN, "sched", "hello-identity", 10,
+                       "HELLO from '%s' names node '%s'; refused", identity, m->node);
+        return;
+    }
+    if (hello_spec(d, m, &spec, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "hello-bad", 10, "node=%s cannot register: %s",
+                       m->node, err.msg);
+        return;
+    }
+    idx = sched_cluster_node_add(d->cluster, &spec, &err);
+    if (idx < 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "hello-bad", 10, "node=%s cannot register: %s",
+                       m->node, err.msg);
+        return;
+    }
+    if (idx >= d->cap_nodes) {
+        int cap = d->cap_nodes ? d->cap_nodes * 2 : 16;
+        struct d_node *p;
+        while (cap <= idx)
+            cap *= 2;
+        p = realloc(d->nodes, (size_t)cap * sizeof(*p));
+        if (!p) {
+            mu_log(MU_LOG_ERROR, "sched", "node=%s out of memory registering", m->node);
+            return;
+        }
+        memset(p + d->cap_nodes, 0, (size_t)(cap - d->cap_nodes) * sizeof(*p));
+        d->nodes = p;
+        d->cap_nodes = cap;
+    }
+    if (idx >= d->nnodes) {
+        d->nnodes = idx + 1;
+        d->nodes[idx].admin = SCHED_NODE_READY;
+    }
+    node = &d->nodes[idx];
+    mu_strlcpy(node->name, m->node, sizeof(node->name));
+    mu_strlcpy(node->pool, m->pool, sizeof(node->pool));
+    mu_strlcpy(node->addr, m->addr[0] ? m->addr : m->node, sizeof(node->addr));
+    node->idx = idx;
+    if (!node->online)
+        mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",
+               node->name, node->pool, m->ngpus, m->ntasks);
+    node->online = true;
+    node->seen_ms = mu_time_mono_ms();
+    node->seen_wall_ms = mu_time_wall_ms();
+    sched_cluster_node_set_state(d->cluster, idx, node->admin);
+    reply_heartbeat(d, identity, true);
+    d_node_reconcile(d, node, m);
+    d->dirty = true;
+    d->nodes_dirty = true;
+}
+
+void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m)
+{
+    struct d_node *node = d_node_get(d, identity);
+    (void)m;
+    if (node) {
+        node->seen_ms = mu_time_mono_ms();
+        node->seen_wall_ms = mu_time_wall_ms();
+    }
+    reply_heartbeat(d, identity, node != NULL);
+}
+
+void d_nodes_check(struct musterd *d, uint64_t now_ms)
+{
+    uint64_t limit = (uint64_t)d->cfg.node_lost_after_s * 1000u;
+    for (int i = 0; i < d->nnodes; i++) {
+        struct d_node *node = &d->nodes[i];
+        if (!node->online || now_ms - node->seen_ms <= limit)
+            continue;
+        node->online = false;
+        sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
+        mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
+               d->cfg.node_lost_after_s);
+        d_node_lost_tasks(d, i);
+        d->nodes_dirty = true;
+    }
+}
+
+static int node_json(const struct musterd *d, int i, struct mu_buf *b, struct mu_err *err)
+{
+    const struct d_node *node = &d->nodes[i];
+    const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);
+    const struct sched_pool *pool = sched_cluster_pool(d->cluster, spec->pool);
+    enum sched_node_state st = sched_cluster_node_state(d->cluster, i);
+
+    if (mu_buf_append(b, "{\"name\":", 8, err) != 0 ||
+        mu_buf_append_json_str(b, node->name, err) != 0 ||
+        mu_buf_append(b, ",\"pool\":", 8, err) != 0 ||
+        mu_buf_append_json_str(b, node->pool, err) != 0 ||
+        mu_buf_appendf(b, err,
+                       ",\"capacity\":\"%s\",\"state\":\"%s\",\"gpus\":%d,\"gpus_free\":%d,"
+                       "\"cpus\":%d,\"memory_mb\":%lld,\"heartbeat_at\":%llu,\"addr\":",
+                       pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
+                       sched_node_state_name(st), spec->ngpus,
+                       sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
+                       (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms) != 0 ||
+        mu_buf_append_json_str(b, node->addr, err) != 0 ||
+        mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
+        return -1;
+    for (int l = 0; l < d->cfg.nlevels; l++) {
+        if ((l && mu_buf_append(b, ",", 1, err) != 0) ||
+            mu_buf_append_json_str(b, d->cfg.levels[l], err) != 0 ||
+            mu_buf_append(b, ":", 1, err) != 0 ||
+            mu_buf_append_json_str(b, spec->labels[l], err) != 0)
+            return -1;
+    }
+    return mu_buf_append(b, "}}", 2, err);
+}
+
+void d_nodes_write(struct musterd *d)
+{
+    struct queue_kv *kv = NULL;
+    struct mu_buf *bufs = NULL;
+    struct mu_err err;
+
+    d->nodes_dirty = false;
+    if (d->nnodes == 0)
+        return;
+    kv = calloc((size_t)d->nnodes, sizeof(*kv));
+    bufs = calloc((size_t)d->nnodes, sizeof(*bufs));
+    if (!kv || !bufs)
+        goto out;
+    for (int i = 0; i < d->nnodes; i++) {
+        mu_buf_init(&bufs[i], 0);
+        if (node_json(d, i, &bufs[i], &err) != 0)
+            goto out;
+        kv[i].key = d->nodes[i].name;
+        kv[i].value = bufs[i].data;
+    }
+    if (queue_nodes_write(d->q, kv, d->nnodes, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
+                       err.msg);
+        d->redis_down = true;
+        d->nodes_dirty = true;
+    }
+out:
+    for (int i = 0; bufs && i < d->nnodes; i++)
+        mu_buf_release(&bufs[i]);
+    free(bufs);
+    free(kv);
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's internals, shared by the scheduler/d_*.c files; never included outside scheduler/.
+ *
+ * The daemon is a single-threaded loop (d_loop.c) around the pure placement core: it takes jobs
+ * in from Redis (d_jobs.c), keeps the worker registry (d_nodes.c), and talks to workers over one
+ * ZeroMQ ROUTER.  Every job transition is written to Redis before any worker is told (DESIGN §3).
+ */
+#ifndef MUSTER_SCHEDULER_DAEMON_H
+#define MUSTER_SCHEDULER_DAEMON_H
+
+#include <signal.h>
+
+#include "config/cfg.h"
+#include "protocol/proto.h"
+#include "queue/queue.h"
+#include "scheduler/sched.h"
+
+struct d_task {
+    int node;        /* cluster node index */
+    uint64_t gpus;   /* GPU mask on that node */
+    bool acked;      /* BIND_ACK ok received */
+    bool gone;       /* exited, lost, or never started: nothing of it runs any more */
+    int exit_code;
+    int signal;
+    int pid;
+};
+
+enum d_end {
+    D_END_NONE = 0, /* the attempt runs (or is starting) */
+    D_END_RETRY,    /* attempt over, job goes back to PENDING once every task is gone */
+    D_END_FINAL,    /* job reached a final state; forget it once every task is gone */
+};
+
+struct d_job {
+    char id[QUEUE_JOB_ID_MAX];
+    struct queue_spec spec;
+    struct sched_request req; /* req.gpu_type borrows spec.gpu_type */
+    enum queue_state state;
+    int attempt;  /* 1.. */
+    int failures; /* attempts ended by a task failure; FAILED when > max_retries */
+    uint64_t submitted_ms; /* wall */
+    uint64_t started_ms;   /* wall, current attempt */
+    bool held;
+    bool placed;           /* resources committed in the cluster (slots/tasks valid) */
+    int placed_attempt;    /* the attempt slots/tasks belong to (< attempt after a requeue) */
+    enum d_end end;
+    struct sched_slot *slots; /* spec.tasks entries while placed */
+    struct d_task *tasks;     /* spec.tasks entries while placed */
+    uint64_t bind_deadline_ms; /* mono; while STARTING */
+    int master_port;
+    char reason[256]; /* why pending, as last written to Redis */
+};
+
+struct d_node {
+    char name[PROTO_NODE_MAX];
+    int idx; /* cluster node index */
+    char pool[PROTO_NODE_MAX];
+    char addr[128];
+    bool online;         /* registered and not lost */
+    uint64_t seen_ms;    /* mono: last message */
+    uint64_t seen_wall_ms;
+    enum sched_node_state admin; /* operator state: ready, cordoned or draining */
+};
+
+struct musterd {
+    struct cfg cfg;
+    struct queue *q;
+    struct queue_intake *qi;
+    void *zctx;
+    void *router;
+    struct sched_cluster *cluster;
+    uint64_t epoch;
+    uint64_t seq;
+    struct mu_map *jobs;  /* id -> struct d_job * (owned) */
+    struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
+    int npending;
+    int cap_pending;
+    struct d_node *nodes; /* by cluster index */
+    int nnodes;
+    int cap_nodes;
+    bool dirty;          /* something changed that may let a pending job start */
+    bool nodes_dirty;
+    uint64_t next_nodes_write_ms;
+    uint64_t next_check_ms;
+    int next_port;
+    bool redis_down;
+    volatile sig_atomic_t *stop;
+};
+
+/* d_jobs.c */
+void d_intake_submit(struct musterd *d, const struct queue_entry *e);
+void d_control(struct musterd *d, const struct queue_entry *e);
+void d_schedule(struct musterd *d);
+void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);
+void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t);
+void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+void d_node_lost_tasks(struct musterd *d, int node_idx);
+/* Reconciles the tasks a worker says it runs (HELLO) with what the scheduler believes. */
+void d_node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
+int d_jobs_recover(struct musterd *d, struct mu_err *err);
+void d_jobs_free(struct musterd *d);
+
+/* d_nodes.c */
+void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
+void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m);
+struct d_node *d_node_get(struct musterd *d, const char *name); /* registered node or NULL */
+void d_nodes_check(struct musterd *d, uint64_t now_ms);
+void d_nodes_write(struct musterd *d);
+
+/* d_loop.c */
+void d_send(struct musterd *d, const char *node, struct proto_msg *m);
+int d_run(struct musterd *d, struct mu_err *err);
+
+#endif
