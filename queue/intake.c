@@ -23,7 +23,8 @@ struct queue_intake {
     struct queue conn; /* its own connection; conn.ctx is NULL while down */
     char consumer[64];
     char stream_keys[2][CFG_NAME_MAX + 16];
-    bool waiting; /* an XREADGROUP ... > is outstanding */
+    bool waiting;    /* an XREADGROUP ... > is outstanding */
+    bool need_setup; /* group creation and pending re-read still to do on this connection */
 };
 
 void queue_entries_free(struct queue_entry *entries, int n)
@@ -163,6 +164,7 @@ struct queue_intake *queue_intake_new(const char *url, const char *prefix, const
     (void)mu_snprintf(qi->stream_keys[1], sizeof(qi->stream_keys[1]), "%scontrol", prefix);
     if (queue_conn_open(&qi->conn, err) != 0)
         goto fail;
+    qi->need_setup = true;
     return qi;
 fail:
     queue_intake_free(qi);
@@ -188,6 +190,7 @@ static int intake_fail(struct queue_intake *qi, struct mu_err *err, const char *
             qi->conn.ctx && qi->conn.ctx->errstr[0] ? qi->conn.ctx->errstr : "connection lost");
     queue_conn_drop(&qi->conn);
     qi->waiting = false;
+    qi->need_setup = true;
     return -1;
 }
 
@@ -204,8 +207,12 @@ int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
         if (queue_conn_open(&qi->conn, err) != 0)
             return -1;
         qi->waiting = false;
+        qi->need_setup = true;
+    }
+    if (qi->need_setup) {
         if (intake_setup(qi, out, n, err) != 0)
             goto fail_entries;
+        qi->need_setup = false;
     }
     ctx = qi->conn.ctx;
     if (qi->waiting) {

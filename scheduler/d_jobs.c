@@ -629,8 +629,10 @@ static void stale_task(struct musterd *d, struct d_node *node, const struct prot
     proto_msg_init(&m, PROTO_KILL);
     m.task = *t;
     m.grace_s = d->cfg.kill_grace_s;
-    mu_log(MU_LOG_INFO, "sched", "job=%s task=%d attempt=%d node=%s not current: stopping it",
-           t->job, t->task, t->attempt, node->name);
+    /* For an exited task the KILL only lets the worker drop the exit status it kept. */
+    mu_log(t->state == PROTO_TASK_RUNNING ? MU_LOG_INFO : MU_LOG_DEBUG, "sched",
+           "job=%s task=%d attempt=%d node=%s not current: %s", t->job, t->task, t->attempt,
+           node->name, t->state == PROTO_TASK_RUNNING ? "stopping it" : "forgetting it");
     d_send(d, node->name, &m);
     proto_msg_release(&m);
 }
@@ -702,7 +704,7 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
     task->exit_code = t->exit_code;
     task->signal = t->signal;
     if (t->state == PROTO_TASK_EXITED)
-        stale_task(d, node, t); /* lets the worker forget the exit it kept for us */
+        stale_task(d, node, t); /* we have it now: the worker may forget the exit */
     if (j->end != D_END_NONE) {
         job_release_if_done(d, j);
         return;
