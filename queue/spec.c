@@ -1,2 +1,960 @@
-/* placeholder: replaced by the module's real code */
-typedef int muster_placeholder_spec;
+/* SPDX-License-Identifier: MIT */
+/*
+ * The job spec of DESIGN §3: queue_spec_parse (JSON to struct queue_spec, type and range checks)
+ * and queue_spec_check (against the cluster config: can this gang ever run here?).
+ *
+ * Submitted JSON is hostile input.  cJSON is lenient where we must not be: it accepts raw
+ * control bytes in strings, cuts strings silently at "\u0000", keeps duplicate keys and nests
+ * 1000 deep.  So a raw scan runs first (size, NUL, control bytes, depth, with the key path of
+ * the problem), then cJSON parses a private NUL-terminated copy, then the tree is walked child
+ * by child with exact key comparison so that unknown and duplicate keys are errors.
+ * Invariant: on failure *out is all zeroes and owns nothing; on success argv and env are
+ * NULL-terminated heap arrays that only queue_spec_release frees.
+ */
+#include "queue/queue.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define PATH_LEN       96  /* "checkpoint.grace_s", "command[1023]", "env.<255 bytes>" cut */
+#define GOT_LEN        64  /* a value quoted in a message */
+#define SPEC_MAX_DEPTH 8   /* containers; the schema itself needs 2 */
+#define ENV_KEY_MAX    255 /* bytes in an environment variable name */
+
+/* ---- message helpers ---- */
+
+/* Copies user text for a message: at most ~40 bytes, control bytes shown as '?'. */
+static void text_clip(const char *s, char *buf, size_t size)
+{
+    size_t max = size - 4; /* room for "..." and the NUL */
+    size_t n = 0;
+
+    for (; n < max && s[n]; n++) {
+        unsigned char ch = (unsigned char)s[n];
+        if (ch < 0x20 || ch == 0x7f)
+            buf[n] = '?';
+        else
+            buf[n] = s[n];
+    }
+    if (!s[n]) {
+        buf[n] = '\0';
+        return;
+    }
+    /* Do not leave half a UTF-8 sequence before the ellipsis. */
+    while (n > 0 && ((unsigned char)buf[n - 1] & 0xC0) == 0x80)
+        n--;
+    if (n > 0 && (unsigned char)buf[n - 1] >= 0xC0)
+        n--;
+    memcpy(buf + n, "...", 4);
+}
+
+/* Describes a JSON value for "got ...": 'text', 12, 1.5, true, null, an array, an object. */
+static void json_describe(const cJSON *v, char *buf, size_t size)
+{
+    char clip[44];
+
+    if (cJSON_IsString(v)) {
+        text_clip(v->valuestring, clip, sizeof(clip));
+        (void)mu_snprintf(buf, size, "'%s'", clip);
+    } else if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (isfinite(d) && d == floor(d) && fabs(d) < 1e15)
+            (void)mu_snprintf(buf, size, "%.0f", d);
+        else
+            (void)mu_snprintf(buf, size, "%g", d);
+    } else if (cJSON_IsTrue(v)) {
+        mu_strlcpy(buf, "true", size);
+    } else if (cJSON_IsFalse(v)) {
+        mu_strlcpy(buf, "false", size);
+    } else if (cJSON_IsNull(v)) {
+        mu_strlcpy(buf, "null", size);
+    } else if (cJSON_IsArray(v)) {
+        mu_strlcpy(buf, cJSON_GetArraySize(v) ? "an array" : "an empty array", size);
+    } else if (cJSON_IsObject(v)) {
+        mu_strlcpy(buf, "an object", size);
+    } else {
+        mu_strlcpy(buf, "an invalid value", size);
+    }
+}
+
+static int err_expected(struct mu_err *err, const char *path, const char *expected, const cJSON *v)
+{
+    char got[GOT_LEN];
+    json_describe(v, got, sizeof(got));
+    (void)mu_errf(err, MU_E_SPEC, "%s: expected %s, got %s", path, expected, got);
+    return -1;
+}
+
+/* Levenshtein distance of two short strings, for "did you mean" hints. */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    size_t lb = strlen(b);
+    size_t row[33];
+
+    if (la > 32 || lb > 32)
+        return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static int key_index(const char *key, const char *const *known, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(key, known[i]) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+/* "spec: unknown key 'gpu'; did you mean 'gpu_type'?" */
+static int err_unknown_key(
+    struct mu_err *err, const char *parent, const char *key, const char *const *known, size_t n)
+{
+    char clip[44];
+    const char *best = NULL;
+    size_t best_d = 3; /* suggest only close matches */
+
+    for (size_t i = 0; i < n; i++) {
+        size_t d = edit_distance(key, known[i]);
+        if (d < best_d && d < strlen(key)) {
+            best = known[i];
+            best_d = d;
+        }
+    }
+    text_clip(key, clip, sizeof(clip));
+    if (best)
+        return mu_errf(err, MU_E_SPEC, "%s: unknown key '%s'; did you mean '%s'?", parent, clip,
+                       best);
+    return mu_errf(err, MU_E_SPEC, "%s: unknown key '%s'", parent, clip);
+}
+
+/* ---- raw text scan ---- */
+
+struct scan_level {
+    bool is_obj;
+    bool expect_key; /* in an object, the next string is a key */
+    size_t index;    /* in an array, the current element */
+    char key[48];    /* in an object, the current key (raw, possibly cut) */
+};
+
+struct scan {
+    struct scan_level lv[SPEC_MAX_DEPTH];
+    int depth;
+    bool in_key;
+    size_t key_len;
+};
+
+/* The key path of the scan position: "command[3]", "env.FOO", or "spec" at the top. */
+static void scan_path(const struct scan *sc, bool include_key, char *buf, size_t size)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (int i = 0; i < sc->depth && i < SPEC_MAX_DEPTH; i++) {
+        const struct scan_level *l = &sc->lv[i];
+        bool last = i == sc->depth - 1;
+        int w;
+        if (l->is_obj && (l->expect_key || (last && !include_key)))
+            break;
+        if (l->is_obj)
+            w = snprintf(buf + n, size - n, "%s%s", n ? "." : "", l->key);
+        else
+            w = snprintf(buf + n, size - n, "%s[%zu]", n ? "" : "spec", l->index);
+        if (w < 0 || (size_t)w >= size - n)
+            break;
+        n += (size_t)w;
+    }
+    if (n == 0)
+        mu_strlcpy(buf, "spec", size);
+}
+
+static void scan_open(struct scan *sc, bool is_obj)
+{
+    if (sc->depth < SPEC_MAX_DEPTH) {
+        struct scan_level *l = &sc->lv[sc->depth];
+        l->is_obj = is_obj;
+        l->expect_key = is_obj;
+        l->index = 0;
+        l->key[0] = '\0';
+    }
+    sc->depth++;
+}
+
+static void scan_punct(struct scan *sc, char ch)
+{
+    struct scan_level *l = sc->depth > 0 ? &sc->lv[sc->depth - 1] : NULL;
+
+    if (ch == '{' || ch == '[') {
+        scan_open(sc, ch == '{');
+    } else if (ch == '}' || ch == ']') {
+        if (sc->depth > 0)
+            sc->depth--;
+    } else if (ch == ':' && l && l->is_obj) {
+        l->expect_key = false;
+    } else if (ch == ',' && l) {
+        if (l->is_obj)
+            l->expect_key = true;
+        else
+            l->index++;
+    } else if (ch == '"') {
+        sc->in_key = l && l->is_obj && l->expect_key;
+        sc->key_len = 0;
+        if (sc->in_key)
+            l->key[0] = '\0';
+    }
+}
+
+/*
+ * Rejects what cJSON would accept but must not be: a NUL byte anywhere, a raw control byte in a
+ * string, the escape \u0000 (cJSON would cut the string there) and nesting deeper than the
+ * schema could use.  Messages name the key path where the scan can tell it.
+ */
+static int text_scan(const char *text, size_t len, struct mu_err *err)
+{
+    struct scan sc;
+    bool in_str = false;
+    char path[PATH_LEN];
+
+    memset(&sc, 0, sizeof(sc));
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == 0 || (in_str && ch < 0x20))
+            return mu_errf(err, MU_E_SPEC, "spec: not valid JSON near byte %zu (%s)", i,
+                           ch ? "raw control character in a string" : "NUL byte");
+        if (!in_str) {
+            if (ch == '"')
+                in_str = true;
+            scan_punct(&sc, (char)ch);
+            if (sc.depth > SPEC_MAX_DEPTH) {
+                sc.depth = SPEC_MAX_DEPTH;
+                scan_path(&sc, true, path, sizeof(path));
+                return mu_errf(err, MU_E_SPEC, "%s: nested deeper than %d levels near byte %zu",
+                               path, SPEC_MAX_DEPTH, i);
+            }
+            continue;
+        }
+        if (ch == '"') {
+            in_str = false;
+            sc.in_key = false;
+            continue;
+        }
+        if (ch == '\\' && i + 1 < len) {
+            if (len - i >= 6 && memcmp(text + i + 1, "u0000", 5) == 0) {
+                scan_path(&sc, !sc.in_key, path, sizeof(path));
+                return mu_errf(err, MU_E_SPEC, "%s: %s contains a NUL character (\\u0000)", path,
+                               sc.in_key ? "a key" : "string");
+            }
+            i++;
+            continue;
+        }
+        if (sc.in_key && sc.key_len + 1 < sizeof(sc.lv[0].key)) {
+            struct scan_level *l = &sc.lv[sc.depth - 1];
+            l->key[sc.key_len++] = (char)ch;
+            l->key[sc.key_len] = '\0';
+        }
+    }
+    return 0;
+}
+
+/* ---- typed getters ---- */
+
+static int get_int(
+    const cJSON *v, const char *path, int64_t min, int64_t max, int64_t *out, struct mu_err *err)
+{
+    char expected[64];
+
+    if (cJSON_IsNumber(v)) {
+        double d = v->valuedouble;
+        if (isfinite(d) && d == floor(d) && d >= (double)min && d <= (double)max) {
+            *out = (int64_t)d;
+            return 0;
+        }
+    }
+    (void)mu_snprintf(expected, sizeof(expected), "an integer %lld..%lld", (long long)min,
+                      (long long)max);
+    return err_expected(err, path, expected, v);
+}
+
+static int get_int32(
+    const cJSON *v, const char *path, int min, int max, int *out, struct mu_err *err)
+{
+    int64_t n;
+    if (get_int(v, path, min, max, &n, err) != 0)
+        return -1;
+    *out = (int)n;
+    return 0;
+}
+
+/* A string of at most max_len bytes; *out borrows from v. */
+static int get_str(
+    const cJSON *v, const char *path, size_t max_len, const char **out, struct mu_err *err)
+{
+    if (!cJSON_IsString(v))
+        return err_expected(err, path, "a string", v);
+    if (strlen(v->valuestring) > max_len) {
+        (void)mu_errf(err, MU_E_SPEC, "%s: string longer than %zu bytes", path, max_len);
+        return -1;
+    }
+    *out = v->valuestring;
+    return 0;
+}
+
+static int get_name(const cJSON *v, const char *path, char *dst, size_t size, struct mu_err *err)
+{
+    char expected[80];
+
+    if (cJSON_IsString(v) && mu_name_is_valid(v->valuestring, size - 1)) {
+        mu_strlcpy(dst, v->valuestring, size);
+        return 0;
+    }
+    (void)mu_snprintf(expected, sizeof(expected), "a name of 1..%zu characters [A-Za-z0-9._:-]",
+                      size - 1);
+    return err_expected(err, path, expected, v);
+}
+
+/* 1..size-1 bytes, none of them a control character (ASCII only when ascii is set). */
+static int get_printable(
+    const cJSON *v, const char *path, bool ascii, char *dst, size_t size, struct mu_err *err)
+{
+    const char *s;
+    char expected[80];
+
+    if (get_str(v, path, size - 1, &s, err) != 0)
+        return -1;
+    bool ok = s[0] != '\0';
+    for (const unsigned char *p = (const unsigned char *)s; ok && *p; p++) {
+        if (*p < 0x20 || *p == 0x7f || (ascii && *p > 0x7f))
+            ok = false;
+    }
+    if (!ok) {
+        (void)mu_snprintf(expected, sizeof(expected), "1..%zu printable%s characters", size - 1,
+                          ascii ? " ASCII" : "");
+        return err_expected(err, path, expected, v);
+    }
+    mu_strlcpy(dst, s, size);
+    return 0;
+}
+
+/* ---- sections ---- */
+
+static int set_capacity(struct queue_spec *s, const cJSON *arr, struct mu_err *err)
+{
+    static const char expected[] = "an array of \"spot\" and/or \"on-demand\" in preference order";
+    char path[PATH_LEN];
+    int n = 0;
+
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
+        return err_expected(err, "capacity", expected, arr);
+    if (cJSON_GetArraySize(arr) > 2)
+        return mu_errf(err, MU_E_SPEC, "capacity: expected 1 or 2 entries, got %d",
+                       cJSON_GetArraySize(arr));
+    for (const cJSON *it = arr->child; it; it = it->next, n++) {
+        (void)mu_snprintf(path, sizeof(path), "capacity[%d]", n);
+        if (!cJSON_IsString(it) || cfg_capacity_parse(it->valuestring, &s->capacity[n]) != 0)
+            return err_expected(err, path, "\"spot\" or \"on-demand\"", it);
+        if (n == 1 && s->capacity[1] == s->capacity[0])
+            return mu_errf(err, MU_E_SPEC, "%s: duplicate '%s'", path,
+                           cfg_capacity_name(s->capacity[1]));
+    }
+    s->ncapacity = n;
+    return 0;
+}
+
+static int set_topology(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
+{
+    static const char *const keys[] = { "required", "preferred" };
+    unsigned seen = 0;
+
+    if (!cJSON_IsObject(obj))
+        return err_expected(err, "topology",
+                            "an object such as {\"required\": \"zone\", \"preferred\": \"rack\"}",
+                            obj);
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = key_index(it->string, keys, MU_ARRAY_LEN(keys));
+        if (k < 0)
+            return err_unknown_key(err, "topology", it->string, keys, MU_ARRAY_LEN(keys));
+        if (seen & (1u << k))
+            return mu_errf(err, MU_E_SPEC, "topology: duplicate key '%s'", keys[k]);
+        seen |= 1u << k;
+        if (k == 0
+            && get_name(it, "topology.required", s->topo_required, sizeof(s->topo_required), err)
+                   != 0)
+            return -1;
+        if (k == 1
+            && get_name(it, "topology.preferred", s->topo_preferred, sizeof(s->topo_preferred), err)
+                   != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static char *dup_str(const char *a, const char *b, struct mu_err *err)
+{
+    size_t la = strlen(a);
+    size_t lb = b ? strlen(b) : 0;
+    char *p = malloc(la + lb + (b ? 2 : 1));
+
+    if (!p) {
+        mu_errf(err, MU_E_NOMEM, "out of memory copying the job spec");
+        return NULL;
+    }
+    memcpy(p, a, la);
+    if (b) {
+        p[la] = '=';
+        memcpy(p + la + 1, b, lb + 1);
+    } else {
+        p[la] = '\0';
+    }
+    return p;
+}
+
+static int set_command(struct queue_spec *s, const cJSON *v, struct mu_err *err)
+{
+    static const char expected[] = "a non-empty array of strings or a non-empty string";
+    char path[PATH_LEN];
+    const char *str;
+    int n;
+
+    if (cJSON_IsString(v)) {
+        if (v->valuestring[0] == '\0')
+            return err_expected(err, "command", expected, v);
+        if (get_str(v, "command", QUEUE_MAX_STR, &str, err) != 0)
+            return -1;
+        s->argv = calloc(4, sizeof(char *));
+        if (!s->argv)
+            return mu_errf(err, MU_E_NOMEM, "out of memory copying the job spec");
+        if (!(s->argv[0] = dup_str("/bin/sh", NULL, err))
+            || !(s->argv[1] = dup_str("-c", NULL, err)) || !(s->argv[2] = dup_str(str, NULL, err)))
+            return -1;
+        s->argc = 3;
+        return 0;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+        return err_expected(err, "command", expected, v);
+    n = cJSON_GetArraySize(v);
+    if (n > QUEUE_MAX_ARGS)
+        return mu_errf(err, MU_E_SPEC, "command: more than %d arguments", QUEUE_MAX_ARGS);
+    s->argv = calloc((size_t)n + 1, sizeof(char *));
+    if (!s->argv)
+        return mu_errf(err, MU_E_NOMEM, "out of memory copying the job spec");
+    n = 0;
+    for (const cJSON *it = v->child; it; it = it->next, n++) {
+        (void)mu_snprintf(path, sizeof(path), "command[%d]", n);
+        if (get_str(it, path, QUEUE_MAX_STR, &str, err) != 0)
+            return -1;
+        if (n == 0 && str[0] == '\0')
+            return mu_errf(err, MU_E_SPEC, "command[0]: expected a program name, got ''");
+        if (!(s->argv[n] = dup_str(str, NULL, err)))
+            return -1;
+    }
+    s->argc = n;
+    return 0;
+}
+
+static bool env_name_is_valid(const char *k)
+{
+    if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+        return false;
+    for (k++; *k; k++) {
+        if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9')
+              || *k == '_'))
+            return false;
+    }
+    return true;
+}
+
+static int set_env(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
+{
+    char path[PATH_LEN];
+    char clip[44];
+    const char *val;
+    int n;
+
+    if (!cJSON_IsObject(obj))
+        return err_expected(err, "env", "an object of string values", obj);
+    n = cJSON_GetArraySize(obj);
+    if (n > QUEUE_MAX_ENV)
+        return mu_errf(err, MU_E_SPEC, "env: more than %d entries", QUEUE_MAX_ENV);
+    s->env = calloc((size_t)n + 1, sizeof(char *));
+    if (!s->env)
+        return mu_errf(err, MU_E_NOMEM, "out of memory copying the job spec");
+    n = 0;
+    for (const cJSON *it = obj->child; it; it = it->next, n++) {
+        const char *key = it->string;
+        text_clip(key, clip, sizeof(clip));
+        if (strlen(key) > ENV_KEY_MAX)
+            return mu_errf(err, MU_E_SPEC, "env: name '%s' longer than %d bytes", clip,
+                           ENV_KEY_MAX);
+        if (!env_name_is_valid(key))
+            return mu_errf(err, MU_E_SPEC,
+                           "env: invalid name '%s'; expected [A-Za-z_][A-Za-z0-9_]*", clip);
+        (void)mu_snprintf(path, sizeof(path), "env.%s", clip);
+        if (strncmp(key, "MUSTER_", 7) == 0)
+            return mu_errf(err, MU_E_SPEC, "%s: names starting with MUSTER_ are set by muster",
+                           path);
+        for (const cJSON *prev = obj->child; prev != it; prev = prev->next) {
+            if (strcmp(prev->string, key) == 0)
+                return mu_errf(err, MU_E_SPEC, "env: duplicate name '%s'", clip);
+        }
+        if (get_str(it, path, QUEUE_MAX_STR, &val, err) != 0)
+            return -1;
+        if (!(s->env[n] = dup_str(key, val, err)))
+            return -1;
+    }
+    s->nenv = n;
+    return 0;
+}
+
+static int set_checkpoint(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
+{
+    static const char *const keys[] = { "signal", "grace_s" };
+    unsigned seen = 0;
+
+    if (!cJSON_IsObject(obj))
+        return err_expected(err, "checkpoint",
+                            "an object such as {\"signal\": \"SIGUSR1\", \"grace_s\": 60}", obj);
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = key_index(it->string, keys, MU_ARRAY_LEN(keys));
+        if (k < 0)
+            return err_unknown_key(err, "checkpoint", it->string, keys, MU_ARRAY_LEN(keys));
+        if (seen & (1u << k))
+            return mu_errf(err, MU_E_SPEC, "checkpoint: duplicate key '%s'", keys[k]);
+        seen |= 1u << k;
+        if (k == 1) {
+            if (get_int32(it, "checkpoint.grace_s", 0, 3600, &s->checkpoint_grace_s, err) != 0)
+                return -1;
+            continue;
+        }
+        int sig = cJSON_IsString(it) ? mu_signal_parse(it->valuestring) : -1;
+        if (sig <= 0 || sig >= 65)
+            return err_expected(err, "checkpoint.signal", "a signal name such as \"SIGUSR1\"", it);
+        if (sig == SIGKILL || sig == SIGSTOP)
+            return mu_errf(err, MU_E_SPEC,
+                           "checkpoint.signal: %s cannot be caught; use SIGUSR1, SIGUSR2 or "
+                           "SIGTERM",
+                           mu_signal_name(sig));
+        s->checkpoint_signal = sig;
+    }
+    s->checkpointable = true;
+    return 0;
+}
+
+/* ---- top level ---- */
+
+enum spec_key {
+    SK_NAME,
+    SK_QUEUE,
+    SK_PRIORITY,
+    SK_TASKS,
+    SK_GPUS_PER_TASK,
+    SK_CPUS_PER_TASK,
+    SK_MEMORY,
+    SK_GPU_TYPE,
+    SK_CAPACITY,
+    SK_TOPOLOGY,
+    SK_COMMAND,
+    SK_ENV,
+    SK_WORKDIR,
+    SK_CHECKPOINT,
+    SK_PREEMPTIBLE,
+    SK_TIME_LIMIT,
+    SK_MAX_RETRIES,
+    SK_IDEMPOTENCY,
+    SK_USER,
+    SK_COUNT
+};
+
+static const char *const spec_keys[SK_COUNT] = {
+    "name",
+    "queue",
+    "priority",
+    "tasks",
+    "gpus_per_task",
+    "cpus_per_task",
+    "memory_mb_per_task",
+    "gpu_type",
+    "capacity",
+    "topology",
+    "command",
+    "env",
+    "workdir",
+    "checkpoint",
+    "preemptible",
+    "time_limit_s",
+    "max_retries",
+    "idempotency_key",
+    "user",
+};
+
+static int set_workdir(struct queue_spec *s, const cJSON *v, struct mu_err *err)
+{
+    const char *str;
+
+    if (get_str(v, "workdir", sizeof(s->workdir) - 1, &str, err) != 0)
+        return -1;
+    if (str[0] != '/')
+        return err_expected(err, "workdir", "an absolute path", v);
+    mu_strlcpy(s->workdir, str, sizeof(s->workdir));
+    return 0;
+}
+
+static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, struct mu_err *err)
+{
+    const char *path = spec_keys[k];
+
+    switch (k) {
+    case SK_NAME:
+        return get_printable(v, path, false, s->name, sizeof(s->name), err);
+    case SK_QUEUE:
+        return get_name(v, path, s->queue, sizeof(s->queue), err);
+    case SK_PRIORITY:
+        return get_int(v, path, -1000000, 1000000, &s->priority, err);
+    case SK_TASKS:
+        return get_int32(v, path, 1, QUEUE_MAX_TASKS, &s->tasks, err);
+    case SK_GPUS_PER_TASK:
+        return get_int32(v, path, 0, QUEUE_MAX_GPUS_TASK, &s->gpus_per_task, err);
+    case SK_CPUS_PER_TASK:
+        return get_int32(v, path, 0, 4096, &s->cpus_per_task, err);
+    case SK_MEMORY:
+        return get_int(v, path, 0, INT64_C(16) << 20, &s->memory_mb_per_task, err);
+    case SK_GPU_TYPE:
+        /* "" is accepted and means any type, as in the struct. */
+        if (cJSON_IsString(v) && v->valuestring[0] == '\0')
+            return 0;
+        return get_name(v, path, s->gpu_type, sizeof(s->gpu_type), err);
+    case SK_CAPACITY:
+        return set_capacity(s, v, err);
+    case SK_TOPOLOGY:
+        return set_topology(s, v, err);
+    case SK_COMMAND:
+        return set_command(s, v, err);
+    case SK_ENV:
+        return set_env(s, v, err);
+    case SK_WORKDIR:
+        return set_workdir(s, v, err);
+    case SK_CHECKPOINT:
+        return set_checkpoint(s, v, err);
+    case SK_PREEMPTIBLE:
+        if (!cJSON_IsBool(v))
+            return err_expected(err, path, "true or false", v);
+        s->preemptible = cJSON_IsTrue(v);
+        return 0;
+    case SK_TIME_LIMIT:
+        return get_int(v, path, 1, 31536000, &s->time_limit_s, err);
+    case SK_MAX_RETRIES:
+        return get_int32(v, path, 0, 100, &s->max_retries, err);
+    case SK_IDEMPOTENCY:
+        return get_printable(v, path, true, s->idempotency_key, sizeof(s->idempotency_key), err);
+    case SK_USER:
+        return get_name(v, path, s->user, sizeof(s->user), err);
+    case SK_COUNT:
+        break;
+    }
+    return mu_errf(err, MU_E_SPEC, "%s: unhandled key", path);
+}
+
+static void spec_defaults(struct queue_spec *s)
+{
+    memset(s, 0, sizeof(*s));
+    mu_strlcpy(s->queue, "default", sizeof(s->queue));
+    s->tasks = 1;
+    s->gpus_per_task = 1;
+    s->ncapacity = 2;
+    s->capacity[0] = CFG_CAPACITY_SPOT;
+    s->capacity[1] = CFG_CAPACITY_ON_DEMAND;
+    s->checkpoint_signal = SIGUSR1;
+    s->checkpoint_grace_s = 60;
+    s->preemptible = true;
+    s->max_retries = 3;
+}
+
+static int spec_walk(struct queue_spec *s, const cJSON *root, struct mu_err *err)
+{
+    unsigned seen = 0;
+
+    for (const cJSON *it = root->child; it; it = it->next) {
+        int k = key_index(it->string, spec_keys, SK_COUNT);
+        if (k < 0)
+            return err_unknown_key(err, "spec", it->string, spec_keys, SK_COUNT);
+        if (seen & (1u << k))
+            return mu_errf(err, MU_E_SPEC, "spec: duplicate key '%s'", spec_keys[k]);
+        seen |= 1u << k;
+        if (spec_field(s, (enum spec_key)k, it, err) != 0)
+            return -1;
+    }
+    if (!(seen & (1u << SK_COMMAND)))
+        return mu_errf(err, MU_E_SPEC, "spec: missing required key 'command'");
+    return 0;
+}
+
+int queue_spec_parse(const char *json, size_t len, struct queue_spec *out, struct mu_err *err)
+{
+    char *copy = NULL;
+    cJSON *root = NULL;
+    const char *end = NULL;
+    char got[GOT_LEN];
+    int rc = -1;
+
+    spec_defaults(out);
+    if (!json && len > 0) {
+        mu_errf(err, MU_E_INVAL, "spec: no text");
+        goto out;
+    }
+    if (len > QUEUE_SPEC_MAX_BYTES) {
+        mu_errf(err, MU_E_SPEC, "spec: larger than %u bytes (got %zu)", QUEUE_SPEC_MAX_BYTES, len);
+        goto out;
+    }
+    /* A private NUL-terminated copy: the caller's bytes (a stream field) need not be. */
+    copy = malloc(len + 1);
+    if (!copy) {
+        mu_errf(err, MU_E_NOMEM, "out of memory reading the job spec");
+        goto out;
+    }
+    if (len)
+        memcpy(copy, json, len);
+    copy[len] = '\0';
+    if (strspn(copy, " \t\r\n") == len) {
+        mu_errf(err, MU_E_SPEC, "spec: expected a JSON object, got an empty document");
+        goto out;
+    }
+    if (text_scan(copy, len, err) != 0)
+        goto out;
+    /* The length counts the terminator: cJSON 1.7.15 checks for it inside the length. */
+    root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+    if (!root) {
+        size_t off = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
+        mu_errf(err, MU_E_SPEC, "spec: not valid JSON near byte %zu", off);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        json_describe(root, got, sizeof(got));
+        mu_errf(err, MU_E_SPEC, "spec: expected a JSON object, got %s", got);
+        goto out;
+    }
+    if (spec_walk(out, root, err) != 0)
+        goto out;
+    rc = 0;
+out:
+    if (rc != 0)
+        queue_spec_release(out);
+    cJSON_Delete(root);
+    free(copy);
+    return rc;
+}
+
+void queue_spec_release(struct queue_spec *s)
+{
+    if (!s)
+        return;
+    for (char **p = s->argv; p && *p; p++)
+        free(*p);
+    free(s->argv);
+    for (char **p = s->env; p && *p; p++)
+        free(*p);
+    free(s->env);
+    memset(s, 0, sizeof(*s));
+}
+
+/* ---- checks against the cluster config ---- */
+
+/* "default, research" into buf, cut with "..." if it does not fit. */
+static void list_queues(const struct cfg *c, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < c->nqueues; i++) {
+        if (mu_snprintf(buf + n, size - n, "%s%s", i ? ", " : "", c->queues[i].name) != 0) {
+            mu_strlcpy(buf + (n < size - 4 ? n : size - 4), "...", 4);
+            return;
+        }
+        n += strlen(buf + n);
+    }
+}
+
+static void list_levels(const struct cfg *c, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < c->nlevels; i++) {
+        (void)mu_snprintf(buf + n, size - n, "%s, ", c->levels[i]);
+        n += strlen(buf + n);
+    }
+    (void)mu_snprintf(buf + n, size - n, "node");
+}
+
+static bool cap_allowed(const struct queue_spec *s, enum cfg_capacity cap)
+{
+    for (int t = 0; t < s->ncapacity && t < 2; t++) {
+        if (s->capacity[t] == cap)
+            return true;
+    }
+    return false;
+}
+
+/* The distinct GPU types of the pools whose capacity type the spec allows: "L40S, H100". */
+static void list_gpu_types(const struct queue_spec *s, const struct cfg *c, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < c->npools; i++) {
+        const struct cfg_pool *p = &c->pools[i];
+        bool seen = false;
+        if (!cap_allowed(s, p->capacity))
+            continue;
+        for (int j = 0; j < i && !seen; j++)
+            seen = cap_allowed(s, c->pools[j].capacity)
+                   && strcmp(c->pools[j].gpu_type, p->gpu_type) == 0;
+        if (seen)
+            continue;
+        if (mu_snprintf(buf + n, size - n, "%s%s", n ? ", " : "", p->gpu_type) != 0) {
+            mu_strlcpy(buf + (n < size - 4 ? n : size - 4), "...", 4);
+            return;
+        }
+        n += strlen(buf + n);
+    }
+}
+
+/* "spot or on-demand" for the spec's capacity list. */
+static void caps_text(const struct queue_spec *s, char *buf, size_t size)
+{
+    if (s->ncapacity == 2)
+        (void)mu_snprintf(buf, size, "%s or %s", cfg_capacity_name(s->capacity[0]),
+                          cfg_capacity_name(s->capacity[1]));
+    else
+        (void)mu_snprintf(buf, size, "%s", cfg_capacity_name(s->capacity[0]));
+}
+
+/* What the allowed pools offer, summed up for the messages. */
+struct fit_info {
+    bool any_type;     /* some pool has an allowed capacity type */
+    bool any_gpu;      /* ... and the GPU type */
+    int largest;       /* largest gpus_per_node among those */
+    int64_t max_tasks; /* most tasks the max_gpus caps admit, in the best capacity type */
+};
+
+/* Returns true when the gang could ever be placed in some allowed capacity type. */
+static bool pools_fit(const struct queue_spec *s, const struct cfg *c, struct fit_info *fi)
+{
+    int64_t gang = (int64_t)s->tasks * s->gpus_per_task;
+    bool node = strcmp(s->topo_required, "node") == 0;
+
+    memset(fi, 0, sizeof(*fi));
+    for (int t = 0; t < s->ncapacity && t < 2; t++) {
+        int64_t tasks_fit = 0;
+        bool uncapped = false;
+        for (int i = 0; i < c->npools; i++) {
+            const struct cfg_pool *p = &c->pools[i];
+            if (p->capacity != s->capacity[t])
+                continue;
+            fi->any_type = true;
+            if (s->gpu_type[0] && strcmp(p->gpu_type, s->gpu_type) != 0)
+                continue;
+            fi->any_gpu = true;
+            if (p->gpus_per_node > fi->largest)
+                fi->largest = p->gpus_per_node;
+            if (p->gpus_per_node < s->gpus_per_task)
+                continue;
+            if (node) {
+                bool cap_ok = p->max_gpus == 0 || p->max_gpus >= gang;
+                if (cap_ok && p->gpus_per_node >= gang)
+                    return true;
+                continue;
+            }
+            if (p->max_gpus == 0 || s->gpus_per_task == 0)
+                uncapped = true;
+            else
+                tasks_fit += p->max_gpus / s->gpus_per_task;
+        }
+        if (!node && (uncapped || tasks_fit >= s->tasks))
+            return true;
+        if (tasks_fit > fi->max_tasks)
+            fi->max_tasks = tasks_fit;
+    }
+    return false;
+}
+
+static int check_pools(const struct queue_spec *s, const struct cfg *c, struct mu_err *err)
+{
+    struct fit_info fi;
+    char list[160];
+    char caps[32];
+    char with[CFG_NAME_MAX + 8] = "";
+    int64_t gang = (int64_t)s->tasks * s->gpus_per_task;
+
+    if (pools_fit(s, c, &fi))
+        return 0;
+    caps_text(s, caps, sizeof(caps));
+    if (s->gpu_type[0])
+        (void)mu_snprintf(with, sizeof(with), " with %s", s->gpu_type);
+    if (!fi.any_type)
+        return mu_errf(err, MU_E_SPEC, "capacity: no %s pool is configured", caps);
+    if (!fi.any_gpu) {
+        list_gpu_types(s, c, list, sizeof(list));
+        return mu_errf(err, MU_E_SPEC, "gpu_type: no %s pool has GPU type '%s'; available: %s",
+                       caps, s->gpu_type, list);
+    }
+    if (fi.largest < s->gpus_per_task)
+        return mu_errf(err, MU_E_SPEC,
+                       "gpus_per_task: needs %d GPUs per task; the largest %s node%s has %d",
+                       s->gpus_per_task, caps, with, fi.largest);
+    if (strcmp(s->topo_required, "node") == 0) {
+        if (fi.largest < gang)
+            return mu_errf(err, MU_E_SPEC,
+                           "topology.required: 'node' needs %d tasks x %d GPUs = %lld GPUs on "
+                           "one node; the largest %s node%s has %d",
+                           s->tasks, s->gpus_per_task, (long long)gang, caps, with, fi.largest);
+        return mu_errf(err, MU_E_SPEC,
+                       "topology.required: 'node' needs %lld GPUs on one node; the max_gpus cap "
+                       "of every %s pool%s that large is smaller",
+                       (long long)gang, caps, with);
+    }
+    return mu_errf(err, MU_E_SPEC,
+                   "tasks: needs %d tasks x %d GPUs; the max_gpus caps of the %s pools%s admit at "
+                   "most %lld such tasks of one capacity type",
+                   s->tasks, s->gpus_per_task, caps, with, (long long)fi.max_tasks);
+}
+
+int queue_spec_check(const struct queue_spec *s, const struct cfg *c, struct mu_err *err)
+{
+    char list[160];
+    const char *levels[2] = { s->topo_required, s->topo_preferred };
+    static const char *const level_keys[2] = { "topology.required", "topology.preferred" };
+
+    if (!cfg_queue_find(c, s->queue)) {
+        list_queues(c, list, sizeof(list));
+        return mu_errf(err, MU_E_SPEC, "queue: unknown queue '%s'; configured: %s", s->queue, list);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (levels[i][0] && cfg_level_index(c, levels[i]) < 0) {
+            list_levels(c, list, sizeof(list));
+            return mu_errf(err, MU_E_SPEC, "%s: unknown level '%s'; configured: %s", level_keys[i],
+                           levels[i], list);
+        }
+    }
+    if (c->npools == 0)
+        return 0;
+    return check_pools(s, c, err);
+}

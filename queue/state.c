@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Job state names (DESIGN §3).  The names are what Redis stores in job:<id> "state" and what
+ * musterctl prints, so they are part of the contract: upper case, never renamed.  Parsing is
+ * case-insensitive because operators type them ("musterctl jobs --state running").
+ */
+#include "queue/queue.h"
+
+#include <strings.h>
+
+#include "common/mu_banned.h"
+
+static const char *const state_names[] = {
+    [QUEUE_PENDING] = "PENDING",       [QUEUE_STARTING] = "STARTING",   [QUEUE_RUNNING] = "RUNNING",
+    [QUEUE_PREEMPTING] = "PREEMPTING", [QUEUE_SUCCEEDED] = "SUCCEEDED", [QUEUE_FAILED] = "FAILED",
+    [QUEUE_CANCELLED] = "CANCELLED",   [QUEUE_REJECTED] = "REJECTED",
+};
+
+const char *queue_state_name(enum queue_state s)
+{
+    if ((unsigned)s >= MU_ARRAY_LEN(state_names))
+        return "UNKNOWN";
+    return state_names[s];
+}
+
+int queue_state_parse(const char *text, enum queue_state *out)
+{
+    if (!text)
+        return -1;
+    for (size_t i = 0; i < MU_ARRAY_LEN(state_names); i++) {
+        if (strcasecmp(text, state_names[i]) == 0) {
+            *out = (enum queue_state)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+bool queue_state_is_final(enum queue_state s)
+{
+    return s == QUEUE_SUCCEEDED || s == QUEUE_FAILED || s == QUEUE_CANCELLED || s == QUEUE_REJECTED;
+}

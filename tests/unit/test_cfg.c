@@ -1,0 +1,344 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for config/ (DESIGN §2a): every default, every field, the example files, and a
+ * bad-input table whose messages must start with the key path the user has to fix.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config/cfg.h"
+
+#include "common/mu_banned.h"
+
+static const char *data_dir(void)
+{
+    const char *d = getenv("MUSTER_TEST_DATA");
+    return d ? d : "tests/data";
+}
+
+static void data_path(char *buf, size_t size, const char *rel)
+{
+    assert_int_equal(mu_snprintf(buf, size, "%s/%s", data_dir(), rel), 0);
+}
+
+static void assert_prefix(const char *msg, const char *prefix)
+{
+    if (strncmp(msg, prefix, strlen(prefix)) != 0) {
+        print_error("message: \"%s\"\nexpected prefix: \"%s\"\n", msg, prefix);
+        fail();
+    }
+}
+
+static void assert_defaults(const struct cfg *c)
+{
+    assert_string_equal(c->redis, "redis://127.0.0.1:6379");
+    assert_string_equal(c->bind, "tcp://127.0.0.1:7070");
+    assert_string_equal(c->metrics, "");
+    assert_string_equal(c->key_prefix, "muster:");
+    assert_int_equal(c->nlevels, 0);
+    assert_int_equal(c->npools, 0);
+    assert_int_equal(c->nqueues, 1);
+    assert_string_equal(c->queues[0].name, "default");
+    assert_int_equal(c->queues[0].weight, 1);
+    assert_int_equal(c->heartbeat_s, 1);
+    assert_int_equal(c->node_lost_after_s, 30);
+    assert_int_equal(c->spot_cooldown_s, 600);
+    assert_int_equal(c->min_runtime_s, 60);
+    assert_int_equal(c->bind_timeout_s, 30);
+    assert_int_equal(c->kill_grace_s, 10);
+    assert_int_equal(c->default_time_limit_s, 86400);
+    assert_int_equal(c->events_max, 100000);
+}
+
+static void test_defaults(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    (void)state;
+
+    cfg_init_defaults(&c);
+    assert_defaults(&c);
+    assert_int_equal(cfg_parse(&c, "{}", 2, &err), 0);
+    assert_defaults(&c);
+    assert_int_equal(cfg_parse(&c, " \n{ }\n ", 7, &err), 0);
+    assert_defaults(&c);
+}
+
+static void test_full(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    char path[512];
+    (void)state;
+
+    data_path(path, sizeof(path), "cfg/full.json");
+    if (cfg_load_file(&c, path, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_string_equal(c.redis, "redis://:secret@10.1.2.3:6380/2");
+    assert_string_equal(c.bind, "tcp://0.0.0.0:7171");
+    assert_string_equal(c.metrics, ":9100");
+    assert_string_equal(c.key_prefix, "test:muster:");
+    assert_int_equal(c.nlevels, 3);
+    assert_string_equal(c.levels[0], "zone");
+    assert_string_equal(c.levels[1], "block");
+    assert_string_equal(c.levels[2], "rack");
+    assert_int_equal(c.npools, 2);
+    assert_string_equal(c.pools[0].name, "p5-spot");
+    assert_int_equal(c.pools[0].capacity, CFG_CAPACITY_SPOT);
+    assert_string_equal(c.pools[0].instance_type, "p5.48xlarge");
+    assert_string_equal(c.pools[0].gpu_type, "H100");
+    assert_int_equal(c.pools[0].gpus_per_node, 8);
+    assert_true(c.pools[0].price_per_hour > 12.49 && c.pools[0].price_per_hour < 12.51);
+    assert_int_equal(c.pools[0].max_gpus, 64);
+    /* Optional pool keys: instance_type "", price 0, no cap. */
+    assert_string_equal(c.pools[1].name, "p5-od");
+    assert_int_equal(c.pools[1].capacity, CFG_CAPACITY_ON_DEMAND);
+    assert_string_equal(c.pools[1].instance_type, "");
+    assert_true(c.pools[1].price_per_hour == 0.0);
+    assert_int_equal(c.pools[1].max_gpus, 0);
+    assert_int_equal(c.nqueues, 3);
+    assert_string_equal(c.queues[0].name, "default");
+    assert_int_equal(c.queues[0].weight, 1);
+    assert_string_equal(c.queues[1].name, "research");
+    assert_int_equal(c.queues[1].weight, 2);
+    assert_int_equal(c.queues[2].weight, 1000);
+    assert_int_equal(c.heartbeat_s, 2);
+    assert_int_equal(c.node_lost_after_s, 20);
+    assert_int_equal(c.spot_cooldown_s, 0);
+    assert_int_equal(c.min_runtime_s, 86400);
+    assert_int_equal(c.bind_timeout_s, 600);
+    assert_int_equal(c.kill_grace_s, 0);
+    assert_int_equal(c.default_time_limit_s, 3600);
+    assert_int_equal(c.events_max, 1000);
+
+    assert_ptr_equal(cfg_pool_find(&c, "p5-od"), &c.pools[1]);
+    assert_null(cfg_pool_find(&c, "p5"));
+    assert_null(cfg_pool_find(&c, NULL));
+    assert_ptr_equal(cfg_queue_find(&c, "research"), &c.queues[1]);
+    assert_null(cfg_queue_find(&c, "Research"));
+    assert_int_equal(cfg_level_index(&c, "zone"), 0);
+    assert_int_equal(cfg_level_index(&c, "rack"), 2);
+    assert_int_equal(cfg_level_index(&c, "node"), 3);
+    assert_int_equal(cfg_level_index(&c, "island"), -1);
+    assert_int_equal(cfg_level_index(&c, NULL), -1);
+}
+
+static void test_examples(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    char path[512];
+    (void)state;
+
+    data_path(path, sizeof(path), "../../config/examples/dev.json");
+    if (cfg_load_file(&c, path, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.nlevels, 2);
+    assert_string_equal(c.levels[0], "zone");
+    assert_string_equal(c.levels[1], "rack");
+    assert_int_equal(c.npools, 2);
+    assert_string_equal(c.pools[0].name, "g6e-spot");
+    assert_int_equal(c.pools[0].capacity, CFG_CAPACITY_SPOT);
+    assert_string_equal(c.pools[0].gpu_type, "L40S");
+    assert_int_equal(c.pools[0].gpus_per_node, 4);
+    assert_string_equal(c.pools[1].name, "g6e-od");
+    assert_int_equal(c.pools[1].capacity, CFG_CAPACITY_ON_DEMAND);
+    assert_string_equal(c.pools[1].instance_type, "g6e.12xlarge");
+    assert_true(c.pools[1].price_per_hour > 10.48 && c.pools[1].price_per_hour < 10.50);
+    assert_int_equal(c.nqueues, 2);
+    assert_string_equal(c.queues[1].name, "research");
+    assert_int_equal(c.queues[1].weight, 2);
+    assert_int_equal(c.heartbeat_s, 1);
+    assert_int_equal(c.node_lost_after_s, 10);
+    assert_string_equal(c.bind, "tcp://127.0.0.1:7070");
+
+    data_path(path, sizeof(path), "../../config/examples/prod.json");
+    if (cfg_load_file(&c, path, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(c.nlevels, 3);
+    assert_int_equal(c.npools, 2);
+    assert_int_equal(c.pools[0].max_gpus, 64);
+    assert_int_equal(c.pools[1].gpus_per_node, 8);
+}
+
+static void test_load_file_errors(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    char path[512];
+    char want[600];
+    (void)state;
+
+    data_path(path, sizeof(path), "cfg/bad_capacity.json");
+    assert_int_equal(cfg_load_file(&c, path, &err), -1);
+    assert_int_equal(err.code, MU_E_CONFIG);
+    assert_int_equal(mu_snprintf(want, sizeof(want),
+                                 "%s: pools[1].capacity: expected \"spot\" or "
+                                 "\"on-demand\", got 'spt'",
+                                 path),
+                     0);
+    assert_string_equal(err.msg, want);
+    assert_defaults(&c);
+
+    data_path(path, sizeof(path), "cfg/bad_syntax.json");
+    assert_int_equal(cfg_load_file(&c, path, &err), -1);
+    assert_int_equal(mu_snprintf(want, sizeof(want), "%s: not valid JSON near line 3", path), 0);
+    assert_prefix(err.msg, want);
+
+    data_path(path, sizeof(path), "cfg/does-not-exist.json");
+    assert_int_equal(cfg_load_file(&c, path, &err), -1);
+    assert_int_equal(err.code, MU_E_IO);
+    assert_non_null(strstr(err.msg, "does-not-exist.json"));
+    assert_defaults(&c);
+}
+
+static void test_too_big(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    size_t len = (size_t)CFG_FILE_MAX + 10;
+    char *text = malloc(len);
+    (void)state;
+
+    assert_non_null(text);
+    memset(text, ' ', len);
+    text[0] = '{';
+    text[len - 1] = '}';
+    assert_int_equal(cfg_parse(&c, text, len, &err), -1);
+    assert_int_equal(err.code, MU_E_CONFIG);
+    assert_prefix(err.msg, "larger than 1048576 bytes");
+    free(text);
+}
+
+static void test_not_terminated(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    /* Only the first 17 bytes count; the rest would be a syntax error. */
+    const char text[] = "{\"heartbeat_s\":5}garbage";
+    (void)state;
+
+    assert_int_equal(cfg_parse(&c, text, 17, &err), 0);
+    assert_int_equal(c.heartbeat_s, 5);
+    assert_int_equal(cfg_parse(&c, text, sizeof(text) - 1, &err), -1);
+    assert_prefix(err.msg, "not valid JSON near line 1 (byte 17)");
+}
+
+static void test_capacity_names(void **state)
+{
+    enum cfg_capacity cap;
+    (void)state;
+
+    assert_string_equal(cfg_capacity_name(CFG_CAPACITY_SPOT), "spot");
+    assert_string_equal(cfg_capacity_name(CFG_CAPACITY_ON_DEMAND), "on-demand");
+    assert_int_equal(cfg_capacity_parse("on-demand", &cap), 0);
+    assert_int_equal(cap, CFG_CAPACITY_ON_DEMAND);
+    assert_int_equal(cfg_capacity_parse("spot", &cap), 0);
+    assert_int_equal(cap, CFG_CAPACITY_SPOT);
+    assert_int_equal(cfg_capacity_parse("Spot", &cap), -1);
+    assert_int_equal(cfg_capacity_parse("ondemand", &cap), -1);
+    assert_int_equal(cfg_capacity_parse(NULL, &cap), -1);
+}
+
+#define POOL(extra) \
+    "{\"name\":\"a\",\"capacity\":\"spot\",\"gpu_type\":\"L40S\",\"gpus_per_node\":4" extra "}"
+
+static const struct {
+    const char *json;
+    const char *prefix;
+} bad[] = {
+    { "", "expected a JSON object, got an empty document" },
+    { "[]", "expected a JSON object at the top, got an empty array" },
+    { "{\"heartbeat_s\":1,}", "not valid JSON near line 1 (byte 18)" },
+    { "{\n\"redis\":\"a\tb\"}", "not valid JSON near line 2 (byte 12): a raw control character" },
+    { "{\"key_prefix\":\"mu\\u0000x\"}", "not valid JSON near line 1 (byte 17): a NUL character" },
+    { "{\"heartbeat_s\":0}", "heartbeat_s: expected an integer 1..60, got 0" },
+    { "{\"heartbeat_s\":1.5}", "heartbeat_s: expected an integer 1..60, got 1.5" },
+    { "{\"heartbeat_s\":\"3\"}", "heartbeat_s: expected an integer 1..60, got '3'" },
+    { "{\"heartbeat_s\":true}", "heartbeat_s: expected an integer 1..60, got true" },
+    { "{\"heartbeat_s\":5,\"node_lost_after_s\":5}",
+      "node_lost_after_s: expected more than heartbeat_s (5), got 5" },
+    { "{\"events_max\":999}", "events_max: expected an integer 1000..100000000, got 999" },
+    { "{\"spot_cooldown_s\":-1}", "spot_cooldown_s: expected an integer 0..86400, got -1" },
+    { "{\"bind_timeout_s\":null}", "bind_timeout_s: expected an integer 1..600, got null" },
+    { "{\"kill_grace_s\":1e9}", "kill_grace_s: expected an integer 0..3600, got 1000000000" },
+    { "{\"heartbeat\":1}", "heartbeat: unknown key; did you mean 'heartbeat_s'?" },
+    { "{\"colour\":1}", "colour: unknown key" },
+    { "{\"heartbeat_s\":1,\"heartbeat_s\":2}", "heartbeat_s: duplicate key" },
+    { "{\"redis\":\"localhost:6379\"}",
+      "redis: expected a URL such as \"redis://127.0.0.1:6379\", got 'localhost:6379'" },
+    { "{\"bind\":\"udp://x:1\"}", "bind: expected a ZeroMQ endpoint" },
+    { "{\"metrics\":\"9100\"}", "metrics: expected \"ADDR:PORT\"" },
+    { "{\"metrics\":\"x:70000\"}", "metrics: expected \"ADDR:PORT\"" },
+    { "{\"key_prefix\":\"a b\"}", "key_prefix: expected a name of 1..63 characters" },
+    { "{\"topology_levels\":\"zone\"}", "topology_levels: expected an array of level names" },
+    { "{\"topology_levels\":[\"zone\",\"node\"]}",
+      "topology_levels[1]: 'node' is implicit and cannot be listed" },
+    { "{\"topology_levels\":[\"zone\",\"rack\",\"zone\"]}",
+      "topology_levels[2]: duplicate level 'zone'" },
+    { "{\"topology_levels\":[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\"]}",
+      "topology_levels: expected at most 6 levels, got 7" },
+    { "{\"topology_levels\":[\"\"]}", "topology_levels[0]: expected a name of 1..31 characters" },
+    { "{\"pools\":{}}", "pools: expected an array of pool objects, got an object" },
+    { "{\"pools\":[1]}", "pools[0]: expected an object, got 1" },
+    { "{\"pools\":[" POOL("") "," POOL("") "]}", "pools[1].name: duplicate pool name 'a'" },
+    { "{\"pools\":[{\"name\":\"a\",\"capacity\":\"spot\",\"gpu_type\":\"L40S\"}]}",
+      "pools[0]: missing required key 'gpus_per_node'" },
+    { "{\"pools\":[{\"name\":\"a\",\"gpu_type\":\"L40S\",\"gpus_per_node\":4}]}",
+      "pools[0]: missing required key 'capacity'" },
+    { "{\"pools\":[" POOL(",\"capacity\":\"spot\"") "]}", "pools[0].capacity: duplicate key" },
+    { "{\"pools\":[" POOL(",\"gpus\":8") "]}", "pools[0].gpus: unknown key" },
+    { "{\"pools\":[" POOL(",\"max_gpu\":8") "]}",
+      "pools[0].max_gpu: unknown key; did you mean 'max_gpus'?" },
+    { "{\"pools\":[{\"name\":\"a\",\"capacity\":\"spt\"}]}",
+      "pools[0].capacity: expected \"spot\" or \"on-demand\", got 'spt'" },
+    { "{\"pools\":[{\"name\":\"a\",\"capacity\":\"spot\",\"gpus_per_node\":0}]}",
+      "pools[0].gpus_per_node: expected an integer 1..64, got 0" },
+    { "{\"pools\":[" POOL(",\"price_per_hour\":-1") "]}",
+      "pools[0].price_per_hour: expected a price per node-hour 0..1000000, got -1" },
+    { "{\"pools\":[" POOL(",\"max_gpus\":-8") "]}",
+      "pools[0].max_gpus: expected an integer 0..1048576, got -8" },
+    { "{\"pools\":[{\"name\":\"a b\"}]}", "pools[0].name: expected a name of 1..63 characters" },
+    { "{\"queues\":[]}", "queues: expected at least one queue, got an empty array" },
+    { "{\"queues\":[{\"weight\":2}]}", "queues[0]: missing required key 'name'" },
+    { "{\"queues\":[{\"name\":\"a\"},{\"name\":\"a\"}]}",
+      "queues[1].name: duplicate queue name 'a'" },
+    { "{\"queues\":[{\"name\":\"a\",\"weight\":0}]}",
+      "queues[0].weight: expected an integer 1..1000, got 0" },
+    { "{\"queues\":[{\"name\":\"a\",\"prio\":1}]}", "queues[0].prio: unknown key" },
+};
+
+static void test_bad_table(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(bad); i++) {
+        mu_err_clear(&err);
+        if (cfg_parse(&c, bad[i].json, strlen(bad[i].json), &err) != -1)
+            fail_msg("case %zu accepted: %s", i, bad[i].json);
+        assert_int_equal(err.code, MU_E_CONFIG);
+        assert_prefix(err.msg, bad[i].prefix);
+        /* A failed parse leaves the defaults. */
+        assert_defaults(&c);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_full),
+        cmocka_unit_test(test_examples),       cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_too_big),        cmocka_unit_test(test_not_terminated),
+        cmocka_unit_test(test_capacity_names), cmocka_unit_test(test_bad_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
