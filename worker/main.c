@@ -1,3 +1,317 @@
-/* placeholder */
-int main(void);
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/*
+ * muster-worker: the node agent (DESIGN §8).  This file is only the command line: flags, the
+ * MUSTER_* environment fallbacks (flag > environment > default, STYLE §1.9) and exit codes
+ * (0 ok, 1 runtime failure, 2 usage error); the work is in agent.c.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/mu.h"
+#include "worker/wrk.h"
+
+#include "common/mu_banned.h"
+
+#ifndef MUSTER_VERSION
+#define MUSTER_VERSION "unknown"
+#endif
+
+#define PROG "muster-worker"
+
+static const char usage_text[] =
+    "usage: muster-worker --scheduler tcp://HOST:PORT --node NAME --pool POOL [OPTIONS]\n"
+    "\n"
+    "The muster node agent: registers this node's GPUs with the scheduler (musterd) and starts,\n"
+    "signals and reports the tasks the scheduler binds to it.\n"
+    "\n"
+    "Required (flag, or the environment variable shown):\n"
+    "  --scheduler URL     the scheduler's ROUTER, e.g. tcp://10.0.0.1:7070  [MUSTER_SCHEDULER]\n"
+    "  --node NAME         this node's name, [A-Za-z0-9._:-], at most 63 chars  [MUSTER_NODE]\n"
+    "  --pool POOL         the pool this node belongs to (as in the scheduler config)\n"
+    "                      [MUSTER_POOL]\n"
+    "\n"
+    "Options:\n"
+    "  --gpus N            simulate N GPUs (0..64) instead of asking nvidia-smi\n"
+    "  --label LEVEL=VALUE topology label, e.g. --label zone=us-east-1a (repeatable, at most 8)\n"
+    "  --state-dir DIR     task logs and checkpoint files  [MUSTER_STATE_DIR]\n"
+    "                      (default /var/lib/muster/worker/NODE; created with its parents)\n"
+    "  --addr HOST         address other nodes reach this one at, used as MASTER_ADDR\n"
+    "                      (default: this machine's hostname)\n"
+    "  --cpus N            CPUs to offer (default: online processors)\n"
+    "  --memory-mb N       memory to offer in MiB (default: physical memory)\n"
+    "  --imds URL          EC2 instance metadata endpoint for spot notices (not used yet)\n"
+    "  --log-level LEVEL   debug, info, warn or error (default info)\n"
+    "  --help              show this help and exit\n"
+    "  --version           show the version and exit\n"
+    "\n"
+    "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  On SIGTERM or SIGINT the worker\n"
+    "stops its tasks (SIGTERM, then SIGKILL after 5 s) and exits 0.\n"
+    "\n"
+    "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
+
+enum opt_id {
+    OPT_SCHEDULER = 256,
+    OPT_NODE,
+    OPT_POOL,
+    OPT_GPUS,
+    OPT_LABEL,
+    OPT_STATE_DIR,
+    OPT_ADDR,
+    OPT_CPUS,
+    OPT_MEMORY,
+    OPT_IMDS,
+    OPT_LOG_LEVEL,
+    OPT_HELP,
+    OPT_VERSION,
+};
+
+static const struct option long_opts[] = {
+    { "scheduler", required_argument, NULL, OPT_SCHEDULER },
+    { "node", required_argument, NULL, OPT_NODE },
+    { "pool", required_argument, NULL, OPT_POOL },
+    { "gpus", required_argument, NULL, OPT_GPUS },
+    { "label", required_argument, NULL, OPT_LABEL },
+    { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+    { "addr", required_argument, NULL, OPT_ADDR },
+    { "cpus", required_argument, NULL, OPT_CPUS },
+    { "memory-mb", required_argument, NULL, OPT_MEMORY },
+    { "imds", required_argument, NULL, OPT_IMDS },
+    { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+    { "help", no_argument, NULL, OPT_HELP },
+    { "version", no_argument, NULL, OPT_VERSION },
+    { NULL, 0, NULL, 0 },
+};
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_verror(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
+
+static int usage_verror(const char *fmt, va_list ap)
+{
+    (void)fprintf(stderr, PROG ": usage: ");
+    (void)vfprintf(stderr, fmt, ap);
+    (void)fprintf(stderr, "\ntry '" PROG " --help'\n");
+    return 2;
+}
+
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = usage_verror(fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+struct cli {
+    struct wrk_config cfg;
+    char state_dir[PROTO_PATH_MAX];
+    char addr[128];
+    enum mu_log_level level;
+};
+
+static int parse_label(struct cli *c, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    struct proto_label *l;
+
+    if (c->cfg.nlabels >= PROTO_MAX_LABELS)
+        return usage_error("--label: at most %d labels", PROTO_MAX_LABELS);
+    if (!eq || eq == arg)
+        return usage_error("--label '%s': expected LEVEL=VALUE, e.g. zone=us-east-1a", arg);
+    l = &c->cfg.labels[c->cfg.nlabels];
+    if ((size_t)(eq - arg) >= sizeof(l->level))
+        return usage_error("--label '%s': level longer than %zu characters", arg,
+                           sizeof(l->level) - 1);
+    memcpy(l->level, arg, (size_t)(eq - arg));
+    l->level[eq - arg] = '\0';
+    if (!mu_name_is_valid(l->level, sizeof(l->level) - 1))
+        return usage_error("--label '%s': level must be [A-Za-z0-9._:-]", arg);
+    if (!mu_name_is_valid(eq + 1, sizeof(l->value) - 1))
+        return usage_error("--label '%s': value must be 1..%zu characters of [A-Za-z0-9._:-]", arg,
+                           sizeof(l->value) - 1);
+    mu_strlcpy(l->value, eq + 1, sizeof(l->value));
+    for (int i = 0; i < c->cfg.nlabels; i++) {
+        if (strcmp(c->cfg.labels[i].level, l->level) == 0)
+            return usage_error("--label: level '%s' given twice", l->level);
+    }
+    c->cfg.nlabels++;
+    return 0;
+}
+
+static int parse_num(const char *flag, const char *arg, int64_t min, int64_t max, int64_t *out)
+{
+    struct mu_err err;
+    if (mu_parse_i64(arg, min, max, out, &err) != 0)
+        return usage_error("%s '%s': expected a whole number in %" PRId64 "..%" PRId64, flag, arg,
+                           min, max);
+    return 0;
+}
+
+/* Parses argv into c; returns -1 to go on, else the exit code (0 for --help/--version). */
+static int parse_args(int argc, char **argv, struct cli *c)
+{
+    int64_t v;
+    int opt;
+
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_SCHEDULER:
+            c->cfg.scheduler = optarg;
+            break;
+        case OPT_NODE:
+            c->cfg.node = optarg;
+            break;
+        case OPT_POOL:
+            c->cfg.pool = optarg;
+            break;
+        case OPT_GPUS:
+            if (parse_num("--gpus", optarg, 0, PROTO_MAX_GPUS, &v) != 0)
+                return 2;
+            c->cfg.sim_gpus = (int)v;
+            break;
+        case OPT_LABEL:
+            if (parse_label(c, optarg) != 0)
+                return 2;
+            break;
+        case OPT_STATE_DIR:
+            c->cfg.state_dir = optarg;
+            break;
+        case OPT_ADDR:
+            c->cfg.addr = optarg;
+            break;
+        case OPT_CPUS:
+            if (parse_num("--cpus", optarg, 1, 1 << 20, &v) != 0)
+                return 2;
+            c->cfg.cpus = (int)v;
+            break;
+        case OPT_MEMORY:
+            if (parse_num("--memory-mb", optarg, 1, INT64_C(1) << 40, &v) != 0)
+                return 2;
+            c->cfg.memory_mb = v;
+            break;
+        case OPT_IMDS:
+            c->cfg.imds = optarg;
+            break;
+        case OPT_LOG_LEVEL:
+            if (mu_log_level_parse(optarg, &c->level) != 0)
+                return usage_error("--log-level '%s': expected debug, info, warn or error", optarg);
+            break;
+        case OPT_HELP:
+            (void)fputs(usage_text, stdout);
+            return 0;
+        case OPT_VERSION:
+            (void)printf(PROG " %s\n", MUSTER_VERSION);
+            return 0;
+        case ':':
+            return usage_error("%s needs a value", argv[optind - 1]);
+        default:
+            if (optopt >= OPT_SCHEDULER)
+                return usage_error("'%s' takes no value", argv[optind - 1]);
+            if (optopt)
+                return usage_error("unknown option '-%c'", optopt);
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument '%s'", argv[optind]);
+    return -1;
+}
+
+/* Environment fallbacks, required flags and defaults; returns -1 to go on, else 2. */
+static int complete_config(struct cli *c)
+{
+    struct wrk_config *cfg = &c->cfg;
+    long n;
+
+    if (!cfg->scheduler)
+        cfg->scheduler = getenv("MUSTER_SCHEDULER");
+    if (!cfg->node)
+        cfg->node = getenv("MUSTER_NODE");
+    if (!cfg->pool)
+        cfg->pool = getenv("MUSTER_POOL");
+    if (!cfg->state_dir)
+        cfg->state_dir = getenv("MUSTER_STATE_DIR");
+
+    if (!cfg->scheduler || !cfg->scheduler[0])
+        return usage_error("--scheduler tcp://HOST:PORT is required (or MUSTER_SCHEDULER)");
+    if (strncmp(cfg->scheduler, "tcp://", 6) != 0 && strncmp(cfg->scheduler, "ipc://", 6) != 0)
+        return usage_error("--scheduler '%s': expected tcp://HOST:PORT", cfg->scheduler);
+    if (!cfg->node || !cfg->node[0])
+        return usage_error("--node NAME is required (or MUSTER_NODE)");
+    if (!mu_name_is_valid(cfg->node, PROTO_NODE_MAX - 1))
+        return usage_error("--node '%s': expected 1..%d characters of [A-Za-z0-9._:-]", cfg->node,
+                           PROTO_NODE_MAX - 1);
+    if (!cfg->pool || !cfg->pool[0])
+        return usage_error("--pool POOL is required (or MUSTER_POOL)");
+    if (!mu_name_is_valid(cfg->pool, PROTO_NODE_MAX - 1))
+        return usage_error("--pool '%s': expected 1..%d characters of [A-Za-z0-9._:-]", cfg->pool,
+                           PROTO_NODE_MAX - 1);
+
+    if (!cfg->state_dir || !cfg->state_dir[0]) {
+        (void)mu_snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/muster/worker/%s",
+                          cfg->node);
+        cfg->state_dir = c->state_dir;
+    }
+    if (!cfg->addr) {
+        if (gethostname(c->addr, sizeof(c->addr) - 1) != 0 || !c->addr[0])
+            mu_strlcpy(c->addr, "localhost", sizeof(c->addr));
+        c->addr[sizeof(c->addr) - 1] = '\0';
+        cfg->addr = c->addr;
+    }
+    if (!cfg->addr[0] || strlen(cfg->addr) >= sizeof(c->addr))
+        return usage_error("--addr '%s': expected a host name or address", cfg->addr);
+    if (cfg->cpus <= 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->cpus = n > 0 ? (int)n : 1;
+    }
+    if (cfg->memory_mb <= 0) {
+        long pages = sysconf(_SC_PHYS_PAGES);
+        long page_size = sysconf(_SC_PAGESIZE);
+        cfg->memory_mb = pages > 0 && page_size > 0
+                             ? (int64_t)pages * (int64_t)page_size / (INT64_C(1) << 20)
+                             : 0;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct cli c;
+    struct mu_err err;
+    struct wrk_agent *agent;
+    int rc;
+
+    memset(&c, 0, sizeof(c));
+    c.cfg.sim_gpus = -1;
+    c.cfg.heartbeat_s = 1;
+    c.level = MU_LOG_INFO;
+    rc = parse_args(argc, argv, &c);
+    if (rc >= 0)
+        return rc;
+    rc = complete_config(&c);
+    if (rc >= 0)
+        return rc;
+    mu_log_set_level(c.level);
+
+    mu_err_clear(&err);
+    agent = wrk_agent_new(&c.cfg, &err);
+    if (!agent) {
+        (void)fprintf(stderr, PROG ": %s\n", err.msg);
+        return 1;
+    }
+    rc = wrk_agent_run(agent, &err);
+    wrk_agent_free(agent);
+    if (rc != 0) {
+        (void)fprintf(stderr, PROG ": %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}

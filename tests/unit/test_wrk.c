@@ -1,0 +1,1070 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests for the worker (worker/wrk.h): the nvidia-smi CSV parser on captured samples of
+ * four EC2 GPU instance types and a bad-input table, GPU discovery through stand-in scripts,
+ * the task environment builder (pure, no fork), and the launcher for real: a task's log file and
+ * exit code, KILL of a whole process group, and exec failures turned into messages.  The agent
+ * is driven against an in-process ROUTER standing in for the scheduler.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <zmq.h>
+
+#include "worker/wrk.h"
+
+#include "common/mu_banned.h"
+
+/* ---- helpers ---- */
+
+static void data_path(const char *name, char *buf, size_t size)
+{
+    const char *dir = getenv("MUSTER_TEST_DATA");
+    if (dir && dir[0]) {
+        assert_int_equal(mu_snprintf(buf, size, "%s/wrk/%s", dir, name), 0);
+        return;
+    }
+    /* Run by hand from the build tree: the data lies next to this source file's folder. */
+    char here[1024];
+    mu_strlcpy(here, __FILE__, sizeof(here));
+    char *slash = strstr(here, "/unit/test_wrk.c");
+    assert_non_null(slash);
+    *slash = '\0';
+    assert_int_equal(mu_snprintf(buf, size, "%s/data/wrk/%s", here, name), 0);
+}
+
+static char *read_data(const char *name)
+{
+    char path[1024];
+    struct mu_err err;
+    char *text;
+    data_path(name, path, sizeof(path));
+    text = mu_file_read(path, 1u << 20, NULL, &err);
+    if (!text)
+        fail_msg("%s", err.msg);
+    return text;
+}
+
+static char *make_tmpdir(void)
+{
+    char tmpl[] = "/tmp/muster-test-wrk-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    return strdup(dir);
+}
+
+static void rm_rf(const char *dir)
+{
+    /* Test-owned temporary directory only; the path comes from mkdtemp above. */
+    char *argv[] = { (char *)"rm", (char *)"-rf", (char *)dir, NULL };
+    char *out = NULL;
+    char *errout = NULL;
+    int status;
+    if (strncmp(dir, "/tmp/muster-test-wrk-", 21) != 0)
+        return;
+    if (wrk_spawn_capture(argv, 4096, 10000, &out, &errout, &status, NULL) == 0) {
+        free(out);
+        free(errout);
+    }
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+static int wait_exit(pid_t pid, int *status)
+{
+    pid_t r;
+    do {
+        r = waitpid(pid, status, 0);
+    } while (r < 0 && errno == EINTR);
+    return r == pid ? 0 : -1;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* ---- nvidia-smi CSV ---- */
+
+struct sample {
+    const char *file;
+    int n;
+    const char *model;
+    int64_t memory_mb;
+    const char *bus[8];
+};
+
+static const struct sample samples[] = {
+    { "p5.48xlarge.csv",
+      8,
+      "NVIDIA H100 80GB HBM3",
+      81559,
+      { "00000000:53:00.0", "00000000:64:00.0", "00000000:75:00.0", "00000000:86:00.0",
+        "00000000:97:00.0", "00000000:A8:00.0", "00000000:B9:00.0", "00000000:CA:00.0" } },
+    { "p4d.24xlarge.csv",
+      8,
+      "NVIDIA A100-SXM4-40GB",
+      40960,
+      { "00000000:10:1C.0", "00000000:10:1D.0", "00000000:20:1C.0", "00000000:20:1D.0",
+        "00000000:90:1C.0", "00000000:90:1D.0", "00000000:A0:1C.0", "00000000:A0:1D.0" } },
+    { "g6e.12xlarge.csv",
+      4,
+      "NVIDIA L40S",
+      46068,
+      { "00000000:38:00.0", "00000000:3A:00.0", "00000000:3C:00.0", "00000000:3E:00.0" } },
+    { "g5.xlarge.csv", 1, "NVIDIA A10G", 23028, { "00000000:00:1E.0" } },
+};
+
+static void check_sample(const struct sample *s)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    char *text = read_data(s->file);
+    int n = -1;
+    char *line = text;
+
+    if (wrk_gpus_parse_csv(text, gpus, PROTO_MAX_GPUS, &n, &err) != 0)
+        fail_msg("%s: %s", s->file, err.msg);
+    assert_int_equal(n, s->n);
+    for (int i = 0; i < n; i++) {
+        /* The UUID is the second field of line i, as written in the file. */
+        char uuid[64];
+        const char *u = strstr(line, "GPU-");
+        assert_non_null(u);
+        size_t ulen = strcspn(u, ",");
+        assert_true(ulen < sizeof(uuid));
+        memcpy(uuid, u, ulen);
+        uuid[ulen] = '\0';
+        line = strchr(line, '\n') + 1;
+
+        assert_int_equal(gpus[i].index, i);
+        assert_string_equal(gpus[i].uuid, uuid);
+        assert_int_equal(strlen(gpus[i].uuid), 40);
+        assert_string_equal(gpus[i].model, s->model);
+        assert_int_equal(gpus[i].memory_mb, s->memory_mb);
+        assert_string_equal(gpus[i].pci_bus_id, s->bus[i]);
+        assert_int_equal(gpus[i].island, 0);
+    }
+    free(text);
+}
+
+static void test_csv_samples(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < MU_ARRAY_LEN(samples); i++)
+        check_sample(&samples[i]);
+}
+
+static void test_csv_inline(void **state)
+{
+    struct proto_gpu gpus[4];
+    struct mu_err err;
+    int n = -1;
+    (void)state;
+
+    /* The line from the design notes, with CRLF, a blank line and a comma in a model name. */
+    const char *text = "0, GPU-6b6b4b9e-3c2d-1f00-8a8a-1234567890ab, NVIDIA H100 80GB HBM3, 81559, "
+                       "00000000:18:00.0\r\n"
+                       "\n"
+                       "  3 ,GPU-aa,Odd, Model, Name ,1024,0000:01:00.0\n";
+    assert_int_equal(wrk_gpus_parse_csv(text, gpus, 4, &n, &err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(gpus[0].index, 0);
+    assert_string_equal(gpus[0].uuid, "GPU-6b6b4b9e-3c2d-1f00-8a8a-1234567890ab");
+    assert_string_equal(gpus[0].model, "NVIDIA H100 80GB HBM3");
+    assert_int_equal(gpus[0].memory_mb, 81559);
+    assert_string_equal(gpus[0].pci_bus_id, "00000000:18:00.0");
+    assert_int_equal(gpus[1].index, 3);
+    assert_string_equal(gpus[1].uuid, "GPU-aa");
+    assert_string_equal(gpus[1].model, "Odd, Model, Name");
+    assert_int_equal(gpus[1].memory_mb, 1024);
+    assert_string_equal(gpus[1].pci_bus_id, "0000:01:00.0");
+}
+
+struct bad_case {
+    const char *text; /* inline text, or NULL to read file */
+    const char *file;
+    int code;
+    const char *msg; /* expected substring */
+};
+
+static const struct bad_case bad_cases[] = {
+    { NULL, "bad-na-memory.csv", MU_E_PARSE, "line 1: memory.total: expected MiB, got '[N/A]'" },
+    { NULL, "bad-missing-columns.csv", MU_E_PARSE,
+      "line 1: expected 5 comma-separated fields (index, uuid, name, memory.total, pci.bus_id), "
+      "got 3" },
+    { NULL, "bad-garbage.csv", MU_E_PARSE, "line 1: expected 5 comma-separated fields" },
+    { NULL, "bad-empty.csv", MU_E_NOTFOUND, "nvidia-smi reported no GPUs" },
+    { "\n\n  \n", NULL, MU_E_NOTFOUND, "no GPUs" },
+    { "x, GPU-a, A, 1, 0:0.0\n", NULL, MU_E_PARSE, "line 1: index: expected 0..63, got 'x'" },
+    { "64, GPU-a, A, 1, 0:0.0\n", NULL, MU_E_PARSE, "index: expected 0..63, got '64'" },
+    { "-1, GPU-a, A, 1, 0:0.0\n", NULL, MU_E_PARSE, "index" },
+    { "0, , A, 1, 0:0.0\n", NULL, MU_E_PARSE, "line 1: uuid: expected a GPU UUID, got ''" },
+    { "0, GPU a, A, 1, 0:0.0\n", NULL, MU_E_PARSE, "uuid" },
+    { "0, GPU-a, , 1, 0:0.0\n", NULL, MU_E_PARSE, "line 1: name: expected a GPU model" },
+    { "0, GPU-a, [N/A], 1, 0:0.0\n", NULL, MU_E_PARSE, "name" },
+    { "0, GPU-a, A, 0, 0:0.0\n", NULL, MU_E_PARSE, "memory.total: expected MiB, got '0'" },
+    { "0, GPU-a, A, 12.5, 0:0.0\n", NULL, MU_E_PARSE, "memory.total" },
+    { "0, GPU-a, A, 1 MiB, 0:0.0\n", NULL, MU_E_PARSE, "memory.total" },
+    { "0, GPU-a, A, 1, \n", NULL, MU_E_PARSE, "line 1: pci.bus_id: expected a PCI bus id, got ''" },
+    { "0, GPU-a, A, 1, [N/A]\n", NULL, MU_E_PARSE, "pci.bus_id" },
+    { "0, GPU-a, A, 1, 0:0.0\n0, GPU-b, B, 1, 0:1.0\n", NULL, MU_E_PARSE,
+      "line 2: index 0 appears twice" },
+    { "0, GPU-a, A, 1, 0:0.0\ngarbage\n", NULL, MU_E_PARSE, "line 2: expected 5" },
+    { "0,GPU-a,A,1\n", NULL, MU_E_PARSE, "got 4" },
+};
+
+static void test_csv_bad(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < MU_ARRAY_LEN(bad_cases); i++) {
+        const struct bad_case *c = &bad_cases[i];
+        struct proto_gpu gpus[4];
+        struct mu_err err;
+        char *text = c->text ? strdup(c->text) : read_data(c->file);
+        int n = 42;
+        mu_err_clear(&err);
+        if (wrk_gpus_parse_csv(text, gpus, 4, &n, &err) != -1)
+            fail_msg("case %zu (%s): parsed", i, c->file ? c->file : c->text);
+        if (err.code != c->code || !strstr(err.msg, c->msg))
+            fail_msg("case %zu: got %s '%s', want %s '%s'", i, mu_err_name(err.code), err.msg,
+                     mu_err_name(c->code), c->msg);
+        assert_int_equal(n, 42);
+        free(text);
+    }
+}
+
+static void test_csv_too_many(void **state)
+{
+    struct proto_gpu gpus[2];
+    struct mu_err err;
+    int n = -1;
+    char *text = read_data("g6e.12xlarge.csv");
+    (void)state;
+    assert_int_equal(wrk_gpus_parse_csv(text, gpus, 2, &n, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    assert_string_equal(err.msg, "line 3: more than 2 GPUs");
+    free(text);
+
+    char longline[2048];
+    memset(longline, 'a', sizeof(longline) - 1);
+    longline[sizeof(longline) - 1] = '\0';
+    assert_int_equal(wrk_gpus_parse_csv(longline, gpus, 2, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "line 1: longer than"));
+}
+
+static void test_gpus_simulate_and_visible(void **state)
+{
+    struct proto_gpu gpus[4];
+    struct mu_err err;
+    char buf[256];
+    int bind[3] = { 0, 2, 3 };
+    (void)state;
+
+    wrk_gpus_simulate(gpus, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(gpus[i].index, i);
+        assert_string_equal(gpus[i].uuid, "");
+        assert_string_equal(gpus[i].model, "simulated");
+        assert_int_equal(gpus[i].island, 0);
+    }
+    assert_int_equal(wrk_gpus_format_visible(gpus, 4, true, bind, 3, buf, sizeof(buf), &err), 0);
+    assert_string_equal(buf, "0,2,3");
+    assert_int_equal(wrk_gpus_format_visible(gpus, 4, true, bind, 0, buf, sizeof(buf), &err), 0);
+    assert_string_equal(buf, "");
+
+    mu_strlcpy(gpus[0].uuid, "GPU-aaa", sizeof(gpus[0].uuid));
+    mu_strlcpy(gpus[2].uuid, "GPU-ccc", sizeof(gpus[2].uuid));
+    mu_strlcpy(gpus[3].uuid, "GPU-ddd", sizeof(gpus[3].uuid));
+    assert_int_equal(wrk_gpus_format_visible(gpus, 4, false, bind, 3, buf, sizeof(buf), &err), 0);
+    assert_string_equal(buf, "GPU-aaa,GPU-ccc,GPU-ddd");
+    assert_int_equal(wrk_gpus_format_visible(gpus, 4, false, bind, 3, buf, 10, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+
+    int bad[2] = { 1, 9 };
+    assert_int_equal(wrk_gpus_format_visible(gpus, 4, true, bad, 2, buf, sizeof(buf), &err), -1);
+    assert_string_equal(err.msg, "gpu 9 is not on this node");
+    int dup[2] = { 1, 1 };
+    assert_int_equal(wrk_gpus_format_visible(gpus, 4, true, dup, 2, buf, sizeof(buf), &err), -1);
+    assert_string_equal(err.msg, "gpu 1 is bound twice");
+}
+
+static void test_gpus_discover(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    char *dir = make_tmpdir();
+    char sample[1024];
+    char script[1024];
+    char prog[1024];
+    int n = -1;
+    (void)state;
+
+    /* A stand-in nvidia-smi that checks its arguments and prints a captured sample. */
+    data_path("p4d.24xlarge.csv", sample, sizeof(sample));
+    assert_int_equal(mu_snprintf(script, sizeof(script),
+                                 "#!/bin/sh\n"
+                                 "[ \"$1\" = --query-gpu=index,uuid,name,memory.total,pci.bus_id ]"
+                                 " || exit 7\n"
+                                 "[ \"$2\" = --format=csv,noheader,nounits ] || exit 8\n"
+                                 "cat '%s'\n",
+                                 sample),
+                     0);
+    assert_int_equal(mu_snprintf(prog, sizeof(prog), "%s/nvidia-smi-ok", dir), 0);
+    write_file(prog, script, 0755);
+    if (wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(n, 8);
+    assert_string_equal(gpus[7].model, "NVIDIA A100-SXM4-40GB");
+    assert_string_equal(gpus[7].pci_bus_id, "00000000:A0:1D.0");
+
+    /* A driver failure: exit status and the first line of stderr. */
+    assert_int_equal(mu_snprintf(prog, sizeof(prog), "%s/nvidia-smi-fail", dir), 0);
+    write_file(prog,
+               "#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch' >&2\n"
+               "echo second line >&2\nexit 9\n",
+               0755);
+    assert_int_equal(wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err), -1);
+    assert_non_null(
+        strstr(err.msg, "exited with status 9: Failed to initialize NVML: Driver/library version "
+                        "mismatch"));
+    assert_null(strstr(err.msg, "second line"));
+
+    /* nvidia-smi prints its best-known failure on stdout. */
+    write_file(prog,
+               "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the "
+               "NVIDIA driver.\"\nexit 9\n",
+               0755);
+    assert_int_equal(wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "status 9: NVIDIA-SMI has failed"));
+
+    /* Output that is not CSV names the program and the line. */
+    write_file(prog, "#!/bin/sh\necho hello\n", 0755);
+    assert_int_equal(wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "output: line 1: expected 5 comma-separated fields"));
+
+    assert_int_equal(
+        wrk_gpus_discover("nvidia-smi-muster-test-missing", gpus, PROTO_MAX_GPUS, &n, &err), -1);
+    assert_int_equal(err.code, MU_E_NOTFOUND);
+    assert_string_equal(err.msg, "cannot run 'nvidia-smi-muster-test-missing': No such file or "
+                                 "directory; hint: pass --gpus N to simulate GPUs");
+    rm_rf(dir);
+    free(dir);
+}
+
+/* ---- spawn ---- */
+
+static void test_spawn_capture(void **state)
+{
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c",
+                     (char *)"echo out; echo err >&2; read x; echo \"[$x]\"; exit 4", NULL };
+    char *out = NULL;
+    char *errout = NULL;
+    int status = 0;
+    struct mu_err err;
+    (void)state;
+
+    assert_int_equal(wrk_spawn_capture(argv, 1024, 10000, &out, &errout, &status, &err), 0);
+    assert_string_equal(out, "out\n[]\n"); /* stdin is /dev/null */
+    assert_string_equal(errout, "err\n");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 4);
+    free(out);
+    free(errout);
+
+    char *big[] = { (char *)"/bin/sh", (char *)"-c", (char *)"yes | head -c 100000", NULL };
+    assert_int_equal(wrk_spawn_capture(big, 1000, 10000, &out, &errout, &status, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+
+    char *slow[] = { (char *)"/bin/sh", (char *)"-c", (char *)"exec sleep 30", NULL };
+    assert_int_equal(wrk_spawn_capture(slow, 1000, 200, &out, &errout, &status, &err), -1);
+    assert_non_null(strstr(err.msg, "did not finish within 200 ms"));
+}
+
+/* ---- environment ---- */
+
+static void fill_launch(struct wrk_launch *l, const char *state_dir)
+{
+    memset(l, 0, sizeof(*l));
+    l->state_dir = state_dir;
+    l->node = "gpu-node-7";
+    l->job = "1732270000123-0";
+    l->task = 1;
+    l->attempt = 2;
+    l->cuda_visible = "0,1";
+    l->world_size = 4;
+    l->local_rank = 1;
+    l->local_world_size = 2;
+    l->node_rank = 0;
+    l->master_addr = "10.0.0.5";
+    l->master_port = 29500;
+}
+
+static void test_env_build(void **state)
+{
+    char *base[] = { (char *)"PATH=/usr/bin:/bin",
+                     (char *)"FOO=base",
+                     (char *)"MUSTER_RESUME_FROM=old",
+                     (char *)"RANK=99",
+                     (char *)"NOEQUALS",
+                     NULL };
+    char *spec[] = { (char *)"FOO=spec", (char *)"RANK=5", (char *)"EMPTY=", (char *)"A=b=c" };
+    struct wrk_launch l;
+    struct mu_err err;
+    char **envp;
+    (void)state;
+
+    fill_launch(&l, "/var/lib/muster/worker/n1");
+    l.nenv = 4;
+    l.env = spec;
+    envp = wrk_env_build(&l, base, &err);
+    assert_non_null(envp);
+    assert_string_equal(wrk_env_get(envp, "PATH"), "/usr/bin:/bin");
+    assert_string_equal(wrk_env_get(envp, "FOO"), "spec");
+    assert_string_equal(wrk_env_get(envp, "EMPTY"), "");
+    assert_string_equal(wrk_env_get(envp, "A"), "b=c");
+    assert_null(wrk_env_get(envp, "NOEQUALS"));
+    assert_string_equal(wrk_env_get(envp, "MUSTER_JOB_ID"), "1732270000123-0");
+    assert_string_equal(wrk_env_get(envp, "MUSTER_TASK_INDEX"), "1");
+    assert_string_equal(wrk_env_get(envp, "MUSTER_ATTEMPT"), "2");
+    assert_string_equal(wrk_env_get(envp, "MUSTER_NODE"), "gpu-node-7");
+    assert_string_equal(wrk_env_get(envp, "MUSTER_CHECKPOINT_FILE"),
+                        "/var/lib/muster/worker/n1/ckpt/1732270000123-0.2.1");
+    assert_null(wrk_env_get(envp, "MUSTER_RESUME_FROM"));
+    assert_string_equal(wrk_env_get(envp, "CUDA_VISIBLE_DEVICES"), "0,1");
+    assert_null(wrk_env_get(envp, "CUDA_DEVICE_ORDER"));
+    assert_string_equal(wrk_env_get(envp, "RANK"), "1");
+    assert_string_equal(wrk_env_get(envp, "WORLD_SIZE"), "4");
+    assert_string_equal(wrk_env_get(envp, "LOCAL_RANK"), "1");
+    assert_string_equal(wrk_env_get(envp, "LOCAL_WORLD_SIZE"), "2");
+    assert_string_equal(wrk_env_get(envp, "GROUP_RANK"), "0");
+    assert_string_equal(wrk_env_get(envp, "NODE_RANK"), "0");
+    assert_string_equal(wrk_env_get(envp, "MASTER_ADDR"), "10.0.0.5");
+    assert_string_equal(wrk_env_get(envp, "MASTER_PORT"), "29500");
+    /* Each key once. */
+    for (size_t i = 0; envp[i]; i++) {
+        size_t klen = strcspn(envp[i], "=");
+        for (size_t j = i + 1; envp[j]; j++)
+            assert_false(strncmp(envp[i], envp[j], klen) == 0 && envp[j][klen] == '=');
+    }
+    wrk_env_free(envp);
+
+    /* Discovered GPUs and a resumed attempt. */
+    l.cuda_visible = "GPU-aaa,GPU-bbb";
+    l.cuda_pci_order = true;
+    l.resume_from = "s3://bucket/ckpt/step-400";
+    envp = wrk_env_build(&l, NULL, &err);
+    assert_non_null(envp);
+    assert_string_equal(wrk_env_get(envp, "CUDA_VISIBLE_DEVICES"), "GPU-aaa,GPU-bbb");
+    assert_string_equal(wrk_env_get(envp, "CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+    assert_string_equal(wrk_env_get(envp, "MUSTER_RESUME_FROM"), "s3://bucket/ckpt/step-400");
+    assert_null(wrk_env_get(envp, "PATH"));
+    wrk_env_free(envp);
+
+    /* Bad spec entries. */
+    char *bad1[] = { (char *)"NOVALUE" };
+    char *bad2[] = { (char *)"=x" };
+    l.nenv = 1;
+    l.env = bad1;
+    assert_null(wrk_env_build(&l, base, &err));
+    assert_string_equal(err.msg, "env entry 'NOVALUE': expected KEY=VALUE");
+    l.env = bad2;
+    assert_null(wrk_env_build(&l, base, &err));
+    assert_int_equal(err.code, MU_E_INVAL);
+    wrk_env_free(NULL);
+}
+
+/* ---- launcher ---- */
+
+static void test_launch_exit_code(void **state)
+{
+    char *dir = make_tmpdir();
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c",
+                     (char *)"echo $RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES; pwd; "
+                             "echo oops >&2; [ \"$(cut -d' ' -f5 /proc/$$/stat)\" = $$ ] "
+                             "|| echo not-leader; exit 3" };
+    struct wrk_launch l;
+    struct mu_err err;
+    char path[1024];
+    char *text;
+    pid_t pid = -1;
+    int status = 0;
+    (void)state;
+
+    fill_launch(&l, dir);
+    l.argc = 3;
+    l.argv = argv;
+    if (wrk_launch_start(&l, NULL, &pid, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_true(pid > 0);
+    assert_int_equal(wait_exit(pid, &status), 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3);
+
+    assert_int_equal(
+        wrk_task_log_path(dir, l.job, l.attempt, l.task, ".out", path, sizeof(path), &err), 0);
+    assert_non_null(strstr(path, "/logs/1732270000123-0.2.1.out"));
+    text = mu_file_read(path, 4096, NULL, &err);
+    assert_non_null(text);
+    char want[1200];
+    assert_int_equal(mu_snprintf(want, sizeof(want), "1 4 0,1\n%s\n", dir), 0);
+    assert_string_equal(text, want);
+    free(text);
+    assert_int_equal(
+        wrk_task_log_path(dir, l.job, l.attempt, l.task, ".err", path, sizeof(path), &err), 0);
+    text = mu_file_read(path, 4096, NULL, &err);
+    assert_non_null(text);
+    assert_string_equal(text, "oops\n");
+    free(text);
+
+    /* A second run of the same attempt appends to the same log. */
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), 0);
+    assert_int_equal(wait_exit(pid, &status), 0);
+    text = mu_file_read(path, 4096, NULL, &err);
+    assert_non_null(text);
+    assert_string_equal(text, "oops\noops\n");
+    free(text);
+
+    /* The checkpoint directory exists for the task to write into. */
+    struct stat st;
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/ckpt", dir), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_launch_kill_group(void **state)
+{
+    char *dir = make_tmpdir();
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c", (char *)"sleep 100 & echo $!; wait" };
+    struct wrk_launch l;
+    struct mu_err err;
+    char path[1024];
+    pid_t pid = -1;
+    int64_t child = 0;
+    int status = 0;
+    (void)state;
+
+    /* Become the subreaper so that the orphaned sleep is ours to wait for. */
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0);
+    fill_launch(&l, dir);
+    l.argc = 3;
+    l.argv = argv;
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), 0);
+    assert_int_equal(getpgid(pid), pid);
+    assert_int_equal(
+        wrk_task_log_path(dir, l.job, l.attempt, l.task, ".out", path, sizeof(path), &err), 0);
+    for (int i = 0; i < 500 && child == 0; i++) {
+        char *text = mu_file_read(path, 4096, NULL, NULL);
+        if (text && strchr(text, '\n')) {
+            *strchr(text, '\n') = '\0';
+            assert_int_equal(mu_parse_i64(text, 2, INT32_MAX, &child, &err), 0);
+        }
+        free(text);
+        if (child == 0)
+            sleep_ms(10);
+    }
+    assert_true(child > 0);
+    assert_int_equal(getpgid((pid_t)child), pid);
+
+    assert_int_equal(kill(-pid, SIGTERM), 0); /* the whole group */
+    assert_int_equal(wait_exit(pid, &status), 0);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGTERM);
+    assert_int_equal(wait_exit((pid_t)child, &status), 0);
+    assert_true(WIFSIGNALED(status));
+    assert_int_equal(WTERMSIG(status), SIGTERM);
+    assert_int_equal(kill((pid_t)child, 0), -1);
+    assert_int_equal(errno, ESRCH);
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0), 0);
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_launch_failures(void **state)
+{
+    char *dir = make_tmpdir();
+    char *missing[] = { (char *)"nosuchcmd-muster-test" };
+    char *abs_missing[] = { (char *)"/nonexistent/bin/tool" };
+    char *ok[] = { (char *)"/bin/true" };
+    char notexec_path[1024];
+    char *notexec[] = { notexec_path };
+    struct wrk_launch l;
+    struct mu_err err;
+    pid_t pid = -1;
+    (void)state;
+
+    fill_launch(&l, dir);
+    l.argc = 1;
+    l.argv = missing;
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), -1);
+    assert_int_equal(err.code, MU_E_NOTFOUND);
+    assert_string_equal(err.msg, "cannot run 'nosuchcmd-muster-test': No such file or directory");
+    l.argv = abs_missing;
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), -1);
+    assert_string_equal(err.msg, "cannot run '/nonexistent/bin/tool': No such file or directory");
+    assert_int_equal(mu_snprintf(notexec_path, sizeof(notexec_path), "%s/notexec", dir), 0);
+    write_file(notexec_path, "echo hi\n", 0644);
+    l.argv = notexec;
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), -1);
+    assert_int_equal(err.code, MU_E_SYS);
+    assert_non_null(strstr(err.msg, "/notexec': Permission denied"));
+
+    l.argv = ok;
+    l.workdir = "/nonexistent/muster/x";
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), -1);
+    assert_string_equal(err.msg, "workdir '/nonexistent/muster/x': No such file or directory");
+
+    l.workdir = NULL;
+    l.job = "../etc";
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), -1);
+    assert_int_equal(err.code, MU_E_INVAL);
+    l.job = "1-0";
+    l.argc = 0;
+    assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), -1);
+    assert_string_equal(err.msg, "empty command");
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_mkdir_p(void **state)
+{
+    char *dir = make_tmpdir();
+    char path[1024];
+    struct mu_err err;
+    (void)state;
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/a/b//c/", dir), 0);
+    assert_int_equal(wrk_mkdir_p(path, &err), 0);
+    assert_int_equal(wrk_mkdir_p(path, &err), 0);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/file", dir), 0);
+    write_file(path, "x", 0644);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/file/sub", dir), 0);
+    assert_int_equal(wrk_mkdir_p(path, &err), -1);
+    assert_non_null(strstr(err.msg, "cannot create directory"));
+    rm_rf(dir);
+    free(dir);
+}
+
+/* ---- the agent against an in-process scheduler ---- */
+
+struct fake_sched {
+    void *ctx;
+    void *router;
+    struct wrk_agent *agent;
+    char *dir;
+    uint64_t seq;
+};
+
+/* Turns the agent's loop until the router has a message of `type` from it (others skipped). */
+static bool expect_msg(struct fake_sched *f,
+                       enum proto_type type,
+                       struct proto_msg *out,
+                       int timeout_ms)
+{
+    uint64_t deadline = mu_time_mono_ms() + (uint64_t)timeout_ms;
+    struct mu_err err;
+    char id[PROTO_NODE_MAX];
+
+    while (mu_time_mono_ms() < deadline) {
+        int r;
+        assert_int_equal(wrk_agent_poll(f->agent, 10, &err), 1);
+        while ((r = proto_recv(f->router, id, sizeof(id), out, &err)) == 1) {
+            assert_string_equal(id, "n1");
+            if (out->type == type)
+                return true;
+            proto_msg_release(out);
+        }
+        proto_msg_release(out);
+        assert_int_equal(r, 0);
+    }
+    return false;
+}
+
+/* Turns the agent's loop until the task's log file holds `want`. */
+static bool wait_log(struct fake_sched *f, const char *name, const char *want)
+{
+    char path[1024];
+    struct mu_err err;
+    bool found = false;
+
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/logs/%s", f->dir, name), 0);
+    for (int i = 0; i < 500 && !found; i++) {
+        char *text = mu_file_read(path, 4096, NULL, NULL);
+        found = text && strcmp(text, want) == 0;
+        free(text);
+        if (!found)
+            assert_int_equal(wrk_agent_poll(f->agent, 10, &err), 1);
+    }
+    return found;
+}
+
+static void send_to_worker(struct fake_sched *f, struct proto_msg *m, uint64_t epoch)
+{
+    struct mu_err err;
+    m->seq = ++f->seq;
+    m->epoch = epoch;
+    if (proto_send(f->router, "n1", m, &err) != 0)
+        fail_msg("%s", err.msg);
+}
+
+static void send_simple(struct fake_sched *f,
+                        enum proto_type type,
+                        const char *job,
+                        int task,
+                        int attempt,
+                        int signal,
+                        int grace_s,
+                        uint64_t epoch)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, type);
+    mu_strlcpy(m.task.job, job, sizeof(m.task.job));
+    m.task.task = task;
+    m.task.attempt = attempt;
+    m.signal = signal;
+    m.grace_s = grace_s;
+    if (type == PROTO_HEARTBEAT) {
+        m.ok = signal != 0;
+        m.heartbeat_s = 1;
+    }
+    send_to_worker(f, &m, epoch);
+    proto_msg_release(&m);
+}
+
+static void send_bind(
+    struct fake_sched *f, const char *job, int task, const char *script, int gpu, uint64_t epoch)
+{
+    const char *argv[] = { "/bin/sh", "-c", script };
+    const char *env[] = { "FROM_SPEC=yes" };
+    struct proto_msg m;
+    struct mu_err err;
+    proto_msg_init(&m, PROTO_BIND);
+    mu_strlcpy(m.task.job, job, sizeof(m.task.job));
+    m.task.task = task;
+    m.task.attempt = 1;
+    m.world_size = 2;
+    m.local_rank = 0;
+    m.local_world_size = 1;
+    m.node_rank = task;
+    m.nnodes = 2;
+    mu_strlcpy(m.master_addr, "10.0.0.9", sizeof(m.master_addr));
+    m.master_port = 29500;
+    m.nbind_gpus = 1;
+    m.bind_gpus[0] = gpu;
+    assert_int_equal(proto_msg_set_argv(&m, 3, argv, &err), 0);
+    assert_int_equal(proto_msg_set_env(&m, 1, env, &err), 0);
+    send_to_worker(f, &m, epoch);
+    proto_msg_release(&m);
+}
+
+static void fake_sched_start(struct fake_sched *f)
+{
+    struct wrk_config cfg;
+    struct mu_err err;
+    char endpoint[256];
+
+    memset(f, 0, sizeof(*f));
+    f->dir = make_tmpdir();
+    f->ctx = zmq_ctx_new();
+    assert_non_null(f->ctx);
+    assert_int_equal(mu_snprintf(endpoint, sizeof(endpoint), "ipc://%s/sched", f->dir), 0);
+    f->router = proto_router_new(f->ctx, endpoint, &err);
+    if (!f->router)
+        fail_msg("%s", err.msg);
+
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.scheduler = endpoint;
+    cfg.node = "n1";
+    cfg.pool = "p5-spot";
+    cfg.state_dir = f->dir;
+    cfg.addr = "10.0.0.9";
+    cfg.sim_gpus = 2;
+    cfg.cpus = 4;
+    cfg.memory_mb = 1000;
+    cfg.heartbeat_s = 1;
+    cfg.nlabels = 1;
+    mu_strlcpy(cfg.labels[0].level, "zone", sizeof(cfg.labels[0].level));
+    mu_strlcpy(cfg.labels[0].value, "us-east-1a", sizeof(cfg.labels[0].value));
+    f->agent = wrk_agent_new(&cfg, &err);
+    if (!f->agent)
+        fail_msg("%s", err.msg);
+}
+
+static void fake_sched_stop(struct fake_sched *f)
+{
+    wrk_agent_free(f->agent);
+    assert_int_equal(zmq_close(f->router), 0);
+    assert_int_equal(zmq_ctx_term(f->ctx), 0);
+    rm_rf(f->dir);
+    free(f->dir);
+}
+
+static void agent_bind_and_exit(struct fake_sched *f)
+{
+    struct proto_msg m;
+    char path[1024];
+    char *text;
+    int pid;
+
+    /* BIND: started, acknowledged with the pid, acknowledged again on a repeat. */
+    send_bind(f, "1732-0", 1,
+              "echo $RANK $WORLD_SIZE $CUDA_VISIBLE_DEVICES $MASTER_ADDR $MASTER_PORT "
+              "$FROM_SPEC; exit 3",
+              1, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    assert_int_equal(m.epoch, 5);
+    assert_string_equal(m.task.job, "1732-0");
+    assert_int_equal(m.task.task, 1);
+    assert_int_equal(m.task.attempt, 1);
+    assert_int_equal(m.task.state, PROTO_TASK_RUNNING);
+    pid = m.task.pid;
+    assert_true(pid > 0);
+    proto_msg_release(&m);
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.exit_code, 3);
+    assert_int_equal(m.task.signal, 0);
+    assert_int_equal(m.task.pid, pid);
+    proto_msg_release(&m);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/logs/1732-0.1.1.out", f->dir), 0);
+    text = mu_file_read(path, 4096, NULL, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "1 2 1 10.0.0.9 29500 yes\n");
+    free(text);
+
+    send_bind(f, "1732-0", 1, "exit 0", 1, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    assert_int_equal(m.task.pid, pid); /* the same task, not a second start */
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    proto_msg_release(&m);
+}
+
+static void agent_exited_until_acked(struct fake_sched *f)
+{
+    struct proto_msg m;
+
+    /* An exited task is reported in HELLO until a KILL acknowledges it. */
+    send_simple(f, PROTO_HEARTBEAT, "", 0, 0, 0, 0, 5); /* ok = false: who are you? */
+    assert_true(expect_msg(f, PROTO_HELLO, &m, 5000));
+    assert_int_equal(m.ntasks, 1);
+    assert_string_equal(m.tasks[0].job, "1732-0");
+    assert_int_equal(m.tasks[0].state, PROTO_TASK_EXITED);
+    assert_int_equal(m.tasks[0].exit_code, 3);
+    proto_msg_release(&m);
+    assert_int_equal(wrk_agent_task_count(f->agent), 1);
+    send_simple(f, PROTO_KILL, "1732-0", 1, 1, 0, 0, 5);
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.exit_code, 3);
+    proto_msg_release(&m);
+    assert_int_equal(wrk_agent_task_count(f->agent), 0);
+
+    /* KILL of an unknown task: LOST. */
+    send_simple(f, PROTO_KILL, "1732-0", 1, 1, 0, 0, 5);
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.state, PROTO_TASK_LOST);
+    proto_msg_release(&m);
+}
+
+static void agent_bind_failures(struct fake_sched *f)
+{
+    struct proto_msg m;
+
+    /* Launch failures come back as BIND_ACK ok=false with the reason. */
+    send_bind(f, "1733-0", 0, "exit 0", 7, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    assert_false(m.ok);
+    assert_string_equal(m.error, "gpu 7 is not on this node");
+    proto_msg_release(&m);
+    {
+        const char *argv[] = { "nosuchcmd-muster" };
+        struct mu_err err;
+        struct proto_msg b;
+        proto_msg_init(&b, PROTO_BIND);
+        mu_strlcpy(b.task.job, "1734-0", sizeof(b.task.job));
+        b.task.attempt = 1;
+        assert_int_equal(proto_msg_set_argv(&b, 1, argv, &err), 0);
+        send_to_worker(f, &b, 5);
+        proto_msg_release(&b);
+    }
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    assert_false(m.ok);
+    assert_string_equal(m.error, "cannot run 'nosuchcmd-muster': No such file or directory");
+    proto_msg_release(&m);
+    assert_int_equal(wrk_agent_task_count(f->agent), 0);
+
+    /* A command from an older epoch is ignored. */
+    send_bind(f, "1735-0", 0, "exit 0", 0, 4);
+    assert_false(expect_msg(f, PROTO_BIND_ACK, &m, 300));
+    assert_int_equal(wrk_agent_task_count(f->agent), 0);
+
+    /* Garbage is dropped and the loop goes on. */
+    assert_int_equal(zmq_send(f->router, "n1", 2, ZMQ_SNDMORE), 2);
+    assert_int_equal(zmq_send(f->router, "\xc1junk", 5, 0), 5);
+}
+
+static void agent_kill_and_checkpoint(struct fake_sched *f)
+{
+    struct proto_msg m;
+
+    /* KILL of a running task reaches its whole group; SIGKILL after the grace period. */
+    send_bind(f, "1736-0", 0, "sleep 100 & wait", 0, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    proto_msg_release(&m);
+    send_simple(f, PROTO_KILL, "1736-0", 0, 1, 0, 30, 5);
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.signal, SIGTERM);
+    proto_msg_release(&m);
+
+    send_bind(f, "1737-0", 0, "trap '' TERM; echo ready; sleep 100 & wait; sleep 100", 0, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    proto_msg_release(&m);
+    assert_true(wait_log(f, "1737-0.1.0.out", "ready\n"));
+    send_simple(f, PROTO_KILL, "1737-0", 0, 1, SIGTERM, 1, 5);
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.signal, SIGKILL);
+    proto_msg_release(&m);
+
+    /* CHECKPOINT sends its signal to the group: the task's trap turns it into an exit. */
+    send_bind(f, "1738-0", 0, "trap 'exit 42' USR1; echo ready; sleep 100 & wait", 0, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    proto_msg_release(&m);
+    assert_true(wait_log(f, "1738-0.1.0.out", "ready\n")); /* the trap is set */
+    send_simple(f, PROTO_CHECKPOINT, "1738-0", 0, 1, SIGUSR1, 0, 5);
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.exit_code, 42);
+    proto_msg_release(&m);
+}
+
+static void agent_shutdown_reports(struct fake_sched *f)
+{
+    struct proto_msg m;
+
+    /* Shutdown stops running tasks and reports them. */
+    send_bind(f, "1739-0", 0, "sleep 100", 0, 5);
+    assert_true(expect_msg(f, PROTO_BIND_ACK, &m, 5000));
+    proto_msg_release(&m);
+    wrk_agent_stop(f->agent);
+    {
+        struct mu_err err;
+        assert_int_equal(wrk_agent_poll(f->agent, 10, &err), 0);
+    }
+    wrk_agent_shutdown(f->agent);
+    {
+        struct mu_err err;
+        char id[PROTO_NODE_MAX];
+        bool seen = false;
+        for (int i = 0; i < 200 && !seen; i++) {
+            while (!seen && proto_recv(f->router, id, sizeof(id), &m, &err) == 1) {
+                seen = m.type == PROTO_TASK_STATUS && strcmp(m.task.job, "1739-0") == 0;
+                if (seen)
+                    assert_int_equal(m.task.signal, SIGTERM);
+                proto_msg_release(&m);
+            }
+            if (!seen)
+                sleep_ms(10);
+        }
+        assert_true(seen);
+    }
+}
+
+static void test_agent_protocol(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    (void)state;
+
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    assert_string_equal(m.node, "n1");
+    assert_string_equal(m.pool, "p5-spot");
+    assert_string_equal(m.addr, "10.0.0.9");
+    assert_int_equal(m.cpus, 4);
+    assert_int_equal(m.memory_mb, 1000);
+    assert_int_equal(m.ngpus, 2);
+    assert_string_equal(m.gpus[1].model, "simulated");
+    assert_int_equal(m.nlabels, 1);
+    assert_string_equal(m.labels[0].value, "us-east-1a");
+    assert_int_equal(m.ntasks, 0);
+    assert_int_equal(m.epoch, 0);
+    proto_msg_release(&m);
+    send_simple(&f, PROTO_HEARTBEAT, "", 0, 0, 1, 0, 5); /* ok = true */
+
+    agent_bind_and_exit(&f);
+    agent_exited_until_acked(&f);
+    agent_bind_failures(&f);
+    agent_kill_and_checkpoint(&f);
+    agent_shutdown_reports(&f);
+    fake_sched_stop(&f);
+}
+
+static void test_agent_reregisters(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    (void)state;
+
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+    send_simple(&f, PROTO_HEARTBEAT, "", 0, 0, 1, 0, 2);
+    /* Known to the scheduler: heartbeats follow, no HELLO. */
+    assert_true(expect_msg(&f, PROTO_HEARTBEAT, &m, 3000));
+    assert_int_equal(m.epoch, 2);
+    proto_msg_release(&m);
+    /* Silence for 3 heartbeats: the worker registers again. */
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    assert_int_equal(m.epoch, 2);
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_csv_samples),
+        cmocka_unit_test(test_csv_inline),
+        cmocka_unit_test(test_csv_bad),
+        cmocka_unit_test(test_csv_too_many),
+        cmocka_unit_test(test_gpus_simulate_and_visible),
+        cmocka_unit_test(test_gpus_discover),
+        cmocka_unit_test(test_spawn_capture),
+        cmocka_unit_test(test_env_build),
+        cmocka_unit_test(test_launch_exit_code),
+        cmocka_unit_test(test_launch_kill_group),
+        cmocka_unit_test(test_launch_failures),
+        cmocka_unit_test(test_mkdir_p),
+        cmocka_unit_test(test_agent_protocol),
+        cmocka_unit_test(test_agent_reregisters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

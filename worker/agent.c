@@ -1,0 +1,864 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The worker's loop (DESIGN §7): one DEALER to the scheduler, one self-pipe for signals, one
+ * table of tasks, all driven from a single zmq_poll.
+ *
+ * Invariants and why:
+ * - Every command is keyed by (job, task, attempt) and idempotent: a repeated BIND re-sends the
+ *   BIND_ACK, a repeated KILL re-signals, a KILL of an exited task re-reports it and forgets it.
+ *   The scheduler may retry anything after a reconnect without starting a task twice.
+ * - Exited tasks stay in the table (and in every HELLO) until the scheduler acknowledges them
+ *   with a KILL, so an exit that happened while the scheduler was away is never lost; the oldest
+ *   are evicted beyond WRK_MAX_EXITED.
+ * - Epoch fencing: the highest epoch seen wins; a command from an older epoch comes from a
+ *   scheduler that has been replaced and is ignored.
+ * - Signals (SIGCHLD, SIGTERM, SIGINT) only write a byte to a non-blocking pipe; libzmq's
+ *   threads may take them, and the pipe wakes zmq_poll whichever thread did.
+ * - A task is its process group: signals go to the group, and when the leader exits the rest of
+ *   its group is killed so that nothing it left behind keeps holding GPUs.
+ */
+#include "worker/wrk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "common/mu_banned.h"
+
+#define MOD             "wrk"
+#define RECV_PER_TURN   256 /* messages handled per turn before timers get a look in */
+#define CLOSE_LINGER_MS 500 /* bounded flush of the last TASK_STATUS messages at exit */
+
+struct wrk_task {
+    struct proto_task_ref ref; /* state RUNNING or EXITED; pid = process group id */
+    uint64_t exit_order;       /* when EXITED: larger is newer (eviction, HELLO order) */
+    uint64_t kill_at_ms;       /* monotonic; 0 = no SIGKILL pending */
+};
+
+struct wrk_agent {
+    char scheduler[256];
+    char node[PROTO_NODE_MAX];
+    char pool[PROTO_NODE_MAX];
+    char state_dir[PROTO_PATH_MAX];
+    char addr[128];
+    int cpus;
+    int64_t memory_mb;
+    int nlabels;
+    struct proto_label labels[PROTO_MAX_LABELS];
+    int ngpus;
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    bool simulated;
+
+    void *zctx;
+    void *sock;
+
+    struct wrk_task *tasks; /* owned; ntasks used of cap */
+    int ntasks;
+    int cap;
+    int nrunning;
+    int nexited;
+    uint64_t exit_counter;
+
+    uint64_t epoch; /* highest scheduler epoch seen */
+    uint64_t seq;   /* last seq this worker sent */
+    int heartbeat_s;
+    uint64_t last_rx_ms; /* monotonic time of the last message from the scheduler */
+    uint64_t last_beat_ms;
+    bool hello_sent;
+    bool quiet; /* "scheduler unreachable" logged, "scheduler back" not yet */
+    bool stop;
+};
+
+/* ---- signals through a self-pipe ---- */
+
+static int sig_pipe[2] = { -1, -1 };
+static const int handled_signals[] = { SIGCHLD, SIGTERM, SIGINT };
+static struct sigaction saved_actions[MU_ARRAY_LEN(handled_signals)];
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char byte = (unsigned char)sig;
+    ssize_t n = write(sig_pipe[1], &byte, 1);
+    (void)n; /* a full pipe already holds a wake-up */
+    errno = saved;
+}
+
+static void signals_restore(void)
+{
+    for (size_t i = 0; i < MU_ARRAY_LEN(handled_signals); i++)
+        (void)sigaction(handled_signals[i], &saved_actions[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        if (sig_pipe[i] >= 0)
+            (void)close(sig_pipe[i]);
+        sig_pipe[i] = -1;
+    }
+}
+
+static int signals_install(struct mu_err *err)
+{
+    struct sigaction sa;
+
+    if (sig_pipe[0] >= 0)
+        return mu_errf(err, MU_E_STATE, "a worker agent already runs in this process");
+    if (pipe(sig_pipe) != 0)
+        return mu_errf(err, MU_E_SYS, "cannot create the signal pipe: %s", strerror(errno));
+    for (int i = 0; i < 2; i++) {
+        int fl = fcntl(sig_pipe[i], F_GETFL);
+        if (fl < 0 || fcntl(sig_pipe[i], F_SETFL, fl | O_NONBLOCK) != 0
+            || fcntl(sig_pipe[i], F_SETFD, FD_CLOEXEC) != 0) {
+            int e = errno;
+            signals_restore();
+            return mu_errf(err, MU_E_SYS, "cannot set up the signal pipe: %s", strerror(e));
+        }
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    (void)sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (size_t i = 0; i < MU_ARRAY_LEN(handled_signals); i++)
+        (void)sigaction(handled_signals[i], &sa, &saved_actions[i]);
+    return 0;
+}
+
+/* ---- the task table ---- */
+
+static bool ref_matches(const struct proto_task_ref *a, const struct proto_task_ref *b)
+{
+    return a->task == b->task && a->attempt == b->attempt && strcmp(a->job, b->job) == 0;
+}
+
+static struct wrk_task *task_find(struct wrk_agent *a, const struct proto_task_ref *ref)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        if (ref_matches(&a->tasks[i].ref, ref))
+            return &a->tasks[i];
+    }
+    return NULL;
+}
+
+static struct wrk_task *task_find_pid(struct wrk_agent *a, pid_t pid)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && a->tasks[i].ref.pid == (int)pid)
+            return &a->tasks[i];
+    }
+    return NULL;
+}
+
+static void task_remove(struct wrk_agent *a, struct wrk_task *t)
+{
+    int i = (int)(t - a->tasks);
+    if (t->ref.state == PROTO_TASK_RUNNING)
+        a->nrunning--;
+    else
+        a->nexited--;
+    a->tasks[i] = a->tasks[a->ntasks - 1];
+    a->ntasks--;
+}
+
+static struct wrk_task *task_add(struct wrk_agent *a, struct mu_err *err)
+{
+    if (a->ntasks == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 16;
+        struct wrk_task *t = realloc(a->tasks, (size_t)cap * sizeof(*t));
+        if (!t) {
+            mu_errf(err, MU_E_NOMEM, "out of memory for the task table");
+            return NULL;
+        }
+        a->tasks = t;
+        a->cap = cap;
+    }
+    memset(&a->tasks[a->ntasks], 0, sizeof(a->tasks[0]));
+    return &a->tasks[a->ntasks++];
+}
+
+static void evict_exited(struct wrk_agent *a)
+{
+    while (a->nexited > WRK_MAX_EXITED) {
+        struct wrk_task *oldest = NULL;
+        for (int i = 0; i < a->ntasks; i++) {
+            struct wrk_task *t = &a->tasks[i];
+            if (t->ref.state == PROTO_TASK_EXITED
+                && (!oldest || t->exit_order < oldest->exit_order))
+                oldest = t;
+        }
+        if (!oldest)
+            return; /* cannot happen: nexited counts the EXITED entries */
+        mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d forgotten: more than %d exited tasks",
+               oldest->ref.job, oldest->ref.task, oldest->ref.attempt, WRK_MAX_EXITED);
+        task_remove(a, oldest);
+    }
+}
+
+/* ---- sending ---- */
+
+static void agent_send(struct wrk_agent *a, struct proto_msg *m)
+{
+    struct mu_err err;
+
+    m->seq = ++a->seq;
+    m->epoch = a->epoch;
+    mu_strlcpy(m->node, a->node, sizeof(m->node));
+    if (proto_send(a->sock, NULL, m, &err) != 0)
+        mu_log_limited(MU_LOG_WARN, MOD, "wrk-send", 10, "node=%s %s", a->node, err.msg);
+    else
+        mu_log(MU_LOG_DEBUG, MOD, "node=%s sent %s seq=%" PRIu64, a->node, proto_type_name(m->type),
+               m->seq);
+}
+
+static int exited_newest_first(const void *x, const void *y)
+{
+    const struct wrk_task *a = *(const struct wrk_task *const *)x;
+    const struct wrk_task *b = *(const struct wrk_task *const *)y;
+    return a->exit_order < b->exit_order ? 1 : a->exit_order > b->exit_order ? -1 : 0;
+}
+
+/* The tasks for HELLO: every running one, then the newest exited ones, PROTO_MAX_TASKS at most. */
+static int hello_tasks(struct wrk_agent *a, struct proto_task_ref **out, struct mu_err *err)
+{
+    struct proto_task_ref *refs = NULL;
+    struct wrk_task **exited = NULL;
+    int n = 0;
+    int nex = 0;
+
+    *out = NULL;
+    if (a->ntasks == 0)
+        return 0;
+    refs = calloc((size_t)a->ntasks, sizeof(*refs));
+    exited = calloc((size_t)a->ntasks, sizeof(struct wrk_task *));
+    if (!refs || !exited) {
+        free(refs);
+        free(exited);
+        return mu_errf(err, MU_E_NOMEM, "out of memory for HELLO");
+    }
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && n < PROTO_MAX_TASKS)
+            refs[n++] = a->tasks[i].ref;
+        else if (a->tasks[i].ref.state == PROTO_TASK_EXITED)
+            exited[nex++] = &a->tasks[i];
+    }
+    qsort(exited, (size_t)nex, sizeof(struct wrk_task *), exited_newest_first);
+    for (int i = 0; i < nex && n < PROTO_MAX_TASKS; i++)
+        refs[n++] = exited[i]->ref;
+    if (n < a->ntasks)
+        mu_log_limited(MU_LOG_WARN, MOD, "wrk-hello-cap", 60,
+                       "node=%s HELLO carries %d of %d tasks (the protocol's cap)", a->node, n,
+                       a->ntasks);
+    free(exited);
+    *out = refs;
+    return n;
+}
+
+static void send_hello(struct wrk_agent *a)
+{
+    struct proto_msg m;
+    struct proto_task_ref *refs = NULL;
+    struct mu_err err;
+    int n;
+
+    proto_msg_init(&m, PROTO_HELLO);
+    mu_strlcpy(m.pool, a->pool, sizeof(m.pool));
+    mu_strlcpy(m.addr, a->addr, sizeof(m.addr));
+    m.cpus = a->cpus;
+    m.memory_mb = a->memory_mb;
+    m.nlabels = a->nlabels;
+    memcpy(m.labels, a->labels, sizeof(m.labels));
+    n = hello_tasks(a, &refs, &err);
+    if (n < 0 || proto_msg_set_gpus(&m, a->ngpus, a->gpus, &err) != 0
+        || proto_msg_set_tasks(&m, n, refs, &err) != 0) {
+        mu_log(MU_LOG_ERROR, MOD, "node=%s cannot build HELLO: %s", a->node, err.msg);
+    } else {
+        agent_send(a, &m);
+        /* While the scheduler is away a HELLO goes out every heartbeat: keep those quiet. */
+        mu_log(a->quiet ? MU_LOG_DEBUG : MU_LOG_INFO, MOD,
+               "node=%s HELLO to %s: %d GPUs, %d tasks, epoch %" PRIu64, a->node, a->scheduler,
+               a->ngpus, n, a->epoch);
+    }
+    free(refs);
+    proto_msg_release(&m);
+    a->hello_sent = true;
+    a->last_beat_ms = mu_time_mono_ms();
+}
+
+static void send_heartbeat(struct wrk_agent *a)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, PROTO_HEARTBEAT);
+    agent_send(a, &m);
+    proto_msg_release(&m);
+    a->last_beat_ms = mu_time_mono_ms();
+}
+
+static void send_task_status(struct wrk_agent *a, const struct proto_task_ref *ref)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, PROTO_TASK_STATUS);
+    m.task = *ref;
+    agent_send(a, &m);
+    proto_msg_release(&m);
+}
+
+static void send_bind_ack(struct wrk_agent *a,
+                          const struct proto_task_ref *ref,
+                          bool ok,
+                          const char *error)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, PROTO_BIND_ACK);
+    m.task = *ref;
+    m.ok = ok;
+    if (error)
+        mu_strlcpy(m.error, error, sizeof(m.error));
+    agent_send(a, &m);
+    proto_msg_release(&m);
+}
+
+/* ---- children ---- */
+
+static void task_exited(struct wrk_agent *a, struct wrk_task *t, int status)
+{
+    pid_t pgid = (pid_t)t->ref.pid;
+
+    t->ref.state = PROTO_TASK_EXITED;
+    t->ref.exit_code = 0;
+    t->ref.signal = 0;
+    if (WIFEXITED(status))
+        t->ref.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        t->ref.signal = WTERMSIG(status);
+    t->exit_order = ++a->exit_counter;
+    t->kill_at_ms = 0;
+    a->nrunning--;
+    a->nexited++;
+    if (t->ref.signal)
+        mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d killed by %s pid=%d", t->ref.job,
+               t->ref.task, t->ref.attempt, mu_signal_name(t->ref.signal), t->ref.pid);
+    else
+        mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d exited code=%d pid=%d", t->ref.job,
+               t->ref.task, t->ref.attempt, t->ref.exit_code, t->ref.pid);
+    /* The leader is gone; what it left in its group must not keep running on the GPUs. */
+    if (kill(-pgid, SIGKILL) == 0)
+        mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d killed leftover processes of group %d",
+               t->ref.job, t->ref.task, t->ref.attempt, (int)pgid);
+    send_task_status(a, &t->ref);
+    evict_exited(a); /* may move table entries: t is not used after this */
+}
+
+static void reap(struct wrk_agent *a, bool block)
+{
+    for (;;) {
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, block ? 0 : WNOHANG);
+        struct wrk_task *t;
+        if (pid < 0 && errno == EINTR)
+            continue;
+        if (pid <= 0)
+            return;
+        t = task_find_pid(a, pid);
+        if (t)
+            task_exited(a, t, status);
+        if (block)
+            return;
+    }
+}
+
+/* Drains the self-pipe; returns true when SIGTERM or SIGINT arrived. */
+static bool drain_signals(void)
+{
+    unsigned char buf[64];
+    bool stop = false;
+    ssize_t n;
+    while ((n = read(sig_pipe[0], buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            stop = stop || buf[i] == SIGTERM || buf[i] == SIGINT;
+    }
+    return stop;
+}
+
+/* ---- commands ---- */
+
+static void log_task(enum mu_log_level level, const struct proto_task_ref *ref, const char *what)
+{
+    mu_log(level, MOD, "job=%s task=%d attempt=%d %s", ref->job, ref->task, ref->attempt, what);
+}
+
+static int bind_start(struct wrk_agent *a,
+                      const struct proto_msg *m,
+                      pid_t *pid,
+                      struct mu_err *err)
+{
+    char visible[PROTO_MAX_GPUS * 100];
+    struct wrk_launch l;
+
+    if (!mu_name_is_valid(m->task.job, PROTO_JOB_MAX - 1))
+        return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", m->task.job);
+    if (m->task.task < 0 || m->task.attempt < 1)
+        return mu_errf(err, MU_E_INVAL, "task %d attempt %d: out of range", m->task.task,
+                       m->task.attempt);
+    if (m->argc <= 0 || !m->argv)
+        return mu_errf(err, MU_E_INVAL, "empty command");
+    if (a->nrunning >= PROTO_MAX_TASKS)
+        return mu_errf(err, MU_E_TOOBIG, "node runs %d tasks already, the most it reports",
+                       a->nrunning);
+    if (wrk_gpus_format_visible(a->gpus, a->ngpus, a->simulated, m->bind_gpus, m->nbind_gpus,
+                                visible, sizeof(visible), err)
+        != 0)
+        return -1;
+    memset(&l, 0, sizeof(l));
+    l.state_dir = a->state_dir;
+    l.node = a->node;
+    l.job = m->task.job;
+    l.task = m->task.task;
+    l.attempt = m->task.attempt;
+    l.argc = m->argc;
+    l.argv = m->argv;
+    l.nenv = m->nenv;
+    l.env = m->env;
+    l.workdir = m->workdir;
+    l.resume_from = m->resume_from;
+    l.cuda_visible = visible;
+    l.cuda_pci_order = !a->simulated;
+    l.world_size = m->world_size;
+    l.local_rank = m->local_rank;
+    l.local_world_size = m->local_world_size;
+    l.node_rank = m->node_rank;
+    l.master_addr = m->master_addr;
+    l.master_port = m->master_port;
+    return wrk_launch_start(&l, NULL, pid, err);
+}
+
+static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
+{
+    struct wrk_task *t = task_find(a, &m->task);
+    struct proto_task_ref ref = m->task;
+    struct mu_err err;
+    pid_t pid = -1;
+    char line[384];
+
+    if (t) {
+        log_task(MU_LOG_DEBUG, &t->ref, "BIND again: acknowledging");
+        send_bind_ack(a, &t->ref, true, NULL);
+        return;
+    }
+    ref.pid = 0;
+    ref.exit_code = 0;
+    ref.signal = 0;
+    mu_err_clear(&err);
+    if (bind_start(a, m, &pid, &err) != 0) {
+        (void)mu_snprintf(line, sizeof(line), "cannot start: %s", err.msg);
+        log_task(MU_LOG_WARN, &ref, line);
+        ref.state = (enum proto_task_state)0; /* never ran: no state on the wire */
+        send_bind_ack(a, &ref, false, err.msg);
+        return;
+    }
+    t = task_add(a, &err);
+    if (!t) {
+        /* Out of memory with a child running: stop it rather than lose track of it. */
+        (void)kill(-pid, SIGKILL);
+        log_task(MU_LOG_ERROR, &ref, err.msg);
+        ref.state = (enum proto_task_state)0;
+        send_bind_ack(a, &ref, false, err.msg);
+        return;
+    }
+    ref.state = PROTO_TASK_RUNNING;
+    ref.pid = (int)pid;
+    t->ref = ref;
+    a->nrunning++;
+    (void)mu_snprintf(line, sizeof(line), "started pid=%d gpus=%d argv0=%s", (int)pid,
+                      m->nbind_gpus, m->argv[0]);
+    log_task(MU_LOG_INFO, &ref, line);
+    send_bind_ack(a, &ref, true, NULL);
+}
+
+static void handle_kill(struct wrk_agent *a, const struct proto_msg *m)
+{
+    struct wrk_task *t = task_find(a, &m->task);
+    int sig = m->signal > 0 ? m->signal : SIGTERM;
+    char line[128];
+
+    if (!t) {
+        struct proto_task_ref ref = m->task;
+        ref.state = PROTO_TASK_LOST;
+        ref.pid = 0;
+        ref.exit_code = 0;
+        ref.signal = 0;
+        log_task(MU_LOG_INFO, &ref, "KILL of an unknown task: reporting LOST");
+        send_task_status(a, &ref);
+        return;
+    }
+    if (t->ref.state == PROTO_TASK_EXITED) {
+        struct proto_task_ref ref = t->ref;
+        log_task(MU_LOG_DEBUG, &ref, "KILL of an exited task: reported and forgotten");
+        task_remove(a, t);
+        send_task_status(a, &ref);
+        return;
+    }
+    if (kill(-(pid_t)t->ref.pid, sig) != 0 && errno != ESRCH)
+        mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d kill %s: %s", t->ref.job, t->ref.task,
+               t->ref.attempt, mu_signal_name(sig), strerror(errno));
+    {
+        uint64_t at = mu_time_mono_ms() + (uint64_t)(m->grace_s > 0 ? m->grace_s : 0) * 1000u;
+        if (t->kill_at_ms == 0 || at < t->kill_at_ms)
+            t->kill_at_ms = at;
+    }
+    (void)mu_snprintf(line, sizeof(line), "sent %s to group %d, SIGKILL after %d s",
+                      mu_signal_name(sig), t->ref.pid, m->grace_s);
+    log_task(MU_LOG_INFO, &t->ref, line);
+}
+
+static void handle_checkpoint(struct wrk_agent *a, const struct proto_msg *m)
+{
+    struct wrk_task *t = task_find(a, &m->task);
+    char line[128];
+
+    if (!t || t->ref.state != PROTO_TASK_RUNNING) {
+        log_task(MU_LOG_INFO, &m->task, "CHECKPOINT of a task that is not running: ignored");
+        return;
+    }
+    if (m->signal <= 0) {
+        log_task(MU_LOG_WARN, &t->ref, "CHECKPOINT without a signal: ignored");
+        return;
+    }
+    if (kill(-(pid_t)t->ref.pid, m->signal) != 0 && errno != ESRCH)
+        mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d checkpoint signal: %s", t->ref.job,
+               t->ref.task, t->ref.attempt, strerror(errno));
+    (void)mu_snprintf(line, sizeof(line), "checkpoint: sent %s to group %d",
+                      mu_signal_name(m->signal), t->ref.pid);
+    log_task(MU_LOG_INFO, &t->ref, line);
+}
+
+static void handle_heartbeat(struct wrk_agent *a, const struct proto_msg *m)
+{
+    if (m->heartbeat_s > 0 && m->heartbeat_s != a->heartbeat_s) {
+        mu_log(MU_LOG_INFO, MOD, "node=%s heartbeat every %d s (was %d s)", a->node, m->heartbeat_s,
+               a->heartbeat_s);
+        a->heartbeat_s = m->heartbeat_s;
+    }
+    if (!m->ok) {
+        mu_log(MU_LOG_INFO, MOD, "node=%s the scheduler does not know this node: sending HELLO",
+               a->node);
+        send_hello(a);
+    }
+}
+
+static void handle_message(struct wrk_agent *a, const struct proto_msg *m)
+{
+    if (m->epoch < a->epoch) {
+        mu_log_limited(MU_LOG_WARN, MOD, "wrk-old-epoch", 10,
+                       "node=%s ignoring %s from epoch %" PRIu64 " (current %" PRIu64 ")", a->node,
+                       proto_type_name(m->type), m->epoch, a->epoch);
+        return;
+    }
+    if (m->epoch > a->epoch) {
+        mu_log(MU_LOG_INFO, MOD, "node=%s scheduler epoch %" PRIu64 " (was %" PRIu64 ")", a->node,
+               m->epoch, a->epoch);
+        a->epoch = m->epoch;
+    }
+    mu_log(MU_LOG_DEBUG, MOD, "node=%s received %s seq=%" PRIu64, a->node, proto_type_name(m->type),
+           m->seq);
+    switch (m->type) {
+    case PROTO_HEARTBEAT:
+        handle_heartbeat(a, m);
+        break;
+    case PROTO_BIND:
+        handle_bind(a, m);
+        break;
+    case PROTO_KILL:
+        handle_kill(a, m);
+        break;
+    case PROTO_CHECKPOINT:
+        handle_checkpoint(a, m);
+        break;
+    case PROTO_DRAIN:
+        mu_log(MU_LOG_INFO, MOD, "node=%s drained by the scheduler: no new tasks will come",
+               a->node);
+        break;
+    default:
+        mu_log_limited(MU_LOG_WARN, MOD, "wrk-unexpected", 10,
+                       "node=%s ignoring unexpected %s from the scheduler", a->node,
+                       proto_type_name(m->type));
+        break;
+    }
+}
+
+static void heard_from_scheduler(struct wrk_agent *a)
+{
+    a->last_rx_ms = mu_time_mono_ms();
+    if (a->quiet) {
+        mu_log(MU_LOG_INFO, MOD, "node=%s scheduler back", a->node);
+        a->quiet = false;
+    }
+}
+
+static void receive_all(struct wrk_agent *a)
+{
+    for (int i = 0; i < RECV_PER_TURN; i++) {
+        struct proto_msg m;
+        struct mu_err err;
+        int r;
+
+        mu_err_clear(&err);
+        r = proto_recv(a->sock, NULL, 0, &m, &err);
+        if (r == 1) {
+            heard_from_scheduler(a);
+            handle_message(a, &m);
+        } else if (r < 0) {
+            if (err.code == MU_E_PROTO)
+                heard_from_scheduler(a);
+            mu_log_limited(MU_LOG_WARN, MOD, "wrk-malformed", 10,
+                           "node=%s dropping a message from the scheduler: %s", a->node, err.msg);
+        }
+        proto_msg_release(&m);
+        if (r == 0 || (r < 0 && err.code != MU_E_PROTO))
+            return;
+    }
+}
+
+/* ---- timers ---- */
+
+static uint64_t beat_ms(const struct wrk_agent *a)
+{
+    return (uint64_t)(a->heartbeat_s > 0 ? a->heartbeat_s : 1) * 1000u;
+}
+
+static void run_timers(struct wrk_agent *a, uint64_t now)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        struct wrk_task *t = &a->tasks[i];
+        if (t->ref.state == PROTO_TASK_RUNNING && t->kill_at_ms && now >= t->kill_at_ms) {
+            t->kill_at_ms = 0;
+            if (kill(-(pid_t)t->ref.pid, SIGKILL) == 0)
+                log_task(MU_LOG_INFO, &t->ref, "grace period over: sent SIGKILL to its group");
+        }
+    }
+    if (now - a->last_beat_ms < beat_ms(a))
+        return;
+    if (now - a->last_rx_ms >= 3 * beat_ms(a)) {
+        if (!a->quiet) {
+            mu_log(MU_LOG_WARN, MOD,
+                   "node=%s scheduler unreachable: nothing from %s for %" PRIu64
+                   " ms; registering again",
+                   a->node, a->scheduler, now - a->last_rx_ms);
+            a->quiet = true;
+        }
+        send_hello(a);
+    } else {
+        send_heartbeat(a);
+    }
+}
+
+static int next_wait_ms(const struct wrk_agent *a, uint64_t now, int max_wait_ms)
+{
+    uint64_t next = a->last_beat_ms + beat_ms(a);
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && a->tasks[i].kill_at_ms
+            && a->tasks[i].kill_at_ms < next)
+            next = a->tasks[i].kill_at_ms;
+    }
+    if (next <= now)
+        return 0;
+    if (next - now < (uint64_t)max_wait_ms)
+        return (int)(next - now);
+    return max_wait_ms;
+}
+
+/* ---- public ---- */
+
+static int copy_field(char *dst, size_t size, const char *src, const char *what, struct mu_err *err)
+{
+    if (!src || !src[0])
+        return mu_errf(err, MU_E_INVAL, "%s is required", what);
+    if (mu_strlcpy(dst, src, size) >= size)
+        return mu_errf(err, MU_E_TOOBIG, "%s '%s' is longer than %zu bytes", what, src, size - 1);
+    return 0;
+}
+
+static int agent_inventory(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
+{
+    if (cfg->sim_gpus > PROTO_MAX_GPUS)
+        return mu_errf(err, MU_E_RANGE, "--gpus %d: at most %d", cfg->sim_gpus, PROTO_MAX_GPUS);
+    if (cfg->sim_gpus >= 0) {
+        a->simulated = true;
+        a->ngpus = cfg->sim_gpus;
+        wrk_gpus_simulate(a->gpus, a->ngpus);
+        return 0;
+    }
+    a->simulated = false;
+    return wrk_gpus_discover(cfg->nvidia_smi, a->gpus, PROTO_MAX_GPUS, &a->ngpus, err);
+}
+
+struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err)
+{
+    struct wrk_agent *a = calloc(1, sizeof(*a));
+    char dir[PROTO_PATH_MAX + 8];
+    bool signals = false;
+
+    if (!a) {
+        mu_errf(err, MU_E_NOMEM, "out of memory for the agent");
+        return NULL;
+    }
+    if (copy_field(a->scheduler, sizeof(a->scheduler), cfg->scheduler, "--scheduler", err) != 0
+        || copy_field(a->node, sizeof(a->node), cfg->node, "--node", err) != 0
+        || copy_field(a->pool, sizeof(a->pool), cfg->pool, "--pool", err) != 0
+        || copy_field(a->state_dir, sizeof(a->state_dir), cfg->state_dir, "--state-dir", err) != 0
+        || copy_field(a->addr, sizeof(a->addr), cfg->addr, "--addr", err) != 0)
+        goto fail;
+    if (cfg->nlabels < 0 || cfg->nlabels > PROTO_MAX_LABELS) {
+        mu_errf(err, MU_E_RANGE, "at most %d labels", PROTO_MAX_LABELS);
+        goto fail;
+    }
+    a->cpus = cfg->cpus;
+    a->memory_mb = cfg->memory_mb;
+    a->nlabels = cfg->nlabels;
+    memcpy(a->labels, cfg->labels, sizeof(a->labels));
+    a->heartbeat_s = cfg->heartbeat_s > 0 ? cfg->heartbeat_s : 1;
+
+    if (agent_inventory(a, cfg, err) != 0)
+        goto fail;
+    if (wrk_mkdir_p(a->state_dir, err) != 0)
+        goto fail;
+    (void)mu_snprintf(dir, sizeof(dir), "%s/logs", a->state_dir);
+    if (wrk_mkdir_p(dir, err) != 0)
+        goto fail;
+    (void)mu_snprintf(dir, sizeof(dir), "%s/ckpt", a->state_dir);
+    if (wrk_mkdir_p(dir, err) != 0)
+        goto fail;
+    if (signals_install(err) != 0)
+        goto fail;
+    signals = true;
+    a->zctx = zmq_ctx_new();
+    if (!a->zctx) {
+        mu_errf(err, MU_E_ZMQ, "cannot create a ZeroMQ context: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    a->sock = proto_dealer_new(a->zctx, a->scheduler, a->node, err);
+    if (!a->sock)
+        goto fail;
+    if (cfg->imds && cfg->imds[0])
+        mu_log(MU_LOG_WARN, MOD,
+               "node=%s --imds %s: the spot watcher is not implemented yet (issue 4); "
+               "interruption notices are not watched",
+               a->node, cfg->imds);
+    a->last_rx_ms = mu_time_mono_ms();
+    mu_log(MU_LOG_INFO, MOD,
+           "node=%s pool=%s gpus=%d (%s) cpus=%d memory_mb=%" PRId64 " scheduler=%s state_dir=%s",
+           a->node, a->pool, a->ngpus, a->simulated ? "simulated" : "nvidia-smi", a->cpus,
+           a->memory_mb, a->scheduler, a->state_dir);
+    return a;
+fail:
+    if (a->zctx)
+        (void)zmq_ctx_term(a->zctx);
+    if (signals)
+        signals_restore();
+    free(a);
+    return NULL;
+}
+
+int wrk_agent_poll(struct wrk_agent *a, int max_wait_ms, struct mu_err *err)
+{
+    zmq_pollitem_t items[2];
+    uint64_t now;
+    int r;
+
+    if (a->stop)
+        return 0;
+    if (!a->hello_sent)
+        send_hello(a);
+    memset(items, 0, sizeof(items));
+    items[0].socket = a->sock;
+    items[0].events = ZMQ_POLLIN;
+    items[1].fd = sig_pipe[0];
+    items[1].events = ZMQ_POLLIN;
+    r = zmq_poll(items, 2, next_wait_ms(a, mu_time_mono_ms(), max_wait_ms < 0 ? 0 : max_wait_ms));
+    if (r < 0 && zmq_errno() != EINTR)
+        return mu_errf(err, MU_E_ZMQ, "zmq_poll: %s", zmq_strerror(zmq_errno()));
+    if (drain_signals())
+        a->stop = true;
+    /* Reap on every turn: cheap, and immune to a wake-up byte lost to a full pipe. */
+    reap(a, false);
+    if (r > 0 && (items[0].revents & ZMQ_POLLIN))
+        receive_all(a);
+    now = mu_time_mono_ms();
+    if (!a->stop)
+        run_timers(a, now);
+    return a->stop ? 0 : 1;
+}
+
+int wrk_agent_run(struct wrk_agent *a, struct mu_err *err)
+{
+    int r;
+    while ((r = wrk_agent_poll(a, 1000, err)) > 0) {
+    }
+    if (r < 0)
+        return -1;
+    mu_log(MU_LOG_INFO, MOD, "node=%s stopping: %d task(s) running", a->node, a->nrunning);
+    wrk_agent_shutdown(a);
+    return 0;
+}
+
+void wrk_agent_stop(struct wrk_agent *a)
+{
+    a->stop = true;
+}
+
+void wrk_agent_shutdown(struct wrk_agent *a)
+{
+    uint64_t deadline = mu_time_mono_ms() + WRK_SHUTDOWN_GRACE_MS;
+
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING) {
+            log_task(MU_LOG_INFO, &a->tasks[i].ref, "worker stopping: sent SIGTERM to its group");
+            (void)kill(-(pid_t)a->tasks[i].ref.pid, SIGTERM);
+        }
+    }
+    while (a->nrunning > 0) {
+        uint64_t now = mu_time_mono_ms();
+        struct pollfd pfd = { sig_pipe[0], POLLIN, 0 };
+        if (now >= deadline)
+            break;
+        (void)poll(&pfd, 1, (int)(deadline - now < 100 ? deadline - now : 100));
+        (void)drain_signals();
+        reap(a, false);
+    }
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING) {
+            log_task(MU_LOG_WARN, &a->tasks[i].ref, "still running after 5 s: sent SIGKILL");
+            (void)kill(-(pid_t)a->tasks[i].ref.pid, SIGKILL);
+        }
+    }
+    while (a->nrunning > 0) {
+        int before = a->nrunning;
+        reap(a, true);
+        if (a->nrunning == before && errno == ECHILD)
+            break; /* cannot happen: a running task is our child until reaped */
+    }
+}
+
+int wrk_agent_task_count(const struct wrk_agent *a)
+{
+    return a->ntasks;
+}
+
+void wrk_agent_free(struct wrk_agent *a)
+{
+    if (!a)
+        return;
+    if (a->sock) {
+        int linger = CLOSE_LINGER_MS;
+        (void)zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof(linger));
+        (void)zmq_close(a->sock);
+    }
+    if (a->zctx)
+        (void)zmq_ctx_term(a->zctx);
+    signals_restore();
+    free(a->tasks);
+    free(a);
+}

@@ -1,0 +1,223 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wrk: the node agent muster-worker (DESIGN §3 task environment, §7 protocol, §8 flags).
+ *
+ * The pieces are cut so that each can be tested without the others: the nvidia-smi CSV parser
+ * and the environment builder are pure functions; the spawner forks and execs with a CLOEXEC
+ * error pipe so that a failed exec is an error value, not a mystery exit code; the agent is the
+ * single-threaded zmq_poll loop that speaks the protocol.  The agent is loop-thread-only: none of
+ * these functions may be called from another thread.
+ */
+#ifndef MUSTER_WORKER_WRK_H
+#define MUSTER_WORKER_WRK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/mu.h"
+#include "protocol/proto.h"
+
+#define WRK_MAX_EXITED        4096       /* exited tasks kept for the scheduler, oldest evicted */
+#define WRK_NVSMI_MAX_BYTES   (1u << 20) /* cap on captured nvidia-smi output */
+#define WRK_NVSMI_TIMEOUT_MS  30000      /* a wedged driver must not hang the worker's start */
+#define WRK_SHUTDOWN_GRACE_MS 5000       /* SIGTERM -> SIGKILL when the worker itself stops */
+
+/* ---- inventory ---- */
+
+/*
+ * Parses the output of `nvidia-smi --query-gpu=index,uuid,name,memory.total,pci.bus_id
+ * --format=csv,noheader,nounits`: one GPU per line, fields separated by commas (the name may
+ * contain spaces, and commas too: the first two and last two fields are fixed).  Fills
+ * gpus[0..*n_out-1] (island 0 for all).  Errors name the line and field: MU_E_PARSE for bad
+ * text, MU_E_TOOBIG for more than max GPUs, MU_E_NOTFOUND for no GPU at all.  On failure *n_out
+ * is untouched and the contents of gpus are unspecified.
+ */
+int wrk_gpus_parse_csv(
+    const char *text, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err);
+
+/* Fills gpus[0..n-1] with simulated GPUs: index i, uuid "", model "simulated", island 0. */
+void wrk_gpus_simulate(struct proto_gpu *gpus, int n);
+
+/*
+ * Runs `program` (normally "nvidia-smi", looked up in PATH) with the query above and parses its
+ * output.  Blocks up to WRK_NVSMI_TIMEOUT_MS.  A missing program is "cannot run 'nvidia-smi':
+ * No such file or directory; hint: pass --gpus N to simulate GPUs"; a non-zero exit carries the
+ * first line of its stderr (or stdout when stderr is empty).
+ */
+int wrk_gpus_discover(
+    const char *program, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err);
+
+/*
+ * Formats CUDA_VISIBLE_DEVICES for the GPUs with indices bind[0..nbind-1]: the indices when
+ * simulated, else the UUIDs, comma-separated, into buf.  An index that is not in the inventory
+ * is MU_E_INVAL ("gpu 9 is not on this node"); a buffer too small is MU_E_TOOBIG.
+ */
+int wrk_gpus_format_visible(const struct proto_gpu *gpus,
+                            int ngpus,
+                            bool simulated,
+                            const int *bind,
+                            int nbind,
+                            char *buf,
+                            size_t size,
+                            struct mu_err *err);
+
+/* ---- spawning processes ---- */
+
+struct wrk_spawn {
+    char *const *argv;   /* NULL-terminated; argv[0] is looked up in the PATH of envp */
+    char *const *envp;   /* the child's environment; NULL = the worker's own */
+    const char *workdir; /* NULL = the worker's cwd */
+    int fd_stdin;        /* -1 = /dev/null */
+    int fd_stdout;       /* -1 = /dev/null */
+    int fd_stderr;       /* -1 = /dev/null */
+    bool new_pgrp;       /* child leads its own process group (setpgid(0, 0) and in the parent) */
+};
+
+/*
+ * Forks and execs.  The child resets signal dispositions and its mask, moves to its own
+ * process group when asked, sets up stdio, changes directory and execs; when any of that fails,
+ * it writes the errno through a CLOEXEC pipe and the parent reaps it and returns the error:
+ * "cannot run 'x': No such file or directory", "workdir '/x': No such file or directory".
+ * The borrowed fds are not closed.  Only async-signal-safe calls run in the child (libzmq has
+ * threads).
+ */
+int wrk_spawn_start(const struct wrk_spawn *s, pid_t *pid_out, struct mu_err *err);
+
+/*
+ * Runs argv to completion with stdin from /dev/null and captures stdout and stderr (each at most
+ * max_bytes, else MU_E_TOOBIG); kills it after timeout_ms (MU_E_IO).  On success *out and
+ * *errout are NUL-terminated heap strings (free() them) and *status is the waitpid status.
+ */
+int wrk_spawn_capture(char *const *argv,
+                      size_t max_bytes,
+                      int timeout_ms,
+                      char **out,
+                      char **errout,
+                      int *status,
+                      struct mu_err *err);
+
+/* ---- tasks: environment and launch (DESIGN §3 "Task environment") ---- */
+
+/* What one task needs to start; every pointer is borrowed for the call. */
+struct wrk_launch {
+    const char *state_dir; /* logs/ and ckpt/ live here; the default workdir */
+    const char *node;
+    const char *job; /* a valid name (mu_name_is_valid): it becomes part of file names */
+    int task;
+    int attempt;
+    int argc;
+    char *const *argv; /* argv[0..argc-1] */
+    int nenv;
+    char *const *env;         /* "KEY=VALUE" from the spec, override the worker's */
+    const char *workdir;      /* NULL or "" = state_dir */
+    const char *resume_from;  /* NULL or "" = none */
+    const char *cuda_visible; /* CUDA_VISIBLE_DEVICES value ("" = no GPUs) */
+    bool cuda_pci_order;      /* also set CUDA_DEVICE_ORDER=PCI_BUS_ID (discovered GPUs) */
+    int world_size;
+    int local_rank;
+    int local_world_size;
+    int node_rank;
+    const char *master_addr;
+    int master_port;
+};
+
+/*
+ * Builds the task's environment: base (NULL-terminated, e.g. environ), then l->env, then
+ * muster's variables, each later entry replacing an earlier one with the same key.  Pure: no
+ * system calls.  Returns a NULL-terminated heap array; free it with wrk_env_free.  A spec entry
+ * without '=' or with an empty key is MU_E_INVAL.
+ */
+char **wrk_env_build(const struct wrk_launch *l, char *const *base, struct mu_err *err);
+void wrk_env_free(char **envp);
+/* The value of key in envp, or NULL; borrowed from envp. */
+const char *wrk_env_get(char *const *envp, const char *key);
+
+/*
+ * Log and checkpoint paths for a task: "<state_dir>/logs/<job>.<attempt>.<task>.out" (suffix
+ * ".out" or ".err") and "<state_dir>/ckpt/<job>.<attempt>.<task>".  MU_E_TOOBIG when too long.
+ */
+int wrk_task_log_path(const char *state_dir,
+                      const char *job,
+                      int attempt,
+                      int task,
+                      const char *suffix,
+                      char *buf,
+                      size_t size,
+                      struct mu_err *err);
+int wrk_task_ckpt_path(const char *state_dir,
+                       const char *job,
+                       int attempt,
+                       int task,
+                       char *buf,
+                       size_t size,
+                       struct mu_err *err);
+
+/* Creates dir and its parents (mode 0755); an existing directory is fine. */
+int wrk_mkdir_p(const char *dir, struct mu_err *err);
+
+/*
+ * Starts one task in its own process group: creates logs/ and ckpt/ under state_dir, opens the
+ * log files (O_APPEND), builds the environment from base (NULL = environ) and spawns argv.
+ * *pid_out is the pid, which is also the process group id.
+ */
+int wrk_launch_start(const struct wrk_launch *l,
+                     char *const *base,
+                     pid_t *pid_out,
+                     struct mu_err *err);
+
+/* ---- the agent (the daemon's loop) ---- */
+
+struct wrk_config {
+    const char *scheduler; /* "tcp://HOST:PORT" */
+    const char *node;
+    const char *pool;
+    const char *state_dir;  /* created with its parents */
+    const char *addr;       /* MASTER_ADDR other nodes use to reach this one */
+    const char *imds;       /* accepted, not used yet (issue 4); NULL when not given */
+    const char *nvidia_smi; /* program for discovery; NULL = "nvidia-smi" */
+    int sim_gpus;           /* 0..64 simulated GPUs; -1 = discover with nvidia-smi */
+    int cpus;
+    int64_t memory_mb;
+    int heartbeat_s; /* until the scheduler says otherwise; <= 0 means 1 */
+    int nlabels;
+    struct proto_label labels[PROTO_MAX_LABELS];
+};
+
+struct wrk_agent;
+
+/*
+ * Takes the inventory, creates the state directory, a ZeroMQ context and the DEALER, and
+ * installs the SIGCHLD/SIGTERM/SIGINT handlers (a self-pipe: only one agent per process).
+ * Sends nothing yet.  Free with wrk_agent_free.
+ */
+struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err);
+
+/*
+ * One turn of the loop: waits up to max_wait_ms for the scheduler, a child or a signal, then
+ * handles what arrived and what is due (HELLO on start, heartbeats, re-registration, grace
+ * deadlines).  Returns 1 while running, 0 once SIGTERM/SIGINT (or wrk_agent_stop) asked it to
+ * stop, -1 on a fatal error.
+ */
+int wrk_agent_poll(struct wrk_agent *a, int max_wait_ms, struct mu_err *err);
+
+/* Loops wrk_agent_poll until asked to stop, then wrk_agent_shutdown.  0 or -1 with err. */
+int wrk_agent_run(struct wrk_agent *a, struct mu_err *err);
+
+/* Makes the next wrk_agent_poll return 0 (as SIGTERM does). */
+void wrk_agent_stop(struct wrk_agent *a);
+
+/*
+ * Stops every running task: SIGTERM to each process group, up to WRK_SHUTDOWN_GRACE_MS of
+ * reaping, SIGKILL for the rest; reports each exit with TASK_STATUS (best effort).
+ */
+void wrk_agent_shutdown(struct wrk_agent *a);
+
+/* Number of tasks in the table (running and exited-unacknowledged); for tests. */
+int wrk_agent_task_count(const struct wrk_agent *a);
+
+/* Closes the socket (linger bounded) and the context, restores the signal handlers. */
+void wrk_agent_free(struct wrk_agent *a);
+
+#endif

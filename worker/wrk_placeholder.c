@@ -1,2 +1,0 @@
-/* placeholder: replaced by the module's real code */
-typedef int muster_placeholder_wrk_placeholder;
