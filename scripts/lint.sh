@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# scripts/lint.sh: the cheap static checks of STYLE §1 and §3, run by scripts/test.sh and CI.
+#
+#   format    clang-format --dry-run --Werror on every tracked (and new, unignored) *.c / *.h
+#   banned    "common/mu_banned.h" is the LAST #include of every .c file
+#   internal  no file outside <module>/ includes "<module>/internal.h"
+#   pure      the sched_core sources (scheduler/place.c, scheduler/cluster.c, ...) include no
+#             zmq/hiredis/msgpack/curl/time.h header and call no mu_log* / mu_time_*
+#   headers   each */*.h compiles on its own (cc -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only)
+#
+# Files whose first line starts with "/* placeholder" are stand-ins for code still being written;
+# the banned/format checks skip them and say so.
+#
+# usage: scripts/lint.sh [--tidy]   (--tidy also runs clang-tidy and cppcheck over build/, slow)
+# Exit status: 0 all checks pass, 1 some check failed, 2 usage error.
+set -uo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+tidy=0
+for arg in "$@"; do
+    case "$arg" in
+    --tidy) tidy=1 ;;
+    -h | --help)
+        sed -n '3,18s/^# \{0,1\}//p' "$0"
+        exit 0
+        ;;
+    *)
+        echo "usage: scripts/lint.sh [--tidy]" >&2
+        exit 2
+        ;;
+    esac
+done
+
+code_dirs=(common config protocol queue scheduler worker cli tests bench)
+failed=()
+passed=0
+
+# Source files: tracked plus new files git does not ignore; plain find outside a git checkout.
+list_files() { # list_files GLOB...
+    if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git ls-files --cached --others --exclude-standard -- "$@" | sort -u
+    else
+        local args=() g
+        for g in "$@"; do
+            args+=(-o -path "./$g")
+        done
+        find . \( -path './build*' -o -path './.git' \) -prune -o \( -false "${args[@]}" \) -type f \
+            -print | sed 's|^\./||' | sort -u
+    fi
+}
+
+is_placeholder() {
+    head -n 1 "$1" | grep -q '^/\* placeholder'
+}
+
+check() { # check NAME: records the result of the function lint_NAME
+    local name=$1
+    if "lint_$name"; then
+        echo "lint: $name: ok"
+        passed=$((passed + 1))
+    else
+        echo "lint: $name: FAILED"
+        failed+=("$name")
+    fi
+}
+
+lint_format() {
+    if ! command -v clang-format >/dev/null 2>&1; then
+        echo "lint: format: clang-format not found (hint: scripts/deps.sh installs it)"
+        return 1
+    fi
+    local files=() f skipped=0
+    while IFS= read -r f; do
+        [ -f "$f" ] || continue
+        if is_placeholder "$f"; then
+            skipped=$((skipped + 1))
+            continue
+        fi
+        files+=("$f")
+    done < <(list_files '*.[ch]')
+    [ "$skipped" -eq 0 ] || echo "lint: format: skipped $skipped placeholder files"
+    [ "${#files[@]}" -eq 0 ] && return 0
+    local out bad
+    if out=$(clang-format --dry-run --Werror "${files[@]}" 2>&1); then
+        return 0
+    fi
+    bad=$(grep -oE '^[^: ]+:[0-9]+:[0-9]+: error' <<<"$out" | cut -d: -f1 | sort -u)
+    if [ -z "$bad" ]; then
+        echo "$out"
+        return 1
+    fi
+    echo "$out" | head -n 12
+    echo "lint: format: these files differ from clang-format (fix: clang-format -i FILE...):"
+    sed 's/^/    /' <<<"$bad"
+    return 1
+}
+
+lint_banned() {
+    local rc=0 f last skipped=0
+    while IFS= read -r f; do
+        [ -f "$f" ] || continue
+        if is_placeholder "$f"; then
+            skipped=$((skipped + 1))
+            continue
+        fi
+        last=$(grep -E '^[[:space:]]*#[[:space:]]*include' "$f" | tail -n 1 | tr -d '[:space:]')
+        if [ "$last" != '#include"common/mu_banned.h"' ]; then
+            echo "$f: the last #include must be \"common/mu_banned.h\" (STYLE §1.7)"
+            rc=1
+        fi
+    done < <(list_files "${code_dirs[@]/%//*.c}")
+    [ "$skipped" -eq 0 ] || echo "lint: banned: skipped $skipped placeholder files"
+    return $rc
+}
+
+lint_internal() {
+    local rc=0 h mod hits
+    while IFS= read -r h; do
+        mod=${h%%/*}
+        hits=$(list_files '*.[ch]' | grep -v "^$mod/" | while IFS= read -r f; do
+            [ -f "$f" ] && grep -HnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[\"<]([^\">]*/)?$mod/internal\.h[\">]" "$f"
+        done)
+        if [ -n "$hits" ]; then
+            echo "$hits" | sed "s|\$| : $mod/internal.h is private to $mod/ (STYLE §1.1)|"
+            rc=1
+        fi
+    done < <(list_files '*/internal.h')
+    return $rc
+}
+
+# The sched_core sources, read from scheduler/CMakeLists.txt so new core files are covered too.
+core_sources() {
+    local srcs
+    srcs=$(tr '\n' ' ' <scheduler/CMakeLists.txt |
+        sed -n 's/.*add_library([[:space:]]*sched_core[[:space:]]\{1,\}STATIC\([^)]*\)).*/\1/p' |
+        tr ' ' '\n' | grep -E '\.c$' || true)
+    [ -n "$srcs" ] || srcs=$'place.c\ncluster.c'
+    sed 's|^|scheduler/|' <<<"$srcs"
+}
+
+lint_pure() {
+    local rc=0 f hits
+    while IFS= read -r f; do
+        [ -f "$f" ] || continue
+        hits=$(grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](zmq|czmq|hiredis|msgpack|curl|time\.h|sys/time\.h)' "$f")
+        if [ -n "$hits" ]; then
+            sed 's|$| : sched_core is pure: no I/O or clock headers (STYLE §1.1, DESIGN §1)|' <<<"$hits"
+            rc=1
+        fi
+        hits=$(sed -e 's|//.*||' "$f" | grep -nE '\b(mu_log[a-z_]*|mu_time_[a-z_]*|clock_gettime|gettimeofday)[[:space:]]*\(' |
+            sed "s|^|$f:|")
+        if [ -n "$hits" ]; then
+            sed "s|\$| : sched_core takes 'now' as a parameter and reports reasons as data|" <<<"$hits"
+            rc=1
+        fi
+    done < <(core_sources)
+    return $rc
+}
+
+lint_headers() {
+    local rc=0 h out cc=${CC:-cc}
+    while IFS= read -r h; do
+        [ -f "$h" ] || continue
+        if ! out=$(echo "#include \"$h\"" |
+            "$cc" -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only -x c - 2>&1); then
+            echo "$out"
+            echo "$h: does not compile on its own (STYLE §1.7)"
+            rc=1
+        fi
+    done < <(list_files '*/*.h' | grep -E '^[^/]+/[^/]+\.h$')
+    return $rc
+}
+
+lint_tidy() {
+    local rc=0
+    if [ ! -f build/compile_commands.json ]; then
+        echo "lint: tidy: build/compile_commands.json missing (hint: run scripts/test.sh --quick first)"
+        return 1
+    fi
+    local files=() f
+    while IFS= read -r f; do
+        [ -f "$f" ] && ! is_placeholder "$f" && files+=("$f")
+    done < <(list_files '*.c')
+    if command -v clang-tidy >/dev/null 2>&1; then
+        clang-tidy -p build --quiet "${files[@]}" || rc=1
+    else
+        echo "lint: tidy: clang-tidy not found (apt-get install clang-tidy)"
+        rc=1
+    fi
+    if command -v cppcheck >/dev/null 2>&1; then
+        cppcheck --project=build/compile_commands.json --enable=warning,performance,portability \
+            --inline-suppr --error-exitcode=1 --quiet || rc=1
+    else
+        echo "lint: tidy: cppcheck not found (apt-get install cppcheck)"
+        rc=1
+    fi
+    return $rc
+}
+
+check format
+check banned
+check internal
+check pure
+check headers
+[ "$tidy" -eq 0 ] || check tidy
+
+echo "lint: $passed passed, ${#failed[@]} failed${failed:+ (${failed[*]})}"
+[ "${#failed[@]}" -eq 0 ]

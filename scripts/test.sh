@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# scripts/test.sh: build muster and run every test; what CI runs (.ci/run).
+#
+#   scripts/test.sh            deps, then: build/ + all tests (unit, integration, fuzz replay),
+#                              lint (scripts/lint.sh), then build-asan/ (ASan+UBSan) + unit and fuzz
+#   scripts/test.sh --quick    deps, build/ + all tests only (no lint, no ASan)
+#   scripts/test.sh --asan     deps, build-asan/ + all tests, integration included (no lint)
+#   scripts/test.sh --asan --quick   build-asan/ + unit and fuzz only
+#
+# Every pass runs even when an earlier one failed, so one run shows every problem.  The last
+# line is "N passed, M failed": N sums the ctest tests that passed over all passes, M counts the
+# tests that failed plus each failed build or lint step.  Exit status 0 only when M is 0.
+#
+# Environment: MUSTER_BUILD_DIR (default build), MUSTER_ASAN_BUILD_DIR (default build-asan),
+# MUSTER_JOBS (build parallelism, default: all cores), MUSTER_SKIP_DEPS=1 (do not run deps.sh).
+set -uo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo" || exit 1
+
+asan=0
+quick=0
+for arg in "$@"; do
+    case "$arg" in
+    --asan) asan=1 ;;
+    --quick) quick=1 ;;
+    -h | --help)
+        sed -n '3,17s/^# \{0,1\}//p' "$0"
+        exit 0
+        ;;
+    *)
+        echo "usage: scripts/test.sh [--asan] [--quick]" >&2
+        exit 2
+        ;;
+    esac
+done
+
+build_dir=${MUSTER_BUILD_DIR:-build}
+asan_dir=${MUSTER_ASAN_BUILD_DIR:-build-asan}
+jobs=${MUSTER_JOBS:-$(nproc 2>/dev/null || echo 2)}
+
+say() { echo "==> $*" >&2; }
+
+if [ "${MUSTER_SKIP_DEPS:-0}" != 1 ]; then
+    if ! bash scripts/deps.sh; then
+        echo "test.sh: scripts/deps.sh failed; install the packages it names and retry" >&2
+        exit 1
+    fi
+fi
+
+total_passed=0
+total_failed=0
+summary=()
+start_all=$SECONDS
+
+# run_pass NAME DIR LABEL_REGEX CMAKE_ARGS...: configure, build, ctest; records a summary line.
+run_pass() {
+    local name=$1 dir=$2 labels=$3
+    shift 3
+    local t0=$SECONDS log="$dir/ctest.log" line failed_list
+    say "$name: configure $dir ($*)"
+    if ! cmake -S . -B "$dir" -DMUSTER_WERROR=ON "$@"; then
+        summary+=("$name: configure FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    say "$name: build $dir (-j$jobs)"
+    if ! cmake --build "$dir" -j"$jobs"; then
+        summary+=("$name: build FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    local ctest_args=(--test-dir "$dir" --output-on-failure -j2)
+    [ -z "$labels" ] || ctest_args+=(-L "$labels")
+    say "$name: ctest ${ctest_args[*]}"
+    ctest "${ctest_args[@]}" 2>&1 | tee "$log"
+    line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+    if [ -n "$line" ]; then
+        local nfail ntotal
+        nfail=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$line")
+        ntotal=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\2/' <<<"$line")
+        total_passed=$((total_passed + ntotal - nfail))
+        total_failed=$((total_failed + nfail))
+        summary+=("$name: $line ($((SECONDS - t0)) s)")
+        failed_list=$(sed -n '/^The following tests FAILED:/,/^Errors while running CTest/p' "$log" |
+            grep -E '^[[:space:]]+[0-9]+ - ' || true)
+        [ -z "$failed_list" ] || summary+=("$failed_list")
+    elif grep -q 'No tests were found' "$log"; then
+        summary+=("$name: no tests found${labels:+ with label \"$labels\"} ($((SECONDS - t0)) s)")
+    else
+        summary+=("$name: ctest FAILED to run (see $log)")
+        total_failed=$((total_failed + 1))
+    fi
+}
+
+run_lint() {
+    local t0=$SECONDS out
+    say "lint: scripts/lint.sh"
+    out=$(bash scripts/lint.sh 2>&1)
+    local rc=$?
+    echo "$out"
+    local line
+    line=$(grep -E '^lint: [0-9]+ passed' <<<"$out" | tail -n 1)
+    if [ "$rc" -eq 0 ]; then
+        summary+=("${line:-lint: ok} ($((SECONDS - t0)) s)")
+    else
+        summary+=("${line:-lint: FAILED} ($((SECONDS - t0)) s)")
+        total_failed=$((total_failed + 1))
+    fi
+}
+
+asan_env() {
+    export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
+    export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+}
+
+if [ "$asan" -eq 1 ]; then
+    asan_env
+    if [ "$quick" -eq 1 ]; then
+        run_pass asan "$asan_dir" 'unit|fuzz' -DMUSTER_SANITIZE=address,undefined
+    else
+        run_pass asan "$asan_dir" '' -DMUSTER_SANITIZE=address,undefined
+    fi
+else
+    run_pass build "$build_dir" ''
+    if [ "$quick" -eq 0 ]; then
+        run_lint
+        asan_env # the last pass, so the sanitizer options reach nothing else
+        run_pass asan "$asan_dir" 'unit|fuzz' -DMUSTER_SANITIZE=address,undefined
+    fi
+fi
+
+echo
+echo "==================== muster test summary ($((SECONDS - start_all)) s) ===================="
+printf '%s\n' "${summary[@]}"
+echo "$total_passed passed, $total_failed failed"
+[ "$total_failed" -eq 0 ]

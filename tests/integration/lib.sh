@@ -1,0 +1,318 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=bash
+#
+# tests/integration/lib.sh: the harness every tests/integration/tNNNN-<area>-<what>.sh sources.
+#
+# Each test gets a private temp dir $T, its own redis-server on a free loopback port and its own
+# daemons, so tests run in parallel (ctest -j).  An EXIT trap stops exactly the PIDs this file
+# started (TERM, then KILL after 3 s) and removes $T (kept with MUSTER_KEEP_TMP=1).
+#
+#   source "$(dirname "$0")/lib.sh"
+#   start_redis
+#   make_config                      # default 2-pool config -> $T/config.json ($CONFIG)
+#   start_musterd "$CONFIG"
+#   start_worker n1 spot-a 8
+#   id=$(submit_json '{"command":["true"]}')
+#   wait_for "job $id succeeded" 30 job_state_is "$id" SUCCEEDED
+#   ok "gang job ran"
+#
+# Environment: MUSTER_BIN (default $repo/build/bin; ctest sets it), MUSTER_KEEP_TMP=1,
+# MUSTER_KEY_PREFIX (default "muster:").
+set -euo pipefail
+
+MUSTER_SRC=${MUSTER_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+MUSTER_BIN=${MUSTER_BIN:-$MUSTER_SRC/build/bin}
+MUSTER_KEY_PREFIX=${MUSTER_KEY_PREFIX:-muster:}
+export MUSTER_SRC MUSTER_BIN
+
+TEST_NAME=$(basename "${0%.sh}")
+T=$(mktemp -d "${TMPDIR:-/tmp}/muster-$TEST_NAME.XXXXXX")
+export T
+
+_mu_pids=()         # every PID started here, in start order
+declare -gA WORKER_PID # node name -> worker PID
+MUSTERD_PID=
+REDIS_PID=
+
+echo "# running $TEST_NAME (tmp $T)"
+
+# ---- output -------------------------------------------------------------------------------------
+
+ok() {
+    echo "ok - $*"
+}
+
+# Prints the last lines of every log under $T (daemon logs, task logs), for a failure report.
+dump_logs() {
+    local f
+    while IFS= read -r f; do
+        echo "----- ${f#"$T"/} (last 30 lines) -----"
+        tail -n 30 "$f" || true
+    done < <(find "$T" -type f \( -name '*.log' -o -name '*.out' -o -name '*.err' \) 2>/dev/null | sort)
+}
+
+# fail MSG: reports MSG and the log tails on stderr (so it shows even inside $(...)), exits 1.
+fail() {
+    {
+        echo "FAIL - $TEST_NAME: $*"
+        dump_logs
+    } >&2
+    : >"$T/.fail-reported" 2>/dev/null || true # a file: fail may run inside $(...)
+    exit 1
+}
+
+# ---- cleanup ------------------------------------------------------------------------------------
+
+_mu_alive() {
+    kill -0 "$1" 2>/dev/null
+}
+
+# stop_pid PID: TERM, then KILL after 3 s; waits for it.  Only for PIDs this shell started.
+stop_pid() {
+    local pid=$1 i
+    _mu_alive "$pid" || {
+        wait "$pid" 2>/dev/null || true
+        return 0
+    }
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 30); do
+        _mu_alive "$pid" || break
+        sleep 0.1
+    done
+    if _mu_alive "$pid"; then
+        echo "# pid $pid ignored SIGTERM for 3 s; sending SIGKILL"
+        kill -KILL "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+}
+
+_mu_cleanup() {
+    local rc=$? i
+    trap - EXIT INT TERM ERR
+    set +e
+    # Reverse start order: workers, then musterd, then redis, so each sees its peers go cleanly.
+    for ((i = ${#_mu_pids[@]} - 1; i >= 0; i--)); do
+        stop_pid "${_mu_pids[i]}"
+    done
+    if [ "$rc" -ne 0 ] && [ ! -e "$T/.fail-reported" ]; then
+        # set -e stopped the test: name the command, then show what the daemons said.
+        if [ "$_mu_err_line" = "?" ]; then
+            echo "FAIL - $TEST_NAME: stopped with status $rc" >&2
+        else
+            echo "FAIL - $TEST_NAME: line $_mu_err_line: '$_mu_err_cmd' exited $rc" >&2
+        fi
+        dump_logs >&2
+    fi
+    if [ "$rc" -eq 0 ]; then
+        echo "ok $TEST_NAME"
+    else
+        echo "FAIL $TEST_NAME (exit $rc)"
+    fi
+    if [ "${MUSTER_KEEP_TMP:-0}" = 1 ]; then
+        echo "# kept $T"
+    else
+        rm -rf "$T"
+    fi
+    exit "$rc"
+}
+_mu_err_line='?'
+_mu_err_cmd='?'
+set -o errtrace
+trap '_mu_err_line=$LINENO _mu_err_cmd=$BASH_COMMAND' ERR
+trap _mu_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+# free_port: prints a TCP port that is free on 127.0.0.1 right now.
+free_port() {
+    python3 -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])
+s.close()'
+}
+
+# _mu_port_open PORT: true when something accepts TCP connections on 127.0.0.1:PORT.
+_mu_port_open() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# wait_for DESC TIMEOUT_S CMD [ARGS...]: runs CMD every 0.1 s until it succeeds; fails the test
+# (naming DESC, with the log tails) after TIMEOUT_S seconds.  A single CMD string is eval'ed, so
+#   wait_for "two nodes" 10 '[ "$(ctl -o json nodes | jq length)" = 2 ]'
+# works as well as  wait_for "job done" 30 job_state_is "$id" SUCCEEDED
+wait_for() {
+    local desc=$1 timeout_s=$2
+    shift 2
+    local now deadline
+    deadline=$(($(date +%s%N) / 1000000 + $(awk -v t="$timeout_s" 'BEGIN { printf "%d", t * 1000 }')))
+    while :; do
+        if [ $# -eq 1 ]; then
+            if (eval "$1") >/dev/null 2>&1; then
+                return 0
+            fi
+        elif "$@" >/dev/null 2>&1; then
+            return 0
+        fi
+        now=$(($(date +%s%N) / 1000000))
+        if [ "$now" -ge "$deadline" ]; then
+            fail "timed out after ${timeout_s}s waiting for: $desc"
+        fi
+        sleep 0.1
+    done
+}
+
+# ---- redis --------------------------------------------------------------------------------------
+
+# start_redis: a private redis-server on a free loopback port, no persistence, files in $T.
+# Exports REDIS_PORT and MUSTER_REDIS_URL; defines rcli (redis-cli against it).
+start_redis() {
+    command -v redis-server >/dev/null 2>&1 || fail "redis-server not found (hint: scripts/deps.sh)"
+    REDIS_PORT=$(free_port)
+    export REDIS_PORT
+    export MUSTER_REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$T" \
+        --daemonize no --logfile "$T/redis.log" >/dev/null 2>&1 &
+    REDIS_PID=$!
+    _mu_pids+=("$REDIS_PID")
+    wait_for "redis-server on port $REDIS_PORT to answer PING" 10 \
+        '[ "$(redis-cli -p "$REDIS_PORT" ping)" = PONG ]'
+}
+
+rcli() {
+    redis-cli -p "$REDIS_PORT" "$@"
+}
+
+# ---- config -------------------------------------------------------------------------------------
+
+# make_config [JSON | -]: writes $T/config.json (exported as CONFIG) and prints its path.
+# With no argument: the default two-pool test cluster; "-": JSON from stdin (a heredoc).
+make_config() {
+    CONFIG=$T/config.json
+    export CONFIG
+    if [ $# -eq 0 ]; then
+        cat >"$CONFIG" <<'EOF'
+{
+  "topology_levels": ["zone", "rack"],
+  "pools": [
+    {"name": "spot-a", "capacity": "spot", "instance_type": "p4d.24xlarge",
+     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 3},
+    {"name": "od-a", "capacity": "on-demand", "instance_type": "p4d.24xlarge",
+     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 10}
+  ],
+  "heartbeat_s": 1,
+  "node_lost_after_s": 5,
+  "bind_timeout_s": 10
+}
+EOF
+    elif [ "$1" = - ]; then
+        cat >"$CONFIG"
+    else
+        printf '%s\n' "$1" >"$CONFIG"
+    fi
+    echo "$CONFIG"
+}
+
+# ---- daemons ------------------------------------------------------------------------------------
+
+_mu_need_bin() {
+    [ -x "$MUSTER_BIN/$1" ] || fail "$MUSTER_BIN/$1 not found (build first: scripts/test.sh --quick)"
+}
+
+# start_musterd CONFIG_FILE [ARGS...]: musterd on a free loopback port (exported SCHED_PORT),
+# against this test's redis; log $T/musterd.log; waits until its port accepts connections.
+start_musterd() {
+    local config=$1
+    shift
+    _mu_need_bin musterd
+    [ -n "${MUSTER_REDIS_URL:-}" ] || fail "start_musterd: call start_redis first"
+    SCHED_PORT=${SCHED_PORT:-$(free_port)} # a restart keeps the port the workers know
+    export SCHED_PORT
+    "$MUSTER_BIN/musterd" --config "$config" --redis "$MUSTER_REDIS_URL" \
+        --bind "tcp://127.0.0.1:$SCHED_PORT" "$@" >>"$T/musterd.log" 2>&1 &
+    MUSTERD_PID=$!
+    _mu_pids+=("$MUSTERD_PID")
+    _mu_wait_listen musterd "$MUSTERD_PID" "$SCHED_PORT" 10
+}
+
+# _mu_wait_listen NAME PID PORT TIMEOUT_S: waits until PORT accepts connections; fails at once
+# when the process exits instead.
+_mu_wait_listen() {
+    local name=$1 pid=$2 port=$3 i rc
+    for ((i = 0; i < $4 * 10; i++)); do
+        _mu_port_open "$port" && return 0
+        if ! _mu_alive "$pid"; then
+            rc=0
+            wait "$pid" || rc=$?
+            fail "$name exited with status $rc before listening on port $port"
+        fi
+        sleep 0.1
+    done
+    fail "timed out after ${4}s waiting for $name to listen on port $port"
+}
+
+# stop_musterd: stops the musterd started by start_musterd (e.g. to test a restart).
+stop_musterd() {
+    [ -n "$MUSTERD_PID" ] && stop_pid "$MUSTERD_PID"
+}
+
+# start_worker NAME POOL GPUS [ARGS...]: muster-worker for node NAME with GPUS simulated GPUs,
+# labels zone=z1 rack=r1 unless ARGS give --label flags of their own, state dir $T/w/NAME,
+# log $T/worker-NAME.log.  Its PID is in WORKER_PID[NAME].
+start_worker() {
+    local name=$1 pool=$2 gpus=$3
+    shift 3
+    _mu_need_bin muster-worker
+    [ -n "${SCHED_PORT:-}" ] || fail "start_worker: call start_musterd first"
+    mkdir -p "$T/w/$name"
+    local labels=(--label zone=z1 --label rack=r1) a
+    for a in "$@"; do
+        [ "$a" = --label ] && labels=() # the caller names the labels itself
+    done
+    "$MUSTER_BIN/muster-worker" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --node "$name" \
+        --pool "$pool" --gpus "$gpus" --addr 127.0.0.1 --state-dir "$T/w/$name" \
+        "${labels[@]}" "$@" >>"$T/worker-$name.log" 2>&1 &
+    WORKER_PID[$name]=$!
+    _mu_pids+=("$!")
+}
+
+# stop_worker NAME [SIGNAL]: without SIGNAL a clean stop (TERM, KILL after 3 s); with one, just
+# sends it (e.g. KILL to simulate a lost node).
+stop_worker() {
+    local pid=${WORKER_PID[$1]:-}
+    [ -n "$pid" ] || fail "stop_worker: no worker '$1' started"
+    if [ $# -ge 2 ]; then
+        kill -"$2" "$pid" 2>/dev/null || true
+    else
+        stop_pid "$pid"
+    fi
+}
+
+# ---- muster -------------------------------------------------------------------------------------
+
+# ctl ARGS...: musterctl against this test's redis.
+ctl() {
+    "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" "$@"
+}
+
+# job_state ID: the job's state field in Redis ("" when the job does not exist).
+job_state() {
+    rcli HGET "${MUSTER_KEY_PREFIX}job:$1" state
+}
+
+# job_state_is ID STATE: true when the job is in STATE (for wait_for).
+job_state_is() {
+    [ "$(job_state "$1")" = "$2" ]
+}
+
+# submit_json JSON: submits a spec with XADD and prints the job id (the stream entry id).
+submit_json() {
+    local id
+    id=$(rcli XADD "${MUSTER_KEY_PREFIX}submit" '*' spec "$1") || fail "XADD failed"
+    case "$id" in
+    [0-9]*-[0-9]*) echo "$id" ;;
+    *) fail "XADD ${MUSTER_KEY_PREFIX}submit: unexpected reply '$id'" ;;
+    esac
+}
