@@ -218,6 +218,9 @@ static void attempt_end(struct musterd *d, struct d_job *j, bool counted, int ex
         j->state = QUEUE_PENDING;
         j->end = D_END_RETRY;
         mu_strlcpy(j->reason, reason, sizeof(j->reason));
+        mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+        j->reason_stored = true;
+        j->reason_at_ms = mu_time_mono_ms();
         (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
                j->placed_attempt, why);
@@ -398,13 +401,43 @@ static int pending_cmp(const void *a, const void *b)
     return strcmp(x->id, y->id);
 }
 
+/*
+ * Keeps the job's pending reason.  Reasons carry live numbers ("at most 3 task(s) fit now") that
+ * change with every pass, so Redis gets a job's reason at once the first time and then at most
+ * once a second (d_jobs_flush_reasons writes what is left); otherwise a long queue would cost a
+ * write per job per pass.
+ */
 static void set_reason(struct musterd *d, struct d_job *j, const char *reason)
 {
-    struct queue_kv f[] = { { "reason", reason } };
+    uint64_t now = mu_time_mono_ms();
     if (strcmp(j->reason, reason) == 0)
         return;
     mu_strlcpy(j->reason, reason, sizeof(j->reason));
-    (void)job_write(d, j, f, 1, NULL, NULL);
+    if (j->reason_stored && now - j->reason_at_ms < 1000)
+        return;
+    {
+        struct queue_kv f[] = { { "reason", reason } };
+        if (job_write(d, j, f, 1, NULL, NULL) == 0) {
+            j->reason_stored = true;
+            j->reason_at_ms = now;
+            mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+        }
+    }
+}
+
+void d_jobs_flush_reasons(struct musterd *d)
+{
+    uint64_t now = mu_time_mono_ms();
+    for (int i = 0; i < d->npending; i++) {
+        struct d_job *j = d->pending[i];
+        if (strcmp(j->reason, j->reason_written) != 0 && now - j->reason_at_ms >= 1000) {
+            char reason[sizeof(j->reason)];
+            mu_strlcpy(reason, j->reason, sizeof(reason));
+            j->reason[0] = '\0';
+            j->reason_stored = false;
+            set_reason(d, j, reason);
+        }
+    }
 }
 
 /* placement as JSON: [{"task":0,"node":"n1","gpus":[0,1]}, ...]; nodes as "n1,n2". */
@@ -527,6 +560,8 @@ static int job_start(struct musterd *d, struct d_job *j)
     j->master_port = PORT_BASE + d->next_port;
     d->next_port = (d->next_port + 1) % PORT_RANGE;
     j->reason[0] = '\0';
+    j->reason_written[0] = '\0';
+    j->reason_stored = false;
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->started_ms);
     (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
     (void)mu_snprintf(why, sizeof(why), "placed on %s", nodes.data);

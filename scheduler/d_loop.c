@@ -116,6 +116,7 @@ static void periodic(struct musterd *d, uint64_t now)
     d->next_check_ms = now + CHECK_INTERVAL_MS;
     d_nodes_check(d, now);
     d_jobs_check_timeouts(d, now);
+    d_jobs_flush_reasons(d);
     if (d->redis_down) {
         struct mu_err err;
         if (queue_reconnect(d->q, &err) == 0) {

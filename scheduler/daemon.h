@@ -49,7 +49,10 @@ struct d_job {
     struct d_task *tasks;     /* spec.tasks entries while placed */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
-    char reason[256]; /* why pending, as last written to Redis */
+    char reason[256];         /* why pending, now */
+    char reason_written[256]; /* as last written to Redis */
+    bool reason_stored;       /* a reason was written for this pending spell */
+    uint64_t reason_at_ms;    /* mono: when */
 };
 
 struct d_node {
@@ -93,6 +96,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e);
 void d_control(struct musterd *d, const struct queue_entry *e);
 void d_schedule(struct musterd *d);
 void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);
+/* Writes pending reasons that changed since their last (rate-limited) write. */
+void d_jobs_flush_reasons(struct musterd *d);
 void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t);
 void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_node_lost_tasks(struct musterd *d, int node_idx);

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * muster-bench: the measuring half of the end-to-end benchmarks (bench/e2e.sh starts the real
+ * redis-server, musterd and workers).  Prints numbers; asserts nothing.
+ *
+ *   muster-bench latency --stamp PATH --dir DIR [--runs N] [--tasks T] [--gpus G]
+ *       XADD a T x G gang whose tasks run muster-stamp, wait until every task wrote its start
+ *       time and the job finished; latency = last task start - time of XADD.  p50/p99.
+ *   muster-bench submit --jobs N --seed S
+ *       XADD N gangs of 1-4 tasks x 8 GPUs running `sleep 0` (the drain workload).
+ *   muster-bench drain-wait --jobs N --t0-ns NS
+ *       wait until N jobs exist and none is active; print jobs/s and tasks/s since NS.
+ */
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/mu.h"
+#include "queue/queue.h"
+
+#include "common/mu_banned.h"
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void sleep_us(long us)
+{
+    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+    (void)nanosleep(&ts, NULL);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a;
+    int64_t y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *arg(int argc, char **argv, const char *name, const char *def)
+{
+    for (int i = 2; i + 1 < argc; i++) {
+        if (strcmp(argv[i], name) == 0)
+            return argv[i + 1];
+    }
+    return def;
+}
+
+static long num_arg(int argc, char **argv, const char *name, long def)
+{
+    int64_t v = def;
+    const char *s = arg(argc, argv, name, NULL);
+    if (s && mu_parse_i64(s, 0, INT64_MAX, &v, NULL) != 0) {
+        (void)fprintf(stderr, "muster-bench: %s: bad number '%s'\n", name, s);
+        exit(2);
+    }
+    return (long)v;
+}
+
+static char *job_state(struct queue *q, const char *id, char *buf, size_t size)
+{
+    redisReply *r = queue_command(q, NULL, "HGET muster:job:%s state", id);
+    buf[0] = '\0';
+    if (r && r->type == REDIS_REPLY_STRING)
+        mu_strlcpy(buf, r->str, size);
+    queue_reply_free(r);
+    return buf;
+}
+
+static int read_stamp(const char *path, int64_t *out)
+{
+    FILE *f = fopen(path, "r");
+    long long v = 0;
+    int ok;
+    if (!f)
+        return -1;
+    ok = fscanf(f, "%lld", &v) == 1;
+    (void)fclose(f);
+    *out = v;
+    return ok ? 0 : -1;
+}
+
+static int latency(struct queue *q, int argc, char **argv)
+{
+    const char *stamp = arg(argc, argv, "--stamp", NULL);
+    const char *dir = arg(argc, argv, "--dir", NULL);
+    long runs = num_arg(argc, argv, "--runs", 100);
+    long tasks = num_arg(argc, argv, "--tasks", 4);
+    long gpus = num_arg(argc, argv, "--gpus", 8);
+    int64_t *lat = calloc((size_t)runs + 1, sizeof(*lat));
+    char spec[8192];
+
+    if (!stamp || !dir || !lat || runs < 1) {
+        (void)fputs("muster-bench latency --stamp PATH --dir DIR [--runs N]\n", stderr);
+        free(lat);
+        return 2;
+    }
+    (void)mu_snprintf(spec, sizeof(spec),
+                      "{\"name\":\"bench-latency\",\"tasks\":%ld,\"gpus_per_task\":%ld,"
+                      "\"command\":[\"%s\",\"%s\"]}",
+                      tasks, gpus, stamp, dir);
+    for (long i = 0; i < runs; i++) {
+        char id[64];
+        char st[32];
+        struct mu_err err;
+        int64_t t0 = wall_ns();
+        int64_t last = 0;
+        if (queue_submit(q, spec, id, sizeof(id), &err) != 0) {
+            (void)fprintf(stderr, "muster-bench: %s\n", err.msg);
+            free(lat);
+            return 1;
+        }
+        for (long t = 0; t < tasks; t++) {
+            char path[4200];
+            int64_t v = 0;
+            int64_t deadline = wall_ns() + 30LL * 1000000000LL;
+            (void)mu_snprintf(path, sizeof(path), "%s/%s.%ld", dir, id, t);
+            while (read_stamp(path, &v) != 0) {
+                if (wall_ns() > deadline) {
+                    (void)fprintf(stderr, "muster-bench: job %s task %ld never started\n", id, t);
+                    free(lat);
+                    return 1;
+                }
+                sleep_us(1000); /* the stamps carry the times; polling only finds them */
+            }
+            if (v > last)
+                last = v;
+        }
+        lat[i] = last - t0;
+        while (strcmp(job_state(q, id, st, sizeof(st)), "SUCCEEDED") != 0) {
+            if (!strcmp(st, "FAILED") || !strcmp(st, "REJECTED")) {
+                (void)fprintf(stderr, "muster-bench: job %s %s\n", id, st);
+                free(lat);
+                return 1;
+            }
+            sleep_us(2000);
+        }
+    }
+    qsort(lat, (size_t)runs, sizeof(*lat), cmp_i64);
+    (void)printf("latency gang=%ldx%ld runs=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", tasks,
+                 gpus, runs, (double)lat[runs / 2] / 1e6, (double)lat[(runs * 99) / 100] / 1e6,
+                 (double)lat[runs - 1] / 1e6);
+    free(lat);
+    return 0;
+}
+
+static int submit(struct queue *q, int argc, char **argv)
+{
+    long jobs = num_arg(argc, argv, "--jobs", 1000);
+    long seed = num_arg(argc, argv, "--seed", 1);
+    long tasks_total = 0;
+    srand((unsigned)seed);
+    for (long i = 0; i < jobs; i++) {
+        char spec[256];
+        char id[64];
+        struct mu_err err;
+        int tasks = 1 + rand() % 4; /* NOLINT(cert-msc30-c,cert-msc50-cpp): a benchmark mix */
+        tasks_total += tasks;
+        (void)mu_snprintf(spec, sizeof(spec),
+                          "{\"name\":\"drain\",\"tasks\":%d,\"gpus_per_task\":8,"
+                          "\"command\":[\"sleep\",\"0\"]}",
+                          tasks);
+        if (queue_submit(q, spec, id, sizeof(id), &err) != 0) {
+            (void)fprintf(stderr, "muster-bench: %s\n", err.msg);
+            return 1;
+        }
+    }
+    (void)printf("%ld\n", tasks_total);
+    return 0;
+}
+
+static long long int_reply(struct queue *q, const char *cmd)
+{
+    redisReply *r = queue_command(q, NULL, cmd);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    queue_reply_free(r);
+    return v;
+}
+
+static int drain_wait(struct queue *q, int argc, char **argv)
+{
+    long jobs = num_arg(argc, argv, "--jobs", 1000);
+    long tasks = num_arg(argc, argv, "--tasks", 0);
+    int64_t t0 = num_arg(argc, argv, "--t0-ns", 0);
+    int64_t deadline = wall_ns() + 300LL * 1000000000LL;
+    double secs;
+
+    while (int_reply(q, "ZCARD muster:jobs") < jobs || int_reply(q, "SCARD muster:active") != 0) {
+        if (wall_ns() > deadline) {
+            (void)fprintf(stderr, "muster-bench: drain did not finish in 300 s\n");
+            return 1;
+        }
+        sleep_us(10000); /* adds at most 10 ms; polling faster steals the CPU being measured */
+    }
+    secs = (double)(wall_ns() - t0) / 1e9;
+    (void)printf("drain jobs=%ld tasks=%ld seconds=%.3f jobs_per_s=%.0f tasks_per_s=%.0f\n", jobs,
+                 tasks, secs, (double)jobs / secs, (double)tasks / secs);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *url = getenv("MUSTER_REDIS_URL");
+    struct queue *q;
+    struct mu_err err;
+    int rc;
+
+    if (argc < 2) {
+        (void)fputs("usage: muster-bench latency|submit|drain-wait [options] (see bench/e2e.sh)\n",
+                    stderr);
+        return 2;
+    }
+    q = queue_new(url ? url : "redis://127.0.0.1:6379", "muster:", &err);
+    if (!q) {
+        (void)fprintf(stderr, "muster-bench: %s\n", err.msg);
+        return 1;
+    }
+    if (strcmp(argv[1], "latency") == 0)
+        rc = latency(q, argc, argv);
+    else if (strcmp(argv[1], "submit") == 0)
+        rc = submit(q, argc, argv);
+    else if (strcmp(argv[1], "drain-wait") == 0)
+        rc = drain_wait(q, argc, argv);
+    else
+        rc = 2;
+    queue_free(q);
+    return rc;
+}

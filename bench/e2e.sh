@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# End-to-end benchmarks on loopback with real redis-server, musterd and simulated workers
+# (issue #2).  Prints one line per benchmark; asserts nothing.
+#
+#   bench/e2e.sh latency [RUNS]   XADD -> every task of a 4x8 gang started, idle 32-node cluster
+#   bench/e2e.sh drain [JOBS]     JOBS gangs of 1-4 x 8 GPUs (sleep 0) queued while musterd is
+#                                 stopped, 32 nodes x 8 GPUs; scheduler start -> all SUCCEEDED
+#
+# Build first (scripts/test.sh --quick or cmake); MUSTER_BIN points at the binaries.
+source "$(dirname "$0")/../tests/integration/lib.sh"
+
+what=${1:-latency}
+nodes=32
+
+make_config - >/dev/null <<'JSON'
+{
+  "topology_levels": ["zone"],
+  "pools": [{"name": "p4d-spot", "capacity": "spot", "instance_type": "p4d.24xlarge",
+             "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 9.8}],
+  "heartbeat_s": 1, "node_lost_after_s": 30, "events_max": 100000
+}
+JSON
+
+start_workers() {
+    for i in $(seq 1 $nodes); do
+        start_worker "n$i" p4d-spot 8 --label zone=z$((i % 4)) --log-level warn
+    done
+    wait_for "$nodes nodes registered" 30 '[ "$(rcli HLEN muster:nodes)" = '$nodes' ]'
+}
+
+start_redis
+case "$what" in
+latency)
+    start_musterd "$CONFIG" --log-level warn
+    start_workers
+    mkdir -p "$T/stamps"
+    "$MUSTER_BIN/muster-bench" latency --stamp "$MUSTER_BIN/muster-stamp" --dir "$T/stamps" \
+        --runs "${2:-100}" --tasks 4 --gpus 8
+    ;;
+drain)
+    jobs=${2:-1000}
+    # Workers and the scheduler's port come first; the jobs are queued with no scheduler running.
+    start_musterd "$CONFIG" --log-level warn
+    start_workers
+    stop_musterd
+    tasks=$("$MUSTER_BIN/muster-bench" submit --jobs "$jobs" --seed 42)
+    t0=$(date +%s%N)
+    start_musterd "$CONFIG" --log-level warn
+    "$MUSTER_BIN/muster-bench" drain-wait --jobs "$jobs" --tasks "$tasks" --t0-ns "$t0"
+    bad=$(rcli --raw EVAL "local n=0 for _,id in ipairs(redis.call('ZRANGE','muster:jobs',0,-1)) do if redis.call('HGET','muster:job:'..id,'state')~='SUCCEEDED' then n=n+1 end end return n" 0)
+    echo "drain not_succeeded=$bad"
+    ;;
+*)
+    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS]" >&2
+    exit 2
+    ;;
+esac
