@@ -5,7 +5,8 @@
  *
  * Invariants and why:
  * - Every command is keyed by (job, task, attempt) and idempotent: a repeated BIND re-sends the
- *   BIND_ACK, a repeated KILL re-signals, a KILL of an exited task re-reports it and forgets it.
+ *   BIND_ACK, a repeated KILL re-signals, a KILL of an exited task forgets it (the scheduler's
+ *   acknowledgement of the exit).
  *   The scheduler may retry anything after a reconnect without starting a task twice.
  * - Exited tasks stay in the table (and in every HELLO) until the scheduler acknowledges them
  *   with a KILL, so an exit that happened while the scheduler was away is never lost; the oldest
@@ -490,15 +491,15 @@ static void handle_kill(struct wrk_agent *a, const struct proto_msg *m)
         ref.pid = 0;
         ref.exit_code = 0;
         ref.signal = 0;
-        log_task(MU_LOG_INFO, &ref, "KILL of an unknown task: reporting LOST");
+        log_task(MU_LOG_DEBUG, &ref, "KILL of an unknown task: reporting LOST");
         send_task_status(a, &ref);
         return;
     }
     if (t->ref.state == PROTO_TASK_EXITED) {
-        struct proto_task_ref ref = t->ref;
-        log_task(MU_LOG_DEBUG, &ref, "KILL of an exited task: reported and forgotten");
+        /* The scheduler has the exit status (it only kills what it knows ended or must end):
+         * this KILL is its acknowledgement, so the record can go without another reply. */
+        log_task(MU_LOG_DEBUG, &t->ref, "KILL of an exited task: forgotten");
         task_remove(a, t);
-        send_task_status(a, &ref);
         return;
     }
     if (kill(-(pid_t)t->ref.pid, sig) != 0 && errno != ESRCH)
