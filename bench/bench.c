@@ -144,8 +144,8 @@ static int latency(struct queue *q, int argc, char **argv)
         }
     }
     qsort(lat, (size_t)runs, sizeof(*lat), cmp_i64);
-    (void)printf("latency gang=%ldx%ld runs=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", tasks,
-                 gpus, runs, (double)lat[runs / 2] / 1e6, (double)lat[(runs * 99) / 100] / 1e6,
+    (void)printf("latency gang=%ldx%ld runs=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", tasks, gpus,
+                 runs, (double)lat[runs / 2] / 1e6, (double)lat[(runs * 99) / 100] / 1e6,
                  (double)lat[runs - 1] / 1e6);
     free(lat);
     return 0;

@@ -26,8 +26,8 @@ int main(int argc, char **argv)
         (void)fputs("usage: muster-stamp DIR (run by muster-worker)\n", stderr);
         return 2;
     }
-    if (mu_snprintf(path, sizeof(path), "%s/%s.%s", argv[1], job, rank) != 0 ||
-        mu_snprintf(tmp, sizeof(tmp), "%s.tmp", path) != 0)
+    if (mu_snprintf(path, sizeof(path), "%s/%s.%s", argv[1], job, rank) != 0
+        || mu_snprintf(tmp, sizeof(tmp), "%s.tmp", path) != 0)
         return 1;
     f = fopen(tmp, "w");
     if (!f)

@@ -12,11 +12,11 @@
 
 #include "common/mu_banned.h"
 
-#define MU_ERR_NAME_CASE(name, value, text)                                                        \
-    case value:                                                                                    \
+#define MU_ERR_NAME_CASE(name, value, text) \
+    case value:                             \
         return #name;
-#define MU_ERR_TEXT_CASE(name, value, text)                                                        \
-    case value:                                                                                    \
+#define MU_ERR_TEXT_CASE(name, value, text) \
+    case value:                             \
         return text;
 
 const char *mu_err_name(int code)

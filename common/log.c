@@ -59,8 +59,12 @@ struct limit_slot {
     unsigned long suppressed;
 };
 
-void mu_log_limited(enum mu_log_level level, const char *module, const char *key, int interval_s,
-                    const char *fmt, ...)
+void mu_log_limited(enum mu_log_level level,
+                    const char *module,
+                    const char *key,
+                    int interval_s,
+                    const char *fmt,
+                    ...)
 {
     static struct limit_slot slots[32];
     struct limit_slot *slot = NULL;

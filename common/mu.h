@@ -15,22 +15,22 @@
 #include <stdint.h>
 
 /* Error codes: one list, never renumbered.  X(name, value, default text). */
-#define MU_ERR_LIST(X)                                                                             \
-    X(MU_E_OK, 0, "ok")                                                                            \
-    X(MU_E_INVAL, 1, "invalid argument")                                                           \
-    X(MU_E_NOMEM, 2, "out of memory")                                                              \
-    X(MU_E_IO, 3, "i/o error")                                                                     \
-    X(MU_E_PARSE, 4, "parse error")                                                                \
-    X(MU_E_RANGE, 5, "value out of range")                                                         \
-    X(MU_E_NOTFOUND, 6, "not found")                                                               \
-    X(MU_E_REDIS, 7, "redis error")                                                                \
-    X(MU_E_ZMQ, 8, "zeromq error")                                                                 \
-    X(MU_E_PROTO, 9, "protocol error")                                                             \
-    X(MU_E_SYS, 10, "system error")                                                                \
-    X(MU_E_CONFIG, 11, "configuration error")                                                      \
-    X(MU_E_SPEC, 12, "invalid job spec")                                                           \
-    X(MU_E_TOOBIG, 13, "too large")                                                                \
-    X(MU_E_USAGE, 14, "usage error")                                                               \
+#define MU_ERR_LIST(X)                        \
+    X(MU_E_OK, 0, "ok")                       \
+    X(MU_E_INVAL, 1, "invalid argument")      \
+    X(MU_E_NOMEM, 2, "out of memory")         \
+    X(MU_E_IO, 3, "i/o error")                \
+    X(MU_E_PARSE, 4, "parse error")           \
+    X(MU_E_RANGE, 5, "value out of range")    \
+    X(MU_E_NOTFOUND, 6, "not found")          \
+    X(MU_E_REDIS, 7, "redis error")           \
+    X(MU_E_ZMQ, 8, "zeromq error")            \
+    X(MU_E_PROTO, 9, "protocol error")        \
+    X(MU_E_SYS, 10, "system error")           \
+    X(MU_E_CONFIG, 11, "configuration error") \
+    X(MU_E_SPEC, 12, "invalid job spec")      \
+    X(MU_E_TOOBIG, 13, "too large")           \
+    X(MU_E_USAGE, 14, "usage error")          \
     X(MU_E_STATE, 15, "wrong state")
 
 #define MU_ERR_ENUM_ITEM(name, value, text) name = value,
@@ -57,7 +57,7 @@ const char *mu_err_name(int code);
 const char *mu_err_text(int code);
 
 /* Believed-but-unproven states: evaluate to the condition, log when it is violated. */
-#define MU_NEVER(x) mu_never_((x) != 0, #x, __FILE__, __LINE__)
+#define MU_NEVER(x)  mu_never_((x) != 0, #x, __FILE__, __LINE__)
 #define MU_ALWAYS(x) (!mu_never_(!(x), #x, __FILE__, __LINE__))
 bool mu_never_(bool cond, const char *expr, const char *file, int line);
 
@@ -76,8 +76,12 @@ void mu_log(enum mu_log_level level, const char *module, const char *fmt, ...)
  * Like mu_log, but at most one line per `key` every `interval_s` seconds; suppressed lines are
  * counted and the count is reported with the next line that gets through.  For hostile input.
  */
-void mu_log_limited(enum mu_log_level level, const char *module, const char *key, int interval_s,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+void mu_log_limited(enum mu_log_level level,
+                    const char *module,
+                    const char *key,
+                    int interval_s,
+                    const char *fmt,
+                    ...) __attribute__((format(printf, 5, 6)));
 
 /* ---- time (daemons only; the core takes `now` as a parameter) ---- */
 

@@ -89,8 +89,8 @@ static const struct {
     const char *name;
     int sig;
 } signal_table[] = {
-    { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "KILL", SIGKILL },
-    { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { "ALRM", SIGALRM },
+    { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT },   { "KILL", SIGKILL },
+    { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM },   { "ALRM", SIGALRM },
     { "CONT", SIGCONT }, { "STOP", SIGSTOP }, { "WINCH", SIGWINCH },
 };
 

@@ -12,13 +12,13 @@
 
 #include "common/mu.h"
 
-#define CFG_MAX_POOLS   64
-#define CFG_MAX_QUEUES  64
-#define CFG_MAX_LEVELS  6
-#define CFG_NAME_MAX    64   /* pool, queue, instance and gpu type names, NUL included */
-#define CFG_LEVEL_MAX   32   /* topology level names, NUL included */
-#define CFG_URL_MAX     256
-#define CFG_FILE_MAX    (1u << 20) /* a config file larger than this is an error */
+#define CFG_MAX_POOLS  64
+#define CFG_MAX_QUEUES 64
+#define CFG_MAX_LEVELS 6
+#define CFG_NAME_MAX   64 /* pool, queue, instance and gpu type names, NUL included */
+#define CFG_LEVEL_MAX  32 /* topology level names, NUL included */
+#define CFG_URL_MAX    256
+#define CFG_FILE_MAX   (1u << 20) /* a config file larger than this is an error */
 
 enum cfg_capacity { CFG_CAPACITY_SPOT = 0, CFG_CAPACITY_ON_DEMAND = 1 };
 
@@ -38,11 +38,11 @@ struct cfg_queue {
 };
 
 struct cfg {
-    char redis[CFG_URL_MAX];      /* "redis://[user:pass@]host:port[/db]" */
-    char bind[CFG_URL_MAX];       /* ZeroMQ endpoint the scheduler binds, "tcp://127.0.0.1:7070" */
-    char metrics[CFG_URL_MAX];    /* "ADDR:PORT" for /metrics; "" = off */
+    char redis[CFG_URL_MAX];       /* "redis://[user:pass@]host:port[/db]" */
+    char bind[CFG_URL_MAX];        /* ZeroMQ endpoint the scheduler binds, "tcp://127.0.0.1:7070" */
+    char metrics[CFG_URL_MAX];     /* "ADDR:PORT" for /metrics; "" = off */
     char key_prefix[CFG_NAME_MAX]; /* "muster:" */
-    int nlevels;                  /* topology levels, widest first; node is implicit below */
+    int nlevels;                   /* topology levels, widest first; node is implicit below */
     char levels[CFG_MAX_LEVELS][CFG_LEVEL_MAX];
     int npools;
     struct cfg_pool pools[CFG_MAX_POOLS];
@@ -76,7 +76,7 @@ const struct cfg_queue *cfg_queue_find(const struct cfg *c, const char *name);
 /* Index of a topology level ("zone" -> 0), nlevels for "node", -1 if unknown. */
 int cfg_level_index(const struct cfg *c, const char *level);
 
-const char *cfg_capacity_name(enum cfg_capacity cap); /* "spot" | "on-demand" */
+const char *cfg_capacity_name(enum cfg_capacity cap);             /* "spot" | "on-demand" */
 int cfg_capacity_parse(const char *text, enum cfg_capacity *out); /* 0 or -1 */
 
 #endif

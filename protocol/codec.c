@@ -991,7 +991,7 @@ static int dec_top_field(
 /* "v" first, so that a newer peer gets the version error rather than one about a new field. */
 static int dec_version(const msgpack_object *o, struct proto_msg *m, struct mu_err *err)
 {
-    uint64_t v;
+    uint64_t v = 0;
 
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         const msgpack_object_kv *kv = &o->via.map.ptr[i];

@@ -19,26 +19,26 @@
 
 #include "common/mu.h"
 
-#define PROTO_VERSION        1
-#define PROTO_MAX_MSG_BYTES  (4u << 20) /* also ZMQ_MAXMSGSIZE on both sockets */
-#define PROTO_MAX_GPUS       64
-#define PROTO_MAX_LABELS     8
-#define PROTO_MAX_TASKS      1024 /* task refs in one HELLO */
-#define PROTO_MAX_ARGS       1024
-#define PROTO_MAX_ENV        1024
-#define PROTO_MAX_ARG_BYTES  (64u << 10) /* one argv or env string */
-#define PROTO_NODE_MAX       64  /* node and pool names, NUL included */
-#define PROTO_JOB_MAX        48  /* job ids ("1732270000123-0"), NUL included */
-#define PROTO_PATH_MAX       1024
+#define PROTO_VERSION       1
+#define PROTO_MAX_MSG_BYTES (4u << 20) /* also ZMQ_MAXMSGSIZE on both sockets */
+#define PROTO_MAX_GPUS      64
+#define PROTO_MAX_LABELS    8
+#define PROTO_MAX_TASKS     1024 /* task refs in one HELLO */
+#define PROTO_MAX_ARGS      1024
+#define PROTO_MAX_ENV       1024
+#define PROTO_MAX_ARG_BYTES (64u << 10) /* one argv or env string */
+#define PROTO_NODE_MAX      64          /* node and pool names, NUL included */
+#define PROTO_JOB_MAX       48          /* job ids ("1732270000123-0"), NUL included */
+#define PROTO_PATH_MAX      1024
 
 enum proto_type {
-    PROTO_HELLO = 1,       /* worker -> sched: inventory, labels, tasks it runs; every (re)connect */
-    PROTO_HEARTBEAT,       /* both ways: worker alive / scheduler's epoch */
-    PROTO_BIND,            /* sched -> worker: start one task */
-    PROTO_BIND_ACK,        /* worker -> sched: task started (ok) or why not */
-    PROTO_TASK_STATUS,     /* worker -> sched: task running / exited */
-    PROTO_CHECKPOINT,      /* sched -> worker: send the checkpoint signal to a task */
-    PROTO_KILL,            /* sched -> worker: stop a task (signal, grace, SIGKILL) */
+    PROTO_HELLO = 1,   /* worker -> sched: inventory, labels, tasks it runs; every (re)connect */
+    PROTO_HEARTBEAT,   /* both ways: worker alive / scheduler's epoch */
+    PROTO_BIND,        /* sched -> worker: start one task */
+    PROTO_BIND_ACK,    /* worker -> sched: task started (ok) or why not */
+    PROTO_TASK_STATUS, /* worker -> sched: task running / exited */
+    PROTO_CHECKPOINT,  /* sched -> worker: send the checkpoint signal to a task */
+    PROTO_KILL,        /* sched -> worker: stop a task (signal, grace, SIGKILL) */
     PROTO_CHECKPOINT_DONE, /* worker -> sched: a task wrote a checkpoint */
     PROTO_SPOT_NOTICE,     /* worker -> sched: EC2 interruption notice with a deadline */
     PROTO_REBALANCE,       /* worker -> sched: EC2 rebalance recommendation */
@@ -49,12 +49,12 @@ enum proto_type {
 const char *proto_type_name(enum proto_type type);
 
 struct proto_gpu {
-    int index;          /* nvidia-smi index, or 0..N-1 when simulated */
-    char uuid[96];      /* "GPU-…"; "" when simulated */
-    char model[96];     /* "NVIDIA H100 80GB HBM3" */
-    int64_t memory_mb;  /* total memory */
+    int index;         /* nvidia-smi index, or 0..N-1 when simulated */
+    char uuid[96];     /* "GPU-…"; "" when simulated */
+    char model[96];    /* "NVIDIA H100 80GB HBM3" */
+    int64_t memory_mb; /* total memory */
     char pci_bus_id[32];
-    int island;         /* NVLink island number within the node */
+    int island; /* NVLink island number within the node */
 };
 
 struct proto_label {
@@ -64,8 +64,8 @@ struct proto_label {
 
 enum proto_task_state {
     PROTO_TASK_RUNNING = 1,
-    PROTO_TASK_EXITED,    /* exit_code / signal say how */
-    PROTO_TASK_LOST,      /* the worker no longer knows it (e.g. restarted without it) */
+    PROTO_TASK_EXITED, /* exit_code / signal say how */
+    PROTO_TASK_LOST,   /* the worker no longer knows it (e.g. restarted without it) */
 };
 
 /* Identifies one task of one attempt; the key every command is idempotent on. */
@@ -87,12 +87,12 @@ struct proto_msg {
     int v;
     enum proto_type type;
     uint64_t seq;
-    uint64_t epoch;  /* the scheduler's epoch (workers echo the last one they accepted) */
+    uint64_t epoch;            /* the scheduler's epoch (workers echo the last one they accepted) */
     char node[PROTO_NODE_MAX]; /* sender node name on worker messages */
 
     /* HELLO */
     char pool[PROTO_NODE_MAX];
-    char addr[128];  /* address other nodes reach this one at (MASTER_ADDR) */
+    char addr[128]; /* address other nodes reach this one at (MASTER_ADDR) */
     int cpus;
     int64_t memory_mb;
     int ngpus;
@@ -101,7 +101,7 @@ struct proto_msg {
     struct proto_label labels[PROTO_MAX_LABELS];
     int ntasks;
     struct proto_task_ref *tasks; /* tasks the worker runs now */
-    int heartbeat_s; /* HEARTBEAT from the scheduler: interval the worker should use */
+    int heartbeat_s;              /* HEARTBEAT from the scheduler: interval the worker should use */
 
     /* BIND, BIND_ACK, TASK_STATUS, CHECKPOINT, KILL, CHECKPOINT_DONE */
     struct proto_task_ref task;
@@ -148,9 +148,13 @@ void proto_msg_release(struct proto_msg *m);
 /* Heap arrays: each copies its input; on failure m is unchanged. */
 int proto_msg_set_argv(struct proto_msg *m, int argc, const char *const *argv, struct mu_err *err);
 int proto_msg_set_env(struct proto_msg *m, int nenv, const char *const *env, struct mu_err *err);
-int proto_msg_set_gpus(struct proto_msg *m, int ngpus, const struct proto_gpu *gpus,
+int proto_msg_set_gpus(struct proto_msg *m,
+                       int ngpus,
+                       const struct proto_gpu *gpus,
                        struct mu_err *err);
-int proto_msg_set_tasks(struct proto_msg *m, int ntasks, const struct proto_task_ref *tasks,
+int proto_msg_set_tasks(struct proto_msg *m,
+                        int ntasks,
+                        const struct proto_task_ref *tasks,
                         struct mu_err *err);
 
 /* Appends the msgpack encoding of m to out. */
@@ -177,7 +181,7 @@ int proto_send(void *sock, const char *identity, const struct proto_msg *m, stru
  * ROUTER, when identity != NULL), 0 when nothing is waiting, -1 when a message arrived but was
  * malformed (it is consumed and dropped; err says why and identity, if any, who sent it).
  */
-int proto_recv(void *sock, char *identity, size_t identity_size, struct proto_msg *out,
-               struct mu_err *err);
+int proto_recv(
+    void *sock, char *identity, size_t identity_size, struct proto_msg *out, struct mu_err *err);
 
 #endif

@@ -49,8 +49,11 @@ static const redisReply *field_value(const redisReply *fields, const char *name)
 }
 
 /* Appends the entries of one XREADGROUP/XAUTOCLAIM stream reply to *out. */
-static int entries_append(const redisReply *list, enum queue_stream stream, struct queue_entry **out,
-                          int *n, struct mu_err *err)
+static int entries_append(const redisReply *list,
+                          enum queue_stream stream,
+                          struct queue_entry **out,
+                          int *n,
+                          struct mu_err *err)
 {
     struct queue_entry *grown;
 
@@ -65,8 +68,8 @@ static int entries_append(const redisReply *list, enum queue_stream stream, stru
         struct queue_entry *qe = &(*out)[*n];
         const redisReply *v;
 
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-            e->element[0]->type != REDIS_REPLY_STRING)
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 2
+            || e->element[0]->type != REDIS_REPLY_STRING)
             continue;
         memset(qe, 0, sizeof(*qe));
         mu_strlcpy(qe->id, e->element[0]->str, sizeof(qe->id));
@@ -95,8 +98,11 @@ static int entries_append(const redisReply *list, enum queue_stream stream, stru
 }
 
 /* Parses an XREADGROUP reply: nil (timeout) or [[stream, [entries]], ...]. */
-static int read_reply_parse(const struct queue_intake *qi, const redisReply *r,
-                            struct queue_entry **out, int *n, struct mu_err *err)
+static int read_reply_parse(const struct queue_intake *qi,
+                            const redisReply *r,
+                            struct queue_entry **out,
+                            int *n,
+                            struct mu_err *err)
 {
     if (!r || r->type == REDIS_REPLY_NIL)
         return 0;
@@ -105,8 +111,8 @@ static int read_reply_parse(const struct queue_intake *qi, const redisReply *r,
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *s = r->element[i];
         enum queue_stream stream;
-        if (s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
-            s->element[0]->type != REDIS_REPLY_STRING)
+        if (s->type != REDIS_REPLY_ARRAY || s->elements != 2
+            || s->element[0]->type != REDIS_REPLY_STRING)
             continue;
         stream = strcmp(s->element[0]->str, qi->stream_keys[QUEUE_STREAM_SUBMIT]) == 0
                      ? QUEUE_STREAM_SUBMIT
@@ -117,7 +123,9 @@ static int read_reply_parse(const struct queue_intake *qi, const redisReply *r,
     return 0;
 }
 
-static int intake_setup(struct queue_intake *qi, struct queue_entry **out, int *n,
+static int intake_setup(struct queue_intake *qi,
+                        struct queue_entry **out,
+                        int *n,
                         struct mu_err *err)
 {
     redisReply *r = NULL;
@@ -148,7 +156,9 @@ static int intake_setup(struct queue_intake *qi, struct queue_entry **out, int *
     return 0;
 }
 
-struct queue_intake *queue_intake_new(const char *url, const char *prefix, const char *consumer,
+struct queue_intake *queue_intake_new(const char *url,
+                                      const char *prefix,
+                                      const char *consumer,
                                       struct mu_err *err)
 {
     struct queue_intake *qi = calloc(1, sizeof(*qi));
@@ -194,8 +204,7 @@ static int intake_fail(struct queue_intake *qi, struct mu_err *err, const char *
     return -1;
 }
 
-int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
-                      struct mu_err *err)
+int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n, struct mu_err *err)
 {
     redisContext *ctx;
     void *reply = NULL;
@@ -244,7 +253,8 @@ int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
     }
     if (redisAppendCommand(ctx, "XREADGROUP GROUP %s %s COUNT %d BLOCK %d STREAMS %s %s > >",
                            QUEUE_GROUP, qi->consumer, INTAKE_BATCH, INTAKE_BLOCK_MS,
-                           qi->stream_keys[0], qi->stream_keys[1]) != REDIS_OK) {
+                           qi->stream_keys[0], qi->stream_keys[1])
+        != REDIS_OK) {
         intake_fail(qi, err, "send");
         goto fail_entries;
     }

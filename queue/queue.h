@@ -25,38 +25,38 @@
 
 /* ---------------- job spec (DESIGN §3) ---------------- */
 
-#define QUEUE_SPEC_MAX_BYTES  (1u << 20) /* submitted JSON larger than this is rejected */
-#define QUEUE_MAX_TASKS       4096
-#define QUEUE_MAX_GPUS_TASK   64
-#define QUEUE_MAX_ARGS        1024
-#define QUEUE_MAX_ENV         1024
-#define QUEUE_MAX_STR         (64u << 10) /* one argv/env string */
-#define QUEUE_JOB_ID_MAX      48
+#define QUEUE_SPEC_MAX_BYTES (1u << 20) /* submitted JSON larger than this is rejected */
+#define QUEUE_MAX_TASKS      4096
+#define QUEUE_MAX_GPUS_TASK  64
+#define QUEUE_MAX_ARGS       1024
+#define QUEUE_MAX_ENV        1024
+#define QUEUE_MAX_STR        (64u << 10) /* one argv/env string */
+#define QUEUE_JOB_ID_MAX     48
 
 struct queue_spec {
     char name[128];
-    char queue[CFG_NAME_MAX];        /* default "default" */
-    int64_t priority;                /* -1000000..1000000, default 0 */
-    int tasks;                       /* 1..QUEUE_MAX_TASKS, default 1 */
-    int gpus_per_task;               /* 0..QUEUE_MAX_GPUS_TASK, default 1 */
-    int cpus_per_task;               /* 0 = not asked */
-    int64_t memory_mb_per_task;      /* 0 = not asked */
-    char gpu_type[CFG_NAME_MAX];     /* "" = any */
-    int ncapacity;                   /* 1..2, in preference order */
-    enum cfg_capacity capacity[2];   /* default spot, on-demand */
+    char queue[CFG_NAME_MAX];           /* default "default" */
+    int64_t priority;                   /* -1000000..1000000, default 0 */
+    int tasks;                          /* 1..QUEUE_MAX_TASKS, default 1 */
+    int gpus_per_task;                  /* 0..QUEUE_MAX_GPUS_TASK, default 1 */
+    int cpus_per_task;                  /* 0 = not asked */
+    int64_t memory_mb_per_task;         /* 0 = not asked */
+    char gpu_type[CFG_NAME_MAX];        /* "" = any */
+    int ncapacity;                      /* 1..2, in preference order */
+    enum cfg_capacity capacity[2];      /* default spot, on-demand */
     char topo_required[CFG_LEVEL_MAX];  /* "" = none; a level name or "node" */
     char topo_preferred[CFG_LEVEL_MAX]; /* "" = none */
-    int argc;                        /* command as argv; a string command becomes sh -c */
-    char **argv;                     /* heap, NULL-terminated */
+    int argc;                           /* command as argv; a string command becomes sh -c */
+    char **argv;                        /* heap, NULL-terminated */
     int nenv;
-    char **env;                      /* heap "KEY=VALUE" strings */
-    char workdir[1024];              /* "" = the worker's state dir */
-    bool checkpointable;             /* a "checkpoint" block was given */
-    int checkpoint_signal;           /* default SIGUSR1 */
-    int checkpoint_grace_s;          /* default 60, 0..3600 */
-    bool preemptible;                /* default true */
-    int64_t time_limit_s;            /* 0 = none given */
-    int max_retries;                 /* default 3, 0..100 */
+    char **env;             /* heap "KEY=VALUE" strings */
+    char workdir[1024];     /* "" = the worker's state dir */
+    bool checkpointable;    /* a "checkpoint" block was given */
+    int checkpoint_signal;  /* default SIGUSR1 */
+    int checkpoint_grace_s; /* default 60, 0..3600 */
+    bool preemptible;       /* default true */
+    int64_t time_limit_s;   /* 0 = none given */
+    int max_retries;        /* default 3, 0..100 */
     char idempotency_key[256];
     char user[64];
 };
@@ -154,7 +154,9 @@ void queue_entries_free(struct queue_entry *entries, int n);
  */
 struct queue_intake;
 
-struct queue_intake *queue_intake_new(const char *url, const char *prefix, const char *consumer,
+struct queue_intake *queue_intake_new(const char *url,
+                                      const char *prefix,
+                                      const char *consumer,
                                       struct mu_err *err);
 void queue_intake_free(struct queue_intake *qi);
 /* The socket to poll for input; -1 while disconnected (call queue_intake_read to reconnect). */
@@ -164,7 +166,9 @@ int queue_intake_fd(const struct queue_intake *qi);
  * answered, and returns the entries in *out (free with queue_entries_free; NULL and 0 when
  * none).  MU_E_REDIS when the connection broke; the next call reconnects.
  */
-int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
+int queue_intake_read(struct queue_intake *qi,
+                      struct queue_entry **out,
+                      int *n,
                       struct mu_err *err);
 
 /* A field of the job hash. */
@@ -184,22 +188,39 @@ struct queue_event {
 /*
  * One job update, pipelined and applied in this order: HSET (and HDEL of NULL values) on
  * job:<id>; ZADD jobs <index_ms> <id> when index_ms > 0; XADD events (capped near events_max)
- * when ev != NULL; SADD active for a new job, SREM active when ev is a final state; XACK of ack_stream/ack_id when ack_id != NULL.  The ack comes last, so a
- * submission is only acknowledged once its job is stored (DESIGN §6).
+ * when ev != NULL; SADD active for a new job, SREM active when ev is a final state; XACK of
+ * ack_stream/ack_id when ack_id != NULL.  The ack comes last, so a submission is only acknowledged
+ * once its job is stored (DESIGN §6).
  */
-int queue_job_update(struct queue *q, const char *id, const struct queue_kv *fields, int nfields,
-                     uint64_t index_ms, const struct queue_event *ev, long events_max,
-                     enum queue_stream ack_stream, const char *ack_id, struct mu_err *err);
+int queue_job_update(struct queue *q,
+                     const char *id,
+                     const struct queue_kv *fields,
+                     int nfields,
+                     uint64_t index_ms,
+                     const struct queue_event *ev,
+                     long events_max,
+                     enum queue_stream ack_stream,
+                     const char *ack_id,
+                     struct mu_err *err);
 
 /* INCR epoch: the scheduler's fencing epoch for this run. */
 int queue_epoch_next(struct queue *q, uint64_t *epoch, struct mu_err *err);
 
 /* Looks up idempotency key -> job id; *found false when absent. */
-int queue_idem_get(struct queue *q, const char *key, char *id_out, size_t id_size, bool *found,
+int queue_idem_get(struct queue *q,
+                   const char *key,
+                   char *id_out,
+                   size_t id_size,
+                   bool *found,
                    struct mu_err *err);
 /* SET idem:<key> <id> NX; *won false when another id holds the key (its id is in id_out). */
-int queue_idem_claim(struct queue *q, const char *key, const char *id, char *id_out,
-                     size_t id_size, bool *won, struct mu_err *err);
+int queue_idem_claim(struct queue *q,
+                     const char *key,
+                     const char *id,
+                     char *id_out,
+                     size_t id_size,
+                     bool *won,
+                     struct mu_err *err);
 
 /* What a restarted scheduler needs of an active job. */
 struct queue_stored_job {
@@ -223,8 +244,8 @@ int queue_nodes_write(struct queue *q, const struct queue_kv *nodes, int n, stru
 /* ---------------- client half (musterctl, libmuster) ---------------- */
 
 /* XADD prefix+"submit" spec <json>; writes the new entry id (the job id) into id_out. */
-int queue_submit(struct queue *q, const char *spec_json, char *id_out, size_t id_size,
-                 struct mu_err *err);
+int queue_submit(
+    struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err);
 
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);
@@ -265,7 +286,9 @@ struct queue_jobs_filter {
  * batches) that pass the filter.  *out = a JSON array of job objects as queue_job_read builds
  * them, oldest submission first (free with cJSON_Delete).  Ids whose hash is gone are skipped.
  */
-int queue_jobs_read(struct queue *q, const struct queue_jobs_filter *f, struct cJSON **out,
+int queue_jobs_read(struct queue *q,
+                    const struct queue_jobs_filter *f,
+                    struct cJSON **out,
                     struct mu_err *err);
 
 /*
@@ -287,15 +310,25 @@ int queue_nodes_read(struct queue *q, struct cJSON **out, struct mu_err *err);
  * "id" (the entry id); attempt and at are numbers.  last_id receives the stream's newest entry
  * id ("0-0" when it is empty), the place to follow from with queue_events_wait.
  */
-int queue_events_read(struct queue *q, const char *job, size_t count, struct cJSON **out,
-                      char *last_id, size_t last_id_size, struct mu_err *err);
+int queue_events_read(struct queue *q,
+                      const char *job,
+                      size_t count,
+                      struct cJSON **out,
+                      char *last_id,
+                      size_t last_id_size,
+                      struct mu_err *err);
 
 /*
  * XREAD BLOCK block_ms (keep it under the connection's 2 s timeout) for entries after last_id.
  * *out = a JSON array, empty when nothing arrived (cJSON_Delete); last_id advances past every
  * entry read, matching `job` or not.
  */
-int queue_events_wait(struct queue *q, const char *job, int block_ms, char *last_id,
-                      size_t last_id_size, struct cJSON **out, struct mu_err *err);
+int queue_events_wait(struct queue *q,
+                      const char *job,
+                      int block_ms,
+                      char *last_id,
+                      size_t last_id_size,
+                      struct cJSON **out,
+                      struct mu_err *err);
 
 #endif

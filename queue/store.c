@@ -49,9 +49,16 @@ static int pipeline_finish(struct queue *q, int n, struct mu_err *err)
     return rc;
 }
 
-int queue_job_update(struct queue *q, const char *id, const struct queue_kv *fields, int nfields,
-                     uint64_t index_ms, const struct queue_event *ev, long events_max,
-                     enum queue_stream ack_stream, const char *ack_id, struct mu_err *err)
+int queue_job_update(struct queue *q,
+                     const char *id,
+                     const struct queue_kv *fields,
+                     int nfields,
+                     uint64_t index_ms,
+                     const struct queue_event *ev,
+                     long events_max,
+                     enum queue_stream ack_stream,
+                     const char *ack_id,
+                     struct mu_err *err)
 {
     char key[CFG_NAME_MAX + QUEUE_JOB_ID_MAX + 8];
     char list_key[CFG_NAME_MAX + 8];
@@ -95,26 +102,26 @@ int queue_job_update(struct queue *q, const char *id, const struct queue_kv *fie
         enum queue_state st;
         if (ev && queue_state_parse(ev->state, &st) == 0)
             final = queue_state_is_final(st);
-        if ((final || index_ms) &&
-            redisAppendCommand(q->ctx, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id) ==
-                REDIS_OK)
+        if ((final || index_ms)
+            && redisAppendCommand(q->ctx, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id)
+                   == REDIS_OK)
             sent++;
     }
     if (ev) {
         (void)mu_snprintf(events_key, sizeof(events_key), "%sevents", q->prefix);
         (void)mu_snprintf(num[1], sizeof(num[1]), "%d", ev->attempt);
         (void)mu_snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)ev->at_ms);
-        if (redisAppendCommand(q->ctx,
-                               "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
-                               events_key, events_max, id, ev->state, ev->reason ? ev->reason : "",
-                               num[1], num[2]) == REDIS_OK)
+        if (redisAppendCommand(
+                q->ctx, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
+                events_key, events_max, id, ev->state, ev->reason ? ev->reason : "", num[1], num[2])
+            == REDIS_OK)
             sent++;
     }
     if (ack_id) {
         (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
                           ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
-        if (redisAppendCommand(q->ctx, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id) ==
-            REDIS_OK)
+        if (redisAppendCommand(q->ctx, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id)
+            == REDIS_OK)
             sent++;
     }
     if (pipeline_finish(q, sent, err) != 0) {
@@ -138,8 +145,8 @@ int queue_epoch_next(struct queue *q, uint64_t *epoch, struct mu_err *err)
     return 0;
 }
 
-int queue_idem_get(struct queue *q, const char *key, char *id_out, size_t id_size, bool *found,
-                   struct mu_err *err)
+int queue_idem_get(
+    struct queue *q, const char *key, char *id_out, size_t id_size, bool *found, struct mu_err *err)
 {
     redisReply *r = queue_command(q, err, "GET %sidem:%s", q->prefix, key);
     if (!r)
@@ -151,8 +158,13 @@ int queue_idem_get(struct queue *q, const char *key, char *id_out, size_t id_siz
     return 0;
 }
 
-int queue_idem_claim(struct queue *q, const char *key, const char *id, char *id_out,
-                     size_t id_size, bool *won, struct mu_err *err)
+int queue_idem_claim(struct queue *q,
+                     const char *key,
+                     const char *id,
+                     char *id_out,
+                     size_t id_size,
+                     bool *won,
+                     struct mu_err *err)
 {
     redisReply *r = queue_command(q, err, "SET %sidem:%s %s NX", q->prefix, key, id);
     bool found = false;
@@ -235,11 +247,11 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
     if (r->element[0]->type == REDIS_REPLY_STRING)
         mu_strlcpy(s->state, r->element[0]->str, sizeof(s->state));
-    if (r->element[1]->type == REDIS_REPLY_STRING &&
-        mu_parse_i64(r->element[1]->str, 1, 1000000, &num, NULL) == 0)
+    if (r->element[1]->type == REDIS_REPLY_STRING
+        && mu_parse_i64(r->element[1]->str, 1, 1000000, &num, NULL) == 0)
         s->attempt = (int)num;
-    if (r->element[2]->type == REDIS_REPLY_STRING &&
-        mu_parse_i64(r->element[2]->str, 0, 1000000, &num, NULL) == 0)
+    if (r->element[2]->type == REDIS_REPLY_STRING
+        && mu_parse_i64(r->element[2]->str, 0, 1000000, &num, NULL) == 0)
         s->failures = (int)num;
     s->held = r->element[3]->type == REDIS_REPLY_STRING && strcmp(r->element[3]->str, "1") == 0;
     if (r->element[4]->type == REDIS_REPLY_STRING) {

@@ -23,7 +23,9 @@ const char *sched_node_state_name(enum sched_node_state s)
     return "unknown";
 }
 
-struct sched_cluster *sched_cluster_new(const struct sched_pool *pools, int npools, int nlevels,
+struct sched_cluster *sched_cluster_new(const struct sched_pool *pools,
+                                        int npools,
+                                        int nlevels,
                                         struct mu_err *err)
 {
     struct sched_cluster *c = NULL;
@@ -69,7 +71,8 @@ int sched_cluster_node_find(const struct sched_cluster *c, const char *name)
     return -1;
 }
 
-int sched_cluster_node_add(struct sched_cluster *c, const struct sched_node_spec *spec,
+int sched_cluster_node_add(struct sched_cluster *c,
+                           const struct sched_node_spec *spec,
                            struct mu_err *err)
 {
     struct sched_node *n;
@@ -154,7 +157,8 @@ int sched_cluster_pool_gpus_used(const struct sched_cluster *c, int pool)
     return c->pool_gpus_used[pool];
 }
 
-void sched_cluster_commit(struct sched_cluster *c, const struct sched_request *r,
+void sched_cluster_commit(struct sched_cluster *c,
+                          const struct sched_request *r,
                           const struct sched_slot *slots)
 {
     for (int i = 0; i < r->tasks; i++) {
@@ -167,7 +171,8 @@ void sched_cluster_commit(struct sched_cluster *c, const struct sched_request *r
     }
 }
 
-void sched_cluster_release(struct sched_cluster *c, const struct sched_request *r,
+void sched_cluster_release(struct sched_cluster *c,
+                           const struct sched_request *r,
                            const struct sched_slot *slots)
 {
     for (int i = 0; i < r->tasks; i++) {

@@ -70,13 +70,18 @@ static void job_request_build(const struct musterd *d, struct d_job *j)
  * logged and remembered; the in-memory state still moves on, and the loop retries the
  * connection (full outage handling is issue #5).
  */
-static int job_write(struct musterd *d, struct d_job *j, const struct queue_kv *fields, int n,
-                     const char *state, const char *reason)
+static int job_write(struct musterd *d,
+                     struct d_job *j,
+                     const struct queue_kv *fields,
+                     int n,
+                     const char *state,
+                     const char *reason)
 {
     struct mu_err err;
     struct queue_event ev = { state, reason, j ? j->attempt : 0, mu_time_wall_ms() };
     if (queue_job_update(d->q, j->id, fields, n, 0, state ? &ev : NULL, d->cfg.events_max,
-                         QUEUE_STREAM_SUBMIT, NULL, &err) != 0) {
+                         QUEUE_STREAM_SUBMIT, NULL, &err)
+        != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store update: %s",
                        j->id, err.msg);
         d->redis_down = true;
@@ -184,8 +189,8 @@ static void kill_live_tasks(struct musterd *d, struct d_job *j)
  * max_retries); otherwise the infrastructure failed (bind timeout, node lost) and the gang is
  * simply requeued.
  */
-static void attempt_end(struct musterd *d, struct d_job *j, bool counted, int exit_code,
-                        const char *why)
+static void attempt_end(
+    struct musterd *d, struct d_job *j, bool counted, int exit_code, const char *why)
 {
     char num[16];
     char attempt[16];
@@ -197,8 +202,9 @@ static void attempt_end(struct musterd *d, struct d_job *j, bool counted, int ex
         j->failures++;
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
     if (counted && j->failures > j->spec.max_retries) {
-        struct queue_kv f[] = { { "state", "FAILED" }, { "error", why }, { "exit_code", num },
-                                { "finished_at", now } };
+        struct queue_kv f[] = {
+            { "state", "FAILED" }, { "error", why }, { "exit_code", num }, { "finished_at", now }
+        };
         (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
         j->state = QUEUE_FAILED;
         j->end = D_END_FINAL;
@@ -207,9 +213,9 @@ static void attempt_end(struct musterd *d, struct d_job *j, bool counted, int ex
     } else {
         char reason[300];
         char failures[16];
-        struct queue_kv f[] = { { "state", "PENDING" },    { "attempt", attempt },
-                                { "reason", reason },      { "failures", failures },
-                                { "nodes", NULL },         { "placement", NULL },
+        struct queue_kv f[] = { { "state", "PENDING" }, { "attempt", attempt },
+                                { "reason", reason },   { "failures", failures },
+                                { "nodes", NULL },      { "placement", NULL },
                                 { "started_at", NULL } };
         (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
         (void)mu_snprintf(reason, sizeof(reason), "retrying: %s", why);
@@ -232,7 +238,9 @@ static void attempt_end(struct musterd *d, struct d_job *j, bool counted, int ex
 static void job_succeeded(struct musterd *d, struct d_job *j)
 {
     char now[32];
-    struct queue_kv f[] = { { "state", "SUCCEEDED" }, { "exit_code", "0" }, { "finished_at", now } };
+    struct queue_kv f[] = { { "state", "SUCCEEDED" },
+                            { "exit_code", "0" },
+                            { "finished_at", now } };
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
     j->state = QUEUE_SUCCEEDED;
     j->end = D_END_FINAL;
@@ -247,9 +255,10 @@ static void ack_only(struct musterd *d, enum queue_stream stream, const char *en
 {
     struct mu_err err;
     if (queue_job_update(d->q, entry_id, NULL, 0, 0, NULL, d->cfg.events_max, stream, entry_id,
-                         &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-ack", 5, "cannot acknowledge %s: %s",
-                       entry_id, err.msg);
+                         &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-ack", 5, "cannot acknowledge %s: %s", entry_id,
+                       err.msg);
         d->redis_down = true;
     }
 }
@@ -261,10 +270,14 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
     char submitted[32];
     char stored[4200];
     const char *spec = e->spec ? e->spec : "";
-    struct queue_kv f[] = { { "id", e->id },         { "state", "REJECTED" },
-                            { "error", why },        { "spec", spec },
-                            { "submitted_at", submitted }, { "finished_at", now },
-                            { "name", "" },          { "queue", "" } };
+    struct queue_kv f[] = { { "id", e->id },
+                            { "state", "REJECTED" },
+                            { "error", why },
+                            { "spec", spec },
+                            { "submitted_at", submitted },
+                            { "finished_at", now },
+                            { "name", "" },
+                            { "queue", "" } };
     struct queue_event ev = { "REJECTED", why, 0, mu_time_wall_ms() };
 
     if (e->spec && strlen(e->spec) > 4096) {
@@ -275,8 +288,9 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
     }
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)ev.at_ms);
     (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)id_ms(e->id));
-    if (queue_job_update(d->q, e->id, f, (int)MU_ARRAY_LEN(f), id_ms(e->id) ? id_ms(e->id) : 1,
-                         &ev, d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err) != 0) {
+    if (queue_job_update(d->q, e->id, f, (int)MU_ARRAY_LEN(f), id_ms(e->id) ? id_ms(e->id) : 1, &ev,
+                         d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
+        != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", e->id,
                        err.msg);
         d->redis_down = true;
@@ -285,8 +299,8 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
     mu_log_limited(MU_LOG_INFO, "sched", "rejected", 1, "job=%s rejected: %s", e->id, why);
 }
 
-static void fields_of_new_job(const struct d_job *j, const char *spec_json, char bufs[6][32],
-                              struct queue_kv *f, int *n)
+static void fields_of_new_job(
+    const struct d_job *j, const char *spec_json, char bufs[6][32], struct queue_kv *f, int *n)
 {
     int i = 0;
     (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
@@ -338,8 +352,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         return;
     }
     mu_strlcpy(j->id, e->id, sizeof(j->id));
-    if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0 ||
-        queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
+    if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0
+        || queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
         reject(d, e, err.msg);
         job_free(j);
         return;
@@ -347,10 +361,10 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     if (j->spec.idempotency_key[0]) {
         char owner[QUEUE_JOB_ID_MAX];
         bool won = false;
-        if (queue_idem_claim(d->q, j->spec.idempotency_key, j->id, owner, sizeof(owner), &won,
-                             &err) != 0) {
-            mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s",
-                           j->id, err.msg);
+        if (queue_idem_claim(d->q, j->spec.idempotency_key, j->id, owner, sizeof(owner), &won, &err)
+            != 0) {
+            mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
+                           err.msg);
             d->redis_down = true;
             job_free(j);
             return; /* not acknowledged: read again once Redis is back */
@@ -361,7 +375,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
             (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
                               j->spec.idempotency_key, owner);
             if (queue_job_update(d->q, j->id, NULL, 0, 0, &dup, d->cfg.events_max,
-                                 QUEUE_STREAM_SUBMIT, e->id, &err) != 0)
+                                 QUEUE_STREAM_SUBMIT, e->id, &err)
+                != 0)
                 d->redis_down = true;
             mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
             job_free(j);
@@ -375,8 +390,9 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     fields_of_new_job(j, e->spec, bufs, f, &nf);
     ev = (struct queue_event){ "PENDING", "submitted", 1, mu_time_wall_ms() };
     if (queue_job_update(d->q, j->id, f, nf, j->submitted_ms ? j->submitted_ms : 1, &ev,
-                         d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err) != 0 ||
-        mu_map_put(d->jobs, j->id, j, &err) != 0) {
+                         d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
+            != 0
+        || mu_map_put(d->jobs, j->id, j, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", j->id,
                        err.msg);
         d->redis_down = true;
@@ -441,7 +457,9 @@ void d_jobs_flush_reasons(struct musterd *d)
 }
 
 /* placement as JSON: [{"task":0,"node":"n1","gpus":[0,1]}, ...]; nodes as "n1,n2". */
-static int placement_format(const struct musterd *d, const struct d_job *j, struct mu_buf *json,
+static int placement_format(const struct musterd *d,
+                            const struct d_job *j,
+                            struct mu_buf *json,
                             struct mu_buf *nodes)
 {
     struct mu_err err;
@@ -451,9 +469,9 @@ static int placement_format(const struct musterd *d, const struct d_job *j, stru
         const char *name = node_name(d, j->slots[t].node);
         bool first_gpu = true;
         bool seen = false;
-        if (mu_buf_appendf(json, &err, "%s{\"task\":%d,\"node\":", t ? "," : "", t) != 0 ||
-            mu_buf_append_json_str(json, name, &err) != 0 ||
-            mu_buf_append(json, ",\"gpus\":[", 9, &err) != 0)
+        if (mu_buf_appendf(json, &err, "%s{\"task\":%d,\"node\":", t ? "," : "", t) != 0
+            || mu_buf_append_json_str(json, name, &err) != 0
+            || mu_buf_append(json, ",\"gpus\":[", 9, &err) != 0)
             return -1;
         for (int g = 0; g < SCHED_MAX_GPUS_NODE; g++) {
             if (!(j->slots[t].gpus & (UINT64_C(1) << g)))
@@ -520,8 +538,8 @@ static void bind_send(struct musterd *d, struct d_job *j)
         }
         mu_strlcpy(m.workdir, j->spec.workdir, sizeof(m.workdir));
         m.signal = j->spec.checkpoint_signal;
-        if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0 ||
-            proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
+        if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
+            || proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
         else
             d_send(d, node_name(d, j->slots[t].node), &m);
@@ -588,12 +606,11 @@ out:
 /* Two requests that ask for the same shape: if one did not fit in this pass, neither will. */
 static bool same_shape(const struct sched_request *a, const struct sched_request *b)
 {
-    return a->tasks == b->tasks && a->gpus_per_task == b->gpus_per_task &&
-           a->cpus_per_task == b->cpus_per_task &&
-           a->memory_mb_per_task == b->memory_mb_per_task && a->ncapacity == b->ncapacity &&
-           a->capacity[0] == b->capacity[0] && a->capacity[1] == b->capacity[1] &&
-           a->required_level == b->required_level && a->preferred_level == b->preferred_level &&
-           strcmp(a->gpu_type, b->gpu_type) == 0;
+    return a->tasks == b->tasks && a->gpus_per_task == b->gpus_per_task
+           && a->cpus_per_task == b->cpus_per_task && a->memory_mb_per_task == b->memory_mb_per_task
+           && a->ncapacity == b->ncapacity && a->capacity[0] == b->capacity[0]
+           && a->capacity[1] == b->capacity[1] && a->required_level == b->required_level
+           && a->preferred_level == b->preferred_level && strcmp(a->gpu_type, b->gpu_type) == 0;
 }
 
 void d_schedule(struct musterd *d)
@@ -628,8 +645,8 @@ void d_schedule(struct musterd *d)
         }
         free(j->slots);
         j->slots = malloc((size_t)j->spec.tasks * sizeof(*j->slots));
-        if (j->slots && sched_place(d->cluster, &j->req, j->slots, reason, sizeof(reason)) == 1 &&
-            job_start(d, j) == 0)
+        if (j->slots && sched_place(d->cluster, &j->req, j->slots, reason, sizeof(reason)) == 1
+            && job_start(d, j) == 0)
             continue; /* placed: off the pending list */
         free(j->slots);
         j->slots = NULL;
@@ -644,12 +661,13 @@ void d_schedule(struct musterd *d)
 /* ---------------- worker reports ---------------- */
 
 /* The job and task a report is about, when it belongs to the placed attempt on that node. */
-static struct d_job *task_lookup(struct musterd *d, const struct d_node *node,
+static struct d_job *task_lookup(struct musterd *d,
+                                 const struct d_node *node,
                                  const struct proto_task_ref *t)
 {
     struct d_job *j = mu_map_get(d->jobs, t->job);
-    if (!j || !j->placed || t->attempt != j->placed_attempt || t->task < 0 ||
-        t->task >= j->spec.tasks || j->tasks[t->task].node != node->idx)
+    if (!j || !j->placed || t->attempt != j->placed_attempt || t->task < 0
+        || t->task >= j->spec.tasks || j->tasks[t->task].node != node->idx)
         return NULL;
     return j;
 }
@@ -748,8 +766,8 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
         (void)mu_snprintf(why, sizeof(why), "task %d vanished from node %s", t->task, node->name);
         attempt_end(d, j, false, 0, why);
     } else if (t->signal) {
-        (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t->task,
-                          node->name, mu_signal_name(t->signal));
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t->task, node->name,
+                          mu_signal_name(t->signal));
         attempt_end(d, j, true, 128 + t->signal, why);
     } else if (t->exit_code != 0) {
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t->task,
@@ -798,15 +816,15 @@ void d_node_reconcile(struct musterd *d, struct d_node *node, const struct proto
         if (!j->placed)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
-            struct proto_task_ref ref = { .task = t, .attempt = j->placed_attempt,
+            struct proto_task_ref ref = { .task = t,
+                                          .attempt = j->placed_attempt,
                                           .state = PROTO_TASK_LOST };
             bool reported = false;
             if (j->tasks[t].node != node->idx || j->tasks[t].gone || !j->tasks[t].acked)
                 continue;
             for (int i = 0; i < hello->ntasks && !reported; i++) {
-                reported = strcmp(hello->tasks[i].job, j->id) == 0 &&
-                           hello->tasks[i].task == t &&
-                           hello->tasks[i].attempt == j->placed_attempt;
+                reported = strcmp(hello->tasks[i].job, j->id) == 0 && hello->tasks[i].task == t
+                           && hello->tasks[i].attempt == j->placed_attempt;
             }
             if (reported)
                 continue;
@@ -823,8 +841,8 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
     struct d_job *j;
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
-        if (j->placed && j->state == QUEUE_STARTING && j->end == D_END_NONE &&
-            now_ms > j->bind_deadline_ms) {
+        if (j->placed && j->state == QUEUE_STARTING && j->end == D_END_NONE
+            && now_ms > j->bind_deadline_ms) {
             char why[300];
             int slow = 0;
             for (int t = 0; t < j->spec.tasks; t++) {
@@ -885,10 +903,10 @@ void d_control(struct musterd *d, const struct queue_entry *e)
 {
     struct d_job *j = NULL;
     struct d_node *node = NULL;
-    bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0 ||
-                   strcmp(e->cmd, "release") == 0;
-    bool node_cmd = strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0 ||
-                    strcmp(e->cmd, "uncordon") == 0;
+    bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0
+                   || strcmp(e->cmd, "release") == 0;
+    bool node_cmd = strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0
+                    || strcmp(e->cmd, "uncordon") == 0;
 
     if (job_cmd) {
         j = mu_map_get(d->jobs, e->arg);
@@ -902,8 +920,7 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         int idx = sched_cluster_node_find(d->cluster, e->arg);
         node = idx >= 0 ? &d->nodes[idx] : NULL;
         if (!node) {
-            mu_log(MU_LOG_WARN, "sched", "control %s: node '%s' is not registered", e->cmd,
-                   e->arg);
+            mu_log(MU_LOG_WARN, "sched", "control %s: node '%s' is not registered", e->cmd, e->arg);
         } else {
             node->admin = strcmp(e->cmd, "drain") == 0    ? SCHED_NODE_DRAINING
                           : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
@@ -950,8 +967,8 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
             return -1;
         }
         mu_strlcpy(j->id, s->id, sizeof(j->id));
-        if (!s->spec || queue_spec_parse(s->spec, s->spec_len, &j->spec, &perr) != 0 ||
-            queue_state_parse(s->state, &st) != 0) {
+        if (!s->spec || queue_spec_parse(s->spec, s->spec_len, &j->spec, &perr) != 0
+            || queue_state_parse(s->state, &st) != 0) {
             mu_log(MU_LOG_ERROR, "sched", "job=%s stored record unreadable, skipped", s->id);
             job_free(j);
             continue;
@@ -968,8 +985,10 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
         }
         if (st != QUEUE_PENDING) {
             char attempt[16];
-            struct queue_kv f[] = { { "state", "PENDING" },  { "attempt", attempt },
-                                    { "nodes", NULL },       { "placement", NULL },
+            struct queue_kv f[] = { { "state", "PENDING" },
+                                    { "attempt", attempt },
+                                    { "nodes", NULL },
+                                    { "placement", NULL },
                                     { "started_at", NULL } };
             j->attempt++;
             (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);

@@ -31,8 +31,10 @@ static void reply_heartbeat(struct musterd *d, const char *identity, bool known)
 }
 
 /* Builds the core's view of a worker from its HELLO; -1 with err when it cannot join. */
-static int hello_spec(const struct musterd *d, const struct proto_msg *m,
-                      struct sched_node_spec *spec, struct mu_err *err)
+static int hello_spec(const struct musterd *d,
+                      const struct proto_msg *m,
+                      struct sched_node_spec *spec,
+                      struct mu_err *err)
 {
     const struct cfg_pool *pool = cfg_pool_find(&d->cfg, m->pool);
 
@@ -161,25 +163,26 @@ static int node_json(const struct musterd *d, int i, struct mu_buf *b, struct mu
     const struct sched_pool *pool = sched_cluster_pool(d->cluster, spec->pool);
     enum sched_node_state st = sched_cluster_node_state(d->cluster, i);
 
-    if (mu_buf_append(b, "{\"name\":", 8, err) != 0 ||
-        mu_buf_append_json_str(b, node->name, err) != 0 ||
-        mu_buf_append(b, ",\"pool\":", 8, err) != 0 ||
-        mu_buf_append_json_str(b, node->pool, err) != 0 ||
-        mu_buf_appendf(b, err,
-                       ",\"capacity\":\"%s\",\"state\":\"%s\",\"gpus\":%d,\"gpus_free\":%d,"
-                       "\"cpus\":%d,\"memory_mb\":%lld,\"heartbeat_at\":%llu,\"addr\":",
-                       pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
-                       sched_node_state_name(st), spec->ngpus,
-                       sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
-                       (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms) != 0 ||
-        mu_buf_append_json_str(b, node->addr, err) != 0 ||
-        mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
+    if (mu_buf_append(b, "{\"name\":", 8, err) != 0
+        || mu_buf_append_json_str(b, node->name, err) != 0
+        || mu_buf_append(b, ",\"pool\":", 8, err) != 0
+        || mu_buf_append_json_str(b, node->pool, err) != 0
+        || mu_buf_appendf(b, err,
+                          ",\"capacity\":\"%s\",\"state\":\"%s\",\"gpus\":%d,\"gpus_free\":%d,"
+                          "\"cpus\":%d,\"memory_mb\":%lld,\"heartbeat_at\":%llu,\"addr\":",
+                          pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
+                          sched_node_state_name(st), spec->ngpus,
+                          sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
+                          (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
+               != 0
+        || mu_buf_append_json_str(b, node->addr, err) != 0
+        || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
     for (int l = 0; l < d->cfg.nlevels; l++) {
-        if ((l && mu_buf_append(b, ",", 1, err) != 0) ||
-            mu_buf_append_json_str(b, d->cfg.levels[l], err) != 0 ||
-            mu_buf_append(b, ":", 1, err) != 0 ||
-            mu_buf_append_json_str(b, spec->labels[l], err) != 0)
+        if ((l && mu_buf_append(b, ",", 1, err) != 0)
+            || mu_buf_append_json_str(b, d->cfg.levels[l], err) != 0
+            || mu_buf_append(b, ":", 1, err) != 0
+            || mu_buf_append_json_str(b, spec->labels[l], err) != 0)
             return -1;
     }
     return mu_buf_append(b, "}}", 2, err);

@@ -17,10 +17,10 @@
 #include "scheduler/sched.h"
 
 struct d_task {
-    int node;        /* cluster node index */
-    uint64_t gpus;   /* GPU mask on that node */
-    bool acked;      /* BIND_ACK ok received */
-    bool gone;       /* exited, lost, or never started: nothing of it runs any more */
+    int node;      /* cluster node index */
+    uint64_t gpus; /* GPU mask on that node */
+    bool acked;    /* BIND_ACK ok received */
+    bool gone;     /* exited, lost, or never started: nothing of it runs any more */
     int exit_code;
     int signal;
     int pid;
@@ -37,16 +37,16 @@ struct d_job {
     struct queue_spec spec;
     struct sched_request req; /* req.gpu_type borrows spec.gpu_type */
     enum queue_state state;
-    int attempt;  /* 1.. */
-    int failures; /* attempts ended by a task failure; FAILED when > max_retries */
+    int attempt;           /* 1.. */
+    int failures;          /* attempts ended by a task failure; FAILED when > max_retries */
     uint64_t submitted_ms; /* wall */
     uint64_t started_ms;   /* wall, current attempt */
     bool held;
-    bool placed;           /* resources committed in the cluster (slots/tasks valid) */
-    int placed_attempt;    /* the attempt slots/tasks belong to (< attempt after a requeue) */
+    bool placed;        /* resources committed in the cluster (slots/tasks valid) */
+    int placed_attempt; /* the attempt slots/tasks belong to (< attempt after a requeue) */
     enum d_end end;
-    struct sched_slot *slots; /* spec.tasks entries while placed */
-    struct d_task *tasks;     /* spec.tasks entries while placed */
+    struct sched_slot *slots;  /* spec.tasks entries while placed */
+    struct d_task *tasks;      /* spec.tasks entries while placed */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
     char reason[256];         /* why pending, now */
@@ -60,8 +60,8 @@ struct d_node {
     int idx; /* cluster node index */
     char pool[PROTO_NODE_MAX];
     char addr[128];
-    bool online;         /* registered and not lost */
-    uint64_t seen_ms;    /* mono: last message */
+    bool online;      /* registered and not lost */
+    uint64_t seen_ms; /* mono: last message */
     uint64_t seen_wall_ms;
     enum sched_node_state admin; /* operator state: ready, cordoned or draining */
 };
@@ -75,14 +75,14 @@ struct musterd {
     struct sched_cluster *cluster;
     uint64_t epoch;
     uint64_t seq;
-    struct mu_map *jobs;  /* id -> struct d_job * (owned) */
+    struct mu_map *jobs;    /* id -> struct d_job * (owned) */
     struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
     int npending;
     int cap_pending;
     struct d_node *nodes; /* by cluster index */
     int nnodes;
     int cap_nodes;
-    bool dirty;          /* something changed that may let a pending job start */
+    bool dirty; /* something changed that may let a pending job start */
     bool nodes_dirty;
     uint64_t next_nodes_write_ms;
     uint64_t next_check_ms;

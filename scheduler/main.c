@@ -90,8 +90,9 @@ static int parse_args(int argc, char **argv, struct options *o)
             break;
         case OPT_LOG_LEVEL:
             if (mu_log_level_parse(optarg, &level) != 0) {
-                (void)fprintf(stderr, "musterd: --log-level: expected debug, info, warn or "
-                                      "error, got '%s'\n",
+                (void)fprintf(stderr,
+                              "musterd: --log-level: expected debug, info, warn or "
+                              "error, got '%s'\n",
                               optarg);
                 return 2;
             }
@@ -144,7 +145,8 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
 
     if (cfg_load_file(&d->cfg, o->config, err) != 0)
         return -1;
-    if (o->redis && mu_strlcpy(d->cfg.redis, o->redis, sizeof(d->cfg.redis)) >= sizeof(d->cfg.redis))
+    if (o->redis
+        && mu_strlcpy(d->cfg.redis, o->redis, sizeof(d->cfg.redis)) >= sizeof(d->cfg.redis))
         return mu_errf(err, MU_E_INVAL, "--redis: URL too long");
     if (o->bind && mu_strlcpy(d->cfg.bind, o->bind, sizeof(d->cfg.bind)) >= sizeof(d->cfg.bind))
         return mu_errf(err, MU_E_INVAL, "--bind: endpoint too long");

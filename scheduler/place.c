@@ -59,8 +59,12 @@ static int cand_cmp(const void *a, const void *b)
  * Greedy fill of cands[0..n) in order.  With slots == NULL it only counts; returns how many of
  * r->tasks were (or would be) placed.  pool_left is each pool's remaining cap, updated.
  */
-static int fill(const struct sched_cluster *c, const struct sched_request *r,
-                const struct cand *cands, int n, int *pool_left, struct sched_slot *slots)
+static int fill(const struct sched_cluster *c,
+                const struct sched_request *r,
+                const struct cand *cands,
+                int n,
+                int *pool_left,
+                struct sched_slot *slots)
 {
     int placed = 0;
     for (int i = 0; i < n && placed < r->tasks; i++) {
@@ -98,8 +102,10 @@ static void pool_caps(const struct sched_cluster *c, int *pool_left)
     }
 }
 
-static bool node_usable(const struct sched_cluster *c, const struct sched_node *n,
-                        const struct sched_request *r, enum sched_capacity cap)
+static bool node_usable(const struct sched_cluster *c,
+                        const struct sched_node *n,
+                        const struct sched_request *r,
+                        enum sched_capacity cap)
 {
     const struct sched_pool *pool = &c->pools[n->spec.pool];
     if (n->state != SCHED_NODE_READY || pool->capacity != cap)
@@ -113,9 +119,14 @@ static bool node_usable(const struct sched_cluster *c, const struct sched_node *
  * Places r within one capacity type.  Returns 1 when placed; otherwise 0 and *best holds the
  * most tasks that would fit (in one domain, when a level groups them).
  */
-static int place_capacity(const struct sched_cluster *c, const struct sched_request *r,
-                          enum sched_capacity cap, struct cand *cands, int *pool_left,
-                          struct sched_slot *slots, int *best, int *ncand_out)
+static int place_capacity(const struct sched_cluster *c,
+                          const struct sched_request *r,
+                          enum sched_capacity cap,
+                          struct cand *cands,
+                          int *pool_left,
+                          struct sched_slot *slots,
+                          int *best,
+                          int *ncand_out)
 {
     int level = r->required_level >= 0 ? r->required_level : r->preferred_level;
     int ncand = 0;
@@ -178,8 +189,11 @@ static const char *capacity_name(enum sched_capacity cap)
     return cap == SCHED_SPOT ? "spot" : "on-demand";
 }
 
-int sched_place(const struct sched_cluster *c, const struct sched_request *r,
-                struct sched_slot *slots, char *reason, size_t reason_size)
+int sched_place(const struct sched_cluster *c,
+                const struct sched_request *r,
+                struct sched_slot *slots,
+                char *reason,
+                size_t reason_size)
 {
     struct cand *cands = NULL;
     int *pool_left = NULL;
@@ -190,8 +204,8 @@ int sched_place(const struct sched_cluster *c, const struct sched_request *r,
 
     if (reason_size)
         reason[0] = '\0';
-    if (r->tasks <= 0 || r->gpus_per_task < 0 || r->gpus_per_task > SCHED_MAX_GPUS_NODE ||
-        r->ncapacity < 1 || r->ncapacity > 2) {
+    if (r->tasks <= 0 || r->gpus_per_task < 0 || r->gpus_per_task > SCHED_MAX_GPUS_NODE
+        || r->ncapacity < 1 || r->ncapacity > 2) {
         (void)snprintf(reason, reason_size, "invalid request");
         return 0;
     }

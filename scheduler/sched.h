@@ -47,11 +47,11 @@ struct sched_pool {
 
 struct sched_node_spec {
     char name[SCHED_NAME_MAX];
-    int pool; /* index into the cluster's pools */
+    int pool;  /* index into the cluster's pools */
     int ngpus; /* 0..SCHED_MAX_GPUS_NODE */
     int cpus;
     int64_t memory_mb;
-    int nlabels;                                 /* must equal the cluster's level count */
+    int nlabels;                                   /* must equal the cluster's level count */
     char labels[SCHED_MAX_LEVELS][SCHED_NAME_MAX]; /* one value per topology level */
 };
 
@@ -61,12 +61,15 @@ struct sched_cluster;
  * A cluster with the given pools (copied) and topology level count.  Free with
  * sched_cluster_free.  NULL with err on bad arguments or no memory.
  */
-struct sched_cluster *sched_cluster_new(const struct sched_pool *pools, int npools, int nlevels,
+struct sched_cluster *sched_cluster_new(const struct sched_pool *pools,
+                                        int npools,
+                                        int nlevels,
                                         struct mu_err *err);
 void sched_cluster_free(struct sched_cluster *c);
 
 /* Adds a node in state READY with everything free; returns its index (stable) or -1 with err. */
-int sched_cluster_node_add(struct sched_cluster *c, const struct sched_node_spec *spec,
+int sched_cluster_node_add(struct sched_cluster *c,
+                           const struct sched_node_spec *spec,
                            struct mu_err *err);
 /* Index of the node called name, or -1. */
 int sched_cluster_node_find(const struct sched_cluster *c, const char *name);
@@ -106,14 +109,19 @@ struct sched_slot {
  * a user can act on in reason (e.g. "needs 4x8 GPUs on spot or on-demand; at most 3 fit now").
  * Pure: c is not changed.
  */
-int sched_place(const struct sched_cluster *c, const struct sched_request *r,
-                struct sched_slot *slots, char *reason, size_t reason_size);
+int sched_place(const struct sched_cluster *c,
+                const struct sched_request *r,
+                struct sched_slot *slots,
+                char *reason,
+                size_t reason_size);
 
 /* Marks slots as used (commit) or free again (release).  The slots must come from sched_place
  * on this cluster (commit) or from a matching commit (release). */
-void sched_cluster_commit(struct sched_cluster *c, const struct sched_request *r,
+void sched_cluster_commit(struct sched_cluster *c,
+                          const struct sched_request *r,
                           const struct sched_slot *slots);
-void sched_cluster_release(struct sched_cluster *c, const struct sched_request *r,
+void sched_cluster_release(struct sched_cluster *c,
+                           const struct sched_request *r,
                            const struct sched_slot *slots);
 
 #endif

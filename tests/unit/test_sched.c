@@ -196,7 +196,8 @@ static int rnd(int n)
     return (int)(rng % (uint64_t)n);
 }
 
-static void check_slots(const struct sched_cluster *c, const struct sched_request *r,
+static void check_slots(const struct sched_cluster *c,
+                        const struct sched_request *r,
                         const struct sched_slot *slots)
 {
     int cap = -1;
