@@ -1,3 +1,409 @@
-/* placeholder */
-int main(void);
-int main(void) { return 0; }
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterctl: the operator CLI (DESIGN §8, STYLE §1.9).
+ *
+ * One table, ctl_commands, names every command with its handler, summary, usage, description
+ * and options; parsing, --help, `help COMMAND` and the man page all follow it, so a command
+ * cannot exist without its help.  Global options may come before the command or among its
+ * arguments (`musterctl jobs -o json` works).  Settings resolve as flag > MUSTER_* environment >
+ * --config file > default.  Exit codes: 0 ok, 1 runtime failure, 2 usage error; results go to
+ * stdout, errors to stderr.
+ */
+#include "cli/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "config/cfg.h"
+
+#include "common/mu_banned.h"
+
+#ifndef MUSTER_VERSION
+#define MUSTER_VERSION "unknown"
+#endif
+
+#define CTL_DEFAULT_URL    "redis://127.0.0.1:6379"
+#define CTL_DEFAULT_PREFIX "muster:"
+
+static const struct ctl_opt opts_jobs[] = {
+    { "all", 'a', NULL, "include finished jobs (SUCCEEDED, FAILED, CANCELLED, REJECTED)" },
+    { "queue", 'q', "Q", "only jobs of queue Q" },
+    { "state", 's', "S", "only jobs in state S (PENDING, RUNNING, ...); implies --all" },
+    { "limit", 'n', "N", "show at most the N newest matching jobs" },
+    { NULL, 0, NULL, NULL },
+};
+
+static const struct ctl_opt opts_events[] = {
+    { "job", 'j', "ID", "only events of job ID" },
+    { "count", 'n', "N", "show the last N events (default 20)" },
+    { "follow", 'f', NULL, "keep printing new events until interrupted" },
+    { NULL, 0, NULL, NULL },
+};
+
+const struct ctl_cmd ctl_commands[] = {
+    { "submit", ctl_cmd_submit, "submit a job spec", "FILE|-",
+      "Reads a JSON job spec (DESIGN §3) from FILE, or from standard input for '-', checks that "
+      "it is a JSON object of at most 1 MiB, appends it to the submit stream and prints the job "
+      "id.  musterd validates the spec in full: a bad one becomes a REJECTED job with an error "
+      "(see 'musterctl show ID').",
+      NULL, 1, 1 },
+    { "jobs", ctl_cmd_jobs, "list jobs", "[--all] [--queue Q] [--state S] [--limit N]",
+      "Lists jobs, oldest submission first.  Without --all or --state only jobs that are not "
+      "finished are shown (PENDING, STARTING, RUNNING, PREEMPTING).  REASON says why a job is "
+      "pending, or what went wrong for a failed or rejected one.",
+      opts_jobs, 0, 0 },
+    { "show", ctl_cmd_show, "show one job in full", "ID",
+      "Prints every field of job ID: times in ISO 8601 UTC, the placement task by task.  A job "
+      "that musterd has not taken in yet shows as SUBMITTED.",
+      NULL, 1, 1 },
+    { "cancel", ctl_cmd_cancel, "cancel jobs", "ID...",
+      "Asks musterd to cancel each job.  A job that has already finished is left alone.  Exits 1 "
+      "if any job was not found (the others are still cancelled).",
+      NULL, 1, -1 },
+    { "nodes", ctl_cmd_nodes, "list nodes", "",
+      "Lists the nodes musterd knows: pool, capacity type, state, free/total GPUs, topology "
+      "labels, time since the last heartbeat and the jobs running there.",
+      NULL, 0, 0 },
+    { "events", ctl_cmd_events, "show recent state changes", "[--job ID] [--count N] [-f]",
+      "Prints the last N events, oldest first.  With -f, keeps printing new ones until "
+      "interrupted; with -o json and -f each event is one line of JSON.",
+      opts_events, 0, 0 },
+    { "drain", ctl_cmd_drain, "drain a node", "NODE",
+      "Asks musterd to place no new work on NODE and to move its jobs elsewhere.", NULL, 1, 1 },
+    { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
+      "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1 },
+    { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
+      "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1 },
+    { "hold", ctl_cmd_hold, "hold a pending job", "ID",
+      "Asks musterd not to start job ID until it is released.", NULL, 1, 1 },
+    { "release", ctl_cmd_release, "release a held job", "ID",
+      "Asks musterd to consider held job ID for placement again.", NULL, 1, 1 },
+    { "help", ctl_cmd_help, "show help", "[COMMAND]",
+      "Prints the overview, or the help of COMMAND.", NULL, 0, 1 },
+};
+
+const size_t ctl_ncommands = MU_ARRAY_LEN(ctl_commands);
+
+const struct ctl_cmd *ctl_cmd_find(const char *name)
+{
+    for (size_t i = 0; i < ctl_ncommands; i++) {
+        if (strcmp(ctl_commands[i].name, name) == 0)
+            return &ctl_commands[i];
+    }
+    return NULL;
+}
+
+static const char global_help[] =
+    "Global options (also accepted after COMMAND):\n"
+    "  --redis URL         Redis server, redis://[user:pass@]host[:port][/db]\n"
+    "                      (env MUSTER_REDIS_URL, default " CTL_DEFAULT_URL ")\n"
+    "  --prefix P          key prefix (env MUSTER_KEY_PREFIX, default " CTL_DEFAULT_PREFIX ")\n"
+    "  --config FILE       take redis and key_prefix from a musterd config file\n"
+    "  -o, --output FMT    table (default) or json\n"
+    "  -h, --help          show help and exit\n"
+    "      --version       show the version and exit\n";
+
+void ctl_help_print(FILE *out, const struct ctl_cmd *cmd)
+{
+    if (!cmd) {
+        (void)fprintf(out,
+                      "usage: musterctl [--redis URL] [--prefix P] [-o table|json] COMMAND [ARGS]\n"
+                      "\nInspect and steer the muster GPU gang scheduler.\n\nCommands:\n");
+        for (size_t i = 0; i < ctl_ncommands; i++)
+            (void)fprintf(out, "  %-10s %s\n", ctl_commands[i].name, ctl_commands[i].summary);
+        (void)fprintf(out,
+                      "\n%s\nRun 'musterctl help COMMAND' for a command's options.\n"
+                      "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+                      global_help);
+        return;
+    }
+    (void)fprintf(out, "usage: musterctl %s%s%s\n\n%s\n", cmd->name, cmd->usage[0] ? " " : "",
+                  cmd->usage, cmd->description);
+    if (cmd->options) {
+        (void)fprintf(out, "\nOptions:\n");
+        for (const struct ctl_opt *o = cmd->options; o->name; o++) {
+            char left[64];
+            if (o->short_name)
+                (void)snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
+                               o->arg ? " " : "", o->arg ? o->arg : "");
+            else
+                (void)snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
+                               o->arg ? o->arg : "");
+            (void)fprintf(out, "  %-18s  %s\n", left, o->help);
+        }
+    }
+    (void)fprintf(out, "\n%s", global_help);
+}
+
+int ctl_cmd_help(struct ctl *ctl, const struct ctl_args *args)
+{
+    const struct ctl_cmd *cmd = NULL;
+
+    if (args->argc == 1) {
+        cmd = ctl_cmd_find(args->argv[0]);
+        if (!cmd)
+            return ctl_usage(ctl, "unknown command '%s'", args->argv[0]);
+    }
+    ctl_help_print(stdout, cmd);
+    return CTL_EXIT_OK;
+}
+
+/* Settings that global options set; each NULL until given. */
+struct ctl_globals {
+    const char *url;
+    const char *prefix;
+    const char *config;
+    const char *output;
+    bool help;
+    bool version;
+};
+
+/*
+ * If argv[*i] is a global option, consumes it (and its value) and returns 1; 0 if it is not one;
+ * -1 after printing a usage error.
+ */
+static int global_take(struct ctl *ctl, struct ctl_globals *g, int argc, char **argv, int *i)
+{
+    static const struct {
+        const char *name;
+        char short_name;
+        size_t field; /* offset of the value in struct ctl_globals */
+    } table[] = {
+        { "redis", 0, offsetof(struct ctl_globals, url) },
+        { "prefix", 0, offsetof(struct ctl_globals, prefix) },
+        { "config", 0, offsetof(struct ctl_globals, config) },
+        { "output", 'o', offsetof(struct ctl_globals, output) },
+    };
+    const char *a = argv[*i];
+
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+        g->help = true;
+        return 1;
+    }
+    if (strcmp(a, "--version") == 0) {
+        g->version = true;
+        return 1;
+    }
+    for (size_t k = 0; k < MU_ARRAY_LEN(table); k++) {
+        const char **slot = (const char **)(void *)((char *)g + table[k].field);
+        size_t n = strlen(table[k].name);
+        const char *value = NULL;
+
+        if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, table[k].name, n) == 0) {
+            if (a[2 + n] == '=')
+                value = a + 3 + n;
+            else if (a[2 + n] != '\0')
+                continue;
+        } else if (table[k].short_name && a[0] == '-' && a[1] == table[k].short_name) {
+            if (a[2] != '\0')
+                value = a + 2;
+        } else {
+            continue;
+        }
+        if (!value) {
+            if (*i + 1 >= argc) {
+                ctl_usage(ctl, "option '%s' needs a value", a);
+                return -1;
+            }
+            value = argv[++*i];
+        }
+        *slot = value;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses the command's own options and positionals (global options may be mixed in). */
+static int args_parse(
+    struct ctl *ctl, struct ctl_globals *g, int argc, char **argv, int first, struct ctl_args *out)
+{
+    const struct ctl_cmd *cmd = ctl->cmd;
+    bool only_args = false;
+
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const struct ctl_opt *o = NULL;
+        const char *value = NULL;
+        int taken;
+        size_t idx = 0;
+
+        if (only_args || a[0] != '-' || a[1] == '\0') {
+            out->argv[out->argc++] = argv[i];
+            continue;
+        }
+        if (strcmp(a, "--") == 0) {
+            only_args = true;
+            continue;
+        }
+        taken = global_take(ctl, g, argc, argv, &i);
+        if (taken < 0)
+            return -1;
+        if (taken > 0)
+            continue;
+        for (const struct ctl_opt *c = cmd->options; c && c->name; c++, idx++) {
+            size_t n = strlen(c->name);
+            if (a[1] == '-' && strncmp(a + 2, c->name, n) == 0
+                && (a[2 + n] == '\0' || a[2 + n] == '=')) {
+                o = c;
+                value = a[2 + n] == '=' ? a + 3 + n : NULL;
+                break;
+            }
+            if (a[1] != '-' && c->short_name && a[1] == c->short_name) {
+                o = c;
+                value = a[2] ? a + 2 : NULL;
+                break;
+            }
+        }
+        if (!o) {
+            ctl_usage(ctl, "unknown option '%s'", a);
+            return -1;
+        }
+        if (!o->arg) {
+            if (value) {
+                ctl_usage(ctl, "option '--%s' takes no value", o->name);
+                return -1;
+            }
+            out->value[idx] = "";
+            continue;
+        }
+        if (!value) {
+            if (i + 1 >= argc) {
+                ctl_usage(ctl, "option '--%s' needs a value", o->name);
+                return -1;
+            }
+            value = argv[++i];
+        }
+        out->value[idx] = value;
+    }
+    if (g->help || g->version)
+        return 0;
+    if (out->argc < cmd->min_args) {
+        ctl_usage(ctl, "missing %s", cmd->usage);
+        return -1;
+    }
+    if (cmd->max_args >= 0 && out->argc > cmd->max_args) {
+        ctl_usage(ctl, "unexpected argument '%s'", out->argv[cmd->max_args]);
+        return -1;
+    }
+    return 0;
+}
+
+static size_t terminal_width(void)
+{
+    struct winsize ws;
+    const char *cols = getenv("COLUMNS");
+    int64_t n;
+
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    if (cols && mu_parse_i64(cols, 20, 100000, &n, NULL) == 0)
+        return (size_t)n;
+    return 0;
+}
+
+/* Resolves flag > environment > config file > default for the redis URL and the key prefix. */
+static int settings_resolve(struct ctl *ctl, const struct ctl_globals *g, struct cfg **cfg_out)
+{
+    struct mu_err err = { 0 };
+    const char *env_url = getenv("MUSTER_REDIS_URL");
+    const char *env_prefix = getenv("MUSTER_KEY_PREFIX");
+
+    ctl->url = g->url ? g->url : (env_url && env_url[0]) ? env_url : NULL;
+    ctl->prefix = g->prefix ? g->prefix : (env_prefix && env_prefix[0]) ? env_prefix : NULL;
+    if (g->config && (!ctl->url || !ctl->prefix)) {
+        struct cfg *c = calloc(1, sizeof(*c));
+        if (!c)
+            return ctl_fail(ctl, "out of memory");
+        *cfg_out = c;
+        if (cfg_load_file(c, g->config, &err) != 0)
+            return ctl_fail(ctl, "%s", err.msg);
+        if (!ctl->url && c->redis[0])
+            ctl->url = c->redis;
+        if (!ctl->prefix && c->key_prefix[0])
+            ctl->prefix = c->key_prefix;
+    }
+    if (!ctl->url)
+        ctl->url = CTL_DEFAULT_URL;
+    if (!ctl->prefix)
+        ctl->prefix = CTL_DEFAULT_PREFIX;
+    if (queue_url_parse(ctl->url, &ctl->where, &err) != 0)
+        return ctl_usage(ctl, "%s", err.msg);
+    if (!g->output || strcmp(g->output, "table") == 0)
+        ctl->output = CTL_OUT_TABLE;
+    else if (strcmp(g->output, "json") == 0)
+        ctl->output = CTL_OUT_JSON;
+    else
+        return ctl_usage(ctl, "-o: expected 'table' or 'json', got '%s'", g->output);
+    return CTL_EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    struct ctl ctl = { 0 };
+    struct ctl_globals g = { 0 };
+    struct ctl_args args = { 0 };
+    struct cfg *cfg = NULL;
+    const char *no_color = getenv("NO_COLOR");
+    int i = 1;
+    int rc = CTL_EXIT_USAGE;
+
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        int taken;
+        if (strcmp(argv[i], "--") == 0) {
+            i++;
+            break;
+        }
+        taken = global_take(&ctl, &g, argc, argv, &i);
+        if (taken < 0)
+            goto out;
+        if (taken == 0) {
+            ctl_usage(&ctl, "unknown option '%s'", argv[i]);
+            goto out;
+        }
+    }
+    if (g.version) {
+        printf("musterctl %s\n", MUSTER_VERSION);
+        rc = CTL_EXIT_OK;
+        goto out;
+    }
+    if (i >= argc) {
+        ctl_help_print(g.help ? stdout : stderr, NULL);
+        rc = g.help ? CTL_EXIT_OK : CTL_EXIT_USAGE;
+        goto out;
+    }
+    ctl.cmd = ctl_cmd_find(argv[i]);
+    if (!ctl.cmd) {
+        ctl_usage(&ctl, "unknown command '%s'; run 'musterctl --help' for the list", argv[i]);
+        goto out;
+    }
+    args.argv = calloc((size_t)argc, sizeof(*args.argv));
+    if (!args.argv) {
+        rc = ctl_fail(&ctl, "out of memory");
+        goto out;
+    }
+    if (args_parse(&ctl, &g, argc, argv, i + 1, &args) != 0)
+        goto out;
+    if (g.help || g.version) {
+        if (g.version)
+            printf("musterctl %s\n", MUSTER_VERSION);
+        else
+            ctl_help_print(stdout, ctl.cmd);
+        rc = CTL_EXIT_OK;
+        goto out;
+    }
+    rc = settings_resolve(&ctl, &g, &cfg);
+    if (rc != CTL_EXIT_OK)
+        goto out;
+    ctl.width = terminal_width();
+    ctl.color = isatty(STDOUT_FILENO) && !(no_color && no_color[0]);
+    rc = ctl.cmd->handler(&ctl, &args);
+    if (fflush(stdout) != 0 && rc == CTL_EXIT_OK)
+        rc = ctl_fail(&ctl, "cannot write the output");
+out:
+    queue_free(ctl.q);
+    free(cfg);
+    free(args.argv);
+    return rc;
+}

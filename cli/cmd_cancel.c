@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterctl cancel ID...: asks musterd (through the control stream) to cancel each job.
+ * Every id is looked up first so that a typo is reported instead of silently queued; a job that
+ * has already finished is left alone and said so (cancelling it again is harmless, and scripts
+ * that cancel "whatever is left" should not fail).  One missing id does not stop the others; the
+ * exit status is 1 if any was missing.
+ */
+#include "cli/internal.h"
+
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+static bool state_is_final(const char *state)
+{
+    static const char *const finals[] = { "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED" };
+    for (size_t i = 0; i < MU_ARRAY_LEN(finals); i++) {
+        if (strcmp(state, finals[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
+{
+    struct mu_err err = { 0 };
+    struct queue *q = ctl_queue(ctl);
+    cJSON *sent = NULL;
+    int rc = CTL_EXIT_OK;
+
+    if (!q)
+        return CTL_EXIT_FAIL;
+    sent = cJSON_CreateArray();
+    if (!sent)
+        return ctl_fail(ctl, "out of memory");
+    for (int i = 0; i < args->argc; i++) {
+        const char *id = args->argv[i];
+        char state[32] = "";
+        bool found = false;
+        cJSON *entry;
+
+        if (ctl_job_lookup(ctl, id, &found, state, sizeof(state)) != 0) {
+            rc = CTL_EXIT_FAIL;
+            continue;
+        }
+        if (!found) {
+            rc = ctl_fail(ctl, "job '%s' not found", id);
+            continue;
+        }
+        if (state_is_final(state)) {
+            (void)fprintf(stderr, "musterctl: cancel: job '%s' is already %s; nothing to do\n", id,
+                          state);
+            continue;
+        }
+        if (queue_control_send(q, "cancel", id, &err) != 0) {
+            rc = ctl_fail(ctl, "job '%s': %s", id, err.msg);
+            continue;
+        }
+        entry = ctl_json_control("cancel", id);
+        if (!entry || !cJSON_AddItemToArray(sent, entry)) {
+            cJSON_Delete(entry);
+            rc = ctl_fail(ctl, "out of memory");
+            continue;
+        }
+        if (ctl->output == CTL_OUT_TABLE)
+            printf("cancel requested for job %s\n", id);
+    }
+    if (ctl->output == CTL_OUT_JSON && ctl_json_print(ctl, sent) != CTL_EXIT_OK)
+        rc = CTL_EXIT_FAIL;
+    cJSON_Delete(sent);
+    return rc;
+}

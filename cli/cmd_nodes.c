@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterctl nodes: the node status that musterd refreshes in the nodes hash (DESIGN §6), one row
+ * per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an operator
+ * looks at first when a node misbehaves; LABELS and JOBS are cut to fit the terminal.
+ */
+#include "cli/internal.h"
+
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+/* Joins an object's members as "k=v,k=v" or an array's strings as "a,b" into b (cut at cap). */
+static void join_items(const cJSON *v, struct mu_buf *b)
+{
+    const cJSON *it;
+    bool first = true;
+    char num[32];
+
+    cJSON_ArrayForEach(it, v)
+    {
+        const char *text = cJSON_IsString(it) ? it->valuestring : "";
+        if (cJSON_IsNumber(it)) {
+            (void)snprintf(num, sizeof(num), "%.0f", it->valuedouble);
+            text = num;
+        }
+        if (cJSON_IsObject(v)) {
+            if (mu_buf_appendf(b, NULL, "%s%s=%s", first ? "" : ",", it->string, text) != 0)
+                return;
+        } else if (mu_buf_appendf(b, NULL, "%s%s", first ? "" : ",", text) != 0) {
+            return;
+        }
+        first = false;
+    }
+}
+
+static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
+{
+    struct mu_buf labels;
+    struct mu_buf jobs;
+    char b[5][64];
+    char gpus[48];
+    char heartbeat[16] = "-";
+    int64_t hb = ctl_json_int(node, "heartbeat_at", 0);
+    const char *cells[8];
+    int rc;
+
+    mu_buf_init(&labels, 4096);
+    mu_buf_init(&jobs, 4096);
+    join_items(cJSON_GetObjectItemCaseSensitive(node, "labels"), &labels);
+    join_items(cJSON_GetObjectItemCaseSensitive(node, "jobs"), &jobs);
+    (void)snprintf(gpus, sizeof(gpus), "%lld/%lld", (long long)ctl_json_int(node, "gpus_free", 0),
+                   (long long)ctl_json_int(node, "gpus", 0));
+    if (hb > 0)
+        ctl_format_age(now_ms, (uint64_t)hb, heartbeat, sizeof(heartbeat));
+    cells[0] = ctl_json_text(node, "name", b[0], sizeof(b[0]));
+    cells[1] = ctl_json_text(node, "pool", b[1], sizeof(b[1]));
+    cells[2] = ctl_json_text(node, "capacity", b[2], sizeof(b[2]));
+    cells[3] = ctl_json_text(node, "state", b[3], sizeof(b[3]));
+    cells[4] = gpus;
+    cells[5] = labels.data ? labels.data : "";
+    cells[6] = heartbeat;
+    cells[7] = jobs.data ? jobs.data : "";
+    rc = ctl_table_add(t, cells);
+    mu_buf_release(&labels);
+    mu_buf_release(&jobs);
+    return rc;
+}
+
+int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
+{
+    static const char *const headers[] = { "NAME", "POOL",   "CAPACITY",  "STATE",
+                                           "GPUS", "LABELS", "HEARTBEAT", "JOBS" };
+    struct mu_err err = { 0 };
+    struct ctl_table *t = NULL;
+    struct queue *q = ctl_queue(ctl);
+    cJSON *nodes = NULL;
+    const cJSON *node;
+    uint64_t now_ms = mu_time_wall_ms();
+    int rc = CTL_EXIT_FAIL;
+
+    (void)args;
+    if (!q)
+        return CTL_EXIT_FAIL;
+    if (queue_nodes_read(q, &nodes, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
+    if (ctl->output == CTL_OUT_JSON) {
+        rc = ctl_json_print(ctl, nodes);
+        goto out;
+    }
+    t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
+    if (!t) {
+        ctl_fail(ctl, "out of memory");
+        goto out;
+    }
+    ctl_table_set_state(t, 3);
+    ctl_table_set_flex(t, 5);
+    ctl_table_set_flex(t, 7);
+    cJSON_ArrayForEach(node, nodes)
+    {
+        if (nodes_row(t, node, now_ms) != 0) {
+            ctl_fail(ctl, "out of memory");
+            goto out;
+        }
+    }
+    ctl_table_print(t, ctl, stdout);
+    rc = CTL_EXIT_OK;
+out:
+    ctl_table_free(t);
+    cJSON_Delete(nodes);
+    return rc;
+}

@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterctl show ID: one job in full.  Every field of the job hash is printed, the well-known
+ * ones first in a fixed order, then any others musterd added, so that nothing stored is hidden.
+ * Times are ISO 8601 UTC with their age, the placement one line per task.  A job still waiting
+ * in the submit stream (musterd has not taken it in) shows as SUBMITTED with its spec.
+ */
+#include "cli/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+static const char *const order[] = {
+    "id",
+    "name",
+    "queue",
+    "user",
+    "state",
+    "reason",
+    "priority",
+    "tasks",
+    "gpus_per_task",
+    "attempt",
+    "max_retries",
+    "submitted_at",
+    "started_at",
+    "finished_at",
+    "nodes",
+    "placement",
+    "exit_code",
+    "error",
+    "last_checkpoint",
+    "last_checkpoint_at",
+    "spec",
+};
+
+static bool is_time_field(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && strcmp(name + n - 3, "_at") == 0;
+}
+
+static void show_placement(const cJSON *placement)
+{
+    const cJSON *task;
+    char b[2][32];
+
+    putchar('\n');
+    cJSON_ArrayForEach(task, placement)
+    {
+        const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(task, "gpus");
+        const cJSON *g;
+        bool first = true;
+
+        printf("  task %-4s node ", ctl_json_text(task, "task", b[0], sizeof(b[0])));
+        ctl_print_clean(stdout, ctl_json_text(task, "node", b[1], sizeof(b[1])));
+        printf("  gpus ");
+        cJSON_ArrayForEach(g, gpus)
+        {
+            if (cJSON_IsNumber(g))
+                printf("%s%d", first ? "" : ",", g->valueint);
+            else if (cJSON_IsString(g))
+                printf("%s%s", first ? "" : ",", g->valuestring);
+            first = false;
+        }
+        putchar('\n');
+    }
+}
+
+/* A spec as one compact line when it parses (a pretty-printed file would spill over many), else
+ * the stored text. */
+static void show_spec(const char *spec)
+{
+    cJSON *parsed = cJSON_Parse(spec);
+    char *text = parsed ? cJSON_PrintUnformatted(parsed) : NULL;
+
+    ctl_print_clean(stdout, text ? text : spec);
+    cJSON_free(text);
+    cJSON_Delete(parsed);
+}
+
+static void show_field(const cJSON *item, uint64_t now_ms)
+{
+    char buf[64];
+    char age[16];
+
+    if (strcmp(item->string, "placement") == 0 && cJSON_IsArray(item)) {
+        printf("placement");
+        show_placement(item);
+        return;
+    }
+    printf("%-20s", item->string);
+    if (is_time_field(item->string) && cJSON_IsNumber(item) && item->valuedouble > 0) {
+        mu_time_format_iso((uint64_t)item->valuedouble, buf, sizeof(buf));
+        ctl_format_age(now_ms, (uint64_t)item->valuedouble, age, sizeof(age));
+        printf("%s (%s ago)\n", buf, age);
+        return;
+    }
+    if (strcmp(item->string, "spec") == 0 && cJSON_IsString(item)) {
+        show_spec(item->valuestring);
+    } else if (cJSON_IsString(item)) {
+        ctl_print_clean(stdout, item->valuestring);
+    } else if (cJSON_IsNumber(item)) {
+        printf("%.0f", item->valuedouble);
+    } else {
+        char *text = cJSON_PrintUnformatted(item);
+        if (text)
+            (void)fputs(text, stdout);
+        cJSON_free(text);
+    }
+    putchar('\n');
+}
+
+static int show_submitted(struct ctl *ctl, const char *id, const char *spec)
+{
+    cJSON *doc;
+    int rc;
+
+    if (ctl->output == CTL_OUT_JSON) {
+        doc = cJSON_CreateObject();
+        if (!doc || !cJSON_AddStringToObject(doc, "id", id)
+            || !cJSON_AddStringToObject(doc, "state", "SUBMITTED")
+            || !cJSON_AddStringToObject(doc, "spec", spec)) {
+            cJSON_Delete(doc);
+            return ctl_fail(ctl, "out of memory");
+        }
+        rc = ctl_json_print(ctl, doc);
+        cJSON_Delete(doc);
+        return rc;
+    }
+    printf("%-20s%s\n%-20sSUBMITTED (not yet seen by musterd)\n%-20s", "id", id, "state", "spec");
+    show_spec(spec);
+    putchar('\n');
+    return CTL_EXIT_OK;
+}
+
+int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
+{
+    const char *id = args->argv[0];
+    struct mu_err err = { 0 };
+    struct queue *q = ctl_queue(ctl);
+    cJSON *job = NULL;
+    const cJSON *item;
+    char *spec = NULL;
+    uint64_t now_ms = mu_time_wall_ms();
+    int rc = CTL_EXIT_FAIL;
+
+    if (!q)
+        return CTL_EXIT_FAIL;
+    if (queue_job_read(q, id, &job, &err) != 0)
+        return ctl_fail(ctl, "job '%s': %s", id, err.msg);
+    if (!job) {
+        if (queue_submission_read(q, id, &spec, &err) != 0)
+            return ctl_fail(ctl, "job '%s': %s", id, err.msg);
+        if (!spec)
+            return ctl_fail(ctl, "job '%s' not found", id);
+        rc = show_submitted(ctl, id, spec);
+        free(spec);
+        return rc;
+    }
+    if (ctl->output == CTL_OUT_JSON) {
+        rc = ctl_json_print(ctl, job);
+        cJSON_Delete(job);
+        return rc;
+    }
+    for (size_t i = 0; i < MU_ARRAY_LEN(order); i++) {
+        item = cJSON_GetObjectItemCaseSensitive(job, order[i]);
+        if (item)
+            show_field(item, now_ms);
+    }
+    cJSON_ArrayForEach(item, job)
+    {
+        bool known = false;
+        for (size_t i = 0; i < MU_ARRAY_LEN(order) && !known; i++)
+            known = strcmp(item->string, order[i]) == 0;
+        if (!known)
+            show_field(item, now_ms);
+    }
+    cJSON_Delete(job);
+    return CTL_EXIT_OK;
+}

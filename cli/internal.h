@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterctl's cross-file helpers: the command table, option parsing, output (tables and JSON)
+ * and the Redis connection.  Never included outside cli/.
+ */
+#ifndef MUSTER_CLI_INTERNAL_H
+#define MUSTER_CLI_INTERNAL_H
+
+#include <cjson/cJSON.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/mu.h"
+#include "queue/queue.h"
+
+/* Exit codes (DESIGN §8). */
+enum ctl_exit { CTL_EXIT_OK = 0, CTL_EXIT_FAIL = 1, CTL_EXIT_USAGE = 2 };
+
+enum ctl_output { CTL_OUT_TABLE = 0, CTL_OUT_JSON };
+
+/* One run of musterctl: the global settings and the lazily opened connection. */
+struct ctl {
+    const char *url;        /* redis URL after flag > env > config > default; borrowed */
+    const char *prefix;     /* key prefix, same precedence; borrowed */
+    struct queue_url where; /* url parsed, for messages */
+    enum ctl_output output;
+    bool color;                /* stdout is a TTY and NO_COLOR is unset */
+    size_t width;              /* columns tables must fit; 0 = unlimited */
+    const struct ctl_cmd *cmd; /* the command running, for messages */
+    struct queue *q;           /* NULL until ctl_queue connects; freed by main */
+};
+
+/* One option of a command: --name (and -c when short_name is set), taking arg when arg != NULL. */
+struct ctl_opt {
+    const char *name;
+    char short_name; /* 0 = no short form */
+    const char *arg; /* metavar such as "N"; NULL = a flag */
+    const char *help;
+};
+
+#define CTL_MAX_OPTS 8
+
+/* A command's parsed arguments. */
+struct ctl_args {
+    const char *value[CTL_MAX_OPTS]; /* per cmd->options entry: NULL unset, "" a set flag */
+    int argc;                        /* positional arguments */
+    char **argv;                     /* borrowed from main's argv; heap array freed by main */
+};
+
+typedef int ctl_handler_fn(struct ctl *ctl, const struct ctl_args *args);
+
+/* The table that drives parsing, --help and the man page (STYLE §1.9). */
+struct ctl_cmd {
+    const char *name;
+    ctl_handler_fn *handler;       /* returns an exit code */
+    const char *summary;           /* one line for the command list */
+    const char *usage;             /* what follows "musterctl NAME" */
+    const char *description;       /* a paragraph for NAME --help */
+    const struct ctl_opt *options; /* NULL or terminated by an entry with name NULL */
+    int min_args;
+    int max_args; /* -1 = no limit */
+};
+
+extern const struct ctl_cmd ctl_commands[];
+extern const size_t ctl_ncommands;
+
+const struct ctl_cmd *ctl_cmd_find(const char *name);
+/* Writes musterctl's overview (NULL) or one command's help to out. */
+void ctl_help_print(FILE *out, const struct ctl_cmd *cmd);
+
+ctl_handler_fn ctl_cmd_submit;
+ctl_handler_fn ctl_cmd_jobs;
+ctl_handler_fn ctl_cmd_show;
+ctl_handler_fn ctl_cmd_cancel;
+ctl_handler_fn ctl_cmd_nodes;
+ctl_handler_fn ctl_cmd_events;
+ctl_handler_fn ctl_cmd_drain;
+ctl_handler_fn ctl_cmd_cordon;
+ctl_handler_fn ctl_cmd_uncordon;
+ctl_handler_fn ctl_cmd_hold;
+ctl_handler_fn ctl_cmd_release;
+ctl_handler_fn ctl_cmd_help;
+
+/* ---- arguments (args.c) ---- */
+
+/* The value of option `name` of the running command: NULL when not given, "" for a set flag. */
+const char *ctl_args_get(const struct ctl *ctl, const struct ctl_args *args, const char *name);
+/* Parses option `name` as an integer in [min, max]; *out unchanged when absent.  0 or -1 (usage
+ * error printed). */
+int ctl_args_int(const struct ctl *ctl,
+                 const struct ctl_args *args,
+                 const char *name,
+                 int64_t min,
+                 int64_t max,
+                 int64_t *out);
+
+/* ---- messages and connection (util.c) ---- */
+
+/* "musterctl: CMD: message" on stderr; returns CTL_EXIT_FAIL. */
+int ctl_fail(const struct ctl *ctl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "musterctl: usage: CMD: message" plus the command's usage line on stderr; CTL_EXIT_USAGE. */
+int ctl_usage(const struct ctl *ctl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Connects on first use; on failure prints why (with a hint) and returns NULL.  The handle is
+ * owned by ctl and valid until main frees it. */
+struct queue *ctl_queue(struct ctl *ctl);
+
+/* Prints item with cJSON_Print and a newline; CTL_EXIT_OK, or CTL_EXIT_FAIL on no memory. */
+int ctl_json_print(const struct ctl *ctl, const cJSON *item);
+/* {"cmd": cmd, "arg": arg}, as the control stream holds it; NULL on no memory (cJSON_Delete). */
+cJSON *ctl_json_control(const char *cmd, const char *arg);
+
+/* A string field, "" when absent; a number field is formatted into buf. Valid while obj and buf
+ * are. */
+const char *ctl_json_text(const cJSON *obj, const char *key, char *buf, size_t size);
+/* An integer field (number, or a string that is one); def when absent or not an integer. */
+int64_t ctl_json_int(const cJSON *obj, const char *key, int64_t def);
+
+/* "5s", "3m", "2h", "4d": how long ago then_ms was, seen at now_ms. */
+void ctl_format_age(uint64_t now_ms, uint64_t then_ms, char *buf, size_t size);
+/* ANSI colour for a job or node state, or NULL for none. */
+const char *ctl_state_color(const char *state);
+/* Writes s with control characters replaced by '?', so that stored text cannot drive the
+ * terminal. */
+void ctl_print_clean(FILE *out, const char *s);
+
+/*
+ * Checks that job id exists (a hash, or still in the submit stream).  *found set; *state_out
+ * (may be NULL) receives the state ("SUBMITTED" while only in the stream).  0 or -1 (printed).
+ */
+int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out, size_t size);
+
+/* Sends `cmd arg` on the control stream and confirms it ("drain requested for node n1"). */
+int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg);
+
+/* ---- tables (table.c) ---- */
+
+struct ctl_table;
+
+/* A table with ncols columns titled headers (borrowed for the table's life). Free with
+ * ctl_table_free.  NULL on no memory. */
+struct ctl_table *ctl_table_new(const char *const *headers, size_t ncols);
+void ctl_table_free(struct ctl_table *t);
+/* Column col may be cut (with "…") to make the table fit ctl->width. */
+void ctl_table_set_flex(struct ctl_table *t, size_t col);
+/* Column col is coloured by ctl_state_color of its text. */
+void ctl_table_set_state(struct ctl_table *t, size_t col);
+/* Appends a row of ncols cells (copied; NULL means ""); 0 or -1 on no memory. */
+int ctl_table_add(struct ctl_table *t, const char *const *cells);
+/* Prints the table, fitted and coloured as ctl says. */
+void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out);
+
+#endif

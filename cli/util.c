@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Shared pieces of musterctl's commands: messages in the house form ("musterctl: CMD: …",
+ * STYLE §1.9), the lazily opened Redis connection with an actionable error, JSON output, and
+ * the small formatters (ages, colours) that tables share.  Anything stored in Redis is treated
+ * as untrusted when printed: control characters are replaced so that a job name cannot drive
+ * the operator's terminal.
+ */
+#include "cli/internal.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define CTL_COLOR_GREEN  "\033[32m"
+#define CTL_COLOR_RED    "\033[31m"
+#define CTL_COLOR_YELLOW "\033[33m"
+
+int ctl_fail(const struct ctl *ctl, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (ctl->cmd)
+        (void)fprintf(stderr, "musterctl: %s: %s\n", ctl->cmd->name, msg);
+    else
+        (void)fprintf(stderr, "musterctl: %s\n", msg);
+    return CTL_EXIT_FAIL;
+}
+
+int ctl_usage(const struct ctl *ctl, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (ctl->cmd)
+        (void)fprintf(stderr,
+                      "musterctl: usage: %s: %s\nusage: musterctl %s%s%s\n"
+                      "run 'musterctl %s --help' for more\n",
+                      ctl->cmd->name, msg, ctl->cmd->name, ctl->cmd->usage[0] ? " " : "",
+                      ctl->cmd->usage, ctl->cmd->name);
+    else
+        (void)fprintf(stderr,
+                      "musterctl: usage: %s\n"
+                      "usage: musterctl [--redis URL] [-o table|json] COMMAND [ARGS]\n"
+                      "run 'musterctl --help' for more\n",
+                      msg);
+    return CTL_EXIT_USAGE;
+}
+
+struct queue *ctl_queue(struct ctl *ctl)
+{
+    struct mu_err err = { 0 };
+    char where[300];
+    const char *reason;
+    size_t n;
+
+    if (ctl->q)
+        return ctl->q;
+    ctl->q = queue_new(ctl->url, ctl->prefix, &err);
+    if (ctl->q)
+        return ctl->q;
+    if (err.code != MU_E_REDIS) {
+        ctl_fail(ctl, "%s", err.msg);
+        return NULL;
+    }
+    /* conn.c says "redis HOST:PORT: reason"; keep the reason, say where in our own words. */
+    (void)snprintf(where, sizeof(where), "%s:%d", ctl->where.host, ctl->where.port);
+    reason = err.msg;
+    n = strlen("redis ") + strlen(where) + 2;
+    if (strncmp(reason, "redis ", 6) == 0 && strncmp(reason + 6, where, strlen(where)) == 0
+        && strlen(reason) >= n)
+        reason += n;
+    (void)fprintf(stderr, "musterctl: cannot reach redis at %s: %s; hint: %s\n", where, reason,
+                  strstr(reason, "AUTH")
+                      ? "check the user and password in the URL"
+                      : "is redis-server running? set --redis or MUSTER_REDIS_URL");
+    return NULL;
+}
+
+int ctl_json_print(const struct ctl *ctl, const cJSON *item)
+{
+    char *text = item ? cJSON_Print(item) : NULL;
+
+    if (!text)
+        return ctl_fail(ctl, "out of memory formatting JSON");
+    (void)fputs(text, stdout);
+    (void)fputc('\n', stdout);
+    cJSON_free(text);
+    return CTL_EXIT_OK;
+}
+
+cJSON *ctl_json_control(const char *cmd, const char *arg)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    if (!o || !cJSON_AddStringToObject(o, "cmd", cmd) || !cJSON_AddStringToObject(o, "arg", arg)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+const char *ctl_json_text(const cJSON *obj, const char *key, char *buf, size_t size)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+
+    if (cJSON_IsString(v))
+        return v->valuestring;
+    if (cJSON_IsNumber(v)) {
+        (void)snprintf(buf, size, "%.0f", v->valuedouble);
+        return buf;
+    }
+    return "";
+}
+
+int64_t ctl_json_int(const cJSON *obj, const char *key, int64_t def)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    int64_t n;
+
+    if (cJSON_IsNumber(v) && v->valuedouble >= -9.0e15 && v->valuedouble <= 9.0e15)
+        return (int64_t)v->valuedouble;
+    if (cJSON_IsString(v) && mu_parse_i64(v->valuestring, INT64_MIN, INT64_MAX, &n, NULL) == 0)
+        return n;
+    return def;
+}
+
+void ctl_format_age(uint64_t now_ms, uint64_t then_ms, char *buf, size_t size)
+{
+    uint64_t s = now_ms > then_ms ? (now_ms - then_ms) / 1000u : 0;
+
+    if (s < 60)
+        (void)snprintf(buf, size, "%us", (unsigned)s);
+    else if (s < 3600)
+        (void)snprintf(buf, size, "%um", (unsigned)(s / 60));
+    else if (s < 86400)
+        (void)snprintf(buf, size, "%uh", (unsigned)(s / 3600));
+    else
+        (void)snprintf(buf, size, "%llud", (unsigned long long)(s / 86400));
+}
+
+const char *ctl_state_color(const char *state)
+{
+    static const struct {
+        const char *state;
+        const char *color;
+    } colors[] = {
+        { "RUNNING", CTL_COLOR_GREEN },     { "SUCCEEDED", CTL_COLOR_GREEN },
+        { "ready", CTL_COLOR_GREEN },       { "FAILED", CTL_COLOR_RED },
+        { "REJECTED", CTL_COLOR_RED },      { "lost", CTL_COLOR_RED },
+        { "terminating", CTL_COLOR_RED },   { "PENDING", CTL_COLOR_YELLOW },
+        { "cordoned", CTL_COLOR_YELLOW },   { "draining", CTL_COLOR_YELLOW },
+        { "PREEMPTING", CTL_COLOR_YELLOW },
+    };
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(colors); i++) {
+        if (strcmp(state, colors[i].state) == 0)
+            return colors[i].color;
+    }
+    return NULL;
+}
+
+void ctl_print_clean(FILE *out, const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        (void)fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
+}
+
+int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out, size_t size)
+{
+    struct mu_err err = { 0 };
+    struct queue *q = ctl_queue(ctl);
+    cJSON *job = NULL;
+    char *spec = NULL;
+    char num[32];
+
+    *found = false;
+    if (!q)
+        return -1;
+    if (queue_job_read(q, id, &job, &err) != 0) {
+        ctl_fail(ctl, "job '%s': %s", id, err.msg);
+        return -1;
+    }
+    if (job) {
+        *found = true;
+        if (state_out)
+            mu_strlcpy(state_out, ctl_json_text(job, "state", num, sizeof(num)), size);
+        cJSON_Delete(job);
+        return 0;
+    }
+    if (queue_submission_read(q, id, &spec, &err) != 0) {
+        ctl_fail(ctl, "job '%s': %s", id, err.msg);
+        return -1;
+    }
+    if (spec) {
+        *found = true;
+        if (state_out)
+            mu_strlcpy(state_out, "SUBMITTED", size);
+        free(spec);
+    }
+    return 0;
+}
+
+int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg)
+{
+    struct mu_err err = { 0 };
+    struct queue *q = ctl_queue(ctl);
+    cJSON *node = NULL;
+    cJSON *doc = NULL;
+    bool found = false;
+    int rc = CTL_EXIT_FAIL;
+
+    if (!q)
+        return CTL_EXIT_FAIL;
+    if (strcmp(what, "node") == 0) {
+        if (queue_node_read(q, arg, &node, &err) != 0 && err.code != MU_E_PARSE)
+            return ctl_fail(ctl, "node '%s': %s", arg, err.msg);
+        /* A node whose status does not parse is still registered: let musterd handle it. */
+        found = node || err.code == MU_E_PARSE;
+        cJSON_Delete(node);
+    } else if (ctl_job_lookup(ctl, arg, &found, NULL, 0) != 0) {
+        return CTL_EXIT_FAIL;
+    }
+    if (!found)
+        return ctl_fail(ctl, "%s '%s' not found", what, arg);
+    if (queue_control_send(q, cmd, arg, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
+    if (ctl->output == CTL_OUT_JSON) {
+        doc = ctl_json_control(cmd, arg);
+        rc = ctl_json_print(ctl, doc);
+        cJSON_Delete(doc);
+        return rc;
+    }
+    printf("%s requested for %s ", cmd, what);
+    ctl_print_clean(stdout, arg);
+    putchar('\n');
+    return CTL_EXIT_OK;
+}

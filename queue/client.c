@@ -1,0 +1,636 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The client half of the queue module (DESIGN §6, §8): what musterctl and libmuster write
+ * (submissions, operator commands) and read (job hashes, nodes, events).  Clients never change
+ * job state themselves: they append to the submit and control streams and musterd, the single
+ * writer of job:<id>, applies the change and reports it on the events stream.
+ *
+ * Reads turn Redis replies into cJSON documents whose field names are the Redis fields, so the
+ * CLI's -o json and the tests see exactly what musterd stored.  Listing many jobs pipelines the
+ * HGETALLs in batches (one round trip per batch, bounded memory per batch).  Any transport
+ * failure drops the connection (hiredis: a context with err set is dead) and the next call
+ * reconnects.
+ */
+#include "queue/internal.h"
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define CLIENT_BATCH       256u /* job ids per pipelined HGETALL batch */
+#define CLIENT_EVENT_BATCH 512u /* events per XREVRANGE when filtering by job */
+#define CLIENT_WAIT_COUNT  256u /* events per XREAD while following */
+
+/* Hash fields musterd writes as decimal integers; shown as JSON numbers. */
+static const char *const int_fields[] = {
+    "priority",     "tasks",      "gpus_per_task", "attempt",   "max_retries",
+    "submitted_at", "started_at", "finished_at",   "exit_code", "last_checkpoint_at",
+    "at",
+};
+
+/* The states that are not final (DESIGN §3); listing without --all shows only these. */
+static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
+
+static bool is_int_field(const char *name)
+{
+    for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
+        if (strcmp(name, int_fields[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool queue_job_id_is_valid(const char *id)
+{
+    const char *p = id;
+    size_t digits = 0;
+
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    if (digits == 0 || digits > 20 || *p != '-')
+        return false;
+    p++;
+    digits = 0;
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    return digits > 0 && digits <= 20 && *p == '\0';
+}
+
+/* Makes the JSON value for one hash field: numbers and placement typed, the rest strings. */
+static cJSON *field_value(const char *name, const char *value, size_t len)
+{
+    int64_t num;
+
+    if (is_int_field(name) && mu_parse_i64(value, INT64_MIN, INT64_MAX, &num, NULL) == 0)
+        return cJSON_CreateNumber((double)num);
+    if (strcmp(name, "placement") == 0) {
+        cJSON *parsed = cJSON_ParseWithLength(value, len);
+        if (parsed)
+            return parsed;
+    }
+    return cJSON_CreateString(value);
+}
+
+/* Adds the field/value pairs of a flat Redis array (HGETALL or a stream entry) to obj. */
+static int object_add_pairs(cJSON *obj, const redisReply *pairs, struct mu_err *err)
+{
+    for (size_t i = 0; i + 1 < pairs->elements; i += 2) {
+        const redisReply *k = pairs->element[i];
+        const redisReply *v = pairs->element[i + 1];
+        cJSON *item;
+
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+            continue;
+        item = field_value(k->str, v->str, v->len);
+        if (!item)
+            return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, k->str);
+        if (!cJSON_AddItemToObject(obj, k->str, item)) {
+            cJSON_Delete(item);
+            return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+        }
+    }
+    return 0;
+}
+
+/*
+ * Builds a job object from an HGETALL reply; *out = NULL for an empty hash (no such job).
+ * id fills the "id" field when the hash lacks one.
+ */
+static int job_from_reply(const redisReply *r, const char *id, cJSON **out, struct mu_err *err)
+{
+    cJSON *obj = NULL;
+    int rc = -1;
+
+    *out = NULL;
+    if (r->type != REDIS_REPLY_ARRAY)
+        return mu_errf(err, MU_E_REDIS, "redis: HGETALL of job '%s': unexpected reply type %d", id,
+                       r->type);
+    if (r->elements == 0)
+        return 0;
+    obj = cJSON_CreateObject();
+    if (!obj) {
+        mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+        goto out;
+    }
+    if (!cJSON_AddStringToObject(obj, "id", id)) {
+        mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+        goto out;
+    }
+    if (object_add_pairs(obj, r, err) != 0)
+        goto out;
+    *out = obj;
+    obj = NULL;
+    rc = 0;
+out:
+    cJSON_Delete(obj);
+    return rc;
+}
+
+/* Builds {"id": <entry id>, fields…} from one stream entry [id, [f, v, …]]; NULL with err. */
+static cJSON *event_from_entry(const redisReply *e, struct mu_err *err)
+{
+    cJSON *obj;
+
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2
+        || e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY) {
+        mu_errf(err, MU_E_REDIS, "redis: malformed stream entry");
+        return NULL;
+    }
+    obj = cJSON_CreateObject();
+    if (!obj || !cJSON_AddStringToObject(obj, "id", e->element[0]->str)) {
+        mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+        cJSON_Delete(obj);
+        return NULL;
+    }
+    if (object_add_pairs(obj, e->element[1], err) != 0) {
+        cJSON_Delete(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+int queue_submit(
+    struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err)
+{
+    redisReply *r;
+    int rc = -1;
+
+    r = queue_command(q, err, "XADD %ssubmit * spec %s", q->prefix, spec_json);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        mu_errf(err, MU_E_REDIS, "redis: XADD %ssubmit: unexpected reply type %d", q->prefix,
+                r->type);
+        goto out;
+    }
+    if (mu_strlcpy(id_out, r->str, id_size) >= id_size) {
+        mu_errf(err, MU_E_TOOBIG, "job id '%s' does not fit in %zu bytes", r->str, id_size);
+        goto out;
+    }
+    rc = 0;
+out:
+    queue_reply_free(r);
+    return rc;
+}
+
+int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err)
+{
+    redisReply *r;
+
+    if (arg)
+        r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s", q->prefix, cmd, arg);
+    else
+        r = queue_command(q, err, "XADD %scontrol * cmd %s", q->prefix, cmd);
+    if (!r)
+        return -1;
+    queue_reply_free(r);
+    return 0;
+}
+
+int queue_job_read(struct queue *q, const char *id, cJSON **out, struct mu_err *err)
+{
+    redisReply *r;
+    int rc;
+
+    *out = NULL;
+    r = queue_command(q, err, "HGETALL %sjob:%s", q->prefix, id);
+    if (!r)
+        return -1;
+    rc = job_from_reply(r, id, out, err);
+    queue_reply_free(r);
+    return rc;
+}
+
+int queue_submission_read(struct queue *q, const char *id, char **spec_out, struct mu_err *err)
+{
+    redisReply *r;
+    const redisReply *fields;
+    int rc = -1;
+
+    *spec_out = NULL;
+    if (!queue_job_id_is_valid(id))
+        return 0; /* XRANGE would reject it; it cannot name an entry */
+    r = queue_command(q, err, "XRANGE %ssubmit %s %s", q->prefix, id, id);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        mu_errf(err, MU_E_REDIS, "redis: XRANGE %ssubmit: unexpected reply type %d", q->prefix,
+                r->type);
+        goto out;
+    }
+    if (r->elements == 0 || r->element[0]->type != REDIS_REPLY_ARRAY
+        || r->element[0]->elements != 2) {
+        rc = 0;
+        goto out;
+    }
+    fields = r->element[0]->element[1];
+    for (size_t i = 0; fields->type == REDIS_REPLY_ARRAY && i + 1 < fields->elements; i += 2) {
+        if (fields->element[i]->type == REDIS_REPLY_STRING
+            && strcmp(fields->element[i]->str, "spec") == 0
+            && fields->element[i + 1]->type == REDIS_REPLY_STRING) {
+            *spec_out = strdup(fields->element[i + 1]->str);
+            if (!*spec_out) {
+                mu_errf(err, MU_E_NOMEM, "out of memory");
+                goto out;
+            }
+            break;
+        }
+    }
+    if (!*spec_out) {
+        /* An entry without a spec field is still a submission (musterd rejects it). */
+        *spec_out = strdup("");
+        if (!*spec_out) {
+            mu_errf(err, MU_E_NOMEM, "out of memory");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    queue_reply_free(r);
+    return rc;
+}
+
+static bool job_matches(const cJSON *job, const struct queue_jobs_filter *f)
+{
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(job, "state");
+    const cJSON *queue = cJSON_GetObjectItemCaseSensitive(job, "queue");
+    const char *s = cJSON_IsString(state) ? state->valuestring : "";
+
+    if (f->queue && (!cJSON_IsString(queue) || strcmp(queue->valuestring, f->queue) != 0))
+        return false;
+    if (f->state)
+        return strcmp(s, f->state) == 0;
+    if (f->all)
+        return true;
+    for (size_t i = 0; i < MU_ARRAY_LEN(active_states); i++) {
+        if (strcmp(s, active_states[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* hiredis's format knows %s, %b and the integer conversions with hh/h/l/ll, but not %zu. */
+
+/*
+ * Pipelines HGETALL for every id in ids (a ZREVRANGE reply, newest first) and puts each matching
+ * job at the front of acc, so that acc ends up oldest first.  *taken counts matches; stops adding
+ * at limit but still reads every reply, which keeps the connection in step.
+ */
+static int jobs_fetch_batch(struct queue *q,
+                            const redisReply *ids,
+                            const struct queue_jobs_filter *f,
+                            cJSON *acc,
+                            size_t *taken,
+                            struct mu_err *err)
+{
+    size_t sent = 0;
+    bool failed = false;
+
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return -1;
+    for (size_t i = 0; i < ids->elements; i++) {
+        if (ids->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        if (redisAppendCommand(q->ctx, "HGETALL %sjob:%s", q->prefix, ids->element[i]->str)
+            != REDIS_OK) {
+            mu_errf(err, MU_E_NOMEM, "redis: cannot queue HGETALL: out of memory");
+            queue_conn_drop(q);
+            return -1;
+        }
+        sent++;
+    }
+    for (size_t i = 0, got = 0; got < sent; i++) {
+        redisReply *r = NULL;
+        cJSON *job = NULL;
+
+        if (ids->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        got++;
+        if (redisGetReply(q->ctx, (void **)&r) != REDIS_OK || !r) {
+            mu_errf(err, MU_E_REDIS, "redis %s:%d: %s", q->url.host, q->url.port,
+                    q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
+            queue_conn_drop(q);
+            return -1;
+        }
+        /* After a failure keep reading, so that the pipeline's replies do not leak into the
+         * next command; only the first failure is reported. */
+        if (!failed && r->type == REDIS_REPLY_ERROR) {
+            mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
+            failed = true;
+        } else if (!failed && job_from_reply(r, ids->element[i]->str, &job, err) != 0) {
+            failed = true;
+        }
+        freeReplyObject(r);
+        if (job && !failed && (f->limit == 0 || *taken < f->limit) && job_matches(job, f)) {
+            if (cJSON_InsertItemInArray(acc, 0, job)) {
+                job = NULL; /* acc owns it now */
+                (*taken)++;
+            } else {
+                mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+                failed = true;
+            }
+        }
+        cJSON_Delete(job);
+    }
+    return failed ? -1 : 0;
+}
+
+int queue_jobs_read(struct queue *q,
+                    const struct queue_jobs_filter *f,
+                    cJSON **out,
+                    struct mu_err *err)
+{
+    cJSON *acc = cJSON_CreateArray();
+    redisReply *ids = NULL;
+    size_t start = 0;
+    size_t taken = 0;
+    int rc = -1;
+
+    *out = NULL;
+    if (!acc)
+        return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+    for (;;) {
+        size_t n;
+        ids = queue_command(q, err, "ZREVRANGE %sjobs %llu %llu", q->prefix,
+                            (unsigned long long)start,
+                            (unsigned long long)(start + CLIENT_BATCH - 1));
+        if (!ids)
+            goto out;
+        if (ids->type != REDIS_REPLY_ARRAY) {
+            mu_errf(err, MU_E_REDIS, "redis: ZREVRANGE %sjobs: unexpected reply type %d", q->prefix,
+                    ids->type);
+            goto out;
+        }
+        n = ids->elements;
+        if (n > 0 && jobs_fetch_batch(q, ids, f, acc, &taken, err) != 0)
+            goto out;
+        queue_reply_free(ids);
+        ids = NULL;
+        if (n < CLIENT_BATCH || (f->limit && taken >= f->limit))
+            break;
+        start += CLIENT_BATCH;
+    }
+    *out = acc;
+    acc = NULL;
+    rc = 0;
+out:
+    queue_reply_free(ids);
+    cJSON_Delete(acc);
+    return rc;
+}
+
+/* Parses one P"nodes" value; a bad one becomes {"name", "error"} rather than failing the list. */
+static cJSON *node_parse(const char *name, const redisReply *v)
+{
+    cJSON *node = NULL;
+
+    if (v->type == REDIS_REPLY_STRING)
+        node = cJSON_ParseWithLength(v->str, v->len);
+    if (node && !cJSON_IsObject(node)) {
+        cJSON_Delete(node);
+        node = NULL;
+    }
+    if (!node) {
+        node = cJSON_CreateObject();
+        if (!node || !cJSON_AddStringToObject(node, "error", "status is not a JSON object")) {
+            cJSON_Delete(node);
+            return NULL;
+        }
+    }
+    if (!cJSON_HasObjectItem(node, "name") && !cJSON_AddStringToObject(node, "name", name)) {
+        cJSON_Delete(node);
+        return NULL;
+    }
+    return node;
+}
+
+int queue_node_read(struct queue *q, const char *name, cJSON **out, struct mu_err *err)
+{
+    redisReply *r;
+    int rc = -1;
+
+    *out = NULL;
+    r = queue_command(q, err, "HGET %snodes %s", q->prefix, name);
+    if (!r)
+        return -1;
+    if (r->type == REDIS_REPLY_NIL) {
+        rc = 0;
+        goto out;
+    }
+    if (r->type != REDIS_REPLY_STRING) {
+        mu_errf(err, MU_E_REDIS, "redis: HGET %snodes: unexpected reply type %d", q->prefix,
+                r->type);
+        goto out;
+    }
+    *out = cJSON_ParseWithLength(r->str, r->len);
+    if (!*out || !cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        mu_errf(err, MU_E_PARSE, "node '%s': status is not a JSON object", name);
+        goto out;
+    }
+    rc = 0;
+out:
+    queue_reply_free(r);
+    return rc;
+}
+
+static int node_cmp(const void *a, const void *b)
+{
+    const cJSON *na = cJSON_GetObjectItemCaseSensitive(*(cJSON *const *)a, "name");
+    const cJSON *nb = cJSON_GetObjectItemCaseSensitive(*(cJSON *const *)b, "name");
+    return strcmp(cJSON_IsString(na) ? na->valuestring : "",
+                  cJSON_IsString(nb) ? nb->valuestring : "");
+}
+
+int queue_nodes_read(struct queue *q, cJSON **out, struct mu_err *err)
+{
+    redisReply *r = NULL;
+    cJSON **nodes = NULL;
+    cJSON *arr = NULL;
+    size_t n = 0;
+    int rc = -1;
+
+    *out = NULL;
+    r = queue_command(q, err, "HGETALL %snodes", q->prefix);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        mu_errf(err, MU_E_REDIS, "redis: HGETALL %snodes: unexpected reply type %d", q->prefix,
+                r->type);
+        goto out;
+    }
+    arr = cJSON_CreateArray();
+    nodes = calloc(r->elements / 2 + 1, sizeof(cJSON *));
+    if (!arr || !nodes) {
+        mu_errf(err, MU_E_NOMEM, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        if (r->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        nodes[n] = node_parse(r->element[i]->str, r->element[i + 1]);
+        if (!nodes[n]) {
+            mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+            goto out;
+        }
+        n++;
+    }
+    qsort(nodes, n, sizeof(cJSON *), node_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (!cJSON_AddItemToArray(arr, nodes[i])) {
+            mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+            goto out;
+        }
+        nodes[i] = NULL; /* arr owns it now */
+    }
+    *out = arr;
+    arr = NULL;
+    rc = 0;
+out:
+    for (size_t i = 0; nodes && i < n; i++)
+        cJSON_Delete(nodes[i]);
+    free(nodes);
+    cJSON_Delete(arr);
+    queue_reply_free(r);
+    return rc;
+}
+
+static bool event_matches(const cJSON *ev, const char *job)
+{
+    const cJSON *j;
+
+    if (!job)
+        return true;
+    j = cJSON_GetObjectItemCaseSensitive(ev, "job");
+    return cJSON_IsString(j) && strcmp(j->valuestring, job) == 0;
+}
+
+int queue_events_read(struct queue *q,
+                      const char *job,
+                      size_t count,
+                      cJSON **out,
+                      char *last_id,
+                      size_t last_id_size,
+                      struct mu_err *err)
+{
+    cJSON *acc = cJSON_CreateArray();
+    redisReply *r = NULL;
+    char end[64] = "+";
+    size_t taken = 0;
+    int rc = -1;
+
+    *out = NULL;
+    mu_strlcpy(last_id, "0-0", last_id_size);
+    if (!acc)
+        return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+    while (taken < count) {
+        /* Without a job filter every entry counts, so one read of `count` entries suffices. */
+        size_t batch = job ? CLIENT_EVENT_BATCH : count - taken;
+        r = queue_command(q, err, "XREVRANGE %sevents %s - COUNT %llu", q->prefix, end,
+                          (unsigned long long)batch);
+        if (!r)
+            goto out;
+        if (r->type != REDIS_REPLY_ARRAY) {
+            mu_errf(err, MU_E_REDIS, "redis: XREVRANGE %sevents: unexpected reply type %d",
+                    q->prefix, r->type);
+            goto out;
+        }
+        for (size_t i = 0; i < r->elements && taken < count; i++) {
+            cJSON *ev = event_from_entry(r->element[i], err);
+            if (!ev)
+                goto out;
+            if (end[0] == '+' && i == 0)
+                mu_strlcpy(last_id, cJSON_GetObjectItemCaseSensitive(ev, "id")->valuestring,
+                           last_id_size);
+            if (!event_matches(ev, job)) {
+                cJSON_Delete(ev);
+                continue;
+            }
+            if (!cJSON_InsertItemInArray(acc, 0, ev)) {
+                cJSON_Delete(ev);
+                mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+                goto out;
+            }
+            taken++;
+        }
+        if (r->elements < batch)
+            break;
+        /* Continue strictly before the oldest entry seen ("(" needs Redis >= 6.2). */
+        if (mu_snprintf(end, sizeof(end), "(%s", r->element[r->elements - 1]->element[0]->str)
+            != 0) {
+            mu_errf(err, MU_E_REDIS, "redis: stream id too long");
+            goto out;
+        }
+        queue_reply_free(r);
+        r = NULL;
+    }
+    *out = acc;
+    acc = NULL;
+    rc = 0;
+out:
+    queue_reply_free(r);
+    cJSON_Delete(acc);
+    return rc;
+}
+
+int queue_events_wait(struct queue *q,
+                      const char *job,
+                      int block_ms,
+                      char *last_id,
+                      size_t last_id_size,
+                      cJSON **out,
+                      struct mu_err *err)
+{
+    cJSON *acc = cJSON_CreateArray();
+    redisReply *r = NULL;
+    const redisReply *entries;
+    int rc = -1;
+
+    *out = NULL;
+    if (!acc)
+        return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+    r = queue_command(q, err, "XREAD COUNT %u BLOCK %d STREAMS %sevents %s", CLIENT_WAIT_COUNT,
+                      block_ms, q->prefix, last_id);
+    if (!r)
+        goto out;
+    if (r->type == REDIS_REPLY_NIL)
+        goto done; /* timed out: nothing new */
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 || r->element[0]->type != REDIS_REPLY_ARRAY
+        || r->element[0]->elements != 2 || r->element[0]->element[1]->type != REDIS_REPLY_ARRAY) {
+        mu_errf(err, MU_E_REDIS, "redis: XREAD %sevents: unexpected reply", q->prefix);
+        goto out;
+    }
+    entries = r->element[0]->element[1];
+    for (size_t i = 0; i < entries->elements; i++) {
+        cJSON *ev = event_from_entry(entries->element[i], err);
+        if (!ev)
+            goto out;
+        mu_strlcpy(last_id, cJSON_GetObjectItemCaseSensitive(ev, "id")->valuestring, last_id_size);
+        if (!event_matches(ev, job)) {
+            cJSON_Delete(ev);
+            continue;
+        }
+        if (!cJSON_AddItemToArray(acc, ev)) {
+            cJSON_Delete(ev);
+            mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+            goto out;
+        }
+    }
+done:
+    *out = acc;
+    acc = NULL;
+    rc = 0;
+out:
+    queue_reply_free(r);
+    cJSON_Delete(acc);
+    return rc;
+}
