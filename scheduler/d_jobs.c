@@ -1015,3 +1015,26 @@ void d_jobs_free(struct musterd *d)
     free(d->pending);
     d->pending = NULL;
 }
+
+int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed)
+            continue;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            struct mu_buf *b = &per_node[j->tasks[t].node];
+            bool seen = false;
+            for (int u = 0; u < t && !seen; u++)
+                seen = j->tasks[u].node == j->tasks[t].node && !j->tasks[u].gone;
+            if (seen || j->tasks[t].gone)
+                continue;
+            if ((b->len && mu_buf_append(b, ",", 1, err) != 0) ||
+                mu_buf_append_json_str(b, j->id, err) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}

@@ -156,7 +156,8 @@ void d_nodes_check(struct musterd *d, uint64_t now_ms)
     }
 }
 
-static int node_json(const struct musterd *d, int i, struct mu_buf *b, struct mu_err *err)
+static int node_json(const struct musterd *d, int i, const struct mu_buf *jobs, struct mu_buf *b,
+                     struct mu_err *err)
 {
     const struct d_node *node = &d->nodes[i];
     const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);
@@ -185,13 +186,14 @@ static int node_json(const struct musterd *d, int i, struct mu_buf *b, struct mu
             || mu_buf_append_json_str(b, spec->labels[l], err) != 0)
             return -1;
     }
-    return mu_buf_append(b, "}}", 2, err);
+    return mu_buf_appendf(b, err, "},\"jobs\":[%s]}", jobs->data ? jobs->data : "");
 }
 
 void d_nodes_write(struct musterd *d)
 {
     struct queue_kv *kv = NULL;
     struct mu_buf *bufs = NULL;
+    struct mu_buf *jobs = NULL;
     struct mu_err err;
 
     d->nodes_dirty = false;
@@ -199,11 +201,17 @@ void d_nodes_write(struct musterd *d)
         return;
     kv = calloc((size_t)d->nnodes, sizeof(*kv));
     bufs = calloc((size_t)d->nnodes, sizeof(*bufs));
-    if (!kv || !bufs)
+    jobs = calloc((size_t)d->nnodes, sizeof(*jobs));
+    if (!kv || !bufs || !jobs)
         goto out;
     for (int i = 0; i < d->nnodes; i++) {
         mu_buf_init(&bufs[i], 0);
-        if (node_json(d, i, &bufs[i], &err) != 0)
+        mu_buf_init(&jobs[i], 0);
+    }
+    if (d_jobs_by_node(d, jobs, &err) != 0)
+        goto out;
+    for (int i = 0; i < d->nnodes; i++) {
+        if (node_json(d, i, &jobs[i], &bufs[i], &err) != 0)
             goto out;
         kv[i].key = d->nodes[i].name;
         kv[i].value = bufs[i].data;
@@ -215,8 +223,11 @@ void d_nodes_write(struct musterd *d)
         d->nodes_dirty = true;
     }
 out:
-    for (int i = 0; bufs && i < d->nnodes; i++)
+    for (int i = 0; bufs && jobs && i < d->nnodes; i++) {
         mu_buf_release(&bufs[i]);
+        mu_buf_release(&jobs[i]);
+    }
+    free(jobs);
     free(bufs);
     free(kv);
 }

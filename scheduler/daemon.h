@@ -105,6 +105,8 @@ void d_node_lost_tasks(struct musterd *d, int node_idx);
 void d_node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
 int d_jobs_recover(struct musterd *d, struct mu_err *err);
 void d_jobs_free(struct musterd *d);
+/* Appends to per_node[i] the JSON strings ("id",...) of the jobs with a live task on node i. */
+int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err);
 
 /* d_nodes.c */
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
