@@ -249,6 +249,8 @@ static void job_succeeded(struct musterd *d, struct d_job *j)
     job_release_if_done(d, j);
 }
 
+static void job_cancel(struct musterd *d, struct d_job *j);
+
 /* ---------------- intake ---------------- */
 
 static void ack_only(struct musterd *d, enum queue_stream stream, const char *entry_id)
@@ -402,6 +404,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld", j->id,
            j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority);
     pending_add(d, j);
+    if (mu_map_remove(d->early_cancels, j->id))
+        job_cancel(d, j);
 }
 
 /* ---------------- scheduling ---------------- */
@@ -910,7 +914,14 @@ void d_control(struct musterd *d, const struct queue_entry *e)
 
     if (job_cmd) {
         j = mu_map_get(d->jobs, e->arg);
-        if (!j)
+        if (!j && strcmp(e->cmd, "cancel") == 0 && queue_job_id_is_valid(e->arg)) {
+            /* A long submit backlog can be read after a cancel that names one of its entries:
+             * remember it, and the job is cancelled when its submission is taken in. */
+            struct mu_err err;
+            if (mu_map_count(d->early_cancels) < 100000
+                && mu_map_put(d->early_cancels, e->arg, d, &err) == 0)
+                mu_log(MU_LOG_INFO, "sched", "job=%s cancel noted before its submission", e->arg);
+        } else if (!j)
             mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
         else if (strcmp(e->cmd, "cancel") == 0)
             job_cancel(d, j);
@@ -1012,6 +1023,8 @@ void d_jobs_free(struct musterd *d)
         job_free(j);
     mu_map_free(d->jobs);
     d->jobs = NULL;
+    mu_map_free(d->early_cancels);
+    d->early_cancels = NULL;
     free(d->pending);
     d->pending = NULL;
 }
@@ -1031,8 +1044,8 @@ int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *er
                 seen = j->tasks[u].node == j->tasks[t].node && !j->tasks[u].gone;
             if (seen || j->tasks[t].gone)
                 continue;
-            if ((b->len && mu_buf_append(b, ",", 1, err) != 0) ||
-                mu_buf_append_json_str(b, j->id, err) != 0)
+            if ((b->len && mu_buf_append(b, ",", 1, err) != 0)
+                || mu_buf_append_json_str(b, j->id, err) != 0)
                 return -1;
         }
     }

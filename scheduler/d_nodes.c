@@ -156,8 +156,8 @@ void d_nodes_check(struct musterd *d, uint64_t now_ms)
     }
 }
 
-static int node_json(const struct musterd *d, int i, const struct mu_buf *jobs, struct mu_buf *b,
-                     struct mu_err *err)
+static int node_json(
+    const struct musterd *d, int i, const struct mu_buf *jobs, struct mu_buf *b, struct mu_err *err)
 {
     const struct d_node *node = &d->nodes[i];
     const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);

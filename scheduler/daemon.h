@@ -75,8 +75,9 @@ struct musterd {
     struct sched_cluster *cluster;
     uint64_t epoch;
     uint64_t seq;
-    struct mu_map *jobs;    /* id -> struct d_job * (owned) */
-    struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
+    struct mu_map *jobs;          /* id -> struct d_job * (owned) */
+    struct mu_map *early_cancels; /* ids cancelled before their submission was read */
+    struct d_job **pending;       /* PENDING jobs not held back by a running old attempt */
     int npending;
     int cap_pending;
     struct d_node *nodes; /* by cluster index */

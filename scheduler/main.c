@@ -154,7 +154,8 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
         mu_log(MU_LOG_WARN, "sched", "--metrics is not implemented yet (issue #6); ignored");
     d->cluster = cluster_from_cfg(&d->cfg, err);
     d->jobs = mu_map_new();
-    if (!d->cluster || !d->jobs)
+    d->early_cancels = mu_map_new();
+    if (!d->cluster || !d->jobs || !d->early_cancels)
         return d->cluster ? mu_errf(err, MU_E_NOMEM, "out of memory") : -1;
     d->q = queue_new(d->cfg.redis, d->cfg.key_prefix, err);
     if (!d->q) {

@@ -9,21 +9,24 @@ start_worker n1 spot-a 8
 start_worker n2 spot-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 
-# Rank 1 fails on the first attempt only; every task logs its attempt.
-id=$(submit_json "{\"tasks\":2,\"gpus_per_task\":8,\"max_retries\":2,\"command\":\"echo \$MUSTER_ATTEMPT >> $T/ran.\$RANK; if [ \$RANK = 1 ] && [ \$MUSTER_ATTEMPT = 1 ]; then exit 3; fi; sleep 0.5\"}")
+# Rank 1 fails on the first attempt only (once rank 0 is up); every task marks its attempt.
+id=$(submit_json "{\"tasks\":2,\"gpus_per_task\":8,\"max_retries\":2,\"command\":\"touch $T/ran.\$RANK.\$MUSTER_ATTEMPT; if [ \$RANK = 1 ] && [ \$MUSTER_ATTEMPT = 1 ]; then for i in 1 2 3 4 5 6 7 8 9 10; do [ -e $T/ran.0.1 ] && exit 3; sleep 0.5; done; exit 3; fi; sleep 0.5\"}")
 wait_for "job $id succeeded" 30 job_state_is "$id" SUCCEEDED
 [ "$(rcli HGET "muster:job:$id" attempt)" = 2 ] || fail "expected attempt 2, got $(rcli HGET "muster:job:$id" attempt)"
-[ "$(cat "$T/ran.0" | tr '\n' ' ')" = "1 2 " ] || fail "rank 0 attempts: $(cat "$T/ran.0")"
-[ "$(cat "$T/ran.1" | tr '\n' ' ')" = "1 2 " ] || fail "rank 1 attempts: $(cat "$T/ran.1")"
+for f in ran.0.1 ran.1.1 ran.0.2 ran.1.2; do
+    [ -e "$T/$f" ] || fail "$f missing: every rank runs in every attempt ($(ls "$T"))"
+done
 rcli XRANGE muster:events - + | grep -q "exited with code 3" || fail "no event names the failure"
 ok "a task failure retried the whole gang, which then succeeded"
 
 # Always failing, max_retries 1: two attempts, then FAILED with the exit code and a message.
-id=$(submit_json "{\"tasks\":2,\"gpus_per_task\":4,\"max_retries\":1,\"command\":\"echo x >> $T/fail.\$RANK; [ \$RANK = 0 ] || exit 7; sleep 30\"}")
+# Rank 1 fails only once rank 0 of the same attempt is up, so both ranks run in both attempts.
+id=$(submit_json "{\"tasks\":2,\"gpus_per_task\":4,\"max_retries\":1,\"command\":\"touch $T/fail.\$RANK.\$MUSTER_ATTEMPT; [ \$RANK = 0 ] && exec sleep 30; for i in 1 2 3 4 5 6 7 8 9 10; do [ -e $T/fail.0.\$MUSTER_ATTEMPT ] && exit 7; sleep 0.5; done; exit 7\"}")
 wait_for "job $id failed" 30 job_state_is "$id" FAILED
 [ "$(rcli HGET "muster:job:$id" exit_code)" = 7 ] || fail "exit_code $(rcli HGET "muster:job:$id" exit_code)"
 rcli HGET "muster:job:$id" error | grep -q "exited with code 7" || fail "error: $(rcli HGET "muster:job:$id" error)"
-[ "$(wc -l <"$T/fail.0")" = 2 ] || fail "rank 0 ran $(wc -l <"$T/fail.0") times, expected 2"
+[ -e "$T/fail.0.1" ] && [ -e "$T/fail.0.2" ] && [ -e "$T/fail.1.2" ] || fail "not every rank ran in both attempts: $(ls "$T")"
+[ ! -e "$T/fail.0.3" ] || fail "a third attempt ran although max_retries is 1"
 ok "past max_retries the job FAILED with exit code and reason"
 
 # A command that cannot run fails at bind time with the worker's reason.
