@@ -17,7 +17,6 @@
 
 #define INTAKE_BATCH    512
 #define INTAKE_BLOCK_MS 2000
-#define CLAIM_IDLE_MS   30000
 
 struct queue_intake {
     struct queue conn; /* its own connection; conn.ctx is NULL while down */
@@ -134,12 +133,6 @@ static int intake_setup(struct queue_intake *qi,
         r = queue_command(&qi->conn, err, "XGROUP CREATE %s %s 0 MKSTREAM", qi->stream_keys[s],
                           QUEUE_GROUP);
         if (!r && strstr(err->msg, "BUSYGROUP") == NULL)
-            return -1;
-        queue_reply_free(r);
-        /* Take over what a dead consumer left idle; it is then in our own pending list. */
-        r = queue_command(&qi->conn, err, "XAUTOCLAIM %s %s %s %d 0-0 COUNT %d JUSTID",
-                          qi->stream_keys[s], QUEUE_GROUP, qi->consumer, CLAIM_IDLE_MS, 10000);
-        if (!r)
             return -1;
         queue_reply_free(r);
     }
@@ -268,6 +261,40 @@ int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
     return 0;
 fail_entries:
     /* Entries already read stay pending in Redis and come back on reconnect. */
+    queue_entries_free(*out, *n);
+    *out = NULL;
+    *n = 0;
+    return -1;
+}
+
+int queue_intake_claim(struct queue *q,
+                       const char *consumer,
+                       int min_idle_ms,
+                       struct queue_entry **out,
+                       int *n,
+                       struct mu_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    for (int s = 0; s < 2; s++) {
+        const char *name = s == QUEUE_STREAM_SUBMIT ? "submit" : "control";
+        redisReply *r = queue_command(q, err, "XAUTOCLAIM %s%s %s %s %d 0-0 COUNT %d", q->prefix,
+                                      name, QUEUE_GROUP, consumer, min_idle_ms, INTAKE_BATCH);
+        int rc = 0;
+        if (!r) {
+            if (strstr(err->msg, "NOGROUP"))
+                continue; /* the intake has not made the group yet */
+            goto fail;
+        }
+        /* Redis 7: [next-cursor, [[id, [field, value, ...]], ...], [deleted ids]] */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2)
+            rc = entries_append(r->element[1], (enum queue_stream)s, out, n, err);
+        queue_reply_free(r);
+        if (rc != 0)
+            goto fail;
+    }
+    return 0;
+fail:
     queue_entries_free(*out, *n);
     *out = NULL;
     *n = 0;

@@ -171,6 +171,18 @@ int queue_intake_read(struct queue_intake *qi,
                       int *n,
                       struct mu_err *err);
 
+/*
+ * Takes over entries that another consumer of the group (a scheduler that died) read but left
+ * unacknowledged for min_idle_ms, on q's connection.  They are returned like queue_intake_read's
+ * (free with queue_entries_free) and are now this consumer's to acknowledge.
+ */
+int queue_intake_claim(struct queue *q,
+                       const char *consumer,
+                       int min_idle_ms,
+                       struct queue_entry **out,
+                       int *n,
+                       struct mu_err *err);
+
 /* A field of the job hash. */
 struct queue_kv {
     const char *key;

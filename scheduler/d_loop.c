@@ -14,6 +14,8 @@
 #include "common/mu_banned.h"
 
 #define CHECK_INTERVAL_MS 200
+#define CLAIM_INTERVAL_MS 5000
+#define CLAIM_IDLE_MS     30000 /* an entry read this long ago and not acknowledged is orphaned */
 
 void d_send(struct musterd *d, const char *node, struct proto_msg *m)
 {
@@ -86,17 +88,8 @@ static void drain_router(struct musterd *d)
     }
 }
 
-static void drain_intake(struct musterd *d)
+static void apply_entries(struct musterd *d, struct queue_entry *entries, int n)
 {
-    struct queue_entry *entries = NULL;
-    struct mu_err err;
-    int n = 0;
-
-    if (queue_intake_read(d->qi, &entries, &n, &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "intake", 5, "%s; retrying", err.msg);
-        d->redis_down = true;
-        return;
-    }
     /* Submissions first: a cancel read in the same batch may name one of them. */
     for (int i = 0; i < n; i++) {
         if (entries[i].stream == QUEUE_STREAM_SUBMIT)
@@ -109,6 +102,38 @@ static void drain_intake(struct musterd *d)
     queue_entries_free(entries, n);
 }
 
+static void drain_intake(struct musterd *d)
+{
+    struct queue_entry *entries = NULL;
+    struct mu_err err;
+    int n = 0;
+
+    if (queue_intake_read(d->qi, &entries, &n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "intake", 5, "%s; retrying", err.msg);
+        d->redis_down = true;
+        return;
+    }
+    apply_entries(d, entries, n);
+}
+
+/* Entries a dead scheduler (another consumer name) read and never acknowledged. */
+static void claim_stale(struct musterd *d)
+{
+    struct queue_entry *entries = NULL;
+    struct mu_err err;
+    int n = 0;
+
+    if (queue_intake_claim(d->q, d->consumer, CLAIM_IDLE_MS, &entries, &n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "claim", 5, "%s", err.msg);
+        d->redis_down = true;
+        return;
+    }
+    if (n)
+        mu_log(MU_LOG_INFO, "sched", "claimed %d entr%s left unacknowledged by another scheduler",
+               n, n == 1 ? "y" : "ies");
+    apply_entries(d, entries, n);
+}
+
 static void periodic(struct musterd *d, uint64_t now)
 {
     if (now < d->next_check_ms)
@@ -117,6 +142,10 @@ static void periodic(struct musterd *d, uint64_t now)
     d_nodes_check(d, now);
     d_jobs_check_timeouts(d, now);
     d_jobs_flush_reasons(d);
+    if (now >= d->next_claim_ms) {
+        d->next_claim_ms = now + CLAIM_INTERVAL_MS;
+        claim_stale(d);
+    }
     if (d->redis_down) {
         struct mu_err err;
         if (queue_reconnect(d->q, &err) == 0) {

@@ -87,6 +87,8 @@ struct musterd {
     bool nodes_dirty;
     uint64_t next_nodes_write_ms;
     uint64_t next_check_ms;
+    uint64_t next_claim_ms;
+    char consumer[128]; /* this scheduler's name in the consumer group */
     int next_port;
     bool redis_down;
     volatile sig_atomic_t *stop;

@@ -140,7 +140,6 @@ static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err
 
 static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
 {
-    char consumer[128];
     char host[64] = "localhost";
 
     if (cfg_load_file(&d->cfg, o->config, err) != 0)
@@ -165,8 +164,8 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     if (queue_epoch_next(d->q, &d->epoch, err) != 0)
         return -1;
     (void)gethostname(host, sizeof(host) - 1);
-    (void)mu_snprintf(consumer, sizeof(consumer), "musterd@%s", host);
-    d->qi = queue_intake_new(d->cfg.redis, d->cfg.key_prefix, consumer, err);
+    (void)mu_snprintf(d->consumer, sizeof(d->consumer), "musterd@%s", host);
+    d->qi = queue_intake_new(d->cfg.redis, d->cfg.key_prefix, d->consumer, err);
     if (!d->qi)
         return -1;
     d->zctx = zmq_ctx_new();
