@@ -250,8 +250,10 @@ struct queue_stored_job {
 int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, struct mu_err *err);
 void queue_stored_jobs_free(struct queue_stored_job *jobs, int n);
 
-/* HSET nodes with n name/JSON pairs in one command. */
-int queue_nodes_write(struct queue *q, const struct queue_kv *nodes, int n, struct mu_err *err);
+/* HSET <prefix><hash> with n name/JSON pairs in one command: the status hashes "nodes",
+ * "pools" and "queues" that musterd refreshes for musterctl and dashboards. */
+int queue_status_write(
+    struct queue *q, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err);
 
 /* ---------------- client half (musterctl, libmuster) ---------------- */
 

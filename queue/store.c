@@ -183,9 +183,10 @@ int queue_idem_claim(struct queue *q,
     return 0;
 }
 
-int queue_nodes_write(struct queue *q, const struct queue_kv *nodes, int n, struct mu_err *err)
+int queue_status_write(
+    struct queue *q, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err)
 {
-    char key[CFG_NAME_MAX + 8];
+    char key[CFG_NAME_MAX + 16];
     const char **argv = NULL;
     size_t *lens = NULL;
     redisReply *r = NULL;
@@ -202,12 +203,15 @@ int queue_nodes_write(struct queue *q, const struct queue_kv *nodes, int n, stru
         mu_errf(err, MU_E_NOMEM, "out of memory");
         goto out;
     }
-    (void)mu_snprintf(key, sizeof(key), "%snodes", q->prefix);
+    if (mu_snprintf(key, sizeof(key), "%s%s", q->prefix, hash) != 0) {
+        mu_errf(err, MU_E_INVAL, "status hash name '%s' too long", hash);
+        goto out;
+    }
     argv[argc++] = "HSET";
     argv[argc++] = key;
     for (int i = 0; i < n; i++) {
-        argv[argc++] = nodes[i].key;
-        argv[argc++] = nodes[i].value;
+        argv[argc++] = kv[i].key;
+        argv[argc++] = kv[i].value;
     }
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);

@@ -1051,3 +1051,29 @@ int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *er
     }
     return 0;
 }
+
+void d_jobs_queue_stats(struct musterd *d, struct d_queue_stats *stats)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    memset(stats, 0, sizeof(*stats) * (size_t)d->cfg.nqueues);
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
+        struct d_queue_stats *st;
+        int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+        if (!cq)
+            continue;
+        st = &stats[cq - d->cfg.queues];
+        if (j->state == QUEUE_PENDING) {
+            st->pending_jobs++;
+            st->pending_gpus += gpus;
+            if (!st->oldest_pending_ms || j->submitted_ms < st->oldest_pending_ms)
+                st->oldest_pending_ms = j->submitted_ms;
+        } else if (j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING
+                   || j->state == QUEUE_PREEMPTING) {
+            st->running_jobs++;
+            st->running_gpus += gpus;
+        }
+    }
+}

@@ -155,7 +155,7 @@ static void periodic(struct musterd *d, uint64_t now)
         }
     }
     if (d->nodes_dirty || now >= d->next_nodes_write_ms) {
-        d_nodes_write(d);
+        d_status_write(d);
         d->next_nodes_write_ms = now + (uint64_t)d->cfg.heartbeat_s * 1000u;
     }
 }

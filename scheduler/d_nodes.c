@@ -216,7 +216,7 @@ void d_nodes_write(struct musterd *d)
         kv[i].key = d->nodes[i].name;
         kv[i].value = bufs[i].data;
     }
-    if (queue_nodes_write(d->q, kv, d->nnodes, &err) != 0) {
+    if (queue_status_write(d->q, "nodes", kv, d->nnodes, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
                        err.msg);
         d->redis_down = true;
@@ -230,4 +230,99 @@ out:
     free(jobs);
     free(bufs);
     free(kv);
+}
+
+/* muster:pools: per pool, what it is and how much of it is free (musterctl pools, autoscalers). */
+static void pools_write(struct musterd *d)
+{
+    struct queue_kv kv[CFG_MAX_POOLS];
+    struct mu_buf bufs[CFG_MAX_POOLS];
+    struct mu_err err;
+    int n = d->cfg.npools;
+
+    for (int p = 0; p < n; p++)
+        mu_buf_init(&bufs[p], 0);
+    for (int p = 0; p < n; p++) {
+        const struct cfg_pool *pool = &d->cfg.pools[p];
+        int nodes = 0;
+        int gpus = 0;
+        int gpus_free = 0;
+        for (int i = 0; i < d->nnodes; i++) {
+            if (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool->name) != 0)
+                continue;
+            nodes++;
+            gpus += sched_cluster_node_spec(d->cluster, i)->ngpus;
+            gpus_free += sched_cluster_node_gpus_free(d->cluster, i);
+        }
+        if (mu_buf_append(&bufs[p], "{\"name\":", 8, &err) != 0
+            || mu_buf_append_json_str(&bufs[p], pool->name, &err) != 0
+            || mu_buf_append(&bufs[p], ",\"instance_type\":", 17, &err) != 0
+            || mu_buf_append_json_str(&bufs[p], pool->instance_type, &err) != 0
+            || mu_buf_append(&bufs[p], ",\"gpu_type\":", 12, &err) != 0
+            || mu_buf_append_json_str(&bufs[p], pool->gpu_type, &err) != 0
+            || mu_buf_appendf(&bufs[p], &err,
+                              ",\"capacity\":\"%s\",\"gpus_per_node\":%d,\"price_per_hour\":%g,"
+                              "\"max_gpus\":%d,\"nodes\":%d,\"gpus\":%d,\"gpus_free\":%d,"
+                              "\"gpus_used\":%d}",
+                              cfg_capacity_name(pool->capacity), pool->gpus_per_node,
+                              pool->price_per_hour, pool->max_gpus, nodes, gpus, gpus_free,
+                              sched_cluster_pool_gpus_used(d->cluster, p))
+                   != 0)
+            goto out;
+        kv[p].key = pool->name;
+        kv[p].value = bufs[p].data;
+    }
+    if (queue_status_write(d->q, "pools", kv, n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write pool status: %s",
+                       err.msg);
+        d->redis_down = true;
+    }
+out:
+    for (int p = 0; p < n; p++)
+        mu_buf_release(&bufs[p]);
+}
+
+/* muster:queues: per queue, pending and running jobs and GPUs, and the oldest wait. */
+static void queues_write(struct musterd *d)
+{
+    struct d_queue_stats stats[CFG_MAX_QUEUES];
+    struct queue_kv kv[CFG_MAX_QUEUES];
+    struct mu_buf bufs[CFG_MAX_QUEUES];
+    struct mu_err err;
+    int n = d->cfg.nqueues;
+
+    d_jobs_queue_stats(d, stats);
+    for (int i = 0; i < n; i++)
+        mu_buf_init(&bufs[i], 0);
+    for (int i = 0; i < n; i++) {
+        const struct cfg_queue *cq = &d->cfg.queues[i];
+        if (mu_buf_append(&bufs[i], "{\"name\":", 8, &err) != 0
+            || mu_buf_append_json_str(&bufs[i], cq->name, &err) != 0
+            || mu_buf_appendf(&bufs[i], &err,
+                              ",\"weight\":%d,\"pending_jobs\":%d,\"running_jobs\":%d,"
+                              "\"pending_gpus\":%lld,\"running_gpus\":%lld,"
+                              "\"oldest_pending_at\":%llu}",
+                              cq->weight, stats[i].pending_jobs, stats[i].running_jobs,
+                              (long long)stats[i].pending_gpus, (long long)stats[i].running_gpus,
+                              (unsigned long long)stats[i].oldest_pending_ms)
+                   != 0)
+            goto out;
+        kv[i].key = cq->name;
+        kv[i].value = bufs[i].data;
+    }
+    if (queue_status_write(d->q, "queues", kv, n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write queue status: %s",
+                       err.msg);
+        d->redis_down = true;
+    }
+out:
+    for (int i = 0; i < n; i++)
+        mu_buf_release(&bufs[i]);
+}
+
+void d_status_write(struct musterd *d)
+{
+    d_nodes_write(d);
+    pools_write(d);
+    queues_write(d);
 }

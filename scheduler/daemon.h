@@ -94,6 +94,15 @@ struct musterd {
     volatile sig_atomic_t *stop;
 };
 
+/* Per-queue totals for the queues status hash (indexed like cfg.queues). */
+struct d_queue_stats {
+    int pending_jobs;
+    int running_jobs; /* STARTING, RUNNING or PREEMPTING */
+    int64_t pending_gpus;
+    int64_t running_gpus;
+    uint64_t oldest_pending_ms; /* wall ms of the oldest pending submission, 0 = none */
+};
+
 /* d_jobs.c */
 void d_intake_submit(struct musterd *d, const struct queue_entry *e);
 void d_control(struct musterd *d, const struct queue_entry *e);
@@ -108,6 +117,7 @@ void d_node_lost_tasks(struct musterd *d, int node_idx);
 void d_node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
 int d_jobs_recover(struct musterd *d, struct mu_err *err);
 void d_jobs_free(struct musterd *d);
+void d_jobs_queue_stats(struct musterd *d, struct d_queue_stats *stats);
 /* Appends to per_node[i] the JSON strings ("id",...) of the jobs with a live task on node i. */
 int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err);
 
@@ -117,6 +127,8 @@ void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg
 struct d_node *d_node_get(struct musterd *d, const char *name); /* registered node or NULL */
 void d_nodes_check(struct musterd *d, uint64_t now_ms);
 void d_nodes_write(struct musterd *d);
+/* Refreshes the status hashes: nodes, pools and queues. */
+void d_status_write(struct musterd *d);
 
 /* d_loop.c */
 void d_send(struct musterd *d, const char *node, struct proto_msg *m);
