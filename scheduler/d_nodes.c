@@ -235,7 +235,7 @@ out:
 /* muster:pools: per pool, what it is and how much of it is free (musterctl pools, autoscalers). */
 static void pools_write(struct musterd *d)
 {
-    struct queue_kv kv[CFG_MAX_POOLS];
+    struct queue_kv kv[CFG_MAX_POOLS] = { { NULL, NULL } };
     struct mu_buf bufs[CFG_MAX_POOLS];
     struct mu_err err;
     int n = d->cfg.npools;
@@ -286,7 +286,7 @@ out:
 static void queues_write(struct musterd *d)
 {
     struct d_queue_stats stats[CFG_MAX_QUEUES];
-    struct queue_kv kv[CFG_MAX_QUEUES];
+    struct queue_kv kv[CFG_MAX_QUEUES] = { { NULL, NULL } };
     struct mu_buf bufs[CFG_MAX_QUEUES];
     struct mu_err err;
     int n = d->cfg.nqueues;
