@@ -195,7 +195,19 @@ struct queue_event {
     const char *reason; /* may be NULL */
     int attempt;
     uint64_t at_ms;
+    /* Counters (fields of <prefix>counters) raised in the same round trip, so that they stay
+     * exact across restarts: each name in incr by 1 (NULL ends the list), incr_float_name by
+     * incr_float (skipped when NULL). */
+    const char *incr[4];
+    const char *incr_float_name;
+    double incr_float;
 };
+
+/* Reads the counters hash into names/values (at most max pairs; names are heap strings, free
+ * each and the arrays with queue_counters_free).  *n is how many were read. */
+int queue_counters_read(
+    struct queue *q, char ***names, double **values, int *n, struct mu_err *err);
+void queue_counters_free(char **names, double *values, int n);
 
 /*
  * One job update, pipelined and applied in this order: HSET (and HDEL of NULL values) on

@@ -117,6 +117,16 @@ int queue_job_update(struct queue *q,
             == REDIS_OK)
             sent++;
     }
+    for (int i = 0; ev && i < 4 && ev->incr[i]; i++) {
+        if (redisAppendCommand(q->ctx, "HINCRBY %scounters %s 1", q->prefix, ev->incr[i])
+            == REDIS_OK)
+            sent++;
+    }
+    if (ev && ev->incr_float_name
+        && redisAppendCommand(q->ctx, "HINCRBYFLOAT %scounters %s %.9f", q->prefix,
+                              ev->incr_float_name, ev->incr_float)
+               == REDIS_OK)
+        sent++;
     if (ack_id) {
         (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
                           ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
@@ -328,4 +338,52 @@ out:
     queue_stored_jobs_free(jobs, count);
     queue_reply_free(ids);
     return rc;
+}
+
+void queue_counters_free(char **names, double *values, int n)
+{
+    for (int i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+    free(values);
+}
+
+int queue_counters_read(struct queue *q, char ***names, double **values, int *n, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "HGETALL %scounters", q->prefix);
+    size_t pairs;
+
+    *names = NULL;
+    *values = NULL;
+    *n = 0;
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_ARRAY) {
+        queue_reply_free(r);
+        return mu_errf(err, MU_E_REDIS, "HGETALL %scounters: unexpected reply", q->prefix);
+    }
+    pairs = r->elements / 2;
+    *names = calloc(pairs + 1, sizeof(**names));
+    *values = calloc(pairs + 1, sizeof(**values));
+    if (!*names || !*values) {
+        queue_reply_free(r);
+        queue_counters_free(*names, *values, 0);
+        *names = NULL;
+        *values = NULL;
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < pairs; i++) {
+        const redisReply *k = r->element[2 * i];
+        const redisReply *v = r->element[2 * i + 1];
+        double d = 0;
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING
+            || mu_parse_double(v->str, 0, 1e300, &d, NULL) != 0)
+            continue;
+        (*names)[*n] = strdup(k->str);
+        if (!(*names)[*n])
+            break;
+        (*values)[(*n)++] = d;
+    }
+    queue_reply_free(r);
+    return 0;
 }

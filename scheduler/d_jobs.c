@@ -75,10 +75,12 @@ static int job_write(struct musterd *d,
                      const struct queue_kv *fields,
                      int n,
                      const char *state,
-                     const char *reason)
+                     const char *reason,
+                     const struct d_tally *tally)
 {
     struct mu_err err;
     struct queue_event ev = { state, reason, j ? j->attempt : 0, mu_time_wall_ms() };
+    d_metrics_tally(d, tally, &ev);
     if (queue_job_update(d->q, j->id, fields, n, 0, state ? &ev : NULL, d->cfg.events_max,
                          QUEUE_STREAM_SUBMIT, NULL, &err)
         != 0) {
@@ -196,19 +198,32 @@ static void attempt_end(
     char attempt[16];
     char now[32];
 
+    char lost[32];
+    uint64_t now_ms = mu_time_wall_ms();
+    struct d_tally tally = { counted ? D_C_RETRIES : D_C_REQUEUES, 0, 0 };
+
     if (j->end != D_END_NONE)
         return;
     if (counted)
         j->failures++;
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
+    /* Without a checkpoint the whole attempt's GPU time is lost (issue #4 adds checkpoints). */
+    if (j->started_ms && now_ms > j->started_ms)
+        tally.lost_gpu_s = (double)j->spec.tasks * j->spec.gpus_per_task
+                           * (double)(now_ms - j->started_ms) / 1000.0;
+    j->lost_gpu_s += tally.lost_gpu_s;
+    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
     if (counted && j->failures > j->spec.max_retries) {
-        struct queue_kv f[] = {
-            { "state", "FAILED" }, { "error", why }, { "exit_code", num }, { "finished_at", now }
-        };
+        struct queue_kv f[] = { { "state", "FAILED" },
+                                { "error", why },
+                                { "exit_code", num },
+                                { "finished_at", now },
+                                { "lost_gpu_seconds", lost } };
         (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
         j->state = QUEUE_FAILED;
         j->end = D_END_FINAL;
-        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why);
+        tally.counter = D_C_FAILED;
+        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why, &tally);
         mu_log(MU_LOG_INFO, "sched", "job=%s failed: %s", j->id, why);
     } else {
         char reason[300];
@@ -216,7 +231,7 @@ static void attempt_end(
         struct queue_kv f[] = { { "state", "PENDING" }, { "attempt", attempt },
                                 { "reason", reason },   { "failures", failures },
                                 { "nodes", NULL },      { "placement", NULL },
-                                { "started_at", NULL } };
+                                { "started_at", NULL }, { "lost_gpu_seconds", lost } };
         (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
         (void)mu_snprintf(reason, sizeof(reason), "retrying: %s", why);
         j->attempt++;
@@ -227,7 +242,7 @@ static void attempt_end(
         mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
         j->reason_stored = true;
         j->reason_at_ms = mu_time_mono_ms();
-        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason);
+        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
                j->placed_attempt, why);
     }
@@ -244,7 +259,8 @@ static void job_succeeded(struct musterd *d, struct d_job *j)
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
     j->state = QUEUE_SUCCEEDED;
     j->end = D_END_FINAL;
-    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0");
+    struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
+    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0", &tally);
     mu_log(MU_LOG_INFO, "sched", "job=%s succeeded", j->id);
     job_release_if_done(d, j);
 }
@@ -281,6 +297,7 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
                             { "name", "" },
                             { "queue", "" } };
     struct queue_event ev = { "REJECTED", why, 0, mu_time_wall_ms() };
+    struct d_tally tally = { D_C_REJECTED, 0, 0 };
 
     if (e->spec && strlen(e->spec) > 4096) {
         /* Keep what a user needs to recognise it without storing megabytes of garbage. */
@@ -288,6 +305,7 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
                        e->spec_len);
         f[3].value = stored;
     }
+    d_metrics_tally(d, &tally, &ev);
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)ev.at_ms);
     (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)id_ms(e->id));
     if (queue_job_update(d->q, e->id, f, (int)MU_ARRAY_LEN(f), id_ms(e->id) ? id_ms(e->id) : 1, &ev,
@@ -391,6 +409,10 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     job_request_build(d, j);
     fields_of_new_job(j, e->spec, bufs, f, &nf);
     ev = (struct queue_event){ "PENDING", "submitted", 1, mu_time_wall_ms() };
+    {
+        struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
+        d_metrics_tally(d, &tally, &ev);
+    }
     if (queue_job_update(d->q, j->id, f, nf, j->submitted_ms ? j->submitted_ms : 1, &ev,
                          d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
             != 0
@@ -437,7 +459,7 @@ static void set_reason(struct musterd *d, struct d_job *j, const char *reason)
         return;
     {
         struct queue_kv f[] = { { "reason", reason } };
-        if (job_write(d, j, f, 1, NULL, NULL) == 0) {
+        if (job_write(d, j, f, 1, NULL, NULL, NULL) == 0) {
             j->reason_stored = true;
             j->reason_at_ms = now;
             mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
@@ -591,7 +613,8 @@ static int job_start(struct musterd *d, struct d_job *j)
         struct queue_kv f[] = { { "state", "STARTING" }, { "started_at", now },
                                 { "nodes", nodes.data }, { "placement", json.data },
                                 { "attempt", attempt },  { "reason", NULL } };
-        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why);
+        struct d_tally tally = { -1, 0, j->place_s };
+        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why, &tally);
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
     bind_send(d, j);
@@ -649,8 +672,11 @@ void d_schedule(struct musterd *d)
         }
         free(j->slots);
         j->slots = malloc((size_t)j->spec.tasks * sizeof(*j->slots));
-        if (j->slots && sched_place(d->cluster, &j->req, j->slots, reason, sizeof(reason)) == 1
-            && job_start(d, j) == 0)
+        uint64_t t0 = mu_time_mono_us();
+        int placed =
+            j->slots ? sched_place(d->cluster, &j->req, j->slots, reason, sizeof(reason)) : 0;
+        j->place_s = (double)(mu_time_mono_us() - t0) / 1e6;
+        if (placed == 1 && job_start(d, j) == 0)
             continue; /* placed: off the pending list */
         free(j->slots);
         j->slots = NULL;
@@ -703,7 +729,7 @@ static void running_if_all_acked(struct musterd *d, struct d_job *j)
     if (j->state == QUEUE_STARTING && j->end == D_END_NONE) {
         struct queue_kv f[] = { { "state", "RUNNING" } };
         j->state = QUEUE_RUNNING;
-        (void)job_write(d, j, f, 1, "RUNNING", "every task started");
+        (void)job_write(d, j, f, 1, "RUNNING", "every task started", NULL);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d running", j->id, j->attempt);
     }
 }
@@ -880,7 +906,8 @@ static void job_cancel(struct musterd *d, struct d_job *j)
         return;
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
     j->state = QUEUE_CANCELLED;
-    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator");
+    struct d_tally tally = { D_C_CANCELLED, 0, 0 };
+    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator", &tally);
     mu_log(MU_LOG_INFO, "sched", "job=%s cancelled", j->id);
     if (!j->placed) {
         job_forget(d, j);
@@ -896,7 +923,7 @@ static void job_hold(struct musterd *d, struct d_job *j, bool hold)
 {
     struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
     j->held = hold;
-    (void)job_write(d, j, f, 1, NULL, NULL);
+    (void)job_write(d, j, f, 1, NULL, NULL, NULL);
     if (!hold) {
         j->reason[0] = '\0';
         d->dirty = true;
@@ -1003,8 +1030,9 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
                                     { "started_at", NULL } };
             j->attempt++;
             (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+            struct d_tally tally = { D_C_REQUEUES, 0, 0 };
             (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING",
-                            "requeued after a scheduler restart");
+                            "requeued after a scheduler restart", &tally);
             requeued++;
         }
         pending_add(d, j);
@@ -1075,5 +1103,53 @@ void d_jobs_queue_stats(struct musterd *d, struct d_queue_stats *stats)
             st->running_jobs++;
             st->running_gpus += gpus;
         }
+    }
+}
+
+/* The pool a pending job would go to first: the cheapest pool of its first capacity type that
+ * has its GPU type and enough GPUs per node; npools when none does. */
+static int first_pool(const struct musterd *d, const struct d_job *j)
+{
+    int best = d->cfg.npools;
+    for (int c = 0; c < j->spec.ncapacity && best == d->cfg.npools; c++) {
+        for (int p = 0; p < d->cfg.npools; p++) {
+            const struct cfg_pool *pool = &d->cfg.pools[p];
+            if (pool->capacity != j->spec.capacity[c] || pool->gpus_per_node < j->spec.gpus_per_task
+                || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0))
+                continue;
+            if (best == d->cfg.npools || pool->price_per_hour < d->cfg.pools[best].price_per_hour)
+                best = p;
+        }
+    }
+    return best;
+}
+
+void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    memset(g, 0, sizeof(*g));
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
+        int q;
+        if (!cq || (int)j->state >= D_ACTIVE_STATES)
+            continue;
+        q = (int)(cq - d->cfg.queues);
+        g->jobs[q][j->state] += 1;
+        if (j->state == QUEUE_PENDING)
+            g->pending_gpus[q][first_pool(d, j)] += (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+    }
+    for (int i = 0; i < d->nnodes; i++) {
+        const struct cfg_pool *pool = cfg_pool_find(&d->cfg, d->nodes[i].pool);
+        int p;
+        int free_gpus;
+        if (!pool || !d->nodes[i].online)
+            continue;
+        p = (int)(pool - d->cfg.pools);
+        free_gpus = sched_cluster_node_gpus_free(d->cluster, i);
+        g->nodes[p] += 1;
+        g->gpus_free[p] += free_gpus;
+        g->gpus_used[p] += sched_cluster_node_spec(d->cluster, i)->ngpus - free_gpus;
     }
 }

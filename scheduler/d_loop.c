@@ -166,9 +166,12 @@ int d_run(struct musterd *d, struct mu_err *err)
            (unsigned long long)d->epoch, d->cfg.bind);
     drain_intake(d); /* sends the first blocking read */
     while (!*d->stop) {
-        zmq_pollitem_t items[2];
+        zmq_pollitem_t items[3];
         int nitems = 1;
+        int intake_item = -1;
+        int metrics_item = -1;
         int fd = queue_intake_fd(d->qi);
+        int mfd = d_metrics_fd(d);
         int timeout = d->dirty ? 0 : CHECK_INTERVAL_MS;
         uint64_t now;
 
@@ -176,9 +179,14 @@ int d_run(struct musterd *d, struct mu_err *err)
         items[0].socket = d->router;
         items[0].events = ZMQ_POLLIN;
         if (fd >= 0) {
-            items[1].fd = fd;
-            items[1].events = ZMQ_POLLIN;
-            nitems = 2;
+            intake_item = nitems++;
+            items[intake_item].fd = fd;
+            items[intake_item].events = ZMQ_POLLIN;
+        }
+        if (mfd >= 0) {
+            metrics_item = nitems++;
+            items[metrics_item].fd = mfd;
+            items[metrics_item].events = ZMQ_POLLIN;
         }
         if (zmq_poll(items, nitems, timeout) < 0) {
             if (errno == EINTR)
@@ -187,8 +195,10 @@ int d_run(struct musterd *d, struct mu_err *err)
         }
         if (items[0].revents & ZMQ_POLLIN)
             drain_router(d);
-        if (nitems == 1 || (items[1].revents & ZMQ_POLLIN))
+        if (intake_item < 0 || (items[intake_item].revents & ZMQ_POLLIN))
             drain_intake(d);
+        if (metrics_item >= 0 && (items[metrics_item].revents & ZMQ_POLLIN))
+            d_metrics_run(d);
         now = mu_time_mono_ms();
         periodic(d, now);
         if (d->dirty)

@@ -151,6 +151,9 @@ void d_nodes_check(struct musterd *d, uint64_t now_ms)
         sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
         mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
                d->cfg.node_lost_after_s);
+        d->metrics.counters[D_C_NODES_LOST] += 1;
+        queue_reply_free(
+            queue_command(d->q, NULL, "HINCRBY %scounters nodes_lost 1", d->cfg.key_prefix));
         d_node_lost_tasks(d, i);
         d->nodes_dirty = true;
     }

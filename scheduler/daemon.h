@@ -16,6 +16,49 @@
 #include "queue/queue.h"
 #include "scheduler/sched.h"
 
+/* Counters of the metrics endpoint, persisted in <prefix>counters (field = the name). */
+enum d_counter {
+    D_C_SUBMITTED = 0,
+    D_C_REJECTED,
+    D_C_SUCCEEDED,
+    D_C_FAILED,
+    D_C_CANCELLED,
+    D_C_RETRIES,  /* attempt ended by a task failure, rerun */
+    D_C_REQUEUES, /* attempt ended by the infrastructure, rerun */
+    D_C_PREEMPTIONS,
+    D_C_SPOT,
+    D_C_NODES_LOST,
+    D_COUNTER_COUNT
+};
+
+#define D_PLACE_BUCKETS 10 /* placement latency histogram, plus +Inf */
+#define D_ACTIVE_STATES 4  /* PENDING, STARTING, RUNNING, PREEMPTING: enum queue_state 0..3 */
+
+struct d_metrics {
+    double counters[D_COUNTER_COUNT];
+    double lost_gpu_seconds;
+    double place_buckets[D_PLACE_BUCKETS + 1]; /* non-cumulative; the last is +Inf */
+    double place_sum_s;
+};
+
+/* What a job update adds to the counters (d_metrics_tally). */
+struct d_tally {
+    int counter;       /* enum d_counter, or -1 */
+    double lost_gpu_s; /* work lost by the attempt that ended */
+    double place_s;    /* time the placement took (STARTING) */
+};
+
+/* Scrape-time gauges. */
+struct d_gauges {
+    double jobs[CFG_MAX_QUEUES][D_ACTIVE_STATES];
+    int64_t pending_gpus[CFG_MAX_QUEUES][CFG_MAX_POOLS + 1]; /* [npools] = no pool fits */
+    double gpus_free[CFG_MAX_POOLS];
+    double gpus_used[CFG_MAX_POOLS];
+    double nodes[CFG_MAX_POOLS];
+};
+
+struct MHD_Daemon;
+
 struct d_task {
     int node;      /* cluster node index */
     uint64_t gpus; /* GPU mask on that node */
@@ -49,6 +92,8 @@ struct d_job {
     struct d_task *tasks;      /* spec.tasks entries while placed */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
+    double lost_gpu_s;        /* GPU-seconds of work lost by ended attempts, all told */
+    double place_s;           /* how long the last placement took */
     char reason[256];         /* why pending, now */
     char reason_written[256]; /* as last written to Redis */
     bool reason_stored;       /* a reason was written for this pending spell */
@@ -92,6 +137,8 @@ struct musterd {
     int next_port;
     bool redis_down;
     volatile sig_atomic_t *stop;
+    struct d_metrics metrics;
+    struct MHD_Daemon *mhd; /* NULL without --metrics */
 };
 
 /* Per-queue totals for the queues status hash (indexed like cfg.queues). */
@@ -129,6 +176,17 @@ void d_nodes_check(struct musterd *d, uint64_t now_ms);
 void d_nodes_write(struct musterd *d);
 /* Refreshes the status hashes: nodes, pools and queues. */
 void d_status_write(struct musterd *d);
+
+/* d_metrics.c */
+void d_metrics_tally(struct musterd *d, const struct d_tally *t, struct queue_event *ev);
+int d_metrics_load(struct musterd *d, struct mu_err *err);
+int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err);
+int d_metrics_start(struct musterd *d, const char *addr_port, struct mu_err *err);
+int d_metrics_fd(const struct musterd *d); /* epoll fd to poll, -1 without metrics */
+void d_metrics_run(struct musterd *d);
+void d_metrics_stop(struct musterd *d);
+/* d_jobs.c / d_nodes.c parts of the gauges */
+void d_jobs_gauges(struct musterd *d, struct d_gauges *g);
 
 /* d_loop.c */
 void d_send(struct musterd *d, const char *node, struct proto_msg *m);

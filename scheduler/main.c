@@ -38,7 +38,8 @@ static const char usage_text[] =
     "                        default: the config's \"redis\", else redis://127.0.0.1:6379)\n"
     "  -b, --bind ENDPOINT   ZeroMQ endpoint workers connect to, e.g. tcp://0.0.0.0:7070\n"
     "                        (env MUSTER_BIND; default: the config's \"bind\")\n"
-    "      --metrics ADDR:PORT  Prometheus /metrics endpoint (not implemented yet: issue #6)\n"
+    "  -m, --metrics ADDR:PORT  serve Prometheus text at http://ADDR:PORT/metrics (env\n"
+    "                        MUSTER_METRICS; default: the config's \"metrics\", \"\" = off)\n"
     "      --log-level LEVEL log threshold (default info)\n"
     "      --check-config    load and check the config, print the result, and exit\n"
     "  -h, --help            this help\n"
@@ -56,12 +57,12 @@ struct options {
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-    enum { OPT_METRICS = 256, OPT_LOG_LEVEL, OPT_CHECK, OPT_VERSION };
+    enum { OPT_LOG_LEVEL = 256, OPT_CHECK, OPT_VERSION };
     static const struct option longopts[] = {
         { "config", required_argument, NULL, 'c' },
         { "redis", required_argument, NULL, 'r' },
         { "bind", required_argument, NULL, 'b' },
-        { "metrics", required_argument, NULL, OPT_METRICS },
+        { "metrics", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
         { "check-config", no_argument, NULL, OPT_CHECK },
         { "help", no_argument, NULL, 'h' },
@@ -74,7 +75,8 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->config = getenv("MUSTER_CONFIG");
     o->redis = getenv("MUSTER_REDIS_URL");
     o->bind = getenv("MUSTER_BIND");
-    while ((c = getopt_long(argc, argv, "c:r:b:h", longopts, NULL)) != -1) {
+    o->metrics = getenv("MUSTER_METRICS");
+    while ((c = getopt_long(argc, argv, "c:r:b:m:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             o->config = optarg;
@@ -85,7 +87,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         case 'b':
             o->bind = optarg;
             break;
-        case OPT_METRICS:
+        case 'm':
             o->metrics = optarg;
             break;
         case OPT_LOG_LEVEL:
@@ -149,8 +151,9 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
         return mu_errf(err, MU_E_INVAL, "--redis: URL too long");
     if (o->bind && mu_strlcpy(d->cfg.bind, o->bind, sizeof(d->cfg.bind)) >= sizeof(d->cfg.bind))
         return mu_errf(err, MU_E_INVAL, "--bind: endpoint too long");
-    if (o->metrics)
-        mu_log(MU_LOG_WARN, "sched", "--metrics is not implemented yet (issue #6); ignored");
+    if (o->metrics
+        && mu_strlcpy(d->cfg.metrics, o->metrics, sizeof(d->cfg.metrics)) >= sizeof(d->cfg.metrics))
+        return mu_errf(err, MU_E_INVAL, "--metrics: address too long");
     d->cluster = cluster_from_cfg(&d->cfg, err);
     d->jobs = mu_map_new();
     d->early_cancels = mu_map_new();
@@ -174,11 +177,16 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     d->router = proto_router_new(d->zctx, d->cfg.bind, err);
     if (!d->router)
         return -1;
+    if (d_metrics_load(d, err) != 0)
+        return -1;
+    if (d->cfg.metrics[0] && d_metrics_start(d, d->cfg.metrics, err) != 0)
+        return -1;
     return d_jobs_recover(d, err);
 }
 
 static void teardown(struct musterd *d)
 {
+    d_metrics_stop(d);
     if (d->router)
         (void)zmq_close(d->router);
     if (d->zctx)

@@ -1,0 +1,354 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's Prometheus endpoint (DESIGN §9) and the counters behind it.
+ *
+ * Counters are raised in the same Redis round trip as the job update they count (HINCRBY on
+ * <prefix>counters, see queue_job_update), and loaded back at start, so they never go backwards
+ * across a restart.  Gauges (jobs by state, pending GPUs, free GPUs) are computed from memory at
+ * scrape time.  The HTTP server is libmicrohttpd in epoll mode without threads of its own: its
+ * epoll fd sits in the daemon's zmq_poll set and requests are answered on the loop thread, so
+ * nothing here needs a lock.
+ */
+#include "scheduler/daemon.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+static const char *const counter_names[D_COUNTER_COUNT] = {
+    "jobs_submitted", "jobs_rejected", "jobs_succeeded", "jobs_failed",        "jobs_cancelled",
+    "gang_retries",   "gang_requeues", "preemptions",    "spot_interruptions", "nodes_lost",
+};
+
+/* Placement latency histogram bucket upper bounds, seconds. */
+static const double bucket_le[D_PLACE_BUCKETS] = { 0.00001, 0.00005, 0.0001, 0.00025, 0.0005,
+                                                   0.001,   0.0025,  0.005,  0.01,    0.05 };
+
+static const char *const bucket_names[D_PLACE_BUCKETS + 1] = {
+    "placement_bucket_0", "placement_bucket_1", "placement_bucket_2",   "placement_bucket_3",
+    "placement_bucket_4", "placement_bucket_5", "placement_bucket_6",   "placement_bucket_7",
+    "placement_bucket_8", "placement_bucket_9", "placement_bucket_inf",
+};
+
+static void event_incr(struct queue_event *ev, const char *name)
+{
+    for (int i = 0; i < 4; i++) {
+        if (!ev->incr[i]) {
+            ev->incr[i] = name;
+            return;
+        }
+    }
+}
+
+void d_metrics_tally(struct musterd *d, const struct d_tally *t, struct queue_event *ev)
+{
+    struct d_metrics *mx = &d->metrics;
+    if (!t)
+        return;
+    if (t->counter >= 0 && t->counter < D_COUNTER_COUNT) {
+        event_incr(ev, counter_names[t->counter]);
+        mx->counters[t->counter] += 1;
+    }
+    if (t->lost_gpu_s > 0) {
+        ev->incr_float_name = "lost_gpu_seconds";
+        ev->incr_float = t->lost_gpu_s;
+        mx->lost_gpu_seconds += t->lost_gpu_s;
+    } else if (t->place_s > 0) {
+        int b = 0;
+        while (b < D_PLACE_BUCKETS && t->place_s > bucket_le[b])
+            b++;
+        event_incr(ev, bucket_names[b]);
+        mx->place_buckets[b] += 1;
+        ev->incr_float_name = "placement_seconds_sum";
+        ev->incr_float = t->place_s;
+        mx->place_sum_s += t->place_s;
+    }
+}
+
+int d_metrics_load(struct musterd *d, struct mu_err *err)
+{
+    struct d_metrics *mx = &d->metrics;
+    char **names = NULL;
+    double *values = NULL;
+    int n = 0;
+
+    if (queue_counters_read(d->q, &names, &values, &n, err) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        for (int c = 0; c < D_COUNTER_COUNT; c++) {
+            if (strcmp(names[i], counter_names[c]) == 0)
+                mx->counters[c] = values[i];
+        }
+        for (int b = 0; b <= D_PLACE_BUCKETS; b++) {
+            if (strcmp(names[i], bucket_names[b]) == 0)
+                mx->place_buckets[b] = values[i];
+        }
+        if (strcmp(names[i], "lost_gpu_seconds") == 0)
+            mx->lost_gpu_seconds = values[i];
+        if (strcmp(names[i], "placement_seconds_sum") == 0)
+            mx->place_sum_s = values[i];
+    }
+    queue_counters_free(names, values, n);
+    return 0;
+}
+
+/* ---- exposition ---- */
+
+/* Label values escaped as the text format requires: backslash, quote, newline. */
+static int label(struct mu_buf *b, const char *value, struct mu_err *err)
+{
+    for (const char *p = value; *p; p++) {
+        const char *out = NULL;
+        if (*p == '\\')
+            out = "\\\\";
+        else if (*p == '"')
+            out = "\\\"";
+        else if (*p == '\n')
+            out = "\\n";
+        if (out ? mu_buf_append(b, out, 2, err) : mu_buf_append(b, p, 1, err))
+            return -1;
+    }
+    return 0;
+}
+
+static int head(
+    struct mu_buf *b, const char *name, const char *type, const char *help, struct mu_err *err)
+{
+    return mu_buf_appendf(b, err, "# HELP muster_%s %s\n# TYPE muster_%s %s\n", name, help, name,
+                          type);
+}
+
+/* name{k1="v1",k2="v2"} value */
+static int sample(struct mu_buf *b,
+                  const char *name,
+                  const char *k1,
+                  const char *v1,
+                  const char *k2,
+                  const char *v2,
+                  double value,
+                  struct mu_err *err)
+{
+    if (mu_buf_appendf(b, err, "muster_%s", name) != 0)
+        return -1;
+    if (k1) {
+        if (mu_buf_appendf(b, err, "{%s=\"", k1) != 0 || label(b, v1, err) != 0)
+            return -1;
+        if (k2 && (mu_buf_appendf(b, err, "\",%s=\"", k2) != 0 || label(b, v2, err) != 0))
+            return -1;
+        if (mu_buf_append(b, "\"}", 2, err) != 0)
+            return -1;
+    }
+    return mu_buf_appendf(b, err, " %.17g\n", value);
+}
+
+int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
+{
+    static const char *const help[D_COUNTER_COUNT] = {
+        "Jobs taken in from the submit stream.",
+        "Submissions rejected as invalid.",
+        "Jobs that succeeded.",
+        "Jobs that failed after their retries.",
+        "Jobs cancelled by an operator.",
+        "Gang attempts rerun after a task failed.",
+        "Gang attempts requeued after an infrastructure failure (node lost, bind timeout, "
+        "scheduler restart).",
+        "Gangs preempted for higher-priority work.",
+        "Spot interruption notices received.",
+        "Nodes declared lost after missing heartbeats.",
+    };
+    struct d_gauges g;
+    double cumulative = 0;
+
+    d_jobs_gauges(d, &g);
+    for (int c = 0; c < D_COUNTER_COUNT; c++) {
+        char name[64];
+        (void)mu_snprintf(name, sizeof(name), "%s_total", counter_names[c]);
+        if (head(b, name, "counter", help[c], err) != 0
+            || sample(b, name, NULL, NULL, NULL, NULL, d->metrics.counters[c], err) != 0)
+            return -1;
+    }
+    if (head(b, "lost_gpu_seconds_total", "counter",
+             "GPU-seconds of work lost when gang attempts ended without finishing.", err)
+            != 0
+        || sample(b, "lost_gpu_seconds_total", NULL, NULL, NULL, NULL, d->metrics.lost_gpu_seconds,
+                  err)
+               != 0)
+        return -1;
+    if (head(b, "placement_latency_seconds", "histogram", "Time to compute a gang's placement.",
+             err)
+        != 0)
+        return -1;
+    for (int i = 0; i <= D_PLACE_BUCKETS; i++) {
+        char le[32];
+        cumulative += d->metrics.place_buckets[i];
+        if (i < D_PLACE_BUCKETS)
+            (void)mu_snprintf(le, sizeof(le), "%g", bucket_le[i]);
+        else
+            mu_strlcpy(le, "+Inf", sizeof(le));
+        if (sample(b, "placement_latency_seconds_bucket", "le", le, NULL, NULL, cumulative, err))
+            return -1;
+    }
+    if (sample(b, "placement_latency_seconds_sum", NULL, NULL, NULL, NULL, d->metrics.place_sum_s,
+               err)
+            != 0
+        || sample(b, "placement_latency_seconds_count", NULL, NULL, NULL, NULL, cumulative, err))
+        return -1;
+
+    if (head(b, "jobs", "gauge", "Jobs not yet finished, by state and queue.", err) != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        for (int s = 0; s < D_ACTIVE_STATES; s++) {
+            if (sample(b, "jobs", "queue", d->cfg.queues[q].name, "state",
+                       queue_state_name((enum queue_state)s), g.jobs[q][s], err)
+                != 0)
+                return -1;
+        }
+    }
+    if (head(b, "pending_gpus", "gauge",
+             "GPUs asked for by pending jobs, by queue and by the pool each would go to first "
+             "(the autoscaling signal).",
+             err)
+        != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        for (int p = 0; p <= d->cfg.npools; p++) {
+            const char *pool = p < d->cfg.npools ? d->cfg.pools[p].name : "none";
+            if (g.pending_gpus[q][p] == 0 && p == d->cfg.npools)
+                continue;
+            if (sample(b, "pending_gpus", "queue", d->cfg.queues[q].name, "pool", pool,
+                       (double)g.pending_gpus[q][p], err)
+                != 0)
+                return -1;
+        }
+    }
+    if (head(b, "gpus", "gauge", "GPUs of ready and busy nodes, by pool and state.", err) != 0)
+        return -1;
+    for (int p = 0; p < d->cfg.npools; p++) {
+        if (sample(b, "gpus", "pool", d->cfg.pools[p].name, "state", "free", g.gpus_free[p], err)
+                != 0
+            || sample(b, "gpus", "pool", d->cfg.pools[p].name, "state", "used", g.gpus_used[p], err)
+                   != 0)
+            return -1;
+    }
+    if (head(b, "nodes", "gauge", "Registered nodes by pool (online ones).", err) != 0)
+        return -1;
+    for (int p = 0; p < d->cfg.npools; p++) {
+        if (sample(b, "nodes", "pool", d->cfg.pools[p].name, NULL, NULL, g.nodes[p], err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- HTTP ---- */
+
+static enum MHD_Result answer(struct MHD_Connection *conn,
+                              unsigned int status,
+                              char *body,
+                              size_t len,
+                              enum MHD_ResponseMemoryMode mode)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    enum MHD_Result rc;
+    if (!r) {
+        if (mode == MHD_RESPMEM_MUST_FREE)
+            free(body);
+        return MHD_NO;
+    }
+    (void)MHD_add_response_header(r, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    rc = MHD_queue_response(conn, status, r);
+    MHD_destroy_response(r);
+    return rc;
+}
+
+static enum MHD_Result on_request(void *cls,
+                                  struct MHD_Connection *conn,
+                                  const char *url,
+                                  const char *method,
+                                  const char *version,
+                                  const char *upload_data,
+                                  size_t *upload_data_size,
+                                  void **con_cls)
+{
+    static char not_found[] = "not found; metrics are at /metrics\n";
+    static char bad_method[] = "method not allowed; use GET\n";
+    struct musterd *d = cls;
+    struct mu_buf b;
+    struct mu_err err;
+    size_t len;
+
+    (void)version;
+    (void)upload_data;
+    (void)upload_data_size;
+    (void)con_cls;
+    if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
+        return answer(conn, MHD_HTTP_METHOD_NOT_ALLOWED, bad_method, sizeof(bad_method) - 1,
+                      MHD_RESPMEM_PERSISTENT);
+    if (strcmp(url, "/metrics") != 0)
+        return answer(conn, MHD_HTTP_NOT_FOUND, not_found, sizeof(not_found) - 1,
+                      MHD_RESPMEM_PERSISTENT);
+    mu_buf_init(&b, 16u << 20);
+    if (d_metrics_render(d, &b, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "metrics", 10, "cannot render /metrics: %s", err.msg);
+        mu_buf_release(&b);
+        return MHD_NO;
+    }
+    len = b.len;
+    return answer(conn, MHD_HTTP_OK, mu_buf_take(&b), len, MHD_RESPMEM_MUST_FREE);
+}
+
+int d_metrics_start(struct musterd *d, const char *addr_port, struct mu_err *err)
+{
+    struct sockaddr_in sa;
+    char host[64];
+    const char *colon = strrchr(addr_port, ':');
+    int64_t port = 0;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    if (!colon || (size_t)(colon - addr_port) >= sizeof(host)
+        || mu_parse_i64(colon + 1, 1, 65535, &port, NULL) != 0)
+        return mu_errf(err, MU_E_USAGE, "--metrics '%s': expected ADDR:PORT, e.g. 127.0.0.1:9464",
+                       addr_port);
+    memcpy(host, addr_port, (size_t)(colon - addr_port));
+    host[colon - addr_port] = '\0';
+    if (!host[0] || strcmp(host, "*") == 0)
+        mu_strlcpy(host, "0.0.0.0", sizeof(host));
+    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+        return mu_errf(err, MU_E_USAGE, "--metrics '%s': '%s' is not an IPv4 address", addr_port,
+                       host);
+    sa.sin_port = htons((uint16_t)port);
+    d->mhd =
+        MHD_start_daemon(MHD_USE_EPOLL, (uint16_t)port, NULL, NULL, on_request, d,
+                         MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_LIMIT,
+                         64u, MHD_OPTION_CONNECTION_TIMEOUT, 10u, MHD_OPTION_END);
+    if (!d->mhd)
+        return mu_errf(err, MU_E_SYS, "--metrics: cannot serve on %s (address in use?)", addr_port);
+    mu_log(MU_LOG_INFO, "sched", "metrics on http://%s/metrics", addr_port);
+    return 0;
+}
+
+int d_metrics_fd(const struct musterd *d)
+{
+    const union MHD_DaemonInfo *info;
+    if (!d->mhd)
+        return -1;
+    info = MHD_get_daemon_info(d->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+    return info ? info->epoll_fd : -1;
+}
+
+void d_metrics_run(struct musterd *d)
+{
+    if (d->mhd)
+        (void)MHD_run(d->mhd);
+}
+
+void d_metrics_stop(struct musterd *d)
+{
+    if (d->mhd)
+        MHD_stop_daemon(d->mhd);
+    d->mhd = NULL;
+}
