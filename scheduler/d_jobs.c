@@ -79,7 +79,9 @@ static int job_write(struct musterd *d,
                      const struct d_tally *tally)
 {
     struct mu_err err;
-    struct queue_event ev = { state, reason, j ? j->attempt : 0, mu_time_wall_ms() };
+    struct queue_event ev = {
+        .state = state, .reason = reason, .attempt = j->attempt, .at_ms = mu_time_wall_ms()
+    };
     d_metrics_tally(d, tally, &ev);
     if (queue_job_update(d->q, j->id, fields, n, 0, state ? &ev : NULL, d->cfg.events_max,
                          QUEUE_STREAM_SUBMIT, NULL, &err)
@@ -296,7 +298,7 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
                             { "finished_at", now },
                             { "name", "" },
                             { "queue", "" } };
-    struct queue_event ev = { "REJECTED", why, 0, mu_time_wall_ms() };
+    struct queue_event ev = { .state = "REJECTED", .reason = why, .at_ms = mu_time_wall_ms() };
     struct d_tally tally = { D_C_REJECTED, 0, 0 };
 
     if (e->spec && strlen(e->spec) > 4096) {
@@ -391,7 +393,9 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         }
         if (!won && strcmp(owner, j->id) != 0) {
             char why[400];
-            struct queue_event dup = { "DUPLICATE", why, 0, mu_time_wall_ms() };
+            struct queue_event dup = { .state = "DUPLICATE",
+                                       .reason = why,
+                                       .at_ms = mu_time_wall_ms() };
             (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
                               j->spec.idempotency_key, owner);
             if (queue_job_update(d->q, j->id, NULL, 0, 0, &dup, d->cfg.events_max,
@@ -408,7 +412,9 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     j->submitted_ms = id_ms(j->id);
     job_request_build(d, j);
     fields_of_new_job(j, e->spec, bufs, f, &nf);
-    ev = (struct queue_event){ "PENDING", "submitted", 1, mu_time_wall_ms() };
+    ev = (struct queue_event){
+        .state = "PENDING", .reason = "submitted", .attempt = 1, .at_ms = mu_time_wall_ms()
+    };
     {
         struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
         d_metrics_tally(d, &tally, &ev);
