@@ -13,7 +13,7 @@ set -euo pipefail
 packages=(
     build-essential cmake pkg-config
     libzmq3-dev libhiredis-dev libmsgpack-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libmicrohttpd-dev
-    redis-server redis-tools jq python3 procps
+    redis-server redis-tools jq python3 procps curl
     clang-format # scripts/lint.sh (clang-format --dry-run --Werror)
 )
 
