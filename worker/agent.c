@@ -55,6 +55,7 @@ struct wrk_agent {
     struct proto_label labels[PROTO_MAX_LABELS];
     int ngpus;
     struct proto_gpu gpus[PROTO_MAX_GPUS];
+    int nislands; /* NVLink islands among gpus: island numbers are 0..nislands-1 */
     bool simulated;
 
     void *zctx;
@@ -684,16 +685,40 @@ static int copy_field(char *dst, size_t size, const char *src, const char *what,
 
 static int agent_inventory(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
 {
+    struct mu_err topo_err;
+
     if (cfg->sim_gpus > PROTO_MAX_GPUS)
         return mu_errf(err, MU_E_RANGE, "--gpus %d: at most %d", cfg->sim_gpus, PROTO_MAX_GPUS);
     if (cfg->sim_gpus >= 0) {
         a->simulated = true;
         a->ngpus = cfg->sim_gpus;
-        wrk_gpus_simulate(a->gpus, a->ngpus);
+        a->nislands = 0;
+        for (int i = 0; i < a->ngpus; i++) {
+            /* main.c checked the list; a caller filling sim_island by hand gets a message. */
+            if (cfg->sim_island[i] < 0 || cfg->sim_island[i] >= a->ngpus)
+                return mu_errf(err, MU_E_RANGE, "simulated GPU %d: island %d out of 0..%d", i,
+                               cfg->sim_island[i], a->ngpus - 1);
+            if (cfg->sim_island[i] >= a->nislands)
+                a->nislands = cfg->sim_island[i] + 1;
+        }
+        wrk_gpus_simulate(a->gpus, a->ngpus, cfg->sim_island);
         return 0;
     }
     a->simulated = false;
-    return wrk_gpus_discover(cfg->nvidia_smi, a->gpus, PROTO_MAX_GPUS, &a->ngpus, err);
+    if (wrk_gpus_discover(cfg->nvidia_smi, a->gpus, PROTO_MAX_GPUS, &a->ngpus, err) != 0)
+        return -1;
+    /* Without the matrix the GPUs are still usable: one island is what the scheduler assumed
+     * before islands existed, and the worst it costs is a task spread over PCIe. */
+    mu_err_clear(&topo_err);
+    if (wrk_topo_discover(cfg->nvidia_smi, a->gpus, a->ngpus, &a->nislands, &topo_err) != 0) {
+        mu_log(MU_LOG_WARN, MOD,
+               "node=%s cannot read NVLink islands: %s; counting all %d GPUs as one island",
+               a->node, topo_err.msg, a->ngpus);
+        for (int i = 0; i < a->ngpus; i++)
+            a->gpus[i].island = 0;
+        a->nislands = 1;
+    }
+    return 0;
 }
 
 struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err)
@@ -750,9 +775,10 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
                a->node, cfg->imds);
     a->last_rx_ms = mu_time_mono_ms();
     mu_log(MU_LOG_INFO, MOD,
-           "node=%s pool=%s gpus=%d (%s) cpus=%d memory_mb=%" PRId64 " scheduler=%s state_dir=%s",
-           a->node, a->pool, a->ngpus, a->simulated ? "simulated" : "nvidia-smi", a->cpus,
-           a->memory_mb, a->scheduler, a->state_dir);
+           "node=%s pool=%s gpus=%d (%s) islands=%d cpus=%d memory_mb=%" PRId64
+           " scheduler=%s state_dir=%s",
+           a->node, a->pool, a->ngpus, a->simulated ? "simulated" : "nvidia-smi", a->nislands,
+           a->cpus, a->memory_mb, a->scheduler, a->state_dir);
     return a;
 fail:
     if (a->zctx)

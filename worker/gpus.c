@@ -5,7 +5,8 @@
  * strictly: a GPU the scheduler would place work on must have an index, a UUID, a model, a
  * memory size and a bus id, so "[N/A]" or a missing column is an error that names the line,
  * not a GPU with zero memory.  The first two and the last two fields are fixed, so a model name
- * with a comma would still parse.  All GPUs are NVLink island 0 for now (p4d/p5 connect all 8).
+ * with a comma would still parse.  The CSV carries no topology: the islands come from a second
+ * run, `nvidia-smi topo -m`, through the same capture helper (the matrix parser is topo.c).
  */
 #include "worker/wrk.h"
 
@@ -139,13 +140,13 @@ int wrk_gpus_parse_csv(
     return 0;
 }
 
-void wrk_gpus_simulate(struct proto_gpu *gpus, int n)
+void wrk_gpus_simulate(struct proto_gpu *gpus, int n, const int *island)
 {
     for (int i = 0; i < n; i++) {
         memset(&gpus[i], 0, sizeof(gpus[i]));
         gpus[i].index = i;
         mu_strlcpy(gpus[i].model, "simulated", sizeof(gpus[i].model));
-        gpus[i].island = 0;
+        gpus[i].island = island ? island[i] : 0;
     }
 }
 
@@ -170,22 +171,19 @@ static void first_line(const char *s, char *buf, size_t size)
     }
 }
 
-int wrk_gpus_discover(
-    const char *program, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err)
+/*
+ * Runs argv (argv[0] = program) to completion and hands back its stdout (free() it).  A missing
+ * program gets the --gpus hint; a non-zero exit carries the first line of stderr (or stdout).
+ */
+static int nvsmi_run(char *const *argv, char **out_ret, struct mu_err *err)
 {
+    const char *program = argv[0];
     char *out = NULL;
     char *errout = NULL;
     int status = 0;
     int rc = -1;
-    char *argv[4];
     char why[256];
 
-    if (!program)
-        program = "nvidia-smi";
-    argv[0] = (char *)program;
-    argv[1] = (char *)nvsmi_query;
-    argv[2] = (char *)"--format=csv,noheader,nounits";
-    argv[3] = NULL;
     if (wrk_spawn_capture(argv, WRK_NVSMI_MAX_BYTES, WRK_NVSMI_TIMEOUT_MS, &out, &errout, &status,
                           err)
         != 0) {
@@ -209,6 +207,30 @@ int wrk_gpus_discover(
                     mu_signal_name(WTERMSIG(status)), why[0] ? why : "(no output)");
         goto out;
     }
+    *out_ret = out;
+    out = NULL;
+    rc = 0;
+out:
+    free(out);
+    free(errout);
+    return rc;
+}
+
+int wrk_gpus_discover(
+    const char *program, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err)
+{
+    char *out = NULL;
+    int rc = -1;
+    char *argv[4];
+
+    if (!program)
+        program = "nvidia-smi";
+    argv[0] = (char *)program;
+    argv[1] = (char *)nvsmi_query;
+    argv[2] = (char *)"--format=csv,noheader,nounits";
+    argv[3] = NULL;
+    if (nvsmi_run(argv, &out, err) != 0)
+        goto out;
     if (wrk_gpus_parse_csv(out, gpus, max, n_out, err) != 0) {
         mu_err_prefix(err, "'%s' output: ", program);
         goto out;
@@ -216,7 +238,47 @@ int wrk_gpus_discover(
     rc = 0;
 out:
     free(out);
-    free(errout);
+    return rc;
+}
+
+int wrk_topo_discover(
+    const char *program, struct proto_gpu *gpus, int ngpus, int *nislands_out, struct mu_err *err)
+{
+    char *out = NULL;
+    int island[PROTO_MAX_GPUS];
+    int nislands = 0;
+    int rc = -1;
+    char *argv[4];
+
+    if (!program)
+        program = "nvidia-smi";
+    if (ngpus < 1 || ngpus > PROTO_MAX_GPUS)
+        return mu_errf(err, MU_E_INVAL, "%d GPUs: expected 1..%d", ngpus, PROTO_MAX_GPUS);
+    argv[0] = (char *)program;
+    argv[1] = (char *)"topo";
+    argv[2] = (char *)"-m";
+    argv[3] = NULL;
+    if (nvsmi_run(argv, &out, err) != 0)
+        goto out;
+    if (wrk_topo_parse(out, ngpus, island, &nislands, err) != 0) {
+        mu_err_prefix(err, "'%s topo -m' output: ", program);
+        goto out;
+    }
+    /* The matrix rows are nvidia-smi indices, as are the CSV's: unique, so a permutation. */
+    for (int j = 0; j < ngpus; j++) {
+        if (gpus[j].index < 0 || gpus[j].index >= ngpus) {
+            mu_errf(err, MU_E_PARSE, "GPU index %d has no row in the %d-GPU topology matrix",
+                    gpus[j].index, ngpus);
+            goto out;
+        }
+    }
+    for (int j = 0; j < ngpus; j++)
+        gpus[j].island = island[gpus[j].index];
+    if (nislands_out)
+        *nislands_out = nislands;
+    rc = 0;
+out:
+    free(out);
     return rc;
 }
 

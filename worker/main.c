@@ -37,7 +37,11 @@ static const char usage_text[] =
     "\n"
     "Options:\n"
     "  --gpus N            simulate N GPUs (0..64) instead of asking nvidia-smi\n"
-    "  --label LEVEL=VALUE topology label, e.g. --label zone=us-east-1a (repeatable, at most 8)\n"
+    "  --gpu-islands LIST  NVLink island sizes of the simulated GPUs, adding up to N, e.g.\n"
+    "                      4,4 (default: one island of N)  [MUSTER_GPU_ISLANDS]\n"
+    "  --label LEVEL=VALUE topology label, e.g. --label zone=us-east-1a (repeatable, one per\n"
+    "                      level, at most 8); give one for every level in the scheduler's\n"
+    "                      topology_levels, or registration fails\n"
     "  --state-dir DIR     task logs and checkpoint files  [MUSTER_STATE_DIR]\n"
     "                      (default /var/lib/muster/worker/NODE; created with its parents)\n"
     "  --addr HOST         address other nodes reach this one at, used as MASTER_ADDR\n"
@@ -49,6 +53,11 @@ static const char usage_text[] =
     "  --help              show this help and exit\n"
     "  --version           show the version and exit\n"
     "\n"
+    "Without --gpus the worker runs 'nvidia-smi --query-gpu=...' for the GPUs and\n"
+    "'nvidia-smi topo -m' for their NVLink islands (GPUs joined by NV# links, directly or\n"
+    "through other GPUs, form one island).  When the matrix cannot be read, a warning says why\n"
+    "and all GPUs count as one island.\n"
+    "\n"
     "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  On SIGTERM or SIGINT the worker\n"
     "stops its tasks (SIGTERM, then SIGKILL after 5 s) and exits 0.\n"
     "\n"
@@ -59,6 +68,7 @@ enum opt_id {
     OPT_NODE,
     OPT_POOL,
     OPT_GPUS,
+    OPT_GPU_ISLANDS,
     OPT_LABEL,
     OPT_STATE_DIR,
     OPT_ADDR,
@@ -75,6 +85,7 @@ static const struct option long_opts[] = {
     { "node", required_argument, NULL, OPT_NODE },
     { "pool", required_argument, NULL, OPT_POOL },
     { "gpus", required_argument, NULL, OPT_GPUS },
+    { "gpu-islands", required_argument, NULL, OPT_GPU_ISLANDS },
     { "label", required_argument, NULL, OPT_LABEL },
     { "state-dir", required_argument, NULL, OPT_STATE_DIR },
     { "addr", required_argument, NULL, OPT_ADDR },
@@ -113,6 +124,7 @@ struct cli {
     struct wrk_config cfg;
     char state_dir[PROTO_PATH_MAX];
     char addr[128];
+    const char *gpu_islands; /* --gpu-islands, borrowed from argv or the environment */
     enum mu_log_level level;
 };
 
@@ -177,6 +189,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
                 return 2;
             c->cfg.sim_gpus = (int)v;
             break;
+        case OPT_GPU_ISLANDS:
+            c->gpu_islands = optarg;
+            break;
         case OPT_LABEL:
             if (parse_label(c, optarg) != 0)
                 return 2;
@@ -225,6 +240,30 @@ static int parse_args(int argc, char **argv, struct cli *c)
     return -1;
 }
 
+/* --gpu-islands or MUSTER_GPU_ISLANDS into cfg.sim_island; returns -1 to go on, else 2. */
+static int complete_islands(struct cli *c)
+{
+    const char *what = "--gpu-islands";
+    struct mu_err err;
+
+    if (!c->gpu_islands) {
+        const char *env = getenv("MUSTER_GPU_ISLANDS");
+        if (!env || !env[0])
+            return -1; /* one island: sim_island stays zeroed */
+        c->gpu_islands = env;
+        what = "MUSTER_GPU_ISLANDS";
+    }
+    if (c->cfg.sim_gpus < 0)
+        return usage_error("%s needs --gpus N; discovered GPUs get their islands from "
+                           "'nvidia-smi topo -m'",
+                           what);
+    if (wrk_gpu_islands_parse(c->gpu_islands, c->cfg.sim_gpus, c->cfg.sim_island, &err) != 0)
+        return usage_error("%s '%s': %s\nhint: one size per island, adding up to --gpus %d, "
+                           "e.g. 4,4 for 8",
+                           what, c->gpu_islands, err.msg, c->cfg.sim_gpus);
+    return -1;
+}
+
 /* Environment fallbacks, required flags and defaults; returns -1 to go on, else 2. */
 static int complete_config(struct cli *c)
 {
@@ -260,6 +299,8 @@ static int complete_config(struct cli *c)
                           cfg->node);
         cfg->state_dir = c->state_dir;
     }
+    if (complete_islands(c) >= 0)
+        return 2;
     if (!cfg->addr) {
         if (gethostname(c->addr, sizeof(c->addr) - 1) != 0 || !c->addr[0])
             mu_strlcpy(c->addr, "localhost", sizeof(c->addr));

@@ -37,17 +37,56 @@
 int wrk_gpus_parse_csv(
     const char *text, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err);
 
-/* Fills gpus[0..n-1] with simulated GPUs: index i, uuid "", model "simulated", island 0. */
-void wrk_gpus_simulate(struct proto_gpu *gpus, int n);
+/*
+ * Fills gpus[0..n-1] with simulated GPUs: index i, uuid "", model "simulated", island island[i]
+ * (island may be NULL: all island 0).
+ */
+void wrk_gpus_simulate(struct proto_gpu *gpus, int n, const int *island);
 
 /*
  * Runs `program` (normally "nvidia-smi", looked up in PATH) with the query above and parses its
- * output.  Blocks up to WRK_NVSMI_TIMEOUT_MS.  A missing program is "cannot run 'nvidia-smi':
- * No such file or directory; hint: pass --gpus N to simulate GPUs"; a non-zero exit carries the
- * first line of its stderr (or stdout when stderr is empty).
+ * output (islands stay 0: wrk_topo_discover fills them).  Blocks up to WRK_NVSMI_TIMEOUT_MS.  A
+ * missing program is "cannot run 'nvidia-smi': No such file or directory; hint: pass --gpus N to
+ * simulate GPUs"; a non-zero exit carries the first line of its stderr (or stdout when stderr is
+ * empty).
  */
 int wrk_gpus_discover(
     const char *program, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err);
+
+/* ---- NVLink islands (DESIGN §2 "GPU islands") ---- */
+
+/*
+ * Parses the output of `nvidia-smi topo -m` for a node with ngpus (1..PROTO_MAX_GPUS) GPUs:
+ * GPUs joined by NV# cells, directly or through other GPUs, form one island; GPUs joined only
+ * by PIX, PXB, PHB, NODE or SYS (SOC on old drivers) are separate islands.  On success
+ * island_out[i] is the island of the row GPUi, islands are numbered 0..*nislands_out-1 in the
+ * order of their lowest GPU (nislands_out may be NULL).  Tolerates tabs or spaces, ANSI escapes,
+ * NIC rows and columns, the affinity columns and the Legend.  Errors (MU_E_PARSE, MU_E_TOOBIG
+ * past PROTO_MAX_GPUS columns) name the line: no header, a GPU count other than ngpus, a missing,
+ * repeated or short row, an unknown cell, X off the diagonal, NVLink one way only.  On failure
+ * island_out is untouched.  Pure: no system calls.
+ */
+int wrk_topo_parse(
+    const char *text, int ngpus, int *island_out, int *nislands_out, struct mu_err *err);
+
+/*
+ * Runs `program topo -m` (program NULL = "nvidia-smi"; same capture, timeout and cap as
+ * wrk_gpus_discover) and sets gpus[j].island for the ngpus discovered GPUs, matching
+ * gpus[j].index to the matrix row GPU<index>.  *nislands_out (may be NULL) gets the number of
+ * islands.  On failure (cannot run, non-zero exit, unparsable output, an index with no row)
+ * gpus is untouched; the caller decides what to do (the agent warns and keeps island 0).
+ */
+int wrk_topo_discover(
+    const char *program, struct proto_gpu *gpus, int ngpus, int *nislands_out, struct mu_err *err);
+
+/*
+ * Parses --gpu-islands: island sizes separated by commas ("4,4", "2,2,4"), each 1..
+ * PROTO_MAX_GPUS, adding up to exactly ngpus.  Fills island_out[0..ngpus-1] with 0 for the
+ * first size's GPUs, 1 for the next, and so on.  Errors: MU_E_PARSE for a bad size ("island 2:
+ * expected a size in 1..64, got 'x'"), MU_E_RANGE when the sizes do not add up to ngpus.  On
+ * failure island_out is untouched.
+ */
+int wrk_gpu_islands_parse(const char *text, int ngpus, int *island_out, struct mu_err *err);
 
 /*
  * Formats CUDA_VISIBLE_DEVICES for the GPUs with indices bind[0..nbind-1]: the indices when
@@ -173,11 +212,12 @@ struct wrk_config {
     const char *scheduler; /* "tcp://HOST:PORT" */
     const char *node;
     const char *pool;
-    const char *state_dir;  /* created with its parents */
-    const char *addr;       /* MASTER_ADDR other nodes use to reach this one */
-    const char *imds;       /* accepted, not used yet (issue 4); NULL when not given */
-    const char *nvidia_smi; /* program for discovery; NULL = "nvidia-smi" */
-    int sim_gpus;           /* 0..64 simulated GPUs; -1 = discover with nvidia-smi */
+    const char *state_dir;          /* created with its parents */
+    const char *addr;               /* MASTER_ADDR other nodes use to reach this one */
+    const char *imds;               /* accepted, not used yet (issue 4); NULL when not given */
+    const char *nvidia_smi;         /* program for discovery; NULL = "nvidia-smi" */
+    int sim_gpus;                   /* 0..64 simulated GPUs; -1 = discover with nvidia-smi */
+    int sim_island[PROTO_MAX_GPUS]; /* island of simulated GPU i (--gpu-islands); zeroed = one */
     int cpus;
     int64_t memory_mb;
     int heartbeat_s; /* until the scheduler says otherwise; <= 0 means 1 */
@@ -188,9 +228,10 @@ struct wrk_config {
 struct wrk_agent;
 
 /*
- * Takes the inventory, creates the state directory, a ZeroMQ context and the DEALER, and
- * installs the SIGCHLD/SIGTERM/SIGINT handlers (a self-pipe: only one agent per process).
- * Sends nothing yet.  Free with wrk_agent_free.
+ * Takes the inventory (discovered GPUs get their islands from `nvidia-smi topo -m`; when that
+ * fails, a warning and island 0 for all), creates the state directory, a ZeroMQ context and the
+ * DEALER, and installs the SIGCHLD/SIGTERM/SIGINT handlers (a self-pipe: only one agent per
+ * process). Sends nothing yet.  Free with wrk_agent_free.
  */
 struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err);
 

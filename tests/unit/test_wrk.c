@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for the worker (worker/wrk.h): the nvidia-smi CSV parser on captured samples of
- * four EC2 GPU instance types and a bad-input table, GPU discovery through stand-in scripts,
- * the task environment builder (pure, no fork), and the launcher for real: a task's log file and
- * exit code, KILL of a whole process group, and exec failures turned into messages.  The agent
- * is driven against an in-process ROUTER standing in for the scheduler.
+ * four EC2 GPU instance types and a bad-input table, the `nvidia-smi topo -m` matrix parser on
+ * NVSwitch, hybrid-cube-mesh, NVLink-pair and PCIe-only boxes with its own bad-input table, the
+ * --gpu-islands list, GPU and island discovery through stand-in scripts, the task environment
+ * builder (pure, no fork), and the launcher for real: a task's log file and exit code, KILL of a
+ * whole process group, and exec failures turned into messages.  The agent is driven against an
+ * in-process ROUTER standing in for the scheduler, including the islands and labels of HELLO.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -275,6 +277,285 @@ static void test_csv_too_many(void **state)
     assert_non_null(strstr(err.msg, "line 1: longer than"));
 }
 
+/* ---- nvidia-smi topo -m: NVLink islands ---- */
+
+struct topo_sample {
+    const char *file; /* in tests/data/wrk, or NULL for text */
+    const char *text;
+    int ngpus;
+    int nislands;
+    int island[8];
+};
+
+static const struct topo_sample topo_samples[] = {
+    /* NVSwitch boxes: every pair NV18 (H100) or NV12 (A100), NIC rows, Legend, NIC Legend. */
+    { "topo-p5.48xlarge.txt", NULL, 8, 1, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+    { "topo-p4d.24xlarge.txt", NULL, 8, 1, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+    /* Hybrid cube mesh: GPU0-GPU5 is SYS, but they reach each other over NVLink via peers. */
+    { "topo-p3.16xlarge.txt", NULL, 8, 1, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+    /* PCIe only (NODE, PHB, SYS): one island per GPU. */
+    { "topo-g6e.12xlarge.txt", NULL, 4, 4, { 0, 1, 2, 3 } },
+    { "topo-g5.12xlarge-ansi.txt", NULL, 4, 4, { 0, 1, 2, 3 } },
+    { "topo-g5.xlarge.txt", NULL, 1, 1, { 0 } },
+    /* Two NVLink-bridged pairs. */
+    { "topo-nvlink-pairs.txt", NULL, 4, 2, { 0, 0, 1, 1 } },
+    /* Pasted with spaces instead of tabs, no trailing columns, no final newline. */
+    { NULL,
+      "        GPU0    GPU1    GPU2\n"
+      "GPU0     X      PIX     NV2\n"
+      "GPU1    PIX      X      SOC\n"
+      "GPU2    NV2     SOC      X ",
+      3,
+      2,
+      { 0, 1, 0 } },
+    /* Islands numbered by their lowest GPU; CRLF line ends; a chain is one island. */
+    { NULL,
+      "\tGPU0\tGPU1\tGPU2\tGPU3\tGPU4\tCPU Affinity\r\n"
+      "GPU0\t X \tSYS\tSYS\tNV1\tSYS\t0-7\r\n"
+      "GPU1\tSYS\t X \tNV6\tSYS\tSYS\t0-7\r\n"
+      "GPU2\tSYS\tNV6\t X \tSYS\tNV12\t0-7\r\n"
+      "GPU3\tNV1\tSYS\tSYS\t X \tSYS\t0-7\r\n"
+      "GPU4\tSYS\tSYS\tNV12\tSYS\t X \t0-7\r\n",
+      5,
+      2,
+      { 0, 1, 1, 0, 1 } },
+    /* Blank lines before the header; a Legend line right after the rows ends the matrix. */
+    { NULL,
+      "\n\n\tGPU0\tGPU1\nGPU1\tNV4\t X \nGPU0\t X \tNV4\nLegend:\nGPU7 junk\n",
+      2,
+      1,
+      { 0, 0 } },
+};
+
+static void test_topo_samples(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < MU_ARRAY_LEN(topo_samples); i++) {
+        const struct topo_sample *s = &topo_samples[i];
+        char *text = s->file ? read_data(s->file) : strdup(s->text);
+        int island[PROTO_MAX_GPUS];
+        int nislands = -1;
+        struct mu_err err;
+
+        memset(island, 0x55, sizeof(island));
+        if (wrk_topo_parse(text, s->ngpus, island, &nislands, &err) != 0)
+            fail_msg("case %zu (%s): %s", i, s->file ? s->file : "inline", err.msg);
+        if (nislands != s->nislands)
+            fail_msg("case %zu (%s): %d islands, want %d", i, s->file ? s->file : "inline",
+                     nislands, s->nislands);
+        for (int g = 0; g < s->ngpus; g++) {
+            if (island[g] != s->island[g])
+                fail_msg("case %zu (%s): GPU%d in island %d, want %d", i,
+                         s->file ? s->file : "inline", g, island[g], s->island[g]);
+        }
+        assert_int_equal(island[s->ngpus], 0x55555555); /* nothing past ngpus */
+        /* nislands_out is optional. */
+        assert_int_equal(wrk_topo_parse(text, s->ngpus, island, NULL, &err), 0);
+        free(text);
+    }
+}
+
+struct topo_bad {
+    const char *file; /* in tests/data/wrk, or NULL for text */
+    const char *text;
+    int ngpus;
+    int code;
+    const char *msg; /* expected substring */
+};
+
+#define PAIR_HDR "\tGPU0\tGPU1\tCPU Affinity\n"
+
+static const struct topo_bad topo_bad_cases[] = {
+    { "topo-bad-missing-row.txt", NULL, 4, MU_E_PARSE, "row 'GPU2' is missing" },
+    { "topo-bad-short-row.txt", NULL, 4, MU_E_PARSE,
+      "line 3: row GPU1 has 2 GPU cells, expected 4" },
+    { "topo-bad-link.txt", NULL, 4, MU_E_PARSE,
+      "line 3: GPU1-GPU2: expected X, NV#, PIX, PXB, PHB, NODE or SYS, got 'QPI'" },
+    { "topo-bad-asymmetric.txt", NULL, 4, MU_E_PARSE,
+      "GPU0-GPU3: NVLink one way but not the other" },
+    { "topo-bad-garbage.txt", NULL, 4, MU_E_PARSE,
+      "line 1: expected the header row of 'nvidia-smi topo -m' (GPU0 GPU1 ...), got 'NVIDIA-SMI'" },
+    { "topo-bad-legend-only.txt", NULL, 4, MU_E_PARSE,
+      "line 2: expected the header row of 'nvidia-smi topo -m' (GPU0 GPU1 ...), got 'Legend:'" },
+    { "topo-bad-empty.txt", NULL, 4, MU_E_PARSE, "no GPU matrix" },
+    /* The matrix and --query-gpu disagree on the GPU count. */
+    { "topo-p5.48xlarge.txt", NULL, 4, MU_E_PARSE, "line 1: the matrix has 8 GPUs, expected 4" },
+    { "topo-g6e.12xlarge.txt", NULL, 8, MU_E_PARSE, "line 1: the matrix has 4 GPUs, expected 8" },
+    { "topo-g5.xlarge.txt", NULL, 2, MU_E_PARSE, "the matrix has 1 GPU, expected 2" },
+    { NULL, "\n \t\r\n", 2, MU_E_PARSE, "no GPU matrix" },
+    { NULL, PAIR_HDR, 2, MU_E_PARSE, "row 'GPU0' is missing" },
+    { NULL, PAIR_HDR "\n", 2, MU_E_PARSE, "row 'GPU0' is missing" },
+    { NULL, PAIR_HDR "GPU0\t X \tNV4\nGPU0\t X \tNV4\n", 2, MU_E_PARSE,
+      "line 3: row 'GPU0' appears twice" },
+    { NULL, PAIR_HDR "GPU2\t X \tNV4\n", 2, MU_E_PARSE,
+      "line 2: row 'GPU2' is not in the header (GPU0..GPU1)" },
+    { NULL, PAIR_HDR "GPU0\tNV4\t X \nGPU1\t X \tNV4\n", 2, MU_E_PARSE,
+      "line 2: GPU0-GPU0: expected X, got 'NV4'" },
+    { NULL, PAIR_HDR "GPU0\t X \t X \n", 2, MU_E_PARSE, "line 2: GPU0-GPU1: X off the diagonal" },
+    { NULL, PAIR_HDR "GPU0\t X \tNV0\n", 2, MU_E_PARSE, "got 'NV0'" },
+    { NULL, PAIR_HDR "GPU0\t X \tNV\n", 2, MU_E_PARSE, "got 'NV'" },
+    { NULL, PAIR_HDR "GPU0\t X \tNV1000\n", 2, MU_E_PARSE, "got 'NV1000'" },
+    { NULL, PAIR_HDR "GPU0\t X \tnv4\n", 2, MU_E_PARSE, "got 'nv4'" },
+    { NULL, PAIR_HDR "GPU0\t X \t0-7\n", 2, MU_E_PARSE, "GPU0-GPU1: expected X, NV#" },
+    { NULL, PAIR_HDR "GPU0\t X \n", 2, MU_E_PARSE, "line 2: row GPU0 has 1 GPU cells, expected 2" },
+    { NULL, PAIR_HDR "CPU0\t X \tNV4\n", 2, MU_E_PARSE,
+      "line 2: expected a GPU or NIC row, got 'CPU0'" },
+    { NULL, PAIR_HDR "GPU00\t X \tNV4\n", 2, MU_E_PARSE, "expected a GPU or NIC row, got 'GPU00'" },
+    { NULL, "\tGPU0\tGPU2\n", 2, MU_E_PARSE, "line 1: column 'GPU2' where GPU1 was expected" },
+    { NULL, "\tGPU1\tGPU0\n", 2, MU_E_PARSE, "line 1: expected the header row" },
+    { NULL, "GPU0\t X \tNV4\nGPU1\tNV4\t X \n", 2, MU_E_PARSE,
+      "line 1: the matrix has 1 GPU, expected 2" },
+    { NULL, PAIR_HDR "GPU0\t X \tSYS\nGPU1\tNV4\t X \n", 2, MU_E_PARSE,
+      "GPU0-GPU1: NVLink one way but not the other" },
+    { NULL, PAIR_HDR, 0, MU_E_INVAL, "0 GPUs: expected 1..64" },
+    { NULL, PAIR_HDR, 65, MU_E_INVAL, "65 GPUs: expected 1..64" },
+};
+
+static void test_topo_bad(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < MU_ARRAY_LEN(topo_bad_cases); i++) {
+        const struct topo_bad *c = &topo_bad_cases[i];
+        char *text = c->file ? read_data(c->file) : strdup(c->text);
+        int island[PROTO_MAX_GPUS];
+        int nislands = 42;
+        struct mu_err err;
+
+        memset(island, 0x55, sizeof(island));
+        mu_err_clear(&err);
+        if (wrk_topo_parse(text, c->ngpus, island, &nislands, &err) != -1)
+            fail_msg("case %zu (%s): parsed", i, c->file ? c->file : c->text);
+        if (err.code != c->code || !strstr(err.msg, c->msg))
+            fail_msg("case %zu: got %s '%s', want %s '%s'", i, mu_err_name(err.code), err.msg,
+                     mu_err_name(c->code), c->msg);
+        /* A failed parse has no side effects. */
+        assert_int_equal(nislands, 42);
+        for (int g = 0; g < PROTO_MAX_GPUS; g++)
+            assert_int_equal(island[g], 0x55555555);
+        free(text);
+    }
+}
+
+static void test_topo_limits(void **state)
+{
+    struct mu_err err;
+    struct mu_buf b;
+    int island[PROTO_MAX_GPUS];
+    int nislands = -1;
+    (void)state;
+
+    assert_int_equal(wrk_topo_parse(NULL, 2, island, &nislands, &err), -1);
+    assert_int_equal(err.code, MU_E_INVAL);
+
+    /* 64 GPUs, NVLink in pairs (2k, 2k+1): 32 islands. */
+    mu_buf_init(&b, 0);
+    for (int j = 0; j < PROTO_MAX_GPUS; j++)
+        assert_int_equal(mu_buf_appendf(&b, &err, "\tGPU%d", j), 0);
+    assert_int_equal(mu_buf_append(&b, "\n", 1, &err), 0);
+    for (int i = 0; i < PROTO_MAX_GPUS; i++) {
+        assert_int_equal(mu_buf_appendf(&b, &err, "GPU%d", i), 0);
+        for (int j = 0; j < PROTO_MAX_GPUS; j++)
+            assert_int_equal(mu_buf_appendf(&b, &err, "\t%s",
+                                            i == j           ? " X "
+                                            : i / 2 == j / 2 ? "NV4"
+                                                             : "SYS"),
+                             0);
+        assert_int_equal(mu_buf_append(&b, "\n", 1, &err), 0);
+    }
+    if (wrk_topo_parse(b.data, PROTO_MAX_GPUS, island, &nislands, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(nislands, PROTO_MAX_GPUS / 2);
+    for (int g = 0; g < PROTO_MAX_GPUS; g++)
+        assert_int_equal(island[g], g / 2);
+    mu_buf_release(&b);
+
+    /* A 65th GPU column is too many. */
+    mu_buf_init(&b, 0);
+    for (int j = 0; j <= PROTO_MAX_GPUS; j++)
+        assert_int_equal(mu_buf_appendf(&b, &err, "\tGPU%d", j), 0);
+    assert_int_equal(wrk_topo_parse(b.data, PROTO_MAX_GPUS, island, &nislands, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    assert_string_equal(err.msg, "line 1: more than 64 GPU columns");
+    mu_buf_release(&b);
+}
+
+/* ---- --gpu-islands ---- */
+
+struct islands_case {
+    const char *text;
+    int ngpus;
+    int code; /* 0 = parses */
+    const char *msg;
+    int island[8];
+};
+
+static const struct islands_case islands_cases[] = {
+    { "4,4", 8, 0, NULL, { 0, 0, 0, 0, 1, 1, 1, 1 } },
+    { "8", 8, 0, NULL, { 0, 0, 0, 0, 0, 0, 0, 0 } },
+    { "2,2,4", 8, 0, NULL, { 0, 0, 1, 1, 2, 2, 2, 2 } },
+    { "1,1", 2, 0, NULL, { 0, 1 } },
+    { "1", 1, 0, NULL, { 0 } },
+    { "4,3", 8, MU_E_RANGE, "island sizes add up to 7 GPUs, expected 8", { 0 } },
+    { "1", 2, MU_E_RANGE, "island sizes add up to 1 GPU, expected 2", { 0 } },
+    { "4,5", 8, MU_E_RANGE, "island sizes add up to more than 8 GPUs", { 0 } },
+    { "1,1,1", 2, MU_E_RANGE, "add up to more than 2 GPUs", { 0 } },
+    { "1", 0, MU_E_RANGE, "add up to more than 0 GPUs", { 0 } },
+    { "4,0,4", 8, MU_E_PARSE, "island 2: expected a size in 1..64, got '0'", { 0 } },
+    { "4,,4", 8, MU_E_PARSE, "island 2: expected a size in 1..64, got ''", { 0 } },
+    { ",8", 8, MU_E_PARSE, "island 1: expected a size", { 0 } },
+    { "8,", 8, MU_E_PARSE, "island 2: expected a size", { 0 } },
+    { "", 8, MU_E_PARSE, "expected island sizes separated by commas, e.g. 4,4", { 0 } },
+    { "x", 8, MU_E_PARSE, "island 1: expected a size in 1..64, got 'x'", { 0 } },
+    { "-4,12", 8, MU_E_PARSE, "got '-4'", { 0 } },
+    { " 4,4", 8, MU_E_PARSE, "got ' 4'", { 0 } },
+    { "4;4", 8, MU_E_PARSE, "got '4;4'", { 0 } },
+    { "65", 64, MU_E_PARSE, "got '65'", { 0 } },
+    { "99999999999999999999999", 8, MU_E_PARSE, "got '99999999999999999999'", { 0 } },
+    { "4,4", 65, MU_E_INVAL, "65 GPUs: expected 0..64", { 0 } },
+};
+
+static void test_gpu_islands_parse(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < MU_ARRAY_LEN(islands_cases); i++) {
+        const struct islands_case *c = &islands_cases[i];
+        int island[PROTO_MAX_GPUS];
+        struct mu_err err;
+        int r;
+
+        memset(island, 0x55, sizeof(island));
+        mu_err_clear(&err);
+        r = wrk_gpu_islands_parse(c->text, c->ngpus, island, &err);
+        if (c->code == 0) {
+            if (r != 0)
+                fail_msg("case %zu '%s': %s", i, c->text, err.msg);
+            for (int g = 0; g < c->ngpus; g++)
+                assert_int_equal(island[g], c->island[g]);
+            assert_int_equal(island[c->ngpus], 0x55555555);
+            continue;
+        }
+        if (r != -1)
+            fail_msg("case %zu '%s': parsed", i, c->text);
+        if (err.code != c->code || !strstr(err.msg, c->msg))
+            fail_msg("case %zu: got %s '%s', want %s '%s'", i, mu_err_name(err.code), err.msg,
+                     mu_err_name(c->code), c->msg);
+        assert_int_equal(island[0], 0x55555555);
+    }
+
+    /* The biggest list: 64 islands of one GPU. */
+    {
+        char text[256] = "";
+        int island[PROTO_MAX_GPUS];
+        struct mu_err err;
+        for (int g = 0; g < PROTO_MAX_GPUS; g++)
+            mu_strlcpy(text + strlen(text), g ? ",1" : "1", sizeof(text) - strlen(text));
+        assert_int_equal(wrk_gpu_islands_parse(text, PROTO_MAX_GPUS, island, &err), 0);
+        for (int g = 0; g < PROTO_MAX_GPUS; g++)
+            assert_int_equal(island[g], g);
+        assert_int_equal(wrk_gpu_islands_parse(NULL, 8, island, &err), -1);
+    }
+}
+
 static void test_gpus_simulate_and_visible(void **state)
 {
     struct proto_gpu gpus[4];
@@ -283,7 +564,11 @@ static void test_gpus_simulate_and_visible(void **state)
     int bind[3] = { 0, 2, 3 };
     (void)state;
 
-    wrk_gpus_simulate(gpus, 4);
+    int islands[4] = { 0, 0, 1, 1 };
+    wrk_gpus_simulate(gpus, 4, islands);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gpus[i].island, i / 2);
+    wrk_gpus_simulate(gpus, 4, NULL);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(gpus[i].index, i);
         assert_string_equal(gpus[i].uuid, "");
@@ -370,6 +655,152 @@ static void test_gpus_discover(void **state)
     assert_int_equal(err.code, MU_E_NOTFOUND);
     assert_string_equal(err.msg, "cannot run 'nvidia-smi-muster-test-missing': No such file or "
                                  "directory; hint: pass --gpus N to simulate GPUs");
+    rm_rf(dir);
+    free(dir);
+}
+
+/*
+ * Writes a stand-in nvidia-smi at dir/name that prints the CSV sample csv_file (piped through
+ * csv_filter, e.g. "tac") for the GPU query, and runs topo_cmd (shell) for `topo -m`.
+ */
+static void write_nvsmi(char *prog,
+                        size_t size,
+                        const char *dir,
+                        const char *name,
+                        const char *csv_file,
+                        const char *csv_filter,
+                        const char *topo_cmd)
+{
+    char csv[1024];
+    char script[4096];
+
+    data_path(csv_file, csv, sizeof(csv));
+    assert_int_equal(mu_snprintf(script, sizeof(script),
+                                 "#!/bin/sh\n"
+                                 "case \"$1\" in\n"
+                                 "--query-gpu=index,uuid,name,memory.total,pci.bus_id)\n"
+                                 "  [ \"$2\" = --format=csv,noheader,nounits ] || exit 8\n"
+                                 "  cat '%s' | %s ;;\n"
+                                 "topo)\n"
+                                 "  [ \"$2\" = -m ] && [ $# -eq 2 ] || exit 8\n"
+                                 "  %s ;;\n"
+                                 "*) exit 7 ;;\n"
+                                 "esac\n",
+                                 csv, csv_filter, topo_cmd),
+                     0);
+    assert_int_equal(mu_snprintf(prog, size, "%s/%s", dir, name), 0);
+    write_file(prog, script, 0755);
+}
+
+/* "cat 'DATA/wrk/<file>'" into buf. */
+static void cat_data(char *buf, size_t size, const char *file)
+{
+    char path[1024];
+    data_path(file, path, sizeof(path));
+    assert_int_equal(mu_snprintf(buf, size, "cat '%s'", path), 0);
+}
+
+static void test_topo_discover(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    char *dir = make_tmpdir();
+    char prog[1024];
+    char cmd[1200];
+    int n = -1;
+    int nislands = -1;
+    (void)state;
+
+    /* Two NVLink pairs behind 4 GPUs: the islands land on the GPUs. */
+    cat_data(cmd, sizeof(cmd), "topo-nvlink-pairs.txt");
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-pairs", "g6e.12xlarge.csv", "cat", cmd);
+    if (wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(n, 4);
+    if (wrk_topo_discover(prog, gpus, n, &nislands, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(nislands, 2);
+    assert_int_equal(gpus[0].island, 0);
+    assert_int_equal(gpus[1].island, 0);
+    assert_int_equal(gpus[2].island, 1);
+    assert_int_equal(gpus[3].island, 1);
+
+    /* The CSV in another order: islands follow the nvidia-smi index, not the line. */
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-tac", "g6e.12xlarge.csv", "tac", cmd);
+    assert_int_equal(wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err), 0);
+    assert_int_equal(gpus[0].index, 3);
+    assert_int_equal(wrk_topo_discover(prog, gpus, n, NULL, &err), 0);
+    assert_int_equal(gpus[0].island, 1); /* GPU3 */
+    assert_int_equal(gpus[1].island, 1); /* GPU2 */
+    assert_int_equal(gpus[2].island, 0); /* GPU1 */
+    assert_int_equal(gpus[3].island, 0); /* GPU0 */
+
+    /* PCIe only: one island per GPU. */
+    cat_data(cmd, sizeof(cmd), "topo-g6e.12xlarge.txt");
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-pcie", "g6e.12xlarge.csv", "cat", cmd);
+    assert_int_equal(wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err), 0);
+    assert_int_equal(wrk_topo_discover(prog, gpus, n, &nislands, &err), 0);
+    assert_int_equal(nislands, 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gpus[i].island, i);
+
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_topo_discover_failures(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    char *dir = make_tmpdir();
+    char prog[1024];
+    char cmd[1200];
+    int n = -1;
+    int nislands = -1;
+    (void)state;
+
+    cat_data(cmd, sizeof(cmd), "topo-g6e.12xlarge.txt");
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-pcie", "g6e.12xlarge.csv", "cat", cmd);
+    assert_int_equal(wrk_gpus_discover(prog, gpus, PROTO_MAX_GPUS, &n, &err), 0);
+    assert_int_equal(n, 4);
+
+    /* Failures leave the GPUs as they were. */
+    for (int i = 0; i < 4; i++)
+        gpus[i].island = 7;
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-fail", "g6e.12xlarge.csv", "cat",
+                "echo 'Failed to initialize NVML: Unknown Error' >&2; exit 3");
+    assert_int_equal(wrk_topo_discover(prog, gpus, 4, &nislands, &err), -1);
+    assert_int_equal(err.code, MU_E_IO);
+    assert_non_null(
+        strstr(err.msg, "exited with status 3: Failed to initialize NVML: Unknown Error"));
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-garbage", "g6e.12xlarge.csv", "cat",
+                "echo 'topo: unknown option'");
+    assert_int_equal(wrk_topo_discover(prog, gpus, 4, &nislands, &err), -1);
+    assert_non_null(
+        strstr(err.msg, "nvsmi-garbage topo -m' output: line 1: expected the header row"));
+    cat_data(cmd, sizeof(cmd), "topo-p5.48xlarge.txt");
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-count", "g6e.12xlarge.csv", "cat", cmd);
+    assert_int_equal(wrk_topo_discover(prog, gpus, 4, &nislands, &err), -1);
+    assert_non_null(strstr(err.msg, "the matrix has 8 GPUs, expected 4"));
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(gpus[i].island, 7);
+
+    /* An index the matrix has no row for. */
+    gpus[0].index = 0;
+    gpus[1].index = 5;
+    mu_strlcpy(cmd, "printf '\\tGPU0\\tGPU1\\nGPU0\\t X \\tNV4\\nGPU1\\tNV4\\t X \\n'",
+               sizeof(cmd));
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-index", "g6e.12xlarge.csv", "cat", cmd);
+    assert_int_equal(wrk_topo_discover(prog, gpus, 2, &nislands, &err), -1);
+    assert_string_equal(err.msg, "GPU index 5 has no row in the 2-GPU topology matrix");
+    gpus[1].index = 1;
+    assert_int_equal(wrk_topo_discover(prog, gpus, 2, &nislands, &err), 0);
+    assert_int_equal(nislands, 1);
+
+    assert_int_equal(wrk_topo_discover("nvidia-smi-muster-test-missing", gpus, 2, NULL, &err), -1);
+    assert_int_equal(err.code, MU_E_NOTFOUND);
+    assert_int_equal(wrk_topo_discover(prog, gpus, 0, NULL, &err), -1);
+    assert_int_equal(err.code, MU_E_INVAL);
     rm_rf(dir);
     free(dir);
 }
@@ -780,11 +1211,24 @@ static void send_bind(
     proto_msg_release(&m);
 }
 
-static void fake_sched_start(struct fake_sched *f)
+/*
+ * Starts an agent against a fresh ROUTER: sim_gpus simulated GPUs laid out by islands (an
+ * --gpu-islands list, NULL = one island), or, with sim_gpus -1, GPUs discovered through the
+ * stand-in nvidia_smi.  Labels zone, block and rack.
+ */
+static void fake_sched_start_with(struct fake_sched *f,
+                                  int sim_gpus,
+                                  const char *islands,
+                                  const char *nvidia_smi)
 {
     struct wrk_config cfg;
     struct mu_err err;
     char endpoint[256];
+    static const char *const labels[][2] = {
+        { "zone", "us-east-1a" },
+        { "block", "b-07" },
+        { "rack", "r.12:3" },
+    };
 
     memset(f, 0, sizeof(*f));
     f->dir = make_tmpdir();
@@ -801,16 +1245,26 @@ static void fake_sched_start(struct fake_sched *f)
     cfg.pool = "p5-spot";
     cfg.state_dir = f->dir;
     cfg.addr = "10.0.0.9";
-    cfg.sim_gpus = 2;
+    cfg.sim_gpus = sim_gpus;
+    cfg.nvidia_smi = nvidia_smi;
+    if (islands && wrk_gpu_islands_parse(islands, sim_gpus, cfg.sim_island, &err) != 0)
+        fail_msg("%s", err.msg);
     cfg.cpus = 4;
     cfg.memory_mb = 1000;
     cfg.heartbeat_s = 1;
-    cfg.nlabels = 1;
-    mu_strlcpy(cfg.labels[0].level, "zone", sizeof(cfg.labels[0].level));
-    mu_strlcpy(cfg.labels[0].value, "us-east-1a", sizeof(cfg.labels[0].value));
+    cfg.nlabels = (int)MU_ARRAY_LEN(labels);
+    for (size_t i = 0; i < MU_ARRAY_LEN(labels); i++) {
+        mu_strlcpy(cfg.labels[i].level, labels[i][0], sizeof(cfg.labels[i].level));
+        mu_strlcpy(cfg.labels[i].value, labels[i][1], sizeof(cfg.labels[i].value));
+    }
     f->agent = wrk_agent_new(&cfg, &err);
     if (!f->agent)
         fail_msg("%s", err.msg);
+}
+
+static void fake_sched_start(struct fake_sched *f)
+{
+    fake_sched_start_with(f, 2, "1,1", NULL);
 }
 
 static void fake_sched_stop(struct fake_sched *f)
@@ -1013,8 +1467,17 @@ static void test_agent_protocol(void **state)
     assert_int_equal(m.memory_mb, 1000);
     assert_int_equal(m.ngpus, 2);
     assert_string_equal(m.gpus[1].model, "simulated");
-    assert_int_equal(m.nlabels, 1);
+    /* --gpu-islands 1,1: each GPU its own island. */
+    assert_int_equal(m.gpus[0].island, 0);
+    assert_int_equal(m.gpus[1].island, 1);
+    /* Every label, in the order given: the scheduler needs one per configured level. */
+    assert_int_equal(m.nlabels, 3);
+    assert_string_equal(m.labels[0].level, "zone");
     assert_string_equal(m.labels[0].value, "us-east-1a");
+    assert_string_equal(m.labels[1].level, "block");
+    assert_string_equal(m.labels[1].value, "b-07");
+    assert_string_equal(m.labels[2].level, "rack");
+    assert_string_equal(m.labels[2].value, "r.12:3");
     assert_int_equal(m.ntasks, 0);
     assert_int_equal(m.epoch, 0);
     proto_msg_release(&m);
@@ -1049,6 +1512,85 @@ static void test_agent_reregisters(void **state)
     fake_sched_stop(&f);
 }
 
+/* The HELLO's GPUs are n, in islands want[0..n-1], with the three labels. */
+static void check_hello_islands(const struct proto_msg *m, int n, const int *want)
+{
+    if (m->type != PROTO_HELLO || m->ngpus != n || !m->gpus) {
+        fail_msg("HELLO with %d GPUs, want %d", m->ngpus, n);
+        return; /* fail_msg does not return; this tells the analyzer so */
+    }
+    for (int i = 0; i < n; i++) {
+        if (m->gpus[i].island != want[i])
+            fail_msg("GPU %d in island %d, want %d", i, m->gpus[i].island, want[i]);
+    }
+    assert_int_equal(m->nlabels, 3);
+}
+
+static void test_agent_islands(void **state)
+{
+    static const int two_two_four[] = { 0, 0, 1, 1, 2, 2, 2, 2 };
+    static const int pairs[] = { 0, 0, 1, 1 };
+    static const int one[] = { 0, 0, 0, 0 };
+    struct fake_sched f;
+    struct proto_msg m;
+    char *dir = make_tmpdir();
+    char prog[1024];
+    char cmd[1200];
+    (void)state;
+
+    memset(&m, 0, sizeof(m));
+    /* Simulated: --gpu-islands 2,2,4 on 8 GPUs. */
+    fake_sched_start_with(&f, 8, "2,2,4", NULL);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    check_hello_islands(&m, 8, two_two_four);
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+
+    /* Simulated, no list: one island. */
+    fake_sched_start_with(&f, 4, NULL, NULL);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    check_hello_islands(&m, 4, one);
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+
+    /* Discovered: the CSV for the GPUs, the topology matrix for their islands. */
+    cat_data(cmd, sizeof(cmd), "topo-nvlink-pairs.txt");
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-pairs", "g6e.12xlarge.csv", "cat", cmd);
+    fake_sched_start_with(&f, -1, NULL, prog);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    check_hello_islands(&m, 4, pairs);
+    assert_string_equal(m.gpus[0].model, "NVIDIA L40S");
+    assert_string_equal(m.gpus[3].uuid, "GPU-ec66a787-95e7-61d1-7731-af10506bf2ef");
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+
+    /* Discovered, but topo -m fails: a warning, and one island (the agent still starts). */
+    write_nvsmi(prog, sizeof(prog), dir, "nvsmi-notopo", "g6e.12xlarge.csv", "cat",
+                "echo 'Failed to initialize NVML: Unknown Error' >&2; exit 3");
+    fake_sched_start_with(&f, -1, NULL, prog);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    check_hello_islands(&m, 4, one);
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+    /* A hand-filled sim_island out of range is refused with a message. */
+    {
+        struct wrk_config cfg;
+        struct mu_err err;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.scheduler = "ipc:///nonexistent/muster-test";
+        cfg.node = "n1";
+        cfg.pool = "p";
+        cfg.state_dir = dir;
+        cfg.addr = "127.0.0.1";
+        cfg.sim_gpus = 2;
+        cfg.sim_island[1] = 2;
+        assert_null(wrk_agent_new(&cfg, &err));
+        assert_string_equal(err.msg, "simulated GPU 1: island 2 out of 0..1");
+    }
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1056,8 +1598,14 @@ int main(void)
         cmocka_unit_test(test_csv_inline),
         cmocka_unit_test(test_csv_bad),
         cmocka_unit_test(test_csv_too_many),
+        cmocka_unit_test(test_topo_samples),
+        cmocka_unit_test(test_topo_bad),
+        cmocka_unit_test(test_topo_limits),
+        cmocka_unit_test(test_gpu_islands_parse),
         cmocka_unit_test(test_gpus_simulate_and_visible),
         cmocka_unit_test(test_gpus_discover),
+        cmocka_unit_test(test_topo_discover),
+        cmocka_unit_test(test_topo_discover_failures),
         cmocka_unit_test(test_spawn_capture),
         cmocka_unit_test(test_env_build),
         cmocka_unit_test(test_launch_exit_code),
@@ -1066,6 +1614,7 @@ int main(void)
         cmocka_unit_test(test_mkdir_p),
         cmocka_unit_test(test_agent_protocol),
         cmocka_unit_test(test_agent_reregisters),
+        cmocka_unit_test(test_agent_islands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
