@@ -72,9 +72,33 @@ int wrk_mkdir_p(const char *dir, struct mu_err *err)
     return 0;
 }
 
-static int open_log(const char *path, struct mu_err *err)
+/* Makes <state>/logs and <state>/ckpt. */
+static int state_dirs_make(const char *state_dir, struct mu_err *err)
+{
+    static const char *const subdirs[] = { "logs", "ckpt" };
+    char dir[PROTO_PATH_MAX];
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(subdirs); i++) {
+        if (mu_snprintf(dir, sizeof(dir), "%s/%s", state_dir, subdirs[i]) != 0)
+            return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", state_dir);
+        if (wrk_mkdir_p(dir, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/*
+ * Opens a task's log file.  The directories normally exist (the agent makes them at start), so
+ * they are only made when the open says they are missing: a launch costs no mkdir calls.
+ */
+static int open_log(const char *state_dir, const char *path, struct mu_err *err)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == ENOENT) {
+        if (state_dirs_make(state_dir, err) != 0)
+            return -1;
+        fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
     if (fd < 0)
         return mu_errf(err, MU_E_IO, "cannot open log file '%s': %s", path, strerror(errno));
     return fd;
@@ -85,7 +109,6 @@ int wrk_launch_start(const struct wrk_launch *l,
                      pid_t *pid_out,
                      struct mu_err *err)
 {
-    char dir[PROTO_PATH_MAX];
     char out_path[PROTO_PATH_MAX];
     char err_path[PROTO_PATH_MAX];
     char **envp = NULL;
@@ -99,14 +122,6 @@ int wrk_launch_start(const struct wrk_launch *l,
         return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", l->job ? l->job : "");
     if (l->argc <= 0 || !l->argv || !l->argv[0] || !l->argv[0][0])
         return mu_errf(err, MU_E_INVAL, "empty command");
-    if (mu_snprintf(dir, sizeof(dir), "%s/logs", l->state_dir) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", l->state_dir);
-    if (wrk_mkdir_p(dir, err) != 0)
-        return -1;
-    if (mu_snprintf(dir, sizeof(dir), "%s/ckpt", l->state_dir) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", l->state_dir);
-    if (wrk_mkdir_p(dir, err) != 0)
-        return -1;
     if (wrk_task_log_path(l->state_dir, l->job, l->attempt, l->task, ".out", out_path,
                           sizeof(out_path), err)
             != 0
@@ -130,10 +145,10 @@ int wrk_launch_start(const struct wrk_launch *l,
         }
         argv[i] = l->argv[i];
     }
-    out_fd = open_log(out_path, err);
+    out_fd = open_log(l->state_dir, out_path, err);
     if (out_fd < 0)
         goto out;
-    err_fd = open_log(err_path, err);
+    err_fd = open_log(l->state_dir, err_path, err);
     if (err_fd < 0)
         goto out;
 
