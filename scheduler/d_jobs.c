@@ -580,6 +580,7 @@ static void bind_send(struct musterd *d, struct d_job *j)
     free(node_rank);
 }
 
+/* Starts a gang whose slots the scheduling pass committed; on failure the caller releases. */
 static int job_start(struct musterd *d, struct d_job *j)
 {
     struct mu_buf json;
@@ -600,8 +601,7 @@ static int job_start(struct musterd *d, struct d_job *j)
     mu_buf_init(&nodes, 0);
     if (placement_format(d, j, &json, &nodes) != 0)
         goto out;
-    sched_cluster_commit(d->cluster, &j->req, j->slots);
-    j->placed = true;
+    j->placed = true; /* the pass committed the slots */
     j->placed_attempt = j->attempt;
     j->end = D_END_NONE;
     j->state = QUEUE_STARTING;
@@ -636,60 +636,128 @@ out:
     return rc;
 }
 
-/* Two requests that ask for the same shape: if one did not fit in this pass, neither will. */
-static bool same_shape(const struct sched_request *a, const struct sched_request *b)
+/* Grows the pass's scratch arrays to hold n jobs; 0 or -1. */
+static int pass_scratch(struct musterd *d, int npending, int nrunning)
 {
-    return a->tasks == b->tasks && a->gpus_per_task == b->gpus_per_task
-           && a->cpus_per_task == b->cpus_per_task && a->memory_mb_per_task == b->memory_mb_per_task
-           && a->ncapacity == b->ncapacity && a->capacity[0] == b->capacity[0]
-           && a->capacity[1] == b->capacity[1] && a->required_level == b->required_level
-           && a->preferred_level == b->preferred_level && strcmp(a->gpu_type, b->gpu_type) == 0;
+    if (npending > d->pass.cap_pending) {
+        int cap = npending * 2;
+        struct sched_pass_job *jobs = realloc(d->pass.jobs, (size_t)cap * sizeof(*jobs));
+        struct sched_decision *out = jobs ? realloc(d->pass.out, (size_t)cap * sizeof(*out)) : NULL;
+        struct d_job **who = out ? realloc(d->pass.who, (size_t)cap * sizeof(*who)) : NULL;
+        if (jobs)
+            d->pass.jobs = jobs;
+        if (out)
+            d->pass.out = out;
+        if (who)
+            d->pass.who = who;
+        if (!jobs || !out || !who)
+            return -1;
+        d->pass.cap_pending = cap;
+    }
+    if (nrunning > d->pass.cap_running) {
+        int cap = nrunning * 2;
+        struct sched_running *running = realloc(d->pass.running, (size_t)cap * sizeof(*running));
+        if (!running)
+            return -1;
+        d->pass.running = running;
+        d->pass.cap_running = cap;
+    }
+    return 0;
 }
 
+static int64_t job_run_s(const struct musterd *d, const struct d_job *j)
+{
+    return j->spec.time_limit_s > 0 ? j->spec.time_limit_s : d->cfg.default_time_limit_s;
+}
+
+/* The gangs that hold resources now, with their expected ends, into d->pass.running. */
+static int running_collect(struct musterd *d, int64_t now_s)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    int n = 0;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed)
+            continue;
+        d->pass.running[n].req = &j->req;
+        d->pass.running[n].slots = j->slots;
+        /* An attempt being stopped ends within the kill grace; a running one at its limit. */
+        d->pass.running[n].end_s = j->end != D_END_NONE
+                                       ? now_s + d->cfg.kill_grace_s
+                                       : (int64_t)(j->started_ms / 1000) + job_run_s(d, j);
+        n++;
+    }
+    return n;
+}
+
+/*
+ * One scheduling pass (DESIGN §4): the pending jobs in priority order go to sched_pass, which
+ * starts what fits, gives the first job that does not fit a reservation, and lets later jobs
+ * backfill only where they do not delay it.  Started jobs come back committed.
+ */
 void d_schedule(struct musterd *d)
 {
-    enum { MAX_FAILED_SHAPES = 64 };
-    const struct d_job *failed[MAX_FAILED_SHAPES];
-    int nfailed = 0;
+    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
     int kept = 0;
+    int n = 0;
+    int nrunning;
+    struct mu_err err;
+    uint64_t t0;
+    double per_job_s;
 
     d->dirty = false;
     if (d->npending == 0)
         return;
     qsort(d->pending, (size_t)d->npending, sizeof(*d->pending), pending_cmp);
+    if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
+        d->dirty = true;
+        return;
+    }
     for (int i = 0; i < d->npending; i++) {
         struct d_job *j = d->pending[i];
-        char reason[256] = "";
-        const struct d_job *twin = NULL;
-
-        if (j->held) {
+        if (j->held)
+            continue;
+        if (!j->slots) {
+            j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
+            if (!j->slots)
+                continue;
+        }
+        d->pass.jobs[n].req = &j->req;
+        d->pass.jobs[n].run_s = job_run_s(d, j);
+        d->pass.jobs[n].slots = j->slots;
+        d->pass.who[n++] = j;
+    }
+    nrunning = running_collect(d, now_s);
+    t0 = mu_time_mono_us();
+    if (sched_pass(d->cluster, d->pass.jobs, n, d->pass.running, nrunning, now_s, d->pass.out, &err)
+        < 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "scheduling pass failed: %s", err.msg);
+        d->dirty = true;
+        return;
+    }
+    per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
+    for (int i = 0; i < n; i++) {
+        struct d_job *j = d->pass.who[i];
+        const struct sched_decision *dec = &d->pass.out[i];
+        if (dec->verdict != SCHED_START) {
+            set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
+            continue;
+        }
+        j->place_s = per_job_s;
+        if (job_start(d, j) != 0) {
+            sched_cluster_release(d->cluster, &j->req, j->slots);
+            set_reason(d, j, "out of memory starting the gang; retrying");
+            d->dirty = true;
+        }
+    }
+    for (int i = 0; i < d->npending; i++) {
+        struct d_job *j = d->pending[i];
+        if (j->held)
             set_reason(d, j, "held by operator; musterctl release to let it run");
+        if (!j->placed)
             d->pending[kept++] = j;
-            continue;
-        }
-        for (int f = 0; f < nfailed && !twin; f++) {
-            if (same_shape(&failed[f]->req, &j->req))
-                twin = failed[f];
-        }
-        if (twin) {
-            set_reason(d, j, twin->reason);
-            d->pending[kept++] = j;
-            continue;
-        }
-        free(j->slots);
-        j->slots = malloc((size_t)j->spec.tasks * sizeof(*j->slots));
-        uint64_t t0 = mu_time_mono_us();
-        int placed =
-            j->slots ? sched_place(d->cluster, &j->req, j->slots, reason, sizeof(reason)) : 0;
-        j->place_s = (double)(mu_time_mono_us() - t0) / 1e6;
-        if (placed == 1 && job_start(d, j) == 0)
-            continue; /* placed: off the pending list */
-        free(j->slots);
-        j->slots = NULL;
-        set_reason(d, j, reason[0] ? reason : "out of memory");
-        if (nfailed < MAX_FAILED_SHAPES)
-            failed[nfailed++] = j;
-        d->pending[kept++] = j;
     }
     d->npending = kept;
 }
@@ -1061,6 +1129,10 @@ void d_jobs_free(struct musterd *d)
     d->early_cancels = NULL;
     free(d->pending);
     d->pending = NULL;
+    free(d->pass.jobs);
+    free(d->pass.out);
+    free(d->pass.who);
+    free(d->pass.running);
 }
 
 int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)

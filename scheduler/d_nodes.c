@@ -52,6 +52,11 @@ static int hello_spec(const struct musterd *d,
     spec->ngpus = m->ngpus;
     spec->cpus = m->cpus;
     spec->memory_mb = m->memory_mb;
+    for (int g = 0; g < m->ngpus; g++) {
+        if (m->gpus[g].island < 0 || m->gpus[g].island >= SCHED_MAX_GPUS_NODE)
+            return mu_errf(err, MU_E_RANGE, "GPU %d: island %d out of range", g, m->gpus[g].island);
+        spec->island[g] = (uint8_t)m->gpus[g].island;
+    }
     spec->nlabels = d->cfg.nlevels;
     for (int l = 0; l < d->cfg.nlevels; l++) {
         bool found = false;

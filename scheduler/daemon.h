@@ -138,6 +138,14 @@ struct musterd {
     bool redis_down;
     volatile sig_atomic_t *stop;
     struct d_metrics metrics;
+    struct {
+        struct sched_pass_job *jobs; /* scratch of d_schedule, grown as needed */
+        struct sched_decision *out;
+        struct d_job **who;
+        int cap_pending;
+        struct sched_running *running;
+        int cap_running;
+    } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
 };
 

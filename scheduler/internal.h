@@ -5,23 +5,147 @@
 
 #include "scheduler/sched.h"
 
+#define SCHED_HIST_W    (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
+#define SCHED_MEMO_SIZE 1024                      /* failed-shape memo slots (power of two) */
+
+/* The hot part of a node, what a placement scan reads; the spec lives in a separate array. */
 struct sched_node {
-    struct sched_node_spec spec;
-    enum sched_node_state state;
     uint64_t gpus_all;  /* mask of the node's GPUs */
     uint64_t gpus_used; /* subset of gpus_all */
-    int cpus_used;
+    uint64_t gpus_held; /* the pass's reservation; honoured while the cluster's holds_on */
+    int64_t memory_mb;
     int64_t memory_mb_used;
+    int64_t memory_mb_held;
+    int cpus;
+    int cpus_used;
+    int cpus_held;
+    int ngpus;     /* popcount(gpus_all) */
+    int gpus_free; /* popcount(gpus_all & ~gpus_used), kept by commit and release */
+    int pool;
+    enum sched_node_state state;
+    bool at_risk;
+    bool one_island; /* all GPUs in one island: any free GPUs will do */
+};
+
+/* Why a gang did not fit, as data; sched_fail_format turns it into words for one request. */
+enum sched_fail_kind {
+    SCHED_FAIL_INVALID = 0, /* the request itself is bad */
+    SCHED_FAIL_NO_NODES,    /* no ready node of an allowed type, GPU type and size */
+    SCHED_FAIL_COOLING,     /* such nodes exist, but only in pools in cool-down */
+    SCHED_FAIL_CAPACITY,    /* nodes exist, not enough free in one place */
+};
+
+struct sched_fail {
+    enum sched_fail_kind kind;
+    int best;          /* most tasks that fit now (in one domain of the required level) */
+    int best_uncapped; /* the same without pool caps: more means a cap is in the way */
+    int capped_pool;   /* a pool whose max_gpus binds, or -1 */
+    int cooling_pool;  /* COOLING: one of the pools cooling down */
+    int64_t cooling_until_s;
+    bool global; /* best counts the whole cluster (a quick bound), not one domain */
+};
+
+/* One failed shape in the current pass: any request of the same family with at least
+ * min_tasks tasks fails too (nothing is freed during a pass). */
+struct sched_memo {
+    uint32_t pass; /* the pass the entry belongs to; 0 = empty */
+    int mode;      /* see pass.c: now, now with the reservation held, ever */
+    int gpus_per_task;
+    int cpus_per_task;
+    int64_t memory_mb_per_task;
+    const char *gpu_type; /* borrowed from the pass's pending jobs, valid during the pass */
+    int ncapacity;
+    enum sched_capacity capacity[2];
+    int required_level;
+    int min_tasks;
+    struct sched_fail fail;
+};
+
+/* An event of the reservation search: a running gang's end, or a cool-down's end (run = -1). */
+struct sched_event {
+    int64_t t_s;
+    int run; /* index into the pass's running list (given + started in the pass), or -1 */
+};
+
+/* A P-domain inside a scope, for "as few domains of P as possible". */
+struct sched_dom {
+    int start; /* order positions [start, end) */
+    int end;
+    int tasks; /* how many tasks fit there now */
+    int free;  /* free GPUs (free tasks when no GPUs asked): best fit picks the smallest */
 };
 
 struct sched_cluster {
     struct sched_pool *pools;
     int npools;
-    int *pool_gpus_used; /* per pool, for max_gpus caps */
+    int *pool_gpus_used;  /* per pool, for max_gpus caps */
+    int64_t *pool_cool_s; /* per pool: in cool-down while now < this */
+    int *pool_hist;       /* [pool * SCHED_HIST_W + free GPUs]: eligible nodes (READY, not at
+                             risk) by free GPUs, for a quick "cannot fit" bound */
     int nlevels;
+    char level_names[SCHED_MAX_LEVELS + 1][SCHED_NAME_MAX]; /* [nlevels] = "node" */
     struct sched_node *nodes;
+    struct sched_node_spec *specs;
+    struct mu_map *by_name; /* node name -> index + 1 */
     int nnodes;
     int cap_nodes;
+    uint64_t generation;
+
+    /* Topology: nodes sorted by label path, so each domain of each level is a range of order. */
+    bool topo_dirty;
+    int *order;                       /* [cap_nodes] node indices */
+    int *dom_start[SCHED_MAX_LEVELS]; /* [ndom + 1] ranges in order; sentinel = nnodes */
+    int ndom[SCHED_MAX_LEVELS];
+
+    /* Placement scratch, sized with the nodes: no allocation while placing. */
+    int *ncap;  /* [pos] tasks that fit on the node at order[pos]; 0 = not eligible */
+    int *nfree; /* [pos] its free GPUs (free tasks when none asked); 0 = not eligible */
+    int *npool; /* [pos] its pool */
+    int *bnext; /* [pos] bucket chains of the packer */
+    int *tmp;   /* [cap_nodes] sort scratch */
+    struct sched_dom *doms;
+    int *pool_left; /* [npools] tasks a pool's cap still allows (INT_MAX: no cap) */
+    int *pool_sum;  /* [npools] */
+    int *pool_dsum; /* [npools] per domain */
+    int *pool_rank; /* [npools] price tier within its type; -1 = not usable for this request */
+    bool holds_on;  /* the pass's reservation is held: count gpus_held etc. as used */
+    bool idle_view; /* size nodes as if nothing ran: "could it ever fit" (an upper bound) */
+
+    /* Pass scratch. */
+    uint32_t pass_id;
+    struct sched_memo memo[SCHED_MEMO_SIZE];
+    struct sched_event *events;
+    int cap_events;
+    struct sched_running *runs; /* given running gangs plus those started in the pass */
+    int cap_runs;
 };
+
+/* Sorts the nodes into topology order if nodes were added since the last sort. */
+void sched_topo_refresh(struct sched_cluster *c);
+/* Range [*start, *end) of order positions of domain d of level (nlevels = single nodes). */
+void sched_topo_range(const struct sched_cluster *c, int level, int d, int *start, int *end);
+int sched_topo_ndom(const struct sched_cluster *c, int level);
+
+/* The placement proper: 1 with slots, or 0 with *fail filled. */
+int sched_place_in(struct sched_cluster *c,
+                   const struct sched_request *r,
+                   int64_t now_s,
+                   struct sched_slot *slots,
+                   struct sched_fail *fail);
+/* Quick bound from the free-GPU histograms: false when r surely cannot fit now (fail filled). */
+bool sched_place_may_fit(const struct sched_cluster *c,
+                         const struct sched_request *r,
+                         int64_t now_s,
+                         struct sched_fail *fail);
+/* NULL when r is well formed for c, else what is wrong (static text). */
+const char *sched_request_invalid(const struct sched_cluster *c, const struct sched_request *r);
+void sched_fail_format(const struct sched_cluster *c,
+                       const struct sched_request *r,
+                       const struct sched_fail *f,
+                       int64_t now_s,
+                       char *buf,
+                       size_t size);
+/* "45s", "5m", "2h10m": a duration for reasons. */
+void sched_duration_format(int64_t s, char *buf, size_t size);
 
 #endif

@@ -137,7 +137,10 @@ static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err
         pools[i].price_per_hour = c->pools[i].price_per_hour;
         pools[i].max_gpus = c->pools[i].max_gpus;
     }
-    return sched_cluster_new(pools, c->npools, c->nlevels, err);
+    const char *levels[CFG_MAX_LEVELS];
+    for (int l = 0; l < c->nlevels; l++)
+        levels[l] = c->levels[l];
+    return sched_cluster_new(pools, c->npools, levels, c->nlevels, err);
 }
 
 static int setup(struct musterd *d, const struct options *o, struct mu_err *err)

@@ -1,187 +1,757 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Gang placement (DESIGN §4), pure: a request and a cluster snapshot in, a whole assignment or
- * a reason out.  Capacity types are tried in the job's order and never mixed; within one type
- * nodes are ordered cheapest pool first, then best fit (fewest free GPUs first) so that big holes
- * stay whole for big gangs.  With a topology level, every domain of that level is sized first and
- * the fitting domain with the least free GPUs is used.  Pool caps (max_gpus) are honoured.
- * Invariants: a GPU is never given twice; either every task gets a slot or the result is 0.
+ * Gang placement (DESIGN §4), pure: a request and a cluster snapshot in, a whole assignment or a
+ * reason out.  docs/placement.md has the long form.
+ *
+ * Capacity types are tried in the job's order and never mixed.  Within one type, pools are taken
+ * in price tiers: first only the cheapest pools, then the next price, and so on, so a gang mixes
+ * pools of one type only when the cheaper ones cannot hold it; pools in cool-down are skipped.
+ * Topology: with a preferred level P (narrower than the required level L), the best-fit domain
+ * of P that holds the whole gang wins; otherwise the best-fit domain of L (the whole cluster
+ * without L) is the scope, and inside it the fewest domains of P are used.  Best fit = the fewest
+ * free GPUs that still fit.  The packer then fills as few nodes as possible: while no node holds
+ * all remaining tasks it takes the node that holds the most, then the node that holds the rest
+ * most tightly.  A multi-GPU task takes the tightest NVLink island that holds it.
+ *
+ * One scan over the nodes per capacity type computes every node's task capacity; domains are
+ * ranges of the topology order, so the rest is sums over arrays.  Nothing is allocated: the
+ * scratch arrays live in the cluster.  Invariants: a GPU is never given twice; either every task
+ * gets a slot or the result is 0; pool caps (max_gpus) hold.
  */
 #include "scheduler/internal.h"
 
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/mu_banned.h"
 
-struct cand {
-    int node;
-    int free_gpus;
-    double price;
-    const char *domain; /* label at the grouping level, or the node name */
-};
+#define MAX_TASKS   1000000
+#define PACK_BUCKET SCHED_MAX_GPUS_NODE /* top bucket of the packer: "this many tasks or more" */
 
 static int64_t min64(int64_t a, int64_t b)
 {
     return a < b ? a : b;
 }
 
-/* How many tasks of r fit on node n now, ignoring pool caps. */
-static int node_fit(const struct sched_node *n, const struct sched_request *r, int limit)
+static bool type_matches(const struct sched_request *r, const struct sched_pool *p)
+{
+    return !r->gpu_type || !r->gpu_type[0] || strcmp(r->gpu_type, p->gpu_type) == 0;
+}
+
+static bool node_eligible(const struct sched_node *n)
+{
+    return n->state == SCHED_NODE_READY && !n->at_risk;
+}
+
+static uint64_t node_free_mask(const struct sched_cluster *c, const struct sched_node *n)
+{
+    uint64_t busy = n->gpus_used | (c->holds_on ? n->gpus_held : 0);
+    return c->idle_view ? n->gpus_all : n->gpus_all & ~busy;
+}
+
+/* Free GPUs of n as the placement sees them now (holds, idle view). */
+static int node_free_gpus(const struct sched_cluster *c, const struct sched_node *n)
+{
+    if (c->idle_view)
+        return n->ngpus;
+    if (c->holds_on && n->gpus_held)
+        return __builtin_popcountll(node_free_mask(c, n));
+    return n->gpus_free;
+}
+
+/* How many tasks of r fit on n now (at most limit), ignoring pool caps. */
+static int node_fit(const struct sched_cluster *c,
+                    const struct sched_node *n,
+                    const struct sched_request *r,
+                    int limit)
 {
     int64_t k = limit;
     if (r->gpus_per_task > 0)
-        k = min64(k, __builtin_popcountll(n->gpus_all & ~n->gpus_used) / r->gpus_per_task);
-    if (r->cpus_per_task > 0)
-        k = min64(k, (n->spec.cpus - n->cpus_used) / r->cpus_per_task);
-    if (r->memory_mb_per_task > 0)
-        k = min64(k, (n->spec.memory_mb - n->memory_mb_used) / r->memory_mb_per_task);
+        k = min64(k, node_free_gpus(c, n) / r->gpus_per_task);
+    if (r->cpus_per_task > 0) {
+        int64_t free_cpus = (int64_t)n->cpus - n->cpus_used - (c->holds_on ? n->cpus_held : 0);
+        k = min64(k, (c->idle_view ? n->cpus : free_cpus) / r->cpus_per_task);
+    }
+    if (r->memory_mb_per_task > 0) {
+        int64_t free_mb = n->memory_mb - n->memory_mb_used - (c->holds_on ? n->memory_mb_held : 0);
+        k = min64(k, (c->idle_view ? n->memory_mb : free_mb) / r->memory_mb_per_task);
+    }
     return k < 0 ? 0 : (int)k;
 }
 
-static int cand_cmp(const void *a, const void *b)
+/* Whether node n could ever hold one task of r (size only). */
+static bool node_big_enough(const struct sched_node *n, const struct sched_request *r)
 {
-    const struct cand *x = a;
-    const struct cand *y = b;
-    int d = strcmp(x->domain, y->domain);
-    if (d)
-        return d;
-    if (x->price != y->price)
-        return x->price < y->price ? -1 : 1;
-    if (x->free_gpus != y->free_gpus)
-        return x->free_gpus - y->free_gpus;
-    return x->node - y->node;
+    return n->ngpus >= r->gpus_per_task && n->cpus >= r->cpus_per_task
+           && n->memory_mb >= r->memory_mb_per_task;
+}
+
+const char *sched_request_invalid(const struct sched_cluster *c, const struct sched_request *r)
+{
+    if (r->tasks < 1 || r->tasks > MAX_TASKS)
+        return "invalid request: task count out of range";
+    if (r->gpus_per_task < 0 || r->gpus_per_task > SCHED_MAX_GPUS_NODE)
+        return "invalid request: GPUs per task out of range";
+    if (r->cpus_per_task < 0 || r->memory_mb_per_task < 0)
+        return "invalid request: negative CPUs or memory";
+    if (r->ncapacity < 1 || r->ncapacity > 2)
+        return "invalid request: capacity list";
+    for (int i = 0; i < r->ncapacity; i++) {
+        if (r->capacity[i] != SCHED_SPOT && r->capacity[i] != SCHED_ON_DEMAND)
+            return "invalid request: capacity list";
+    }
+    if (r->required_level < -1 || r->required_level > c->nlevels || r->preferred_level < -1
+        || r->preferred_level > c->nlevels)
+        return "invalid request: topology level";
+    return NULL;
+}
+
+/* Task capacity of pool p's nodes summed in sum, limited by the pool's cap. */
+static int capped(const struct sched_cluster *c, int p, int sum)
+{
+    return sum < c->pool_left[p] ? sum : c->pool_left[p];
+}
+
+static bool in_tier(const struct sched_cluster *c, int pos, int tier)
+{
+    int rank = c->pool_rank[c->npool[pos]];
+    return rank >= 0 && rank <= tier;
 }
 
 /*
- * Greedy fill of cands[0..n) in order.  With slots == NULL it only counts; returns how many of
- * r->tasks were (or would be) placed.  pool_left is each pool's remaining cap, updated.
+ * Sizes the domains [d0, d1) of level within the tier and returns the best fit that holds
+ * r->tasks, or -1.  *best and *best_unc get the most tasks any domain holds (with and without
+ * pool caps).  caps_bind: some pool's cap may bind, so sums go per pool.
  */
-static int fill(const struct sched_cluster *c,
+static int scan_level(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      int level,
+                      int d0,
+                      int d1,
+                      int tier,
+                      bool caps_bind,
+                      int *best,
+                      int *best_unc)
+{
+    int chosen = -1;
+    int64_t chosen_free = INT64_MAX;
+
+    if (caps_bind)
+        memset(c->pool_dsum, 0, (size_t)c->npools * sizeof(*c->pool_dsum));
+
+    for (int d = d0; d < d1; d++) {
+        int start;
+        int end;
+        int64_t tasks = 0;
+        int64_t free_sum = 0;
+        int64_t capped_tasks;
+        sched_topo_range(c, level, d, &start, &end);
+        for (int pos = start; pos < end; pos++) {
+            if (!in_tier(c, pos, tier))
+                continue;
+            tasks += c->ncap[pos];
+            free_sum += c->nfree[pos];
+            if (caps_bind)
+                c->pool_dsum[c->npool[pos]] += c->ncap[pos];
+        }
+        capped_tasks = tasks;
+        if (caps_bind) {
+            capped_tasks = 0;
+            for (int pos = start; pos < end; pos++) {
+                int p = c->npool[pos];
+                if (c->pool_dsum[p] >= 0 && in_tier(c, pos, tier)) {
+                    capped_tasks += capped(c, p, c->pool_dsum[p]);
+                    c->pool_dsum[p] = -1; /* counted; reset below */
+                }
+            }
+            for (int pos = start; pos < end; pos++)
+                c->pool_dsum[c->npool[pos]] = 0;
+        }
+        if (tasks > *best_unc)
+            *best_unc = (int)min64(tasks, INT_MAX);
+        if (capped_tasks > *best)
+            *best = (int)min64(capped_tasks, INT_MAX);
+        if (capped_tasks >= r->tasks && free_sum < chosen_free) {
+            chosen = d;
+            chosen_free = free_sum;
+        }
+    }
+    return chosen;
+}
+
+/* GPUs for one task of gpt GPUs out of free: the tightest island that holds it, else the
+ * fewest islands (largest first). */
+static uint64_t pick_gpus(const struct sched_node_spec *s, bool one_island, uint64_t free, int gpt)
+{
+    uint64_t isl[SCHED_MAX_GPUS_NODE];
+    uint64_t present = 0;
+    uint64_t take = 0;
+    int best = -1;
+    int best_cnt = INT_MAX;
+    int need = gpt;
+
+    if (gpt == 0)
+        return 0;
+    if (one_island) {
+        for (uint64_t m = free; m && need > 0; m &= m - 1, need--)
+            take |= m & (~m + 1);
+        return take;
+    }
+    for (uint64_t m = free; m; m &= m - 1) {
+        int g = __builtin_ctzll(m);
+        int i = s->island[g];
+        if (!(present & (UINT64_C(1) << i))) {
+            present |= UINT64_C(1) << i;
+            isl[i] = 0;
+        }
+        isl[i] |= UINT64_C(1) << g;
+    }
+    for (uint64_t m = present; m; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        int cnt = __builtin_popcountll(isl[i]);
+        if (cnt >= gpt && cnt < best_cnt) {
+            best = i;
+            best_cnt = cnt;
+        }
+    }
+    if (best >= 0) {
+        present = UINT64_C(1) << best;
+    }
+    while (need > 0 && present) {
+        int big = -1;
+        int big_cnt = -1;
+        for (uint64_t m = present; m; m &= m - 1) {
+            int i = __builtin_ctzll(m);
+            if (__builtin_popcountll(isl[i]) > big_cnt) {
+                big = i;
+                big_cnt = __builtin_popcountll(isl[i]);
+            }
+        }
+        if (big < 0)
+            break;
+        for (uint64_t m = isl[big]; m && need > 0; m &= m - 1, need--)
+            take |= m & (~m + 1);
+        present &= ~(UINT64_C(1) << big);
+    }
+    return take;
+}
+
+struct packer {
+    int head[PACK_BUCKET + 1]; /* bucket b: positions whose nodes hold b tasks (top: b or more) */
+    int top;                   /* min(tasks, PACK_BUCKET) */
+};
+
+static void bucket_push(struct sched_cluster *c, struct packer *k, int b, int pos)
+{
+    c->bnext[pos] = k->head[b];
+    k->head[b] = pos;
+}
+
+/*
+ * Places every task of r on the tier's nodes in the given ranges of the order, as few nodes as
+ * possible.  pool_dsum is the working copy of the pool caps.  Returns 1 with slots, else 0.
+ */
+static int pack(struct sched_cluster *c,
                 const struct sched_request *r,
-                const struct cand *cands,
-                int n,
-                int *pool_left,
+                int tier,
+                const struct sched_dom *ranges,
+                int nranges,
                 struct sched_slot *slots)
 {
+    struct packer k;
+    int remaining = r->tasks;
     int placed = 0;
-    for (int i = 0; i < n && placed < r->tasks; i++) {
-        const struct sched_node *node = &c->nodes[cands[i].node];
-        int pool = node->spec.pool;
-        int k = node_fit(node, r, r->tasks - placed);
-        uint64_t free_mask = node->gpus_all & ~node->gpus_used;
 
-        if (r->gpus_per_task > 0 && k > pool_left[pool] / r->gpus_per_task)
-            k = pool_left[pool] / r->gpus_per_task;
-        pool_left[pool] -= k * r->gpus_per_task;
-        for (int t = 0; t < k; t++, placed++) {
-            uint64_t take = 0;
-            for (int g = 0; g < r->gpus_per_task; g++) {
-                uint64_t bit = free_mask & (~free_mask + 1); /* lowest free GPU */
-                take |= bit;
-                free_mask &= ~bit;
-            }
-            if (slots) {
-                slots[placed].node = cands[i].node;
-                slots[placed].gpus = take;
-            }
+    k.top = r->tasks < PACK_BUCKET ? r->tasks : PACK_BUCKET;
+    for (int b = 0; b <= k.top; b++)
+        k.head[b] = -1;
+    for (int i = nranges - 1; i >= 0; i--) {
+        for (int pos = ranges[i].end - 1; pos >= ranges[i].start; pos--) {
+            if (c->ncap[pos] > 0 && in_tier(c, pos, tier))
+                bucket_push(c, &k, c->ncap[pos] < k.top ? c->ncap[pos] : k.top, pos);
         }
     }
-    return placed;
-}
-
-static void pool_caps(const struct sched_cluster *c, int *pool_left)
-{
-    for (int p = 0; p < c->npools; p++) {
-        int cap = c->pools[p].max_gpus;
-        pool_left[p] = cap > 0 ? cap - c->pool_gpus_used[p] : INT_MAX;
-        if (pool_left[p] < 0)
-            pool_left[p] = 0;
+    for (int p = 0; p < c->npools; p++)
+        c->pool_dsum[p] = c->pool_left[p];
+    while (remaining > 0) {
+        int want = remaining < k.top ? remaining : k.top;
+        int b = -1;
+        int pos;
+        int eff;
+        int eb;
+        for (int i = want; i <= k.top && b < 0; i++) {
+            if (k.head[i] >= 0)
+                b = i;
+        }
+        for (int i = want - 1; i > 0 && b < 0; i--) {
+            if (k.head[i] >= 0)
+                b = i;
+        }
+        if (b < 0)
+            return 0;
+        pos = k.head[b];
+        k.head[b] = c->bnext[pos];
+        eff = c->ncap[pos];
+        if (c->pool_left[c->npool[pos]] != INT_MAX && c->pool_dsum[c->npool[pos]] < eff)
+            eff = c->pool_dsum[c->npool[pos]]; /* what the pool's cap still allows */
+        eb = eff < k.top ? eff : k.top;
+        if (eb < b) {
+            if (eb > 0)
+                bucket_push(c, &k, eb, pos); /* a pool cap shrank it: look again */
+            continue;
+        }
+        {
+            int node = c->order[pos];
+            const struct sched_node *n = &c->nodes[node];
+            uint64_t free = node_free_mask(c, n);
+            int take = eff < remaining ? eff : remaining;
+            for (int t = 0; t < take; t++) {
+                uint64_t g = pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
+                free &= ~g;
+                slots[placed].node = node;
+                slots[placed].gpus = g;
+                placed++;
+            }
+            if (c->pool_left[n->pool] != INT_MAX)
+                c->pool_dsum[n->pool] -= take;
+            remaining -= take;
+        }
     }
+    return 1;
 }
 
-static bool node_usable(const struct sched_cluster *c,
-                        const struct sched_node *n,
-                        const struct sched_request *r,
-                        enum sched_capacity cap)
+static int dom_cmp(const void *a, const void *b)
 {
-    const struct sched_pool *pool = &c->pools[n->spec.pool];
-    if (n->state != SCHED_NODE_READY || pool->capacity != cap)
-        return false;
-    if (r->gpu_type && r->gpu_type[0] && strcmp(r->gpu_type, pool->gpu_type) != 0)
-        return false;
-    return n->spec.ngpus >= r->gpus_per_task;
+    const struct sched_dom *x = a;
+    const struct sched_dom *y = b;
+    if (x->tasks != y->tasks)
+        return x->tasks > y->tasks ? -1 : 1;
+    if (x->free != y->free)
+        return x->free < y->free ? -1 : 1;
+    return x->start - y->start;
+}
+
+/* Size of one range in the tier (tasks with pool caps per range, free GPUs). */
+static void range_size(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       int tier,
+                       bool caps_bind,
+                       int level,
+                       int d,
+                       struct sched_dom *out)
+{
+    int best = 0;
+    int best_unc = 0;
+    int64_t free_sum = 0;
+    sched_topo_range(c, level, d, &out->start, &out->end);
+    (void)scan_level(c, r, level, d, d + 1, tier, caps_bind, &best, &best_unc);
+    for (int pos = out->start; pos < out->end; pos++) {
+        if (in_tier(c, pos, tier))
+            free_sum += c->nfree[pos];
+    }
+    out->tasks = best;
+    out->free = (int)min64(free_sum, INT_MAX);
 }
 
 /*
- * Places r within one capacity type.  Returns 1 when placed; otherwise 0 and *best holds the
- * most tasks that would fit (in one domain, when a level groups them).
+ * Inside the scope [lo, hi) of the order, the fewest domains of level P that hold r (largest
+ * first, the last one the tightest that completes the gang), then packs them.
  */
-static int place_capacity(const struct sched_cluster *c,
-                          const struct sched_request *r,
-                          enum sched_capacity cap,
-                          struct cand *cands,
-                          int *pool_left,
-                          struct sched_slot *slots,
-                          int *best,
-                          int *ncand_out)
+static int pack_fewest(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       int tier,
+                       bool caps_bind,
+                       int level,
+                       int lo,
+                       int hi,
+                       struct sched_slot *slots)
 {
-    int level = r->required_level >= 0 ? r->required_level : r->preferred_level;
-    int ncand = 0;
-    int chosen_start = -1;
-    int chosen_len = 0;
-    int chosen_free = INT_MAX;
+    struct sched_dom scope = { lo, hi, 0, 0 };
+    int nd = sched_topo_ndom(c, level);
+    int d0 = 0;
+    int m = 0;
+    int64_t sum = 0;
+    int k = 0;
 
-    for (int i = 0; i < c->nnodes; i++) {
-        const struct sched_node *n = &c->nodes[i];
-        if (!node_usable(c, n, r, cap))
-            continue;
-        cands[ncand].node = i;
-        cands[ncand].free_gpus = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
-        cands[ncand].price = c->pools[n->spec.pool].price_per_hour;
-        if (level < 0)
-            cands[ncand].domain = "";
-        else if (level >= c->nlevels)
-            cands[ncand].domain = n->spec.name;
+    /* First domain of level starting at lo: binary search (domains nest in the scope). */
+    for (int b = nd; d0 < b;) {
+        int mid = d0 + (b - d0) / 2;
+        int s;
+        int e;
+        sched_topo_range(c, level, mid, &s, &e);
+        if (s < lo)
+            d0 = mid + 1;
         else
-            cands[ncand].domain = n->spec.labels[level];
-        ncand++;
+            b = mid;
     }
-    *ncand_out = ncand;
-    qsort(cands, (size_t)ncand, sizeof(*cands), cand_cmp);
-
-    /* Size each domain (one domain, "", without a level) and keep the best fit. */
-    for (int start = 0; start < ncand;) {
-        int end = start + 1;
-        int free_gpus = cands[start].free_gpus;
-        int fits;
-        while (end < ncand && strcmp(cands[end].domain, cands[start].domain) == 0)
-            free_gpus += cands[end++].free_gpus;
-        pool_caps(c, pool_left);
-        fits = fill(c, r, cands + start, end - start, pool_left, NULL);
-        if (fits > *best)
-            *best = fits;
-        if (fits == r->tasks && free_gpus < chosen_free) {
-            chosen_start = start;
-            chosen_len = end - start;
-            chosen_free = free_gpus;
+    for (int d = d0; d < nd; d++) {
+        struct sched_dom dom;
+        range_size(c, r, tier, caps_bind, level, d, &dom);
+        if (dom.start >= hi)
+            break;
+        if (dom.tasks > 0)
+            c->doms[m++] = dom;
+    }
+    qsort(c->doms, (size_t)m, sizeof(*c->doms), dom_cmp);
+    while (k < m && sum + c->doms[k].tasks < r->tasks)
+        sum += c->doms[k++].tasks;
+    if (k < m) {
+        /* doms[k] completes the gang; a smaller one with less free may do it too. */
+        int64_t need = r->tasks - sum;
+        int pick = k;
+        for (int j = k + 1; j < m && c->doms[j].tasks >= need; j++) {
+            if (c->doms[j].free < c->doms[pick].free)
+                pick = j;
         }
-        start = end;
+        struct sched_dom t = c->doms[k];
+        c->doms[k] = c->doms[pick];
+        c->doms[pick] = t;
+        if (pack(c, r, tier, c->doms, k + 1, slots))
+            return 1;
     }
-    if (chosen_start < 0 && r->required_level < 0 && level >= 0) {
-        /* Preferred level only: no single domain holds the gang, so use them all. */
-        chosen_start = 0;
-        chosen_len = ncand;
-        pool_caps(c, pool_left);
-        if (fill(c, r, cands, ncand, pool_left, NULL) != r->tasks)
-            chosen_start = -1;
+    /* Shared pool caps made the per-domain sums too hopeful: pack the whole scope. */
+    return pack(c, r, tier, &scope, 1, slots);
+}
+
+/* Tries one price tier of one capacity type; 1 with slots, or 0 (best/best_unc updated). */
+static int place_tier(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      int tier,
+                      bool caps_bind,
+                      struct sched_slot *slots,
+                      int *best,
+                      int *best_unc)
+{
+    int lvl = r->required_level;
+    int pref = r->preferred_level > lvl ? r->preferred_level : -1;
+    int lo = 0;
+    int hi = c->nnodes;
+    int d;
+    int b = 0;
+    int bu = 0;
+
+    if (pref >= 0) {
+        d = scan_level(c, r, pref, 0, sched_topo_ndom(c, pref), tier, caps_bind, &b, &bu);
+        if (d >= 0) {
+            struct sched_dom one = { 0, 0, 0, 0 };
+            sched_topo_range(c, pref, d, &one.start, &one.end);
+            if (pack(c, r, tier, &one, 1, slots))
+                return 1;
+        }
     }
-    if (chosen_start < 0)
+    if (lvl >= 0) {
+        b = 0;
+        bu = 0;
+        d = scan_level(c, r, lvl, 0, sched_topo_ndom(c, lvl), tier, caps_bind, &b, &bu);
+        if (b > *best)
+            *best = b;
+        if (bu > *best_unc)
+            *best_unc = bu;
+        if (d < 0)
+            return 0;
+        sched_topo_range(c, lvl, d, &lo, &hi);
+    }
+    if (pref >= 0 && pref < c->nlevels)
+        return pack_fewest(c, r, tier, caps_bind, pref, lo, hi, slots);
+    {
+        struct sched_dom scope = { lo, hi, 0, 0 };
+        return pack(c, r, tier, &scope, 1, slots);
+    }
+}
+
+struct type_state {
+    int ntiers;
+    int tiers[SCHED_MAX_POOLS]; /* distinct pool ranks, ascending */
+    bool any_node;              /* a ready node of the type that could hold a task */
+    bool any_cooling;           /* such a node, but in a pool in cool-down */
+    int cooling_pool;
+};
+
+/* Ranks the pools of capacity type cap for r (price tiers; -1 unusable, -2 cooling down). */
+static void rank_pools(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       enum sched_capacity cap,
+                       int64_t now_s,
+                       struct type_state *ts)
+{
+    ts->ntiers = 0;
+    for (int p = 0; p < c->npools; p++) {
+        const struct sched_pool *pool = &c->pools[p];
+        int rank = 0;
+        c->pool_rank[p] = -1;
+        if (pool->capacity != cap || !type_matches(r, pool))
+            continue;
+        if (now_s < c->pool_cool_s[p]) {
+            c->pool_rank[p] = -2;
+            continue;
+        }
+        for (int q = 0; q < c->npools; q++) {
+            const struct sched_pool *o = &c->pools[q];
+            if (o->capacity == cap && type_matches(r, o) && now_s >= c->pool_cool_s[q]
+                && o->price_per_hour < pool->price_per_hour)
+                rank++;
+        }
+        c->pool_rank[p] = rank;
+    }
+    for (int p = 0; p < c->npools; p++) {
+        int rank = c->pool_rank[p];
+        int i = 0;
+        if (rank < 0)
+            continue;
+        while (i < ts->ntiers && ts->tiers[i] < rank)
+            i++;
+        if (i < ts->ntiers && ts->tiers[i] == rank)
+            continue;
+        memmove(&ts->tiers[i + 1], &ts->tiers[i], (size_t)(ts->ntiers - i) * sizeof(int));
+        ts->tiers[i] = rank;
+        ts->ntiers++;
+    }
+}
+
+/* One scan: every node's task capacity for r under the current pool ranks. */
+static void size_nodes(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       struct type_state *ts)
+{
+    ts->any_node = false;
+    ts->any_cooling = false;
+    ts->cooling_pool = -1;
+    for (int p = 0; p < c->npools; p++) {
+        c->pool_sum[p] = 0;
+        c->pool_dsum[p] = 0;
+        c->pool_left[p] = INT_MAX;
+        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0) {
+            int left = c->pools[p].max_gpus - (c->idle_view ? 0 : c->pool_gpus_used[p]);
+            c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
+        }
+    }
+    for (int pos = 0; pos < c->nnodes; pos++) {
+        int node = c->order[pos];
+        const struct sched_node *n = &c->nodes[node];
+        int rank = c->pool_rank[n->pool];
+        c->npool[pos] = n->pool;
+        c->ncap[pos] = 0;
+        c->nfree[pos] = 0;
+        if (rank == -1 || !node_eligible(n) || !node_big_enough(n, r))
+            continue;
+        if (rank == -2) {
+            ts->any_cooling = true;
+            ts->cooling_pool = n->pool;
+            continue;
+        }
+        ts->any_node = true;
+        c->ncap[pos] = node_fit(c, n, r, r->tasks);
+        c->nfree[pos] = r->gpus_per_task > 0 ? node_free_gpus(c, n) : c->ncap[pos];
+        c->pool_sum[n->pool] += c->ncap[pos];
+    }
+}
+
+static int place_type(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      enum sched_capacity cap,
+                      int64_t now_s,
+                      struct sched_slot *slots,
+                      struct sched_fail *fail)
+{
+    struct type_state ts;
+    int best = 0;
+    int best_unc = 0;
+
+    rank_pools(c, r, cap, now_s, &ts);
+    size_nodes(c, r, &ts);
+    if (ts.any_cooling && fail->cooling_pool < 0) {
+        fail->cooling_pool = ts.cooling_pool;
+        fail->cooling_until_s = c->pool_cool_s[ts.cooling_pool];
+    }
+    if (!ts.any_node)
         return 0;
-    pool_caps(c, pool_left);
-    return fill(c, r, cands + chosen_start, chosen_len, pool_left, slots) == r->tasks;
+    fail->kind = SCHED_FAIL_CAPACITY;
+    for (int i = 0; i < ts.ntiers; i++) {
+        int tier = ts.tiers[i];
+        int64_t total = 0;
+        int64_t total_unc = 0;
+        bool caps_bind = false;
+        bool last = i == ts.ntiers - 1;
+        for (int p = 0; p < c->npools; p++) {
+            if (c->pool_rank[p] < 0 || c->pool_rank[p] > tier)
+                continue;
+            total += capped(c, p, c->pool_sum[p]);
+            total_unc += c->pool_sum[p];
+            if (c->pool_sum[p] > c->pool_left[p]) {
+                caps_bind = true;
+                if (fail->capped_pool < 0)
+                    fail->capped_pool = p;
+            }
+        }
+        if (total < r->tasks && !last)
+            continue;
+        if (total < r->tasks && r->required_level < 0) {
+            best = (int)total;
+            best_unc = (int)min64(total_unc, INT_MAX);
+            break;
+        }
+        if (place_tier(c, r, tier, caps_bind, slots, &best, &best_unc))
+            return 1;
+        if (r->required_level < 0) {
+            best = (int)total;
+            best_unc = (int)min64(total_unc, INT_MAX);
+        }
+    }
+    if (best > fail->best)
+        fail->best = best;
+    if (best_unc > fail->best_uncapped)
+        fail->best_uncapped = best_unc;
+    return 0;
+}
+
+int sched_place_in(struct sched_cluster *c,
+                   const struct sched_request *r,
+                   int64_t now_s,
+                   struct sched_slot *slots,
+                   struct sched_fail *fail)
+{
+    memset(fail, 0, sizeof(*fail));
+    fail->kind = SCHED_FAIL_NO_NODES;
+    fail->capped_pool = -1;
+    fail->cooling_pool = -1;
+    sched_topo_refresh(c);
+    for (int i = 0; i < r->ncapacity; i++) {
+        if (place_type(c, r, r->capacity[i], now_s, slots, fail))
+            return 1;
+    }
+    if (fail->kind == SCHED_FAIL_NO_NODES && fail->cooling_pool >= 0)
+        fail->kind = SCHED_FAIL_COOLING;
+    return 0;
+}
+
+bool sched_place_may_fit(const struct sched_cluster *c,
+                         const struct sched_request *r,
+                         int64_t now_s,
+                         struct sched_fail *fail)
+{
+    int64_t best = 0;
+    int gpt = r->gpus_per_task;
+
+    if (gpt == 0)
+        return true;
+    for (int i = 0; i < r->ncapacity; i++) {
+        int64_t total = 0;
+        for (int p = 0; p < c->npools; p++) {
+            const struct sched_pool *pool = &c->pools[p];
+            const int *h = &c->pool_hist[(size_t)p * SCHED_HIST_W];
+            int64_t sum = 0;
+            if (pool->capacity != r->capacity[i] || !type_matches(r, pool)
+                || now_s < c->pool_cool_s[p])
+                continue;
+            for (int k = gpt; k < SCHED_HIST_W; k++)
+                sum += (int64_t)h[k] * (k / gpt);
+            if (pool->max_gpus > 0) {
+                int left = pool->max_gpus - c->pool_gpus_used[p];
+                sum = min64(sum, left > 0 ? left / gpt : 0);
+            }
+            total += sum;
+        }
+        if (total >= r->tasks)
+            return true;
+        if (total > best)
+            best = total;
+    }
+    if (best == 0)
+        return true; /* let the full search say why (no nodes, cool-down, caps) */
+    memset(fail, 0, sizeof(*fail));
+    fail->kind = SCHED_FAIL_CAPACITY;
+    fail->best = (int)best;
+    fail->best_uncapped = (int)best;
+    fail->capped_pool = -1;
+    fail->cooling_pool = -1;
+    fail->global = true;
+    return false;
+}
+
+/*
+ * Reasons are built by appending pieces: a pass formats one per pending job, and 10,000 calls
+ * to snprintf would cost more than the whole search they report on.
+ */
+struct sbuf {
+    char *p;
+    size_t left; /* room including the NUL; 0 = nothing can be written */
+};
+
+static void sb_str(struct sbuf *b, const char *s)
+{
+    if (!b->left)
+        return;
+    while (*s && b->left > 1) {
+        *b->p++ = *s++;
+        b->left--;
+    }
+    *b->p = '\0';
+}
+
+static void sb_int(struct sbuf *b, int64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[n++] = '-';
+    while (n && b->left > 1) {
+        *b->p++ = tmp[--n];
+        b->left--;
+    }
+    if (b->left)
+        *b->p = '\0';
+}
+
+static void sb_duration(struct sbuf *b, int64_t s)
+{
+    if (s < 0)
+        s = 0;
+    if (s < 60) {
+        sb_int(b, s);
+        sb_str(b, "s");
+    } else if (s < 3600) {
+        sb_int(b, (s + 59) / 60);
+        sb_str(b, "m");
+    } else {
+        sb_int(b, s / 3600);
+        sb_str(b, "h");
+        if ((s % 3600) / 60 < 10)
+            sb_str(b, "0");
+        sb_int(b, (s % 3600) / 60);
+        sb_str(b, "m");
+    }
+}
+
+void sched_duration_format(int64_t s, char *buf, size_t size)
+{
+    struct sbuf b = { buf, size };
+    if (size)
+        buf[0] = '\0';
+    sb_duration(&b, s);
+}
+
+/* "4x8 GPUs" or "4 tasks": r's shape, tasks of them. */
+static void sb_shape(struct sbuf *b, const struct sched_request *r, int tasks, bool unit)
+{
+    if (r->gpus_per_task > 0) {
+        sb_int(b, tasks);
+        sb_str(b, "x");
+        sb_int(b, r->gpus_per_task);
+        if (unit)
+            sb_str(b, " GPUs");
+    } else {
+        if (!unit)
+            sb_str(b, "room for ");
+        sb_int(b, tasks);
+        if (unit)
+            sb_str(b, tasks == 1 ? " task" : " tasks");
+    }
 }
 
 static const char *capacity_name(enum sched_capacity cap)
@@ -189,56 +759,113 @@ static const char *capacity_name(enum sched_capacity cap)
     return cap == SCHED_SPOT ? "spot" : "on-demand";
 }
 
-int sched_place(const struct sched_cluster *c,
+static void sb_caps(struct sbuf *b, const struct sched_request *r)
+{
+    sb_str(b, capacity_name(r->capacity[0]));
+    if (r->ncapacity > 1) {
+        sb_str(b, " or ");
+        sb_str(b, capacity_name(r->capacity[1]));
+    }
+}
+
+void sched_fail_format(const struct sched_cluster *c,
+                       const struct sched_request *r,
+                       const struct sched_fail *f,
+                       int64_t now_s,
+                       char *buf,
+                       size_t size)
+{
+    struct sbuf b = { buf, size };
+    const char *lname = sched_cluster_level_name(c, r->required_level);
+
+    if (size)
+        buf[0] = '\0';
+    switch (f->kind) {
+    case SCHED_FAIL_INVALID:
+        sb_str(&b, "invalid request");
+        return;
+    case SCHED_FAIL_NO_NODES:
+        sb_str(&b, "no ready ");
+        sb_caps(&b, r);
+        sb_str(&b, " node");
+        if (r->gpu_type && r->gpu_type[0]) {
+            sb_str(&b, " of type ");
+            sb_str(&b, r->gpu_type);
+        }
+        sb_str(&b, " with ");
+        sb_int(&b, r->gpus_per_task);
+        sb_str(&b, "+ GPUs");
+        if (r->cpus_per_task || r->memory_mb_per_task)
+            sb_str(&b, " and the CPUs/memory asked");
+        return;
+    case SCHED_FAIL_COOLING:
+        sb_str(&b, "pool ");
+        sb_str(&b, c->pools[f->cooling_pool].name);
+        sb_str(&b, " cooling down after a spot interruption (");
+        sb_duration(&b, f->cooling_until_s - now_s);
+        sb_str(&b, " left); no other ");
+        sb_caps(&b, r);
+        sb_str(&b, " pool has a ready node for it");
+        return;
+    case SCHED_FAIL_CAPACITY:
+        break;
+    }
+    if (f->capped_pool >= 0 && f->best_uncapped >= r->tasks) {
+        const struct sched_pool *p = &c->pools[f->capped_pool];
+        sb_str(&b, "pool ");
+        sb_str(&b, p->name);
+        sb_str(&b, " capped at ");
+        sb_int(&b, p->max_gpus);
+        sb_str(&b, " GPUs (");
+        sb_int(&b, c->pool_gpus_used[f->capped_pool]);
+        sb_str(&b, " in use); needs ");
+        sb_shape(&b, r, r->tasks, true);
+        return;
+    }
+    sb_str(&b, "needs ");
+    sb_shape(&b, r, r->tasks, true);
+    if (lname && !f->global) {
+        sb_str(&b, " in one ");
+        sb_str(&b, lname);
+        if (f->best == 0) {
+            sb_str(&b, "; none free now");
+            return;
+        }
+        sb_str(&b, "; largest free ");
+        sb_str(&b, lname);
+        sb_str(&b, " has ");
+        sb_shape(&b, r, f->best, false);
+        return;
+    }
+    sb_str(&b, " on ");
+    sb_caps(&b, r);
+    if (f->best == 0) {
+        sb_str(&b, "; none free now");
+        return;
+    }
+    sb_str(&b, "; only ");
+    sb_shape(&b, r, f->best, false);
+    sb_str(&b, " free now");
+}
+
+int sched_place(struct sched_cluster *c,
                 const struct sched_request *r,
+                int64_t now_s,
                 struct sched_slot *slots,
                 char *reason,
                 size_t reason_size)
 {
-    struct cand *cands = NULL;
-    int *pool_left = NULL;
-    int best = 0;
-    int usable = 0;
-    int placed = 0;
-    char caps[32] = "";
+    struct sched_fail fail;
+    const char *bad = sched_request_invalid(c, r);
 
     if (reason_size)
         reason[0] = '\0';
-    if (r->tasks <= 0 || r->gpus_per_task < 0 || r->gpus_per_task > SCHED_MAX_GPUS_NODE
-        || r->ncapacity < 1 || r->ncapacity > 2) {
-        (void)snprintf(reason, reason_size, "invalid request");
+    if (bad) {
+        mu_strlcpy(reason, bad, reason_size);
         return 0;
     }
-    cands = malloc(((size_t)c->nnodes + 1) * sizeof(*cands));
-    pool_left = malloc(((size_t)c->npools + 1) * sizeof(*pool_left));
-    if (!cands || !pool_left) {
-        (void)snprintf(reason, reason_size, "out of memory while placing");
-        goto out;
-    }
-    for (int i = 0; i < r->ncapacity && !placed; i++) {
-        int ncand = 0;
-        placed = place_capacity(c, r, r->capacity[i], cands, pool_left, slots, &best, &ncand);
-        usable += ncand;
-        (void)snprintf(caps + strlen(caps), sizeof(caps) - strlen(caps), "%s%s", i ? " or " : "",
-                       capacity_name(r->capacity[i]));
-    }
-    if (placed)
-        goto out;
-    if (!usable) {
-        (void)snprintf(reason, reason_size, "no ready %s node%s%s with %d+ GPUs", caps,
-                       r->gpu_type && r->gpu_type[0] ? " of type " : "",
-                       r->gpu_type ? r->gpu_type : "", r->gpus_per_task);
-    } else if (r->required_level >= 0) {
-        (void)snprintf(reason, reason_size,
-                       "needs %dx%d GPUs in one %s (%s); at most %d task(s) fit in one now",
-                       r->tasks, r->gpus_per_task,
-                       r->required_level < c->nlevels ? "topology domain" : "node", caps, best);
-    } else {
-        (void)snprintf(reason, reason_size, "needs %dx%d GPUs (%s); at most %d task(s) fit now",
-                       r->tasks, r->gpus_per_task, caps, best);
-    }
-out:
-    free(cands);
-    free(pool_left);
-    return placed;
+    if (sched_place_in(c, r, now_s, slots, &fail))
+        return 1;
+    sched_fail_format(c, r, &fail, now_s, reason, reason_size);
+    return 0;
 }

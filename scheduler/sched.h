@@ -2,21 +2,29 @@
 /*
  * sched: the placement core (DESIGN §4), a pure library.
  *
- * A struct sched_cluster is a snapshot of pools and nodes with their free GPUs, CPUs and memory.
- * sched_place answers "where would this gang go" without changing anything; sched_cluster_commit
- * and sched_cluster_release apply or undo a decision.  No sockets, no Redis, no clock, no logs:
- * the daemon, the tests and the benchmarks drive the same code, and time (when a later rule
- * needs it) is a parameter.
+ * A struct sched_cluster is a snapshot of pools and nodes with their free GPUs, CPUs and memory,
+ * arranged in a topology tree: the configured levels widest first (zone > block > rack), then the
+ * node, then the node's NVLink islands.  sched_place answers "where would this gang go now";
+ * sched_pass runs one scheduling pass over the pending jobs in priority order with a reservation
+ * for the first job that cannot start and EASY backfill behind it.  sched_cluster_commit and
+ * sched_cluster_release apply or undo a decision.  No sockets, no Redis, no clock, no logs: the
+ * daemon, the tests and the benchmarks drive the same code, and time is a parameter (now_s, any
+ * epoch as long as it is used consistently).  docs/placement.md explains the algorithm.
  *
- * A gang is placed all-or-nothing: either every task gets a node and GPUs, or nothing is chosen.
- * It never straddles capacity types; capacity types are tried in the request's order, cheapest
- * pool first within a type.  A required topology level keeps every task in one domain of that
- * level; among fitting domains the one with the least free GPUs wins (best fit).
+ * A gang is placed all-or-nothing and never straddles capacity types.  Capacity types are tried
+ * in the request's order, cheapest pool first within a type, pools in cool-down skipped.  Among
+ * the topology domains that fit, the one with the least free capacity wins (best fit), and
+ * inside it the tasks go to as few nodes as possible; a multi-GPU task gets one NVLink island
+ * when one can hold it.  Only READY nodes that are not at risk take new work.
+ *
+ * Threading: a cluster is used by one thread at a time, and even the lookups that take a const
+ * cluster must not race a placement (placements use scratch space kept in the cluster).
  */
 #ifndef MUSTER_SCHEDULER_SCHED_H
 #define MUSTER_SCHEDULER_SCHED_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/mu.h"
@@ -24,6 +32,8 @@
 #define SCHED_MAX_GPUS_NODE 64 /* a node's GPUs fit one uint64_t mask */
 #define SCHED_MAX_LEVELS    6
 #define SCHED_NAME_MAX      64
+#define SCHED_MAX_POOLS     256
+#define SCHED_REASON_MAX    200 /* a decision's reason, with its NUL */
 
 enum sched_capacity { SCHED_SPOT = 0, SCHED_ON_DEMAND = 1 };
 
@@ -39,10 +49,10 @@ const char *sched_node_state_name(enum sched_node_state s); /* "ready", … */
 
 struct sched_pool {
     char name[SCHED_NAME_MAX];
-    enum sched_capacity capacity;
     char gpu_type[SCHED_NAME_MAX];
     double price_per_hour; /* per node */
-    int max_gpus;          /* 0 = no cap */
+    enum sched_capacity capacity;
+    int max_gpus; /* 0 = no cap */
 };
 
 struct sched_node_spec {
@@ -53,45 +63,81 @@ struct sched_node_spec {
     int64_t memory_mb;
     int nlabels;                                   /* must equal the cluster's level count */
     char labels[SCHED_MAX_LEVELS][SCHED_NAME_MAX]; /* one value per topology level */
+    /* NVLink island of GPU i, 0..SCHED_MAX_GPUS_NODE-1; GPUs with the same number share NVLink
+     * or NVSwitch.  All zero (what memset gives) = one island. */
+    uint8_t island[SCHED_MAX_GPUS_NODE];
 };
 
 struct sched_cluster;
 
 /*
- * A cluster with the given pools (copied) and topology level count.  Free with
- * sched_cluster_free.  NULL with err on bad arguments or no memory.
+ * A cluster with the given pools (copied, at most SCHED_MAX_POOLS) and topology levels, widest
+ * first (level_names[0..nlevels), copied; NULL when nlevels is 0).  Names appear in reasons
+ * ("largest free zone has 3x8").  Free with sched_cluster_free.  NULL with err on bad arguments
+ * or no memory.
  */
 struct sched_cluster *sched_cluster_new(const struct sched_pool *pools,
                                         int npools,
+                                        const char *const *level_names,
                                         int nlevels,
                                         struct mu_err *err);
 void sched_cluster_free(struct sched_cluster *c);
 
-/* Adds a node in state READY with everything free; returns its index (stable) or -1 with err. */
+/* Level count, and a level's name: "node" for nlevels, NULL outside 0..nlevels.  Borrowed. */
+int sched_cluster_level_count(const struct sched_cluster *c);
+const char *sched_cluster_level_name(const struct sched_cluster *c, int level);
+/* Index of the level called name: 0..nlevels-1, nlevels for "node", -1 if unknown. */
+int sched_cluster_level_find(const struct sched_cluster *c, const char *name);
+
+/*
+ * Adds a node in state READY, not at risk, with everything free; returns its index (stable for
+ * the cluster's life) or -1 with err (bad pool, GPU count, label count or island number, no
+ * memory).  A node that comes back under the same name keeps its index and its placed work; its
+ * spec may change only in ways that keep that work valid.
+ */
 int sched_cluster_node_add(struct sched_cluster *c,
                            const struct sched_node_spec *spec,
                            struct mu_err *err);
 /* Index of the node called name, or -1. */
 int sched_cluster_node_find(const struct sched_cluster *c, const char *name);
 int sched_cluster_node_count(const struct sched_cluster *c);
-/* Borrowed, valid until the cluster is freed. */
+/* Borrowed, valid until the next sched_cluster_node_add or the cluster is freed. */
 const struct sched_node_spec *sched_cluster_node_spec(const struct sched_cluster *c, int node);
 const struct sched_pool *sched_cluster_pool(const struct sched_cluster *c, int pool);
 int sched_cluster_pool_count(const struct sched_cluster *c);
 
 void sched_cluster_node_set_state(struct sched_cluster *c, int node, enum sched_node_state s);
 enum sched_node_state sched_cluster_node_state(const struct sched_cluster *c, int node);
+/* A rebalance recommendation: an at-risk node keeps its work but takes no new gangs. */
+void sched_cluster_node_set_at_risk(struct sched_cluster *c, int node, bool at_risk);
+bool sched_cluster_node_is_at_risk(const struct sched_cluster *c, int node);
 int sched_cluster_node_gpus_free(const struct sched_cluster *c, int node);
 int sched_cluster_pool_gpus_used(const struct sched_cluster *c, int pool);
 
+/*
+ * Puts a pool in cool-down until until_s (the clock of the now_s given to placements): while
+ * now_s < until_s no new gang goes there (other pools of the type, then the next capacity type
+ * of the job, are used instead).  until_s <= now ends it.  Spot interruptions call this with
+ * now + spot_cooldown_s.
+ */
+void sched_cluster_pool_cooldown(struct sched_cluster *c, int pool, int64_t until_s);
+int64_t sched_cluster_pool_cooldown_until(const struct sched_cluster *c, int pool);
+
+/*
+ * A counter that grows whenever capacity may have become free: a release, a node added, a node
+ * state or at-risk change, a cool-down change.  A job that did not fit at generation G cannot fit
+ * while the generation is still G and the clock has not passed a cool-down's end.
+ */
+uint64_t sched_cluster_generation(const struct sched_cluster *c);
+
 /* What a gang asks for. */
 struct sched_request {
-    int tasks;
-    int gpus_per_task; /* 0..SCHED_MAX_GPUS_NODE */
-    int cpus_per_task; /* 0 = not asked */
-    int64_t memory_mb_per_task;
-    const char *gpu_type; /* NULL or "" = any (borrowed for the call) */
-    int ncapacity;        /* 1..2 */
+    int64_t memory_mb_per_task; /* 0 = not asked */
+    const char *gpu_type;       /* NULL or "" = any (borrowed for the call) */
+    int tasks;                  /* 1.. */
+    int gpus_per_task;          /* 0..SCHED_MAX_GPUS_NODE */
+    int cpus_per_task;          /* 0 = not asked */
+    int ncapacity;              /* 1..2 */
     enum sched_capacity capacity[2];
     int required_level;  /* -1 none; 0..nlevels-1 a topology level; nlevels = one node */
     int preferred_level; /* -1 none; same range */
@@ -104,24 +150,81 @@ struct sched_slot {
 };
 
 /*
- * Finds a place for every task of r, or for none.  slots must hold r->tasks entries.
- * Returns 1 and fills slots when placed; 0 when the gang does not fit now, with a short reason
- * a user can act on in reason (e.g. "needs 4x8 GPUs on spot or on-demand; at most 3 fit now").
- * Pure: c is not changed.
+ * Finds a place for every task of r, or for none, as of now_s (pool cool-downs).  slots must
+ * hold r->tasks entries.  Returns 1 and fills slots when placed; 0 when the gang does not fit
+ * now, with a short reason a user can act on (e.g. "needs 4x8 GPUs in one zone; largest free
+ * zone has 3x8").  The cluster's free capacity is not changed (c is not const because the
+ * placement works in scratch space kept in the cluster: no allocation per call).
  */
-int sched_place(const struct sched_cluster *c,
+int sched_place(struct sched_cluster *c,
                 const struct sched_request *r,
+                int64_t now_s,
                 struct sched_slot *slots,
                 char *reason,
                 size_t reason_size);
 
 /* Marks slots as used (commit) or free again (release).  The slots must come from sched_place
- * on this cluster (commit) or from a matching commit (release). */
+ * or sched_pass on this cluster (commit) or from a matching commit (release). */
 void sched_cluster_commit(struct sched_cluster *c,
                           const struct sched_request *r,
                           const struct sched_slot *slots);
 void sched_cluster_release(struct sched_cluster *c,
                            const struct sched_request *r,
                            const struct sched_slot *slots);
+
+/* ---- one scheduling pass: priority order, one reservation, EASY backfill ---- */
+
+/* A pending job, in the order the pass should consider it (highest priority first). */
+struct sched_pass_job {
+    const struct sched_request *req; /* borrowed for the call */
+    int64_t run_s;                   /* expected run time once started: its time_limit_s, or the
+                                        configured default; > 0 */
+    struct sched_slot *slots;        /* caller's buffer of req->tasks entries, see sched_decision */
+};
+
+/* A gang that holds resources now (committed in the cluster). */
+struct sched_running {
+    const struct sched_request *req; /* borrowed for the call */
+    const struct sched_slot *slots;  /* borrowed: req->tasks entries */
+    int64_t end_s; /* expected end: start + time limit (or the default); may be <= now */
+};
+
+enum sched_verdict {
+    SCHED_WAIT = 0,     /* not now; reason says why */
+    SCHED_START = 1,    /* slots filled and committed in the cluster */
+    SCHED_RESERVED = 2, /* the pass's reservation: slots = where it will start, not committed */
+};
+
+struct sched_decision {
+    enum sched_verdict verdict;
+    int64_t est_start_s; /* RESERVED: when the reservation starts; WAIT held back by it: the same
+                            time (it may start then); otherwise 0 = unknown */
+    char reason[SCHED_REASON_MAX]; /* "" for START; for others, for users ("… in 5m") */
+};
+
+/*
+ * One scheduling pass at now_s.  pending[0..npending) in priority order; running[0..nrunning)
+ * every gang that holds resources now.  Starts, in order, every job that fits.  The first job
+ * that does not fit now but would once running gangs end (by their end_s) gets the reservation:
+ * the earliest time and place it fits.  Later jobs start only if they do not delay it: they end
+ * (now + run_s) by the reserved start, or they leave the reserved GPUs (and the CPUs/memory the
+ * reservation needs on those nodes) alone.  A job that cannot fit even on an idle cluster of the
+ * current nodes waits with its reason and does not block the others.
+ *
+ * out[i] is the decision for pending[i].  START jobs are committed in the cluster by the pass;
+ * a caller that then fails to start one must sched_cluster_release it.  Work is bounded: a shape
+ * that failed is not searched again in the same pass (nothing is freed during a pass).
+ *
+ * Returns the number of jobs started, or -1 with err (bad arguments, or no memory for the
+ * pass's scratch space: then nothing was committed).
+ */
+int sched_pass(struct sched_cluster *c,
+               const struct sched_pass_job *pending,
+               int npending,
+               const struct sched_running *running,
+               int nrunning,
+               int64_t now_s,
+               struct sched_decision *out,
+               struct mu_err *err);
 
 #endif

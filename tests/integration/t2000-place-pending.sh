@@ -10,11 +10,11 @@ start_worker n1 spot-a 8
 wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
 id=$(submit_json "{\"tasks\":2,\"gpus_per_task\":8,\"capacity\":[\"spot\"],\"command\":\"touch $T/started.\$RANK\"}")
-wait_for "reason recorded" 10 '[ -n "$(rcli HGET "muster:job:$id" reason | grep "fit")" ]'
+wait_for "reason recorded" 10 '[ -n "$(rcli HGET "muster:job:$id" reason | grep "needs")" ]'
 sleep 1
 [ "$(job_state "$id")" = PENDING ] || fail "state $(job_state "$id"), expected PENDING"
 ls "$T"/started.* >/dev/null 2>&1 && fail "a task started although the gang does not fit"
-ctl -o json jobs | jq -e --arg id "$id" '.[] | select(.id == $id) | .state == "PENDING" and (.reason | test("fit"))' >/dev/null \
+ctl -o json jobs | jq -e --arg id "$id" '.[] | select(.id == $id) | .state == "PENDING" and (.reason | test("needs"))' >/dev/null \
     || fail "musterctl jobs: $(ctl -o json jobs)"
 ok "2x8 on one 8-GPU node: PENDING, nothing started, reason: $(rcli HGET "muster:job:$id" reason)"
 

@@ -48,7 +48,16 @@ sleep 1.5
 ok "a spot-only gang waits rather than straddle"
 
 # On-demand first when asked: 1 task with capacity [on-demand, spot] and on-demand full -> spot.
-d=$(submit_json '{"tasks":1,"gpus_per_task":8,"capacity":["on-demand","spot"],"command":"true"}')
+# Job c holds the reservation on the spot nodes (they free up when job a ends); d may only use sa
+# because its time limit ends long before that reservation (backfill).
+d=$(submit_json '{"tasks":1,"gpus_per_task":8,"capacity":["on-demand","spot"],"time_limit_s":60,"command":"true"}')
 wait_for "job $d succeeded" 10 job_state_is "$d" SUCCEEDED
 [ "$(nodes_of "$d")" = sa ] || fail "job $d on $(nodes_of "$d"), expected sa"
 ok "capacity order honoured, fallback within the job's list"
+
+# Without a short time limit, the same job would delay c's reservation: it waits, with a reason.
+e=$(submit_json '{"tasks":1,"gpus_per_task":8,"capacity":["spot"],"command":"true"}')
+wait_for "job $e has a reason" 10 '[ -n "$(rcli HGET "muster:job:'"$e"'" reason)" ]'
+[ "$(job_state "$e")" = PENDING ] || fail "job $e is $(job_state "$e"), expected PENDING behind c's reservation"
+rcli HGET "muster:job:$c" reason | grep -q "reservation" || fail "job $c reason: $(rcli HGET "muster:job:$c" reason)"
+ok "EASY backfill: only jobs that end before the head's reservation jump ahead"

@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * muster-bench-placement: the placement core on its own, no daemon, no Redis.  Builds a cluster
+ * of N nodes x 8 GPUs in 4 zones x 8 blocks x R racks (16 nodes a rack), three quarters spot and
+ * one quarter on-demand, fills it to the given occupancy with random small gangs at random
+ * GPUs, then times sched_place for gangs from 1x1 to 64x8 (required zone, preferred rack; never
+ * committed, so every run sees the same cluster).  One line per case, the 64x8 line last:
+ *
+ *   placement nodes=4096 gang=64x8 occupancy=0.6 p50_us=… p99_us=… per_s=… placed=1
+ *
+ * --pass times one sched_pass over 10,000 pending jobs none of which fits now (the first that
+ * could fit later gets the reservation), against the fill's running gangs.  Numbers are printed,
+ * never asserted (STYLE §1.8).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/mu.h"
+#include "scheduler/sched.h"
+
+#include "common/mu_banned.h"
+
+#define GPUS 8
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd64(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static int rnd(int n)
+{
+    return (int)(rnd64() % (uint64_t)n);
+}
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a;
+    int64_t y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static struct sched_request request(int tasks, int gpus)
+{
+    struct sched_request r;
+    memset(&r, 0, sizeof(r));
+    r.tasks = tasks;
+    r.gpus_per_task = gpus;
+    r.gpu_type = "H100";
+    r.ncapacity = 2;
+    r.capacity[0] = SCHED_SPOT;
+    r.capacity[1] = SCHED_ON_DEMAND;
+    r.required_level = -1;
+    r.preferred_level = -1;
+    return r;
+}
+
+/* The fill: single-task gangs holding random GPUs, kept as running gangs for --pass. */
+struct fill {
+    struct sched_request *reqs;
+    struct sched_slot *slots;
+    struct sched_running *running;
+    uint64_t *busy; /* [node] GPUs the fill took */
+    int n;
+};
+
+static struct sched_cluster *build(int nodes, double occupancy, struct fill *f, struct mu_err *err)
+{
+    static const char *const levels[] = { "zone", "block", "rack" };
+    struct sched_pool pools[2] = {
+        { .name = "p5-spot",
+          .gpu_type = "H100",
+          .price_per_hour = 12.5,
+          .capacity = SCHED_SPOT,
+          .max_gpus = 0 },
+        { .name = "p5-od",
+          .gpu_type = "H100",
+          .price_per_hour = 98.32,
+          .capacity = SCHED_ON_DEMAND,
+          .max_gpus = 0 },
+    };
+    struct sched_cluster *c = sched_cluster_new(pools, 2, levels, 3, err);
+    int racks = nodes / (4 * 8 * 16) > 0 ? nodes / (4 * 8 * 16) : 1;
+    int64_t target = (int64_t)(occupancy * nodes * GPUS);
+    int64_t used = 0;
+    int cap = nodes * GPUS + 1;
+
+    if (!c)
+        return NULL;
+    for (int i = 0; i < nodes; i++) {
+        struct sched_node_spec s;
+        int rack = i / 16;
+        memset(&s, 0, sizeof(s));
+        (void)mu_snprintf(s.name, sizeof(s.name), "node-%05d", i);
+        s.pool = (rack / racks) % 4 == 3 ? 1 : 0; /* every fourth block on-demand */
+        s.ngpus = GPUS;
+        s.cpus = 192;
+        s.memory_mb = (int64_t)2048 * 1024;
+        s.nlabels = 3;
+        (void)mu_snprintf(s.labels[0], sizeof(s.labels[0]), "z%d", (rack / racks / 8) % 4);
+        (void)mu_snprintf(s.labels[1], sizeof(s.labels[1]), "b%d", (rack / racks) % 8);
+        (void)mu_snprintf(s.labels[2], sizeof(s.labels[2]), "r%d", rack % racks);
+        if (sched_cluster_node_add(c, &s, err) < 0) {
+            sched_cluster_free(c);
+            return NULL;
+        }
+    }
+    f->reqs = calloc((size_t)cap, sizeof(*f->reqs));
+    f->slots = calloc((size_t)cap, sizeof(*f->slots));
+    f->running = calloc((size_t)cap, sizeof(*f->running));
+    f->busy = calloc((size_t)nodes, sizeof(*f->busy));
+    f->n = 0;
+    if (!f->reqs || !f->slots || !f->running || !f->busy) {
+        sched_cluster_free(c);
+        mu_errf(err, MU_E_NOMEM, "out of memory");
+        return NULL;
+    }
+    while (used < target) {
+        int node = rnd(nodes);
+        int free_gpus = sched_cluster_node_gpus_free(c, node);
+        int k;
+        uint64_t mask = 0;
+        uint64_t busy;
+        if (free_gpus == 0)
+            continue;
+        /* Half the gangs take what is left of a node (8-GPU training jobs), half 1-4 GPUs. */
+        k = rnd(2) ? free_gpus : 1 + rnd(free_gpus < 4 ? free_gpus : 4);
+        if (used + k > target)
+            k = (int)(target - used);
+        busy = f->busy[node];
+        while (__builtin_popcountll(mask) < k) {
+            int g = rnd(GPUS);
+            if (!((busy | mask) & (UINT64_C(1) << g)))
+                mask |= UINT64_C(1) << g;
+        }
+        f->reqs[f->n] = request(1, k);
+        f->slots[f->n].node = node;
+        f->slots[f->n].gpus = mask;
+        f->busy[node] |= mask;
+        sched_cluster_commit(c, &f->reqs[f->n], &f->slots[f->n]);
+        f->running[f->n].req = &f->reqs[f->n];
+        f->running[f->n].slots = &f->slots[f->n];
+        f->running[f->n].end_s = 60 + rnd(86400);
+        f->n++;
+        used += k;
+    }
+    return c;
+}
+
+static void fill_free(struct fill *f)
+{
+    free(f->reqs);
+    free(f->slots);
+    free(f->running);
+    free(f->busy);
+}
+
+static int bench_place(struct sched_cluster *c, int nodes, double occ, int runs)
+{
+    static const int shapes[][2] = { { 1, 1 },  { 1, 8 },  { 4, 8 }, { 8, 8 },
+                                     { 16, 8 }, { 32, 8 }, { 64, 8 } };
+    int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    struct sched_slot *slots = calloc(64, sizeof(*slots));
+    int mid = runs / 2;
+    int p99 = runs * 99 / 100;
+    char reason[256];
+    if (!ns || !slots) {
+        free(ns);
+        free(slots);
+        return 1;
+    }
+    for (size_t s = 0; s < MU_ARRAY_LEN(shapes); s++) {
+        struct sched_request r = request(shapes[s][0], shapes[s][1]);
+        int64_t total = 0;
+        int placed = 0;
+        r.required_level = 0;  /* zone */
+        r.preferred_level = 2; /* rack */
+        for (int i = 0; i < runs; i++) {
+            int64_t t0 = mono_ns();
+            placed = sched_place(c, &r, 0, slots, reason, sizeof(reason));
+            ns[i] = mono_ns() - t0;
+            total += ns[i];
+        }
+        qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+        printf("placement nodes=%d gang=%dx%d occupancy=%g p50_us=%.1f p99_us=%.1f per_s=%.0f "
+               "placed=%d\n",
+               nodes, r.tasks, r.gpus_per_task, occ, (double)ns[mid] / 1e3, (double)ns[p99] / 1e3,
+               total > 0 ? 1e9 * runs / (double)total : 0.0, placed);
+    }
+    free(ns);
+    free(slots);
+    return 0;
+}
+
+#define NPENDING 10000
+
+/* 10,000 pending jobs that cannot start now, in a handful of shape families.  Returns the
+ * total task count of the jobs with more than 8 tasks (they get their own slot buffers). */
+static size_t make_pending(const struct sched_cluster *c,
+                           int nodes,
+                           struct sched_request *reqs,
+                           struct sched_pass_job *jobs)
+{
+    int free_nodes = 0;
+    size_t nbig = 0;
+    for (int i = 0; i < nodes; i++)
+        free_nodes += sched_cluster_node_gpus_free(c, i) == GPUS;
+    for (int i = 0; i < NPENDING; i++) {
+        struct sched_request *r = &reqs[i];
+        int kind = rnd(5);
+        *r = request(1, 8);
+        if (i == 0 || (kind == 0 && rnd(10) == 0)) {
+            r->tasks = free_nodes + 1 + rnd(32); /* more whole nodes than are free: later */
+        } else if (kind <= 1) {
+            r->tasks = 17 + rnd(48); /* a rack has 16 nodes: never */
+            r->required_level = 2;
+        } else if (kind == 2) {
+            r->tasks = 2 + rnd(4);
+            r->gpu_type = "B200"; /* no such nodes */
+        } else if (kind == 3) {
+            r->tasks = 1 + rnd(4);
+            r->gpus_per_task = 16; /* bigger than any node */
+        } else {
+            r->tasks = nodes / 4 + 1 + rnd(64); /* more than a zone holds: never */
+            r->required_level = 0;
+        }
+        jobs[i].req = r;
+        jobs[i].run_s = 600 + rnd(86400);
+        if (r->tasks > 8)
+            nbig += (size_t)r->tasks;
+    }
+    return nbig;
+}
+
+static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double occ, int runs)
+{
+    struct sched_request *reqs = calloc(NPENDING, sizeof(*reqs));
+    struct sched_pass_job *jobs = calloc(NPENDING, sizeof(*jobs));
+    struct sched_decision *out = calloc(NPENDING, sizeof(*out));
+    struct sched_slot *slots = calloc((size_t)NPENDING * 8, sizeof(*slots));
+    struct sched_slot *big = NULL;
+    size_t used_big = 0;
+    int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    int rc = 1;
+    int counts[3] = { 0, 0, 0 };
+    int mid = runs / 2;
+
+    if (!reqs || !jobs || !out || !slots || !ns)
+        goto out;
+    /* Every job its own slot buffer: a pass may read a started job's slots again. */
+    big = calloc(make_pending(c, nodes, reqs, jobs) + 1, sizeof(*big));
+    if (!big)
+        goto out;
+    for (int i = 0; i < NPENDING; i++) {
+        if (reqs[i].tasks <= 8) {
+            jobs[i].slots = &slots[(size_t)i * 8];
+        } else {
+            jobs[i].slots = &big[used_big];
+            used_big += (size_t)reqs[i].tasks;
+        }
+    }
+    for (int k = 0; k < runs; k++) {
+        int64_t t0 = mono_ns();
+        int started = sched_pass(c, jobs, NPENDING, f->running, f->n, 0, out, NULL);
+        ns[k] = mono_ns() - t0;
+        if (started != 0) {
+            (void)fprintf(stderr, "muster-bench-placement: %d jobs started; expected none\n",
+                          started);
+            goto out;
+        }
+    }
+    for (int i = 0; i < NPENDING; i++)
+        counts[out[i].verdict]++;
+    qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+    printf("pass nodes=%d occupancy=%g pending=%d running=%d reserved=%d waiting=%d "
+           "p50_ms=%.2f max_ms=%.2f\n",
+           nodes, occ, NPENDING, f->n, counts[SCHED_RESERVED], counts[SCHED_WAIT],
+           (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6);
+    printf("  head: %s\n  e.g.: %s | %s\n", out[0].reason, out[1].reason, out[2].reason);
+    rc = 0;
+out:
+    free(ns);
+    free(big);
+    free(slots);
+    free(out);
+    free(jobs);
+    free(reqs);
+    return rc;
+}
+
+static int usage(void)
+{
+    (void)fprintf(stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
+                          "[--seed N] [--pass]\n");
+    return 2;
+}
+
+int main(int argc, char **argv)
+{
+    int64_t nodes = 4096;
+    int64_t runs = 0;
+    int64_t seed = 1;
+    double occ = 0.6;
+    bool pass = false;
+    struct fill f = { NULL, NULL, NULL, NULL, 0 };
+    struct sched_cluster *c;
+    struct mu_err err;
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(argv[i], "--help") == 0) {
+            printf("usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
+                   "[--seed N] [--pass]\n");
+            return 0;
+        } else if (strcmp(argv[i], "--pass") == 0) {
+            pass = true;
+        } else if (strcmp(argv[i], "--nodes") == 0 && v) {
+            if (mu_parse_i64(v, 16, 1 << 20, &nodes, &err) != 0)
+                return usage();
+            i++;
+        } else if (strcmp(argv[i], "--runs") == 0 && v) {
+            if (mu_parse_i64(v, 1, 1000000, &runs, &err) != 0)
+                return usage();
+            i++;
+        } else if (strcmp(argv[i], "--seed") == 0 && v) {
+            if (mu_parse_i64(v, 1, INT64_MAX, &seed, &err) != 0)
+                return usage();
+            i++;
+        } else if (strcmp(argv[i], "--occupancy") == 0 && v) {
+            if (mu_parse_double(v, 0.0, 1.0, &occ, &err) != 0)
+                return usage();
+            i++;
+        } else {
+            return usage();
+        }
+    }
+    rng_state ^= (uint64_t)seed * 0x2545F4914F6CDD1DULL;
+    c = build((int)nodes, occ, &f, &err);
+    if (!c) {
+        (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
+        fill_free(&f);
+        return 1;
+    }
+    if (pass)
+        rc = bench_pass(c, &f, (int)nodes, occ, runs ? (int)runs : 20);
+    else
+        rc = bench_place(c, (int)nodes, occ, runs ? (int)runs : 500);
+    sched_cluster_free(c);
+    fill_free(&f);
+    return rc;
+}

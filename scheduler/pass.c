@@ -1,0 +1,373 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One scheduling pass (DESIGN §4.5, no starvation): EASY backfill as Slurm does it.  Pending
+ * jobs are taken in priority order and started while they fit.  The first job that does not fit
+ * but would once running gangs end gets the reservation: a binary search over the running
+ * gangs' expected ends (releasing them in end order in the cluster itself, then committing them
+ * back) finds the earliest time it fits and where.  Later jobs start only if they end by then
+ * or leave the reserved GPUs (and the CPUs/memory the reservation needs there) alone; that rule
+ * is the cluster's "holds", counted as used while holds_on.
+ *
+ * Cost: nothing is freed during a pass, so a shape that failed stays failed.  A memo keyed by
+ * the shape's family (everything but the task count and the preferred level, which never
+ * changes feasibility) keeps the smallest failing task count and the reason data; the free-GPU
+ * histograms give a quick bound before any scan, and "would it fit on the idle cluster" bounds
+ * the reservation search.  10,000 pending jobs that cannot fit cost a hash probe each plus a few
+ * searches per family, and one timeline search.  Scratch grows in the cluster, never shrinks.
+ */
+#include "scheduler/internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+enum pass_mode {
+    MODE_NOW = 0,  /* fits now, reservation ignored (a job that ends before it starts) */
+    MODE_HELD = 1, /* fits now beside the reservation */
+    MODE_EVER = 2, /* fits once every running gang has ended */
+};
+
+static bool str_same(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+static uint32_t family_hash(const struct sched_request *r, int mode)
+{
+    uint64_t h = 1469598103934665603ULL;
+    const char *t = r->gpu_type ? r->gpu_type : "";
+    uint64_t parts[7] = { (uint64_t)r->gpus_per_task,
+                          (uint64_t)r->cpus_per_task,
+                          (uint64_t)r->memory_mb_per_task,
+                          (uint64_t)r->ncapacity,
+                          (uint64_t)r->capacity[0] * 2 + 1,
+                          (uint64_t)(r->required_level + 1),
+                          (uint64_t)mode };
+    if (r->ncapacity > 1)
+        parts[4] = parts[4] * 3 + (uint64_t)r->capacity[1];
+    for (size_t i = 0; i < MU_ARRAY_LEN(parts); i++)
+        h = (h ^ parts[i]) * 1099511628211ULL;
+    for (; *t; t++)
+        h = (h ^ (unsigned char)*t) * 1099511628211ULL;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool family_same(const struct sched_memo *m, const struct sched_request *r, int mode)
+{
+    return m->mode == mode && m->gpus_per_task == r->gpus_per_task
+           && m->cpus_per_task == r->cpus_per_task && m->memory_mb_per_task == r->memory_mb_per_task
+           && m->ncapacity == r->ncapacity && m->capacity[0] == r->capacity[0]
+           && (r->ncapacity < 2 || m->capacity[1] == r->capacity[1])
+           && m->required_level == r->required_level && str_same(m->gpu_type, r->gpu_type);
+}
+
+/* The memo slot of r's family in this pass: its entry, or the empty slot to fill (NULL when
+ * the table is full: then nothing is remembered). */
+static struct sched_memo *memo_slot(struct sched_cluster *c,
+                                    const struct sched_request *r,
+                                    int mode)
+{
+    uint32_t h = family_hash(r, mode);
+    for (uint32_t i = 0; i < 32; i++) {
+        struct sched_memo *m = &c->memo[(h + i) & (SCHED_MEMO_SIZE - 1)];
+        if (m->pass != c->pass_id || family_same(m, r, mode))
+            return m;
+    }
+    return NULL;
+}
+
+/* True when the memo says r fails in mode; *fail gets the reason data. */
+static bool memo_fails(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       int mode,
+                       struct sched_fail *fail)
+{
+    struct sched_memo *m = memo_slot(c, r, mode);
+    if (m && m->pass == c->pass_id && r->tasks >= m->min_tasks) {
+        *fail = m->fail;
+        return true;
+    }
+    return false;
+}
+
+static void memo_note(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      int mode,
+                      const struct sched_fail *fail)
+{
+    struct sched_memo *m = memo_slot(c, r, mode);
+    if (!m)
+        return;
+    if (m->pass == c->pass_id) {
+        if (r->tasks < m->min_tasks) {
+            m->min_tasks = r->tasks;
+            m->fail = *fail;
+        }
+        return;
+    }
+    m->pass = c->pass_id;
+    m->mode = mode;
+    m->gpus_per_task = r->gpus_per_task;
+    m->cpus_per_task = r->cpus_per_task;
+    m->memory_mb_per_task = r->memory_mb_per_task;
+    m->gpu_type = r->gpu_type;
+    m->ncapacity = r->ncapacity;
+    m->capacity[0] = r->capacity[0];
+    m->capacity[1] = r->capacity[1];
+    m->required_level = r->required_level;
+    m->min_tasks = r->tasks;
+    m->fail = *fail;
+}
+
+/* Tries to place r now in mode (MODE_NOW or MODE_HELD); remembers failures. */
+static int try_now(struct sched_cluster *c,
+                   const struct sched_request *r,
+                   int mode,
+                   int64_t now_s,
+                   struct sched_slot *slots,
+                   struct sched_fail *fail)
+{
+    if (memo_fails(c, r, MODE_NOW, fail) || (mode == MODE_HELD && memo_fails(c, r, mode, fail)))
+        return 0;
+    c->holds_on = mode == MODE_HELD;
+    if (sched_place_may_fit(c, r, now_s, fail) && sched_place_in(c, r, now_s, slots, fail)) {
+        c->holds_on = false;
+        return 1;
+    }
+    c->holds_on = false;
+    memo_note(c, r, mode, fail);
+    return 0;
+}
+
+static int event_cmp(const void *a, const void *b)
+{
+    const struct sched_event *x = a;
+    const struct sched_event *y = b;
+    if (x->t_s != y->t_s)
+        return x->t_s < y->t_s ? -1 : 1;
+    return x->run - y->run;
+}
+
+struct timeline {
+    int nevents;
+    int released; /* events[0..released) are applied: their gangs released in the cluster */
+};
+
+static void timeline_move(struct sched_cluster *c, struct timeline *tl, int k)
+{
+    while (tl->released < k) {
+        const struct sched_event *e = &c->events[tl->released++];
+        if (e->run >= 0)
+            sched_cluster_release(c, c->runs[e->run].req, c->runs[e->run].slots);
+    }
+    while (tl->released > k) {
+        const struct sched_event *e = &c->events[--tl->released];
+        if (e->run >= 0)
+            sched_cluster_commit(c, c->runs[e->run].req, c->runs[e->run].slots);
+    }
+}
+
+static int64_t event_time(const struct sched_cluster *c, int k, int64_t now_s)
+{
+    int64_t t = c->events[k - 1].t_s;
+    return t > now_s ? t : now_s;
+}
+
+/*
+ * The earliest time r fits as running gangs end and cool-downs expire: 1 with *at_s and slots,
+ * or 0 (it does not fit even then; *fail says why).  The cluster is left as it was.
+ */
+static int reserve(struct sched_cluster *c,
+                   const struct sched_request *r,
+                   int nruns,
+                   int64_t now_s,
+                   struct sched_slot *slots,
+                   int64_t *at_s,
+                   struct sched_fail *fail)
+{
+    struct timeline tl = { 0, 0 };
+    int lo = 1;
+    int hi;
+
+    if (memo_fails(c, r, MODE_EVER, fail))
+        return 0;
+    /* Quick bound first: if it does not fit on the idle cluster it never will (no timeline). */
+    c->idle_view = true;
+    if (!sched_place_in(c, r, INT64_MAX, slots, fail)) {
+        c->idle_view = false;
+        memo_note(c, r, MODE_EVER, fail);
+        return 0;
+    }
+    c->idle_view = false;
+    for (int i = 0; i < nruns; i++) {
+        c->events[tl.nevents].t_s = c->runs[i].end_s;
+        c->events[tl.nevents++].run = i;
+    }
+    for (int p = 0; p < c->npools; p++) {
+        if (c->pool_cool_s[p] > now_s) {
+            c->events[tl.nevents].t_s = c->pool_cool_s[p];
+            c->events[tl.nevents++].run = -1;
+        }
+    }
+    qsort(c->events, (size_t)tl.nevents, sizeof(*c->events), event_cmp);
+    hi = tl.nevents;
+    timeline_move(c, &tl, hi);
+    if (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
+        timeline_move(c, &tl, 0);
+        memo_note(c, r, MODE_EVER, fail);
+        return 0;
+    }
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        struct sched_fail f;
+        timeline_move(c, &tl, mid);
+        if (sched_place_in(c, r, event_time(c, mid, now_s), slots, &f))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    timeline_move(c, &tl, hi);
+    if (!sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
+        /* Cannot happen: fitting grows with every release.  Report no reservation. */
+        timeline_move(c, &tl, 0);
+        return 0;
+    }
+    *at_s = event_time(c, hi, now_s);
+    timeline_move(c, &tl, 0);
+    return 1;
+}
+
+static void holds_set(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      const struct sched_slot *slots)
+{
+    for (int i = 0; i < r->tasks; i++) {
+        struct sched_node *n = &c->nodes[slots[i].node];
+        n->gpus_held |= slots[i].gpus;
+        n->cpus_held += r->cpus_per_task;
+        n->memory_mb_held += r->memory_mb_per_task;
+    }
+}
+
+/* Over every node, not the reserved slots: the caller's buffer is not ours to trust. */
+static void holds_clear(struct sched_cluster *c)
+{
+    for (int i = 0; i < c->nnodes; i++) {
+        c->nodes[i].gpus_held = 0;
+        c->nodes[i].cpus_held = 0;
+        c->nodes[i].memory_mb_held = 0;
+    }
+}
+
+static int scratch_reserve(struct sched_cluster *c, int nruns, int nevents, struct mu_err *err)
+{
+    if (nruns > c->cap_runs && nruns > 0) {
+        struct sched_running *p = realloc(c->runs, (size_t)nruns * sizeof(*p));
+        if (!p)
+            return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
+        c->runs = p;
+        c->cap_runs = nruns;
+    }
+    if (nevents > c->cap_events && nevents > 0) {
+        struct sched_event *p = realloc(c->events, (size_t)nevents * sizeof(*p));
+        if (!p)
+            return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
+        c->events = p;
+        c->cap_events = nevents;
+    }
+    return 0;
+}
+
+/* Reason for a job that fits now but would delay the reservation. */
+static void held_back(int64_t res_s, int64_t now_s, struct sched_decision *d)
+{
+    char in[24];
+    size_t len;
+    sched_duration_format(res_s - now_s, in, sizeof(in));
+    d->est_start_s = res_s;
+    mu_strlcpy(d->reason, "waiting behind a reservation for a higher-priority job (starts in ",
+               sizeof(d->reason));
+    len = strlen(d->reason);
+    (void)mu_snprintf(d->reason + len, sizeof(d->reason) - len,
+                      "%s); it could backfill now with a time limit under %s", in, in);
+}
+
+int sched_pass(struct sched_cluster *c,
+               const struct sched_pass_job *pending,
+               int npending,
+               const struct sched_running *running,
+               int nrunning,
+               int64_t now_s,
+               struct sched_decision *out,
+               struct mu_err *err)
+{
+    int nruns = nrunning;
+    int started = 0;
+    int reserved = -1;
+    int64_t res_s = 0;
+
+    if (npending < 0 || nrunning < 0 || (npending && (!pending || !out)) || (nrunning && !running)
+        || npending > INT_MAX / 2 - nrunning)
+        return mu_errf(err, MU_E_INVAL, "scheduling pass: bad arguments");
+    if (scratch_reserve(c, nrunning + npending, nrunning + npending + c->npools, err) != 0)
+        return -1;
+    if (nrunning)
+        memcpy(c->runs, running, (size_t)nrunning * sizeof(*running));
+    if (++c->pass_id == 0) {
+        memset(c->memo, 0, sizeof(c->memo)); /* wrapped: old entries must not match */
+        c->pass_id = 1;
+    }
+    sched_topo_refresh(c);
+
+    for (int i = 0; i < npending; i++) {
+        const struct sched_pass_job *j = &pending[i];
+        const struct sched_request *r = j->req;
+        struct sched_decision *d = &out[i];
+        struct sched_fail fail;
+        const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
+        int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
+        int mode = reserved >= 0 && end_s > res_s ? MODE_HELD : MODE_NOW;
+
+        memset(d, 0, sizeof(*d));
+        d->verdict = SCHED_WAIT;
+        if (bad) {
+            mu_strlcpy(d->reason, bad, sizeof(d->reason));
+            continue;
+        }
+        if (try_now(c, r, mode, now_s, j->slots, &fail)) {
+            sched_cluster_commit(c, r, j->slots);
+            c->runs[nruns].req = r;
+            c->runs[nruns].slots = j->slots;
+            c->runs[nruns++].end_s = end_s;
+            d->verdict = SCHED_START;
+            started++;
+            continue;
+        }
+        if (mode == MODE_HELD && try_now(c, r, MODE_NOW, now_s, j->slots, &fail) == 1) {
+            held_back(res_s, now_s, d); /* fits, but only on the reserved GPUs */
+            continue;
+        }
+        if (reserved < 0) {
+            struct sched_fail ever;
+            int64_t at_s = 0;
+            if (reserve(c, r, nruns, now_s, j->slots, &at_s, &ever)) {
+                char in[24];
+                reserved = i;
+                res_s = at_s;
+                holds_set(c, r, j->slots);
+                sched_duration_format(at_s - now_s, in, sizeof(in));
+                d->verdict = SCHED_RESERVED;
+                d->est_start_s = at_s;
+                (void)mu_snprintf(d->reason, sizeof(d->reason),
+                                  "waiting for reservation (est. start in %s)", in);
+                continue;
+            }
+        }
+        sched_fail_format(c, r, &fail, now_s, d->reason, sizeof(d->reason));
+    }
+    if (reserved >= 0)
+        holds_clear(c);
+    return started;
+}
