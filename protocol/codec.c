@@ -113,7 +113,7 @@ static const struct field msg_fields[] = {
     F_STR(M, workdir, TB(PROTO_BIND), false),
     F_STR(M, resume_from, TB(PROTO_BIND), false),
     { "ok", FK_BOOL, offsetof(M, ok), 0, 0, 0, TB(PROTO_BIND_ACK) | TB(PROTO_HEARTBEAT), true },
-    F_STR(M, error, TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS), false),
+    F_STR(M, error, TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_HEARTBEAT), false),
     F_INT(M, signal, 0, 255, TB(PROTO_BIND) | TB(PROTO_CHECKPOINT) | TB(PROTO_KILL), false),
     F_INT(M, grace_s, 0, INT_MAX, TB(PROTO_BIND) | TB(PROTO_CHECKPOINT) | TB(PROTO_KILL), false),
     F_STR(M, path, TB(PROTO_CHECKPOINT_DONE), false),

@@ -20,11 +20,16 @@ struct d_node *d_node_get(struct musterd *d, const char *name)
     return &d->nodes[idx];
 }
 
-static void reply_heartbeat(struct musterd *d, const char *identity, bool known)
+static void reply_heartbeat(struct musterd *d,
+                            const char *identity,
+                            bool known,
+                            const char *refused)
 {
     struct proto_msg m;
     proto_msg_init(&m, PROTO_HEARTBEAT);
     m.ok = known;
+    if (refused)
+        mu_strlcpy(m.error, refused, sizeof(m.error));
     m.heartbeat_s = d->cfg.heartbeat_s;
     d_send(d, identity, &m);
     proto_msg_release(&m);
@@ -87,15 +92,11 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
                        "HELLO from '%s' names node '%s'; refused", identity, m->node);
         return;
     }
-    if (hello_spec(d, m, &spec, &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "hello-bad", 10, "node=%s cannot register: %s",
-                       m->node, err.msg);
-        return;
-    }
-    idx = sched_cluster_node_add(d->cluster, &spec, &err);
+    idx = hello_spec(d, m, &spec, &err) == 0 ? sched_cluster_node_add(d->cluster, &spec, &err) : -1;
     if (idx < 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "hello-bad", 10, "node=%s cannot register: %s",
                        m->node, err.msg);
+        reply_heartbeat(d, identity, false, err.msg); /* the worker logs why */
         return;
     }
     if (idx >= d->cap_nodes) {
@@ -128,7 +129,7 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     node->seen_ms = mu_time_mono_ms();
     node->seen_wall_ms = mu_time_wall_ms();
     sched_cluster_node_set_state(d->cluster, idx, node->admin);
-    reply_heartbeat(d, identity, true);
+    reply_heartbeat(d, identity, true, NULL);
     d_node_reconcile(d, node, m);
     d->dirty = true;
     d->nodes_dirty = true;
@@ -142,7 +143,7 @@ void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg
         node->seen_ms = mu_time_mono_ms();
         node->seen_wall_ms = mu_time_wall_ms();
     }
-    reply_heartbeat(d, identity, node != NULL);
+    reply_heartbeat(d, identity, node != NULL, NULL);
 }
 
 void d_nodes_check(struct musterd *d, uint64_t now_ms)

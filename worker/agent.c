@@ -544,7 +544,12 @@ static void handle_heartbeat(struct wrk_agent *a, const struct proto_msg *m)
                a->heartbeat_s);
         a->heartbeat_s = m->heartbeat_s;
     }
-    if (!m->ok) {
+    if (!m->ok && m->error[0]) {
+        /* Registration refused (unknown pool, missing label, ...): say why; the regular
+         * re-registration retries, so fixing the scheduler's config is enough. */
+        mu_log_limited(MU_LOG_ERROR, MOD, "refused", 30, "node=%s the scheduler refused it: %s",
+                       a->node, m->error);
+    } else if (!m->ok) {
         mu_log(MU_LOG_INFO, MOD, "node=%s the scheduler does not know this node: sending HELLO",
                a->node);
         send_hello(a);

@@ -243,7 +243,7 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         assert_string_equal(m->workdir, "");
     }
     assert_int_equal(m->ok, carries(type, T(BIND_ACK) | T(HEARTBEAT)));
-    if (carries(type, T(BIND_ACK) | T(TASK_STATUS)))
+    if (carries(type, T(BIND_ACK) | T(TASK_STATUS) | T(HEARTBEAT)))
         assert_string_equal(m->error, "no such file 'train.py'");
     else
         assert_string_equal(m->error, "");
