@@ -70,13 +70,13 @@ static void job_request_build(const struct musterd *d, struct d_job *j)
  * logged and remembered; the in-memory state still moves on, and the loop retries the
  * connection (full outage handling is issue #5).
  */
-static int job_write(struct musterd *d,
-                     struct d_job *j,
-                     const struct queue_kv *fields,
-                     int n,
-                     const char *state,
-                     const char *reason,
-                     const struct d_tally *tally)
+int d_job_write(struct musterd *d,
+                struct d_job *j,
+                const struct queue_kv *fields,
+                int n,
+                const char *state,
+                const char *reason,
+                const struct d_tally *tally)
 {
     struct mu_err err;
     struct queue_event ev = {
@@ -129,12 +129,12 @@ static void job_forget(struct musterd *d, struct d_job *j)
     job_free(j);
 }
 
-static const char *node_name(const struct musterd *d, int idx)
+const char *d_node_name(const struct musterd *d, int idx)
 {
     return d->nodes[idx].name;
 }
 
-static void task_kill(struct musterd *d, struct d_job *j, int t, int grace_s)
+void d_task_kill(struct musterd *d, struct d_job *j, int t, int grace_s)
 {
     struct proto_msg m;
     const struct d_task *task = &j->tasks[t];
@@ -144,13 +144,13 @@ static void task_kill(struct musterd *d, struct d_job *j, int t, int grace_s)
     m.task.attempt = j->placed_attempt;
     m.signal = 0;
     m.grace_s = grace_s;
-    d_send(d, node_name(d, task->node), &m);
+    d_send(d, d_node_name(d, task->node), &m);
     proto_msg_release(&m);
 }
 
 /* ---------------- the end of an attempt ---------------- */
 
-static bool all_gone(const struct d_job *j)
+bool d_job_all_gone(const struct d_job *j)
 {
     for (int t = 0; t < j->spec.tasks; t++) {
         if (!j->tasks[t].gone)
@@ -160,9 +160,9 @@ static bool all_gone(const struct d_job *j)
 }
 
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
-static void job_release_if_done(struct musterd *d, struct d_job *j)
+void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
-    if (!j->placed || !all_gone(j))
+    if (!j->placed || !d_job_all_gone(j))
         return;
     sched_cluster_release(d->cluster, &j->req, j->slots);
     free(j->slots);
@@ -174,17 +174,19 @@ static void job_release_if_done(struct musterd *d, struct d_job *j)
     d->nodes_dirty = true;
     if (j->end == D_END_RETRY) {
         j->end = D_END_NONE;
+        if (j->state == QUEUE_PREEMPTING)
+            d_preempted_requeue(d, j); /* PENDING, attempt + 1, now that it has stopped */
         pending_add(d, j);
     } else if (j->end == D_END_FINAL) {
         job_forget(d, j);
     }
 }
 
-static void kill_live_tasks(struct musterd *d, struct d_job *j)
+void d_job_kill_live(struct musterd *d, struct d_job *j)
 {
     for (int t = 0; t < j->spec.tasks; t++) {
         if (!j->tasks[t].gone)
-            task_kill(d, j, t, d->cfg.kill_grace_s);
+            d_task_kill(d, j, t, d->cfg.kill_grace_s);
     }
 }
 
@@ -225,7 +227,7 @@ static void attempt_end(
         j->state = QUEUE_FAILED;
         j->end = D_END_FINAL;
         tally.counter = D_C_FAILED;
-        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why, &tally);
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why, &tally);
         mu_log(MU_LOG_INFO, "sched", "job=%s failed: %s", j->id, why);
     } else {
         char reason[300];
@@ -244,12 +246,12 @@ static void attempt_end(
         mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
         j->reason_stored = true;
         j->reason_at_ms = mu_time_mono_ms();
-        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
                j->placed_attempt, why);
     }
-    kill_live_tasks(d, j);
-    job_release_if_done(d, j);
+    d_job_kill_live(d, j);
+    d_job_release_if_done(d, j);
 }
 
 static void job_succeeded(struct musterd *d, struct d_job *j)
@@ -262,9 +264,9 @@ static void job_succeeded(struct musterd *d, struct d_job *j)
     j->state = QUEUE_SUCCEEDED;
     j->end = D_END_FINAL;
     struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
-    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0", &tally);
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0", &tally);
     mu_log(MU_LOG_INFO, "sched", "job=%s succeeded", j->id);
-    job_release_if_done(d, j);
+    d_job_release_if_done(d, j);
 }
 
 static void job_cancel(struct musterd *d, struct d_job *j);
@@ -444,6 +446,8 @@ static int pending_cmp(const void *a, const void *b)
     const struct d_job *y = *(struct d_job *const *)b;
     if (x->spec.priority != y->spec.priority)
         return x->spec.priority > y->spec.priority ? -1 : 1;
+    if (x->head_of_queue != y->head_of_queue)
+        return x->head_of_queue ? -1 : 1; /* requeued by a spot interruption */
     if (x->submitted_ms != y->submitted_ms)
         return x->submitted_ms < y->submitted_ms ? -1 : 1;
     return strcmp(x->id, y->id);
@@ -465,7 +469,7 @@ static void set_reason(struct musterd *d, struct d_job *j, const char *reason)
         return;
     {
         struct queue_kv f[] = { { "reason", reason } };
-        if (job_write(d, j, f, 1, NULL, NULL, NULL) == 0) {
+        if (d_job_write(d, j, f, 1, NULL, NULL, NULL) == 0) {
             j->reason_stored = true;
             j->reason_at_ms = now;
             mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
@@ -498,7 +502,7 @@ static int placement_format(const struct musterd *d,
     if (mu_buf_append(json, "[", 1, &err) != 0)
         return -1;
     for (int t = 0; t < j->spec.tasks; t++) {
-        const char *name = node_name(d, j->slots[t].node);
+        const char *name = d_node_name(d, j->slots[t].node);
         bool first_gpu = true;
         bool seen = false;
         if (mu_buf_appendf(json, &err, "%s{\"task\":%d,\"node\":", t ? "," : "", t) != 0
@@ -569,12 +573,13 @@ static void bind_send(struct musterd *d, struct d_job *j)
                 m.bind_gpus[m.nbind_gpus++] = g;
         }
         mu_strlcpy(m.workdir, j->spec.workdir, sizeof(m.workdir));
+        mu_strlcpy(m.resume_from, j->last_checkpoint, sizeof(m.resume_from));
         m.signal = j->spec.checkpoint_signal;
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
             || proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
         else
-            d_send(d, node_name(d, j->slots[t].node), &m);
+            d_send(d, d_node_name(d, j->slots[t].node), &m);
         proto_msg_release(&m);
     }
     free(node_rank);
@@ -602,6 +607,8 @@ static int job_start(struct musterd *d, struct d_job *j)
     if (placement_format(d, j, &json, &nodes) != 0)
         goto out;
     j->placed = true; /* the pass committed the slots */
+    j->head_of_queue = false;
+    j->kill_at_ms = 0;
     j->placed_attempt = j->attempt;
     j->end = D_END_NONE;
     j->state = QUEUE_STARTING;
@@ -620,7 +627,7 @@ static int job_start(struct musterd *d, struct d_job *j)
                                 { "nodes", nodes.data }, { "placement", json.data },
                                 { "attempt", attempt },  { "reason", NULL } };
         struct d_tally tally = { -1, 0, j->place_s };
-        (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why, &tally);
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why, &tally);
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
     bind_send(d, j);
@@ -803,7 +810,7 @@ static void running_if_all_acked(struct musterd *d, struct d_job *j)
     if (j->state == QUEUE_STARTING && j->end == D_END_NONE) {
         struct queue_kv f[] = { { "state", "RUNNING" } };
         j->state = QUEUE_RUNNING;
-        (void)job_write(d, j, f, 1, "RUNNING", "every task started", NULL);
+        (void)d_job_write(d, j, f, 1, "RUNNING", "every task started", NULL);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d running", j->id, j->attempt);
     }
 }
@@ -825,7 +832,7 @@ void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start: %s", m->task.task,
                           node->name, m->error[0] ? m->error : "unknown error");
         attempt_end(d, j, true, 127, why);
-        job_release_if_done(d, j);
+        d_job_release_if_done(d, j);
         return;
     }
     if (task->gone || task->acked)
@@ -863,7 +870,7 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
     if (t->state == PROTO_TASK_EXITED)
         stale_task(d, node, t); /* we have it now: the worker may forget the exit */
     if (j->end != D_END_NONE) {
-        job_release_if_done(d, j);
+        d_job_release_if_done(d, j);
         return;
     }
     if (t->state == PROTO_TASK_LOST) {
@@ -877,7 +884,7 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t->task,
                           node->name, t->exit_code);
         attempt_end(d, j, true, t->exit_code, why);
-    } else if (all_gone(j)) {
+    } else if (d_job_all_gone(j)) {
         job_succeeded(d, j);
     }
 }
@@ -888,7 +895,7 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
     struct d_job *j;
     char why[200];
 
-    (void)mu_snprintf(why, sizeof(why), "node %s lost", node_name(d, node_idx));
+    (void)mu_snprintf(why, sizeof(why), "node %s lost", d_node_name(d, node_idx));
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         bool hit = false;
         if (!j->placed)
@@ -904,7 +911,7 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
         if (j->end == D_END_NONE)
             attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
         else
-            job_release_if_done(d, j);
+            d_job_release_if_done(d, j);
     }
 }
 
@@ -956,11 +963,11 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
                 }
             }
             (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start within %d s",
-                              slow, node_name(d, j->tasks[slow].node), d->cfg.bind_timeout_s);
+                              slow, d_node_name(d, j->tasks[slow].node), d->cfg.bind_timeout_s);
             /* Unacknowledged tasks may never have started; the KILL cleans up if they did. */
             for (int t = 0; t < j->spec.tasks; t++) {
                 if (!j->tasks[t].acked) {
-                    task_kill(d, j, t, 0);
+                    d_task_kill(d, j, t, 0);
                     j->tasks[t].gone = true;
                 }
             }
@@ -981,23 +988,23 @@ static void job_cancel(struct musterd *d, struct d_job *j)
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
     j->state = QUEUE_CANCELLED;
     struct d_tally tally = { D_C_CANCELLED, 0, 0 };
-    (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator", &tally);
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator", &tally);
     mu_log(MU_LOG_INFO, "sched", "job=%s cancelled", j->id);
     if (!j->placed) {
         job_forget(d, j);
         return;
     }
     if (j->end == D_END_NONE)
-        kill_live_tasks(d, j);
+        d_job_kill_live(d, j);
     j->end = D_END_FINAL;
-    job_release_if_done(d, j);
+    d_job_release_if_done(d, j);
 }
 
 static void job_hold(struct musterd *d, struct d_job *j, bool hold)
 {
     struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
     j->held = hold;
-    (void)job_write(d, j, f, 1, NULL, NULL, NULL);
+    (void)d_job_write(d, j, f, 1, NULL, NULL, NULL);
     if (!hold) {
         j->reason[0] = '\0';
         d->dirty = true;
@@ -1038,7 +1045,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
                           : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
                                                           : SCHED_NODE_READY;
             if (node->online)
-                sched_cluster_node_set_state(d->cluster, idx, node->admin);
+                sched_cluster_node_set_state(
+                    d->cluster, idx, node->terminating ? SCHED_NODE_TERMINATING : node->admin);
             mu_log(MU_LOG_INFO, "sched", "node=%s %s", node->name,
                    sched_node_state_name(node->admin));
             d->nodes_dirty = true;
@@ -1105,8 +1113,8 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
             j->attempt++;
             (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
             struct d_tally tally = { D_C_REQUEUES, 0, 0 };
-            (void)job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING",
-                            "requeued after a scheduler restart", &tally);
+            (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING",
+                              "requeued after a scheduler restart", &tally);
             requeued++;
         }
         pending_add(d, j);

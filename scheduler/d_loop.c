@@ -56,10 +56,13 @@ static void handle_message(struct musterd *d, const char *identity, const struct
         d_task_status(d, node, &m->task);
         break;
     case PROTO_CHECKPOINT_DONE:
+        d_checkpoint_done(d, node, m);
+        break;
     case PROTO_SPOT_NOTICE:
+        d_spot_notice(d, node, m);
+        break;
     case PROTO_REBALANCE:
-        mu_log(MU_LOG_INFO, "sched", "node=%s %s received (handled by issue #4)", node->name,
-               proto_type_name(m->type));
+        d_rebalance(d, node, m);
         break;
     default:
         mu_log_limited(MU_LOG_WARN, "sched", "unexpected-type", 10,
@@ -141,6 +144,7 @@ static void periodic(struct musterd *d, uint64_t now)
     d->next_check_ms = now + CHECK_INTERVAL_MS;
     d_nodes_check(d, now);
     d_jobs_check_timeouts(d, now);
+    d_stops_check(d, now);
     d_jobs_flush_reasons(d);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;

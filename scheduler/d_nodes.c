@@ -128,7 +128,8 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     node->online = true;
     node->seen_ms = mu_time_mono_ms();
     node->seen_wall_ms = mu_time_wall_ms();
-    sched_cluster_node_set_state(d->cluster, idx, node->admin);
+    sched_cluster_node_set_state(d->cluster, idx,
+                                 node->terminating ? SCHED_NODE_TERMINATING : node->admin);
     reply_heartbeat(d, identity, true, NULL);
     d_node_reconcile(d, node, m);
     d->dirty = true;
@@ -186,6 +187,7 @@ static int node_json(
                           (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
                != 0
         || mu_buf_append_json_str(b, node->addr, err) != 0
+        || mu_buf_appendf(b, err, ",\"at_risk\":%s", node->at_risk ? "true" : "false") != 0
         || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
     for (int l = 0; l < d->cfg.nlevels; l++) {

@@ -92,12 +92,19 @@ struct d_job {
     struct d_task *tasks;      /* spec.tasks entries while placed */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
-    double lost_gpu_s;        /* GPU-seconds of work lost by ended attempts, all told */
-    double place_s;           /* how long the last placement took */
-    char reason[256];         /* why pending, now */
-    char reason_written[256]; /* as last written to Redis */
-    bool reason_stored;       /* a reason was written for this pending spell */
-    uint64_t reason_at_ms;    /* mono: when */
+    double lost_gpu_s;                    /* GPU-seconds of work lost by ended attempts, all told */
+    char last_checkpoint[PROTO_PATH_MAX]; /* newest checkpoint path, "" = none */
+    uint64_t last_checkpoint_ms;          /* wall ms it was written */
+    bool head_of_queue;  /* requeued by a spot interruption: first in its priority */
+    uint64_t kill_at_ms; /* mono: a stopping gang gets KILL then (checkpoint grace over) */
+    char preempted_for[QUEUE_JOB_ID_MAX]; /* while PREEMPTING for another job: its id */
+    char stop_reason[256];                /* why it is PREEMPTING */
+    int victims_stopping;                 /* as a preemptor: victims not yet stopped */
+    double place_s;                       /* how long the last placement took */
+    char reason[256];                     /* why pending, now */
+    char reason_written[256];             /* as last written to Redis */
+    bool reason_stored;                   /* a reason was written for this pending spell */
+    uint64_t reason_at_ms;                /* mono: when */
 };
 
 struct d_node {
@@ -109,6 +116,9 @@ struct d_node {
     uint64_t seen_ms; /* mono: last message */
     uint64_t seen_wall_ms;
     enum sched_node_state admin; /* operator state: ready, cordoned or draining */
+    bool terminating;            /* spot notice received: never ready again */
+    bool at_risk;                /* rebalance recommendation: no new gangs */
+    uint64_t terminate_at_ms;    /* wall ms of the spot notice's deadline */
 };
 
 struct musterd {
@@ -175,6 +185,36 @@ void d_jobs_free(struct musterd *d);
 void d_jobs_queue_stats(struct musterd *d, struct d_queue_stats *stats);
 /* Appends to per_node[i] the JSON strings ("id",...) of the jobs with a live task on node i. */
 int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err);
+
+/* d_jobs.c, shared with d_preempt.c */
+int d_job_write(struct musterd *d,
+                struct d_job *j,
+                const struct queue_kv *fields,
+                int n,
+                const char *state,
+                const char *reason,
+                const struct d_tally *tally);
+void d_task_kill(struct musterd *d, struct d_job *j, int t, int grace_s);
+void d_job_kill_live(struct musterd *d, struct d_job *j);
+bool d_job_all_gone(const struct d_job *j);
+void d_job_release_if_done(struct musterd *d, struct d_job *j);
+const char *d_node_name(const struct musterd *d, int idx);
+
+/* d_preempt.c: checkpoints, preemption and spot interruptions (DESIGN §5) */
+void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+/* Stops a running gang to requeue it: checkpoint signal, then KILL at deadline_ms (mono) or
+ * when its checkpoint grace is over, whichever is first.  State PREEMPTING until it stopped. */
+void d_gang_stop(struct musterd *d,
+                 struct d_job *j,
+                 const char *why,
+                 uint64_t deadline_ms,
+                 enum d_counter counter);
+/* Called once a PREEMPTING gang has stopped: writes PENDING with attempt + 1 and the lost work. */
+void d_preempted_requeue(struct musterd *d, struct d_job *j);
+/* KILLs stopping gangs whose grace is over. */
+void d_stops_check(struct musterd *d, uint64_t now_ms);
 
 /* d_nodes.c */
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
