@@ -40,3 +40,27 @@ int ctl_args_int(const struct ctl *ctl,
     }
     return 0;
 }
+
+size_t ctl_args_all(const struct ctl *ctl,
+                    const struct ctl_args *args,
+                    const char *name,
+                    const char **out,
+                    size_t max)
+{
+    size_t idx = 0;
+    size_t n = 0;
+    const struct ctl_opt *o = ctl->cmd->options;
+
+    for (; o && o->name && strcmp(o->name, name) != 0; o++)
+        idx++;
+    if (MU_NEVER(!o || !o->name))
+        return 0; /* a handler asked for an option its table entry does not declare */
+    for (int i = 0; i < args->nocc; i++) {
+        if (args->occ[i].opt != idx)
+            continue;
+        if (n < max)
+            out[n] = args->occ[i].value;
+        n++;
+    }
+    return n;
+}

@@ -2,7 +2,9 @@
 /*
  * musterctl show ID: one job in full.  Every field of the job hash is printed, the well-known
  * ones first in a fixed order, then any others musterd added, so that nothing stored is hidden.
- * Times are ISO 8601 UTC with their age, the placement one line per task.  A job still waiting
+ * Times are ISO 8601 UTC with their age, the placement one line per task; attempts, failures,
+ * the last checkpoint and the GPU time lost to preemption (lost_gpu_seconds) are shown when
+ * musterd has written them.  A job still waiting
  * in the submit stream (musterd has not taken it in) shows as SUBMITTED with its spec.
  */
 #include "cli/internal.h"
@@ -23,7 +25,9 @@ static const char *const order[] = {
     "tasks",
     "gpus_per_task",
     "attempt",
+    "failures",
     "max_retries",
+    "attempts",
     "submitted_at",
     "started_at",
     "finished_at",
@@ -33,6 +37,7 @@ static const char *const order[] = {
     "error",
     "last_checkpoint",
     "last_checkpoint_at",
+    "lost_gpu_seconds",
     "spec",
 };
 
@@ -102,6 +107,8 @@ static void show_field(const cJSON *item, uint64_t now_ms)
         show_spec(item->valuestring);
     } else if (cJSON_IsString(item)) {
         ctl_print_clean(stdout, item->valuestring);
+    } else if (cJSON_IsNumber(item) && strcmp(item->string, "lost_gpu_seconds") == 0) {
+        printf("%.0f GPU-seconds (%.2f GPU-hours)", item->valuedouble, item->valuedouble / 3600.0);
     } else if (cJSON_IsNumber(item)) {
         printf("%.0f", item->valuedouble);
     } else {

@@ -1,12 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterctl submit FILE|-: appends a job spec to the submit stream and prints the job id.
+ * musterctl submit: appends a job spec to the submit stream and prints the job id.
  *
- * Only the cheap checks happen here (size cap, one JSON object, no NUL byte), so that a typo
- * fails at once with the byte where parsing stopped; full validation against the cluster is
- * musterd's job (a bad spec becomes a REJECTED job with an error, DESIGN §3).  The exact bytes
- * read are submitted, not a re-serialisation, so what the user wrote is what `show` returns.
- * submit does not wait for musterd.
+ * Two forms.  `submit FILE|-` submits the exact bytes read (what the user wrote is what `show`
+ * returns) after the cheap checks (size cap, one JSON object, no NUL byte), so that a typo fails
+ * at once with the byte where parsing stopped.  `submit [OPTIONS] -- COMMAND...` builds the spec
+ * with cJSON from flags named after the spec keys (sbatch-like quick jobs); --dry-run prints it.
+ * Full validation against the cluster is musterd's job either way: a bad spec becomes a REJECTED
+ * job with an error (DESIGN §3).
+ *
+ * A spec with an idempotency key goes through queue_submit_idem, one Lua EVAL that either
+ * returns the id the key already names or adds the job and claims the key, so two clients
+ * retrying the same step cannot make two jobs.
+ *
+ * --wait reports each state change from the events stream on stderr (read from just before the
+ * submission, so a job that runs in a blink still shows PENDING and RUNNING) and decides the
+ * end from the job hash, the source of truth (the stream may be trimmed); the exit status is
+ * the outcome.
  */
 #include "cli/internal.h"
 
@@ -14,6 +24,34 @@
 #include <string.h>
 
 #include "common/mu_banned.h"
+
+#define CTL_WAIT_POLL_MS    500 /* XREAD BLOCK per round; under the connection's 2 s timeout */
+#define CTL_WAIT_MAX_ERRORS 20  /* consecutive Redis failures (10 s) before --wait gives up */
+#define CTL_WAIT_NOTE_MS    10000
+
+/* The options that build a spec (everything but --wait and --dry-run). */
+static const char *const spec_opts[] = {
+    "tasks",
+    "gpus-per-task",
+    "queue",
+    "priority",
+    "name",
+    "cpus-per-task",
+    "memory-mb-per-task",
+    "gpu-type",
+    "capacity",
+    "env",
+    "workdir",
+    "time-limit",
+    "max-retries",
+    "checkpoint-signal",
+    "checkpoint-grace",
+    "not-preemptible",
+    "topology-required",
+    "topology-preferred",
+    "idempotency-key",
+    "user",
+};
 
 /* Describes where parsing stopped as "byte N (line L, column C)". */
 static void where_format(const char *text, size_t offset, char *buf, size_t size)
@@ -45,69 +83,498 @@ static const char *json_type_name(const cJSON *v)
     return "null";
 }
 
-int ctl_cmd_submit(struct ctl *ctl, const struct ctl_args *args)
+/* Reads FILE or stdin and checks it is one JSON object; *text_out (free) and *spec_out (Delete)
+ * on success.  CTL_EXIT_OK or CTL_EXIT_FAIL (printed). */
+static int spec_read(struct ctl *ctl, const char *path, char **text_out, cJSON **spec_out)
 {
-    const char *path = args->argv[0];
     const char *label = strcmp(path, "-") == 0 ? "stdin" : path;
     struct mu_err err = { 0 };
-    char *text = NULL;
-    cJSON *spec = NULL;
-    cJSON *doc = NULL;
     const char *end = NULL;
-    struct queue *q;
-    char id[QUEUE_JOB_ID_MAX];
     char where[96];
     size_t len = 0;
-    int rc = CTL_EXIT_FAIL;
+    char *text;
+    cJSON *spec;
 
     /* /dev/stdin reads a pipe, a terminal or a redirected file alike, through the same cap. */
     text = mu_file_read(strcmp(path, "-") == 0 ? "/dev/stdin" : path, QUEUE_SPEC_MAX_BYTES, &len,
                         &err);
     if (!text) {
         if (err.code == MU_E_TOOBIG)
-            ctl_fail(ctl, "%s: larger than %u bytes, the limit for a job spec", label,
-                     QUEUE_SPEC_MAX_BYTES);
-        else
-            ctl_fail(ctl, "%s", err.msg);
-        goto out;
+            return ctl_fail(ctl, "%s: larger than %u bytes, the limit for a job spec", label,
+                            QUEUE_SPEC_MAX_BYTES);
+        return ctl_fail(ctl, "%s", err.msg);
     }
     if (strlen(text) != len) {
         where_format(text, strlen(text), where, sizeof(where));
-        ctl_fail(ctl, "%s: not valid JSON near %s: NUL byte", label, where);
-        goto out;
+        free(text);
+        return ctl_fail(ctl, "%s: not valid JSON near %s: NUL byte", label, where);
     }
     spec = cJSON_ParseWithOpts(text, &end, 1);
     if (!spec) {
         size_t offset = end && end >= text && end <= text + len ? (size_t)(end - text) : len;
         where_format(text, offset, where, sizeof(where));
-        ctl_fail(ctl, "%s: not valid JSON near %s", label, where);
-        goto out;
+        free(text);
+        return ctl_fail(ctl, "%s: not valid JSON near %s", label, where);
     }
     if (!cJSON_IsObject(spec)) {
-        ctl_fail(ctl, "%s: a job spec must be a JSON object, got %s", label, json_type_name(spec));
+        int rc = ctl_fail(ctl, "%s: a job spec must be a JSON object, got %s", label,
+                          json_type_name(spec));
+        cJSON_Delete(spec);
+        free(text);
+        return rc;
+    }
+    *text_out = text;
+    *spec_out = spec;
+    return CTL_EXIT_OK;
+}
+
+/* Adds option `opt` as integer member `key` when given; 0, or -1 (usage error printed). */
+static int add_int(struct ctl *ctl,
+                   const struct ctl_args *args,
+                   cJSON *obj,
+                   const char *opt,
+                   const char *key,
+                   int64_t min,
+                   int64_t max)
+{
+    int64_t v = 0;
+
+    if (!ctl_args_get(ctl, args, opt))
+        return 0;
+    if (ctl_args_int(ctl, args, opt, min, max, &v) != 0)
+        return -1;
+    if (!cJSON_AddNumberToObject(obj, key, (double)v)) {
+        ctl_fail(ctl, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds option `opt` as string member `key` when given (or def when not and def != NULL). */
+static int add_str(struct ctl *ctl,
+                   const struct ctl_args *args,
+                   cJSON *obj,
+                   const char *opt,
+                   const char *key,
+                   const char *def)
+{
+    const char *v = ctl_args_get(ctl, args, opt);
+
+    if (!v)
+        v = def;
+    if (!v)
+        return 0;
+    if (!cJSON_AddStringToObject(obj, key, v)) {
+        ctl_fail(ctl, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* --capacity spot,on-demand -> ["spot","on-demand"]. */
+static int add_capacity(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+{
+    const char *text = ctl_args_get(ctl, args, "capacity");
+    cJSON *arr;
+    char item[32];
+
+    if (!text)
+        return 0;
+    arr = cJSON_AddArrayToObject(spec, "capacity");
+    if (!arr) {
+        ctl_fail(ctl, "out of memory");
+        return -1;
+    }
+    for (const char *p = text;;) {
+        size_t n = strcspn(p, ",");
+        cJSON *s;
+        if (n == 0 || n >= sizeof(item)) {
+            ctl_usage(ctl, "--capacity: expected a list of spot and on-demand, got '%s'", text);
+            return -1;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        if (strcmp(item, "spot") != 0 && strcmp(item, "on-demand") != 0) {
+            ctl_usage(ctl, "--capacity: expected spot or on-demand, got '%s'", item);
+            return -1;
+        }
+        s = cJSON_CreateString(item);
+        if (!s || !cJSON_AddItemToArray(arr, s)) {
+            cJSON_Delete(s);
+            ctl_fail(ctl, "out of memory");
+            return -1;
+        }
+        p += n;
+        if (*p == '\0')
+            break;
+        p++;
+    }
+    return 0;
+}
+
+/* --env K=V ... -> {"K":"V",...}. */
+static int add_env(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+{
+    size_t n = ctl_args_all(ctl, args, "env", NULL, 0);
+    const char **vals;
+    cJSON *env;
+    int rc = -1;
+
+    if (n == 0)
+        return 0;
+    vals = calloc(n, sizeof(*vals));
+    env = cJSON_AddObjectToObject(spec, "env");
+    if (!vals || !env) {
+        ctl_fail(ctl, "out of memory");
+        goto out;
+    }
+    (void)ctl_args_all(ctl, args, "env", vals, n);
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(vals[i], '=');
+        char name[256];
+        if (!eq || eq == vals[i] || (size_t)(eq - vals[i]) >= sizeof(name)) {
+            ctl_usage(ctl, "--env: expected NAME=VALUE, got '%s'", vals[i]);
+            goto out;
+        }
+        memcpy(name, vals[i], (size_t)(eq - vals[i]));
+        name[eq - vals[i]] = '\0';
+        cJSON_DeleteItemFromObjectCaseSensitive(env, name); /* the last one wins */
+        if (!cJSON_AddStringToObject(env, name, eq + 1)) {
+            ctl_fail(ctl, "out of memory");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(vals);
+    return rc;
+}
+
+/* --checkpoint-signal / --checkpoint-grace -> {"signal": SIG, "grace_s": S}. */
+static int add_checkpoint(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+{
+    const char *sig = ctl_args_get(ctl, args, "checkpoint-signal");
+    cJSON *ck;
+
+    if (!sig && !ctl_args_get(ctl, args, "checkpoint-grace"))
+        return 0;
+    if (sig && mu_signal_parse(sig) < 0) {
+        ctl_usage(ctl, "--checkpoint-signal: unknown signal '%s' (e.g. SIGUSR1)", sig);
+        return -1;
+    }
+    ck = cJSON_AddObjectToObject(spec, "checkpoint");
+    if (!ck) {
+        ctl_fail(ctl, "out of memory");
+        return -1;
+    }
+    if (add_str(ctl, args, ck, "checkpoint-signal", "signal", NULL) != 0)
+        return -1;
+    return add_int(ctl, args, ck, "checkpoint-grace", "grace_s", 0, 3600);
+}
+
+static int add_topology(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+{
+    cJSON *topo;
+
+    if (!ctl_args_get(ctl, args, "topology-required")
+        && !ctl_args_get(ctl, args, "topology-preferred"))
+        return 0;
+    topo = cJSON_AddObjectToObject(spec, "topology");
+    if (!topo) {
+        ctl_fail(ctl, "out of memory");
+        return -1;
+    }
+    if (add_str(ctl, args, topo, "topology-required", "required", NULL) != 0)
+        return -1;
+    return add_str(ctl, args, topo, "topology-preferred", "preferred", NULL);
+}
+
+/* Builds the spec from the options and the command words; NULL after printing why. */
+static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
+{
+    cJSON *spec = cJSON_CreateObject();
+    cJSON *cmd = spec ? cJSON_AddArrayToObject(spec, "command") : NULL;
+    const char *user = getenv("USER");
+
+    if (!cmd) {
+        ctl_fail(ctl, "out of memory");
+        goto fail;
+    }
+    for (int i = args->dashdash; i < args->argc; i++) {
+        cJSON *w = cJSON_CreateString(args->argv[i]);
+        if (!w || !cJSON_AddItemToArray(cmd, w)) {
+            cJSON_Delete(w);
+            ctl_fail(ctl, "out of memory");
+            goto fail;
+        }
+    }
+    if (add_str(ctl, args, spec, "name", "name", NULL) != 0
+        || add_str(ctl, args, spec, "queue", "queue", NULL) != 0
+        || add_int(ctl, args, spec, "priority", "priority", -1000000, 1000000) != 0
+        || add_int(ctl, args, spec, "tasks", "tasks", 1, QUEUE_MAX_TASKS) != 0
+        || add_int(ctl, args, spec, "gpus-per-task", "gpus_per_task", 0, QUEUE_MAX_GPUS_TASK) != 0
+        || add_int(ctl, args, spec, "cpus-per-task", "cpus_per_task", 0, 1000000) != 0
+        || add_int(ctl, args, spec, "memory-mb-per-task", "memory_mb_per_task", 0, INT64_C(1) << 40)
+               != 0
+        || add_str(ctl, args, spec, "gpu-type", "gpu_type", NULL) != 0
+        || add_capacity(ctl, args, spec) != 0 || add_topology(ctl, args, spec) != 0
+        || add_env(ctl, args, spec) != 0
+        || add_str(ctl, args, spec, "workdir", "workdir", NULL) != 0
+        || add_checkpoint(ctl, args, spec) != 0
+        || add_int(ctl, args, spec, "time-limit", "time_limit_s", 1, INT64_C(1) << 40) != 0
+        || add_int(ctl, args, spec, "max-retries", "max_retries", 0, 100) != 0
+        || add_str(ctl, args, spec, "idempotency-key", "idempotency_key", NULL) != 0
+        || add_str(ctl, args, spec, "user", "user", user && user[0] ? user : NULL) != 0)
+        goto fail;
+    if (ctl_args_get(ctl, args, "not-preemptible")
+        && !cJSON_AddFalseToObject(spec, "preemptible")) {
+        ctl_fail(ctl, "out of memory");
+        goto fail;
+    }
+    return spec;
+fail:
+    cJSON_Delete(spec);
+    return NULL;
+}
+
+/* Prints "musterctl: job ID: STATE (reason)" on stderr. */
+static void wait_note(const char *id, const char *state, const char *reason)
+{
+    (void)fprintf(stderr, "musterctl: job %s: ", id);
+    ctl_print_clean(stderr, state);
+    if (reason && reason[0]) {
+        (void)fputs(" (", stderr);
+        ctl_print_clean(stderr, reason);
+        (void)fputc(')', stderr);
+    }
+    (void)fputc('\n', stderr);
+}
+
+/* Reports a final job: the error on stderr unless it succeeded, the record with -o json. */
+static int wait_done(struct ctl *ctl, const char *id, const cJSON *job, const char *state)
+{
+    int rc = strcmp(state, "SUCCEEDED") == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+    char b[32];
+
+    if (rc != CTL_EXIT_OK) {
+        const char *why = ctl_json_text(job, "error", b, sizeof(b));
+        if (!why[0])
+            why = ctl_json_text(job, "reason", b, sizeof(b));
+        (void)fprintf(stderr, "musterctl: submit: job %s %s: ", id, state);
+        ctl_print_clean(stderr, why[0] ? why : "no reason recorded");
+        if (cJSON_GetObjectItemCaseSensitive(job, "exit_code"))
+            (void)fprintf(stderr, " (exit code %lld)",
+                          (long long)ctl_json_int(job, "exit_code", 0));
+        (void)fputc('\n', stderr);
+    }
+    if (ctl->output == CTL_OUT_JSON && ctl_json_print(ctl, job) != CTL_EXIT_OK)
+        rc = CTL_EXIT_FAIL;
+    return rc;
+}
+
+/*
+ * Follows job id until it reaches a final state; the exit code is its outcome.  State changes
+ * come from the events stream after last_id (taken before the submission, so none is missed
+ * however fast the job runs); the job hash, read after every round, decides when it is over.
+ */
+static int submit_wait(
+    struct ctl *ctl, struct queue *q, const char *id, char *last_id, size_t last_size)
+{
+    char shown[32] = "";
+    int errors = 0;
+    uint64_t start = mu_time_mono_ms();
+    bool noted = false;
+
+    for (;;) {
+        struct mu_err err = { 0 };
+        cJSON *events = NULL;
+        cJSON *job = NULL;
+        const cJSON *ev;
+        char b[2][32];
+        const char *state;
+
+        if (queue_events_wait(q, id, CTL_WAIT_POLL_MS, last_id, last_size, &events, &err) != 0
+            || queue_job_read(q, id, &job, &err) != 0) {
+            cJSON_Delete(events);
+            if (++errors >= CTL_WAIT_MAX_ERRORS)
+                return ctl_fail(ctl, "job %s: giving up waiting: %s", id, err.msg);
+            ctl_sleep_ms(CTL_WAIT_POLL_MS);
+            continue;
+        }
+        errors = 0;
+        cJSON_ArrayForEach(ev, events)
+        {
+            const char *st = ctl_json_text(ev, "state", b[0], sizeof(b[0]));
+            wait_note(id, st, ctl_json_text(ev, "reason", b[1], sizeof(b[1])));
+            mu_strlcpy(shown, st, sizeof(shown));
+        }
+        cJSON_Delete(events);
+        if (!job) {
+            if (!noted && mu_time_mono_ms() - start > CTL_WAIT_NOTE_MS) {
+                (void)fprintf(stderr,
+                              "musterctl: job %s: not taken in by musterd yet (is it running?)\n",
+                              id);
+                noted = true;
+            }
+            continue;
+        }
+        state = ctl_json_text(job, "state", b[0], sizeof(b[0]));
+        if (ctl_state_is_final(state)) {
+            int rc;
+            if (strcmp(shown, state) != 0) /* its event was trimmed, or came before we looked */
+                wait_note(id, state, NULL);
+            rc = wait_done(ctl, id, job, state);
+            cJSON_Delete(job);
+            return rc;
+        }
+        cJSON_Delete(job);
+    }
+}
+
+/* Checks which form was used; CTL_EXIT_OK or a usage error. */
+static int form_check(struct ctl *ctl, const struct ctl_args *args, bool *flag_form)
+{
+    const char *given = NULL;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(spec_opts) && !given; i++) {
+        if (ctl_args_get(ctl, args, spec_opts[i]))
+            given = spec_opts[i];
+    }
+    *flag_form = args->dashdash >= 0;
+    if (*flag_form) {
+        if (args->dashdash > 0)
+            return ctl_usage(ctl, "unexpected argument '%s' before --; the command goes after --",
+                             args->argv[0]);
+        if (args->argc == 0)
+            return ctl_usage(ctl, "missing the command after --");
+        return CTL_EXIT_OK;
+    }
+    if (args->argc == 0)
+        return ctl_usage(ctl, "missing FILE, - or -- COMMAND");
+    if (args->argc > 1 || given)
+        return ctl_usage(ctl,
+                         "%s%s%sput the command after --, e.g. 'musterctl submit --tasks 2 -- "
+                         "python train.py'",
+                         given ? "--" : "", given ? given : "", given ? " builds a spec: " : "");
+    if (ctl_args_get(ctl, args, "dry-run"))
+        return ctl_usage(ctl, "--dry-run needs the flag form (-- COMMAND)");
+    return CTL_EXIT_OK;
+}
+
+/* Submits text (spec parsed) with queue_submit, or queue_submit_idem when the spec has an
+ * idempotency key; 0 or -1 (printed). */
+static int submit_send(struct ctl *ctl,
+                       struct queue *q,
+                       const cJSON *spec,
+                       const char *text,
+                       char *id,
+                       size_t id_size,
+                       bool *created)
+{
+    struct mu_err err = { 0 };
+    const cJSON *key = cJSON_GetObjectItemCaseSensitive(spec, "idempotency_key");
+
+    *created = true;
+    if (!cJSON_IsString(key)) {
+        if (queue_submit(q, text, id, id_size, &err) == 0)
+            return 0;
+        ctl_fail(ctl, "%s", err.msg);
+        return -1;
+    }
+    if (queue_submit_idem(q, text, key->valuestring, id, id_size, created, &err) != 0) {
+        ctl_fail(ctl, "%s", err.msg);
+        return -1;
+    }
+    if (!*created)
+        (void)fprintf(stderr,
+                      "musterctl: submit: idempotency key '%s' names job %s already; nothing "
+                      "submitted\n",
+                      key->valuestring, id);
+    return 0;
+}
+
+/* Prints the id, or {"id", "created"} with -o json. */
+static int submit_print(struct ctl *ctl, const char *id, bool created)
+{
+    cJSON *doc;
+    int rc;
+
+    if (ctl->output == CTL_OUT_TABLE) {
+        printf("%s\n", id);
+        return CTL_EXIT_OK;
+    }
+    doc = cJSON_CreateObject();
+    if (!doc || !cJSON_AddStringToObject(doc, "id", id)
+        || !cJSON_AddBoolToObject(doc, "created", created)) {
+        cJSON_Delete(doc);
+        return ctl_fail(ctl, "out of memory; job '%s' was submitted", id);
+    }
+    rc = ctl_json_print(ctl, doc);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+int ctl_cmd_submit(struct ctl *ctl, const struct ctl_args *args)
+{
+    struct mu_err err = { 0 };
+    char *text = NULL;
+    cJSON *spec = NULL;
+    struct queue *q;
+    char id[QUEUE_JOB_ID_MAX];
+    char last_id[64] = "0-0";
+    bool flag_form = false;
+    bool created = true;
+    int rc = form_check(ctl, args, &flag_form);
+
+    if (rc != CTL_EXIT_OK)
+        return rc;
+    rc = CTL_EXIT_FAIL;
+    if (flag_form) {
+        spec = spec_build(ctl, args);
+        if (!spec) {
+            rc = CTL_EXIT_USAGE;
+            goto out;
+        }
+        text = cJSON_PrintUnformatted(spec);
+        if (!text) {
+            ctl_fail(ctl, "out of memory");
+            goto out;
+        }
+        if (ctl_args_get(ctl, args, "dry-run")) {
+            rc = ctl_json_print(ctl, spec);
+            goto out;
+        }
+    } else if (spec_read(ctl, args->argv[0], &text, &spec) != CTL_EXIT_OK) {
         goto out;
     }
     q = ctl_queue(ctl);
     if (!q)
         goto out;
-    if (queue_submit(q, text, id, sizeof(id), &err) != 0) {
-        ctl_fail(ctl, "%s", err.msg);
-        goto out;
-    }
-    if (ctl->output == CTL_OUT_JSON) {
-        doc = cJSON_CreateObject();
-        if (!doc || !cJSON_AddStringToObject(doc, "id", id)) {
-            ctl_fail(ctl, "out of memory; job '%s' was submitted", id);
+    if (ctl_args_get(ctl, args, "wait")) {
+        cJSON *none = NULL;
+        /* Where the job's events will start: the newest entry before the submission. */
+        if (queue_events_read(q, NULL, 1, &none, last_id, sizeof(last_id), &err) != 0) {
+            ctl_fail(ctl, "%s", err.msg);
             goto out;
         }
-        rc = ctl_json_print(ctl, doc);
+        cJSON_Delete(none);
+    }
+    if (submit_send(ctl, q, spec, text, id, sizeof(id), &created) != 0)
+        goto out;
+    if (ctl_args_get(ctl, args, "wait")) {
+        if (ctl->output == CTL_OUT_TABLE) {
+            printf("%s\n", id);
+            (void)fflush(stdout);
+        }
+        rc = submit_wait(ctl, q, id, last_id, sizeof(last_id));
         goto out;
     }
-    printf("%s\n", id);
-    rc = CTL_EXIT_OK;
+    rc = submit_print(ctl, id, created);
 out:
-    cJSON_Delete(doc);
     cJSON_Delete(spec);
-    free(text);
+    if (flag_form)
+        cJSON_free(text);
+    else
+        free(text);
     return rc;
 }

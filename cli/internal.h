@@ -40,13 +40,33 @@ struct ctl_opt {
     const char *help;
 };
 
-#define CTL_MAX_OPTS 8
+#define CTL_MAX_OPTS 32
+
+/* One option as given on the command line, in order (repeatable options such as --env). */
+struct ctl_occ {
+    size_t opt;        /* index into cmd->options */
+    const char *value; /* "" for a flag */
+};
 
 /* A command's parsed arguments. */
 struct ctl_args {
-    const char *value[CTL_MAX_OPTS]; /* per cmd->options entry: NULL unset, "" a set flag */
+    const char *value[CTL_MAX_OPTS]; /* per cmd->options entry: NULL unset, "" a set flag; the
+                                      * last occurrence wins */
     int argc;                        /* positional arguments */
     char **argv;                     /* borrowed from main's argv; heap array freed by main */
+    int dashdash;                    /* argv index of the first argument after "--"; -1 none */
+    struct ctl_occ *occ;             /* every option given, in order; heap array freed by main */
+    int nocc;
+};
+
+/* What a command's positional arguments name, for bash completion. */
+enum ctl_arg_kind {
+    CTL_ARG_NONE = 0,
+    CTL_ARG_JOB,     /* job ids */
+    CTL_ARG_NODE,    /* node names */
+    CTL_ARG_FILE,    /* a file (or -) */
+    CTL_ARG_COMMAND, /* a musterctl command */
+    CTL_ARG_SHELL,   /* a shell name (completion) */
 };
 
 typedef int ctl_handler_fn(struct ctl *ctl, const struct ctl_args *args);
@@ -60,7 +80,8 @@ struct ctl_cmd {
     const char *description;       /* a paragraph for NAME --help */
     const struct ctl_opt *options; /* NULL or terminated by an entry with name NULL */
     int min_args;
-    int max_args; /* -1 = no limit */
+    int max_args;           /* -1 = no limit */
+    enum ctl_arg_kind kind; /* what the positional arguments are */
 };
 
 extern const struct ctl_cmd ctl_commands[];
@@ -81,6 +102,11 @@ ctl_handler_fn ctl_cmd_cordon;
 ctl_handler_fn ctl_cmd_uncordon;
 ctl_handler_fn ctl_cmd_hold;
 ctl_handler_fn ctl_cmd_release;
+ctl_handler_fn ctl_cmd_queues;
+ctl_handler_fn ctl_cmd_pools;
+ctl_handler_fn ctl_cmd_top;
+ctl_handler_fn ctl_cmd_logs;
+ctl_handler_fn ctl_cmd_completion;
 ctl_handler_fn ctl_cmd_help;
 
 /* ---- arguments (args.c) ---- */
@@ -95,6 +121,14 @@ int ctl_args_int(const struct ctl *ctl,
                  int64_t min,
                  int64_t max,
                  int64_t *out);
+
+/* Collects the values of every occurrence of option `name`, in command-line order, into out (at
+ * most max); returns how many were given (may exceed max). */
+size_t ctl_args_all(const struct ctl *ctl,
+                    const struct ctl_args *args,
+                    const char *name,
+                    const char **out,
+                    size_t max);
 
 /* ---- messages and connection (util.c) ---- */
 
@@ -131,6 +165,14 @@ void ctl_print_clean(FILE *out, const char *s);
  */
 int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out, size_t size);
 
+/* The job states in lifecycle order; the first four are not final. */
+extern const char *const ctl_job_states[8];
+/* True for SUCCEEDED, FAILED, CANCELLED and REJECTED. */
+bool ctl_state_is_final(const char *state);
+
+/* Sleeps ms milliseconds (interrupted early by a signal). */
+void ctl_sleep_ms(int ms);
+
 /* Sends `cmd arg` on the control stream and confirms it ("drain requested for node n1"). */
 int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg);
 
@@ -150,5 +192,15 @@ void ctl_table_set_state(struct ctl_table *t, size_t col);
 int ctl_table_add(struct ctl_table *t, const char *const *cells);
 /* Prints the table, fitted and coloured as ctl says. */
 void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out);
+
+/* ---- tables shared by queues, pools and top (cmd_queues.c, cmd_pools.c, cmd_jobs.c) ---- */
+
+/* The QUEUE … OLDEST_WAIT table of a status array from queue_status_read; NULL on no memory. */
+struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms);
+/* The POOL … COOLDOWN table; NULL on no memory. */
+struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms);
+/* The jobs table (ID … REASON) of a job array, at most max_rows rows (0 = all); NULL on no
+ * memory. */
+struct ctl_table *ctl_jobs_table(const cJSON *jobs, uint64_t now_ms, size_t max_rows);
 
 #endif

@@ -27,11 +27,41 @@
 #define CTL_DEFAULT_URL    "redis://127.0.0.1:6379"
 #define CTL_DEFAULT_PREFIX "muster:"
 
+static const struct ctl_opt opts_submit[] = {
+    { "tasks", 'n', "N", "tasks in the gang (default 1); all start together or none does" },
+    { "gpus-per-task", 0, "N", "GPUs per task (default 1)" },
+    { "queue", 'q', "Q", "queue (default \"default\")" },
+    { "priority", 0, "N", "higher runs first (default 0)" },
+    { "name", 'J', "NAME", "job name shown by 'jobs'" },
+    { "cpus-per-task", 0, "N", "CPUs per task" },
+    { "memory-mb-per-task", 0, "N", "memory per task in MiB" },
+    { "gpu-type", 0, "T", "only pools with this gpu_type, e.g. H100" },
+    { "capacity", 0, "LIST", "capacity types in order, e.g. spot,on-demand" },
+    { "env", 'e', "K=V", "extra environment for the tasks (repeatable)" },
+    { "workdir", 0, "DIR", "absolute directory the tasks start in" },
+    { "time-limit", 't', "S", "stop the job after S seconds" },
+    { "max-retries", 0, "N", "gang reruns after a task failure (default 3)" },
+    { "checkpoint-signal", 0, "SIG", "signal asking the tasks to checkpoint, e.g. SIGUSR1" },
+    { "checkpoint-grace", 0, "S", "seconds the gang gets to checkpoint (default 60)" },
+    { "not-preemptible", 0, NULL, "never preempt this job" },
+    { "topology-required", 0, "L", "all tasks inside one domain of level L" },
+    { "topology-preferred", 0, "L", "prefer one domain of level L" },
+    { "idempotency-key", 'k', "K", "a second submit with key K returns the first job's id" },
+    { "user", 'u', "U", "who submits (default $USER)" },
+    { "wait", 'w', NULL, "follow the job until it ends; exit 0 if it succeeded, else 1" },
+    { "dry-run", 0, NULL, "print the spec the flags build and submit nothing" },
+    { NULL, 0, NULL, NULL },
+};
+
 static const struct ctl_opt opts_jobs[] = {
     { "all", 'a', NULL, "include finished jobs (SUCCEEDED, FAILED, CANCELLED, REJECTED)" },
     { "queue", 'q', "Q", "only jobs of queue Q" },
     { "state", 's', "S", "only jobs in state S (PENDING, RUNNING, ...); implies --all" },
+    { "user", 'u', "U", "only jobs submitted by user U" },
     { "limit", 'n', "N", "show at most the N newest matching jobs" },
+    { "sort", 0, "FIELD",
+      "id, priority, age, state or queue; -FIELD reverses (default: "
+      "submit time)" },
     { NULL, 0, NULL, NULL },
 };
 
@@ -42,46 +72,108 @@ static const struct ctl_opt opts_events[] = {
     { NULL, 0, NULL, NULL },
 };
 
+static const struct ctl_opt opts_top[] = {
+    { "once", '1', NULL, "print one frame without clearing the screen, then exit" },
+    { "interval", 'i', "S", "seconds between refreshes (default 1)" },
+    { NULL, 0, NULL, NULL },
+};
+
+static const struct ctl_opt opts_logs[] = {
+    { "task", 't', "N", "the task whose log to show (default 0)" },
+    { "attempt", 'A', "N", "the attempt (default the job's current one)" },
+    { "stderr", 'E', NULL, "show the task's standard error instead of its standard output" },
+    { "follow", 'f', NULL, "keep printing what the task writes until the job ends" },
+    { "state-root", 'R', "DIR",
+      "DIR/<node> is that node's worker state dir "
+      "(env MUSTER_STATE_ROOT)" },
+    { NULL, 0, NULL, NULL },
+};
+
+static const struct ctl_opt opts_completion[] = {
+    { "list", 0, "WHAT", "print job ids (jobs) or node names (nodes), one per line" },
+    { NULL, 0, NULL, NULL },
+};
+
 const struct ctl_cmd ctl_commands[] = {
-    { "submit", ctl_cmd_submit, "submit a job spec", "FILE|-",
-      "Reads a JSON job spec (DESIGN §3) from FILE, or from standard input for '-', checks that "
-      "it is a JSON object of at most 1 MiB, appends it to the submit stream and prints the job "
-      "id.  musterd validates the spec in full: a bad one becomes a REJECTED job with an error "
-      "(see 'musterctl show ID').",
-      NULL, 1, 1 },
-    { "jobs", ctl_cmd_jobs, "list jobs", "[--all] [--queue Q] [--state S] [--limit N]",
-      "Lists jobs, oldest submission first.  Without --all or --state only jobs that are not "
-      "finished are shown (PENDING, STARTING, RUNNING, PREEMPTING).  REASON says why a job is "
-      "pending, or what went wrong for a failed or rejected one.",
-      opts_jobs, 0, 0 },
+    { "submit", ctl_cmd_submit, "submit a job (spec file or flags)",
+      "FILE|- | [OPTIONS] -- COMMAND [ARG...]",
+      "Submits a job and prints its id.  With FILE (or - for standard input) the JSON job spec "
+      "(DESIGN §3) is checked to be a JSON object of at most 1 MiB and appended unchanged.  "
+      "Otherwise the options build the spec and the words after -- are the command's argv, e.g. "
+      "'musterctl submit --tasks 4 --gpus-per-task 8 --queue research -- python train.py'.  "
+      "A spec with an idempotency key is submitted atomically: when the key is already taken, "
+      "the first job's id is printed and no new job is made.  musterd validates the spec in "
+      "full: a bad one becomes a REJECTED job with an error.  With --wait, state changes go to "
+      "standard error and the exit status is the job's outcome: 0 SUCCEEDED, 1 FAILED, "
+      "CANCELLED or REJECTED.",
+      opts_submit, 0, -1, CTL_ARG_FILE },
+    { "jobs", ctl_cmd_jobs, "list jobs",
+      "[--all] [--queue Q] [--state S] [--user U] [--limit N] [--sort FIELD]",
+      "Lists jobs, oldest submission first unless --sort says otherwise (priority sorts the "
+      "highest first, age the oldest first, state in lifecycle order).  Without --all or "
+      "--state only jobs that are not finished are shown (PENDING, STARTING, RUNNING, "
+      "PREEMPTING).  REASON says why a job is pending, or what went wrong for a failed or "
+      "rejected one.",
+      opts_jobs, 0, 0, CTL_ARG_NONE },
     { "show", ctl_cmd_show, "show one job in full", "ID",
-      "Prints every field of job ID: times in ISO 8601 UTC, the placement task by task.  A job "
+      "Prints every field of job ID: times in ISO 8601 UTC, the placement task by task, "
+      "attempts and failures, the last checkpoint and the GPU time lost to preemption.  A job "
       "that musterd has not taken in yet shows as SUBMITTED.",
-      NULL, 1, 1 },
+      NULL, 1, 1, CTL_ARG_JOB },
     { "cancel", ctl_cmd_cancel, "cancel jobs", "ID...",
       "Asks musterd to cancel each job.  A job that has already finished is left alone.  Exits 1 "
       "if any job was not found (the others are still cancelled).",
-      NULL, 1, -1 },
+      NULL, 1, -1, CTL_ARG_JOB },
+    { "logs", ctl_cmd_logs, "print a task's log", "ID [--task N] [--stderr] [-f]",
+      "Prints the standard output (or with --stderr the standard error) of one task of job ID. "
+      "Task logs stay on the worker that ran the task, in <state-dir>/logs/JOB.ATTEMPT.TASK.out "
+      "and .err; musterctl reads them where the workers' state dirs are reachable from this "
+      "machine (a shared mount, or a single-machine cluster) as DIR/<node>/logs/... with DIR "
+      "from --state-root or MUSTER_STATE_ROOT.  Reading logs through the worker is not "
+      "available yet.  With -f the file is followed until the job ends.",
+      opts_logs, 1, 1, CTL_ARG_JOB },
+    { "queues", ctl_cmd_queues, "list queues", "",
+      "Lists the configured queues with their weight, pending and running jobs and GPUs, and "
+      "how long the oldest pending job has waited (as musterd last published them).",
+      NULL, 0, 0, CTL_ARG_NONE },
+    { "pools", ctl_cmd_pools, "list pools", "",
+      "Lists the configured pools: capacity type (spot or on-demand), instance type, GPU type, "
+      "registered nodes, GPUs free/used, price per node-hour, GPU cap (max_gpus) and, after a "
+      "spot interruption, how long the pool is still avoided (cool-down).",
+      NULL, 0, 0, CTL_ARG_NONE },
     { "nodes", ctl_cmd_nodes, "list nodes", "",
       "Lists the nodes musterd knows: pool, capacity type, state, free/total GPUs, topology "
       "labels, time since the last heartbeat and the jobs running there.",
-      NULL, 0, 0 },
+      NULL, 0, 0, CTL_ARG_NONE },
+    { "top", ctl_cmd_top, "live view of queues, pools and running gangs", "[--once]",
+      "Shows queues, pools and the running gangs, refreshed every second, until q or Ctrl-C.  "
+      "The terminal is restored on exit.  --once prints a single frame without clearing the "
+      "screen (for scripts); -o json prints one frame as a JSON object with the members "
+      "queues, pools and running.",
+      opts_top, 0, 0, CTL_ARG_NONE },
     { "events", ctl_cmd_events, "show recent state changes", "[--job ID] [--count N] [-f]",
       "Prints the last N events, oldest first.  With -f, keeps printing new ones until "
       "interrupted; with -o json and -f each event is one line of JSON.",
-      opts_events, 0, 0 },
+      opts_events, 0, 0, CTL_ARG_NONE },
     { "drain", ctl_cmd_drain, "drain a node", "NODE",
-      "Asks musterd to place no new work on NODE and to move its jobs elsewhere.", NULL, 1, 1 },
+      "Asks musterd to place no new work on NODE and to move its jobs elsewhere.", NULL, 1, 1,
+      CTL_ARG_NODE },
     { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
-      "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1 },
+      "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
-      "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1 },
+      "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1, CTL_ARG_NODE },
     { "hold", ctl_cmd_hold, "hold a pending job", "ID",
-      "Asks musterd not to start job ID until it is released.", NULL, 1, 1 },
+      "Asks musterd not to start job ID until it is released.", NULL, 1, 1, CTL_ARG_JOB },
     { "release", ctl_cmd_release, "release a held job", "ID",
-      "Asks musterd to consider held job ID for placement again.", NULL, 1, 1 },
+      "Asks musterd to consider held job ID for placement again.", NULL, 1, 1, CTL_ARG_JOB },
+    { "completion", ctl_cmd_completion, "print a shell completion script", "bash",
+      "Prints a bash completion script for musterctl, generated from its command table: "
+      "commands, their options, job ids and node names.  Load it with "
+      "'source <(musterctl completion bash)', or install it as "
+      "/usr/share/bash-completion/completions/musterctl.",
+      opts_completion, 0, 1, CTL_ARG_SHELL },
     { "help", ctl_cmd_help, "show help", "[COMMAND]",
-      "Prints the overview, or the help of COMMAND.", NULL, 0, 1 },
+      "Prints the overview, or the help of COMMAND.", NULL, 0, 1, CTL_ARG_COMMAND },
 };
 
 const size_t ctl_ncommands = MU_ARRAY_LEN(ctl_commands);
@@ -97,13 +189,43 @@ const struct ctl_cmd *ctl_cmd_find(const char *name)
 
 static const char global_help[] =
     "Global options (also accepted after COMMAND):\n"
-    "  --redis URL         Redis server, redis://[user:pass@]host[:port][/db]\n"
-    "                      (env MUSTER_REDIS_URL, default " CTL_DEFAULT_URL ")\n"
-    "  --prefix P          key prefix (env MUSTER_KEY_PREFIX, default " CTL_DEFAULT_PREFIX ")\n"
-    "  --config FILE       take redis and key_prefix from a musterd config file\n"
-    "  -o, --output FMT    table (default) or json\n"
-    "  -h, --help          show help and exit\n"
-    "      --version       show the version and exit\n";
+    "  --redis URL               Redis server, redis://[user:pass@]host[:port][/db]\n"
+    "                            (env MUSTER_REDIS_URL, default " CTL_DEFAULT_URL ")\n"
+    "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " CTL_DEFAULT_PREFIX
+    ")\n"
+    "  --config FILE             take redis and key_prefix from a musterd config file\n"
+    "  -o, --output FMT          table (default) or json\n"
+    "  -h, --help                show help and exit\n"
+    "      --version             show the version and exit\n"
+    "Environment: NO_COLOR (no colour), COLUMNS (table width when not on a terminal).\n";
+
+/* Writes text word-wrapped to lines of at most width columns, each starting with indent. */
+static void wrap_print(FILE *out, const char *text, size_t indent, size_t width)
+{
+    size_t col = 0;
+    const char *p = text;
+
+    while (*p) {
+        size_t n = strcspn(p, " ");
+        if (col > indent && col + 1 + n > width) {
+            (void)fputc('\n', out);
+            col = 0;
+        }
+        if (col == 0) {
+            (void)fprintf(out, "%*s", (int)indent, "");
+            col = indent;
+        } else {
+            (void)fputc(' ', out);
+            col++;
+        }
+        (void)fwrite(p, 1, n, out);
+        col += n;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+    (void)fputc('\n', out);
+}
 
 void ctl_help_print(FILE *out, const struct ctl_cmd *cmd)
 {
@@ -119,8 +241,9 @@ void ctl_help_print(FILE *out, const struct ctl_cmd *cmd)
                       global_help);
         return;
     }
-    (void)fprintf(out, "usage: musterctl %s%s%s\n\n%s\n", cmd->name, cmd->usage[0] ? " " : "",
-                  cmd->usage, cmd->description);
+    (void)fprintf(out, "usage: musterctl %s%s%s\n\n", cmd->name, cmd->usage[0] ? " " : "",
+                  cmd->usage);
+    wrap_print(out, cmd->description, 0, 78);
     if (cmd->options) {
         (void)fprintf(out, "\nOptions:\n");
         for (const struct ctl_opt *o = cmd->options; o->name; o++) {
@@ -131,7 +254,10 @@ void ctl_help_print(FILE *out, const struct ctl_cmd *cmd)
             else
                 (void)snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
                                o->arg ? o->arg : "");
-            (void)fprintf(out, "  %-18s  %s\n", left, o->help);
+            if (strlen(left) > 24)
+                (void)fprintf(out, "  %s\n  %-24s  %s\n", left, "", o->help);
+            else
+                (void)fprintf(out, "  %-24s  %s\n", left, o->help);
         }
     }
     (void)fprintf(out, "\n%s", global_help);
@@ -235,6 +361,7 @@ static int args_parse(
         }
         if (strcmp(a, "--") == 0) {
             only_args = true;
+            out->dashdash = out->argc;
             continue;
         }
         taken = global_take(ctl, g, argc, argv, &i);
@@ -266,6 +393,7 @@ static int args_parse(
                 return -1;
             }
             out->value[idx] = "";
+            out->occ[out->nocc++] = (struct ctl_occ){ idx, "" };
             continue;
         }
         if (!value) {
@@ -276,6 +404,7 @@ static int args_parse(
             value = argv[++i];
         }
         out->value[idx] = value;
+        out->occ[out->nocc++] = (struct ctl_occ){ idx, value };
     }
     if (g->help || g->version)
         return 0;
@@ -379,7 +508,9 @@ int main(int argc, char **argv)
         goto out;
     }
     args.argv = calloc((size_t)argc, sizeof(*args.argv));
-    if (!args.argv) {
+    args.occ = calloc((size_t)argc, sizeof(*args.occ));
+    args.dashdash = -1;
+    if (!args.argv || !args.occ) {
         rc = ctl_fail(&ctl, "out of memory");
         goto out;
     }
@@ -405,5 +536,6 @@ out:
     queue_free(ctl.q);
     free(cfg);
     free(args.argv);
+    free(args.occ);
     return rc;
 }

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/mu_banned.h"
 
@@ -244,4 +245,23 @@ int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const ch
     ctl_print_clean(stdout, arg);
     putchar('\n');
     return CTL_EXIT_OK;
+}
+
+const char *const ctl_job_states[8] = { "PENDING",   "STARTING", "RUNNING",   "PREEMPTING",
+                                        "SUCCEEDED", "FAILED",   "CANCELLED", "REJECTED" };
+
+bool ctl_state_is_final(const char *state)
+{
+    for (size_t i = 4; i < MU_ARRAY_LEN(ctl_job_states); i++) {
+        if (strcmp(state, ctl_job_states[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+void ctl_sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+
+    (void)nanosleep(&ts, NULL);
 }

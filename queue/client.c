@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <hiredis/hiredis.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,8 +29,14 @@
 static const char *const int_fields[] = {
     "priority",     "tasks",      "gpus_per_task", "attempt",   "max_retries",
     "submitted_at", "started_at", "finished_at",   "exit_code", "last_checkpoint_at",
-    "at",
+    "at",           "failures",
 };
+
+/* Hash fields that may hold a fraction (GPU-seconds); shown as JSON numbers when they parse. */
+static const char *const num_fields[] = { "lost_gpu_seconds" };
+
+/* Hash fields holding JSON documents; shown parsed when they parse. */
+static const char *const json_fields[] = { "placement", "attempts" };
 
 /* The states that are not final (DESIGN §3); listing without --all shows only these. */
 static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
@@ -42,6 +49,19 @@ static bool is_int_field(const char *name)
     }
     return false;
 }
+
+/*
+ * Idempotent submission in one round trip, so that two clients racing with the same key cannot
+ * both add a job.  redis.replicate_commands() makes Redis < 5 accept a write after XADD's random
+ * id (effects replication is the default from 5 on, and the call a no-op).
+ */
+const char queue_submit_idem_lua[] =
+    "if redis.replicate_commands then redis.replicate_commands() end\n"
+    "local id = redis.call('GET', KEYS[2])\n"
+    "if id then return {id, 0} end\n"
+    "id = redis.call('XADD', KEYS[1], '*', 'spec', ARGV[1])\n"
+    "redis.call('SET', KEYS[2], id, 'NX')\n"
+    "return {id, 1}\n";
 
 bool queue_job_id_is_valid(const char *id)
 {
@@ -63,14 +83,29 @@ bool queue_job_id_is_valid(const char *id)
     return digits > 0 && digits <= 20 && *p == '\0';
 }
 
-/* Makes the JSON value for one hash field: numbers and placement typed, the rest strings. */
+static bool name_in(const char *name, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(name, list[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Makes the JSON value for one hash field: numbers and JSON documents typed, the rest strings. */
 static cJSON *field_value(const char *name, const char *value, size_t len)
 {
     int64_t num;
 
     if (is_int_field(name) && mu_parse_i64(value, INT64_MIN, INT64_MAX, &num, NULL) == 0)
         return cJSON_CreateNumber((double)num);
-    if (strcmp(name, "placement") == 0) {
+    if (name_in(name, num_fields, MU_ARRAY_LEN(num_fields)) && value[0]) {
+        char *end = NULL;
+        double d = strtod(value, &end);
+        if (end && *end == '\0' && isfinite(d))
+            return cJSON_CreateNumber(d);
+    }
+    if (name_in(name, json_fields, MU_ARRAY_LEN(json_fields))) {
         cJSON *parsed = cJSON_ParseWithLength(value, len);
         if (parsed)
             return parsed;
@@ -181,6 +216,59 @@ out:
     return rc;
 }
 
+static bool idem_key_is_valid(const char *key)
+{
+    size_t n = strlen(key);
+
+    if (n == 0 || n > 255)
+        return false;
+    for (const char *p = key; *p; p++) {
+        if (*p < 0x20 || *p > 0x7e)
+            return false;
+    }
+    return true;
+}
+
+int queue_submit_idem(struct queue *q,
+                      const char *spec_json,
+                      const char *key,
+                      char *id_out,
+                      size_t id_size,
+                      bool *created,
+                      struct mu_err *err)
+{
+    redisReply *r;
+    int rc = -1;
+
+    if (created)
+        *created = false;
+    if (!idem_key_is_valid(key))
+        return mu_errf(err, MU_E_INVAL,
+                       "idempotency key: expected 1..255 printable ASCII characters, got '%s'",
+                       key);
+    r = queue_command(q, err, "EVAL %s 2 %ssubmit %sidem:%s %s", queue_submit_idem_lua, q->prefix,
+                      q->prefix, key, spec_json);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+        || r->element[0]->type != REDIS_REPLY_STRING
+        || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        mu_errf(err, MU_E_REDIS, "redis: idempotent submit: unexpected reply type %d", r->type);
+        goto out;
+    }
+    if (mu_strlcpy(id_out, r->element[0]->str, id_size) >= id_size) {
+        mu_errf(err, MU_E_TOOBIG, "job id '%s' does not fit in %zu bytes", r->element[0]->str,
+                id_size);
+        goto out;
+    }
+    if (created)
+        *created = r->element[1]->integer == 1;
+    rc = 0;
+out:
+    queue_reply_free(r);
+    return rc;
+}
+
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err)
 {
     redisReply *r;
@@ -264,7 +352,11 @@ static bool job_matches(const cJSON *job, const struct queue_jobs_filter *f)
     const cJSON *queue = cJSON_GetObjectItemCaseSensitive(job, "queue");
     const char *s = cJSON_IsString(state) ? state->valuestring : "";
 
+    const cJSON *user = cJSON_GetObjectItemCaseSensitive(job, "user");
+
     if (f->queue && (!cJSON_IsString(queue) || strcmp(queue->valuestring, f->queue) != 0))
+        return false;
+    if (f->user && (!cJSON_IsString(user) || strcmp(user->valuestring, f->user) != 0))
         return false;
     if (f->state)
         return strcmp(s, f->state) == 0;
@@ -387,7 +479,8 @@ out:
     return rc;
 }
 
-/* Parses one P"nodes" value; a bad one becomes {"name", "error"} rather than failing the list. */
+/* Parses one value of a status hash (nodes, pools, queues); a bad one becomes {"name", "error"}
+ * rather than failing the list. */
 static cJSON *node_parse(const char *name, const redisReply *v)
 {
     cJSON *node = NULL;
@@ -453,6 +546,11 @@ static int node_cmp(const void *a, const void *b)
 
 int queue_nodes_read(struct queue *q, cJSON **out, struct mu_err *err)
 {
+    return queue_status_read(q, "nodes", out, err);
+}
+
+int queue_status_read(struct queue *q, const char *hash, cJSON **out, struct mu_err *err)
+{
     redisReply *r = NULL;
     cJSON **nodes = NULL;
     cJSON *arr = NULL;
@@ -460,11 +558,11 @@ int queue_nodes_read(struct queue *q, cJSON **out, struct mu_err *err)
     int rc = -1;
 
     *out = NULL;
-    r = queue_command(q, err, "HGETALL %snodes", q->prefix);
+    r = queue_command(q, err, "HGETALL %s%s", q->prefix, hash);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY) {
-        mu_errf(err, MU_E_REDIS, "redis: HGETALL %snodes: unexpected reply type %d", q->prefix,
+        mu_errf(err, MU_E_REDIS, "redis: HGETALL %s%s: unexpected reply type %d", q->prefix, hash,
                 r->type);
         goto out;
     }

@@ -305,6 +305,7 @@ struct queue_jobs_filter {
     const char *queue; /* NULL = any queue; borrowed */
     const char *state; /* NULL = any state; exact state name, e.g. "PENDING"; borrowed */
     size_t limit;      /* 0 = no limit; otherwise keep the `limit` newest matches */
+    const char *user;  /* NULL = any user; exact "user" field; borrowed */
 };
 
 /*
@@ -356,5 +357,31 @@ int queue_events_wait(struct queue *q,
                       size_t last_id_size,
                       struct cJSON **out,
                       struct mu_err *err);
+
+/*
+ * Submits spec_json under an idempotency key, atomically (one Lua EVAL): when
+ * prefix+"idem:"+key holds a job id, that id is returned and nothing is added; otherwise the spec
+ * is XADDed to prefix+"submit" and the key is SET NX to the new id.  musterd's own claim of the
+ * key on intake then finds its own id there.  *created (may be NULL) says whether a new job was
+ * submitted.  The key must be 1..255 printable ASCII characters (as in the spec).
+ */
+int queue_submit_idem(struct queue *q,
+                      const char *spec_json,
+                      const char *key,
+                      char *id_out,
+                      size_t id_size,
+                      bool *created,
+                      struct mu_err *err);
+
+/* The Lua source of queue_submit_idem (KEYS[1] the submit stream, KEYS[2] the idem key,
+ * ARGV[1] the spec; returns {id, 1 created | 0 existing}), for other clients. */
+extern const char queue_submit_idem_lua[];
+
+/*
+ * HGETALL prefix+hash for the status hashes musterd refreshes ("nodes", "pools", "queues"):
+ * *out = a JSON array of the objects sorted by name (cJSON_Delete).  A value that does not parse
+ * becomes {"name": <field>, "error": "..."}.
+ */
+int queue_status_read(struct queue *q, const char *hash, struct cJSON **out, struct mu_err *err);
 
 #endif

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterctl pools: per pool, what musterd last published in the pools status hash: capacity
+ * type, instance and GPU type, registered nodes, GPUs free/used, price per node-hour, the GPU
+ * cap (max_gpus, "-" when unlimited) and the spot cool-down.  The cool-down column reads the
+ * optional "cooldown_until" (wall ms, 0 = none) and shows the time left, so an operator sees why
+ * musterd avoids a pool after an interruption.  The table is shared with `top`.
+ */
+#include "cli/internal.h"
+
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms)
+{
+    static const char *const headers[] = { "POOL",           "CAPACITY", "TYPE", "GPU",     "NODES",
+                                           "GPUS_FREE/USED", "PRICE/H",  "CAP",  "COOLDOWN" };
+    struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
+    const cJSON *p;
+
+    if (!t)
+        return NULL;
+    ctl_table_set_flex(t, 0);
+    ctl_table_set_flex(t, 2);
+    cJSON_ArrayForEach(p, pools)
+    {
+        char b[5][64];
+        char gpus[48];
+        char price[32] = "-";
+        char cap[32] = "-";
+        char cool[16] = "-";
+        const cJSON *pr = cJSON_GetObjectItemCaseSensitive(p, "price_per_hour");
+        int64_t max_gpus = ctl_json_int(p, "max_gpus", 0);
+        int64_t until = ctl_json_int(p, "cooldown_until", 0);
+        const char *cells[9];
+
+        (void)snprintf(gpus, sizeof(gpus), "%lld/%lld", (long long)ctl_json_int(p, "gpus_free", 0),
+                       (long long)ctl_json_int(p, "gpus_used", 0));
+        if (cJSON_IsNumber(pr))
+            (void)snprintf(price, sizeof(price), "%.2f", pr->valuedouble);
+        if (max_gpus > 0)
+            (void)snprintf(cap, sizeof(cap), "%lld", (long long)max_gpus);
+        if (until > 0 && (uint64_t)until > now_ms)
+            ctl_format_age((uint64_t)until, now_ms, cool, sizeof(cool));
+        cells[0] = ctl_json_text(p, "name", b[0], sizeof(b[0]));
+        cells[1] = ctl_json_text(p, "capacity", b[1], sizeof(b[1]));
+        cells[2] = ctl_json_text(p, "instance_type", b[2], sizeof(b[2]));
+        cells[3] = ctl_json_text(p, "gpu_type", b[3], sizeof(b[3]));
+        cells[4] = ctl_json_text(p, "nodes", b[4], sizeof(b[4]));
+        cells[5] = gpus;
+        cells[6] = price;
+        cells[7] = cap;
+        cells[8] = cool;
+        if (ctl_table_add(t, cells) != 0) {
+            ctl_table_free(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+int ctl_cmd_pools(struct ctl *ctl, const struct ctl_args *args)
+{
+    struct mu_err err = { 0 };
+    struct ctl_table *t = NULL;
+    struct queue *q = ctl_queue(ctl);
+    cJSON *pools = NULL;
+    int rc = CTL_EXIT_FAIL;
+
+    (void)args;
+    if (!q)
+        return CTL_EXIT_FAIL;
+    if (queue_status_read(q, "pools", &pools, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
+    if (ctl->output == CTL_OUT_JSON) {
+        rc = ctl_json_print(ctl, pools);
+        goto out;
+    }
+    if (cJSON_GetArraySize(pools) == 0)
+        (void)fprintf(stderr, "musterctl: pools: no pool status yet (is musterd running?)\n");
+    t = ctl_pools_table(pools, mu_time_wall_ms());
+    if (!t) {
+        ctl_fail(ctl, "out of memory");
+        goto out;
+    }
+    ctl_table_print(t, ctl, stdout);
+    rc = CTL_EXIT_OK;
+out:
+    ctl_table_free(t);
+    cJSON_Delete(pools);
+    return rc;
+}
