@@ -274,10 +274,11 @@ static void pools_write(struct musterd *d)
             || mu_buf_appendf(&bufs[p], &err,
                               ",\"capacity\":\"%s\",\"gpus_per_node\":%d,\"price_per_hour\":%g,"
                               "\"max_gpus\":%d,\"nodes\":%d,\"gpus\":%d,\"gpus_free\":%d,"
-                              "\"gpus_used\":%d}",
+                              "\"gpus_used\":%d,\"cooldown_until\":%lld}",
                               cfg_capacity_name(pool->capacity), pool->gpus_per_node,
                               pool->price_per_hour, pool->max_gpus, nodes, gpus, gpus_free,
-                              sched_cluster_pool_gpus_used(d->cluster, p))
+                              sched_cluster_pool_gpus_used(d->cluster, p),
+                              (long long)sched_cluster_pool_cooldown_until(d->cluster, p) * 1000)
                    != 0)
             goto out;
         kv[p].key = pool->name;
