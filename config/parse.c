@@ -12,177 +12,19 @@
 #include "config/cfg.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/mu_json.h"
 
 #include "common/mu_banned.h"
 
 #define PATH_LEN 96 /* "pools[63].price_per_hour" and the like */
-#define GOT_LEN  64 /* a value quoted in a message */
-
-/* ---- message helpers ---- */
-
-/* Copies user text for a message: at most ~40 bytes, control bytes shown as '?'. */
-static void text_clip(const char *s, char *buf, size_t size)
-{
-    size_t max = size - 4; /* room for "..." and the NUL */
-    size_t n = 0;
-
-    for (; n < max && s[n]; n++) {
-        unsigned char ch = (unsigned char)s[n];
-        if (ch < 0x20 || ch == 0x7f)
-            buf[n] = '?';
-        else
-            buf[n] = s[n];
-    }
-    if (!s[n]) {
-        buf[n] = '\0';
-        return;
-    }
-    /* Do not leave half a UTF-8 sequence before the ellipsis. */
-    while (n > 0 && ((unsigned char)buf[n - 1] & 0xC0) == 0x80)
-        n--;
-    if (n > 0 && (unsigned char)buf[n - 1] >= 0xC0)
-        n--;
-    memcpy(buf + n, "...", 4);
-}
-
-/* Describes a JSON value for "got ...": 'text', 12, 1.5, true, null, an array, an object. */
-static void json_describe(const cJSON *v, char *buf, size_t size)
-{
-    char clip[44];
-
-    if (cJSON_IsString(v)) {
-        text_clip(v->valuestring, clip, sizeof(clip));
-        (void)mu_snprintf(buf, size, "'%s'", clip);
-    } else if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (isfinite(d) && d == floor(d) && fabs(d) < 1e15)
-            (void)mu_snprintf(buf, size, "%.0f", d);
-        else
-            (void)mu_snprintf(buf, size, "%g", d);
-    } else if (cJSON_IsTrue(v)) {
-        mu_strlcpy(buf, "true", size);
-    } else if (cJSON_IsFalse(v)) {
-        mu_strlcpy(buf, "false", size);
-    } else if (cJSON_IsNull(v)) {
-        mu_strlcpy(buf, "null", size);
-    } else if (cJSON_IsArray(v)) {
-        mu_strlcpy(buf, cJSON_GetArraySize(v) ? "an array" : "an empty array", size);
-    } else if (cJSON_IsObject(v)) {
-        mu_strlcpy(buf, "an object", size);
-    } else {
-        mu_strlcpy(buf, "an invalid value", size);
-    }
-}
-
-static int err_expected(struct mu_err *err, const char *path, const char *expected, const cJSON *v)
-{
-    char got[GOT_LEN];
-    json_describe(v, got, sizeof(got));
-    (void)mu_errf(err, MU_E_CONFIG, "%s: expected %s, got %s", path, expected, got);
-    return -1;
-}
-
-/* Levenshtein distance of two short strings, for "did you mean" hints. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a);
-    size_t lb = strlen(b);
-    size_t row[33];
-
-    if (la > 32 || lb > 32)
-        return SIZE_MAX;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static int key_index(const char *key, const char *const *known, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(key, known[i]) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
-static int err_unknown_key(
-    struct mu_err *err, const char *parent, const char *key, const char *const *known, size_t n)
-{
-    char clip[44];
-    const char *best = NULL;
-    size_t best_d = 3; /* suggest only close matches */
-
-    for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(key, known[i]);
-        if (d < best_d && d < strlen(key)) {
-            best = known[i];
-            best_d = d;
-        }
-    }
-    text_clip(key, clip, sizeof(clip));
-    if (best)
-        return mu_errf(err, MU_E_CONFIG, "%s%s%s: unknown key; did you mean '%s'?", parent,
-                       parent[0] ? "." : "", clip, best);
-    return mu_errf(err, MU_E_CONFIG, "%s%s%s: unknown key", parent, parent[0] ? "." : "", clip);
-}
-
-/* Joins a parent path and a key: "pools[1]" + "name" = "pools[1].name". */
-static void path_join(char *buf, const char *parent, const char *key)
-{
-    (void)mu_snprintf(buf, PATH_LEN, "%s%s%s", parent, parent[0] ? "." : "", key);
-}
+#define GOT_LEN  64 /* a value described in a message */
 
 /* ---- typed getters ---- */
-
-static int get_int(
-    const cJSON *v, const char *path, int64_t min, int64_t max, int64_t *out, struct mu_err *err)
-{
-    char expected[64];
-
-    if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (isfinite(d) && d == floor(d) && d >= (double)min && d <= (double)max) {
-            *out = (int64_t)d;
-            return 0;
-        }
-    }
-    (void)mu_snprintf(expected, sizeof(expected), "an integer %lld..%lld", (long long)min,
-                      (long long)max);
-    return err_expected(err, path, expected, v);
-}
-
-static int get_name(const cJSON *v, const char *path, char *dst, size_t size, struct mu_err *err)
-{
-    char expected[80];
-
-    if (cJSON_IsString(v) && mu_name_is_valid(v->valuestring, size - 1)) {
-        mu_strlcpy(dst, v->valuestring, size);
-        return 0;
-    }
-    (void)mu_snprintf(expected, sizeof(expected), "a name of 1..%zu characters [A-Za-z0-9._:-]",
-                      size - 1);
-    return err_expected(err, path, expected, v);
-}
 
 /* A string that must start with one of the given schemes and fit in dst. */
 static int get_url(const cJSON *v,
@@ -204,7 +46,7 @@ static int get_url(const cJSON *v,
             }
         }
     }
-    return err_expected(err, path, expected, v);
+    return mu_json_err_expected(err, MU_E_CONFIG, path, expected, v);
 }
 
 /* "ADDR:PORT" (ADDR may be empty: all addresses), or "" for no metrics endpoint. */
@@ -228,7 +70,7 @@ static int get_metrics(const cJSON *v, char *dst, size_t size, struct mu_err *er
             return 0;
         }
     }
-    return err_expected(err, "metrics", expected, v);
+    return mu_json_err_expected(err, MU_E_CONFIG, "metrics", expected, v);
 }
 
 /* ---- sections ---- */
@@ -239,13 +81,14 @@ static int parse_levels(struct cfg *c, const cJSON *arr, struct mu_err *err)
     int i = 0;
 
     if (!cJSON_IsArray(arr))
-        return err_expected(err, "topology_levels", "an array of level names, widest first", arr);
+        return mu_json_err_expected(err, MU_E_CONFIG, "topology_levels",
+                                    "an array of level names, widest first", arr);
     if (cJSON_GetArraySize(arr) > CFG_MAX_LEVELS)
         return mu_errf(err, MU_E_CONFIG, "topology_levels: expected at most %d levels, got %d",
                        CFG_MAX_LEVELS, cJSON_GetArraySize(arr));
     for (const cJSON *it = arr->child; it; it = it->next, i++) {
         (void)mu_snprintf(path, sizeof(path), "topology_levels[%d]", i);
-        if (get_name(it, path, c->levels[i], sizeof(c->levels[i]), err) != 0)
+        if (mu_json_get_name(it, path, c->levels[i], sizeof(c->levels[i]), MU_E_CONFIG, err) != 0)
             return -1;
         if (strcmp(c->levels[i], "node") == 0)
             return mu_errf(err, MU_E_CONFIG, "%s: 'node' is implicit and cannot be listed", path);
@@ -270,29 +113,26 @@ static int pool_field(
 
     switch (key) {
     case PK_NAME:
-        return get_name(v, path, p->name, sizeof(p->name), err);
+        return mu_json_get_name(v, path, p->name, sizeof(p->name), MU_E_CONFIG, err);
     case PK_CAPACITY:
         if (cJSON_IsString(v) && cfg_capacity_parse(v->valuestring, &p->capacity) == 0)
             return 0;
-        return err_expected(err, path, "\"spot\" or \"on-demand\"", v);
+        return mu_json_err_expected(err, MU_E_CONFIG, path, "\"spot\" or \"on-demand\"", v);
     case PK_INSTANCE:
-        return get_name(v, path, p->instance_type, sizeof(p->instance_type), err);
+        return mu_json_get_name(v, path, p->instance_type, sizeof(p->instance_type), MU_E_CONFIG,
+                                err);
     case PK_GPU:
-        return get_name(v, path, p->gpu_type, sizeof(p->gpu_type), err);
+        return mu_json_get_name(v, path, p->gpu_type, sizeof(p->gpu_type), MU_E_CONFIG, err);
     case PK_GPN:
-        if (get_int(v, path, 1, 64, &n, err) != 0)
+        if (mu_json_get_int(v, path, 1, 64, MU_E_CONFIG, &n, err) != 0)
             return -1;
         p->gpus_per_node = (int)n;
         return 0;
     case PK_PRICE:
-        if (cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble >= 0
-            && v->valuedouble <= 1e6) {
-            p->price_per_hour = v->valuedouble;
-            return 0;
-        }
-        return err_expected(err, path, "a price per node-hour 0..1000000", v);
+        return mu_json_get_number(v, path, 0, 1e6, "a price per node-hour 0..1000000", MU_E_CONFIG,
+                                  &p->price_per_hour, err);
     case PK_MAX:
-        if (get_int(v, path, 0, 1 << 20, &n, err) != 0)
+        if (mu_json_get_int(v, path, 0, 1 << 20, MU_E_CONFIG, &n, err) != 0)
             return -1;
         p->max_gpus = (int)n;
         return 0;
@@ -310,13 +150,14 @@ static int parse_pool(struct cfg *c, int i, const cJSON *obj, struct mu_err *err
 
     (void)mu_snprintf(base, sizeof(base), "pools[%d]", i);
     if (!cJSON_IsObject(obj))
-        return err_expected(err, base, "an object", obj);
+        return mu_json_err_expected(err, MU_E_CONFIG, base, "an object", obj);
     memset(p, 0, sizeof(*p));
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = key_index(it->string, pool_keys, MU_ARRAY_LEN(pool_keys));
+        int k = mu_json_key_index(it->string, pool_keys, MU_ARRAY_LEN(pool_keys));
         if (k < 0)
-            return err_unknown_key(err, base, it->string, pool_keys, MU_ARRAY_LEN(pool_keys));
-        path_join(path, base, pool_keys[k]);
+            return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, base, it->string,
+                                           pool_keys, MU_ARRAY_LEN(pool_keys));
+        mu_json_path_join(path, sizeof(path), base, pool_keys[k]);
         if (seen & (1u << k))
             return mu_errf(err, MU_E_CONFIG, "%s: duplicate key", path);
         seen |= 1u << k;
@@ -341,7 +182,7 @@ static int parse_pools(struct cfg *c, const cJSON *arr, struct mu_err *err)
     int i = 0;
 
     if (!cJSON_IsArray(arr))
-        return err_expected(err, "pools", "an array of pool objects", arr);
+        return mu_json_err_expected(err, MU_E_CONFIG, "pools", "an array of pool objects", arr);
     if (cJSON_GetArraySize(arr) > CFG_MAX_POOLS)
         return mu_errf(err, MU_E_CONFIG, "pools: expected at most %d pools, got %d", CFG_MAX_POOLS,
                        cJSON_GetArraySize(arr));
@@ -365,21 +206,22 @@ static int parse_queue(struct cfg *c, int i, const cJSON *obj, struct mu_err *er
 
     (void)mu_snprintf(base, sizeof(base), "queues[%d]", i);
     if (!cJSON_IsObject(obj))
-        return err_expected(err, base, "an object", obj);
+        return mu_json_err_expected(err, MU_E_CONFIG, base, "an object", obj);
     memset(q, 0, sizeof(*q));
     q->weight = 1;
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = key_index(it->string, queue_keys, MU_ARRAY_LEN(queue_keys));
+        int k = mu_json_key_index(it->string, queue_keys, MU_ARRAY_LEN(queue_keys));
         if (k < 0)
-            return err_unknown_key(err, base, it->string, queue_keys, MU_ARRAY_LEN(queue_keys));
-        path_join(path, base, queue_keys[k]);
+            return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, base, it->string,
+                                           queue_keys, MU_ARRAY_LEN(queue_keys));
+        mu_json_path_join(path, sizeof(path), base, queue_keys[k]);
         if (seen & (1u << k))
             return mu_errf(err, MU_E_CONFIG, "%s: duplicate key", path);
         seen |= 1u << k;
-        if (k == 0 && get_name(it, path, q->name, sizeof(q->name), err) != 0)
+        if (k == 0 && mu_json_get_name(it, path, q->name, sizeof(q->name), MU_E_CONFIG, err) != 0)
             return -1;
         if (k == 1) {
-            if (get_int(it, path, 1, 1000, &n, err) != 0)
+            if (mu_json_get_int(it, path, 1, 1000, MU_E_CONFIG, &n, err) != 0)
                 return -1;
             q->weight = (int)n;
         }
@@ -398,7 +240,7 @@ static int parse_queues(struct cfg *c, const cJSON *arr, struct mu_err *err)
     int i = 0;
 
     if (!cJSON_IsArray(arr))
-        return err_expected(err, "queues", "an array of queue objects", arr);
+        return mu_json_err_expected(err, MU_E_CONFIG, "queues", "an array of queue objects", arr);
     if (cJSON_GetArraySize(arr) == 0)
         return mu_errf(err, MU_E_CONFIG, "queues: expected at least one queue, got an empty array");
     if (cJSON_GetArraySize(arr) > CFG_MAX_QUEUES)
@@ -454,7 +296,8 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
     case TK_METRICS:
         return get_metrics(v, c->metrics, sizeof(c->metrics), err);
     case TK_PREFIX:
-        return get_name(v, "key_prefix", c->key_prefix, sizeof(c->key_prefix), err);
+        return mu_json_get_name(v, "key_prefix", c->key_prefix, sizeof(c->key_prefix), MU_E_CONFIG,
+                                err);
     case TK_LEVELS:
         return parse_levels(c, v, err);
     case TK_POOLS:
@@ -467,7 +310,9 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
     for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
         if (strcmp(int_fields[i].key, top_keys[key]) != 0)
             continue;
-        if (get_int(v, int_fields[i].key, int_fields[i].min, int_fields[i].max, &n, err) != 0)
+        if (mu_json_get_int(v, int_fields[i].key, int_fields[i].min, int_fields[i].max, MU_E_CONFIG,
+                            &n, err)
+            != 0)
             return -1;
         *(int *)(void *)((char *)c + int_fields[i].offset) = (int)n;
         return 0;
@@ -480,9 +325,10 @@ static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
     unsigned seen = 0;
 
     for (const cJSON *it = root->child; it; it = it->next) {
-        int k = key_index(it->string, top_keys, MU_ARRAY_LEN(top_keys));
+        int k = mu_json_key_index(it->string, top_keys, MU_ARRAY_LEN(top_keys));
         if (k < 0)
-            return err_unknown_key(err, "", it->string, top_keys, MU_ARRAY_LEN(top_keys));
+            return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, "", it->string,
+                                           top_keys, MU_ARRAY_LEN(top_keys));
         if (seen & (1u << k))
             return mu_errf(err, MU_E_CONFIG, "%s: duplicate key", top_keys[k]);
         seen |= 1u << k;
@@ -498,51 +344,35 @@ static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
 
 /* ---- raw text checks ---- */
 
-/* The 1-based line of byte off; text is NUL-terminated and off is at most its length. */
-static size_t text_line(const char *text, size_t off)
-{
-    size_t line = 1;
-    for (const char *p = text; *p && (size_t)(p - text) < off; p++) {
-        if (*p == '\n')
-            line++;
-    }
-    return line;
-}
-
 /*
- * Finds what cJSON would accept but must not be: a raw control byte in a string (or a NUL
- * anywhere), and the escape \u0000, which cJSON turns into a silently shortened string.
- * Returns 0, or -1 with err naming the line and byte.
+ * Rejects what cJSON would accept but must not be (mu_json_scan): a NUL byte anywhere, a raw
+ * control byte in a string and the escape \u0000, which cJSON turns into a silently shortened
+ * string.  Returns 0, or -1 with err naming the line and byte.
  */
 static int text_scan(const char *text, size_t len, struct mu_err *err)
 {
-    bool in_str = false;
+    struct mu_json_scan sc;
+    const char *what;
 
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        const char *what = NULL;
-        if (ch == 0) {
-            what = "a NUL byte";
-        } else if (!in_str) {
-            if (ch == '"')
-                in_str = true;
-            continue;
-        } else if (ch == '"') {
-            in_str = false;
-            continue;
-        } else if (ch < 0x20) {
-            what = "a raw control character in a string";
-        } else if (ch == '\\' && i + 1 < len) {
-            if (len - i >= 6 && memcmp(text + i + 1, "u0000", 5) == 0)
-                what = "a NUL character (\\u0000) in a string";
-            else
-                i++; /* the escaped character cannot end the string */
-        }
-        if (what)
-            return mu_errf(err, MU_E_CONFIG, "not valid JSON near line %zu (byte %zu): %s",
-                           text_line(text, i), i, what);
+    switch (mu_json_scan(&sc, text, len, 0)) {
+    case MU_JSON_FLAW_NONE:
+        return 0;
+    case MU_JSON_FLAW_NUL_BYTE:
+        what = "a NUL byte";
+        break;
+    case MU_JSON_FLAW_CONTROL:
+        what = "a raw control character in a string";
+        break;
+    case MU_JSON_FLAW_NUL_ESCAPE:
+        what = "a NUL character (\\u0000) in a string";
+        break;
+    case MU_JSON_FLAW_TOO_DEEP: /* no depth limit here: cJSON's own applies */
+    default:
+        what = "nested too deep";
+        break;
     }
-    return 0;
+    return mu_errf(err, MU_E_CONFIG, "not valid JSON near line %zu (byte %zu): %s",
+                   mu_json_text_line(text, sc.offset), sc.offset, what);
 }
 
 int cfg_parse(struct cfg *c, const char *json, size_t len, struct mu_err *err)
@@ -581,12 +411,12 @@ int cfg_parse(struct cfg *c, const char *json, size_t len, struct mu_err *err)
     root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
     if (!root) {
         size_t off = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
-        mu_errf(err, MU_E_CONFIG, "not valid JSON near line %zu (byte %zu)", text_line(copy, off),
-                off);
+        mu_errf(err, MU_E_CONFIG, "not valid JSON near line %zu (byte %zu)",
+                mu_json_text_line(copy, off), off);
         goto out;
     }
     if (!cJSON_IsObject(root)) {
-        json_describe(root, got, sizeof(got));
+        mu_json_describe(root, got, sizeof(got));
         mu_errf(err, MU_E_CONFIG, "expected a JSON object at the top, got %s", got);
         goto out;
     }

@@ -14,295 +14,60 @@
 #include "queue/queue.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <signal.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "common/mu_json.h"
 
 #include "common/mu_banned.h"
 
 #define PATH_LEN       96  /* "checkpoint.grace_s", "command[1023]", "env.<255 bytes>" cut */
-#define GOT_LEN        64  /* a value quoted in a message */
+#define GOT_LEN        64  /* a value described in a message */
 #define SPEC_MAX_DEPTH 8   /* containers; the schema itself needs 2 */
 #define ENV_KEY_MAX    255 /* bytes in an environment variable name */
 
-/* ---- message helpers ---- */
-
-/* Copies user text for a message: at most ~40 bytes, control bytes shown as '?'. */
-static void text_clip(const char *s, char *buf, size_t size)
-{
-    size_t max = size - 4; /* room for "..." and the NUL */
-    size_t n = 0;
-
-    for (; n < max && s[n]; n++) {
-        unsigned char ch = (unsigned char)s[n];
-        if (ch < 0x20 || ch == 0x7f)
-            buf[n] = '?';
-        else
-            buf[n] = s[n];
-    }
-    if (!s[n]) {
-        buf[n] = '\0';
-        return;
-    }
-    /* Do not leave half a UTF-8 sequence before the ellipsis. */
-    while (n > 0 && ((unsigned char)buf[n - 1] & 0xC0) == 0x80)
-        n--;
-    if (n > 0 && (unsigned char)buf[n - 1] >= 0xC0)
-        n--;
-    memcpy(buf + n, "...", 4);
-}
-
-/* Describes a JSON value for "got ...": 'text', 12, 1.5, true, null, an array, an object. */
-static void json_describe(const cJSON *v, char *buf, size_t size)
-{
-    char clip[44];
-
-    if (cJSON_IsString(v)) {
-        text_clip(v->valuestring, clip, sizeof(clip));
-        (void)mu_snprintf(buf, size, "'%s'", clip);
-    } else if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (isfinite(d) && d == floor(d) && fabs(d) < 1e15)
-            (void)mu_snprintf(buf, size, "%.0f", d);
-        else
-            (void)mu_snprintf(buf, size, "%g", d);
-    } else if (cJSON_IsTrue(v)) {
-        mu_strlcpy(buf, "true", size);
-    } else if (cJSON_IsFalse(v)) {
-        mu_strlcpy(buf, "false", size);
-    } else if (cJSON_IsNull(v)) {
-        mu_strlcpy(buf, "null", size);
-    } else if (cJSON_IsArray(v)) {
-        mu_strlcpy(buf, cJSON_GetArraySize(v) ? "an array" : "an empty array", size);
-    } else if (cJSON_IsObject(v)) {
-        mu_strlcpy(buf, "an object", size);
-    } else {
-        mu_strlcpy(buf, "an invalid value", size);
-    }
-}
-
-static int err_expected(struct mu_err *err, const char *path, const char *expected, const cJSON *v)
-{
-    char got[GOT_LEN];
-    json_describe(v, got, sizeof(got));
-    (void)mu_errf(err, MU_E_SPEC, "%s: expected %s, got %s", path, expected, got);
-    return -1;
-}
-
-/* Levenshtein distance of two short strings, for "did you mean" hints. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a);
-    size_t lb = strlen(b);
-    size_t row[33];
-
-    if (la > 32 || lb > 32)
-        return SIZE_MAX;
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
-            if (up + 1 < best)
-                best = up + 1;
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static int key_index(const char *key, const char *const *known, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if (strcmp(key, known[i]) == 0)
-            return (int)i;
-    }
-    return -1;
-}
-
-/* "spec: unknown key 'gpu'; did you mean 'gpu_type'?" */
-static int err_unknown_key(
-    struct mu_err *err, const char *parent, const char *key, const char *const *known, size_t n)
-{
-    char clip[44];
-    const char *best = NULL;
-    size_t best_d = 3; /* suggest only close matches */
-
-    for (size_t i = 0; i < n; i++) {
-        size_t d = edit_distance(key, known[i]);
-        if (d < best_d && d < strlen(key)) {
-            best = known[i];
-            best_d = d;
-        }
-    }
-    text_clip(key, clip, sizeof(clip));
-    if (best)
-        return mu_errf(err, MU_E_SPEC, "%s: unknown key '%s'; did you mean '%s'?", parent, clip,
-                       best);
-    return mu_errf(err, MU_E_SPEC, "%s: unknown key '%s'", parent, clip);
-}
-
 /* ---- raw text scan ---- */
 
-struct scan_level {
-    bool is_obj;
-    bool expect_key; /* in an object, the next string is a key */
-    size_t index;    /* in an array, the current element */
-    char key[48];    /* in an object, the current key (raw, possibly cut) */
-};
-
-struct scan {
-    struct scan_level lv[SPEC_MAX_DEPTH];
-    int depth;
-    bool in_key;
-    size_t key_len;
-};
-
-/* The key path of the scan position: "command[3]", "env.FOO", or "spec" at the top. */
-static void scan_path(const struct scan *sc, bool include_key, char *buf, size_t size)
-{
-    size_t n = 0;
-
-    buf[0] = '\0';
-    for (int i = 0; i < sc->depth && i < SPEC_MAX_DEPTH; i++) {
-        const struct scan_level *l = &sc->lv[i];
-        bool last = i == sc->depth - 1;
-        int w;
-        if (l->is_obj && (l->expect_key || (last && !include_key)))
-            break;
-        if (l->is_obj)
-            w = snprintf(buf + n, size - n, "%s%s", n ? "." : "", l->key);
-        else
-            w = snprintf(buf + n, size - n, "%s[%zu]", n ? "" : "spec", l->index);
-        if (w < 0 || (size_t)w >= size - n)
-            break;
-        n += (size_t)w;
-    }
-    if (n == 0)
-        mu_strlcpy(buf, "spec", size);
-}
-
-static void scan_open(struct scan *sc, bool is_obj)
-{
-    if (sc->depth < SPEC_MAX_DEPTH) {
-        struct scan_level *l = &sc->lv[sc->depth];
-        l->is_obj = is_obj;
-        l->expect_key = is_obj;
-        l->index = 0;
-        l->key[0] = '\0';
-    }
-    sc->depth++;
-}
-
-static void scan_punct(struct scan *sc, char ch)
-{
-    struct scan_level *l = sc->depth > 0 ? &sc->lv[sc->depth - 1] : NULL;
-
-    if (ch == '{' || ch == '[') {
-        scan_open(sc, ch == '{');
-    } else if (ch == '}' || ch == ']') {
-        if (sc->depth > 0)
-            sc->depth--;
-    } else if (ch == ':' && l && l->is_obj) {
-        l->expect_key = false;
-    } else if (ch == ',' && l) {
-        if (l->is_obj)
-            l->expect_key = true;
-        else
-            l->index++;
-    } else if (ch == '"') {
-        sc->in_key = l && l->is_obj && l->expect_key;
-        sc->key_len = 0;
-        if (sc->in_key)
-            l->key[0] = '\0';
-    }
-}
-
 /*
- * Rejects what cJSON would accept but must not be: a NUL byte anywhere, a raw control byte in a
- * string, the escape \u0000 (cJSON would cut the string there) and nesting deeper than the
- * schema could use.  Messages name the key path where the scan can tell it.
+ * Rejects what cJSON would accept but must not be (mu_json_scan): a NUL byte anywhere, a raw
+ * control byte in a string, the escape \u0000 (cJSON would cut the string there) and nesting
+ * deeper than the schema could use.  Messages name the key path where the scan can tell it.
  */
 static int text_scan(const char *text, size_t len, struct mu_err *err)
 {
-    struct scan sc;
-    bool in_str = false;
+    struct mu_json_scan sc;
     char path[PATH_LEN];
 
-    memset(&sc, 0, sizeof(sc));
-    for (size_t i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        if (ch == 0 || (in_str && ch < 0x20))
-            return mu_errf(err, MU_E_SPEC, "spec: not valid JSON near byte %zu (%s)", i,
-                           ch ? "raw control character in a string" : "NUL byte");
-        if (!in_str) {
-            if (ch == '"')
-                in_str = true;
-            scan_punct(&sc, (char)ch);
-            if (sc.depth > SPEC_MAX_DEPTH) {
-                sc.depth = SPEC_MAX_DEPTH;
-                scan_path(&sc, true, path, sizeof(path));
-                return mu_errf(err, MU_E_SPEC, "%s: nested deeper than %d levels near byte %zu",
-                               path, SPEC_MAX_DEPTH, i);
-            }
-            continue;
-        }
-        if (ch == '"') {
-            in_str = false;
-            sc.in_key = false;
-            continue;
-        }
-        if (ch == '\\' && i + 1 < len) {
-            if (len - i >= 6 && memcmp(text + i + 1, "u0000", 5) == 0) {
-                scan_path(&sc, !sc.in_key, path, sizeof(path));
-                return mu_errf(err, MU_E_SPEC, "%s: %s contains a NUL character (\\u0000)", path,
-                               sc.in_key ? "a key" : "string");
-            }
-            i++;
-            continue;
-        }
-        if (sc.in_key && sc.key_len + 1 < sizeof(sc.lv[0].key)) {
-            struct scan_level *l = &sc.lv[sc.depth - 1];
-            l->key[sc.key_len++] = (char)ch;
-            l->key[sc.key_len] = '\0';
-        }
+    switch (mu_json_scan(&sc, text, len, SPEC_MAX_DEPTH)) {
+    case MU_JSON_FLAW_NONE:
+        return 0;
+    case MU_JSON_FLAW_NUL_BYTE:
+        return mu_errf(err, MU_E_SPEC, "spec: not valid JSON near byte %zu (NUL byte)", sc.offset);
+    case MU_JSON_FLAW_CONTROL:
+        return mu_errf(err, MU_E_SPEC,
+                       "spec: not valid JSON near byte %zu (raw control character in a string)",
+                       sc.offset);
+    case MU_JSON_FLAW_TOO_DEEP:
+        mu_json_scan_path(&sc, "spec", true, path, sizeof(path));
+        return mu_errf(err, MU_E_SPEC, "%s: nested deeper than %d levels near byte %zu", path,
+                       SPEC_MAX_DEPTH, sc.offset);
+    case MU_JSON_FLAW_NUL_ESCAPE:
+    default:
+        mu_json_scan_path(&sc, "spec", !sc.in_key, path, sizeof(path));
+        return mu_errf(err, MU_E_SPEC, "%s: %s contains a NUL character (\\u0000)", path,
+                       sc.in_key ? "a key" : "string");
     }
-    return 0;
 }
 
 /* ---- typed getters ---- */
-
-static int get_int(
-    const cJSON *v, const char *path, int64_t min, int64_t max, int64_t *out, struct mu_err *err)
-{
-    char expected[64];
-
-    if (cJSON_IsNumber(v)) {
-        double d = v->valuedouble;
-        if (isfinite(d) && d == floor(d) && d >= (double)min && d <= (double)max) {
-            *out = (int64_t)d;
-            return 0;
-        }
-    }
-    (void)mu_snprintf(expected, sizeof(expected), "an integer %lld..%lld", (long long)min,
-                      (long long)max);
-    return err_expected(err, path, expected, v);
-}
 
 static int get_int32(
     const cJSON *v, const char *path, int min, int max, int *out, struct mu_err *err)
 {
     int64_t n;
-    if (get_int(v, path, min, max, &n, err) != 0)
+    if (mu_json_get_int(v, path, min, max, MU_E_SPEC, &n, err) != 0)
         return -1;
     *out = (int)n;
     return 0;
@@ -312,27 +77,16 @@ static int get_int32(
 static int get_str(
     const cJSON *v, const char *path, size_t max_len, const char **out, struct mu_err *err)
 {
-    if (!cJSON_IsString(v))
-        return err_expected(err, path, "a string", v);
+    if (!cJSON_IsString(v)) {
+        (void)mu_json_err_expected(err, MU_E_SPEC, path, "a string", v);
+        return -1; /* spelled out: callers read *out whenever this returns 0 */
+    }
     if (strlen(v->valuestring) > max_len) {
         (void)mu_errf(err, MU_E_SPEC, "%s: string longer than %zu bytes", path, max_len);
         return -1;
     }
     *out = v->valuestring;
     return 0;
-}
-
-static int get_name(const cJSON *v, const char *path, char *dst, size_t size, struct mu_err *err)
-{
-    char expected[80];
-
-    if (cJSON_IsString(v) && mu_name_is_valid(v->valuestring, size - 1)) {
-        mu_strlcpy(dst, v->valuestring, size);
-        return 0;
-    }
-    (void)mu_snprintf(expected, sizeof(expected), "a name of 1..%zu characters [A-Za-z0-9._:-]",
-                      size - 1);
-    return err_expected(err, path, expected, v);
 }
 
 /* 1..size-1 bytes, none of them a control character (ASCII only when ascii is set). */
@@ -352,7 +106,7 @@ static int get_printable(
     if (!ok) {
         (void)mu_snprintf(expected, sizeof(expected), "1..%zu printable%s characters", size - 1,
                           ascii ? " ASCII" : "");
-        return err_expected(err, path, expected, v);
+        return mu_json_err_expected(err, MU_E_SPEC, path, expected, v);
     }
     mu_strlcpy(dst, s, size);
     return 0;
@@ -367,14 +121,14 @@ static int set_capacity(struct queue_spec *s, const cJSON *arr, struct mu_err *e
     int n = 0;
 
     if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) == 0)
-        return err_expected(err, "capacity", expected, arr);
+        return mu_json_err_expected(err, MU_E_SPEC, "capacity", expected, arr);
     if (cJSON_GetArraySize(arr) > 2)
         return mu_errf(err, MU_E_SPEC, "capacity: expected 1 or 2 entries, got %d",
                        cJSON_GetArraySize(arr));
     for (const cJSON *it = arr->child; it; it = it->next, n++) {
         (void)mu_snprintf(path, sizeof(path), "capacity[%d]", n);
         if (!cJSON_IsString(it) || cfg_capacity_parse(it->valuestring, &s->capacity[n]) != 0)
-            return err_expected(err, path, "\"spot\" or \"on-demand\"", it);
+            return mu_json_err_expected(err, MU_E_SPEC, path, "\"spot\" or \"on-demand\"", it);
         if (n == 1 && s->capacity[1] == s->capacity[0])
             return mu_errf(err, MU_E_SPEC, "%s: duplicate '%s'", path,
                            cfg_capacity_name(s->capacity[1]));
@@ -389,22 +143,25 @@ static int set_topology(struct queue_spec *s, const cJSON *obj, struct mu_err *e
     unsigned seen = 0;
 
     if (!cJSON_IsObject(obj))
-        return err_expected(err, "topology",
-                            "an object such as {\"required\": \"zone\", \"preferred\": \"rack\"}",
-                            obj);
+        return mu_json_err_expected(
+            err, MU_E_SPEC, "topology",
+            "an object such as {\"required\": \"zone\", \"preferred\": \"rack\"}", obj);
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = key_index(it->string, keys, MU_ARRAY_LEN(keys));
+        int k = mu_json_key_index(it->string, keys, MU_ARRAY_LEN(keys));
         if (k < 0)
-            return err_unknown_key(err, "topology", it->string, keys, MU_ARRAY_LEN(keys));
+            return mu_json_err_unknown_key(err, MU_E_SPEC, MU_JSON_KEY_QUOTED, "topology",
+                                           it->string, keys, MU_ARRAY_LEN(keys));
         if (seen & (1u << k))
             return mu_errf(err, MU_E_SPEC, "topology: duplicate key '%s'", keys[k]);
         seen |= 1u << k;
         if (k == 0
-            && get_name(it, "topology.required", s->topo_required, sizeof(s->topo_required), err)
+            && mu_json_get_name(it, "topology.required", s->topo_required, sizeof(s->topo_required),
+                                MU_E_SPEC, err)
                    != 0)
             return -1;
         if (k == 1
-            && get_name(it, "topology.preferred", s->topo_preferred, sizeof(s->topo_preferred), err)
+            && mu_json_get_name(it, "topology.preferred", s->topo_preferred,
+                                sizeof(s->topo_preferred), MU_E_SPEC, err)
                    != 0)
             return -1;
     }
@@ -440,7 +197,7 @@ static int set_command(struct queue_spec *s, const cJSON *v, struct mu_err *err)
 
     if (cJSON_IsString(v)) {
         if (v->valuestring[0] == '\0')
-            return err_expected(err, "command", expected, v);
+            return mu_json_err_expected(err, MU_E_SPEC, "command", expected, v);
         if (get_str(v, "command", QUEUE_MAX_STR, &str, err) != 0)
             return -1;
         s->argv = calloc(4, sizeof(char *));
@@ -453,7 +210,7 @@ static int set_command(struct queue_spec *s, const cJSON *v, struct mu_err *err)
         return 0;
     }
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
-        return err_expected(err, "command", expected, v);
+        return mu_json_err_expected(err, MU_E_SPEC, "command", expected, v);
     n = cJSON_GetArraySize(v);
     if (n > QUEUE_MAX_ARGS)
         return mu_errf(err, MU_E_SPEC, "command: more than %d arguments", QUEUE_MAX_ARGS);
@@ -494,7 +251,7 @@ static int set_env(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
     int n;
 
     if (!cJSON_IsObject(obj))
-        return err_expected(err, "env", "an object of string values", obj);
+        return mu_json_err_expected(err, MU_E_SPEC, "env", "an object of string values", obj);
     n = cJSON_GetArraySize(obj);
     if (n > QUEUE_MAX_ENV)
         return mu_errf(err, MU_E_SPEC, "env: more than %d entries", QUEUE_MAX_ENV);
@@ -504,14 +261,14 @@ static int set_env(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
     n = 0;
     for (const cJSON *it = obj->child; it; it = it->next, n++) {
         const char *key = it->string;
-        text_clip(key, clip, sizeof(clip));
+        mu_json_clip(key, clip, sizeof(clip));
         if (strlen(key) > ENV_KEY_MAX)
             return mu_errf(err, MU_E_SPEC, "env: name '%s' longer than %d bytes", clip,
                            ENV_KEY_MAX);
         if (!env_name_is_valid(key))
             return mu_errf(err, MU_E_SPEC,
                            "env: invalid name '%s'; expected [A-Za-z_][A-Za-z0-9_]*", clip);
-        (void)mu_snprintf(path, sizeof(path), "env.%s", clip);
+        mu_json_path_join(path, sizeof(path), "env", clip);
         if (strncmp(key, "MUSTER_", 7) == 0)
             return mu_errf(err, MU_E_SPEC, "%s: names starting with MUSTER_ are set by muster",
                            path);
@@ -534,12 +291,14 @@ static int set_checkpoint(struct queue_spec *s, const cJSON *obj, struct mu_err 
     unsigned seen = 0;
 
     if (!cJSON_IsObject(obj))
-        return err_expected(err, "checkpoint",
-                            "an object such as {\"signal\": \"SIGUSR1\", \"grace_s\": 60}", obj);
+        return mu_json_err_expected(err, MU_E_SPEC, "checkpoint",
+                                    "an object such as {\"signal\": \"SIGUSR1\", \"grace_s\": 60}",
+                                    obj);
     for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = key_index(it->string, keys, MU_ARRAY_LEN(keys));
+        int k = mu_json_key_index(it->string, keys, MU_ARRAY_LEN(keys));
         if (k < 0)
-            return err_unknown_key(err, "checkpoint", it->string, keys, MU_ARRAY_LEN(keys));
+            return mu_json_err_unknown_key(err, MU_E_SPEC, MU_JSON_KEY_QUOTED, "checkpoint",
+                                           it->string, keys, MU_ARRAY_LEN(keys));
         if (seen & (1u << k))
             return mu_errf(err, MU_E_SPEC, "checkpoint: duplicate key '%s'", keys[k]);
         seen |= 1u << k;
@@ -550,7 +309,8 @@ static int set_checkpoint(struct queue_spec *s, const cJSON *obj, struct mu_err 
         }
         int sig = cJSON_IsString(it) ? mu_signal_parse(it->valuestring) : -1;
         if (sig <= 0 || sig >= 65)
-            return err_expected(err, "checkpoint.signal", "a signal name such as \"SIGUSR1\"", it);
+            return mu_json_err_expected(err, MU_E_SPEC, "checkpoint.signal",
+                                        "a signal name such as \"SIGUSR1\"", it);
         if (sig == SIGKILL || sig == SIGSTOP)
             return mu_errf(err, MU_E_SPEC,
                            "checkpoint.signal: %s cannot be caught; use SIGUSR1, SIGUSR2 or "
@@ -616,7 +376,7 @@ static int set_workdir(struct queue_spec *s, const cJSON *v, struct mu_err *err)
     if (get_str(v, "workdir", sizeof(s->workdir) - 1, &str, err) != 0)
         return -1;
     if (str[0] != '/')
-        return err_expected(err, "workdir", "an absolute path", v);
+        return mu_json_err_expected(err, MU_E_SPEC, "workdir", "an absolute path", v);
     mu_strlcpy(s->workdir, str, sizeof(s->workdir));
     return 0;
 }
@@ -629,9 +389,9 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
     case SK_NAME:
         return get_printable(v, path, false, s->name, sizeof(s->name), err);
     case SK_QUEUE:
-        return get_name(v, path, s->queue, sizeof(s->queue), err);
+        return mu_json_get_name(v, path, s->queue, sizeof(s->queue), MU_E_SPEC, err);
     case SK_PRIORITY:
-        return get_int(v, path, -1000000, 1000000, &s->priority, err);
+        return mu_json_get_int(v, path, -1000000, 1000000, MU_E_SPEC, &s->priority, err);
     case SK_TASKS:
         return get_int32(v, path, 1, QUEUE_MAX_TASKS, &s->tasks, err);
     case SK_GPUS_PER_TASK:
@@ -639,12 +399,13 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
     case SK_CPUS_PER_TASK:
         return get_int32(v, path, 0, 4096, &s->cpus_per_task, err);
     case SK_MEMORY:
-        return get_int(v, path, 0, INT64_C(16) << 20, &s->memory_mb_per_task, err);
+        return mu_json_get_int(v, path, 0, INT64_C(16) << 20, MU_E_SPEC, &s->memory_mb_per_task,
+                               err);
     case SK_GPU_TYPE:
         /* "" is accepted and means any type, as in the struct. */
         if (cJSON_IsString(v) && v->valuestring[0] == '\0')
             return 0;
-        return get_name(v, path, s->gpu_type, sizeof(s->gpu_type), err);
+        return mu_json_get_name(v, path, s->gpu_type, sizeof(s->gpu_type), MU_E_SPEC, err);
     case SK_CAPACITY:
         return set_capacity(s, v, err);
     case SK_TOPOLOGY:
@@ -659,17 +420,17 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
         return set_checkpoint(s, v, err);
     case SK_PREEMPTIBLE:
         if (!cJSON_IsBool(v))
-            return err_expected(err, path, "true or false", v);
+            return mu_json_err_expected(err, MU_E_SPEC, path, "true or false", v);
         s->preemptible = cJSON_IsTrue(v);
         return 0;
     case SK_TIME_LIMIT:
-        return get_int(v, path, 1, 31536000, &s->time_limit_s, err);
+        return mu_json_get_int(v, path, 1, 31536000, MU_E_SPEC, &s->time_limit_s, err);
     case SK_MAX_RETRIES:
         return get_int32(v, path, 0, 100, &s->max_retries, err);
     case SK_IDEMPOTENCY:
         return get_printable(v, path, true, s->idempotency_key, sizeof(s->idempotency_key), err);
     case SK_USER:
-        return get_name(v, path, s->user, sizeof(s->user), err);
+        return mu_json_get_name(v, path, s->user, sizeof(s->user), MU_E_SPEC, err);
     case SK_COUNT:
         break;
     }
@@ -696,9 +457,10 @@ static int spec_walk(struct queue_spec *s, const cJSON *root, struct mu_err *err
     unsigned seen = 0;
 
     for (const cJSON *it = root->child; it; it = it->next) {
-        int k = key_index(it->string, spec_keys, SK_COUNT);
+        int k = mu_json_key_index(it->string, spec_keys, SK_COUNT);
         if (k < 0)
-            return err_unknown_key(err, "spec", it->string, spec_keys, SK_COUNT);
+            return mu_json_err_unknown_key(err, MU_E_SPEC, MU_JSON_KEY_QUOTED, "spec", it->string,
+                                           spec_keys, SK_COUNT);
         if (seen & (1u << k))
             return mu_errf(err, MU_E_SPEC, "spec: duplicate key '%s'", spec_keys[k]);
         seen |= 1u << k;
@@ -750,7 +512,7 @@ int queue_spec_parse(const char *json, size_t len, struct queue_spec *out, struc
         goto out;
     }
     if (!cJSON_IsObject(root)) {
-        json_describe(root, got, sizeof(got));
+        mu_json_describe(root, got, sizeof(got));
         mu_errf(err, MU_E_SPEC, "spec: expected a JSON object, got %s", got);
         goto out;
     }

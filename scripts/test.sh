@@ -4,14 +4,18 @@
 # scripts/test.sh: build muster and run every test; what CI runs (.ci/run).
 #
 #   scripts/test.sh            deps, then: build/ + all tests (unit, integration, fuzz replay),
-#                              lint (scripts/lint.sh), then build-asan/ (ASan+UBSan) + unit and fuzz
-#   scripts/test.sh --quick    deps, build/ + all tests only (no lint, no ASan)
+#                              the installed-library checks (cmake --install into a temp prefix,
+#                              examples/ built against it, t6000/t6001 run with it), lint
+#                              (scripts/lint.sh), then build-asan/ (ASan+UBSan) + unit and fuzz
+#   scripts/test.sh --quick    deps, build/ + all tests and the installed-library checks only
+#                              (no lint, no ASan)
 #   scripts/test.sh --asan     deps, build-asan/ + all tests, integration included (no lint)
 #   scripts/test.sh --asan --quick   build-asan/ + unit and fuzz only
 #
 # Every pass runs even when an earlier one failed, so one run shows every problem.  The last
-# line is "N passed, M failed": N sums the ctest tests that passed over all passes, M counts the
-# tests that failed plus each failed build or lint step.  Exit status 0 only when M is 0.
+# line is "N passed, M failed": N sums the ctest tests and installed-library steps that passed
+# over all passes, M counts those that failed plus each failed build or lint step.  Exit status 0
+# only when M is 0.
 #
 # Environment: MUSTER_BUILD_DIR (default build), MUSTER_ASAN_BUILD_DIR (default build-asan),
 # MUSTER_JOBS (build parallelism, default: all cores), MUSTER_SKIP_DEPS=1 (do not run deps.sh).
@@ -27,7 +31,7 @@ for arg in "$@"; do
     --asan) asan=1 ;;
     --quick) quick=1 ;;
     -h | --help)
-        sed -n '3,17s/^# \{0,1\}//p' "$0"
+        sed -n '3,20s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -111,6 +115,49 @@ run_lint() {
     fi
 }
 
+# run_installed DIR: installs DIR with `cmake --install` into a temp prefix, builds examples/
+# against that installed copy (pkg-config through examples/Makefile, and find_package(muster)
+# through examples/CMakeLists.txt), then runs the libmuster and Python integration tests with
+# the installed example, libmuster.so, muster.py and daemons.  Each step counts as one test.
+run_installed() {
+    local dir=$1 t0=$SECONDS tmp prefix n_ok=0 n_fail=0
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-installed.XXXXXX") || {
+        summary+=("installed: mktemp FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    }
+    prefix=$tmp/prefix
+    installed_step() { # installed_step NAME CMD...: output in $tmp/NAME.log
+        local name=$1
+        shift
+        say "installed: $name"
+        if "$@" >"$tmp/$name.log" 2>&1; then
+            n_ok=$((n_ok + 1))
+        else
+            n_fail=$((n_fail + 1))
+            tail -n 40 "$tmp/$name.log" >&2
+            summary+=("installed: $name FAILED (log: $tmp/$name.log)")
+        fi
+    }
+    installed_step install cmake --install "$dir" --prefix "$prefix"
+    mkdir -p "$tmp/example"
+    installed_step example-pkg-config env PKG_CONFIG_PATH="$prefix/lib/pkgconfig" \
+        make -C "$tmp/example" -f "$repo/examples/Makefile" VPATH="$repo/examples"
+    installed_step example-cmake-package sh -c 'cmake -S "$1/examples" -B "$2" \
+        -DCMAKE_PREFIX_PATH="$3" && cmake --build "$2"' sh "$repo" "$tmp/example-cmake" "$prefix"
+    installed_step t6000-libmuster-example env MUSTER_BIN="$prefix/bin" \
+        MUSTER_EXAMPLE_BIN="$tmp/example/submit_and_wait" \
+        bash tests/integration/t6000-libmuster-example.sh
+    installed_step t6001-python env MUSTER_BIN="$prefix/bin" \
+        MUSTER_LIB="$prefix/lib/libmuster.so.0" MUSTER_PYTHONPATH="$prefix/share/muster/python" \
+        bash tests/integration/t6001-python.sh
+    total_passed=$((total_passed + n_ok))
+    total_failed=$((total_failed + n_fail))
+    summary+=("installed: $n_ok passed, $n_fail failed: example and Python against \
+cmake --install ($((SECONDS - t0)) s)")
+    [ "$n_fail" -ne 0 ] || rm -rf "$tmp"
+}
+
 asan_env() {
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -125,6 +172,7 @@ if [ "$asan" -eq 1 ]; then
     fi
 else
     run_pass build "$build_dir" ''
+    run_installed "$build_dir"
     if [ "$quick" -eq 0 ]; then
         run_lint
         asan_env # the last pass, so the sanitizer options reach nothing else
