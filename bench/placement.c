@@ -9,8 +9,16 @@
  *   placement nodes=4096 gang=64x8 occupancy=0.6 p50_us=… p99_us=… per_s=… placed=1
  *
  * --pass times one sched_pass over 10,000 pending jobs none of which fits now (the first that
- * could fit later gets the reservation), against the fill's running gangs.  Numbers are printed,
- * never asserted (STYLE §1.8).
+ * could fit later gets the reservation), against the fill's running gangs.
+ *
+ * --preempt fills the cluster to 97% (unless --occupancy says otherwise), makes the fill's gangs
+ * preemption candidates (random priorities below the preemptor's, 80% preemptible, random
+ * starts, checkpoints and graces, none ending soon) and times sched_preempt_plan for gangs of
+ * 4x8 in one rack, then 8x8 and 32x8 in one zone (preferred rack), the 32x8 line last:
+ *
+ *   preempt nodes=4096 running=… candidates=… p50_us=… p99_us=… gang=32x8 victims=… lost_gpu_s=…
+ *
+ * Numbers are printed, never asserted (STYLE §1.8).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,10 +309,72 @@ out:
     return rc;
 }
 
+#define PREEMPT_NOW 1000000
+
+static int bench_preempt(struct sched_cluster *c, struct fill *f, int nodes, int runs)
+{
+    static const int shapes[][3] = { { 4, 8, 2 }, { 8, 8, 0 }, { 32, 8, 0 } };
+    struct sched_victim *v = calloc((size_t)f->n + 1, sizeof(*v));
+    int *victims = calloc((size_t)f->n + 1, sizeof(*victims));
+    struct sched_slot *slots = calloc(64, sizeof(*slots));
+    int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    int mid = runs / 2;
+    int p99 = runs * 99 / 100;
+    int rc = 1;
+
+    if (!v || !victims || !slots || !ns)
+        goto out;
+    for (int i = 0; i < f->n; i++) {
+        v[i].req = f->running[i].req;
+        v[i].slots = f->running[i].slots;
+        v[i].priority = rnd(10);
+        v[i].preemptible = rnd(5) != 0;
+        v[i].started_s = PREEMPT_NOW - 60 - rnd(86400);
+        v[i].checkpoint_s = rnd(2) ? PREEMPT_NOW - rnd(3600) : 0;
+        v[i].grace_s = 30 + rnd(91);
+        v[i].end_s = PREEMPT_NOW + 600 + rnd(86400);
+    }
+    for (size_t s = 0; s < MU_ARRAY_LEN(shapes); s++) {
+        struct sched_request r = request(shapes[s][0], shapes[s][1]);
+        struct sched_preempt_plan plan;
+        struct mu_err err;
+        int got = 0;
+        r.required_level = shapes[s][2];
+        r.preferred_level = 2;
+        for (int i = 0; i < runs; i++) {
+            int64_t t0;
+            memset(&plan, 0, sizeof(plan));
+            plan.victims = victims;
+            plan.slots = slots;
+            t0 = mono_ns();
+            got = sched_preempt_plan(c, &r, 10, PREEMPT_NOW, 60, v, f->n, &plan, &err);
+            ns[i] = mono_ns() - t0;
+            if (got < 0) {
+                (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
+                goto out;
+            }
+        }
+        qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+        printf("preempt nodes=%d running=%d candidates=%d p50_us=%.1f p99_us=%.1f gang=%dx%d "
+               "victims=%d lost_gpu_s=%lld exact=%d placements=%d\n",
+               nodes, f->n, plan.candidates, (double)ns[mid] / 1e3, (double)ns[p99] / 1e3, r.tasks,
+               r.gpus_per_task, plan.nvictims, (long long)plan.lost_gpu_s, plan.exact,
+               plan.placements);
+        printf("  %s\n", plan.reason);
+    }
+    rc = 0;
+out:
+    free(ns);
+    free(slots);
+    free(victims);
+    free(v);
+    return rc;
+}
+
 static int usage(void)
 {
     (void)fprintf(stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                          "[--seed N] [--pass]\n");
+                          "[--seed N] [--pass | --preempt]\n");
     return 2;
 }
 
@@ -315,6 +385,8 @@ int main(int argc, char **argv)
     int64_t seed = 1;
     double occ = 0.6;
     bool pass = false;
+    bool preempt = false;
+    bool occ_given = false;
     struct fill f = { NULL, NULL, NULL, NULL, 0 };
     struct sched_cluster *c;
     struct mu_err err;
@@ -324,10 +396,12 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             printf("usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                   "[--seed N] [--pass]\n");
+                   "[--seed N] [--pass | --preempt]\n");
             return 0;
         } else if (strcmp(argv[i], "--pass") == 0) {
             pass = true;
+        } else if (strcmp(argv[i], "--preempt") == 0) {
+            preempt = true;
         } else if (strcmp(argv[i], "--nodes") == 0 && v) {
             if (mu_parse_i64(v, 16, 1 << 20, &nodes, &err) != 0)
                 return usage();
@@ -343,11 +417,16 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--occupancy") == 0 && v) {
             if (mu_parse_double(v, 0.0, 1.0, &occ, &err) != 0)
                 return usage();
+            occ_given = true;
             i++;
         } else {
             return usage();
         }
     }
+    if (pass && preempt)
+        return usage();
+    if (preempt && !occ_given)
+        occ = 0.97;
     rng_state ^= (uint64_t)seed * 0x2545F4914F6CDD1DULL;
     c = build((int)nodes, occ, &f, &err);
     if (!c) {
@@ -357,6 +436,8 @@ int main(int argc, char **argv)
     }
     if (pass)
         rc = bench_pass(c, &f, (int)nodes, occ, runs ? (int)runs : 20);
+    else if (preempt)
+        rc = bench_preempt(c, &f, (int)nodes, runs ? (int)runs : 50);
     else
         rc = bench_place(c, (int)nodes, occ, runs ? (int)runs : 500);
     sched_cluster_free(c);

@@ -459,7 +459,7 @@ static int pending_cmp(const void *a, const void *b)
  * once a second (d_jobs_flush_reasons writes what is left); otherwise a long queue would cost a
  * write per job per pass.
  */
-static void set_reason(struct musterd *d, struct d_job *j, const char *reason)
+void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
 {
     uint64_t now = mu_time_mono_ms();
     if (strcmp(j->reason, reason) == 0)
@@ -487,7 +487,7 @@ void d_jobs_flush_reasons(struct musterd *d)
             mu_strlcpy(reason, j->reason, sizeof(reason));
             j->reason[0] = '\0';
             j->reason_stored = false;
-            set_reason(d, j, reason);
+            d_job_set_reason(d, j, reason);
         }
     }
 }
@@ -672,7 +672,7 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
     return 0;
 }
 
-static int64_t job_run_s(const struct musterd *d, const struct d_job *j)
+int64_t d_job_run_s(const struct musterd *d, const struct d_job *j)
 {
     return j->spec.time_limit_s > 0 ? j->spec.time_limit_s : d->cfg.default_time_limit_s;
 }
@@ -692,7 +692,7 @@ static int running_collect(struct musterd *d, int64_t now_s)
         /* An attempt being stopped ends within the kill grace; a running one at its limit. */
         d->pass.running[n].end_s = j->end != D_END_NONE
                                        ? now_s + d->cfg.kill_grace_s
-                                       : (int64_t)(j->started_ms / 1000) + job_run_s(d, j);
+                                       : (int64_t)(j->started_ms / 1000) + d_job_run_s(d, j);
         n++;
     }
     return n;
@@ -732,7 +732,7 @@ void d_schedule(struct musterd *d)
                 continue;
         }
         d->pass.jobs[n].req = &j->req;
-        d->pass.jobs[n].run_s = job_run_s(d, j);
+        d->pass.jobs[n].run_s = d_job_run_s(d, j);
         d->pass.jobs[n].slots = j->slots;
         d->pass.who[n++] = j;
     }
@@ -749,20 +749,25 @@ void d_schedule(struct musterd *d)
         struct d_job *j = d->pass.who[i];
         const struct sched_decision *dec = &d->pass.out[i];
         if (dec->verdict != SCHED_START) {
-            set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
+            d_job_set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
             continue;
         }
         j->place_s = per_job_s;
         if (job_start(d, j) != 0) {
             sched_cluster_release(d->cluster, &j->req, j->slots);
-            set_reason(d, j, "out of memory starting the gang; retrying");
+            d_job_set_reason(d, j, "out of memory starting the gang; retrying");
             d->dirty = true;
         }
+    }
+    for (int i = 0; i < n; i++) {
+        struct d_job *j = d->pass.who[i];
+        if (d->pass.out[i].verdict != SCHED_START && !j->placed && d_preempt_for(d, j, now_s))
+            break; /* one plan per pass: the first job that can preempt */
     }
     for (int i = 0; i < d->npending; i++) {
         struct d_job *j = d->pending[i];
         if (j->held)
-            set_reason(d, j, "held by operator; musterctl release to let it run");
+            d_job_set_reason(d, j, "held by operator; musterctl release to let it run");
         if (!j->placed)
             d->pending[kept++] = j;
     }
@@ -1141,6 +1146,9 @@ void d_jobs_free(struct musterd *d)
     free(d->pass.out);
     free(d->pass.who);
     free(d->pass.running);
+    free(d->pass.victims);
+    free(d->pass.victim_jobs);
+    free(d->pass.plan_victims);
 }
 
 int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)

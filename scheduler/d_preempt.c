@@ -13,6 +13,7 @@
  */
 #include "scheduler/daemon.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/mu_banned.h"
@@ -195,4 +196,92 @@ void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg 
     mu_log(MU_LOG_WARN, "sched", "node=%s rebalance recommendation: no new gangs there",
            node->name);
     d->nodes_dirty = true;
+}
+
+static int victims_scratch(struct musterd *d, int n)
+{
+    if (n <= d->pass.cap_victims)
+        return 0;
+    {
+        int cap = n * 2;
+        struct sched_victim *v = realloc(d->pass.victims, (size_t)cap * sizeof(*v));
+        struct d_job **jobs = v ? realloc(d->pass.victim_jobs, (size_t)cap * sizeof(*jobs)) : NULL;
+        int *idx = jobs ? realloc(d->pass.plan_victims, (size_t)cap * sizeof(*idx)) : NULL;
+        if (v)
+            d->pass.victims = v;
+        if (jobs)
+            d->pass.victim_jobs = jobs;
+        if (idx)
+            d->pass.plan_victims = idx;
+        if (!v || !jobs || !idx)
+            return -1;
+        d->pass.cap_victims = cap;
+    }
+    return 0;
+}
+
+bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s)
+{
+    struct sched_preempt_plan plan;
+    struct sched_slot *slots = NULL;
+    struct mu_err err;
+    size_t pos = 0;
+    struct d_job *j;
+    char why[256];
+    int n = 0;
+    int rc;
+
+    if (p->victims_stopping > 0)
+        return true; /* its victims are still stopping; the freed GPUs wait for it */
+    if (p->held || victims_scratch(d, (int)mu_map_count(d->jobs)) != 0)
+        return false;
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        struct sched_victim *v = &d->pass.victims[n];
+        if (!j->placed)
+            continue;
+        v->req = &j->req;
+        v->slots = j->slots;
+        v->priority = j->spec.priority;
+        /* A gang already stopping frees its GPUs anyway: not a victim again. */
+        v->preemptible = j->spec.preemptible && j->end == D_END_NONE;
+        v->started_s = (int64_t)(j->started_ms / 1000);
+        v->checkpoint_s = (int64_t)(j->last_checkpoint_ms / 1000);
+        v->grace_s = j->spec.checkpointable ? j->spec.checkpoint_grace_s : d->cfg.kill_grace_s;
+        v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : v->started_s + d_job_run_s(d, j);
+        d->pass.victim_jobs[n++] = j;
+    }
+    if (n == 0)
+        return false;
+    slots = calloc((size_t)p->spec.tasks, sizeof(*slots));
+    if (!slots)
+        return false;
+    memset(&plan, 0, sizeof(plan));
+    plan.victims = d->pass.plan_victims;
+    plan.slots = slots;
+    rc = sched_preempt_plan(d->cluster, &p->req, p->spec.priority, now_s, d->cfg.min_runtime_s,
+                            d->pass.victims, n, &plan, &err);
+    free(slots);
+    if (rc < 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "preempt", 10, "job=%s preemption planning: %s",
+                       p->id, err.msg);
+        return false;
+    }
+    if (rc == 0)
+        return false; /* the pass's reason stays: it says why the job waits */
+    (void)mu_snprintf(why, sizeof(why), "preempted by job %s (priority %lld)", p->id,
+                      (long long)p->spec.priority);
+    for (int i = 0; i < plan.nvictims; i++) {
+        struct d_job *v = d->pass.victim_jobs[plan.victims[i]];
+        mu_strlcpy(v->preempted_for, p->id, sizeof(v->preempted_for));
+        d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS);
+    }
+    p->victims_stopping = plan.nvictims;
+    (void)mu_snprintf(why, sizeof(why),
+                      "preempting %d lower-priority gang(s) (%lld GPU-s of work at risk); starts "
+                      "once they stop (within %llds)",
+                      plan.nvictims, (long long)plan.lost_gpu_s,
+                      (long long)(plan.ready_s > now_s ? plan.ready_s - now_s : 0));
+    d_job_set_reason(d, p, why);
+    mu_log(MU_LOG_INFO, "sched", "job=%s %s", p->id, why);
+    return true;
 }

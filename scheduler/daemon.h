@@ -155,6 +155,10 @@ struct musterd {
         int cap_pending;
         struct sched_running *running;
         int cap_running;
+        struct sched_victim *victims; /* d_preempt_for's scratch, cap_running entries */
+        struct d_job **victim_jobs;
+        int *plan_victims;
+        int cap_victims;
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
 };
@@ -199,6 +203,8 @@ void d_job_kill_live(struct musterd *d, struct d_job *j);
 bool d_job_all_gone(const struct d_job *j);
 void d_job_release_if_done(struct musterd *d, struct d_job *j);
 const char *d_node_name(const struct musterd *d, int idx);
+void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
+int64_t d_job_run_s(const struct musterd *d, const struct d_job *j); /* time limit or default */
 
 /* d_preempt.c: checkpoints, preemption and spot interruptions (DESIGN §5) */
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
@@ -213,6 +219,9 @@ void d_gang_stop(struct musterd *d,
                  enum d_counter counter);
 /* Called once a PREEMPTING gang has stopped: writes PENDING with attempt + 1 and the lost work. */
 void d_preempted_requeue(struct musterd *d, struct d_job *j);
+/* After a pass: plans a preemption for pending job p (strictly lower-priority, preemptible
+ * victims) and starts stopping the victims.  True when a plan was made or one is in flight. */
+bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s);
 /* KILLs stopping gangs whose grace is over. */
 void d_stops_check(struct musterd *d, uint64_t now_ms);
 

@@ -227,4 +227,82 @@ int sched_pass(struct sched_cluster *c,
                struct sched_decision *out,
                struct mu_err *err);
 
+/* ---- preemption planning (DESIGN §5) ---- */
+
+/* Up to this many candidate victims the planner finds the optimum exactly (2^n subsets at most,
+ * tested in order of cost); beyond it a bounded greedy search (scheduler/preempt.c). */
+#define SCHED_PREEMPT_EXACT_MAX 12
+
+/* A gang that holds resources now (committed in the cluster), as the preemption planner sees it.
+ * The planner is given every running gang: it picks the eligible victims itself, and the
+ * "waiting would be sooner" rule reads every gang's end_s. */
+struct sched_victim {
+    const struct sched_request *req; /* borrowed for the call */
+    const struct sched_slot *slots;  /* borrowed: req->tasks entries, committed in the cluster */
+    int64_t priority;
+    bool preemptible;
+    int64_t started_s;    /* start of its current attempt */
+    int64_t checkpoint_s; /* time of its newest checkpoint; 0 = none */
+    int grace_s;          /* how long it may take to stop: its checkpoint grace_s or the kill
+                             grace; >= 0 */
+    int64_t end_s;        /* expected end: start + time limit (or the default); may be <= now */
+};
+
+/* The planner's answer.  The caller sets the two buffers before the call; the rest is output. */
+struct sched_preempt_plan {
+    int *victims;             /* caller's buffer of nvictims (the call's count) entries: the plan's
+                                 victims, indices into the victims array, ascending */
+    struct sched_slot *slots; /* caller's buffer of r->tasks entries: with a plan, where the
+                                 preemptor goes once the victims are released; else scratch */
+    int nvictims;             /* entries of victims used; 0 without a plan */
+    int64_t lost_gpu_s;       /* the plan's lost work: Σ sched_preempt_lost_gpu_s of its victims */
+    int64_t ready_s;          /* with a plan: when the freed capacity is expected, now + the
+                                 largest victim grace_s; otherwise 0 */
+    int64_t est_start_s;      /* no plan because waiting is sooner (or it fits now): when the
+                                 preemptor would start without preemption; otherwise 0 */
+    int candidates;           /* eligible victims that could help (the search's size) */
+    int placements;           /* placements tried: the work done (bounded) */
+    bool exact;               /* the plan's lost work is the proven optimum */
+    char reason[SCHED_REASON_MAX]; /* with a plan: a summary; without: why, for users */
+};
+
+/*
+ * The work lost if v is stopped at now_s, in GPU-seconds: its GPUs (tasks x gpus_per_task) times
+ * the time since the newer of its attempt's start and its newest checkpoint (a checkpoint older
+ * than the attempt saves nothing of it).  Never negative.
+ */
+int64_t sched_preempt_lost_gpu_s(const struct sched_victim *v, int64_t now_s);
+
+/*
+ * Plans the preemption that lets r (of the given priority) start, as of now_s.  victims[0..n)
+ * lists every gang that holds resources now.  Eligible victims are whole gangs that are
+ * preemptible, of strictly lower priority than r, and started at least min_runtime_s ago
+ * (now_s - started_s >= min_runtime_s; 0 allowed).  The plan is a set of eligible victims such
+ * that r is placeable by sched_place once they are released (topology, capacity order, GPU type,
+ * pool caps, cool-downs all honoured), chosen for the least lost work; ties go to the set whose
+ * highest victim priority is lowest, then whose oldest victim started last, then to fewer
+ * victims.  The optimum is exact with up to SCHED_PREEMPT_EXACT_MAX candidates; beyond that a
+ * bounded greedy search (plan->exact false).  Work is bounded by a fixed number of placements.
+ *
+ * Returns 1 with a plan: plan->victims, nvictims, lost_gpu_s, ready_s, and plan->slots where r
+ * goes once the victims are released.  Returns 0 without one and plan->reason says why: r fits
+ * now; r will fit without preemption (running gangs ending by their end_s, cool-downs ending) by
+ * the plan's ready_s, at plan->est_start_s; no lower-priority preemptible gangs would free
+ * enough; the victims that would are too young; r cannot fit even on an idle cluster; r is
+ * invalid.  Returns -1 with err on bad arguments (NULL pointers, a slot that is not committed,
+ * two gangs holding the same GPU) or no memory.
+ *
+ * The cluster is left exactly as it was, generation included: the search releases candidate
+ * victims in the cluster and commits them back.  Loop-thread only, like every cluster call.
+ */
+int sched_preempt_plan(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       int64_t priority,
+                       int64_t now_s,
+                       int min_runtime_s,
+                       const struct sched_victim *victims,
+                       int nvictims,
+                       struct sched_preempt_plan *plan,
+                       struct mu_err *err);
+
 #endif

@@ -1,0 +1,1118 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Preemption planning (DESIGN §5), pure: which running gangs to stop so that a higher-priority
+ * gang can start, losing the least work (Σ GPUs x time since the newest checkpoint or start).
+ *
+ * The placement rules are not re-modelled here: a victim set is judged by releasing it in the
+ * cluster itself, asking sched_place_in, and committing it back (commit and release are exact
+ * inverses; the generation counter is restored at the end), so topology, capacity order, GPU
+ * type, caps and cool-downs hold by construction.  Feasibility only grows with the set, which
+ * the search uses twice: an infeasible set condemns all its subsets, and a prefix of a greedy
+ * order can be binary-searched.
+ *
+ * Search: a greedy pass always runs (nodes ordered by clearing cost per GPU within each domain
+ * of the required level, the best domains by estimate tried, minimal prefix by binary search,
+ * then victims removed costliest first while the rest still works).  With at most
+ * SCHED_PREEMPT_EXACT_MAX candidates every subset cheaper than the greedy answer is then tested
+ * in order of cost, so the first that fits is the optimum.  Every step counts placements
+ * against MAX_TESTS, which bounds the work whatever the input.
+ */
+#include "scheduler/internal.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define MAX_TESTS        512                /* placements one plan may try */
+#define PRUNE_MAX        48                 /* of which removal attempts per greedy set */
+#define DOMAINS_DONE     4                  /* feasible domains the greedy finishes */
+#define DOMAINS_TRIED    16                 /* domains it looks at */
+#define AGE_MAX_S        ((int64_t)1 << 36) /* lost time is clamped here: no overflow */
+#define VICTIM_TASKS_MAX 1000000
+
+/* An eligible victim that could help r. */
+struct cand {
+    int idx;      /* into the victims array */
+    int64_t cost; /* lost GPU-seconds */
+    int64_t priority;
+    int64_t started_s;
+    int64_t gpus; /* GPUs it frees on nodes r may use: for the counting bound */
+    int stamp;    /* scratch: the greedy domain that already queued it, + 1 */
+};
+
+/* A victim set's rank: lower is better, field by field. */
+struct key {
+    int64_t cost;
+    int64_t max_priority;
+    int64_t min_started_s; /* larger is better: the oldest victim is younger */
+    int n;
+    uint32_t mask; /* exact search: the subset; last tie-break */
+    int64_t gpus;  /* not part of the rank: freed usable GPUs */
+};
+
+/* One (node, candidate) pair of the greedy's node grouping. */
+struct pair {
+    int node;
+    int cand;
+    int64_t gpus;
+};
+
+/* A node the greedy may clear: its candidates are pairs[first .. first + count). */
+struct group {
+    int node;
+    int dom;
+    int first;
+    int count;
+    int64_t free;  /* free GPUs now */
+    int64_t held;  /* GPUs its candidates hold there */
+    int64_t clear; /* Σ cost of its candidates */
+    double ratio;  /* clear per GPU it could offer */
+    int64_t max_priority;
+    int64_t min_started_s;
+};
+
+/* A candidate in the second greedy order: lost work per GPU it frees. */
+struct ranked {
+    double ratio;
+    int64_t priority;
+    int64_t started_s;
+    int cand;
+};
+
+struct dom_est {
+    int dom;
+    int gfirst; /* its groups: [gfirst, gend) */
+    int gend;
+    int64_t est; /* estimated cost */
+};
+
+struct best {
+    bool found;
+    struct key key;
+    int *set; /* candidate indices, n = key.n */
+};
+
+struct pctx {
+    struct sched_cluster *c;
+    const struct sched_request *r;
+    int64_t now_s;
+    const struct sched_victim *v;
+    int nv;
+    struct cand *cand;
+    int ncand;
+    struct sched_slot *slots;
+    bool *pool_ok; /* [npools] r may use the pool now */
+    int *vbuf;     /* [nv] victim indices of the set under test */
+    int *work;     /* [ncand] set scratch */
+    int *work2;    /* [ncand] */
+    int *young;    /* [nv] too-young victims (then the candidates, for one test) */
+    int nyoung;
+    int nhigher; /* gangs in the way at equal or higher priority */
+    int nfixed;  /* gangs in the way that are not preemptible */
+    int tests;
+    int64_t need_gpus;
+    int64_t free_gpus; /* free GPUs on nodes r may use */
+    struct best best;
+};
+
+static int64_t add_sat(int64_t a, int64_t b)
+{
+    return a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
+static bool node_eligible(const struct sched_node *n)
+{
+    return n->state == SCHED_NODE_READY && !n->at_risk;
+}
+
+int64_t sched_preempt_lost_gpu_s(const struct sched_victim *v, int64_t now_s)
+{
+    int64_t since = v->started_s;
+    int64_t age;
+    if (v->checkpoint_s > since)
+        since = v->checkpoint_s;
+    if (now_s <= since || !v->req || v->req->tasks < 1 || v->req->gpus_per_task < 1)
+        return 0;
+    age = now_s - since;
+    if (age < 0 || age > AGE_MAX_S) /* age < 0: the subtraction wrapped */
+        age = AGE_MAX_S;
+    /* tasks <= VICTIM_TASKS_MAX and gpus <= 64: at most 2^26 GPUs x 2^36 s, no overflow. */
+    return (int64_t)v->req->tasks * v->req->gpus_per_task * age;
+}
+
+/* Releases gangs list[0..n) (victim indices), tries r at t_s, commits them back. */
+static bool fits_without(struct pctx *x, const int *list, int n, int64_t t_s)
+{
+    struct sched_fail f;
+    bool ok;
+    for (int i = 0; i < n; i++)
+        sched_cluster_release(x->c, x->v[list[i]].req, x->v[list[i]].slots);
+    ok = sched_place_may_fit(x->c, x->r, t_s, &f) && sched_place_in(x->c, x->r, t_s, x->slots, &f);
+    for (int i = n - 1; i >= 0; i--)
+        sched_cluster_commit(x->c, x->v[list[i]].req, x->v[list[i]].slots);
+    x->tests++;
+    return ok;
+}
+
+/* The same for a set of candidate indices. */
+static bool set_fits(struct pctx *x, const int *set, int n)
+{
+    for (int i = 0; i < n; i++)
+        x->vbuf[i] = x->cand[set[i]].idx;
+    return fits_without(x, x->vbuf, n, x->now_s);
+}
+
+static struct key key_of(const struct pctx *x, const int *set, int n)
+{
+    struct key k = { 0, INT64_MIN, INT64_MAX, n, 0, 0 };
+    for (int i = 0; i < n; i++) {
+        const struct cand *cd = &x->cand[set[i]];
+        k.cost = add_sat(k.cost, cd->cost);
+        k.gpus += cd->gpus;
+        if (cd->priority > k.max_priority)
+            k.max_priority = cd->priority;
+        if (cd->started_s < k.min_started_s)
+            k.min_started_s = cd->started_s;
+    }
+    return k;
+}
+
+static int key_cmp(const struct key *a, const struct key *b)
+{
+    if (a->cost != b->cost)
+        return a->cost < b->cost ? -1 : 1;
+    if (a->max_priority != b->max_priority)
+        return a->max_priority < b->max_priority ? -1 : 1;
+    if (a->min_started_s != b->min_started_s)
+        return a->min_started_s > b->min_started_s ? -1 : 1;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    return (a->mask > b->mask) - (a->mask < b->mask);
+}
+
+static int key_qcmp(const void *a, const void *b)
+{
+    return key_cmp(a, b);
+}
+
+static void best_offer(struct pctx *x, struct best *b, const int *set, int n)
+{
+    struct key k = key_of(x, set, n);
+    if (b->found && key_cmp(&k, &b->key) >= 0)
+        return;
+    b->found = true;
+    b->key = k;
+    memcpy(b->set, set, (size_t)n * sizeof(*set));
+}
+
+/* Drops victims from set[0..n), costliest first, while the rest still lets r fit.  Returns the
+ * new count. */
+static int prune(struct pctx *x, int *set, int n)
+{
+    int *order = x->work2;
+    int tries = 0;
+    memcpy(order, set, (size_t)n * sizeof(*set));
+    /* Insertion sort by cost, descending (then higher priority, then older, first out): the
+     * sets are small once a prefix has been found. */
+    for (int i = 1; i < n; i++) {
+        int v = order[i];
+        int j = i;
+        while (j > 0) {
+            const struct cand *a = &x->cand[order[j - 1]];
+            const struct cand *b = &x->cand[v];
+            bool before = b->cost > a->cost
+                          || (b->cost == a->cost
+                              && (b->priority > a->priority
+                                  || (b->priority == a->priority && b->started_s < a->started_s)));
+            if (!before)
+                break;
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = v;
+    }
+    for (int i = 0; i < n && n > 1 && tries < PRUNE_MAX && x->tests < MAX_TESTS; i++) {
+        int pos = 0;
+        while (pos < n && set[pos] != order[i])
+            pos++;
+        if (pos == n)
+            continue;
+        set[pos] = set[n - 1];
+        tries++;
+        if (set_fits(x, set, n - 1)) {
+            n--;
+        } else {
+            set[n - 1] = set[pos];
+            set[pos] = order[i];
+        }
+    }
+    return n;
+}
+
+/* ---- greedy ---- */
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const struct pair *x = a;
+    const struct pair *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return (x->cand > y->cand) - (x->cand < y->cand);
+}
+
+/* Within a node, candidates in the greedy's order: cheapest first, then the tie rules. */
+static int pair_rank_cmp(const struct pctx *x, const struct pair *a, const struct pair *b)
+{
+    const struct cand *p = &x->cand[a->cand];
+    const struct cand *q = &x->cand[b->cand];
+    if (p->cost != q->cost)
+        return p->cost < q->cost ? -1 : 1;
+    if (p->priority != q->priority)
+        return p->priority < q->priority ? -1 : 1;
+    if (p->started_s != q->started_s)
+        return p->started_s > q->started_s ? -1 : 1;
+    return (a->cand > b->cand) - (a->cand < b->cand);
+}
+
+static int group_cmp(const void *a, const void *b)
+{
+    const struct group *x = a;
+    const struct group *y = b;
+    if (x->dom != y->dom)
+        return x->dom < y->dom ? -1 : 1;
+    if (x->ratio != y->ratio)
+        return x->ratio < y->ratio ? -1 : 1;
+    if (x->max_priority != y->max_priority)
+        return x->max_priority < y->max_priority ? -1 : 1;
+    if (x->min_started_s != y->min_started_s)
+        return x->min_started_s > y->min_started_s ? -1 : 1;
+    return (x->node > y->node) - (x->node < y->node);
+}
+
+static int ranked_cmp(const void *a, const void *b)
+{
+    const struct ranked *x = a;
+    const struct ranked *y = b;
+    if (x->ratio != y->ratio)
+        return x->ratio < y->ratio ? -1 : 1;
+    if (x->priority != y->priority)
+        return x->priority < y->priority ? -1 : 1;
+    if (x->started_s != y->started_s)
+        return x->started_s > y->started_s ? -1 : 1;
+    return (x->cand > y->cand) - (x->cand < y->cand);
+}
+
+static int est_cmp(const void *a, const void *b)
+{
+    const struct dom_est *x = a;
+    const struct dom_est *y = b;
+    if (x->est != y->est)
+        return x->est < y->est ? -1 : 1;
+    return (x->dom > y->dom) - (x->dom < y->dom);
+}
+
+/* Tasks of r that gpus free GPUs hold (GPU count only: an estimate, and a bound). */
+static int64_t pot(const struct pctx *x, int64_t gpus)
+{
+    return x->r->gpus_per_task > 0 ? gpus / x->r->gpus_per_task : x->r->tasks;
+}
+
+struct greedy {
+    struct pair *pairs;
+    int npairs;
+    struct group *groups;
+    int ngroups;
+    struct dom_est *doms;
+    int ndoms;
+    int *dom_of_node;      /* NULL: one scope */
+    int64_t *base;         /* [ndom] tasks that fit in the domain's free GPUs now */
+    int *seq;              /* [ncand] */
+    struct ranked *ranked; /* [ncand] */
+    int *nodeless;         /* [ncand] candidates that help through pool caps only */
+    int nnodeless;
+};
+
+static void greedy_free(struct greedy *g)
+{
+    free(g->nodeless);
+    free(g->ranked);
+    free(g->seq);
+    free(g->base);
+    free(g->dom_of_node);
+    free(g->doms);
+    free(g->groups);
+    free(g->pairs);
+}
+
+/* Scratch, each node's domain of the required level, and each domain's free task room. */
+static int greedy_alloc(struct pctx *x, struct greedy *g, struct mu_err *err)
+{
+    struct sched_cluster *c = x->c;
+    int level = x->r->required_level;
+    int ndom = level < 0 ? 1 : sched_topo_ndom(c, level);
+    size_t npairs = 0;
+
+    for (int i = 0; i < x->ncand; i++)
+        npairs += (size_t)x->v[x->cand[i].idx].req->tasks;
+    g->pairs = malloc((npairs + 1) * sizeof(*g->pairs));
+    g->groups = malloc((npairs + 1) * sizeof(*g->groups));
+    g->doms = malloc((size_t)ndom * sizeof(*g->doms));
+    g->base = calloc((size_t)ndom, sizeof(*g->base));
+    g->seq = malloc(((size_t)x->ncand + 1) * sizeof(*g->seq));
+    g->ranked = malloc(((size_t)x->ncand + 1) * sizeof(*g->ranked));
+    g->nodeless = malloc(((size_t)x->ncand + 1) * sizeof(*g->nodeless));
+    if (level >= 0)
+        g->dom_of_node = calloc((size_t)c->nnodes + 1, sizeof(*g->dom_of_node));
+    if (!g->pairs || !g->groups || !g->doms || !g->base || !g->seq || !g->ranked || !g->nodeless
+        || (level >= 0 && !g->dom_of_node))
+        return mu_errf(err, MU_E_NOMEM, "preemption plan: out of memory");
+    if (level >= 0) {
+        for (int d = 0; d < ndom; d++) {
+            int start;
+            int end;
+            sched_topo_range(c, level, d, &start, &end);
+            for (int pos = start; pos < end; pos++)
+                g->dom_of_node[c->order[pos]] = d;
+        }
+    }
+    for (int i = 0; i < c->nnodes; i++) {
+        const struct sched_node *n = &c->nodes[i];
+        int d = g->dom_of_node ? g->dom_of_node[i] : 0;
+        if (node_eligible(n) && x->pool_ok[n->pool] && g->base[d] < x->r->tasks)
+            g->base[d] += pot(x, n->gpus_free);
+    }
+    return 0;
+}
+
+/* The (node, candidate) pairs, a gang's tasks on one node merged; candidates with no slot on a
+ * node r may use go to nodeless. */
+static void greedy_pairs(struct pctx *x, struct greedy *g)
+{
+    struct sched_cluster *c = x->c;
+    int w = 0;
+    for (int i = 0; i < x->ncand; i++) {
+        const struct sched_victim *v = &x->v[x->cand[i].idx];
+        bool any = false;
+        for (int t = 0; t < v->req->tasks; t++) {
+            const struct sched_node *n = &c->nodes[v->slots[t].node];
+            if (!node_eligible(n) || !x->pool_ok[n->pool])
+                continue;
+            g->pairs[g->npairs].node = v->slots[t].node;
+            g->pairs[g->npairs].cand = i;
+            g->pairs[g->npairs++].gpus = __builtin_popcountll(v->slots[t].gpus);
+            any = true;
+        }
+        if (!any)
+            g->nodeless[g->nnodeless++] = i;
+    }
+    qsort(g->pairs, (size_t)g->npairs, sizeof(*g->pairs), pair_cmp);
+    for (int i = 0; i < g->npairs; i++) {
+        if (w > 0 && g->pairs[w - 1].node == g->pairs[i].node
+            && g->pairs[w - 1].cand == g->pairs[i].cand)
+            g->pairs[w - 1].gpus += g->pairs[i].gpus;
+        else
+            g->pairs[w++] = g->pairs[i];
+    }
+    g->npairs = w;
+}
+
+/* Sorts a group's pairs: its candidates cheapest first (a node holds at most 64 of them). */
+static void group_sort(const struct pctx *x, struct pair *pairs, int count)
+{
+    for (int a = 1; a < count; a++) {
+        struct pair pv = pairs[a];
+        int j = a;
+        while (j > 0 && pair_rank_cmp(x, &pv, &pairs[j - 1]) < 0) {
+            pairs[j] = pairs[j - 1];
+            j--;
+        }
+        pairs[j] = pv;
+    }
+}
+
+/* One group per node that could hold a task of r once cleared, by domain then clearing cost per
+ * GPU (then the tie rules). */
+static void greedy_groups(struct pctx *x, struct greedy *g)
+{
+    for (int i = 0; i < g->npairs;) {
+        struct group *gr = &g->groups[g->ngroups];
+        const struct sched_node *n = &x->c->nodes[g->pairs[i].node];
+        gr->node = g->pairs[i].node;
+        gr->dom = g->dom_of_node ? g->dom_of_node[gr->node] : 0;
+        gr->first = i;
+        gr->count = 0;
+        gr->free = n->gpus_free;
+        gr->held = 0;
+        gr->clear = 0;
+        gr->max_priority = INT64_MIN;
+        gr->min_started_s = INT64_MAX;
+        for (; i < g->npairs && g->pairs[i].node == gr->node; i++) {
+            const struct cand *cd = &x->cand[g->pairs[i].cand];
+            gr->count++;
+            gr->held += g->pairs[i].gpus;
+            gr->clear = add_sat(gr->clear, cd->cost);
+            gr->max_priority = cd->priority > gr->max_priority ? cd->priority : gr->max_priority;
+            gr->min_started_s =
+                cd->started_s < gr->min_started_s ? cd->started_s : gr->min_started_s;
+        }
+        group_sort(x, &g->pairs[gr->first], gr->count);
+        /* A node that cannot hold one task even when cleared is no use to r. */
+        if (x->r->gpus_per_task > 0 && gr->free + gr->held < x->r->gpus_per_task)
+            continue;
+        gr->ratio = (double)gr->clear / (double)(gr->free + gr->held > 0 ? gr->free + gr->held : 1);
+        g->ngroups++;
+    }
+    qsort(g->groups, (size_t)g->ngroups, sizeof(*g->groups), group_cmp);
+}
+
+/* Per domain: the cost of clearing its cheapest nodes until r's tasks fit by GPU count.  A
+ * domain that cannot get there even with every candidate released is skipped: a bound. */
+static void greedy_domains(struct pctx *x, struct greedy *g)
+{
+    for (int i = 0; i < g->ngroups;) {
+        struct dom_est *e = &g->doms[g->ndoms];
+        int64_t tasks = g->base[g->groups[i].dom];
+        int64_t cost = 0;
+        bool enough = tasks >= x->r->tasks;
+        e->dom = g->groups[i].dom;
+        e->gfirst = i;
+        for (; i < g->ngroups && g->groups[i].dom == e->dom; i++) {
+            const struct group *gr = &g->groups[i];
+            if (enough)
+                continue;
+            tasks += pot(x, gr->free + gr->held) - pot(x, gr->free);
+            cost = add_sat(cost, gr->clear);
+            enough = tasks >= x->r->tasks;
+        }
+        e->gend = i;
+        e->est = cost;
+        if (enough)
+            g->ndoms++;
+    }
+    qsort(g->doms, (size_t)g->ndoms, sizeof(*g->doms), est_cmp);
+}
+
+/* Builds the pairs, the node groups and the domain estimates. */
+static int greedy_build(struct pctx *x, struct greedy *g, struct mu_err *err)
+{
+    if (greedy_alloc(x, g, err) != 0)
+        return -1;
+    greedy_pairs(x, g);
+    greedy_groups(x, g);
+    greedy_domains(x, g);
+    return 0;
+}
+
+/* seq[0..len) fits when released: the length of its shortest prefix that fits. */
+static int shortest_prefix(struct pctx *x, const int *seq, int len)
+{
+    int lo = 1;
+    int hi = len;
+    while (lo < hi && x->tests < MAX_TESTS) {
+        int mid = lo + (hi - lo) / 2;
+        if (set_fits(x, seq, mid))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return hi;
+}
+
+/* The greedy search; offers what it finds to b. */
+static int search_greedy(struct pctx *x, struct best *b, struct mu_err *err)
+{
+    struct greedy g;
+    int done = 0;
+
+    memset(&g, 0, sizeof(g));
+    if (greedy_build(x, &g, err) != 0) {
+        greedy_free(&g);
+        return -1;
+    }
+    for (int i = 0; i < x->ncand; i++)
+        x->cand[i].stamp = 0;
+    for (int k = 0; k < g.ndoms && k < DOMAINS_TRIED && done < DOMAINS_DONE; k++) {
+        const struct dom_est *e = &g.doms[k];
+        struct key k1;
+        struct key k2;
+        int len = 0;
+        int n1;
+        int n2;
+        if (x->tests >= MAX_TESTS)
+            break;
+        /* Clear the cheapest nodes first, each node's candidates cheapest first. */
+        for (int gi = e->gfirst; gi < e->gend; gi++) {
+            const struct group *gr = &g.groups[gi];
+            for (int p = gr->first; p < gr->first + gr->count; p++) {
+                struct cand *cd = &x->cand[g.pairs[p].cand];
+                if (cd->stamp != k + 1) {
+                    cd->stamp = k + 1;
+                    g.seq[len++] = g.pairs[p].cand;
+                }
+            }
+        }
+        for (int i = 0; i < g.nnodeless; i++)
+            g.seq[len++] = g.nodeless[i];
+        if (!set_fits(x, g.seq, len))
+            continue;
+        done++;
+        n1 = shortest_prefix(x, g.seq, len);
+        memcpy(x->work, g.seq, (size_t)n1 * sizeof(*g.seq));
+        k1 = key_of(x, x->work, n1);
+        /* The same victims by lost work per GPU freed, whatever their node: better when the
+         * preemptor's tasks are small and the cheap victims are scattered.  Only the cheaper
+         * of the two prefixes is pruned (pruning is most of the work). */
+        for (int i = 0; i < len; i++) {
+            const struct cand *cd = &x->cand[g.seq[i]];
+            g.ranked[i].ratio = (double)cd->cost / (double)(cd->gpus > 0 ? cd->gpus : 1);
+            g.ranked[i].priority = cd->priority;
+            g.ranked[i].started_s = cd->started_s;
+            g.ranked[i].cand = g.seq[i];
+        }
+        qsort(g.ranked, (size_t)len, sizeof(*g.ranked), ranked_cmp);
+        for (int i = 0; i < len; i++)
+            g.seq[i] = g.ranked[i].cand;
+        n2 = shortest_prefix(x, g.seq, len);
+        k2 = key_of(x, g.seq, n2);
+        if (key_cmp(&k2, &k1) < 0) {
+            memcpy(x->work, g.seq, (size_t)n2 * sizeof(*g.seq));
+            n1 = n2;
+        }
+        best_offer(x, b, x->work, prune(x, x->work, n1));
+    }
+    greedy_free(&g);
+    return 0;
+}
+
+/* ---- exact ---- */
+
+/* Every subset ranked below the best so far, tested in rank order: the first that fits is the
+ * optimum.  A subset of a set that failed fails too, and so does one without enough GPUs. */
+static int search_exact(struct pctx *x, struct best *b, struct mu_err *err)
+{
+    uint32_t full = (uint32_t)1 << x->ncand;
+    struct key *keys = malloc((size_t)full * sizeof(*keys));
+    struct key *order = malloc((size_t)full * sizeof(*order));
+    uint8_t *bad = calloc((size_t)full, 1);
+    size_t n = 0;
+    int rc = -1;
+
+    if (!keys || !order || !bad) {
+        mu_errf(err, MU_E_NOMEM, "preemption plan: out of memory");
+        goto out;
+    }
+    memset(&keys[0], 0, sizeof(keys[0]));
+    keys[0].max_priority = INT64_MIN;
+    keys[0].min_started_s = INT64_MAX;
+    for (uint32_t m = 1; m < full; m++) {
+        const struct cand *cd = &x->cand[__builtin_ctz(m)];
+        struct key k = keys[m & (m - 1)];
+        k.cost = add_sat(k.cost, cd->cost);
+        k.gpus += cd->gpus;
+        k.max_priority = cd->priority > k.max_priority ? cd->priority : k.max_priority;
+        k.min_started_s = cd->started_s < k.min_started_s ? cd->started_s : k.min_started_s;
+        k.n++;
+        k.mask = m;
+        keys[m] = k;
+        if (k.gpus + x->free_gpus >= x->need_gpus && (!b->found || key_cmp(&k, &b->key) < 0))
+            order[n++] = k;
+    }
+    qsort(order, n, sizeof(*order), key_qcmp);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t m = order[i].mask;
+        int len = 0;
+        if (bad[m])
+            continue;
+        if (x->tests >= MAX_TESTS) {
+            rc = 0; /* out of budget: keep what the greedy found, not proven */
+            goto out;
+        }
+        for (int j = 0; j < x->ncand; j++) {
+            if (m & ((uint32_t)1 << j))
+                x->work[len++] = j;
+        }
+        if (set_fits(x, x->work, len)) {
+            best_offer(x, b, x->work, len);
+            break;
+        }
+        for (uint32_t s = m;; s = (s - 1) & m) {
+            bad[s] = 1;
+            if (s == 0)
+                break;
+        }
+    }
+    rc = 1; /* everything ranked below the answer failed */
+out:
+    free(bad);
+    free(order);
+    free(keys);
+    return rc;
+}
+
+/* ---- waiting ---- */
+
+struct wevent {
+    int64_t t_s;
+    int gang; /* victim index, or -1 for a cool-down's end */
+};
+
+static int wevent_cmp(const void *a, const void *b)
+{
+    const struct wevent *x = a;
+    const struct wevent *y = b;
+    if (x->t_s != y->t_s)
+        return x->t_s < y->t_s ? -1 : 1;
+    return (x->gang > y->gang) - (x->gang < y->gang);
+}
+
+/*
+ * The earliest time <= limit_s at which r fits without preemption, as running gangs end by their
+ * end_s and cool-downs expire: 1 with *at_s, 0 when not by limit_s, -1 on no memory.  The
+ * search releases gangs in end order in the cluster and commits them back.
+ */
+static int wait_until(struct pctx *x, int64_t limit_s, int64_t *at_s, struct mu_err *err)
+{
+    struct sched_cluster *c = x->c;
+    struct wevent *ev = malloc(((size_t)x->nv + (size_t)c->npools + 1) * sizeof(*ev));
+    int *gangs = malloc(((size_t)x->nv + 1) * sizeof(*gangs));
+    int nev = 0;
+    int ngang = 0;
+    int lo = 1;
+    int hi;
+    int rc = -1;
+
+    if (!ev || !gangs) {
+        mu_errf(err, MU_E_NOMEM, "preemption plan: out of memory");
+        goto out;
+    }
+    for (int i = 0; i < x->nv; i++) {
+        if (x->v[i].end_s <= limit_s) {
+            ev[nev].t_s = x->v[i].end_s > x->now_s ? x->v[i].end_s : x->now_s;
+            ev[nev++].gang = i;
+        }
+    }
+    for (int p = 0; p < c->npools; p++) {
+        if (c->pool_cool_s[p] > x->now_s && c->pool_cool_s[p] <= limit_s) {
+            ev[nev].t_s = c->pool_cool_s[p];
+            ev[nev++].gang = -1;
+        }
+    }
+    qsort(ev, (size_t)nev, sizeof(*ev), wevent_cmp);
+    rc = 0;
+    if (nev == 0)
+        goto out;
+    /* Gangs released by event k: the gang events among ev[0..k), in order. */
+    for (int i = 0; i < nev; i++) {
+        if (ev[i].gang >= 0)
+            gangs[ngang++] = ev[i].gang;
+    }
+    if (!fits_without(x, gangs, ngang, ev[nev - 1].t_s))
+        goto out;
+    hi = nev;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        int ng = 0;
+        for (int i = 0; i < mid; i++)
+            ng += ev[i].gang >= 0;
+        if (fits_without(x, gangs, ng, ev[mid - 1].t_s))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *at_s = ev[hi - 1].t_s;
+    rc = 1;
+out:
+    free(gangs);
+    free(ev);
+    return rc;
+}
+
+/* ---- the plan ---- */
+
+static int check_args(const struct sched_cluster *c,
+                      const struct sched_request *r,
+                      const struct sched_victim *victims,
+                      int nvictims,
+                      const struct sched_preempt_plan *plan,
+                      struct mu_err *err)
+{
+    if (!c || !r || !plan || !plan->slots || nvictims < 0 || (nvictims > 0 && !victims)
+        || (nvictims > 0 && !plan->victims))
+        return mu_errf(err, MU_E_INVAL, "preemption plan: bad arguments");
+    for (int i = 0; i < nvictims; i++) {
+        const struct sched_victim *v = &victims[i];
+        if (!v->req || !v->slots || v->req->tasks < 1 || v->req->tasks > VICTIM_TASKS_MAX
+            || v->req->gpus_per_task < 0 || v->req->gpus_per_task > SCHED_MAX_GPUS_NODE
+            || v->grace_s < 0)
+            return mu_errf(err, MU_E_INVAL, "preemption plan: running gang %d: bad request", i);
+    }
+    return 0;
+}
+
+/* Every slot committed, and no GPU held by two gangs: release and commit rely on it. */
+static int check_slots(const struct sched_cluster *c,
+                       const struct sched_victim *victims,
+                       int nvictims,
+                       struct mu_err *err)
+{
+    uint64_t *seen = calloc((size_t)c->nnodes + 1, sizeof(*seen));
+    int rc = -1;
+    if (!seen)
+        return mu_errf(err, MU_E_NOMEM, "preemption plan: out of memory");
+    for (int i = 0; i < nvictims; i++) {
+        for (int t = 0; t < victims[i].req->tasks; t++) {
+            const struct sched_slot *s = &victims[i].slots[t];
+            if (s->node < 0 || s->node >= c->nnodes) {
+                mu_errf(err, MU_E_INVAL, "preemption plan: running gang %d: unknown node %d", i,
+                        s->node);
+                goto out;
+            }
+            if ((c->nodes[s->node].gpus_used & s->gpus) != s->gpus) {
+                mu_errf(err, MU_E_STATE,
+                        "preemption plan: running gang %d: GPUs on node '%s' are not committed", i,
+                        c->specs[s->node].name);
+                goto out;
+            }
+            if (seen[s->node] & s->gpus) {
+                mu_errf(err, MU_E_STATE,
+                        "preemption plan: running gang %d: GPUs on node '%s' held by two gangs", i,
+                        c->specs[s->node].name);
+                goto out;
+            }
+            seen[s->node] |= s->gpus;
+        }
+    }
+    rc = 0;
+out:
+    free(seen);
+    return rc;
+}
+
+static bool type_matches(const struct sched_request *r, const struct sched_pool *p)
+{
+    return !r->gpu_type || !r->gpu_type[0] || strcmp(r->gpu_type, p->gpu_type) == 0;
+}
+
+/* Whether releasing v could help r: a GPU slot on a node r may use, or room under a cap. */
+static bool victim_useful(const struct pctx *x, const struct sched_victim *v)
+{
+    for (int t = 0; t < v->req->tasks; t++) {
+        const struct sched_node *n = &x->c->nodes[v->slots[t].node];
+        if (!x->pool_ok[n->pool])
+            continue;
+        if (node_eligible(n) || x->c->pools[n->pool].max_gpus > 0)
+            return true;
+    }
+    return false;
+}
+
+static int64_t victim_usable_gpus(const struct pctx *x, const struct sched_victim *v)
+{
+    int64_t g = 0;
+    for (int t = 0; t < v->req->tasks; t++) {
+        const struct sched_node *n = &x->c->nodes[v->slots[t].node];
+        if (node_eligible(n) && x->pool_ok[n->pool])
+            g += __builtin_popcountll(v->slots[t].gpus);
+    }
+    return g;
+}
+
+static void pools_usable(struct pctx *x)
+{
+    for (int p = 0; p < x->c->npools; p++) {
+        const struct sched_pool *pool = &x->c->pools[p];
+        bool cap = false;
+        for (int i = 0; i < x->r->ncapacity; i++)
+            cap |= x->r->capacity[i] == pool->capacity;
+        x->pool_ok[p] = cap && type_matches(x->r, pool) && x->now_s >= x->c->pool_cool_s[p];
+    }
+    x->free_gpus = 0;
+    for (int i = 0; i < x->c->nnodes; i++) {
+        const struct sched_node *n = &x->c->nodes[i];
+        if (node_eligible(n) && x->pool_ok[n->pool])
+            x->free_gpus += n->gpus_free;
+    }
+    x->need_gpus = (int64_t)x->r->tasks * x->r->gpus_per_task;
+}
+
+/* Reason when no eligible set works: too young, or not enough lower-priority preemptible gangs. */
+static void no_plan_reason(
+    int64_t min_runtime_s, bool young_fits, int nhigher, int nfixed, char *reason)
+{
+    size_t len;
+    if (young_fits) {
+        (void)mu_snprintf(reason, SCHED_REASON_MAX, "victims too young (min_runtime_s %lld)",
+                          (long long)min_runtime_s);
+        return;
+    }
+    mu_strlcpy(reason, "no lower-priority preemptible gangs would free enough GPUs",
+               SCHED_REASON_MAX);
+    len = strlen(reason);
+    if (nhigher || nfixed)
+        (void)mu_snprintf(reason + len, SCHED_REASON_MAX - len,
+                          " (%d in the way at equal or higher priority, %d not preemptible)",
+                          nhigher, nfixed);
+}
+
+static void pctx_release(struct pctx *x)
+{
+    free(x->best.set);
+    free(x->young);
+    free(x->work2);
+    free(x->work);
+    free(x->vbuf);
+    free(x->pool_ok);
+    free(x->cand);
+}
+
+static int pctx_init(struct pctx *x,
+                     struct sched_cluster *c,
+                     const struct sched_request *r,
+                     int64_t now_s,
+                     const struct sched_victim *victims,
+                     int nvictims,
+                     struct sched_slot *slots,
+                     struct mu_err *err)
+{
+    size_t n = (size_t)nvictims + 1;
+    memset(x, 0, sizeof(*x));
+    x->c = c;
+    x->r = r;
+    x->now_s = now_s;
+    x->v = victims;
+    x->nv = nvictims;
+    x->slots = slots;
+    x->cand = calloc(n, sizeof(*x->cand));
+    x->pool_ok = calloc((size_t)c->npools + 1, sizeof(*x->pool_ok));
+    x->vbuf = calloc(n, sizeof(*x->vbuf));
+    x->work = calloc(n, sizeof(*x->work));
+    x->work2 = calloc(n, sizeof(*x->work2));
+    x->young = calloc(n, sizeof(*x->young));
+    x->best.set = calloc(n, sizeof(*x->best.set));
+    if (!x->cand || !x->pool_ok || !x->vbuf || !x->work || !x->work2 || !x->young || !x->best.set) {
+        pctx_release(x);
+        mu_errf(err, MU_E_NOMEM, "preemption plan: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* Sorts the gangs that could help r: candidates, and counts of those that may not be taken. */
+static void classify(struct pctx *x, int64_t priority, int min_runtime_s)
+{
+    for (int i = 0; i < x->nv; i++) {
+        const struct sched_victim *v = &x->v[i];
+        struct cand *cd;
+        if (!victim_useful(x, v))
+            continue;
+        if (v->priority >= priority) {
+            x->nhigher++;
+            continue;
+        }
+        if (!v->preemptible) {
+            x->nfixed++;
+            continue;
+        }
+        if (x->now_s - v->started_s < (int64_t)min_runtime_s) {
+            x->young[x->nyoung++] = i; /* kept for the "too young" test */
+            continue;
+        }
+        cd = &x->cand[x->ncand++];
+        cd->idx = i;
+        cd->cost = sched_preempt_lost_gpu_s(v, x->now_s);
+        cd->priority = v->priority;
+        cd->started_s = v->started_s;
+        cd->gpus = victim_usable_gpus(x, v);
+        cd->stamp = 0;
+    }
+}
+
+/* 1 when releasing every candidate lets r fit; else 0 with the reason. */
+static int all_fit(struct pctx *x, int min_runtime_s, char *reason)
+{
+    bool young_fits = false;
+    for (int i = 0; i < x->ncand; i++)
+        x->work[i] = i;
+    if (x->ncand > 0 && set_fits(x, x->work, x->ncand))
+        return 1;
+    if (x->nyoung > 0) {
+        for (int i = 0; i < x->ncand; i++)
+            x->young[x->nyoung + i] = x->cand[i].idx;
+        young_fits = fits_without(x, x->young, x->nyoung + x->ncand, x->now_s);
+    }
+    no_plan_reason(min_runtime_s, young_fits, x->nhigher, x->nfixed, reason);
+    return 0;
+}
+
+/* The searches, best first: the full set, the greedy, then the exact one when it is small.
+ * Returns 0 (x->best filled, *exact set) or -1 with err. */
+static int search(struct pctx *x, bool *exact, struct mu_err *err)
+{
+    struct best *b = &x->best;
+    best_offer(x, b, x->work, x->ncand); /* all_fit left 0..ncand-1 in work: it fits */
+    if (search_greedy(x, b, err) != 0)
+        return -1;
+    *exact = false;
+    if (x->ncand <= SCHED_PREEMPT_EXACT_MAX) {
+        int ex = search_exact(x, b, err);
+        if (ex < 0)
+            return -1;
+        *exact = ex == 1;
+    }
+    if (b->key.n == x->ncand && x->ncand > 1 && !*exact) {
+        /* Nothing better was found: at least drop the victims that are not needed. */
+        memcpy(x->work, b->set, (size_t)b->key.n * sizeof(*b->set));
+        b->found = false;
+        best_offer(x, b, x->work, prune(x, x->work, b->key.n));
+    }
+    return 0;
+}
+
+/* The waiting rule: 1 (and the reason) when r would start without preemption by ready_s, 0
+ * when preempting is sooner, -1 on no memory. */
+static int waiting_wins(struct pctx *x,
+                        int64_t max_grace,
+                        struct sched_preempt_plan *plan,
+                        struct mu_err *err)
+{
+    char in[24];
+    char grace[24];
+    int64_t at_s = 0;
+    int64_t ready_s = x->now_s > INT64_MAX - max_grace ? INT64_MAX : x->now_s + max_grace;
+    int w;
+    if (ready_s <= x->now_s)
+        return 0;
+    w = wait_until(x, ready_s, &at_s, err);
+    if (w != 1)
+        return w;
+    sched_duration_format(at_s - x->now_s, in, sizeof(in));
+    sched_duration_format(max_grace, grace, sizeof(grace));
+    plan->est_start_s = at_s;
+    (void)mu_snprintf(plan->reason, sizeof(plan->reason),
+                      "will fit in %s without preemption (victims would need up to %s to stop)", in,
+                      grace);
+    return 1;
+}
+
+/* Fills the plan from x->best: victims ascending, the preemptor's slots.  0 or -1. */
+static int plan_fill(struct pctx *x,
+                     int64_t max_grace,
+                     struct sched_preempt_plan *plan,
+                     struct mu_err *err)
+{
+    const struct best *b = &x->best;
+    char in[24];
+    for (int i = 0; i < b->key.n; i++) {
+        int v = x->cand[b->set[i]].idx;
+        int j = i;
+        while (j > 0 && plan->victims[j - 1] > v) {
+            plan->victims[j] = plan->victims[j - 1];
+            j--;
+        }
+        plan->victims[j] = v;
+    }
+    if (!fits_without(x, plan->victims, b->key.n, x->now_s)) {
+        /* Cannot happen: the same set fitted during the search and nothing changed since. */
+        return mu_errf(err, MU_E_STATE, "preemption plan: the chosen victims no longer free room");
+    }
+    plan->nvictims = b->key.n;
+    plan->lost_gpu_s = b->key.cost;
+    plan->ready_s = x->now_s > INT64_MAX - max_grace ? INT64_MAX : x->now_s + max_grace;
+    sched_duration_format(max_grace, in, sizeof(in));
+    (void)mu_snprintf(plan->reason, sizeof(plan->reason),
+                      "preempting %d gang%s losing %lld GPU-seconds; room in %s", b->key.n,
+                      b->key.n == 1 ? "" : "s", (long long)b->key.cost, in);
+    return 0;
+}
+
+/* 0 when r could run somewhere now or on an idle cluster is impossible (reason filled);
+ * 1 when preemption is worth looking at. */
+static int worth_planning(struct pctx *x, struct sched_preempt_plan *plan)
+{
+    struct sched_fail fail;
+    char why[SCHED_REASON_MAX];
+    int ok;
+    if (sched_place_in(x->c, x->r, x->now_s, x->slots, &fail)) {
+        plan->est_start_s = x->now_s;
+        mu_strlcpy(plan->reason, "fits now without preemption", sizeof(plan->reason));
+        return 0;
+    }
+    x->c->idle_view = true;
+    ok = sched_place_in(x->c, x->r, x->now_s, x->slots, &fail);
+    x->c->idle_view = false;
+    if (ok)
+        return 1;
+    sched_fail_format(x->c, x->r, &fail, x->now_s, why, sizeof(why));
+    (void)mu_snprintf(plan->reason, sizeof(plan->reason),
+                      "would not fit even with nothing running: %s", why);
+    return 0;
+}
+
+int sched_preempt_plan(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       int64_t priority,
+                       int64_t now_s,
+                       int min_runtime_s,
+                       const struct sched_victim *victims,
+                       int nvictims,
+                       struct sched_preempt_plan *plan,
+                       struct mu_err *err)
+{
+    struct pctx x;
+    const char *bad;
+    uint64_t generation;
+    int64_t max_grace = 0;
+    int rc = -1;
+
+    if (check_args(c, r, victims, nvictims, plan, err) != 0)
+        return -1;
+    plan->nvictims = 0;
+    plan->lost_gpu_s = 0;
+    plan->ready_s = 0;
+    plan->est_start_s = 0;
+    plan->candidates = 0;
+    plan->placements = 0;
+    plan->exact = false;
+    plan->reason[0] = '\0';
+    bad = sched_request_invalid(c, r);
+    if (bad) {
+        mu_strlcpy(plan->reason, bad, sizeof(plan->reason));
+        return 0;
+    }
+    if (check_slots(c, victims, nvictims, err) != 0)
+        return -1;
+    if (pctx_init(&x, c, r, now_s, victims, nvictims, plan->slots, err) != 0)
+        return -1;
+    sched_topo_refresh(c);
+    generation = c->generation;
+    rc = 0;
+    if (!worth_planning(&x, plan))
+        goto out;
+    pools_usable(&x);
+    classify(&x, priority, min_runtime_s);
+    plan->candidates = x.ncand;
+    if (!all_fit(&x, min_runtime_s, plan->reason))
+        goto out;
+    rc = -1;
+    if (search(&x, &plan->exact, err) != 0)
+        goto out;
+    for (int i = 0; i < x.best.key.n; i++) {
+        const struct sched_victim *v = &victims[x.cand[x.best.set[i]].idx];
+        max_grace = v->grace_s > max_grace ? v->grace_s : max_grace;
+    }
+    rc = waiting_wins(&x, max_grace, plan, err);
+    if (rc != 0) {
+        rc = rc < 0 ? -1 : 0;
+        goto out;
+    }
+    rc = plan_fill(&x, max_grace, plan, err) == 0 ? 1 : -1;
+out:
+    if (rc != 1)
+        plan->exact = false;
+    plan->placements = x.tests;
+    c->generation = generation;
+    pctx_release(&x);
+    return rc;
+}
