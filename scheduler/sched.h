@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sched: the placement core (DESIGN §4), a pure library.
+ * sched: the placement and preemption core (DESIGN §4, §5), a pure library.
  *
  * A struct sched_cluster is a snapshot of pools and nodes with their free GPUs, CPUs and memory,
  * arranged in a topology tree: the configured levels widest first (zone > block > rack), then the
  * node, then the node's NVLink islands.  sched_place answers "where would this gang go now";
  * sched_pass runs one scheduling pass over the pending jobs in priority order with a reservation
  * for the first job that cannot start and EASY backfill behind it.  sched_cluster_commit and
- * sched_cluster_release apply or undo a decision.  No sockets, no Redis, no clock, no logs: the
+ * sched_cluster_release apply or undo a decision.  sched_preempt_plan picks the lower-priority
+ * gangs whose stopping lets a waiting job start and loses the least work.  No sockets, no Redis, no clock, no logs: the
  * daemon, the tests and the benchmarks drive the same code, and time is a parameter (now_s, any
  * epoch as long as it is used consistently).  docs/placement.md explains the algorithm.
  *
