@@ -17,6 +17,14 @@
  *   threads may take them, and the pipe wakes zmq_poll whichever thread did.
  * - A task is its process group: signals go to the group, and when the leader exits the rest of
  *   its group is killed so that nothing it left behind keeps holding GPUs.
+ * - Checkpoints (DESIGN §3): inotify on <state-dir>/ckpt wakes the loop when a task closes or
+ *   renames its checkpoint file (a 1 s poll of the running tasks' files when inotify is not
+ *   available), and the file is read once more when the task is reaped, before its TASK_STATUS,
+ *   so a checkpoint written just before exit is reported first.  One CHECKPOINT_DONE per
+ *   distinct path per task.
+ * - Spot notices (DESIGN §5): imds.c's sockets share the zmq_poll; its notices become
+ *   SPOT_NOTICE / REBALANCE, and the latest of each is repeated after every HELLO so that a
+ *   scheduler that restarted (or missed them while away) still learns them.
  */
 #include "worker/wrk.h"
 
@@ -27,6 +35,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -34,13 +43,16 @@
 #include "common/mu_banned.h"
 
 #define MOD             "wrk"
-#define RECV_PER_TURN   256 /* messages handled per turn before timers get a look in */
-#define CLOSE_LINGER_MS 500 /* bounded flush of the last TASK_STATUS messages at exit */
+#define RECV_PER_TURN   256  /* messages handled per turn before timers get a look in */
+#define CLOSE_LINGER_MS 500  /* bounded flush of the last TASK_STATUS messages at exit */
+#define CKPT_POLL_MS    1000 /* checkpoint files re-read this often without inotify */
+#define IMDS_MAX_FDS    8
 
 struct wrk_task {
     struct proto_task_ref ref; /* state RUNNING or EXITED; pid = process group id */
     uint64_t exit_order;       /* when EXITED: larger is newer (eviction, HELLO order) */
     uint64_t kill_at_ms;       /* monotonic; 0 = no SIGKILL pending */
+    char *ckpt_last;           /* owned: the last checkpoint path reported, or NULL */
 };
 
 struct wrk_agent {
@@ -76,6 +88,16 @@ struct wrk_agent {
     bool hello_sent;
     bool quiet; /* "scheduler unreachable" logged, "scheduler back" not yet */
     bool stop;
+
+    int ino_fd;            /* inotify on <state_dir>/ckpt; -1 = poll every CKPT_POLL_MS */
+    uint64_t ckpt_poll_ms; /* monotonic time of the last poll (without inotify) */
+
+    struct wrk_imds *imds; /* owned; NULL without --imds */
+    bool identity_applied;
+    bool have_spot;
+    struct wrk_imds_event spot; /* the latest notice, repeated after each HELLO */
+    bool have_rebalance;
+    struct wrk_imds_event rebalance;
 };
 
 /* ---- signals through a self-pipe ---- */
@@ -158,6 +180,8 @@ static struct wrk_task *task_find_pid(struct wrk_agent *a, pid_t pid)
 static void task_remove(struct wrk_agent *a, struct wrk_task *t)
 {
     int i = (int)(t - a->tasks);
+    free(t->ckpt_last);
+    t->ckpt_last = NULL;
     if (t->ref.state == PROTO_TASK_RUNNING)
         a->nrunning--;
     else
@@ -221,6 +245,16 @@ static int exited_newest_first(const void *x, const void *y)
     const struct wrk_task *a = *(const struct wrk_task *const *)x;
     const struct wrk_task *b = *(const struct wrk_task *const *)y;
     return a->exit_order < b->exit_order ? 1 : a->exit_order > b->exit_order ? -1 : 0;
+}
+
+static void send_notice(struct wrk_agent *a, enum proto_type type, const struct wrk_imds_event *ev)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, type);
+    mu_strlcpy(m.action, ev->action, sizeof(m.action));
+    m.deadline_ms = ev->time_ms;
+    agent_send(a, &m);
+    proto_msg_release(&m);
 }
 
 /* The tasks for HELLO: every running one, then the newest exited ones, PROTO_MAX_TASKS at most. */
@@ -288,6 +322,12 @@ static void send_hello(struct wrk_agent *a)
     proto_msg_release(&m);
     a->hello_sent = true;
     a->last_beat_ms = mu_time_mono_ms();
+    /* Notices are idempotent for the scheduler: repeat them so that a scheduler which asked
+     * who we are cannot miss them.  Not while it is unreachable: those would only pile up. */
+    if (a->have_spot && !a->quiet)
+        send_notice(a, PROTO_SPOT_NOTICE, &a->spot);
+    if (a->have_rebalance && !a->quiet)
+        send_notice(a, PROTO_REBALANCE, &a->rebalance);
 }
 
 static void send_heartbeat(struct wrk_agent *a)
@@ -323,11 +363,131 @@ static void send_bind_ack(struct wrk_agent *a,
     proto_msg_release(&m);
 }
 
+/* ---- checkpoints ---- */
+
+/* Reads t's checkpoint file and reports a path not reported before. */
+static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
+{
+    char file[PROTO_PATH_MAX + 128];
+    char path[PROTO_PATH_MAX];
+    uint64_t mtime_ms = 0;
+    struct proto_msg m;
+    struct mu_err err;
+    char *copy;
+    int r;
+
+    mu_err_clear(&err);
+    if (wrk_task_ckpt_path(a->state_dir, t->ref.job, t->ref.attempt, t->ref.task, file,
+                           sizeof(file), &err)
+        != 0)
+        return; /* bind_start built the same path, so it fits */
+    r = wrk_ckpt_read(file, path, sizeof(path), &mtime_ms, &err);
+    if (r < 0) {
+        mu_log_limited(MU_LOG_WARN, MOD, "wrk-ckpt-bad", 10,
+                       "job=%s task=%d attempt=%d ignoring its checkpoint file: %s", t->ref.job,
+                       t->ref.task, t->ref.attempt, err.msg);
+        return;
+    }
+    if (r == 0 || (t->ckpt_last && strcmp(t->ckpt_last, path) == 0))
+        return;
+    copy = strdup(path);
+    if (!copy) {
+        mu_log(MU_LOG_ERROR, MOD, "job=%s task=%d attempt=%d out of memory for a checkpoint path",
+               t->ref.job, t->ref.task, t->ref.attempt);
+        return;
+    }
+    free(t->ckpt_last);
+    t->ckpt_last = copy;
+    proto_msg_init(&m, PROTO_CHECKPOINT_DONE);
+    m.task = t->ref;
+    mu_strlcpy(m.path, path, sizeof(m.path));
+    m.at_ms = mtime_ms ? mtime_ms : mu_time_wall_ms();
+    agent_send(a, &m);
+    proto_msg_release(&m);
+    mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d checkpoint '%s'", t->ref.job, t->ref.task,
+           t->ref.attempt, path);
+}
+
+static void ckpt_check_running(struct wrk_agent *a)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING)
+            ckpt_check(a, &a->tasks[i]);
+    }
+}
+
+/* The running task whose checkpoint file is named `name` (inside ckpt/), checked. */
+static void ckpt_check_name(struct wrk_agent *a, const char *name)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        struct wrk_task *t = &a->tasks[i];
+        char want[PROTO_JOB_MAX + 32];
+        if (t->ref.state != PROTO_TASK_RUNNING)
+            continue;
+        (void)mu_snprintf(want, sizeof(want), "%s.%d.%d", t->ref.job, t->ref.attempt, t->ref.task);
+        if (strcmp(want, name) == 0) {
+            ckpt_check(a, t);
+            return;
+        }
+    }
+}
+
+static void ckpt_watch_start(struct wrk_agent *a)
+{
+    char dir[PROTO_PATH_MAX + 8];
+
+    (void)mu_snprintf(dir, sizeof(dir), "%s/ckpt", a->state_dir);
+    a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (a->ino_fd >= 0 && inotify_add_watch(a->ino_fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) >= 0)
+        return;
+    mu_log(MU_LOG_WARN, MOD,
+           "node=%s cannot watch '%s' with inotify: %s; reading checkpoint "
+           "files every %d ms instead",
+           a->node, dir, strerror(errno), CKPT_POLL_MS);
+    if (a->ino_fd >= 0)
+        (void)close(a->ino_fd);
+    a->ino_fd = -1;
+}
+
+/* Drains the inotify fd: each event names a file in ckpt/ that was written or renamed there. */
+static void ckpt_events(struct wrk_agent *a)
+{
+    char buf[4096];
+    bool overflow = false;
+    ssize_t n;
+
+    while ((n = read(a->ino_fd, buf, sizeof(buf))) > 0) {
+        size_t off = 0;
+        while (off + sizeof(struct inotify_event) <= (size_t)n) {
+            struct inotify_event ev;
+            char name[256];
+            memcpy(&ev, buf + off, sizeof(ev)); /* buf is not aligned for the struct */
+            off += sizeof(ev);
+            if (ev.len > (size_t)n - off)
+                break; /* cannot happen: the kernel returns whole events */
+            if (ev.mask & IN_Q_OVERFLOW) {
+                overflow = true;
+            } else if (ev.len > 0) {
+                size_t len = ev.len < sizeof(name) ? ev.len : sizeof(name) - 1;
+                memcpy(name, buf + off, len);
+                name[len] = '\0';
+                ckpt_check_name(a, name);
+            }
+            off += ev.len;
+        }
+    }
+    if (overflow)
+        ckpt_check_running(a); /* events were lost: look at every file */
+}
+
 /* ---- children ---- */
 
 static void task_exited(struct wrk_agent *a, struct wrk_task *t, int status)
 {
     pid_t pgid = (pid_t)t->ref.pid;
+
+    /* A checkpoint written just before the exit goes out before the exit itself. */
+    ckpt_check(a, t);
 
     t->ref.state = PROTO_TASK_EXITED;
     t->ref.exit_code = 0;
@@ -638,6 +798,10 @@ static uint64_t beat_ms(const struct wrk_agent *a)
 
 static void run_timers(struct wrk_agent *a, uint64_t now)
 {
+    if (a->ino_fd < 0 && now - a->ckpt_poll_ms >= CKPT_POLL_MS) {
+        a->ckpt_poll_ms = now;
+        ckpt_check_running(a);
+    }
     for (int i = 0; i < a->ntasks; i++) {
         struct wrk_task *t = &a->tasks[i];
         if (t->ref.state == PROTO_TASK_RUNNING && t->kill_at_ms && now >= t->kill_at_ms) {
@@ -665,6 +829,8 @@ static void run_timers(struct wrk_agent *a, uint64_t now)
 static int next_wait_ms(const struct wrk_agent *a, uint64_t now, int max_wait_ms)
 {
     uint64_t next = a->last_beat_ms + beat_ms(a);
+    if (a->ino_fd < 0 && a->nrunning > 0 && a->ckpt_poll_ms + CKPT_POLL_MS < next)
+        next = a->ckpt_poll_ms + CKPT_POLL_MS;
     for (int i = 0; i < a->ntasks; i++) {
         if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && a->tasks[i].kill_at_ms
             && a->tasks[i].kill_at_ms < next)
@@ -685,6 +851,100 @@ static int copy_field(char *dst, size_t size, const char *src, const char *what,
         return mu_errf(err, MU_E_INVAL, "%s is required", what);
     if (mu_strlcpy(dst, src, size) >= size)
         return mu_errf(err, MU_E_TOOBIG, "%s '%s' is longer than %zu bytes", what, src, size - 1);
+    return 0;
+}
+
+/* ---- the spot watcher ---- */
+
+/* Takes the zone for the "zone" label when no --label gave one; logs type and lifecycle. */
+static void apply_identity(struct wrk_agent *a)
+{
+    const struct wrk_imds_identity *id = wrk_imds_identity_get(a->imds);
+    struct proto_label *zone = NULL;
+
+    if (!id || a->identity_applied)
+        return;
+    a->identity_applied = true;
+    mu_log(MU_LOG_INFO, MOD, "node=%s imds: instance type '%s', zone '%s', lifecycle '%s'", a->node,
+           id->instance_type, id->zone, id->lifecycle);
+    if (!id->zone[0])
+        return;
+    for (int i = 0; i < a->nlabels; i++) {
+        if (strcmp(a->labels[i].level, "zone") == 0)
+            zone = &a->labels[i];
+    }
+    if (zone) {
+        if (strcmp(zone->value, id->zone) != 0)
+            mu_log(MU_LOG_WARN, MOD,
+                   "node=%s keeping --label zone=%s; the metadata service says "
+                   "'%s'",
+                   a->node, zone->value, id->zone);
+        return;
+    }
+    if (!mu_name_is_valid(id->zone, sizeof(zone->value) - 1) || a->nlabels >= PROTO_MAX_LABELS) {
+        mu_log(MU_LOG_WARN, MOD, "node=%s cannot use zone '%s' as a label", a->node, id->zone);
+        return;
+    }
+    zone = &a->labels[a->nlabels++];
+    mu_strlcpy(zone->level, "zone", sizeof(zone->level));
+    mu_strlcpy(zone->value, id->zone, sizeof(zone->value));
+    if (a->hello_sent)
+        send_hello(a); /* the scheduler may have refused the node for want of the zone */
+}
+
+static void imds_events(struct wrk_agent *a)
+{
+    struct wrk_imds_event ev;
+    char when[32];
+
+    while (wrk_imds_event_next(a->imds, &ev)) {
+        switch (ev.type) {
+        case WRK_IMDS_SPOT:
+            mu_time_format_iso(ev.time_ms, when, sizeof(when));
+            mu_log(MU_LOG_WARN, MOD,
+                   "node=%s spot interruption notice: %s at %s (in %" PRId64 " ms)", a->node,
+                   ev.action, when, (int64_t)ev.time_ms - (int64_t)mu_time_wall_ms());
+            a->spot = ev;
+            a->have_spot = true;
+            send_notice(a, PROTO_SPOT_NOTICE, &ev);
+            break;
+        case WRK_IMDS_REBALANCE:
+            mu_time_format_iso(ev.time_ms, when, sizeof(when));
+            mu_log(MU_LOG_WARN, MOD, "node=%s rebalance recommendation noticed at %s", a->node,
+                   when);
+            a->rebalance = ev;
+            a->have_rebalance = true;
+            send_notice(a, PROTO_REBALANCE, &ev);
+            break;
+        case WRK_IMDS_IDENTITY:
+            apply_identity(a);
+            break;
+        }
+    }
+}
+
+static int imds_start(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
+{
+    struct wrk_imds_config ic;
+
+    memset(&ic, 0, sizeof(ic));
+    ic.url = cfg->imds;
+    ic.interval_s = cfg->imds_interval_s > 0 ? cfg->imds_interval_s : WRK_IMDS_INTERVAL_S;
+    ic.token_ttl_s = cfg->imds_token_ttl_s;
+    ic.want_identity = true;
+    a->imds = wrk_imds_new(&ic, err);
+    if (!a->imds)
+        return -1;
+    /* Wait a little so that the first HELLO carries the zone; a silent service is not fatal. */
+    if (wrk_imds_wait_identity(a->imds, WRK_IMDS_IDENTITY_WAIT_MS) == 0)
+        apply_identity(a);
+    else
+        mu_log(MU_LOG_WARN, MOD,
+               "node=%s imds: no instance identity from %s yet; registering without it and "
+               "retrying every %d s",
+               a->node, cfg->imds, ic.interval_s);
+    mu_log(MU_LOG_INFO, MOD, "node=%s watching %s for spot notices every %d s", a->node, cfg->imds,
+           ic.interval_s);
     return 0;
 }
 
@@ -736,6 +996,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         mu_errf(err, MU_E_NOMEM, "out of memory for the agent");
         return NULL;
     }
+    a->ino_fd = -1;
     if (copy_field(a->scheduler, sizeof(a->scheduler), cfg->scheduler, "--scheduler", err) != 0
         || copy_field(a->node, sizeof(a->node), cfg->node, "--node", err) != 0
         || copy_field(a->pool, sizeof(a->pool), cfg->pool, "--pool", err) != 0
@@ -773,11 +1034,9 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     a->sock = proto_dealer_new(a->zctx, a->scheduler, a->node, err);
     if (!a->sock)
         goto fail;
-    if (cfg->imds && cfg->imds[0])
-        mu_log(MU_LOG_WARN, MOD,
-               "node=%s --imds %s: the spot watcher is not implemented yet (issue 4); "
-               "interruption notices are not watched",
-               a->node, cfg->imds);
+    ckpt_watch_start(a);
+    if (cfg->imds && cfg->imds[0] && imds_start(a, cfg, err) != 0)
+        goto fail;
     a->last_rx_ms = mu_time_mono_ms();
     mu_log(MU_LOG_INFO, MOD,
            "node=%s pool=%s gpus=%d (%s) islands=%d cpus=%d memory_mb=%" PRId64
@@ -786,6 +1045,14 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
            a->cpus, a->memory_mb, a->scheduler, a->state_dir);
     return a;
 fail:
+    wrk_imds_free(a->imds);
+    if (a->ino_fd >= 0)
+        (void)close(a->ino_fd);
+    if (a->sock) {
+        int linger = 0;
+        (void)zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof(linger));
+        (void)zmq_close(a->sock);
+    }
     if (a->zctx)
         (void)zmq_ctx_term(a->zctx);
     if (signals)
@@ -796,7 +1063,13 @@ fail:
 
 int wrk_agent_poll(struct wrk_agent *a, int max_wait_ms, struct mu_err *err)
 {
-    zmq_pollitem_t items[2];
+    zmq_pollitem_t items[3 + IMDS_MAX_FDS];
+    struct pollfd ifds[IMDS_MAX_FDS];
+    int nitems = 2;
+    int ino_at = -1;
+    int imds_at = 0;
+    int nifds = 0;
+    int wait_ms;
     uint64_t now;
     int r;
 
@@ -809,15 +1082,46 @@ int wrk_agent_poll(struct wrk_agent *a, int max_wait_ms, struct mu_err *err)
     items[0].events = ZMQ_POLLIN;
     items[1].fd = sig_pipe[0];
     items[1].events = ZMQ_POLLIN;
-    r = zmq_poll(items, 2, next_wait_ms(a, mu_time_mono_ms(), max_wait_ms < 0 ? 0 : max_wait_ms));
+    if (a->ino_fd >= 0) {
+        ino_at = nitems;
+        items[nitems].fd = a->ino_fd;
+        items[nitems++].events = ZMQ_POLLIN;
+    }
+    now = mu_time_mono_ms();
+    wait_ms = next_wait_ms(a, now, max_wait_ms < 0 ? 0 : max_wait_ms);
+    if (a->imds) {
+        nifds = wrk_imds_fds(a->imds, ifds, IMDS_MAX_FDS);
+        imds_at = nitems;
+        for (int i = 0; i < nifds; i++) {
+            items[nitems].fd = ifds[i].fd;
+            items[nitems++].events = (short)(((ifds[i].events & POLLIN) ? ZMQ_POLLIN : 0)
+                                             | ((ifds[i].events & POLLOUT) ? ZMQ_POLLOUT : 0));
+        }
+        wait_ms = wrk_imds_timeout_ms(a->imds, now, wait_ms);
+    }
+    r = zmq_poll(items, nitems, wait_ms);
     if (r < 0 && zmq_errno() != EINTR)
         return mu_errf(err, MU_E_ZMQ, "zmq_poll: %s", zmq_strerror(zmq_errno()));
     if (drain_signals())
         a->stop = true;
+    if (r > 0 && ino_at >= 0 && (items[ino_at].revents & ZMQ_POLLIN))
+        ckpt_events(a);
     /* Reap on every turn: cheap, and immune to a wake-up byte lost to a full pipe. */
     reap(a, false);
     if (r > 0 && (items[0].revents & ZMQ_POLLIN))
         receive_all(a);
+    if (a->imds) {
+        for (int i = 0; i < nifds; i++) {
+            short rev = 0;
+            if (r > 0)
+                rev = items[imds_at + i].revents;
+            ifds[i].revents =
+                (short)(((rev & ZMQ_POLLIN) ? POLLIN : 0) | ((rev & ZMQ_POLLOUT) ? POLLOUT : 0)
+                        | ((rev & ZMQ_POLLERR) ? POLLERR : 0));
+        }
+        wrk_imds_service(a->imds, ifds, nifds);
+        imds_events(a);
+    }
     now = mu_time_mono_ms();
     if (!a->stop)
         run_timers(a, now);
@@ -891,6 +1195,11 @@ void wrk_agent_free(struct wrk_agent *a)
     if (a->zctx)
         (void)zmq_ctx_term(a->zctx);
     signals_restore();
+    wrk_imds_free(a->imds);
+    if (a->ino_fd >= 0)
+        (void)close(a->ino_fd);
+    for (int i = 0; i < a->ntasks; i++)
+        free(a->tasks[i].ckpt_last);
     free(a->tasks);
     free(a);
 }

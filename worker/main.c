@@ -48,7 +48,12 @@ static const char usage_text[] =
     "                      (default: this machine's hostname)\n"
     "  --cpus N            CPUs to offer (default: online processors)\n"
     "  --memory-mb N       memory to offer in MiB (default: physical memory)\n"
-    "  --imds URL          EC2 instance metadata endpoint for spot notices (not used yet)\n"
+    "  --imds URL          watch the EC2 instance metadata service (IMDSv2) at URL, e.g.\n"
+    "                      http://169.254.169.254, for spot interruption notices and\n"
+    "                      rebalance recommendations; also takes the zone label, instance\n"
+    "                      type and lifecycle from it  [MUSTER_IMDS]\n"
+    "  --imds-interval-s S seconds between two polls of the metadata service, 1..300\n"
+    "                      (default 5)  [MUSTER_IMDS_INTERVAL_S]\n"
     "  --log-level LEVEL   debug, info, warn or error (default info)\n"
     "  --help              show this help and exit\n"
     "  --version           show the version and exit\n"
@@ -58,8 +63,14 @@ static const char usage_text[] =
     "through other GPUs, form one island).  When the matrix cannot be read, a warning says why\n"
     "and all GPUs count as one island.\n"
     "\n"
-    "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  On SIGTERM or SIGINT the worker\n"
-    "stops its tasks (SIGTERM, then SIGKILL after 5 s) and exits 0.\n"
+    "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  A task reports a checkpoint by\n"
+    "writing its path, one line, to $MUSTER_CHECKPOINT_FILE (DIR/ckpt/JOB.ATTEMPT.TASK; write a\n"
+    "temp file, then rename); the worker tells the scheduler within a second.  With --imds, a\n"
+    "spot notice or rebalance recommendation is sent to the scheduler within one interval; an\n"
+    "unreachable metadata service is logged and retried, never fatal.\n"
+    "\n"
+    "On SIGTERM or SIGINT the worker stops its tasks (SIGTERM, then SIGKILL after 5 s) and\n"
+    "exits 0.\n"
     "\n"
     "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
 
@@ -75,6 +86,7 @@ enum opt_id {
     OPT_CPUS,
     OPT_MEMORY,
     OPT_IMDS,
+    OPT_IMDS_INTERVAL,
     OPT_LOG_LEVEL,
     OPT_HELP,
     OPT_VERSION,
@@ -92,6 +104,7 @@ static const struct option long_opts[] = {
     { "cpus", required_argument, NULL, OPT_CPUS },
     { "memory-mb", required_argument, NULL, OPT_MEMORY },
     { "imds", required_argument, NULL, OPT_IMDS },
+    { "imds-interval-s", required_argument, NULL, OPT_IMDS_INTERVAL },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
     { "help", no_argument, NULL, OPT_HELP },
     { "version", no_argument, NULL, OPT_VERSION },
@@ -215,6 +228,11 @@ static int parse_args(int argc, char **argv, struct cli *c)
         case OPT_IMDS:
             c->cfg.imds = optarg;
             break;
+        case OPT_IMDS_INTERVAL:
+            if (parse_num("--imds-interval-s", optarg, 1, 300, &v) != 0)
+                return 2;
+            c->cfg.imds_interval_s = (int)v;
+            break;
         case OPT_LOG_LEVEL:
             if (mu_log_level_parse(optarg, &c->level) != 0)
                 return usage_error("--log-level '%s': expected debug, info, warn or error", optarg);
@@ -278,6 +296,22 @@ static int complete_config(struct cli *c)
         cfg->pool = getenv("MUSTER_POOL");
     if (!cfg->state_dir)
         cfg->state_dir = getenv("MUSTER_STATE_DIR");
+    if (!cfg->imds)
+        cfg->imds = getenv("MUSTER_IMDS");
+    if (cfg->imds_interval_s == 0) {
+        const char *env = getenv("MUSTER_IMDS_INTERVAL_S");
+        int64_t v;
+        if (env && env[0]) {
+            if (parse_num("MUSTER_IMDS_INTERVAL_S", env, 1, 300, &v) != 0)
+                return 2;
+            cfg->imds_interval_s = (int)v;
+        }
+    }
+    if (cfg->imds && cfg->imds[0] && (strncmp(cfg->imds, "http://", 7) != 0 || !cfg->imds[7]))
+        return usage_error("--imds '%s': expected http://HOST[:PORT], e.g. http://169.254.169.254",
+                           cfg->imds);
+    if (cfg->imds_interval_s && (!cfg->imds || !cfg->imds[0]))
+        return usage_error("--imds-interval-s needs --imds URL");
 
     if (!cfg->scheduler || !cfg->scheduler[0])
         return usage_error("--scheduler tcp://HOST:PORT is required (or MUSTER_SCHEDULER)");

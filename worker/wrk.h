@@ -206,6 +206,136 @@ int wrk_launch_start(const struct wrk_launch *l,
                      pid_t *pid_out,
                      struct mu_err *err);
 
+/* ---- checkpoint files (DESIGN §3 "Checkpoints") ---- */
+
+#define WRK_CKPT_MAX_BYTES 4096 /* a larger checkpoint file is garbage, not read */
+
+/*
+ * The checkpoint path in a checkpoint file's bytes data[0..len-1] (not NUL-terminated): the
+ * first line, spaces, tabs and CR trimmed, copied into path[size].  Errors: MU_E_TOOBIG for more
+ * than WRK_CKPT_MAX_BYTES bytes or a path that does not fit size; MU_E_PARSE for a NUL anywhere
+ * (binary), an empty first line, or a control byte in the path.  Pure.
+ */
+int wrk_ckpt_parse(const char *data, size_t len, char *path, size_t size, struct mu_err *err);
+
+/*
+ * Reads the checkpoint file `file` without following a symlink or blocking on a FIFO; it must
+ * be a regular file of at most WRK_CKPT_MAX_BYTES.  Returns 1 with path and *mtime_ms (wall ms
+ * of its modification time) filled, 0 when the file does not exist, -1 with err when it is
+ * unreadable or garbage (wrk_ckpt_parse's errors).
+ */
+int wrk_ckpt_read(
+    const char *file, char *path, size_t size, uint64_t *mtime_ms, struct mu_err *err);
+
+/* ---- EC2 instance metadata: the spot watcher (DESIGN §5 "Spot interruption") ---- */
+
+#define WRK_IMDS_MAX_BODY         (64u << 10) /* larger replies are cut off and counted garbled */
+#define WRK_IMDS_TIMEOUT_MS       1000        /* per request (CURLOPT_TIMEOUT_MS) */
+#define WRK_IMDS_TOKEN_TTL_S      21600       /* what the token PUT asks for, and the most */
+#define WRK_IMDS_INTERVAL_S       5           /* --imds-interval-s default */
+#define WRK_IMDS_IDENTITY_WAIT_MS 3000        /* wrk_agent_new waits this long for the zone */
+
+/* spot/instance-action */
+struct wrk_imds_action {
+    char action[16];  /* "terminate" | "stop" | "hibernate" */
+    uint64_t time_ms; /* wall ms of "time": when the action happens */
+};
+
+/*
+ * Parses an EC2 UTC time "YYYY-MM-DDThh:mm:ssZ" (an optional ".fraction" before the Z is kept
+ * to the millisecond) into wall ms.  MU_E_PARSE for another shape, MU_E_RANGE for a date or time
+ * that does not exist or lies before 1970.  Pure.
+ */
+int wrk_imds_parse_time(const char *text, uint64_t *ms_out, struct mu_err *err);
+
+/*
+ * Parses the body (len bytes, not NUL-terminated, at most WRK_IMDS_MAX_BODY) of
+ * /latest/meta-data/spot/instance-action: a JSON object with string "action" (terminate, stop
+ * or hibernate) and string "time"; other keys are ignored.  Errors name the key:
+ * 'spot/instance-action: "action": expected "terminate", "stop" or "hibernate", got 'x''.  On
+ * failure *out is untouched.  Pure; fuzzed by tests/fuzz/fuzz_imds.c.
+ */
+int wrk_imds_parse_action(const char *body,
+                          size_t len,
+                          struct wrk_imds_action *out,
+                          struct mu_err *err);
+
+/*
+ * Parses the body of /latest/meta-data/events/recommendations/rebalance: a JSON object with
+ * string "noticeTime".  *notice_ms_out gets its wall ms; untouched on failure.  Pure.
+ */
+int wrk_imds_parse_rebalance(const char *body,
+                             size_t len,
+                             uint64_t *notice_ms_out,
+                             struct mu_err *err);
+
+struct wrk_imds_config {
+    const char *url;    /* "http://169.254.169.254" (a trailing slash is fine); http only */
+    int interval_s;     /* 1..300 between the starts of two polls */
+    int token_ttl_s;    /* 0 = WRK_IMDS_TOKEN_TTL_S; tests ask for a few seconds */
+    int timeout_ms;     /* per request; 0 = WRK_IMDS_TIMEOUT_MS */
+    bool want_identity; /* also read instance type, zone and lifecycle until known */
+};
+
+enum wrk_imds_event_type {
+    WRK_IMDS_SPOT = 1,  /* a new interruption notice: action, time_ms = its deadline */
+    WRK_IMDS_REBALANCE, /* a new rebalance recommendation: time_ms = its noticeTime */
+    WRK_IMDS_IDENTITY,  /* wrk_imds_identity_get has the instance's identity now (once) */
+};
+
+struct wrk_imds_event {
+    enum wrk_imds_event_type type;
+    char action[16];  /* SPOT: as the notice says; REBALANCE: "rebalance" */
+    uint64_t time_ms; /* wall ms */
+};
+
+struct wrk_imds_identity {
+    char instance_type[64]; /* "p5.48xlarge"; "" when the service has none (404) */
+    char zone[64];          /* "us-east-1a"; "" when none */
+    char lifecycle[16];     /* "spot" | "on-demand"; "" when none */
+};
+
+struct wrk_imds_stats {
+    uint64_t cycles;       /* polls started */
+    uint64_t requests;     /* HTTP requests started, token PUTs included */
+    uint64_t tokens;       /* tokens obtained */
+    uint64_t unauthorized; /* 401 replies */
+    uint64_t failures;     /* transfers that failed: refused, timed out, too large */
+    uint64_t garbled;      /* replies that made no sense */
+};
+
+struct wrk_imds;
+struct pollfd;
+
+/*
+ * A watcher for the metadata service at cfg->url.  Starts nothing: the first poll begins at the
+ * first wrk_imds_service.  Errors: MU_E_INVAL for a URL that is not http://..., MU_E_RANGE for
+ * an interval or TTL out of range.  Free with wrk_imds_free.  Loop-thread-only, like the agent.
+ */
+struct wrk_imds *wrk_imds_new(const struct wrk_imds_config *cfg, struct mu_err *err);
+void wrk_imds_free(struct wrk_imds *w);
+
+/*
+ * The event-loop contract: put the fds that wrk_imds_fds writes (at most max; 8 is always
+ * enough) into the poll set, wait at most wrk_imds_timeout_ms(w, now, your_max), then hand the
+ * same fds with their revents to wrk_imds_service, which drives the transfers, starts a poll
+ * when one is due and never blocks.  Then take the events with wrk_imds_event_next.
+ */
+int wrk_imds_fds(const struct wrk_imds *w, struct pollfd *fds, int max);
+int wrk_imds_timeout_ms(const struct wrk_imds *w, uint64_t now_mono_ms, int max_ms);
+void wrk_imds_service(struct wrk_imds *w, const struct pollfd *fds, int nfds);
+/* The oldest pending event into *ev; false when there is none. */
+bool wrk_imds_event_next(struct wrk_imds *w, struct wrk_imds_event *ev);
+
+/*
+ * Blocks (poll) until the identity is known, one poll completed without it, or budget_ms
+ * passed; 0 when it is known.  For start-up only, so that the first HELLO has the zone.
+ */
+int wrk_imds_wait_identity(struct wrk_imds *w, int budget_ms);
+/* The identity once complete, else NULL; borrowed until wrk_imds_free. */
+const struct wrk_imds_identity *wrk_imds_identity_get(const struct wrk_imds *w);
+void wrk_imds_stats_get(const struct wrk_imds *w, struct wrk_imds_stats *out);
+
 /* ---- the agent (the daemon's loop) ---- */
 
 struct wrk_config {
@@ -214,7 +344,9 @@ struct wrk_config {
     const char *pool;
     const char *state_dir;          /* created with its parents */
     const char *addr;               /* MASTER_ADDR other nodes use to reach this one */
-    const char *imds;               /* accepted, not used yet (issue 4); NULL when not given */
+    const char *imds;               /* metadata service URL; NULL or "" = no spot watcher */
+    int imds_interval_s;            /* 0 = WRK_IMDS_INTERVAL_S */
+    int imds_token_ttl_s;           /* 0 = WRK_IMDS_TOKEN_TTL_S (tests use less) */
     const char *nvidia_smi;         /* program for discovery; NULL = "nvidia-smi" */
     int sim_gpus;                   /* 0..64 simulated GPUs; -1 = discover with nvidia-smi */
     int sim_island[PROTO_MAX_GPUS]; /* island of simulated GPU i (--gpu-islands); zeroed = one */

@@ -7,8 +7,14 @@
  * builder (pure, no fork), and the launcher for real: a task's log file and exit code, KILL of a
  * whole process group, and exec failures turned into messages.  The agent is driven against an
  * in-process ROUTER standing in for the scheduler, including the islands and labels of HELLO.
+ * Issue 4: the checkpoint file parser and reader, checkpoints reported by real tasks (temp file
+ * and rename, just before exit, garbage, MUSTER_RESUME_FROM), the IMDS JSON parsers, and the
+ * spot watcher and the agent against tests/imds/imds_mock.py started as a subprocess (token
+ * renewal before expiry and on 401, notices, rebalance, garbage, a stalled and a dead service).
  */
 #include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -24,6 +30,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 #include <zmq.h>
 
 #include "worker/wrk.h"
@@ -1211,6 +1218,9 @@ static void send_bind(
     proto_msg_release(&m);
 }
 
+/* When set, the next agent watches this metadata service every second and has no zone label. */
+static const char *fake_imds_url;
+
 /*
  * Starts an agent against a fresh ROUTER: sim_gpus simulated GPUs laid out by islands (an
  * --gpu-islands list, NULL = one island), or, with sim_gpus -1, GPUs discovered through the
@@ -1252,10 +1262,14 @@ static void fake_sched_start_with(struct fake_sched *f,
     cfg.cpus = 4;
     cfg.memory_mb = 1000;
     cfg.heartbeat_s = 1;
-    cfg.nlabels = (int)MU_ARRAY_LEN(labels);
-    for (size_t i = 0; i < MU_ARRAY_LEN(labels); i++) {
-        mu_strlcpy(cfg.labels[i].level, labels[i][0], sizeof(cfg.labels[i].level));
-        mu_strlcpy(cfg.labels[i].value, labels[i][1], sizeof(cfg.labels[i].value));
+    for (size_t i = fake_imds_url ? 1 : 0; i < MU_ARRAY_LEN(labels); i++) {
+        struct proto_label *l = &cfg.labels[cfg.nlabels++];
+        mu_strlcpy(l->level, labels[i][0], sizeof(l->level));
+        mu_strlcpy(l->value, labels[i][1], sizeof(l->value));
+    }
+    if (fake_imds_url) {
+        cfg.imds = fake_imds_url;
+        cfg.imds_interval_s = 1;
     }
     f->agent = wrk_agent_new(&cfg, &err);
     if (!f->agent)
@@ -1591,6 +1605,759 @@ static void test_agent_islands(void **state)
     free(dir);
 }
 
+/* ---- checkpoint files ---- */
+
+struct ckpt_case {
+    const char *data;
+    size_t len;       /* 0 = strlen(data) */
+    int code;         /* 0 = parses */
+    const char *want; /* the path, or a piece of the message */
+};
+
+static const struct ckpt_case ckpt_cases[] = {
+    { "/ckpt/step-100\n", 0, 0, "/ckpt/step-100" },
+    { "/ckpt/step-100", 0, 0, "/ckpt/step-100" },
+    { "  s3://bucket/run 1/step-7 \r\nignored second line\n", 0, 0, "s3://bucket/run 1/step-7" },
+    { "/ckpt/caf\xc3\xa9\n", 0, 0, "/ckpt/caf\xc3\xa9" },
+    { "", 0, MU_E_PARSE, "empty first line" },
+    { "\n/ckpt/x\n", 0, MU_E_PARSE, "empty first line" },
+    { "   \t\r\n", 0, MU_E_PARSE, "empty first line" },
+    { "/ckpt\0/x\n", 9, MU_E_PARSE, "NUL byte" },
+    { "/ckpt/x\n\0\0\0", 11, MU_E_PARSE, "NUL byte" },
+    { "/ckpt/\x1b[31mred\n", 0, MU_E_PARSE, "control byte 0x1b" },
+    { "/ckpt/\x7f\n", 0, MU_E_PARSE, "control byte 0x7f" },
+};
+
+static void test_ckpt_parse(void **state)
+{
+    char path[PROTO_PATH_MAX];
+    struct mu_err err;
+    char *big;
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(ckpt_cases); i++) {
+        const struct ckpt_case *c = &ckpt_cases[i];
+        size_t len = c->len ? c->len : strlen(c->data);
+        int r;
+        mu_err_clear(&err);
+        r = wrk_ckpt_parse(c->data, len, path, sizeof(path), &err);
+        if (c->code == 0) {
+            if (r != 0)
+                fail_msg("case %zu: %s", i, err.msg);
+            assert_string_equal(path, c->want);
+        } else {
+            if (r != -1 || err.code != c->code || !strstr(err.msg, c->want))
+                fail_msg("case %zu: r=%d code=%d msg='%s', want '%s'", i, r, err.code, err.msg,
+                         c->want);
+        }
+    }
+    /* Huge file, and a path longer than the buffer. */
+    big = malloc(WRK_CKPT_MAX_BYTES + 2);
+    assert_non_null(big);
+    memset(big, 'a', WRK_CKPT_MAX_BYTES + 1);
+    big[WRK_CKPT_MAX_BYTES + 1] = '\0';
+    assert_int_equal(wrk_ckpt_parse(big, WRK_CKPT_MAX_BYTES + 1, path, sizeof(path), &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    assert_int_equal(wrk_ckpt_parse(big, PROTO_PATH_MAX, path, sizeof(path), &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    assert_int_equal(wrk_ckpt_parse(big, PROTO_PATH_MAX - 1, path, sizeof(path), &err), 0);
+    free(big);
+}
+
+static void test_ckpt_read(void **state)
+{
+    char *dir = make_tmpdir();
+    char file[1024];
+    char path[PROTO_PATH_MAX];
+    uint64_t mtime = 0;
+    uint64_t before = mu_time_wall_ms();
+    struct mu_err err;
+    (void)state;
+
+    assert_int_equal(mu_snprintf(file, sizeof(file), "%s/ck", dir), 0);
+    /* No file yet: nothing, not an error. */
+    assert_int_equal(wrk_ckpt_read(file, path, sizeof(path), &mtime, &err), 0);
+    write_file(file, "/ckpt/a\n", 0644);
+    assert_int_equal(wrk_ckpt_read(file, path, sizeof(path), &mtime, &err), 1);
+    assert_string_equal(path, "/ckpt/a");
+    assert_true(mtime + 1000 >= before && mtime <= mu_time_wall_ms() + 1000);
+    /* A FIFO must not block the worker; a symlink is not followed. */
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(mkfifo(file, 0644), 0);
+    assert_int_equal(wrk_ckpt_read(file, path, sizeof(path), &mtime, &err), -1);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(symlink("/etc/hostname", file), 0);
+    assert_int_equal(wrk_ckpt_read(file, path, sizeof(path), &mtime, &err), -1);
+    rm_rf(dir);
+    free(dir);
+}
+
+/* ---- IMDS documents ---- */
+
+struct action_case {
+    const char *body;
+    int code;         /* 0 = parses */
+    const char *want; /* the action, or a piece of the message */
+    uint64_t time_ms;
+};
+
+static const struct action_case action_cases[] = {
+    { "{\"action\": \"terminate\", \"time\": \"2017-09-18T08:22:00Z\"}", 0, "terminate",
+      UINT64_C(1505722920000) },
+    { "{\"action\":\"stop\",\"time\":\"2026-11-22T08:22:00Z\"}\n", 0, "stop",
+      UINT64_C(1795335720000) },
+    { " {\"time\":\"2024-02-29T23:59:59.250Z\",\"action\":\"hibernate\",\"extra\":[1,{}]} ", 0,
+      "hibernate", UINT64_C(1709251199250) },
+    { "", MU_E_PARSE, "empty reply", 0 },
+    { "<?xml version=\"1.0\"?><html>404 - Not Found</html>", MU_E_PARSE, "not JSON", 0 },
+    { "[\"terminate\"]", MU_E_PARSE, "expected a JSON object", 0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-09-18T08:22:00Z\"} x", MU_E_PARSE,
+      "bytes after the JSON value", 0 },
+    { "{\"time\":\"2017-09-18T08:22:00Z\"}", MU_E_PARSE, "missing \"action\"", 0 },
+    { "{\"action\":\"reboot\",\"time\":\"2017-09-18T08:22:00Z\"}", MU_E_PARSE, "got 'reboot'", 0 },
+    { "{\"action\":7,\"time\":\"2017-09-18T08:22:00Z\"}", MU_E_PARSE,
+      "\"action\": expected a string", 0 },
+    { "{\"action\":\"terminate\"}", MU_E_PARSE, "missing \"time\"", 0 },
+    { "{\"action\":\"terminate\",\"time\":1505722920}", MU_E_PARSE, "\"time\": expected a string",
+      0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-09-18 08:22:00\"}", MU_E_PARSE,
+      "expected YYYY-MM-DDThh:mm:ssZ", 0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-09-18T08:22:00+02:00\"}", MU_E_PARSE,
+      "ending in 'Z'", 0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-02-29T08:22:00Z\"}", MU_E_RANGE, "no such date",
+      0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-09-18T24:00:00Z\"}", MU_E_RANGE, "no such date",
+      0 },
+    { "{\"action\":\"terminate\",\"time\":\"1969-12-31T23:59:59Z\"}", MU_E_RANGE, "no such date",
+      0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-09-18T08:22:00.Z\"}", MU_E_PARSE,
+      "digits after '.'", 0 },
+    { "{\"action\":\"terminate\",\"time\":\"2017-09-18T08:22:00.1234567890Z\"}", MU_E_PARSE,
+      "more than 9", 0 },
+    { "{\"action\":\"terminate\",\"action\":\"stop\",\"time\":\"2017-09-18T08:22:00Z\"", MU_E_PARSE,
+      "not JSON", 0 },
+};
+
+static void test_imds_parse_action(void **state)
+{
+    struct wrk_imds_action act;
+    struct mu_err err;
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(action_cases); i++) {
+        const struct action_case *c = &action_cases[i];
+        int r;
+        memset(&act, 0, sizeof(act));
+        mu_err_clear(&err);
+        r = wrk_imds_parse_action(c->body, strlen(c->body), &act, &err);
+        if (c->code == 0) {
+            if (r != 0)
+                fail_msg("case %zu: %s", i, err.msg);
+            assert_string_equal(act.action, c->want);
+            assert_int_equal(act.time_ms, c->time_ms);
+        } else {
+            if (r != -1 || err.code != c->code || !strstr(err.msg, c->want))
+                fail_msg("case %zu: r=%d code=%d msg='%s', want '%s'", i, r, err.code, err.msg,
+                         c->want);
+            assert_string_equal(act.action, ""); /* untouched */
+        }
+    }
+    /* Not NUL-terminated: only len bytes count. */
+    {
+        const char body[] = "{\"action\":\"stop\",\"time\":\"2017-09-18T08:22:00Z\"}GARBAGE";
+        assert_int_equal(wrk_imds_parse_action(body, sizeof(body) - 8, &act, &err), 0);
+        assert_string_equal(act.action, "stop");
+        assert_int_equal(wrk_imds_parse_action(body, sizeof(body) - 1, &act, &err), -1);
+    }
+    /* Over the cap. */
+    assert_int_equal(wrk_imds_parse_action("{}", WRK_IMDS_MAX_BODY + 1, &act, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+}
+
+static void test_imds_parse_rebalance(void **state)
+{
+    static const struct {
+        const char *body;
+        int rc;
+        uint64_t ms;
+        const char *msg;
+    } cases[] = {
+        { "{\"noticeTime\": \"2020-10-27T08:22:00Z\"}", 0, UINT64_C(1603786920000), "" },
+        { "{\"noticeTime\":\"2000-01-01T00:00:00Z\",\"x\":null}", 0, UINT64_C(946684800000), "" },
+        { "{}", -1, 0, "missing \"noticeTime\"" },
+        { "{\"noticeTime\": null}", -1, 0, "expected a string" },
+        { "{\"noticeTime\": \"soon\"}", -1, 0, "\"noticeTime\": time 'soon'" },
+        { "\"2020-10-27T08:22:00Z\"", -1, 0, "expected a JSON object" },
+        { "{\"noticeTime\": \"2020-13-27T08:22:00Z\"}", -1, 0, "no such date" },
+    };
+    struct mu_err err;
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(cases); i++) {
+        uint64_t ms = 42;
+        int r = wrk_imds_parse_rebalance(cases[i].body, strlen(cases[i].body), &ms, &err);
+        if (r != cases[i].rc)
+            fail_msg("case %zu: r=%d %s", i, r, err.msg);
+        if (r == 0)
+            assert_int_equal(ms, cases[i].ms);
+        else if (!strstr(err.msg, cases[i].msg) || ms != 42)
+            fail_msg("case %zu: '%s', want '%s'", i, err.msg, cases[i].msg);
+    }
+}
+
+/* ---- the metadata service stand-in (tests/imds/imds_mock.py) ---- */
+
+/* The mock that runs now, so that a failed test's teardown can still stop it. */
+static pid_t mock_live_pid;
+
+struct mock_imds {
+    pid_t pid;
+    int port;
+    char url[64];
+    char *dir;
+};
+
+/* Starts imds_mock.py with extra arguments; false (the caller skips) when python3 is missing. */
+static bool mock_start(struct mock_imds *mk, const char *const *extra, int nextra)
+{
+    char script[1024];
+    char portfile[1024];
+    char *argv[16];
+    struct wrk_spawn sp;
+    struct mu_err err;
+    int n = 0;
+
+    memset(mk, 0, sizeof(*mk));
+    data_path("../../imds/imds_mock.py", script, sizeof(script));
+    mk->dir = make_tmpdir();
+    assert_int_equal(mu_snprintf(portfile, sizeof(portfile), "%s/port", mk->dir), 0);
+    argv[n++] = (char *)"python3";
+    argv[n++] = script;
+    argv[n++] = (char *)"--port-file";
+    argv[n++] = portfile;
+    for (int i = 0; i < nextra && n < 14; i++)
+        argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    memset(&sp, 0, sizeof(sp));
+    sp.argv = argv;
+    sp.fd_stdin = -1;
+    sp.fd_stdout = -1;
+    sp.fd_stderr = 2;
+    sp.new_pgrp = true;
+    if (wrk_spawn_start(&sp, &mk->pid, &err) != 0) {
+        rm_rf(mk->dir);
+        free(mk->dir);
+        return false;
+    }
+    for (int i = 0; i < 500 && mk->port == 0; i++) {
+        char *text = mu_file_read(portfile, 64, NULL, NULL);
+        int64_t v;
+        if (text) {
+            char *nl = strchr(text, '\n');
+            if (nl)
+                *nl = '\0';
+            if (mu_parse_i64(text, 1, 65535, &v, NULL) == 0)
+                mk->port = (int)v;
+        }
+        free(text);
+        if (mk->port == 0)
+            sleep_ms(10);
+    }
+    mock_live_pid = mk->pid;
+    if (mk->port == 0)
+        fail_msg("imds_mock.py did not write its port");
+    (void)mu_snprintf(mk->url, sizeof(mk->url), "http://127.0.0.1:%d", mk->port);
+    return true;
+}
+
+static void mock_stop(struct mock_imds *mk)
+{
+    int status;
+    mock_live_pid = 0;
+    assert_int_equal(kill(mk->pid, SIGTERM), 0);
+    assert_int_equal(wait_exit(mk->pid, &status), 0);
+    rm_rf(mk->dir);
+    free(mk->dir);
+}
+
+static int mock_teardown(void **state)
+{
+    int status;
+    (void)state;
+    fake_imds_url = NULL;
+    if (mock_live_pid > 0) {
+        (void)kill(mock_live_pid, SIGKILL);
+        (void)wait_exit(mock_live_pid, &status);
+        mock_live_pid = 0;
+    }
+    return 0;
+}
+
+static size_t mock_body(char *data, size_t size, size_t nmemb, void *userp)
+{
+    struct mu_buf *b = userp;
+    return mu_buf_append(b, data, size * nmemb, NULL) == 0 ? size * nmemb : 0;
+}
+
+/* POSTs body to the mock's control path (or GETs when body is NULL); returns the reply. */
+static char *mock_call(const struct mock_imds *mk, const char *path, const char *body)
+{
+    char url[256];
+    struct mu_buf b;
+    CURL *c = curl_easy_init();
+    long code = 0;
+
+    assert_non_null(c);
+    mu_buf_init(&b, 1u << 16);
+    assert_int_equal(mu_snprintf(url, sizeof(url), "%s%s", mk->url, path), 0);
+    (void)curl_easy_setopt(c, CURLOPT_URL, url);
+    (void)curl_easy_setopt(c, CURLOPT_PROXY, "");
+    (void)curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    (void)curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mock_body);
+    (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    if (body)
+        (void)curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    (void)curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+    assert_int_equal(code, 200);
+    curl_easy_cleanup(c);
+    return mu_buf_take(&b);
+}
+
+static void mock_post(const struct mock_imds *mk, const char *path, const char *body)
+{
+    free(mock_call(mk, path, body));
+}
+
+/* The integer after "key": in the mock's /mock/stats. */
+static int64_t mock_stat(const struct mock_imds *mk, const char *key)
+{
+    char *text = mock_call(mk, "/mock/stats", NULL);
+    char pat[64];
+    const char *p;
+    int64_t v = -1;
+    (void)mu_snprintf(pat, sizeof(pat), "\"%s\": ", key);
+    p = strstr(text, pat);
+    if (p) {
+        char num[32];
+        size_t n = 0;
+        p += strlen(pat);
+        while (n < sizeof(num) - 1 && p[n] >= '0' && p[n] <= '9') {
+            num[n] = p[n];
+            n++;
+        }
+        num[n] = '\0';
+        (void)mu_parse_i64(num, 0, INT64_MAX, &v, NULL);
+    }
+    free(text);
+    return v;
+}
+
+/* Turns the watcher's loop for ms; returns the first event of `type` (if want) or none. */
+static bool imds_turn(struct wrk_imds *w,
+                      int ms,
+                      enum wrk_imds_event_type type,
+                      struct wrk_imds_event *out,
+                      int *events_seen)
+{
+    uint64_t deadline = mu_time_mono_ms() + (uint64_t)ms;
+    while (mu_time_mono_ms() < deadline) {
+        struct pollfd fds[8];
+        struct wrk_imds_event ev;
+        uint64_t now = mu_time_mono_ms();
+        uint64_t t0;
+        int n = wrk_imds_fds(w, fds, 8);
+        (void)poll(fds, (nfds_t)n, wrk_imds_timeout_ms(w, now, (int)(deadline - now)));
+        t0 = mu_time_mono_ms();
+        wrk_imds_service(w, fds, n);
+        /* Never blocks the loop, even when the service stalls. */
+        assert_true(mu_time_mono_ms() - t0 < 200);
+        while (wrk_imds_event_next(w, &ev)) {
+            if (events_seen)
+                (*events_seen)++;
+            if (out && ev.type == type) {
+                *out = ev;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* The time in the mock's reply to /mock/notice, as wall ms. */
+static uint64_t mock_notice(const struct mock_imds *mk, const char *body)
+{
+    char *reply = mock_call(mk, "/mock/notice", body);
+    const char *t = strstr(reply, "\"time\": \"");
+    uint64_t want = 0;
+    struct mu_err err;
+    char text[32];
+    assert_non_null(t);
+    mu_strlcpy(text, t + 9, 21);
+    assert_int_equal(wrk_imds_parse_time(text, &want, &err), 0);
+    free(reply);
+    return want;
+}
+
+/* Identity first, then tokens renewed before they expire, and after a 401. */
+static void watcher_tokens(struct wrk_imds *w, const struct mock_imds *mk)
+{
+    const struct wrk_imds_identity *id;
+    struct wrk_imds_stats st;
+    struct wrk_imds_event ev;
+    uint64_t tokens;
+    int seen = 0;
+
+    memset(&ev, 0, sizeof(ev));
+    assert_int_equal(wrk_imds_wait_identity(w, 5000), 0);
+    id = wrk_imds_identity_get(w);
+    assert_non_null(id);
+    assert_string_equal(id->instance_type, "g6e.12xlarge");
+    assert_string_equal(id->zone, "us-west-2b");
+    assert_string_equal(id->lifecycle, "on-demand");
+    assert_true(imds_turn(w, 100, WRK_IMDS_IDENTITY, &ev, NULL));
+    assert_int_equal(mock_stat(mk, "ttl_last"), 2);
+
+    /* Over 4.5 s of 1 s polls with a 2 s token: renewed each time before it expires. */
+    assert_false(imds_turn(w, 4500, WRK_IMDS_SPOT, &ev, &seen));
+    assert_int_equal(seen, 0);
+    wrk_imds_stats_get(w, &st);
+    assert_true(st.tokens >= 3);
+    assert_int_equal(st.unauthorized, 0);
+    assert_int_equal(st.failures, 0);
+    assert_int_equal(st.garbled, 0);
+    assert_int_equal(mock_stat(mk, "unauthorized"), 0);
+
+    /* Tokens revoked: the next GET gets 401, a new token and the GET again. */
+    tokens = st.tokens;
+    mock_post(mk, "/mock/expire-tokens", "");
+    assert_false(imds_turn(w, 1500, WRK_IMDS_SPOT, &ev, NULL));
+    wrk_imds_stats_get(w, &st);
+    assert_int_equal(st.unauthorized, 1);
+    assert_true(st.tokens >= tokens + 1);
+    assert_int_equal(st.garbled, 0);
+}
+
+/* Notices and recommendations: one event each, with their times. */
+static void watcher_notices(struct wrk_imds *w, const struct mock_imds *mk)
+{
+    struct wrk_imds_event ev;
+    uint64_t want;
+    int seen = 0;
+
+    memset(&ev, 0, sizeof(ev));
+    want = mock_notice(mk, "{\"action\":\"terminate\",\"in_s\":120}");
+    assert_true(imds_turn(w, 2500, WRK_IMDS_SPOT, &ev, NULL));
+    assert_string_equal(ev.action, "terminate");
+    assert_int_equal(ev.time_ms, want);
+    assert_true(ev.time_ms > mu_time_wall_ms() + 115000);
+    /* Not repeated on later polls. */
+    assert_false(imds_turn(w, 2200, WRK_IMDS_SPOT, &ev, &seen));
+    assert_int_equal(seen, 0);
+    /* A different notice is a new event. */
+    (void)mock_notice(mk, "{\"action\":\"stop\",\"in_s\":60}");
+    assert_true(imds_turn(w, 2500, WRK_IMDS_SPOT, &ev, NULL));
+    assert_string_equal(ev.action, "stop");
+
+    mock_post(mk, "/mock/rebalance", "");
+    assert_true(imds_turn(w, 2500, WRK_IMDS_REBALANCE, &ev, NULL));
+    assert_string_equal(ev.action, "rebalance");
+    assert_true(ev.time_ms <= mu_time_wall_ms() && ev.time_ms + 5000 > mu_time_wall_ms());
+    seen = 0;
+    assert_false(imds_turn(w, 1500, WRK_IMDS_REBALANCE, &ev, &seen));
+    assert_int_equal(seen, 0);
+}
+
+/* Garbage and a stalled service: counted and logged, no event, the loop never waits. */
+static void watcher_trouble(struct wrk_imds *w, const struct mock_imds *mk)
+{
+    struct wrk_imds_stats st;
+    struct wrk_imds_event ev;
+    int seen = 0;
+
+    mock_post(mk, "/mock/clear", "");
+    mock_post(mk, "/mock/garble", "{\"count\":2}");
+    assert_false(imds_turn(w, 2500, WRK_IMDS_SPOT, &ev, &seen));
+    assert_int_equal(seen, 0);
+    wrk_imds_stats_get(w, &st);
+    if (st.garbled != 2)
+        fail_msg("garbled %" PRIu64 " failures %" PRIu64 " unauthorized %" PRIu64
+                 " requests %" PRIu64 " cycles %" PRIu64,
+                 st.garbled, st.failures, st.unauthorized, st.requests, st.cycles);
+
+    /* The request times out after 1 s (imds_turn checks that no service call blocks). */
+    mock_post(mk, "/mock/stall", "{\"count\":1,\"ms\":2500}");
+    assert_false(imds_turn(w, 2500, WRK_IMDS_SPOT, &ev, NULL));
+    wrk_imds_stats_get(w, &st);
+    assert_int_equal(st.failures, 1);
+}
+
+static void test_imds_watcher(void **state)
+{
+    static const char *const extra[] = { "--instance-type", "g6e.12xlarge", "--zone",
+                                         "us-west-2b",      "--lifecycle",  "on-demand" };
+    struct mock_imds mk;
+    struct wrk_imds_config cfg;
+    struct wrk_imds_stats st;
+    struct wrk_imds_event ev;
+    struct wrk_imds *w;
+    struct mu_err err;
+    (void)state;
+
+    if (!mock_start(&mk, extra, (int)MU_ARRAY_LEN(extra)))
+        skip();
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.url = mk.url;
+    cfg.interval_s = 1;
+    cfg.token_ttl_s = 2; /* renewed 0.5 s before it expires */
+    cfg.want_identity = true;
+    w = wrk_imds_new(&cfg, &err);
+    if (!w)
+        fail_msg("%s", err.msg);
+    watcher_tokens(w, &mk);
+    watcher_notices(w, &mk);
+    watcher_trouble(w, &mk);
+    wrk_imds_free(w);
+    mock_stop(&mk);
+
+    /* Nobody listening: failures, no events, no crash; identity not known. */
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.url = mk.url; /* the port is closed now */
+    cfg.interval_s = 1;
+    cfg.want_identity = true;
+    w = wrk_imds_new(&cfg, &err);
+    assert_non_null(w);
+    assert_int_equal(wrk_imds_wait_identity(w, 3000), -1);
+    assert_null(wrk_imds_identity_get(w));
+    assert_false(imds_turn(w, 1200, WRK_IMDS_SPOT, &ev, NULL));
+    wrk_imds_stats_get(w, &st);
+    assert_true(st.failures >= 2);
+    wrk_imds_free(w);
+
+    /* Bad configuration. */
+    cfg.url = "https://169.254.169.254";
+    assert_null(wrk_imds_new(&cfg, &err));
+    assert_int_equal(err.code, MU_E_INVAL);
+    cfg.url = "http://169.254.169.254/";
+    cfg.interval_s = 301;
+    assert_null(wrk_imds_new(&cfg, &err));
+    assert_int_equal(err.code, MU_E_RANGE);
+}
+
+/* ---- the agent: checkpoints and spot notices ---- */
+
+static void send_bind_resume(struct fake_sched *f,
+                             const char *job,
+                             const char *script,
+                             const char *resume_from)
+{
+    const char *argv[] = { "/bin/sh", "-c", script };
+    struct proto_msg m;
+    struct mu_err err;
+    proto_msg_init(&m, PROTO_BIND);
+    mu_strlcpy(m.task.job, job, sizeof(m.task.job));
+    m.task.task = 0;
+    m.task.attempt = 2;
+    m.world_size = 1;
+    m.local_world_size = 1;
+    m.nnodes = 1;
+    mu_strlcpy(m.master_addr, "10.0.0.9", sizeof(m.master_addr));
+    m.master_port = 29500;
+    if (resume_from)
+        mu_strlcpy(m.resume_from, resume_from, sizeof(m.resume_from));
+    assert_int_equal(proto_msg_set_argv(&m, 3, argv, &err), 0);
+    send_to_worker(f, &m, 5);
+    proto_msg_release(&m);
+}
+
+/* Writes a checkpoint file the way tasks are told to: a temp file, then rename. */
+#define CKPT_WRITE(p)                                                                            \
+    "printf '" p "\\n' > \"$MUSTER_CHECKPOINT_FILE.tmp\" && mv \"$MUSTER_CHECKPOINT_FILE.tmp\" " \
+    "\"$MUSTER_CHECKPOINT_FILE\"; "
+
+/* Turns the loop until the task of job exits; returns the CHECKPOINT_DONE paths seen before. */
+static int until_exit(struct fake_sched *f,
+                      const char *job,
+                      char paths[][PROTO_PATH_MAX],
+                      int max,
+                      struct proto_msg *status)
+{
+    uint64_t deadline = mu_time_mono_ms() + 5000;
+    struct mu_err err;
+    char id[PROTO_NODE_MAX];
+    int n = 0;
+
+    while (mu_time_mono_ms() < deadline) {
+        struct proto_msg m;
+        assert_int_equal(wrk_agent_poll(f->agent, 10, &err), 1);
+        while (proto_recv(f->router, id, sizeof(id), &m, &err) == 1) {
+            if (m.type == PROTO_CHECKPOINT_DONE && strcmp(m.task.job, job) == 0 && n < max)
+                mu_strlcpy(paths[n++], m.path, PROTO_PATH_MAX);
+            if (m.type == PROTO_TASK_STATUS && strcmp(m.task.job, job) == 0) {
+                *status = m;
+                return n;
+            }
+            proto_msg_release(&m);
+        }
+    }
+    fail_msg("job %s did not exit", job);
+    return -1;
+}
+
+static void test_agent_checkpoints(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    char paths[8][PROTO_PATH_MAX];
+    char *text;
+    char path[1024];
+    uint64_t t0;
+    int n;
+    (void)state;
+
+    /* A stale value in the worker's own environment must not reach a fresh attempt. */
+    assert_int_equal(setenv("MUSTER_RESUME_FROM", "/stale", 1), 0);
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+    send_simple(&f, PROTO_HEARTBEAT, "", 0, 0, 1, 0, 5);
+
+    /* A running task reports a checkpoint: CHECKPOINT_DONE within a second, with its mtime. */
+    send_bind_resume(&f, "1800-0", "echo ready; sleep 0.3; " CKPT_WRITE("/ckpt/step-1") "sleep 100",
+                     NULL);
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    proto_msg_release(&m);
+    t0 = mu_time_wall_ms();
+    assert_true(expect_msg(&f, PROTO_CHECKPOINT_DONE, &m, 3000));
+    assert_string_equal(m.task.job, "1800-0");
+    assert_int_equal(m.task.attempt, 2);
+    assert_int_equal(m.task.task, 0);
+    assert_string_equal(m.path, "/ckpt/step-1");
+    assert_true(m.at_ms + 2000 >= t0 && m.at_ms <= mu_time_wall_ms());
+    (void)printf("# checkpoint reported %" PRIu64 " ms after the file's mtime\n",
+                 mu_time_wall_ms() - m.at_ms);
+    proto_msg_release(&m);
+    send_simple(&f, PROTO_KILL, "1800-0", 0, 2, SIGKILL, 0, 5);
+    n = until_exit(&f, "1800-0", paths, 8, &m);
+    assert_int_equal(n, 0);
+    proto_msg_release(&m);
+
+    /* Same path twice is one report; a new path is another; the last one, written just
+     * before the exit, arrives before TASK_STATUS. */
+    send_bind_resume(
+        &f, "1801-0",
+        CKPT_WRITE("/ckpt/a") "sleep 0.3; " CKPT_WRITE("/ckpt/a") "sleep 0.3; " CKPT_WRITE(
+            "/ckpt/b") "sleep 0.3; " CKPT_WRITE("/ckpt/final") "exit 0",
+        NULL);
+    n = until_exit(&f, "1801-0", paths, 8, &m);
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.exit_code, 0);
+    proto_msg_release(&m);
+    assert_int_equal(n, 3);
+    assert_string_equal(paths[0], "/ckpt/a");
+    assert_string_equal(paths[1], "/ckpt/b");
+    assert_string_equal(paths[2], "/ckpt/final");
+
+    /* Written the instant before exit (no time for the loop to see it first). */
+    send_bind_resume(&f, "1802-0", CKPT_WRITE("/ckpt/last-gasp") "exit 7", NULL);
+    n = until_exit(&f, "1802-0", paths, 8, &m);
+    assert_int_equal(m.task.exit_code, 7);
+    proto_msg_release(&m);
+    assert_int_equal(n, 1);
+    assert_string_equal(paths[0], "/ckpt/last-gasp");
+
+    /* Garbage is ignored: binary, empty, huge, a FIFO; then a good one still gets through. */
+    send_bind_resume(
+        &f, "1803-0",
+        "f=\"$MUSTER_CHECKPOINT_FILE\"; "
+        "printf '/ckpt/x\\000\\001' > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"; sleep 0.2; "
+        ": > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"; sleep 0.2; "
+        "head -c 100000 /dev/zero | tr '\\000' a > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"; "
+        "sleep 0.2; "
+        "printf '\\n\\n' > \"$f\"; sleep 0.2; " CKPT_WRITE(
+            "/ckpt/good") "sleep 0.2; rm -f \"$f\"; mkfifo \"$f\"; exit 0",
+        NULL);
+    n = until_exit(&f, "1803-0", paths, 8, &m);
+    proto_msg_release(&m);
+    assert_int_equal(n, 1);
+    assert_string_equal(paths[0], "/ckpt/good");
+
+    /* MUSTER_RESUME_FROM: the BIND's resume_from when given, else unset. */
+    send_bind_resume(&f, "1804-0", "echo \"${MUSTER_RESUME_FROM-unset}\"", "s3://b/ckpt/step-9");
+    (void)until_exit(&f, "1804-0", paths, 8, &m);
+    proto_msg_release(&m);
+    send_bind_resume(&f, "1805-0", "echo \"${MUSTER_RESUME_FROM-unset}\"", NULL);
+    (void)until_exit(&f, "1805-0", paths, 8, &m);
+    proto_msg_release(&m);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/logs/1804-0.2.0.out", f.dir), 0);
+    text = mu_file_read(path, 4096, NULL, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "s3://b/ckpt/step-9\n");
+    free(text);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/logs/1805-0.2.0.out", f.dir), 0);
+    text = mu_file_read(path, 4096, NULL, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "unset\n");
+    free(text);
+    fake_sched_stop(&f);
+    assert_int_equal(unsetenv("MUSTER_RESUME_FROM"), 0);
+}
+
+static void test_agent_spot(void **state)
+{
+    struct mock_imds mk;
+    struct fake_sched f;
+    struct proto_msg m;
+    uint64_t want;
+    uint64_t posted;
+    (void)state;
+
+    memset(&m, 0, sizeof(m));
+    if (!mock_start(&mk, NULL, 0))
+        skip();
+    fake_imds_url = mk.url;
+    fake_sched_start(&f);
+    fake_imds_url = NULL;
+    /* The zone comes from the metadata service when no --label gives it. */
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    assert_int_equal(m.nlabels, 3);
+    assert_string_equal(m.labels[2].level, "zone");
+    assert_string_equal(m.labels[2].value, "us-east-1a");
+    proto_msg_release(&m);
+    send_simple(&f, PROTO_HEARTBEAT, "", 0, 0, 1, 0, 5);
+
+    posted = mu_time_wall_ms();
+    want = mock_notice(&mk, "{\"action\":\"terminate\",\"in_s\":120}");
+    assert_true(expect_msg(&f, PROTO_SPOT_NOTICE, &m, 3000));
+    (void)printf("# SPOT_NOTICE %" PRIu64 " ms after the notice started (--imds-interval-s 1)\n",
+                 mu_time_wall_ms() - posted);
+    assert_string_equal(m.action, "terminate");
+    assert_int_equal(m.deadline_ms, want);
+    assert_true(m.deadline_ms >= posted + 119000 && m.deadline_ms <= posted + 121000);
+    proto_msg_release(&m);
+
+    posted = mu_time_wall_ms();
+    mock_post(&mk, "/mock/rebalance", "");
+    assert_true(expect_msg(&f, PROTO_REBALANCE, &m, 3000));
+    (void)printf("# REBALANCE %" PRIu64 " ms after the recommendation\n",
+                 mu_time_wall_ms() - posted);
+    assert_string_equal(m.action, "rebalance");
+    assert_true(m.deadline_ms + 1000 >= posted && m.deadline_ms <= mu_time_wall_ms());
+    proto_msg_release(&m);
+
+    /* A scheduler that asks who we are hears the notices again after the HELLO. */
+    send_simple(&f, PROTO_HEARTBEAT, "", 0, 0, 0, 0, 5);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 3000));
+    proto_msg_release(&m);
+    assert_true(expect_msg(&f, PROTO_SPOT_NOTICE, &m, 1000));
+    assert_int_equal(m.deadline_ms, want);
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+    mock_stop(&mk);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1615,6 +2382,16 @@ int main(void)
         cmocka_unit_test(test_agent_protocol),
         cmocka_unit_test(test_agent_reregisters),
         cmocka_unit_test(test_agent_islands),
+        cmocka_unit_test(test_ckpt_parse),
+        cmocka_unit_test(test_ckpt_read),
+        cmocka_unit_test(test_imds_parse_action),
+        cmocka_unit_test(test_imds_parse_rebalance),
+        cmocka_unit_test_teardown(test_imds_watcher, mock_teardown),
+        cmocka_unit_test(test_agent_checkpoints),
+        cmocka_unit_test_teardown(test_agent_spot, mock_teardown),
     };
+    /* WRK_TEST_FILTER=test_imds* runs a subset by hand. */
+    if (getenv("WRK_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("WRK_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

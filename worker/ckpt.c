@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Checkpoint files (DESIGN §3 "Checkpoints"): a task reports a checkpoint by writing its path,
+ * one line, to $MUSTER_CHECKPOINT_FILE (a temp file, then rename).  This file reads such a file
+ * safely; the agent decides when (inotify on <state-dir>/ckpt, and once more when the task is
+ * reaped) and reports CHECKPOINT_DONE.
+ *
+ * The file is written by the task, so it is hostile input: it may be a FIFO, a symlink to
+ * /dev/zero, empty, huge or binary.  It is opened without following links and without blocking,
+ * must be a regular file of at most WRK_CKPT_MAX_BYTES, and its first line must be printable.
+ */
+#include "worker/wrk.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/mu_banned.h"
+
+static bool is_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r';
+}
+
+int wrk_ckpt_parse(const char *data, size_t len, char *path, size_t size, struct mu_err *err)
+{
+    size_t start = 0;
+    size_t end;
+
+    if (len > WRK_CKPT_MAX_BYTES)
+        return mu_errf(err, MU_E_TOOBIG, "checkpoint file of %zu bytes, more than %u", len,
+                       WRK_CKPT_MAX_BYTES);
+    if (memchr(data, '\0', len))
+        return mu_errf(err, MU_E_PARSE, "checkpoint file holds a NUL byte: not text");
+    end = 0;
+    while (end < len && data[end] != '\n')
+        end++;
+    while (start < end && is_space(data[start]))
+        start++;
+    while (end > start && is_space(data[end - 1]))
+        end--;
+    if (end == start)
+        return mu_errf(err, MU_E_PARSE, "checkpoint file: empty first line");
+    for (size_t i = start; i < end; i++) {
+        unsigned char c = (unsigned char)data[i];
+        if (c < 0x20 || c == 0x7f)
+            return mu_errf(err, MU_E_PARSE,
+                           "checkpoint file: control byte 0x%02x at byte %zu of the path", c, i);
+    }
+    if (end - start >= size)
+        return mu_errf(err, MU_E_TOOBIG, "checkpoint path of %zu bytes, more than %zu", end - start,
+                       size - 1);
+    memcpy(path, data + start, end - start);
+    path[end - start] = '\0';
+    return 0;
+}
+
+int wrk_ckpt_read(const char *file, char *path, size_t size, uint64_t *mtime_ms, struct mu_err *err)
+{
+    char buf[WRK_CKPT_MAX_BYTES + 1];
+    struct stat st;
+    size_t len = 0;
+    int fd;
+    int rc = -1;
+
+    fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return mu_errf(err, MU_E_IO, "cannot open '%s': %s", file, strerror(errno));
+    }
+    if (fstat(fd, &st) != 0) {
+        mu_errf(err, MU_E_IO, "cannot stat '%s': %s", file, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        mu_errf(err, MU_E_PARSE, "'%s' is not a regular file", file);
+        goto out;
+    }
+    if (st.st_size > (off_t)WRK_CKPT_MAX_BYTES) {
+        mu_errf(err, MU_E_TOOBIG, "checkpoint file of %lld bytes, more than %u",
+                (long long)st.st_size, WRK_CKPT_MAX_BYTES);
+        goto out;
+    }
+    while (len < sizeof(buf)) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            mu_errf(err, MU_E_IO, "cannot read '%s': %s", file, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    if (wrk_ckpt_parse(buf, len, path, size, err) != 0)
+        goto out;
+    *mtime_ms = (uint64_t)st.st_mtim.tv_sec * 1000u + (uint64_t)st.st_mtim.tv_nsec / 1000000u;
+    rc = 1;
+out:
+    (void)close(fd);
+    return rc;
+}
