@@ -127,7 +127,8 @@ void d_preempted_requeue(struct musterd *d, struct d_job *j)
     j->state = QUEUE_PENDING;
     (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
     (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
-    (void)mu_snprintf(reason, sizeof(reason), "requeued: %s", j->stop_reason);
+    (void)mu_snprintf(reason, sizeof(reason), "requeued: %s (lost %.0f GPU-s of work)",
+                      j->stop_reason, tally.lost_gpu_s);
     mu_strlcpy(j->reason, reason, sizeof(j->reason));
     mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
     j->reason_stored = true;
