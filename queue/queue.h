@@ -255,6 +255,11 @@ struct queue_stored_job {
     bool held;
     char *spec; /* heap; NULL if the hash has none */
     size_t spec_len;
+    char *placement;     /* heap JSON [{"task","node","gpus"}...]; NULL if none */
+    uint64_t started_ms; /* 0 if none */
+    char last_checkpoint[1024];
+    uint64_t last_checkpoint_ms;
+    double lost_gpu_s;
 };
 
 /* Reads every job of the active set (one pipelined round trip); free with

@@ -248,16 +248,42 @@ void queue_stored_jobs_free(struct queue_stored_job *jobs, int n)
 {
     if (!jobs)
         return;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         free(jobs[i].spec);
+        free(jobs[i].placement);
+    }
     free(jobs);
 }
 
+static char *reply_dup(const redisReply *r)
+{
+    char *s;
+    if (r->type != REDIS_REPLY_STRING)
+        return NULL;
+    s = malloc(r->len + 1);
+    if (s) {
+        memcpy(s, r->str, r->len);
+        s[r->len] = '\0';
+    }
+    return s;
+}
+
+static uint64_t reply_u64(const redisReply *r)
+{
+    int64_t v = 0;
+    if (r->type != REDIS_REPLY_STRING || mu_parse_i64(r->str, 0, INT64_MAX, &v, NULL) != 0)
+        return 0;
+    return (uint64_t)v;
+}
+
+#define STORED_FIELDS                                                                           \
+    "state attempt failures held spec placement started_at last_checkpoint last_checkpoint_at " \
+    "lost_gpu_seconds"
+
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
-    /* HMGET state attempt failures held spec */
     int64_t num = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 5)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 10)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
     if (r->element[0]->type == REDIS_REPLY_STRING)
         mu_strlcpy(s->state, r->element[0]->str, sizeof(s->state));
@@ -268,14 +294,18 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
         && mu_parse_i64(r->element[2]->str, 0, 1000000, &num, NULL) == 0)
         s->failures = (int)num;
     s->held = r->element[3]->type == REDIS_REPLY_STRING && strcmp(r->element[3]->str, "1") == 0;
-    if (r->element[4]->type == REDIS_REPLY_STRING) {
-        s->spec = malloc(r->element[4]->len + 1);
-        if (!s->spec)
-            return mu_errf(err, MU_E_NOMEM, "out of memory");
-        memcpy(s->spec, r->element[4]->str, r->element[4]->len);
-        s->spec[r->element[4]->len] = '\0';
-        s->spec_len = r->element[4]->len;
-    }
+    s->spec = reply_dup(r->element[4]);
+    s->spec_len = s->spec ? r->element[4]->len : 0;
+    s->placement = reply_dup(r->element[5]);
+    if ((r->element[4]->type == REDIS_REPLY_STRING && !s->spec)
+        || (r->element[5]->type == REDIS_REPLY_STRING && !s->placement))
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    s->started_ms = reply_u64(r->element[6]);
+    if (r->element[7]->type == REDIS_REPLY_STRING)
+        mu_strlcpy(s->last_checkpoint, r->element[7]->str, sizeof(s->last_checkpoint));
+    s->last_checkpoint_ms = reply_u64(r->element[8]);
+    if (r->element[9]->type == REDIS_REPLY_STRING)
+        (void)mu_parse_double(r->element[9]->str, 0, 1e300, &s->lost_gpu_s, NULL);
     return 0;
 }
 
@@ -301,8 +331,8 @@ int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, st
         goto out;
     }
     for (size_t i = 0; i < ids->elements; i++)
-        (void)redisAppendCommand(q->ctx, "HMGET %sjob:%s state attempt failures held spec",
-                                 q->prefix, ids->element[i]->str);
+        (void)redisAppendCommand(q->ctx, "HMGET %sjob:%s " STORED_FIELDS, q->prefix,
+                                 ids->element[i]->str);
     for (size_t i = 0; i < ids->elements; i++) {
         void *reply = NULL;
         struct queue_stored_job *s = &jobs[i];
@@ -328,6 +358,7 @@ int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, st
             continue;
         }
         free(jobs[i].spec);
+        free(jobs[i].placement);
         queue_reply_free(queue_command(q, NULL, "SREM %sactive %s", q->prefix, jobs[i].id));
     }
     *out = jobs;

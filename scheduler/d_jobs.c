@@ -42,6 +42,7 @@ static void job_free(struct d_job *j)
     if (!j)
         return;
     queue_spec_release(&j->spec);
+    free(j->adopt_nodes);
     free(j->slots);
     free(j->tasks);
     free(j);
@@ -159,12 +160,31 @@ bool d_job_all_gone(const struct d_job *j)
     return true;
 }
 
+bool d_job_fully_committed(const struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].committed)
+            return false;
+    }
+    return true;
+}
+
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
 void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
     if (!j->placed || !d_job_all_gone(j))
         return;
-    sched_cluster_release(d->cluster, &j->req, j->slots);
+    if (d_job_fully_committed(j)) {
+        sched_cluster_release(d->cluster, &j->req, j->slots);
+    } else {
+        /* An adopted gang whose nodes did not all come back: release task by task. */
+        struct sched_request one = j->req;
+        one.tasks = 1;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].committed)
+                sched_cluster_release(d->cluster, &one, &j->slots[t]);
+        }
+    }
     free(j->slots);
     free(j->tasks);
     j->slots = NULL;
@@ -195,7 +215,7 @@ void d_job_kill_live(struct musterd *d, struct d_job *j)
  * max_retries); otherwise the infrastructure failed (bind timeout, node lost) and the gang is
  * simply requeued.
  */
-static void attempt_end(
+void d_job_attempt_end(
     struct musterd *d, struct d_job *j, bool counted, int exit_code, const char *why)
 {
     char num[16];
@@ -601,6 +621,7 @@ static int job_start(struct musterd *d, struct d_job *j)
     for (int t = 0; t < j->spec.tasks; t++) {
         j->tasks[t].node = j->slots[t].node;
         j->tasks[t].gpus = j->slots[t].gpus;
+        j->tasks[t].committed = true;
     }
     mu_buf_init(&json, 0);
     mu_buf_init(&nodes, 0);
@@ -685,8 +706,8 @@ static int running_collect(struct musterd *d, int64_t now_s)
     int n = 0;
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
-        if (!j->placed)
-            continue;
+        if (!j->placed || !d_job_fully_committed(j))
+            continue; /* a partly adopted gang is being stopped; its GPUs free soon */
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
         /* An attempt being stopped ends within the kill grace; a running one at its limit. */
@@ -836,7 +857,7 @@ void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *
         task->gone = true;
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start: %s", m->task.task,
                           node->name, m->error[0] ? m->error : "unknown error");
-        attempt_end(d, j, true, 127, why);
+        d_job_attempt_end(d, j, true, 127, why);
         d_job_release_if_done(d, j);
         return;
     }
@@ -852,9 +873,11 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
 {
     struct d_job *j = task_lookup(d, node, t);
     struct d_task *task;
-    char why[300];
 
     if (!j) {
+        const struct d_job *any = mu_map_get(d->jobs, t->job);
+        if (any && any->adopting && t->attempt == any->attempt)
+            return; /* d_adopt_node takes it when the node registers */
         stale_task(d, node, t);
         return;
     }
@@ -872,23 +895,33 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
     task->acked = true;
     task->exit_code = t->exit_code;
     task->signal = t->signal;
+    task->lost = t->state == PROTO_TASK_LOST;
     if (t->state == PROTO_TASK_EXITED)
         stale_task(d, node, t); /* we have it now: the worker may forget the exit */
+    d_job_task_exited(d, j, t->task, node->name);
+}
+
+/* Task t of j is gone (its exit in tasks[t]): end the attempt, or finish the job. */
+void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *node_name)
+{
+    const struct d_task *task = &j->tasks[t];
+    char why[300];
+
     if (j->end != D_END_NONE) {
         d_job_release_if_done(d, j);
         return;
     }
-    if (t->state == PROTO_TASK_LOST) {
-        (void)mu_snprintf(why, sizeof(why), "task %d vanished from node %s", t->task, node->name);
-        attempt_end(d, j, false, 0, why);
-    } else if (t->signal) {
-        (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t->task, node->name,
-                          mu_signal_name(t->signal));
-        attempt_end(d, j, true, 128 + t->signal, why);
-    } else if (t->exit_code != 0) {
-        (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t->task,
-                          node->name, t->exit_code);
-        attempt_end(d, j, true, t->exit_code, why);
+    if (task->lost) {
+        (void)mu_snprintf(why, sizeof(why), "task %d vanished from node %s", t, node_name);
+        d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->signal) {
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t, node_name,
+                          mu_signal_name(task->signal));
+        d_job_attempt_end(d, j, true, 128 + task->signal, why);
+    } else if (task->exit_code != 0) {
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t, node_name,
+                          task->exit_code);
+        d_job_attempt_end(d, j, true, task->exit_code, why);
     } else if (d_job_all_gone(j)) {
         job_succeeded(d, j);
     }
@@ -914,7 +947,7 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
         if (!hit)
             continue;
         if (j->end == D_END_NONE)
-            attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
+            d_job_attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
         else
             d_job_release_if_done(d, j);
     }
@@ -976,7 +1009,7 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
                     j->tasks[t].gone = true;
                 }
             }
-            attempt_end(d, j, false, 0, why);
+            d_job_attempt_end(d, j, false, 0, why);
         }
     }
 }
@@ -1077,6 +1110,7 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     struct queue_stored_job *stored = NULL;
     int n = 0;
     int requeued = 0;
+    int adopting = 0;
 
     if (queue_active_load(d->q, &stored, &n, err) != 0)
         return -1;
@@ -1103,9 +1137,18 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
         j->failures = s->failures;
         j->held = s->held;
         j->submitted_ms = id_ms(j->id);
+        j->started_ms = s->started_ms;
+        j->lost_gpu_s = s->lost_gpu_s;
+        mu_strlcpy(j->last_checkpoint, s->last_checkpoint, sizeof(j->last_checkpoint));
+        j->last_checkpoint_ms = s->last_checkpoint_ms;
         job_request_build(d, j);
         if (mu_map_put(d->jobs, j->id, j, &perr) != 0) {
             job_free(j);
+            continue;
+        }
+        /* A running gang keeps running: it is adopted when its nodes report its tasks. */
+        if (st == QUEUE_RUNNING && s->placement && d_adopt_prepare(d, j, s->placement) == 0) {
+            adopting++;
             continue;
         }
         if (st != QUEUE_PENDING) {
@@ -1125,7 +1168,9 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
         pending_add(d, j);
     }
     if (n)
-        mu_log(MU_LOG_INFO, "sched", "recovered %d active job(s), %d requeued", n, requeued);
+        mu_log(MU_LOG_INFO, "sched",
+               "recovered %d active job(s): %d running gang(s) to adopt, %d requeued", n, adopting,
+               requeued);
     queue_stored_jobs_free(stored, n);
     return 0;
 }

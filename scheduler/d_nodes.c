@@ -131,6 +131,7 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     sched_cluster_node_set_state(d->cluster, idx,
                                  node->terminating ? SCHED_NODE_TERMINATING : node->admin);
     reply_heartbeat(d, identity, true, NULL);
+    d_adopt_node(d, node, m); /* before the reconcile: those tasks are not stale */
     d_node_reconcile(d, node, m);
     d->dirty = true;
     d->nodes_dirty = true;
@@ -149,7 +150,10 @@ void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg
 
 void d_nodes_check(struct musterd *d, uint64_t now_ms)
 {
-    uint64_t limit = (uint64_t)d->cfg.node_lost_after_s * 1000u;
+    /* A worker cut off this long stops its own tasks (its lease); the margin makes sure it did
+     * before the gang is started anywhere else. */
+    uint64_t margin = (uint64_t)d->cfg.heartbeat_s * 2000u;
+    uint64_t limit = (uint64_t)d->cfg.node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
     for (int i = 0; i < d->nnodes; i++) {
         struct d_node *node = &d->nodes[i];
         if (!node->online || now_ms - node->seen_ms <= limit)

@@ -238,7 +238,7 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s)
         return false;
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         struct sched_victim *v = &d->pass.victims[n];
-        if (!j->placed)
+        if (!j->placed || !d_job_fully_committed(j))
             continue;
         v->req = &j->req;
         v->slots = j->slots;

@@ -60,10 +60,12 @@ struct d_gauges {
 struct MHD_Daemon;
 
 struct d_task {
-    int node;      /* cluster node index */
-    uint64_t gpus; /* GPU mask on that node */
-    bool acked;    /* BIND_ACK ok received */
-    bool gone;     /* exited, lost, or never started: nothing of it runs any more */
+    int node;       /* cluster node index */
+    uint64_t gpus;  /* GPU mask on that node */
+    bool acked;     /* BIND_ACK ok received */
+    bool gone;      /* exited, lost, or never started: nothing of it runs any more */
+    bool committed; /* its GPUs/CPUs/memory are committed in the cluster */
+    bool lost;      /* gone because its node or worker lost it (not an exit) */
     int exit_code;
     int signal;
     int pid;
@@ -100,11 +102,16 @@ struct d_job {
     char preempted_for[QUEUE_JOB_ID_MAX]; /* while PREEMPTING for another job: its id */
     char stop_reason[256];                /* why it is PREEMPTING */
     int victims_stopping;                 /* as a preemptor: victims not yet stopped */
-    double place_s;                       /* how long the last placement took */
-    char reason[256];                     /* why pending, now */
-    char reason_written[256];             /* as last written to Redis */
-    bool reason_stored;                   /* a reason was written for this pending spell */
-    uint64_t reason_at_ms;                /* mono: when */
+    /* Adoption after a scheduler restart (d_adopt.c): a gang RUNNING before the restart waits
+     * for its nodes to register and report its tasks, instead of being restarted. */
+    bool adopting;
+    uint64_t adopt_deadline_ms;          /* mono: nodes not back by then count as lost */
+    char (*adopt_nodes)[PROTO_NODE_MAX]; /* heap: per task, the node it ran on */
+    double place_s;                      /* how long the last placement took */
+    char reason[256];                    /* why pending, now */
+    char reason_written[256];            /* as last written to Redis */
+    bool reason_stored;                  /* a reason was written for this pending spell */
+    uint64_t reason_at_ms;               /* mono: when */
 };
 
 struct d_node {
@@ -201,6 +208,7 @@ int d_job_write(struct musterd *d,
 void d_task_kill(struct musterd *d, struct d_job *j, int t, int grace_s);
 void d_job_kill_live(struct musterd *d, struct d_job *j);
 bool d_job_all_gone(const struct d_job *j);
+bool d_job_fully_committed(const struct d_job *j); /* false for a partly adopted gang */
 void d_job_release_if_done(struct musterd *d, struct d_job *j);
 const char *d_node_name(const struct musterd *d, int idx);
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
@@ -224,6 +232,18 @@ void d_preempted_requeue(struct musterd *d, struct d_job *j);
 bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s);
 /* KILLs stopping gangs whose grace is over. */
 void d_stops_check(struct musterd *d, uint64_t now_ms);
+
+/* d_adopt.c: adopting running gangs after a scheduler restart (issue #5) */
+/* Sets j up to be adopted from its stored placement; -1 when the placement is unreadable. */
+int d_adopt_prepare(struct musterd *d, struct d_job *j, const char *placement);
+/* A node registered: resolves the adopting gangs' tasks it runs (before the HELLO reconcile). */
+void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
+/* Gangs whose nodes did not come back in time: their missing tasks count as lost. */
+void d_adopt_check(struct musterd *d, uint64_t now_ms);
+/* d_jobs.c pieces the adoption reuses */
+void d_job_attempt_end(
+    struct musterd *d, struct d_job *j, bool counted, int exit_code, const char *why);
+void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *node_name);
 
 /* d_nodes.c */
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);

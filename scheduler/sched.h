@@ -8,9 +8,10 @@
  * sched_pass runs one scheduling pass over the pending jobs in priority order with a reservation
  * for the first job that cannot start and EASY backfill behind it.  sched_cluster_commit and
  * sched_cluster_release apply or undo a decision.  sched_preempt_plan picks the lower-priority
- * gangs whose stopping lets a waiting job start and loses the least work.  No sockets, no Redis, no clock, no logs: the
- * daemon, the tests and the benchmarks drive the same code, and time is a parameter (now_s, any
- * epoch as long as it is used consistently).  docs/placement.md explains the algorithm.
+ * gangs whose stopping lets a waiting job start and loses the least work.  No sockets, no Redis, no
+ * clock, no logs: the daemon, the tests and the benchmarks drive the same code, and time is a
+ * parameter (now_s, any epoch as long as it is used consistently).  docs/placement.md explains the
+ * algorithm.
  *
  * A gang is placed all-or-nothing and never straddles capacity types.  Capacity types are tried
  * in the request's order, cheapest pool first within a type, pools in cool-down skipped.  Among

@@ -1,0 +1,204 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Adopting running gangs after a scheduler restart (issue #5): a gang that was RUNNING when
+ * musterd died keeps running.  Its stored placement says which node ran each task; when a node
+ * registers, its HELLO lists the tasks it runs (or saw exit), so each of the gang's tasks there
+ * is committed in the cluster at once (nothing else can be placed on its GPUs) and takes the
+ * state the worker reports.  Once every node of the gang has answered, the gang is placed again,
+ * with the same attempt: running tasks go on, exits count as they would have.  Nodes not back
+ * within node_lost_after_s plus a margin count as lost: the gang is requeued and its surviving
+ * tasks stopped, exactly as when a node is lost under a running scheduler.
+ */
+#include "scheduler/daemon.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+#define ADOPT_MARGIN_MS 2000
+
+int d_adopt_prepare(struct musterd *d, struct d_job *j, const char *placement)
+{
+    cJSON *doc = cJSON_Parse(placement);
+    const cJSON *item;
+    int rc = -1;
+
+    if (!cJSON_IsArray(doc) || cJSON_GetArraySize(doc) != j->spec.tasks)
+        goto out;
+    j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
+    j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
+    j->adopt_nodes = calloc((size_t)j->spec.tasks, sizeof(*j->adopt_nodes));
+    if (!j->slots || !j->tasks || !j->adopt_nodes)
+        goto out;
+    cJSON_ArrayForEach(item, doc)
+    {
+        const cJSON *task = cJSON_GetObjectItemCaseSensitive(item, "task");
+        const cJSON *node = cJSON_GetObjectItemCaseSensitive(item, "node");
+        const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(item, "gpus");
+        const cJSON *g;
+        int t;
+        if (!cJSON_IsNumber(task) || !cJSON_IsString(node) || !cJSON_IsArray(gpus))
+            goto out;
+        t = task->valueint;
+        if (t < 0 || t >= j->spec.tasks || !mu_name_is_valid(node->valuestring, PROTO_NODE_MAX - 1))
+            goto out;
+        mu_strlcpy(j->adopt_nodes[t], node->valuestring, sizeof(j->adopt_nodes[t]));
+        cJSON_ArrayForEach(g, gpus)
+        {
+            if (!cJSON_IsNumber(g) || g->valueint < 0 || g->valueint >= SCHED_MAX_GPUS_NODE)
+                goto out;
+            j->slots[t].gpus |= UINT64_C(1) << g->valueint;
+        }
+        j->slots[t].node = -1;
+        j->tasks[t].node = -1;
+        j->tasks[t].gpus = j->slots[t].gpus;
+    }
+    j->adopting = true;
+    j->state = QUEUE_RUNNING;
+    j->placed_attempt = j->attempt;
+    j->adopt_deadline_ms =
+        mu_time_mono_ms() + (uint64_t)d->cfg.node_lost_after_s * 1000u + ADOPT_MARGIN_MS;
+    rc = 0;
+out:
+    cJSON_Delete(doc);
+    if (rc != 0) {
+        free(j->slots);
+        free(j->tasks);
+        free(j->adopt_nodes);
+        j->slots = NULL;
+        j->tasks = NULL;
+        j->adopt_nodes = NULL;
+        mu_log(MU_LOG_WARN, "sched", "job=%s stored placement unreadable: requeued instead", j->id);
+    }
+    return rc;
+}
+
+static bool resolved(const struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (j->tasks[t].node < 0 && !j->tasks[t].gone)
+            return false;
+    }
+    return true;
+}
+
+/* Every task has answered (or is counted lost): the gang is placed again, same attempt. */
+static void adopt_finish(struct musterd *d, struct d_job *j)
+{
+    int first_gone = -1;
+
+    j->adopting = false;
+    j->placed = true;
+    free(j->adopt_nodes);
+    j->adopt_nodes = NULL;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (j->tasks[t].gone && first_gone < 0)
+            first_gone = t;
+    }
+    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d adopted after the restart%s", j->id, j->attempt,
+           first_gone < 0 ? ": all tasks running" : "");
+    d->dirty = true;
+    d->nodes_dirty = true;
+    if (first_gone >= 0) {
+        char id[QUEUE_JOB_ID_MAX];
+        /* Lost tasks end the attempt first (not counted); then exits, as they would have.
+         * d_job_task_exited may finish and forget j: look it up again after each call. */
+        mu_strlcpy(id, j->id, sizeof(id));
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].gone && j->tasks[t].lost) {
+                d_job_task_exited(d, j, t,
+                                  j->tasks[t].node >= 0 ? d_node_name(d, j->tasks[t].node)
+                                                        : "(not back)");
+                if (mu_map_get(d->jobs, id) != j || j->end != D_END_NONE)
+                    return;
+            }
+        }
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].gone && !j->tasks[t].lost) {
+                d_job_task_exited(d, j, t, d_node_name(d, j->tasks[t].node));
+                if (mu_map_get(d->jobs, id) != j || j->end != D_END_NONE)
+                    return;
+            }
+        }
+    }
+}
+
+/* The worker's view of one of our tasks in its HELLO, or NULL. */
+static const struct proto_task_ref *reported(const struct proto_msg *hello,
+                                             const struct d_job *j,
+                                             int t)
+{
+    for (int i = 0; i < hello->ntasks; i++) {
+        const struct proto_task_ref *r = &hello->tasks[i];
+        if (r->task == t && r->attempt == j->attempt && strcmp(r->job, j->id) == 0)
+            return r;
+    }
+    return NULL;
+}
+
+void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->adopting)
+            continue;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            struct d_task *task = &j->tasks[t];
+            const struct proto_task_ref *r;
+            struct sched_request one = j->req;
+            if (task->node >= 0 || task->gone || strcmp(j->adopt_nodes[t], node->name) != 0)
+                continue;
+            r = reported(hello, j, t);
+            task->node = node->idx;
+            j->slots[t].node = node->idx;
+            if (!r || r->state == PROTO_TASK_LOST) {
+                task->gone = true;
+                task->lost = true;
+                continue;
+            }
+            if (r->state == PROTO_TASK_EXITED) {
+                struct proto_msg ack;
+                task->gone = true;
+                task->exit_code = r->exit_code;
+                task->signal = r->signal;
+                proto_msg_init(&ack, PROTO_KILL); /* acknowledges the exit it kept */
+                ack.task = *r;
+                d_send(d, node->name, &ack);
+                proto_msg_release(&ack);
+                continue;
+            }
+            /* Running: its resources are ours again before anything else is placed here. */
+            one.tasks = 1;
+            sched_cluster_commit(d->cluster, &one, &j->slots[t]);
+            task->committed = true;
+            task->acked = true;
+            task->pid = r->pid;
+        }
+        if (resolved(j))
+            adopt_finish(d, j); /* may forget j: iteration allows removal */
+    }
+}
+
+void d_adopt_check(struct musterd *d, uint64_t now_ms)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->adopting || now_ms < j->adopt_deadline_ms)
+            continue;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].node < 0 && !j->tasks[t].gone) {
+                mu_log(MU_LOG_WARN, "sched", "job=%s task=%d: node %s did not come back", j->id, t,
+                       j->adopt_nodes[t]);
+                j->tasks[t].gone = true;
+                j->tasks[t].lost = true;
+            }
+        }
+        adopt_finish(d, j);
+    }
+}
