@@ -15,7 +15,8 @@
 
 int queue_conn_open(struct queue *q, struct mu_err *err)
 {
-    struct timeval timeout = { 2, 0 };
+    /* Short enough that a daemon blocked on a dead Redis still answers its workers in time. */
+    struct timeval timeout = { 1, 0 };
     redisReply *reply = NULL;
     redisContext *ctx = redisConnectWithTimeout(q->url.host, q->url.port, timeout);
     int rc = -1;

@@ -84,12 +84,17 @@ int d_job_write(struct musterd *d,
         .state = state, .reason = reason, .attempt = j->attempt, .at_ms = mu_time_wall_ms()
     };
     d_metrics_tally(d, tally, &ev);
+    if (d->redis_down) {
+        j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
+        return -1;
+    }
     if (queue_job_update(d->q, j->id, fields, n, 0, state ? &ev : NULL, d->cfg.events_max,
                          QUEUE_STREAM_SUBMIT, NULL, &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store update: %s",
                        j->id, err.msg);
         d->redis_down = true;
+        j->unsynced = true;
         return -1;
     }
     return 0;
@@ -126,6 +131,10 @@ static void pending_remove(struct musterd *d, const struct d_job *j)
 static void job_forget(struct musterd *d, struct d_job *j)
 {
     pending_remove(d, j);
+    if (j->unsynced) {
+        j->forget_after_sync = true; /* its final state is not in Redis yet */
+        return;
+    }
     (void)mu_map_remove(d->jobs, j->id);
     job_free(j);
 }
@@ -244,6 +253,9 @@ void d_job_attempt_end(
                                 { "finished_at", now },
                                 { "lost_gpu_seconds", lost } };
         (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
+        j->exit_code = exit_code;
+        mu_strlcpy(j->error, why, sizeof(j->error));
+        j->finished_ms = now_ms;
         j->state = QUEUE_FAILED;
         j->end = D_END_FINAL;
         tally.counter = D_C_FAILED;
@@ -280,7 +292,8 @@ static void job_succeeded(struct musterd *d, struct d_job *j)
     struct queue_kv f[] = { { "state", "SUCCEEDED" },
                             { "exit_code", "0" },
                             { "finished_at", now } };
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
+    j->finished_ms = mu_time_wall_ms();
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
     j->state = QUEUE_SUCCEEDED;
     j->end = D_END_FINAL;
     struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
@@ -1023,7 +1036,8 @@ static void job_cancel(struct musterd *d, struct d_job *j)
 
     if (queue_state_is_final(j->state))
         return;
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
+    j->finished_ms = mu_time_wall_ms();
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
     j->state = QUEUE_CANCELLED;
     struct d_tally tally = { D_C_CANCELLED, 0, 0 };
     (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator", &tally);
@@ -1291,4 +1305,70 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
         g->gpus_free[p] += free_gpus;
         g->gpus_used[p] += sched_cluster_node_spec(d->cluster, i)->ngpus - free_gpus;
     }
+}
+
+/* One job's whole state, for a job whose updates could not be written during a Redis outage. */
+static int job_snapshot_write(struct musterd *d, struct d_job *j)
+{
+    char attempt[16], failures[16], started[32], finished[32], code[16], lost[32], ckpt_at[32];
+    const bool final = queue_state_is_final(j->state);
+    struct queue_kv f[] = {
+        { "state", queue_state_name(j->state) },
+        { "attempt", attempt },
+        { "failures", failures },
+        { "reason", j->state == QUEUE_PENDING ? j->reason : NULL },
+        { "started_at", j->started_ms ? started : NULL },
+        { "finished_at", final && j->finished_ms ? finished : NULL },
+        { "exit_code", j->state == QUEUE_SUCCEEDED ? "0"
+                       : j->state == QUEUE_FAILED  ? code
+                                                   : NULL },
+        { "error", j->state == QUEUE_FAILED ? j->error : NULL },
+        { "lost_gpu_seconds", lost },
+        { "last_checkpoint", j->last_checkpoint[0] ? j->last_checkpoint : NULL },
+        { "last_checkpoint_at", j->last_checkpoint_ms ? ckpt_at : NULL },
+    };
+    struct queue_event ev = { .state = queue_state_name(j->state),
+                              .reason = "state written again after a Redis outage",
+                              .attempt = j->attempt,
+                              .at_ms = mu_time_wall_ms() };
+    struct mu_err err;
+
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
+    (void)mu_snprintf(started, sizeof(started), "%llu", (unsigned long long)j->started_ms);
+    (void)mu_snprintf(finished, sizeof(finished), "%llu", (unsigned long long)j->finished_ms);
+    (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
+    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
+    (void)mu_snprintf(ckpt_at, sizeof(ckpt_at), "%llu", (unsigned long long)j->last_checkpoint_ms);
+    if (queue_job_update(d->q, j->id, f, (int)MU_ARRAY_LEN(f), 0, &ev, d->cfg.events_max,
+                         QUEUE_STREAM_SUBMIT, NULL, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s resync: %s", j->id,
+                       err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int d_jobs_resync(struct musterd *d)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    int n = 0;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->unsynced)
+            continue;
+        if (job_snapshot_write(d, j) != 0)
+            return -1;
+        j->unsynced = false;
+        n++;
+        if (j->forget_after_sync) {
+            (void)mu_map_remove(d->jobs, j->id);
+            job_free(j);
+        }
+    }
+    if (n)
+        mu_log(MU_LOG_INFO, "sched", "wrote %d job(s) changed during the Redis outage", n);
+    return 0;
 }

@@ -8,6 +8,7 @@
 #include "scheduler/daemon.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
@@ -27,7 +28,62 @@ void d_send(struct musterd *d, const char *node, struct proto_msg *m)
                        proto_type_name(m->type), err.msg);
 }
 
-static void handle_message(struct musterd *d, const char *identity, const struct proto_msg *m)
+#define DEFER_MAX 100000 /* worker messages held during a Redis outage */
+
+/* Holds m (taking its heap arrays) until Redis is back; false when the hold is full. */
+static bool defer(struct musterd *d, const char *identity, struct proto_msg *m)
+{
+    struct d_deferred *slot;
+    if (d->ndeferred == d->cap_deferred) {
+        int cap = d->cap_deferred ? d->cap_deferred * 2 : 64;
+        struct d_deferred *p;
+        if (cap > DEFER_MAX)
+            return false;
+        p = realloc(d->deferred, (size_t)cap * sizeof(*p));
+        if (!p)
+            return false;
+        d->deferred = p;
+        d->cap_deferred = cap;
+    }
+    slot = &d->deferred[d->ndeferred++];
+    mu_strlcpy(slot->node, identity, sizeof(slot->node));
+    slot->msg = *m;
+    proto_msg_init(m, m->type); /* the copy owns the arrays now */
+    return true;
+}
+
+static void handle_message(struct musterd *d, const char *identity, struct proto_msg *m);
+
+/* Redis is back and every job is written: apply what was held, in arrival order. */
+static void replay_deferred(struct musterd *d)
+{
+    int n = d->ndeferred;
+    if (n)
+        mu_log(MU_LOG_INFO, "sched", "applying %d worker message(s) held during the outage", n);
+    for (int i = 0; i < n && !d->redis_down; i++) {
+        handle_message(d, d->deferred[i].node, &d->deferred[i].msg);
+        proto_msg_release(&d->deferred[i].msg);
+        d->deferred[i].msg.type = PROTO_HEARTBEAT; /* released; nothing to free twice */
+        if (d->redis_down) {
+            /* Down again: keep the rest, in order. */
+            memmove(d->deferred, d->deferred + i + 1, (size_t)(n - i - 1) * sizeof(*d->deferred));
+            d->ndeferred = n - i - 1;
+            return;
+        }
+    }
+    d->ndeferred = 0;
+}
+
+void d_deferred_free(struct musterd *d)
+{
+    for (int i = 0; i < d->ndeferred; i++)
+        proto_msg_release(&d->deferred[i].msg);
+    free(d->deferred);
+    d->deferred = NULL;
+    d->ndeferred = 0;
+}
+
+static void handle_message(struct musterd *d, const char *identity, struct proto_msg *m)
 {
     struct d_node *node;
 
@@ -48,6 +104,14 @@ static void handle_message(struct musterd *d, const char *identity, const struct
         return;
     }
     node->seen_ms = mu_time_mono_ms();
+    if (d->redis_down) {
+        /* What it reports changes jobs, and a change we cannot write must not happen yet. */
+        if (!defer(d, identity, m))
+            mu_log_limited(MU_LOG_ERROR, "sched", "defer-full", 10,
+                           "node=%s %s dropped: too many messages held during the outage", identity,
+                           proto_type_name(m->type));
+        return;
+    }
     switch (m->type) {
     case PROTO_BIND_ACK:
         d_bind_ack(d, node, m);
@@ -137,8 +201,43 @@ static void claim_stale(struct musterd *d)
     apply_entries(d, entries, n);
 }
 
+/* While Redis is down: try to reconnect; once back, write what changed and apply what waited. */
+static void redis_recover(struct musterd *d, uint64_t now)
+{
+    struct mu_err err;
+    if (now < d->next_redis_try_ms)
+        return;
+    if (queue_reconnect(d->q, &err) != 0) {
+        d->redis_backoff_ms = d->redis_backoff_ms ? d->redis_backoff_ms * 2 : 100;
+        if (d->redis_backoff_ms > 5000)
+            d->redis_backoff_ms = 5000;
+        d->next_redis_try_ms = now + d->redis_backoff_ms;
+        mu_log_limited(MU_LOG_WARN, "sched", "redis-down", 10,
+                       "redis unreachable (%s); running tasks continue, retrying", err.msg);
+        return;
+    }
+    d->redis_down = false;
+    if (d_jobs_resync(d) != 0) {
+        d->redis_down = true;
+        return;
+    }
+    mu_log(MU_LOG_INFO, "sched", "redis connection restored");
+    d->redis_backoff_ms = 0;
+    /* Nodes could not be judged while we were blind: give every online one a fresh lease. */
+    for (int i = 0; i < d->nnodes; i++)
+        d->nodes[i].seen_ms = now;
+    replay_deferred(d);
+    d->nodes_dirty = true;
+    d->dirty = true;
+}
+
 static void periodic(struct musterd *d, uint64_t now)
 {
+    if (d->redis_down) {
+        redis_recover(d, now);
+        if (d->redis_down)
+            return; /* no decisions that could not be written */
+    }
     if (now < d->next_check_ms)
         return;
     d->next_check_ms = now + CHECK_INTERVAL_MS;
@@ -150,14 +249,6 @@ static void periodic(struct musterd *d, uint64_t now)
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;
         claim_stale(d);
-    }
-    if (d->redis_down) {
-        struct mu_err err;
-        if (queue_reconnect(d->q, &err) == 0) {
-            mu_log(MU_LOG_INFO, "sched", "redis connection restored");
-            d->redis_down = false;
-            d->nodes_dirty = true;
-        }
     }
     if (d->nodes_dirty || now >= d->next_nodes_write_ms) {
         d_status_write(d);
@@ -177,7 +268,7 @@ int d_run(struct musterd *d, struct mu_err *err)
         int metrics_item = -1;
         int fd = queue_intake_fd(d->qi);
         int mfd = d_metrics_fd(d);
-        int timeout = d->dirty ? 0 : CHECK_INTERVAL_MS;
+        int timeout = d->dirty && !d->redis_down ? 0 : CHECK_INTERVAL_MS;
         uint64_t now;
 
         memset(items, 0, sizeof(items));
@@ -200,13 +291,15 @@ int d_run(struct musterd *d, struct mu_err *err)
         }
         if (items[0].revents & ZMQ_POLLIN)
             drain_router(d);
-        if (intake_item < 0 || (items[intake_item].revents & ZMQ_POLLIN))
+        /* A lost intake connection is retried on the outage's backoff, not every turn. */
+        if ((intake_item < 0 && !d->redis_down)
+            || (intake_item >= 0 && (items[intake_item].revents & ZMQ_POLLIN)))
             drain_intake(d);
         if (metrics_item >= 0 && (items[metrics_item].revents & ZMQ_POLLIN))
             d_metrics_run(d);
         now = mu_time_mono_ms();
         periodic(d, now);
-        if (d->dirty)
+        if (d->dirty && !d->redis_down)
             d_schedule(d);
     }
     mu_log(MU_LOG_INFO, "sched", "musterd stopping");

@@ -156,7 +156,7 @@ void d_nodes_check(struct musterd *d, uint64_t now_ms)
     uint64_t limit = (uint64_t)d->cfg.node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
     for (int i = 0; i < d->nnodes; i++) {
         struct d_node *node = &d->nodes[i];
-        if (!node->online || now_ms - node->seen_ms <= limit)
+        if (!node->online || node->seen_ms >= now_ms || now_ms - node->seen_ms <= limit)
             continue;
         node->online = false;
         sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);

@@ -59,6 +59,12 @@ struct d_gauges {
 
 struct MHD_Daemon;
 
+/* A worker message that changes a job, held while Redis is down (d_loop.c). */
+struct d_deferred {
+    char node[PROTO_NODE_MAX];
+    struct proto_msg msg; /* owns its heap arrays */
+};
+
 struct d_task {
     int node;       /* cluster node index */
     uint64_t gpus;  /* GPU mask on that node */
@@ -104,6 +110,11 @@ struct d_job {
     int victims_stopping;                 /* as a preemptor: victims not yet stopped */
     /* Adoption after a scheduler restart (d_adopt.c): a gang RUNNING before the restart waits
      * for its nodes to register and report its tasks, instead of being restarted. */
+    bool unsynced;          /* a change could not be written (Redis down): write it whole later */
+    bool forget_after_sync; /* final, freed once written */
+    int exit_code;          /* final: the job's exit code */
+    char error[256];        /* FAILED: why */
+    uint64_t finished_ms;   /* final: wall ms */
     bool adopting;
     uint64_t adopt_deadline_ms;          /* mono: nodes not back by then count as lost */
     char (*adopt_nodes)[PROTO_NODE_MAX]; /* heap: per task, the node it ran on */
@@ -134,6 +145,7 @@ struct musterd {
     struct queue_intake *qi;
     void *zctx;
     void *router;
+    struct proto_zap *zap; /* CURVE allow-list (ZAP) handler; NULL = CURVE off */
     struct sched_cluster *cluster;
     uint64_t epoch;
     uint64_t seq;
@@ -152,7 +164,12 @@ struct musterd {
     uint64_t next_claim_ms;
     char consumer[128]; /* this scheduler's name in the consumer group */
     int next_port;
-    bool redis_down;
+    bool redis_down; /* writes fail: defer what must be persisted, keep heartbeats going */
+    struct d_deferred *deferred; /* worker messages held while Redis is down, in order */
+    int ndeferred;
+    int cap_deferred;
+    uint64_t next_redis_try_ms; /* mono: reconnect backoff */
+    uint64_t redis_backoff_ms;
     volatile sig_atomic_t *stop;
     struct d_metrics metrics;
     struct {
@@ -184,6 +201,9 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e);
 void d_control(struct musterd *d, const struct queue_entry *e);
 void d_schedule(struct musterd *d);
 void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);
+/* After a Redis outage: writes every job whose changes could not be written; -1 if Redis
+ * failed again. */
+int d_jobs_resync(struct musterd *d);
 /* Writes pending reasons that changed since their last (rate-limited) write. */
 void d_jobs_flush_reasons(struct musterd *d);
 void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t);
@@ -268,5 +288,6 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g);
 /* d_loop.c */
 void d_send(struct musterd *d, const char *node, struct proto_msg *m);
 int d_run(struct musterd *d, struct mu_err *err);
+void d_deferred_free(struct musterd *d);
 
 #endif

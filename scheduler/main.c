@@ -26,6 +26,7 @@ static void on_signal(int sig)
 
 static const char usage_text[] =
     "usage: musterd --config FILE [--redis URL] [--bind ENDPOINT] [--metrics ADDR:PORT]\n"
+    "               [--curve-secret-key FILE --curve-allow FILE]\n"
     "               [--log-level debug|info|warn|error] [--check-config]\n"
     "\n"
     "The muster scheduler: takes gang jobs from the Redis stream <prefix>submit, places each\n"
@@ -40,6 +41,10 @@ static const char usage_text[] =
     "                        (env MUSTER_BIND; default: the config's \"bind\")\n"
     "  -m, --metrics ADDR:PORT  serve Prometheus text at http://ADDR:PORT/metrics (env\n"
     "                        MUSTER_METRICS; default: the config's \"metrics\", \"\" = off)\n"
+    "      --curve-secret-key FILE  turn on CURVE: the scheduler's secret key file (mode 0600,\n"
+    "                        from 'musterctl keygen'; env MUSTER_CURVE_SECRET_KEY)\n"
+    "      --curve-allow FILE  with CURVE: worker public keys allowed in, one 'KEY' or\n"
+    "                        'NODE KEY' per line, # comments (env MUSTER_CURVE_ALLOW)\n"
     "      --log-level LEVEL log threshold (default info)\n"
     "      --check-config    load and check the config, print the result, and exit\n"
     "  -h, --help            this help\n"
@@ -52,12 +57,14 @@ struct options {
     const char *redis;
     const char *bind;
     const char *metrics;
+    const char *curve_secret; /* --curve-secret-key */
+    const char *curve_allow;  /* --curve-allow */
     bool check_only;
 };
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-    enum { OPT_LOG_LEVEL = 256, OPT_CHECK, OPT_VERSION };
+    enum { OPT_LOG_LEVEL = 256, OPT_CHECK, OPT_VERSION, OPT_CURVE_SECRET, OPT_CURVE_ALLOW };
     static const struct option longopts[] = {
         { "config", required_argument, NULL, 'c' },
         { "redis", required_argument, NULL, 'r' },
@@ -65,6 +72,8 @@ static int parse_args(int argc, char **argv, struct options *o)
         { "metrics", required_argument, NULL, 'm' },
         { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
         { "check-config", no_argument, NULL, OPT_CHECK },
+        { "curve-secret-key", required_argument, NULL, OPT_CURVE_SECRET },
+        { "curve-allow", required_argument, NULL, OPT_CURVE_ALLOW },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, OPT_VERSION },
         { NULL, 0, NULL, 0 },
@@ -76,6 +85,8 @@ static int parse_args(int argc, char **argv, struct options *o)
     o->redis = getenv("MUSTER_REDIS_URL");
     o->bind = getenv("MUSTER_BIND");
     o->metrics = getenv("MUSTER_METRICS");
+    o->curve_secret = getenv("MUSTER_CURVE_SECRET_KEY");
+    o->curve_allow = getenv("MUSTER_CURVE_ALLOW");
     while ((c = getopt_long(argc, argv, "c:r:b:m:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
@@ -103,6 +114,12 @@ static int parse_args(int argc, char **argv, struct options *o)
         case OPT_CHECK:
             o->check_only = true;
             break;
+        case OPT_CURVE_SECRET:
+            o->curve_secret = optarg;
+            break;
+        case OPT_CURVE_ALLOW:
+            o->curve_allow = optarg;
+            break;
         case 'h':
             (void)fputs(usage_text, stdout);
             return 0;
@@ -116,6 +133,12 @@ static int parse_args(int argc, char **argv, struct options *o)
     }
     if (optind < argc) {
         (void)fprintf(stderr, "musterd: unexpected argument '%s'\n%s", argv[optind], usage_text);
+        return 2;
+    }
+    if ((o->curve_secret && *o->curve_secret) != (o->curve_allow && *o->curve_allow)) {
+        (void)fprintf(
+            stderr, "musterd: CURVE needs both --curve-secret-key FILE and --curve-allow FILE\n%s",
+            usage_text);
         return 2;
     }
     if (!o->config || !*o->config) {
@@ -141,6 +164,33 @@ static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err
     for (int l = 0; l < c->nlevels; l++)
         levels[l] = c->levels[l];
     return sched_cluster_new(pools, c->npools, levels, c->nlevels, err);
+}
+
+/*
+ * The workers' ROUTER, with CURVE when asked for: the ZAP handler (the allow-list) is bound in
+ * the same context before the ROUTER, since libzmq lets every key in while no handler exists.
+ */
+static int open_router(struct musterd *d, const struct options *o, struct mu_err *err)
+{
+    struct proto_curve keys;
+
+    if (!o->curve_secret || !*o->curve_secret) {
+        d->router = proto_router_new(d->zctx, d->cfg.bind, err);
+        return d->router ? 0 : -1;
+    }
+    if (proto_curve_load_secret(o->curve_secret, &keys, err) != 0) {
+        mu_err_prefix(err, "--curve-secret-key: ");
+        return -1;
+    }
+    d->zap = proto_zap_new(d->zctx, o->curve_allow, err);
+    if (d->zap)
+        d->router = proto_router_new_curve(d->zctx, d->cfg.bind, &keys, err);
+    memset(keys.secret_key, 0, sizeof(keys.secret_key)); /* libzmq keeps its own copy */
+    if (!d->router)
+        return -1;
+    mu_log(MU_LOG_INFO, "sched", "CURVE on: public key %s, %d worker key(s) allowed from %s",
+           keys.public_key, proto_zap_count(d->zap), o->curve_allow);
+    return 0;
 }
 
 static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
@@ -177,8 +227,7 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     d->zctx = zmq_ctx_new();
     if (!d->zctx)
         return mu_errf(err, MU_E_ZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
-    d->router = proto_router_new(d->zctx, d->cfg.bind, err);
-    if (!d->router)
+    if (open_router(d, o, err) != 0)
         return -1;
     if (d_metrics_load(d, err) != 0)
         return -1;
@@ -192,8 +241,10 @@ static void teardown(struct musterd *d)
     d_metrics_stop(d);
     if (d->router)
         (void)zmq_close(d->router);
+    proto_zap_free(d->zap);
     if (d->zctx)
         (void)zmq_ctx_term(d->zctx);
+    d_deferred_free(d);
     d_jobs_free(d);
     free(d->nodes);
     sched_cluster_free(d->cluster);
