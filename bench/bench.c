@@ -10,6 +10,8 @@
  *       XADD N gangs of 1-4 tasks x 8 GPUs running `sleep 0` (the drain workload).
  *   muster-bench drain-wait --jobs N --t0-ns NS
  *       wait until N jobs exist and none is active; print jobs/s and tasks/s since NS.
+ *   muster-bench recover-fill --jobs N
+ *       store N pending jobs directly in Redis, as musterd would have (for the restart benchmark).
  */
 #include <hiredis/hiredis.h>
 #include <stdio.h>
@@ -205,6 +207,43 @@ static int drain_wait(struct queue *q, int argc, char **argv)
     return 0;
 }
 
+static int recover_fill(struct queue *q, int argc, char **argv)
+{
+    long jobs = num_arg(argc, argv, "--jobs", 100000);
+    const char *spec = "{\"name\":\"stored\",\"tasks\":64,\"gpus_per_task\":8,"
+                       "\"command\":[\"sleep\",\"1\"]}";
+    long done = 0;
+    while (done < jobs) {
+        long batch = jobs - done < 1000 ? jobs - done : 1000;
+        struct mu_buf script;
+        struct mu_err err;
+        redisReply *r;
+        /* One Lua call per batch keeps the fill fast without a pipelining API here. */
+        mu_buf_init(&script, 0);
+        if (mu_buf_appendf(&script, &err,
+                           "for i=%ld,%ld do local id=tostring(1700000000000+i)..'-0' "
+                           "redis.call('HSET','muster:job:'..id,'id',id,'state','PENDING',"
+                           "'attempt','1','spec',ARGV[1],'submitted_at',tostring(1700000000000+i)) "
+                           "redis.call('ZADD','muster:jobs',1700000000000+i,id) "
+                           "redis.call('SADD','muster:active',id) end return 1",
+                           done, done + batch - 1)
+            != 0) {
+            mu_buf_release(&script);
+            return 1;
+        }
+        r = queue_command(q, &err, "EVAL %s 0 %s", script.data, spec);
+        mu_buf_release(&script);
+        if (!r) {
+            (void)fprintf(stderr, "muster-bench: %s\n", err.msg);
+            return 1;
+        }
+        queue_reply_free(r);
+        done += batch;
+    }
+    (void)printf("%ld\n", done);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *url = getenv("MUSTER_REDIS_URL");
@@ -228,6 +267,8 @@ int main(int argc, char **argv)
         rc = submit(q, argc, argv);
     else if (strcmp(argv[1], "drain-wait") == 0)
         rc = drain_wait(q, argc, argv);
+    else if (strcmp(argv[1], "recover-fill") == 0)
+        rc = recover_fill(q, argc, argv);
     else
         rc = 2;
     queue_free(q);

@@ -5,6 +5,7 @@
 #   bench/e2e.sh latency [RUNS]   XADD -> every task of a 4x8 gang started, idle 32-node cluster
 #   bench/e2e.sh drain [JOBS]     JOBS gangs of 1-4 x 8 GPUs (sleep 0) queued while musterd is
 #                                 stopped, 32 nodes x 8 GPUs; scheduler start -> all SUCCEEDED
+#   bench/e2e.sh recover [JOBS]   JOBS stored pending jobs; musterd start -> all taken back
 #
 # Build first (scripts/test.sh --quick or cmake); MUSTER_BIN points at the binaries.
 source "$(dirname "$0")/../tests/integration/lib.sh"
@@ -50,8 +51,18 @@ drain)
     bad=$(rcli --raw EVAL "local n=0 for _,id in ipairs(redis.call('ZRANGE','muster:jobs',0,-1)) do if redis.call('HGET','muster:job:'..id,'state')~='SUCCEEDED' then n=n+1 end end return n" 0)
     echo "drain not_succeeded=$bad"
     ;;
+recover)
+    jobs=${2:-100000}
+    "$MUSTER_BIN/muster-bench" recover-fill --jobs "$jobs" >/dev/null
+    t0=$(date +%s%N)
+    start_musterd "$CONFIG"
+    wait_for "recovery logged" 60 'grep -q "recovered [0-9]* active job" "$T/musterd.log"'
+    t1=$(date +%s%N)
+    line=$(grep -o "recovered [0-9]* active job.*" "$T/musterd.log")
+    echo "recover jobs=$jobs seconds=$(python3 -c "print('%.3f' % (($t1 - $t0) / 1e9))") ($line; includes process start and the wait poll)"
+    ;;
 *)
-    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS]" >&2
+    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS] | recover [JOBS]" >&2
     exit 2
     ;;
 esac

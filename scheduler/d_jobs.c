@@ -17,8 +17,9 @@
 
 #include "common/mu_banned.h"
 
-#define PORT_BASE  29500
-#define PORT_RANGE 10000
+#define REASON_WRITES_PER_TICK 400 /* pending reasons written per 200 ms tick at most */
+#define PORT_BASE              29500
+#define PORT_RANGE             10000
 
 /* ---------------- small helpers ---------------- */
 
@@ -498,8 +499,9 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
     if (strcmp(j->reason, reason) == 0)
         return;
     mu_strlcpy(j->reason, reason, sizeof(j->reason));
-    if (j->reason_stored && now - j->reason_at_ms < 1000)
-        return;
+    if ((j->reason_stored && now - j->reason_at_ms < 1000) || d->reason_budget <= 0)
+        return; /* d_jobs_flush_reasons writes it later */
+    d->reason_budget--;
     {
         struct queue_kv f[] = { { "reason", reason } };
         if (d_job_write(d, j, f, 1, NULL, NULL, NULL) == 0) {
@@ -513,7 +515,10 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
 void d_jobs_flush_reasons(struct musterd *d)
 {
     uint64_t now = mu_time_mono_ms();
-    for (int i = 0; i < d->npending; i++) {
+    /* A bounded number of reason writes per tick: a queue of 100,000 jobs (after a restart,
+     * say) gets its reasons over some seconds instead of stalling the loop. */
+    d->reason_budget = REASON_WRITES_PER_TICK;
+    for (int i = 0; i < d->npending && d->reason_budget > 0; i++) {
         struct d_job *j = d->pending[i];
         if (strcmp(j->reason, j->reason_written) != 0 && now - j->reason_at_ms >= 1000) {
             char reason[sizeof(j->reason)];

@@ -169,6 +169,7 @@ struct musterd {
     int ndeferred;
     int cap_deferred;
     uint64_t next_redis_try_ms; /* mono: reconnect backoff */
+    int reason_budget;          /* pending-reason writes left in this tick */
     uint64_t redis_backoff_ms;
     volatile sig_atomic_t *stop;
     struct d_metrics metrics;

@@ -265,6 +265,7 @@ int main(int argc, char **argv)
     memset(&d, 0, sizeof(d));
     cfg_init_defaults(&d.cfg);
     d.stop = &stop_flag;
+    d.reason_budget = 400;
     if (o.check_only) {
         if (cfg_load_file(&d.cfg, o.config, &err) != 0) {
             (void)fprintf(stderr, "musterd: %s\n", err.msg);
