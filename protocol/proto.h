@@ -15,7 +15,10 @@
 #define MUSTER_PROTOCOL_PROTO_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include <zmq.h>
 
 #include "common/mu.h"
 
@@ -102,6 +105,8 @@ struct proto_msg {
     int ntasks;
     struct proto_task_ref *tasks; /* tasks the worker runs now */
     int heartbeat_s;              /* HEARTBEAT from the scheduler: interval the worker should use */
+    int lease_s; /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker that hears
+                    nothing for this long stops its tasks (0 = no lease) */
 
     /* BIND, BIND_ACK, TASK_STATUS, CHECKPOINT, KILL, CHECKPOINT_DONE */
     struct proto_task_ref task;
@@ -183,5 +188,116 @@ int proto_send(void *sock, const char *identity, const struct proto_msg *m, stru
  */
 int proto_recv(
     void *sock, char *identity, size_t identity_size, struct proto_msg *out, struct mu_err *err);
+
+/*
+ * ---- CURVE: encryption and worker authentication (protocol/README.md "CURVE") ----
+ *
+ * Keys are Z85 text of PROTO_CURVE_KEY_LEN characters (32 bytes).  The scheduler holds a key
+ * pair and an allow-list of worker public keys, enforced by a ZAP handler (struct proto_zap) in
+ * the scheduler's own ZeroMQ context; each worker holds its own key pair and the scheduler's
+ * public key.  Off (plain TCP) unless the daemons are given keys.
+ */
+#define PROTO_CURVE_KEY_LEN 40
+
+struct proto_curve {
+    char public_key[PROTO_CURVE_KEY_LEN + 1];
+    char secret_key[PROTO_CURVE_KEY_LEN + 1];
+};
+
+/* True when this libzmq was built with CURVE (zmq_has("curve")). */
+bool proto_curve_available(void);
+/* True for exactly PROTO_CURVE_KEY_LEN characters of the Z85 alphabet that decode. */
+bool proto_curve_key_valid(const char *text);
+/* A fresh key pair (libsodium's random source, through zmq_curve_keypair). */
+int proto_curve_keypair(struct proto_curve *out, struct mu_err *err);
+/*
+ * Reads a secret key file: one Z85 key on a line, '#' comment lines and blank lines allowed.
+ * The file must be a regular file that neither group nor others can access (mode 0600 or
+ * stricter), else MU_E_CONFIG naming the mode and the chmod that fixes it.  Fills both keys of
+ * out (the public one derived with zmq_curve_public).
+ */
+int proto_curve_load_secret(const char *path, struct proto_curve *out, struct mu_err *err);
+/*
+ * A public key given as text: exactly PROTO_CURVE_KEY_LEN Z85 characters are the key itself,
+ * anything else names a file holding one key (comments allowed).  out gets the key and a NUL
+ * (out_size > PROTO_CURVE_KEY_LEN).
+ */
+int proto_curve_load_public(const char *key_or_path,
+                            char *out,
+                            size_t out_size,
+                            struct mu_err *err);
+/*
+ * Writes keys as secret_path (mode 0600, created exclusively: an existing file is an error) and
+ * public_path (mode 0644, public key only), the formats the loaders read.
+ */
+int proto_curve_save(const struct proto_curve *keys,
+                     const char *secret_path,
+                     const char *public_path,
+                     struct mu_err *err);
+
+/*
+ * proto_router_new with CURVE server keys (NULL = plain, as proto_router_new).  Create the
+ * struct proto_zap in the same ctx first: without a ZAP handler libzmq lets any key in.
+ */
+void *proto_router_new_curve(void *ctx,
+                             const char *endpoint,
+                             const struct proto_curve *server,
+                             struct mu_err *err);
+/*
+ * proto_dealer_new with the worker's CURVE key pair and the scheduler's public key (both NULL =
+ * plain, as proto_dealer_new; one without the other is MU_E_INVAL).
+ */
+void *proto_dealer_new_curve(void *ctx,
+                             const char *endpoint,
+                             const char *node,
+                             const struct proto_curve *client,
+                             const char *server_public,
+                             struct mu_err *err);
+
+/* One allow-list line: a worker public key, optionally bound to a node name. */
+struct proto_allow {
+    char key[PROTO_CURVE_KEY_LEN + 1];
+    char node[PROTO_NODE_MAX]; /* "" = any node name */
+};
+
+/*
+ * Parses an allow-list: one "KEY" or "NODE KEY" per line, blank lines, '#' comment lines and
+ * "# ..." after the entry.  Either every entry names its node or none does (an unbound key could
+ * otherwise take a bound node's name).  origin names the text in errors ("allow.txt:3: ...").
+ * *out is a heap array of *count entries (free() it); NULL and 0 for a list without entries.
+ */
+int proto_allow_parse(
+    const char *text, const char *origin, struct proto_allow **out, int *count, struct mu_err *err);
+
+/*
+ * The ZAP handler (ZeroMQ RFC 27) of a CURVE scheduler: a REP socket on inproc://zeromq.zap.01
+ * in ctx, answered from the daemon's own loop.  A CURVE client whose key is in the allow-list is
+ * accepted (200) with ZAP user id "node:NAME" (bound) or "key:KEY"; proto_recv then drops
+ * messages from a bound key under another node name.  Any other client is refused (400) and
+ * logged, at most once a minute per key, with its key and address.  Until the loop answers, a
+ * connecting worker's handshake waits.
+ */
+struct proto_zap;
+
+/* Loads the allow-list from allow_path and binds the handler.  Free with proto_zap_free (before
+ * zmq_ctx_term: the socket belongs to ctx). */
+struct proto_zap *proto_zap_new(void *ctx, const char *allow_path, struct mu_err *err);
+void proto_zap_free(struct proto_zap *z);
+/* Keys in the allow-list. */
+int proto_zap_count(const struct proto_zap *z);
+/* The REP socket to poll for ZMQ_POLLIN (borrowed); NULL when z is NULL. */
+void *proto_zap_socket(const struct proto_zap *z);
+/*
+ * For a zmq_poll loop: appends the handler's socket (ZMQ_POLLIN) at items[nitems] and returns
+ * the new count; returns nitems unchanged when z is NULL.  items must have room for one more.
+ */
+int proto_zap_poll_add(const struct proto_zap *z, zmq_pollitem_t *items, int nitems);
+/*
+ * Answers every request waiting, without blocking; returns how many it answered (0 when z is
+ * NULL).  Cheap enough to call on every turn of the loop.
+ */
+int proto_zap_serve(struct proto_zap *z);
+/* Clients refused since proto_zap_new. */
+unsigned long proto_zap_refused(const struct proto_zap *z);
 
 #endif
