@@ -89,6 +89,13 @@ static const struct ctl_opt opts_logs[] = {
     { NULL, 0, NULL, NULL },
 };
 
+ctl_handler_fn ctl_cmd_keygen; /* cmd_keygen.c */
+
+static const struct ctl_opt opts_keygen[] = {
+    { "out", 0, "PREFIX", "write PREFIX.key (secret, mode 0600) and PREFIX.pub (public)" },
+    { NULL, 0, NULL, NULL },
+};
+
 static const struct ctl_opt opts_completion[] = {
     { "list", 0, "WHAT", "print job ids (jobs) or node names (nodes), one per line" },
     { NULL, 0, NULL, NULL },
@@ -166,6 +173,14 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd not to start job ID until it is released.", NULL, 1, 1, CTL_ARG_JOB },
     { "release", ctl_cmd_release, "release a held job", "ID",
       "Asks musterd to consider held job ID for placement again.", NULL, 1, 1, CTL_ARG_JOB },
+    { "keygen", ctl_cmd_keygen, "make a CURVE key pair for musterd or a worker", "[--out PREFIX]",
+      "Makes a ZeroMQ CURVE key pair (docs/security.md).  With --out, writes the secret key to "
+      "PREFIX.key (mode 0600; an existing file is never overwritten) and the public key to "
+      "PREFIX.pub, and prints the public key, ready for musterd's --curve-allow file.  Without "
+      "--out, prints both keys on lines 'public-key: KEY' and 'secret-key: KEY'.  -o json prints "
+      "{\"public_key\", \"secret_key\"} or, with --out, {\"public_key\", \"secret_file\", "
+      "\"public_file\"}.  Needs no Redis.",
+      opts_keygen, 0, 0, CTL_ARG_NONE },
     { "completion", ctl_cmd_completion, "print a shell completion script", "bash",
       "Prints a bash completion script for musterctl, generated from its command table: "
       "commands, their options, job ids and node names.  Load it with "

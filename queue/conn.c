@@ -15,8 +15,9 @@
 
 int queue_conn_open(struct queue *q, struct mu_err *err)
 {
-    /* Short enough that a daemon blocked on a dead Redis still answers its workers in time. */
-    struct timeval timeout = { 1, 0 };
+    /* Above the 1 s blocking reads of clients (libmuster's waits), short enough that a daemon
+     * blocked on a dead Redis still answers its workers within their lease. */
+    struct timeval timeout = { 2, 0 };
     redisReply *reply = NULL;
     redisContext *ctx = redisConnectWithTimeout(q->url.host, q->url.port, timeout);
     int rc = -1;

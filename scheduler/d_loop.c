@@ -262,7 +262,7 @@ int d_run(struct musterd *d, struct mu_err *err)
            (unsigned long long)d->epoch, d->cfg.bind);
     drain_intake(d); /* sends the first blocking read */
     while (!*d->stop) {
-        zmq_pollitem_t items[3];
+        zmq_pollitem_t items[4];
         int nitems = 1;
         int intake_item = -1;
         int metrics_item = -1;
@@ -284,11 +284,13 @@ int d_run(struct musterd *d, struct mu_err *err)
             items[metrics_item].fd = mfd;
             items[metrics_item].events = ZMQ_POLLIN;
         }
+        nitems = proto_zap_poll_add(d->zap, items, nitems); /* CURVE allow-list, if on */
         if (zmq_poll(items, nitems, timeout) < 0) {
             if (errno == EINTR)
                 continue;
             return mu_errf(err, MU_E_ZMQ, "zmq_poll: %s", zmq_strerror(errno));
         }
+        proto_zap_serve(d->zap);
         if (items[0].revents & ZMQ_POLLIN)
             drain_router(d);
         /* A lost intake connection is retried on the outage's backoff, not every turn. */
