@@ -99,6 +99,7 @@ static const struct field msg_fields[] = {
     F_SPECIAL("labels", FK_LABELS, TB(PROTO_HELLO), false),
     F_SPECIAL("tasks", FK_TASKS, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT), false),
     F_INT(M, heartbeat_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
+    F_INT(M, lease_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
     F_SPECIAL("task", FK_TASK, TASK_TYPES, true),
     F_INT(M, world_size, 0, INT_MAX, TB(PROTO_BIND), false),
     F_INT(M, local_rank, 0, INT_MAX, TB(PROTO_BIND), false),

@@ -512,6 +512,14 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
     }
 }
 
+void d_jobs_wake_fenced(struct musterd *d, uint64_t now_ms)
+{
+    for (int i = 0; i < d->npending; i++) {
+        if (d->pending[i]->not_before_ms && now_ms >= d->pending[i]->not_before_ms)
+            d->dirty = true;
+    }
+}
+
 void d_jobs_flush_reasons(struct musterd *d)
 {
     uint64_t now = mu_time_mono_ms();
@@ -564,6 +572,28 @@ static int placement_format(const struct musterd *d,
     return mu_buf_append(json, "]", 1, &err);
 }
 
+/* The spec's env plus MUSTER_JOB_USER (the job's user, for workers that run tasks as it). */
+static int bind_env_set(struct proto_msg *m, const struct d_job *j, struct mu_err *err)
+{
+    char user[96];
+    const char **env;
+    int n = j->spec.nenv;
+    int rc;
+
+    if (!j->spec.user[0])
+        return proto_msg_set_env(m, n, (const char *const *)j->spec.env, err);
+    env = calloc((size_t)n + 1, sizeof(*env));
+    if (!env)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        env[i] = j->spec.env[i];
+    (void)mu_snprintf(user, sizeof(user), "MUSTER_JOB_USER=%s", j->spec.user);
+    env[n] = user;
+    rc = proto_msg_set_env(m, n + 1, env, err);
+    free(env);
+    return rc;
+}
+
 static void bind_send(struct musterd *d, struct d_job *j)
 {
     int nnodes = 0;
@@ -612,9 +642,10 @@ static void bind_send(struct musterd *d, struct d_job *j)
         }
         mu_strlcpy(m.workdir, j->spec.workdir, sizeof(m.workdir));
         mu_strlcpy(m.resume_from, j->last_checkpoint, sizeof(m.resume_from));
-        m.signal = j->spec.checkpoint_signal;
+        m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
+        m.grace_s = j->spec.checkpoint_grace_s;
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
-            || proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
+            || bind_env_set(&m, j, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
         else
             d_send(d, d_node_name(d, j->slots[t].node), &m);
@@ -765,6 +796,15 @@ void d_schedule(struct musterd *d)
         struct d_job *j = d->pending[i];
         if (j->held)
             continue;
+        if (j->not_before_ms) {
+            if (mu_time_mono_ms() < j->not_before_ms) {
+                d_job_set_reason(d, j,
+                                 "waiting for the old attempt on a lost node to stop "
+                                 "(its worker fences itself)");
+                continue;
+            }
+            j->not_before_ms = 0;
+        }
         if (!j->slots) {
             j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
             if (!j->slots)
@@ -875,8 +915,7 @@ void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *
         task->gone = true;
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start: %s", m->task.task,
                           node->name, m->error[0] ? m->error : "unknown error");
-        d_job_attempt_end(d, j, true, 127, why);
-        d_job_release_if_done(d, j);
+        d_job_attempt_end(d, j, true, 127, why); /* may free j */
         return;
     }
     if (task->gone || task->acked)
@@ -964,6 +1003,11 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
         }
         if (!hit)
             continue;
+        /* A worker cut off from us fences itself: checkpoint signal, grace_s, SIGTERM, SIGKILL
+         * 5 s later.  The next attempt waits that long, so the two never run side by side. */
+        j->not_before_ms =
+            mu_time_mono_ms()
+            + ((uint64_t)(j->spec.checkpointable ? j->spec.checkpoint_grace_s : 0) + 6u) * 1000u;
         if (j->end == D_END_NONE)
             d_job_attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
         else

@@ -245,6 +245,7 @@ static void periodic(struct musterd *d, uint64_t now)
     d_jobs_check_timeouts(d, now);
     d_stops_check(d, now);
     d_adopt_check(d, now);
+    d_jobs_wake_fenced(d, now);
     d_jobs_flush_reasons(d);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;

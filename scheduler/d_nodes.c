@@ -31,6 +31,7 @@ static void reply_heartbeat(struct musterd *d,
     if (refused)
         mu_strlcpy(m.error, refused, sizeof(m.error));
     m.heartbeat_s = d->cfg.heartbeat_s;
+    m.lease_s = d->cfg.node_lost_after_s; /* a worker cut off this long stops its tasks */
     d_send(d, identity, &m);
     proto_msg_release(&m);
 }

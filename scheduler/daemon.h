@@ -110,6 +110,7 @@ struct d_job {
     int victims_stopping;                 /* as a preemptor: victims not yet stopped */
     /* Adoption after a scheduler restart (d_adopt.c): a gang RUNNING before the restart waits
      * for its nodes to register and report its tasks, instead of being restarted. */
+    uint64_t not_before_ms; /* mono: no new attempt before (a lost node's tasks are fencing) */
     bool unsynced;          /* a change could not be written (Redis down): write it whole later */
     bool forget_after_sync; /* final, freed once written */
     int exit_code;          /* final: the job's exit code */
@@ -205,6 +206,8 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);
 /* After a Redis outage: writes every job whose changes could not be written; -1 if Redis
  * failed again. */
 int d_jobs_resync(struct musterd *d);
+/* Marks the pass dirty when a job held back by a lost node's fencing may start now. */
+void d_jobs_wake_fenced(struct musterd *d, uint64_t now_ms);
 /* Writes pending reasons that changed since their last (rate-limited) write. */
 void d_jobs_flush_reasons(struct musterd *d);
 void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t);

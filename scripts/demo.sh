@@ -111,7 +111,7 @@ bash scripts/deps.sh || die "scripts/deps.sh failed; install the packages it nam
 say "building $build_dir (musterd, muster-worker, musterctl)"
 cmake -S . -B "$build_dir" >/dev/null || die "cmake configure failed"
 cmake --build "$build_dir" -j"$(nproc 2>/dev/null || echo 2)" \
-    --target musterd muster-worker musterctl >/dev/null || die "build failed; run: cmake --build $build_dir"
+    --target musterd muster-worker muster-shim musterctl >/dev/null || die "build failed; run: cmake --build $build_dir"
 
 # ---- cluster ------------------------------------------------------------------------------------
 
@@ -209,9 +209,12 @@ start_worker() { # NAME POOL RACK
     local name=$1 pool=$2 rack=$3
     say "starting worker $name (pool $pool, 4 simulated GPUs, zone=z1 rack=$rack)"
     mkdir -p "$D/w/$name"
+    # As root the demo lets tasks run as root; a real cluster uses --run-as USER instead.
+    local as_root=()
+    [ "$(id -u)" = 0 ] && as_root=(--allow-root)
     setsid "$bin/muster-worker" --scheduler "$sched_url" --node "$name" --pool "$pool" --gpus 4 \
         --addr 127.0.0.1 --state-dir "$D/w/$name" --label zone=z1 --label "rack=$rack" \
-        >"$D/worker-$name.log" 2>&1 &
+        "${as_root[@]}" >"$D/worker-$name.log" 2>&1 &
     worker_pid[$name]=$!
     pids+=("$!")
 }

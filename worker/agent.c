@@ -25,17 +25,35 @@
  * - Spot notices (DESIGN §5): imds.c's sockets share the zmq_poll; its notices become
  *   SPOT_NOTICE / REBALANCE, and the latest of each is repeated after every HELLO so that a
  *   scheduler that restarted (or missed them while away) still learns them.
+ * - Tasks outlive the worker (issue #5): each runs under a muster-shim (shim.c) in its own
+ *   session, which records the task in <state-dir>/tasks/<job>.<attempt>.<task>.json and its
+ *   true exit status in .exit.  The worker learns exits from those files (inotify on tasks/,
+ *   a reaped shim, and a 1 s sweep that also notices a dead re-adopted shim), never from a
+ *   shim's own status.  On start it reads the records back: an exit file means EXITED, a live
+ *   shim (checked by /proc/PID/cmdline) is re-adopted as RUNNING, anything else is LOST; all go
+ *   out in the first HELLO.  A record is deleted when the scheduler's KILL acknowledges the
+ *   exit, so the directory stays bounded.
+ * - Self-fencing (DESIGN §5 lease): the scheduler's HEARTBEAT carries lease_s (its
+ *   node_lost_after_s, kept in <state-dir>/lease_s across restarts).  After lease_s without a
+ *   word from it the worker stops its own tasks (checkpoint signal, grace, SIGTERM, SIGKILL),
+ *   because by then the scheduler is about to requeue them elsewhere.
+ * - Identity (issue #5): a root worker runs tasks as --run-as USER, or as the job's user
+ *   (MUSTER_JOB_USER in the BIND env) when --allow-user lists it, and as root only with
+ *   --allow-root; the shim switches ids in the task's child before exec.
  */
 #include "worker/wrk.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -47,12 +65,30 @@
 #define CLOSE_LINGER_MS 500  /* bounded flush of the last TASK_STATUS messages at exit */
 #define CKPT_POLL_MS    1000 /* checkpoint files re-read this often without inotify */
 #define IMDS_MAX_FDS    8
+#define EXIT_POLL_MS    1000 /* exit files and re-adopted shims are checked this often */
+#define STOP_WAIT_MS    2000 /* after the shutdown's SIGKILL, the wait for exit files */
+#define MAX_ALLOW_USERS 64
 
 struct wrk_task {
-    struct proto_task_ref ref; /* state RUNNING or EXITED; pid = process group id */
-    uint64_t exit_order;       /* when EXITED: larger is newer (eviction, HELLO order) */
-    uint64_t kill_at_ms;       /* monotonic; 0 = no SIGKILL pending */
-    char *ckpt_last;           /* owned: the last checkpoint path reported, or NULL */
+    struct proto_task_ref ref; /* state RUNNING, EXITED or LOST; pid = process group id */
+    int shim_pid;              /* the task's muster-shim */
+    bool adopted;              /* the shim is not our child: re-adopted after a restart */
+    bool fenced;               /* self-fencing has started stopping it */
+    int ckpt_signal;           /* from BIND (or the record); 0 = not checkpointable */
+    int grace_s;
+    int uid;             /* the task's uid when it is not the worker's; -1 = the worker's own */
+    uint64_t exit_order; /* when EXITED or LOST: larger is newer (eviction, HELLO order) */
+    uint64_t term_at_ms; /* monotonic; 0 = no SIGTERM pending (self-fencing) */
+    uint64_t kill_at_ms; /* monotonic; 0 = no SIGKILL pending */
+    char *ckpt_last;     /* owned: the last checkpoint path reported, or NULL */
+};
+
+/* A user tasks run as. */
+struct wrk_ident {
+    char name[64]; /* "" = none */
+    char home[PROTO_PATH_MAX];
+    uid_t uid;
+    gid_t gid;
 };
 
 struct wrk_agent {
@@ -89,8 +125,20 @@ struct wrk_agent {
     bool quiet; /* "scheduler unreachable" logged, "scheduler back" not yet */
     bool stop;
 
-    int ino_fd;            /* inotify on <state_dir>/ckpt; -1 = poll every CKPT_POLL_MS */
     uint64_t ckpt_poll_ms; /* monotonic time of the last poll (without inotify) */
+    uint64_t exit_poll_ms; /* monotonic time of the last sweep of exit files */
+    int ino_fd;            /* inotify on <state_dir>/ckpt and tasks; -1 = poll every 1 s */
+    int ckpt_wd;           /* inotify watch on ckpt/ */
+    int tasks_wd;          /* inotify watch on tasks/ */
+    int nallow;            /* allow[0..nallow-1]: --allow-user */
+    int lease_s;           /* the scheduler's node_lost_after_s; 0 = unknown, no self-fencing */
+    bool is_root;
+    bool allow_root;
+    bool fenced;               /* self-fencing ran since the scheduler was last heard */
+    bool loading;              /* reading the records at start: the first HELLO reports them */
+    char shim[PROTO_PATH_MAX]; /* the muster-shim program */
+    struct wrk_ident run_as;   /* --run-as; name "" = none */
+    char allow[MAX_ALLOW_USERS][64];
 
     struct wrk_imds *imds; /* owned; NULL without --imds */
     bool identity_applied;
@@ -168,18 +216,46 @@ static struct wrk_task *task_find(struct wrk_agent *a, const struct proto_task_r
     return NULL;
 }
 
-static struct wrk_task *task_find_pid(struct wrk_agent *a, pid_t pid)
+static struct wrk_task *task_find_shim(struct wrk_agent *a, pid_t pid)
 {
     for (int i = 0; i < a->ntasks; i++) {
-        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && a->tasks[i].ref.pid == (int)pid)
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && a->tasks[i].shim_pid == (int)pid)
             return &a->tasks[i];
     }
     return NULL;
 }
 
+/* "<state>/tasks/<job>.<attempt>.<task><suffix>"; the job id was checked at BIND or load. */
+static void rec_path(const struct wrk_agent *a,
+                     const struct proto_task_ref *ref,
+                     const char *suffix,
+                     char *buf,
+                     size_t size)
+{
+    if (wrk_taskrec_path(a->state_dir, ref->job, ref->attempt, ref->task, suffix, buf, size, NULL)
+        != 0)
+        buf[0] = '\0';
+}
+
+/* Deletes a task's record files: the scheduler has its exit, nobody needs them again. */
+static void rec_remove(const struct wrk_agent *a, const struct proto_task_ref *ref)
+{
+    static const char *const suffixes[] = { ".json", ".exit", ".json.tmp", ".exit.tmp" };
+    char path[PROTO_PATH_MAX + 32];
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(suffixes); i++) {
+        rec_path(a, ref, suffixes[i], path, sizeof(path));
+        if (path[0] && unlink(path) != 0 && errno != ENOENT)
+            mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d cannot remove '%s': %s", ref->job,
+                   ref->task, ref->attempt, path, strerror(errno));
+    }
+}
+
 static void task_remove(struct wrk_agent *a, struct wrk_task *t)
 {
     int i = (int)(t - a->tasks);
+    if (t->ref.state != PROTO_TASK_RUNNING)
+        rec_remove(a, &t->ref);
     free(t->ckpt_last);
     t->ckpt_last = NULL;
     if (t->ref.state == PROTO_TASK_RUNNING)
@@ -212,7 +288,7 @@ static void evict_exited(struct wrk_agent *a)
         struct wrk_task *oldest = NULL;
         for (int i = 0; i < a->ntasks; i++) {
             struct wrk_task *t = &a->tasks[i];
-            if (t->ref.state == PROTO_TASK_EXITED
+            if (t->ref.state != PROTO_TASK_RUNNING
                 && (!oldest || t->exit_order < oldest->exit_order))
                 oldest = t;
         }
@@ -278,8 +354,8 @@ static int hello_tasks(struct wrk_agent *a, struct proto_task_ref **out, struct 
     for (int i = 0; i < a->ntasks; i++) {
         if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && n < PROTO_MAX_TASKS)
             refs[n++] = a->tasks[i].ref;
-        else if (a->tasks[i].ref.state == PROTO_TASK_EXITED)
-            exited[nex++] = &a->tasks[i];
+        else if (a->tasks[i].ref.state != PROTO_TASK_RUNNING)
+            exited[nex++] = &a->tasks[i]; /* EXITED, or LOST after a restart */
     }
     qsort(exited, (size_t)nex, sizeof(struct wrk_task *), exited_newest_first);
     for (int i = 0; i < nex && n < PROTO_MAX_TASKS; i++)
@@ -381,6 +457,19 @@ static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
                            sizeof(file), &err)
         != 0)
         return; /* bind_start built the same path, so it fits */
+    if (t->uid >= 0) {
+        /* ckpt/ is open to every task user (sticky, like /tmp): only the task's own file counts,
+         * else one user could plant a checkpoint for another's job.  The sticky bit keeps a
+         * file, once there, from being replaced by anyone else. */
+        struct stat st;
+        if (lstat(file, &st) == 0 && st.st_uid != (uid_t)t->uid) {
+            mu_log_limited(MU_LOG_WARN, MOD, "wrk-ckpt-owner", 10,
+                           "job=%s task=%d attempt=%d ignoring its checkpoint file: owned by uid "
+                           "%d, not the task's uid %d",
+                           t->ref.job, t->ref.task, t->ref.attempt, (int)st.st_uid, t->uid);
+            return;
+        }
+    }
     r = wrk_ckpt_read(file, path, sizeof(path), &mtime_ms, &err);
     if (r < 0) {
         mu_log_limited(MU_LOG_WARN, MOD, "wrk-ckpt-bad", 10,
@@ -432,28 +521,40 @@ static void ckpt_check_name(struct wrk_agent *a, const char *name)
     }
 }
 
-static void ckpt_watch_start(struct wrk_agent *a)
+static void watch_start(struct wrk_agent *a)
 {
-    char dir[PROTO_PATH_MAX + 8];
+    char ckpt[PROTO_PATH_MAX + 8];
+    char tasks[PROTO_PATH_MAX + 8];
 
-    (void)mu_snprintf(dir, sizeof(dir), "%s/ckpt", a->state_dir);
+    (void)mu_snprintf(ckpt, sizeof(ckpt), "%s/ckpt", a->state_dir);
+    (void)mu_snprintf(tasks, sizeof(tasks), "%s/tasks", a->state_dir);
     a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (a->ino_fd >= 0 && inotify_add_watch(a->ino_fd, dir, IN_CLOSE_WRITE | IN_MOVED_TO) >= 0)
-        return;
+    if (a->ino_fd >= 0) {
+        a->ckpt_wd = inotify_add_watch(a->ino_fd, ckpt, IN_CLOSE_WRITE | IN_MOVED_TO);
+        a->tasks_wd = a->ckpt_wd >= 0 ? inotify_add_watch(a->ino_fd, tasks, IN_MOVED_TO) : -1;
+        if (a->ckpt_wd >= 0 && a->tasks_wd >= 0)
+            return;
+    }
     mu_log(MU_LOG_WARN, MOD,
-           "node=%s cannot watch '%s' with inotify: %s; reading checkpoint "
+           "node=%s cannot watch '%s' and '%s' with inotify: %s; reading checkpoint and exit "
            "files every %d ms instead",
-           a->node, dir, strerror(errno), CKPT_POLL_MS);
+           a->node, ckpt, tasks, strerror(errno), CKPT_POLL_MS);
     if (a->ino_fd >= 0)
         (void)close(a->ino_fd);
     a->ino_fd = -1;
 }
 
-/* Drains the inotify fd: each event names a file in ckpt/ that was written or renamed there. */
-static void ckpt_events(struct wrk_agent *a)
+static void exits_scan(struct wrk_agent *a);
+
+/*
+ * Drains the inotify fd: an event in ckpt/ names a checkpoint file that was written or renamed
+ * there; one in tasks/ means a shim renamed a record or an exit file into place.
+ */
+static void watch_events(struct wrk_agent *a)
 {
     char buf[4096];
     bool overflow = false;
+    bool exits = false;
     ssize_t n;
 
     while ((n = read(a->ino_fd, buf, sizeof(buf))) > 0) {
@@ -467,6 +568,8 @@ static void ckpt_events(struct wrk_agent *a)
                 break; /* cannot happen: the kernel returns whole events */
             if (ev.mask & IN_Q_OVERFLOW) {
                 overflow = true;
+            } else if (ev.wd == a->tasks_wd) {
+                exits = true;
             } else if (ev.len > 0) {
                 size_t len = ev.len < sizeof(name) ? ev.len : sizeof(name) - 1;
                 memcpy(name, buf + off, len);
@@ -478,26 +581,26 @@ static void ckpt_events(struct wrk_agent *a)
     }
     if (overflow)
         ckpt_check_running(a); /* events were lost: look at every file */
+    if (overflow || exits)
+        exits_scan(a);
 }
 
-/* ---- children ---- */
+/* ---- exits ---- */
 
-static void task_exited(struct wrk_agent *a, struct wrk_task *t, int status)
+static void log_task(enum mu_log_level level, const struct proto_task_ref *ref, const char *what);
+
+/* t ended with x: report it.  Entries do not move (eviction waits for the end of the turn). */
+static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wrk_taskexit *x)
 {
-    pid_t pgid = (pid_t)t->ref.pid;
-
     /* A checkpoint written just before the exit goes out before the exit itself. */
     ckpt_check(a, t);
 
     t->ref.state = PROTO_TASK_EXITED;
-    t->ref.exit_code = 0;
-    t->ref.signal = 0;
-    if (WIFEXITED(status))
-        t->ref.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status))
-        t->ref.signal = WTERMSIG(status);
+    t->ref.exit_code = x->signal ? 0 : x->exit_code;
+    t->ref.signal = x->signal;
     t->exit_order = ++a->exit_counter;
     t->kill_at_ms = 0;
+    t->term_at_ms = 0;
     a->nrunning--;
     a->nexited++;
     if (t->ref.signal)
@@ -506,29 +609,94 @@ static void task_exited(struct wrk_agent *a, struct wrk_task *t, int status)
     else
         mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d exited code=%d pid=%d", t->ref.job,
                t->ref.task, t->ref.attempt, t->ref.exit_code, t->ref.pid);
-    /* The leader is gone; what it left in its group must not keep running on the GPUs. */
-    if (kill(-pgid, SIGKILL) == 0)
-        mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d killed leftover processes of group %d",
-               t->ref.job, t->ref.task, t->ref.attempt, (int)pgid);
-    send_task_status(a, &t->ref);
-    evict_exited(a); /* may move table entries: t is not used after this */
+    if (!a->loading)
+        send_task_status(a, &t->ref);
 }
 
-static void reap(struct wrk_agent *a, bool block)
+/* t's shim is gone without an exit file: nobody knows how the task ended. */
+static void task_lost(struct wrk_agent *a, struct wrk_task *t, const char *why)
+{
+    t->ref.state = PROTO_TASK_LOST;
+    t->ref.exit_code = 0;
+    t->ref.signal = 0;
+    t->exit_order = ++a->exit_counter;
+    t->kill_at_ms = 0;
+    t->term_at_ms = 0;
+    a->nrunning--;
+    a->nexited++;
+    mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d lost: %s (its process group %d may remain)",
+           t->ref.job, t->ref.task, t->ref.attempt, why, t->ref.pid);
+    if (!a->loading)
+        send_task_status(a, &t->ref);
+}
+
+/*
+ * Looks for running task t's exit file.  shim_gone: its shim is known to have ended (reaped);
+ * a re-adopted shim is looked up in /proc instead.  Returns true when t is no longer running.
+ */
+static bool exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
+{
+    char path[PROTO_PATH_MAX + 16];
+    char base[PROTO_PATH_MAX + 16];
+    struct wrk_taskexit x;
+    struct mu_err err;
+    int r;
+
+    if (t->ref.state != PROTO_TASK_RUNNING)
+        return true;
+    rec_path(a, &t->ref, ".exit", path, sizeof(path));
+    mu_err_clear(&err);
+    r = wrk_taskexit_read(path, &x, &err);
+    if (r == 0 && !shim_gone && t->adopted) {
+        rec_path(a, &t->ref, "", base, sizeof(base));
+        if (!wrk_shim_is_running(t->shim_pid, base)) {
+            shim_gone = true;
+            r = wrk_taskexit_read(path, &x, &err); /* it may have written just before leaving */
+        }
+    }
+    if (r == 1) {
+        task_finish(a, t, &x);
+        return true;
+    }
+    if (r < 0) {
+        char why[384];
+        (void)mu_snprintf(why, sizeof(why), "unreadable exit file: %s", err.msg);
+        task_lost(a, t, why);
+        return true;
+    }
+    if (shim_gone) {
+        char why[128];
+        (void)mu_snprintf(why, sizeof(why),
+                          "its supervisor (pid %d) ended without recording an exit", t->shim_pid);
+        task_lost(a, t, why);
+        return true;
+    }
+    return false;
+}
+
+static void exits_scan(struct wrk_agent *a)
+{
+    a->exit_poll_ms = mu_time_mono_ms();
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING)
+            (void)exit_check(a, &a->tasks[i], false);
+    }
+}
+
+/* Reaps our shims; each reaped one's exit file is read at once. */
+static void reap(struct wrk_agent *a)
 {
     for (;;) {
         int status = 0;
-        pid_t pid = waitpid(-1, &status, block ? 0 : WNOHANG);
+        pid_t pid = waitpid(-1, &status, WNOHANG);
         struct wrk_task *t;
         if (pid < 0 && errno == EINTR)
             continue;
         if (pid <= 0)
             return;
-        t = task_find_pid(a, pid);
+        t = task_find_shim(a, pid);
         if (t)
-            task_exited(a, t, status);
-        if (block)
-            return;
+            (void)exit_check(a, t, true);
     }
 }
 
@@ -545,6 +713,112 @@ static bool drain_signals(void)
     return stop;
 }
 
+/* ---- restart: the records left by the previous worker ---- */
+
+static bool has_suffix(const char *name, const char *suffix)
+{
+    size_t n = strlen(name);
+    size_t k = strlen(suffix);
+    return n > k && strcmp(name + n - k, suffix) == 0;
+}
+
+/* Adopts one record file (name "<job>.<attempt>.<task>.json" in dir). */
+static void adopt_one(struct wrk_agent *a, const char *dir, const char *name)
+{
+    char path[PROTO_PATH_MAX + 300];
+    char want[PROTO_JOB_MAX + 32];
+    char base[PROTO_PATH_MAX + 300];
+    struct wrk_taskrec rec;
+    struct wrk_taskexit x;
+    struct mu_err err;
+    struct wrk_task *t;
+    int r;
+
+    (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
+    mu_err_clear(&err);
+    r = wrk_taskrec_read(path, &rec, &err);
+    if (r <= 0) {
+        if (r < 0)
+            mu_log(MU_LOG_WARN, MOD, "node=%s ignoring a task record: %s", a->node, err.msg);
+        return;
+    }
+    (void)mu_snprintf(want, sizeof(want), "%s.%d.%d.json", rec.ref.job, rec.ref.attempt,
+                      rec.ref.task);
+    if (strcmp(want, name) != 0) {
+        mu_log(MU_LOG_WARN, MOD, "node=%s ignoring task record '%s': it describes '%s'", a->node,
+               path, want);
+        return;
+    }
+    if (task_find(a, &rec.ref))
+        return;
+    t = task_add(a, &err);
+    if (!t) {
+        mu_log(MU_LOG_ERROR, MOD, "node=%s cannot re-adopt '%s': %s", a->node, path, err.msg);
+        return;
+    }
+    t->ref = rec.ref;
+    t->shim_pid = rec.shim_pid;
+    t->adopted = true;
+    t->ckpt_signal = rec.ckpt_signal;
+    t->grace_s = rec.grace_s;
+    t->uid = rec.uid;
+    a->nrunning++;
+    rec_path(a, &t->ref, "", base, sizeof(base));
+    rec_path(a, &t->ref, ".exit", path, sizeof(path));
+    r = wrk_taskexit_read(path, &x, &err);
+    if (r == 0 && wrk_shim_is_running(t->shim_pid, base)) {
+        mu_log(MU_LOG_INFO, MOD,
+               "job=%s task=%d attempt=%d re-adopted: still running, pid=%d shim=%d", t->ref.job,
+               t->ref.task, t->ref.attempt, t->ref.pid, t->shim_pid);
+        return;
+    }
+    if (r == 1)
+        mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d ended while the worker was away",
+               t->ref.job, t->ref.task, t->ref.attempt);
+    /* Ended (or lost): exit_check records it; the scheduler hears it in the first HELLO. */
+    (void)exit_check(a, t, true);
+}
+
+/* Reads <state>/tasks: re-adopts, reports, and clears what no record explains. */
+static void adopt_records(struct wrk_agent *a)
+{
+    char dir[PROTO_PATH_MAX + 8];
+    char path[PROTO_PATH_MAX + 300];
+    struct dirent *de;
+    DIR *d;
+
+    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);
+    d = opendir(dir);
+    if (!d) {
+        mu_log(MU_LOG_WARN, MOD, "node=%s cannot read '%s': %s", a->node, dir, strerror(errno));
+        return;
+    }
+    while ((de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (has_suffix(name, ".json")) {
+            adopt_one(a, dir, name);
+        } else if (strncmp(name, ".spec.", 6) == 0) {
+            /* A spec file the worker died before unlinking: nothing reads it any more. */
+            (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
+            (void)unlink(path);
+        } else if (has_suffix(name, ".exit")) {
+            /* An exit without a record: its record was acknowledged and removed. */
+            struct stat st;
+            size_t n = strlen(name);
+            (void)mu_snprintf(path, sizeof(path), "%s/%.*s.json", dir, (int)(n - 5), name);
+            if (stat(path, &st) != 0 && errno == ENOENT) {
+                (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
+                (void)unlink(path);
+            }
+        }
+    }
+    (void)closedir(d);
+    if (a->ntasks > 0)
+        mu_log(MU_LOG_INFO, MOD,
+               "node=%s found %d task record(s) from before: %d running, %d ended or lost", a->node,
+               a->ntasks, a->nrunning, a->nexited);
+}
+
 /* ---- commands ---- */
 
 static void log_task(enum mu_log_level level, const struct proto_task_ref *ref, const char *what)
@@ -552,13 +826,91 @@ static void log_task(enum mu_log_level level, const struct proto_task_ref *ref, 
     mu_log(level, MOD, "job=%s task=%d attempt=%d %s", ref->job, ref->task, ref->attempt, what);
 }
 
+/* Looks a user up; MU_E_NOTFOUND for an unknown one. */
+static int ident_lookup(const char *name, struct wrk_ident *out, struct mu_err *err)
+{
+    struct passwd *pw;
+
+    if (!mu_name_is_valid(name, sizeof(out->name) - 1))
+        return mu_errf(err, MU_E_INVAL, "user '%s' is not a valid user name", name);
+    errno = 0;
+    pw = getpwnam(name);
+    if (!pw) {
+        if (errno != 0 && errno != ENOENT && errno != ESRCH)
+            return mu_errf(err, MU_E_SYS, "cannot look up user '%s': %s", name, strerror(errno));
+        return mu_errf(err, MU_E_NOTFOUND, "no such user '%s'", name);
+    }
+    mu_strlcpy(out->name, pw->pw_name, sizeof(out->name));
+    mu_strlcpy(out->home, pw->pw_dir ? pw->pw_dir : "/", sizeof(out->home));
+    out->uid = pw->pw_uid;
+    out->gid = pw->pw_gid;
+    return 0;
+}
+
+static bool user_allowed(const struct wrk_agent *a, const char *name)
+{
+    if (a->run_as.name[0] && strcmp(a->run_as.name, name) == 0)
+        return true;
+    for (int i = 0; i < a->nallow; i++) {
+        if (strcmp(a->allow[i], name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/*
+ * Who a BIND's task runs as: *out filled (name "" = the worker's own ids).  A worker that is
+ * not root runs everything as itself.  Refusals are BIND_ACK errors the job will show.
+ */
+static int bind_identity(struct wrk_agent *a,
+                         const struct proto_msg *m,
+                         struct wrk_ident *out,
+                         struct mu_err *err)
+{
+    const char *job_user = wrk_env_get(m->env, "MUSTER_JOB_USER");
+
+    memset(out, 0, sizeof(*out));
+    if (!a->is_root)
+        return 0;
+    if (job_user && job_user[0]) {
+        if (!user_allowed(a, job_user))
+            return mu_errf(err, MU_E_INVAL,
+                           "job user '%s' is not allowed on node %s; hint: start muster-worker "
+                           "with --allow-user %s",
+                           job_user, a->node, job_user);
+        if (ident_lookup(job_user, out, err) != 0)
+            return -1;
+        if (out->uid == 0 && !a->allow_root)
+            return mu_errf(err, MU_E_INVAL,
+                           "job user '%s' is root; node %s runs no task as root without "
+                           "--allow-root",
+                           job_user, a->node);
+        return 0;
+    }
+    if (a->run_as.name[0]) {
+        *out = a->run_as;
+        return 0;
+    }
+    if (a->allow_root)
+        return 0;
+    return mu_errf(err, MU_E_INVAL,
+                   "refusing to run a task as root on node %s; hint: start muster-worker with "
+                   "--run-as USER (or --allow-root)",
+                   a->node);
+}
+
+/* Starts m's task through a shim; *uid is the uid it runs as (-1 = the worker's own). */
 static int bind_start(struct wrk_agent *a,
                       const struct proto_msg *m,
                       pid_t *pid,
+                      pid_t *shim_pid,
+                      int *uid,
                       struct mu_err *err)
 {
     char visible[PROTO_MAX_GPUS * 100];
     struct wrk_launch l;
+    struct wrk_taskrec rec;
+    struct wrk_ident who;
 
     if (!mu_name_is_valid(m->task.job, PROTO_JOB_MAX - 1))
         return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", m->task.job);
@@ -573,6 +925,8 @@ static int bind_start(struct wrk_agent *a,
     if (wrk_gpus_format_visible(a->gpus, a->ngpus, a->simulated, m->bind_gpus, m->nbind_gpus,
                                 visible, sizeof(visible), err)
         != 0)
+        return -1;
+    if (bind_identity(a, m, &who, err) != 0)
         return -1;
     memset(&l, 0, sizeof(l));
     l.state_dir = a->state_dir;
@@ -594,7 +948,21 @@ static int bind_start(struct wrk_agent *a,
     l.node_rank = m->node_rank;
     l.master_addr = m->master_addr;
     l.master_port = m->master_port;
-    return wrk_launch_start(&l, NULL, pid, err);
+    if (who.name[0]) {
+        l.user = who.name;
+        l.home = who.home;
+        l.uid = who.uid;
+        l.gid = who.gid;
+    }
+    memset(&rec, 0, sizeof(rec));
+    rec.ref = m->task;
+    rec.ckpt_signal = m->signal;
+    rec.grace_s = m->grace_s;
+    rec.uid = who.name[0] ? (int)who.uid : -1;
+    *uid = rec.uid;
+    rec.ngpus = m->nbind_gpus;
+    memcpy(rec.gpus, m->bind_gpus, sizeof(rec.gpus));
+    return wrk_launch_shim(&l, NULL, a->shim, &rec, pid, shim_pid, err);
 }
 
 static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
@@ -603,6 +971,8 @@ static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
     struct proto_task_ref ref = m->task;
     struct mu_err err;
     pid_t pid = -1;
+    pid_t shim_pid = -1;
+    int uid = -1;
     char line[384];
 
     if (t) {
@@ -614,7 +984,7 @@ static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
     ref.exit_code = 0;
     ref.signal = 0;
     mu_err_clear(&err);
-    if (bind_start(a, m, &pid, &err) != 0) {
+    if (bind_start(a, m, &pid, &shim_pid, &uid, &err) != 0) {
         (void)mu_snprintf(line, sizeof(line), "cannot start: %s", err.msg);
         log_task(MU_LOG_WARN, &ref, line);
         ref.state = (enum proto_task_state)0; /* never ran: no state on the wire */
@@ -633,9 +1003,13 @@ static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
     ref.state = PROTO_TASK_RUNNING;
     ref.pid = (int)pid;
     t->ref = ref;
+    t->shim_pid = (int)shim_pid;
+    t->ckpt_signal = m->signal;
+    t->grace_s = m->grace_s;
+    t->uid = uid;
     a->nrunning++;
-    (void)mu_snprintf(line, sizeof(line), "started pid=%d gpus=%d argv0=%s", (int)pid,
-                      m->nbind_gpus, m->argv[0]);
+    (void)mu_snprintf(line, sizeof(line), "started pid=%d shim=%d gpus=%d argv0=%s", (int)pid,
+                      (int)shim_pid, m->nbind_gpus, m->argv[0]);
     log_task(MU_LOG_INFO, &ref, line);
     send_bind_ack(a, &ref, true, NULL);
 }
@@ -656,13 +1030,16 @@ static void handle_kill(struct wrk_agent *a, const struct proto_msg *m)
         send_task_status(a, &ref);
         return;
     }
-    if (t->ref.state == PROTO_TASK_EXITED) {
+    if (t->ref.state != PROTO_TASK_RUNNING) {
         /* The scheduler has the exit status (it only kills what it knows ended or must end):
          * this KILL is its acknowledgement, so the record can go without another reply. */
         log_task(MU_LOG_DEBUG, &t->ref, "KILL of an exited task: forgotten");
         task_remove(a, t);
         return;
     }
+    /* Ended a moment ago?  Then report that rather than signal a group id that is free. */
+    if (exit_check(a, t, false))
+        return;
     if (kill(-(pid_t)t->ref.pid, sig) != 0 && errno != ESRCH)
         mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d kill %s: %s", t->ref.job, t->ref.task,
                t->ref.attempt, mu_signal_name(sig), strerror(errno));
@@ -689,6 +1066,8 @@ static void handle_checkpoint(struct wrk_agent *a, const struct proto_msg *m)
         log_task(MU_LOG_WARN, &t->ref, "CHECKPOINT without a signal: ignored");
         return;
     }
+    if (exit_check(a, t, false))
+        return;
     if (kill(-(pid_t)t->ref.pid, m->signal) != 0 && errno != ESRCH)
         mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d checkpoint signal: %s", t->ref.job,
                t->ref.task, t->ref.attempt, strerror(errno));
@@ -697,8 +1076,52 @@ static void handle_checkpoint(struct wrk_agent *a, const struct proto_msg *m)
     log_task(MU_LOG_INFO, &t->ref, line);
 }
 
+/* <state>/lease_s: the last lease the scheduler gave, so that a restarted worker fences too. */
+static void lease_save(const struct wrk_agent *a)
+{
+    char path[PROTO_PATH_MAX + 16];
+    char text[32];
+    struct mu_err err;
+
+    (void)mu_snprintf(path, sizeof(path), "%s/lease_s", a->state_dir);
+    (void)mu_snprintf(text, sizeof(text), "%d\n", a->lease_s);
+    if (wrk_file_write_atomic(path, text, strlen(text), &err) != 0)
+        mu_log(MU_LOG_WARN, MOD, "node=%s cannot keep the lease: %s", a->node, err.msg);
+}
+
+static void lease_load(struct wrk_agent *a)
+{
+    char path[PROTO_PATH_MAX + 16];
+    char *text;
+    char *nl;
+    int64_t v;
+
+    (void)mu_snprintf(path, sizeof(path), "%s/lease_s", a->state_dir);
+    text = mu_file_read(path, 64, NULL, NULL);
+    if (!text)
+        return;
+    nl = strchr(text, '\n');
+    if (nl)
+        *nl = '\0';
+    if (mu_parse_i64(text, 1, INT32_MAX, &v, NULL) == 0) {
+        a->lease_s = (int)v;
+        mu_log(MU_LOG_INFO, MOD,
+               "node=%s lease %d s (from the last run): tasks stop after that long without "
+               "the scheduler",
+               a->node, a->lease_s);
+    }
+    free(text);
+}
+
 static void handle_heartbeat(struct wrk_agent *a, const struct proto_msg *m)
 {
+    if (m->lease_s > 0 && m->lease_s != a->lease_s) {
+        mu_log(MU_LOG_INFO, MOD,
+               "node=%s lease %d s: tasks stop after that long without the scheduler (was %d s)",
+               a->node, m->lease_s, a->lease_s);
+        a->lease_s = m->lease_s;
+        lease_save(a);
+    }
     if (m->heartbeat_s > 0 && m->heartbeat_s != a->heartbeat_s) {
         mu_log(MU_LOG_INFO, MOD, "node=%s heartbeat every %d s (was %d s)", a->node, m->heartbeat_s,
                a->heartbeat_s);
@@ -759,6 +1182,12 @@ static void handle_message(struct wrk_agent *a, const struct proto_msg *m)
 static void heard_from_scheduler(struct wrk_agent *a)
 {
     a->last_rx_ms = mu_time_mono_ms();
+    if (a->fenced)
+        mu_log(MU_LOG_WARN, MOD,
+               "node=%s scheduler back after self-fencing; tasks it stopped are reported as they "
+               "end",
+               a->node);
+    a->fenced = false;
     if (a->quiet) {
         mu_log(MU_LOG_INFO, MOD, "node=%s scheduler back", a->node);
         a->quiet = false;
@@ -796,14 +1225,73 @@ static uint64_t beat_ms(const struct wrk_agent *a)
     return (uint64_t)(a->heartbeat_s > 0 ? a->heartbeat_s : 1) * 1000u;
 }
 
+static uint64_t lease_ms(const struct wrk_agent *a)
+{
+    return (uint64_t)a->lease_s * 1000u;
+}
+
+/*
+ * The lease ran out: the scheduler has not been heard for lease_s and is about to requeue this
+ * node's gangs elsewhere, so they must not keep running here.  Checkpoint signal first (then
+ * SIGTERM after the job's grace), else SIGTERM; SIGKILL WRK_FENCE_TERM_GRACE_MS after the
+ * SIGTERM.  Their exits are reported when the scheduler is back.
+ */
+static void fence(struct wrk_agent *a, uint64_t now)
+{
+    int n = 0;
+
+    a->fenced = true;
+    for (int i = 0; i < a->ntasks; i++) {
+        struct wrk_task *t = &a->tasks[i];
+        char line[160];
+        if (t->ref.state != PROTO_TASK_RUNNING || t->fenced || exit_check(a, t, false))
+            continue;
+        t->fenced = true;
+        n++;
+        if (t->ckpt_signal > 0) {
+            (void)kill(-(pid_t)t->ref.pid, t->ckpt_signal);
+            t->term_at_ms = now + (uint64_t)t->grace_s * 1000u;
+            (void)mu_snprintf(line, sizeof(line),
+                              "self-fencing: sent %s to group %d, SIGTERM after %d s",
+                              mu_signal_name(t->ckpt_signal), t->ref.pid, t->grace_s);
+        } else {
+            uint64_t at = now + WRK_FENCE_TERM_GRACE_MS;
+            (void)kill(-(pid_t)t->ref.pid, SIGTERM);
+            if (t->kill_at_ms == 0 || at < t->kill_at_ms)
+                t->kill_at_ms = at;
+            (void)mu_snprintf(line, sizeof(line),
+                              "self-fencing: sent SIGTERM to group %d, SIGKILL after %d s",
+                              t->ref.pid, WRK_FENCE_TERM_GRACE_MS / 1000);
+        }
+        log_task(MU_LOG_ERROR, &t->ref, line);
+    }
+    if (n > 0)
+        mu_log(MU_LOG_ERROR, MOD,
+               "node=%s SELF-FENCING: nothing from the scheduler %s for %" PRIu64
+               " s (lease %d s); stopping %d task(s) so that no requeued attempt runs beside them",
+               a->node, a->scheduler, (now - a->last_rx_ms) / 1000u, a->lease_s, n);
+}
+
 static void run_timers(struct wrk_agent *a, uint64_t now)
 {
     if (a->ino_fd < 0 && now - a->ckpt_poll_ms >= CKPT_POLL_MS) {
         a->ckpt_poll_ms = now;
         ckpt_check_running(a);
     }
+    if (a->nrunning > 0 && now - a->exit_poll_ms >= EXIT_POLL_MS)
+        exits_scan(a);
+    if (a->lease_s > 0 && !a->fenced && a->nrunning > 0 && now - a->last_rx_ms >= lease_ms(a))
+        fence(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         struct wrk_task *t = &a->tasks[i];
+        if (t->ref.state == PROTO_TASK_RUNNING && t->term_at_ms && now >= t->term_at_ms) {
+            t->term_at_ms = 0;
+            if (kill(-(pid_t)t->ref.pid, SIGTERM) == 0)
+                log_task(MU_LOG_ERROR, &t->ref,
+                         "self-fencing: checkpoint grace over: sent SIGTERM to its group");
+            if (t->kill_at_ms == 0 || now + WRK_FENCE_TERM_GRACE_MS < t->kill_at_ms)
+                t->kill_at_ms = now + WRK_FENCE_TERM_GRACE_MS;
+        }
         if (t->ref.state == PROTO_TASK_RUNNING && t->kill_at_ms && now >= t->kill_at_ms) {
             t->kill_at_ms = 0;
             if (kill(-(pid_t)t->ref.pid, SIGKILL) == 0)
@@ -831,10 +1319,18 @@ static int next_wait_ms(const struct wrk_agent *a, uint64_t now, int max_wait_ms
     uint64_t next = a->last_beat_ms + beat_ms(a);
     if (a->ino_fd < 0 && a->nrunning > 0 && a->ckpt_poll_ms + CKPT_POLL_MS < next)
         next = a->ckpt_poll_ms + CKPT_POLL_MS;
+    if (a->nrunning > 0 && a->exit_poll_ms + EXIT_POLL_MS < next)
+        next = a->exit_poll_ms + EXIT_POLL_MS;
+    if (a->lease_s > 0 && !a->fenced && a->nrunning > 0 && a->last_rx_ms + lease_ms(a) < next)
+        next = a->last_rx_ms + lease_ms(a);
     for (int i = 0; i < a->ntasks; i++) {
-        if (a->tasks[i].ref.state == PROTO_TASK_RUNNING && a->tasks[i].kill_at_ms
-            && a->tasks[i].kill_at_ms < next)
-            next = a->tasks[i].kill_at_ms;
+        const struct wrk_task *t = &a->tasks[i];
+        if (t->ref.state != PROTO_TASK_RUNNING)
+            continue;
+        if (t->kill_at_ms && t->kill_at_ms < next)
+            next = t->kill_at_ms;
+        if (t->term_at_ms && t->term_at_ms < next)
+            next = t->term_at_ms;
     }
     if (next <= now)
         return 0;
@@ -986,10 +1482,102 @@ static int agent_inventory(struct wrk_agent *a, const struct wrk_config *cfg, st
     return 0;
 }
 
+/* cfg->shim, else $MUSTER_SHIM, else muster-shim in the running program's directory. */
+static int shim_resolve(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
+{
+    const char *env = getenv("MUSTER_SHIM");
+    char exe[PROTO_PATH_MAX];
+    char *slash;
+    ssize_t n;
+
+    if (cfg->shim && cfg->shim[0]) {
+        if (mu_strlcpy(a->shim, cfg->shim, sizeof(a->shim)) >= sizeof(a->shim))
+            return mu_errf(err, MU_E_TOOBIG, "shim path '%s' is too long", cfg->shim);
+    } else if (env && env[0]) {
+        if (mu_strlcpy(a->shim, env, sizeof(a->shim)) >= sizeof(a->shim))
+            return mu_errf(err, MU_E_TOOBIG, "MUSTER_SHIM '%s' is too long", env);
+    } else {
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n <= 0)
+            return mu_errf(err, MU_E_SYS, "cannot read /proc/self/exe: %s", strerror(errno));
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        if (mu_snprintf(a->shim, sizeof(a->shim), "%s/" WRK_SHIM_NAME, slash ? exe : ".") != 0)
+            return mu_errf(err, MU_E_TOOBIG, "shim path under '%s' is too long", exe);
+    }
+    if (access(a->shim, X_OK) != 0)
+        return mu_errf(err, MU_E_NOTFOUND,
+                       "cannot run the task supervisor '%s': %s; hint: install " WRK_SHIM_NAME
+                       " beside muster-worker, or set MUSTER_SHIM",
+                       a->shim, strerror(errno));
+    return 0;
+}
+
+/* --run-as, --allow-user, --allow-root: root only. */
+static int identity_setup(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
+{
+    a->is_root = geteuid() == 0;
+    a->allow_root = cfg->allow_root;
+    if (!a->is_root
+        && ((cfg->run_as && cfg->run_as[0]) || cfg->nallow_users > 0 || cfg->allow_root))
+        return mu_errf(err, MU_E_USAGE,
+                       "--run-as, --allow-user and --allow-root need a worker running as root; "
+                       "this one runs tasks as its own user (uid %d)",
+                       (int)geteuid());
+    if (cfg->nallow_users < 0 || cfg->nallow_users > MAX_ALLOW_USERS)
+        return mu_errf(err, MU_E_RANGE, "--allow-user: at most %d users", MAX_ALLOW_USERS);
+    for (int i = 0; i < cfg->nallow_users; i++) {
+        const char *u = cfg->allow_users[i];
+        if (!u || !mu_name_is_valid(u, sizeof(a->allow[0]) - 1))
+            return mu_errf(err, MU_E_INVAL, "--allow-user '%s': not a valid user name", u ? u : "");
+        mu_strlcpy(a->allow[a->nallow++], u, sizeof(a->allow[0]));
+    }
+    if (cfg->run_as && cfg->run_as[0]) {
+        if (ident_lookup(cfg->run_as, &a->run_as, err) != 0) {
+            mu_err_prefix(err, "--run-as: ");
+            return -1;
+        }
+        if (a->run_as.uid == 0 && !a->allow_root)
+            return mu_errf(err, MU_E_USAGE, "--run-as '%s' is root: add --allow-root to mean it",
+                           cfg->run_as);
+    }
+    if (a->is_root)
+        mu_log(MU_LOG_INFO, MOD, "node=%s running as root: tasks run as %s%s%s", a->node,
+               a->run_as.name[0] ? a->run_as.name
+               : a->allow_root   ? "root"
+                                 : "nobody (refused)",
+               a->nallow > 0 ? ", or the job's user when --allow-user lists it" : "",
+               a->allow_root && a->run_as.name[0] ? " (root allowed)" : "");
+    return 0;
+}
+
+/* The state directory with logs/, ckpt/ and tasks/. */
+static int state_dirs_create(struct wrk_agent *a, struct mu_err *err)
+{
+    char dir[PROTO_PATH_MAX + 8];
+
+    if (wrk_mkdir_p(a->state_dir, err) != 0)
+        return -1;
+    (void)mu_snprintf(dir, sizeof(dir), "%s/logs", a->state_dir);
+    if (wrk_mkdir_p(dir, err) != 0)
+        return -1;
+    (void)mu_snprintf(dir, sizeof(dir), "%s/ckpt", a->state_dir);
+    if (wrk_mkdir_p(dir, err) != 0)
+        return -1;
+    /* Tasks running as other users write their checkpoint files here: like /tmp (sticky);
+     * ckpt_check trusts only a regular file, not a link, owned by the task's user. */
+    if ((a->run_as.name[0] || a->nallow > 0) && chmod(dir, 01777) != 0)
+        mu_log(MU_LOG_WARN, MOD, "node=%s cannot open '%s' to task users: %s", a->node, dir,
+               strerror(errno));
+    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);
+    return wrk_mkdir_p(dir, err);
+}
+
 struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err)
 {
     struct wrk_agent *a = calloc(1, sizeof(*a));
-    char dir[PROTO_PATH_MAX + 8];
     bool signals = false;
 
     if (!a) {
@@ -1012,16 +1600,13 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     a->nlabels = cfg->nlabels;
     memcpy(a->labels, cfg->labels, sizeof(a->labels));
     a->heartbeat_s = cfg->heartbeat_s > 0 ? cfg->heartbeat_s : 1;
+    a->ckpt_wd = a->tasks_wd = -1;
 
+    if (identity_setup(a, cfg, err) != 0 || shim_resolve(a, cfg, err) != 0)
+        goto fail;
     if (agent_inventory(a, cfg, err) != 0)
         goto fail;
-    if (wrk_mkdir_p(a->state_dir, err) != 0)
-        goto fail;
-    (void)mu_snprintf(dir, sizeof(dir), "%s/logs", a->state_dir);
-    if (wrk_mkdir_p(dir, err) != 0)
-        goto fail;
-    (void)mu_snprintf(dir, sizeof(dir), "%s/ckpt", a->state_dir);
-    if (wrk_mkdir_p(dir, err) != 0)
+    if (state_dirs_create(a, err) != 0)
         goto fail;
     if (signals_install(err) != 0)
         goto fail;
@@ -1031,13 +1616,19 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         mu_errf(err, MU_E_ZMQ, "cannot create a ZeroMQ context: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
-    a->sock = proto_dealer_new(a->zctx, a->scheduler, a->node, err);
+    a->sock =
+        proto_dealer_new_curve(a->zctx, a->scheduler, a->node, cfg->curve, cfg->curve_server, err);
     if (!a->sock)
         goto fail;
-    ckpt_watch_start(a);
+    watch_start(a);
     if (cfg->imds && cfg->imds[0] && imds_start(a, cfg, err) != 0)
         goto fail;
+    lease_load(a);
+    a->loading = true;
+    adopt_records(a);
+    a->loading = false;
     a->last_rx_ms = mu_time_mono_ms();
+    a->exit_poll_ms = a->last_rx_ms;
     mu_log(MU_LOG_INFO, MOD,
            "node=%s pool=%s gpus=%d (%s) islands=%d cpus=%d memory_mb=%" PRId64
            " scheduler=%s state_dir=%s",
@@ -1105,9 +1696,9 @@ int wrk_agent_poll(struct wrk_agent *a, int max_wait_ms, struct mu_err *err)
     if (drain_signals())
         a->stop = true;
     if (r > 0 && ino_at >= 0 && (items[ino_at].revents & ZMQ_POLLIN))
-        ckpt_events(a);
+        watch_events(a);
     /* Reap on every turn: cheap, and immune to a wake-up byte lost to a full pipe. */
-    reap(a, false);
+    reap(a);
     if (r > 0 && (items[0].revents & ZMQ_POLLIN))
         receive_all(a);
     if (a->imds) {
@@ -1125,6 +1716,7 @@ int wrk_agent_poll(struct wrk_agent *a, int max_wait_ms, struct mu_err *err)
     now = mu_time_mono_ms();
     if (!a->stop)
         run_timers(a, now);
+    evict_exited(a); /* here, so that no loop above saw entries move */
     return a->stop ? 0 : 1;
 }
 
@@ -1162,7 +1754,8 @@ void wrk_agent_shutdown(struct wrk_agent *a)
             break;
         (void)poll(&pfd, 1, (int)(deadline - now < 100 ? deadline - now : 100));
         (void)drain_signals();
-        reap(a, false);
+        reap(a);
+        exits_scan(a);
     }
     for (int i = 0; i < a->ntasks; i++) {
         if (a->tasks[i].ref.state == PROTO_TASK_RUNNING) {
@@ -1170,12 +1763,17 @@ void wrk_agent_shutdown(struct wrk_agent *a)
             (void)kill(-(pid_t)a->tasks[i].ref.pid, SIGKILL);
         }
     }
-    while (a->nrunning > 0) {
-        int before = a->nrunning;
-        reap(a, true);
-        if (a->nrunning == before && errno == ECHILD)
-            break; /* cannot happen: a running task is our child until reaped */
+    /* The shims record the SIGKILLs within moments; a record still missing after that stays
+     * for the next worker to read. */
+    deadline = mu_time_mono_ms() + STOP_WAIT_MS;
+    while (a->nrunning > 0 && mu_time_mono_ms() < deadline) {
+        struct pollfd pfd = { sig_pipe[0], POLLIN, 0 };
+        (void)poll(&pfd, 1, 20);
+        (void)drain_signals();
+        reap(a);
+        exits_scan(a);
     }
+    evict_exited(a);
 }
 
 int wrk_agent_task_count(const struct wrk_agent *a)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The task environment of DESIGN §3: the worker's own environment, then the job spec's `env`,
+ * The task environment of DESIGN §3: the worker's own environment, then HOME, USER and LOGNAME
+ * of the user a root worker runs the task as (--run-as), then the job spec's `env`,
  * then muster's variables (MUSTER_*, CUDA_VISIBLE_DEVICES and the torchrun set RANK, WORLD_SIZE,
  * LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT), each layer
  * replacing keys of the one before.  muster's variables come last so that a spec cannot lie to
@@ -161,6 +162,11 @@ char **wrk_env_build(const struct wrk_launch *l, char *const *base, struct mu_er
         if (env_put(&e, base[i], err) != 0)
             goto fail;
     }
+    if (l->user && l->user[0]
+        && (env_putf(&e, err, "HOME=%s", l->home && l->home[0] ? l->home : "/") != 0
+            || env_putf(&e, err, "USER=%s", l->user) != 0
+            || env_putf(&e, err, "LOGNAME=%s", l->user) != 0))
+        goto fail;
     for (int i = 0; i < l->nenv; i++) {
         const char *entry = l->env[i];
         if (!entry || !strchr(entry, '=') || entry[0] == '=') {

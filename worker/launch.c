@@ -6,14 +6,24 @@
  * bind adds to the same file rather than truncating what a user is reading; the environment of
  * env.c.  The log files are opened here, before fork, so that an unwritable state directory is
  * a plain error message and the child has nothing left to do but dup2, chdir and exec.
+ *
+ * wrk_launch_shim starts the same task through muster-shim (shim.c), which outlives the worker:
+ * the worker prepares everything as for a direct start, writes the shim's spec to an unlinked
+ * temp file (its stdin: the environment holds secrets and must not show in /proc/PID/cmdline),
+ * gives it the log files as stdout/stderr and a pipe as fd 3, and waits for one line on that
+ * pipe: "OK <pid>" once the task runs and its record is written, or "ERR <code> <message>" when
+ * it could not start.  So a failed exec is still a BIND_ACK error, as with a direct start.
  */
 #include "worker/wrk.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/mu_banned.h"
@@ -72,10 +82,10 @@ int wrk_mkdir_p(const char *dir, struct mu_err *err)
     return 0;
 }
 
-/* Makes <state>/logs and <state>/ckpt. */
+/* Makes <state>/logs, <state>/ckpt and <state>/tasks. */
 static int state_dirs_make(const char *state_dir, struct mu_err *err)
 {
-    static const char *const subdirs[] = { "logs", "ckpt" };
+    static const char *const subdirs[] = { "logs", "ckpt", "tasks" };
     char dir[PROTO_PATH_MAX];
 
     for (size_t i = 0; i < MU_ARRAY_LEN(subdirs); i++) {
@@ -104,20 +114,38 @@ static int open_log(const char *state_dir, const char *path, struct mu_err *err)
     return fd;
 }
 
-int wrk_launch_start(const struct wrk_launch *l,
-                     char *const *base,
-                     pid_t *pid_out,
-                     struct mu_err *err)
+/* What a start needs, built before any fork. */
+struct prepared {
+    char **envp; /* owned (wrk_env_free) */
+    char **argv; /* owned array, borrowed strings */
+    int out_fd;
+    int err_fd;
+};
+
+static void prepared_release(struct prepared *p)
+{
+    if (p->err_fd >= 0)
+        (void)close(p->err_fd);
+    if (p->out_fd >= 0)
+        (void)close(p->out_fd);
+    free(p->argv);
+    wrk_env_free(p->envp);
+    p->envp = NULL;
+    p->argv = NULL;
+    p->out_fd = p->err_fd = -1;
+}
+
+static int prepare(const struct wrk_launch *l,
+                   char *const *base,
+                   struct prepared *p,
+                   struct mu_err *err)
 {
     char out_path[PROTO_PATH_MAX];
     char err_path[PROTO_PATH_MAX];
-    char **envp = NULL;
-    char **argv = NULL;
-    int out_fd = -1;
-    int err_fd = -1;
-    struct wrk_spawn s;
-    int rc = -1;
 
+    p->envp = NULL;
+    p->argv = NULL;
+    p->out_fd = p->err_fd = -1;
     if (!l->job || !mu_name_is_valid(l->job, PROTO_JOB_MAX - 1))
         return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", l->job ? l->job : "");
     if (l->argc <= 0 || !l->argv || !l->argv[0] || !l->argv[0][0])
@@ -130,45 +158,246 @@ int wrk_launch_start(const struct wrk_launch *l,
                != 0)
         return -1;
 
-    envp = wrk_env_build(l, base ? base : environ, err);
-    if (!envp)
-        goto out;
-    argv = calloc((size_t)l->argc + 1, sizeof(*argv));
-    if (!argv) {
+    p->envp = wrk_env_build(l, base ? base : environ, err);
+    if (!p->envp)
+        goto fail;
+    p->argv = calloc((size_t)l->argc + 1, sizeof(*p->argv));
+    if (!p->argv) {
         mu_errf(err, MU_E_NOMEM, "out of memory for argv");
-        goto out;
+        goto fail;
     }
     for (int i = 0; i < l->argc; i++) {
         if (!l->argv[i]) {
             mu_errf(err, MU_E_INVAL, "argv[%d] is missing", i);
-            goto out;
+            goto fail;
         }
-        argv[i] = l->argv[i];
+        p->argv[i] = l->argv[i];
     }
-    out_fd = open_log(l->state_dir, out_path, err);
-    if (out_fd < 0)
-        goto out;
-    err_fd = open_log(l->state_dir, err_path, err);
-    if (err_fd < 0)
-        goto out;
+    p->out_fd = open_log(l->state_dir, out_path, err);
+    if (p->out_fd < 0)
+        goto fail;
+    p->err_fd = open_log(l->state_dir, err_path, err);
+    if (p->err_fd < 0)
+        goto fail;
+    return 0;
+fail:
+    prepared_release(p);
+    return -1;
+}
 
+int wrk_launch_start(const struct wrk_launch *l,
+                     char *const *base,
+                     pid_t *pid_out,
+                     struct mu_err *err)
+{
+    struct prepared p;
+    struct wrk_spawn s;
+    int rc;
+
+    if (prepare(l, base, &p, err) != 0)
+        return -1;
     memset(&s, 0, sizeof(s));
-    s.argv = argv;
-    s.envp = envp;
+    s.argv = p.argv;
+    s.envp = p.envp;
     s.workdir = l->workdir && l->workdir[0] ? l->workdir : l->state_dir;
     s.fd_stdin = -1;
-    s.fd_stdout = out_fd;
-    s.fd_stderr = err_fd;
+    s.fd_stdout = p.out_fd;
+    s.fd_stderr = p.err_fd;
     s.new_pgrp = true;
-    if (wrk_spawn_start(&s, pid_out, err) != 0)
+    rc = wrk_spawn_start(&s, pid_out, err);
+    prepared_release(&p);
+    return rc;
+}
+
+/* The spec in an unlinked temp file under <state>/tasks, positioned at 0; -1 with err. */
+static int spec_file(const char *state_dir, const struct mu_buf *spec, struct mu_err *err)
+{
+    char path[PROTO_PATH_MAX];
+    size_t done = 0;
+    int fd;
+
+    if (mu_snprintf(path, sizeof(path), "%s/tasks/.spec.XXXXXX", state_dir) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", state_dir);
+    fd = mkstemp(path);
+    if (fd < 0 && errno == ENOENT) {
+        if (state_dirs_make(state_dir, err) != 0)
+            return -1;
+        (void)mu_snprintf(path, sizeof(path), "%s/tasks/.spec.XXXXXX", state_dir);
+        fd = mkstemp(path);
+    }
+    if (fd < 0)
+        return mu_errf(err, MU_E_IO, "cannot create a temp file in '%s/tasks': %s", state_dir,
+                       strerror(errno));
+    (void)unlink(path);
+    (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    while (done < spec->len) {
+        ssize_t n = write(fd, spec->data + done, spec->len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            (void)close(fd);
+            return mu_errf(err, MU_E_IO, "cannot write the shim's spec: %s", strerror(e));
+        }
+        done += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) != 0) {
+        int e = errno;
+        (void)close(fd);
+        return mu_errf(err, MU_E_IO, "cannot rewind the shim's spec: %s", strerror(e));
+    }
+    return fd;
+}
+
+/* Reads the shim's one-line report from fd within WRK_SHIM_START_TIMEOUT_MS. */
+static int read_report(int fd, const char *shim, pid_t *pid_out, struct mu_err *err)
+{
+    uint64_t deadline = mu_time_mono_ms() + WRK_SHIM_START_TIMEOUT_MS;
+    char line[512];
+    size_t len = 0;
+    int64_t v;
+
+    for (;;) {
+        struct pollfd pfd = { fd, POLLIN, 0 };
+        uint64_t now = mu_time_mono_ms();
+        ssize_t n;
+        int r;
+        if (now >= deadline)
+            return mu_errf(err, MU_E_IO, "'%s' said nothing within %d ms", shim,
+                           WRK_SHIM_START_TIMEOUT_MS);
+        r = poll(&pfd, 1, (int)(deadline - now));
+        if (r < 0 && errno != EINTR)
+            return mu_errf(err, MU_E_SYS, "poll: %s", strerror(errno));
+        if (r <= 0)
+            continue;
+        n = read(fd, line + len, sizeof(line) - 1 - len);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (memchr(line, '\n', len) || len == sizeof(line) - 1)
+            break;
+    }
+    line[len] = '\0';
+    if (len > 0 && line[len - 1] == '\n')
+        line[--len] = '\0';
+    if (strncmp(line, "OK ", 3) == 0 && mu_parse_i64(line + 3, 2, INT32_MAX, &v, NULL) == 0) {
+        *pid_out = (pid_t)v;
+        return 0;
+    }
+    if (strncmp(line, "ERR ", 4) == 0) {
+        const char *sp = strchr(line + 4, ' ');
+        char num[16];
+        int64_t code = MU_E_SYS;
+        if (sp && (size_t)(sp - (line + 4)) < sizeof(num)) {
+            memcpy(num, line + 4, (size_t)(sp - (line + 4)));
+            num[sp - (line + 4)] = '\0';
+            if (mu_parse_i64(num, 1, 1000, &code, NULL) != 0)
+                code = MU_E_SYS;
+            return mu_errf(err, (int)code, "%s", sp + 1);
+        }
+    }
+    if (len == 0)
+        return mu_errf(err, MU_E_SYS, "the task supervisor '%s' exited before starting the task",
+                       shim);
+    return mu_errf(err, MU_E_SYS, "the task supervisor '%s' said '%.100s'", shim, line);
+}
+
+/* Spawns the shim (stdin spec_fd, stdout/stderr the logs) and waits for its report. */
+static int shim_spawn(const char *shim_path,
+                      char *rec_base,
+                      int spec_fd,
+                      const struct prepared *p,
+                      pid_t *pid_out,
+                      pid_t *shim_pid_out,
+                      struct mu_err *err)
+{
+    static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    char *shim_envp[] = { path_env, NULL };
+    char *shim_argv[] = { (char *)shim_path, rec_base, NULL };
+    struct wrk_spawn s;
+    int report[2];
+    pid_t shim_pid = -1;
+    int rc = -1;
+
+    if (pipe(report) != 0)
+        return mu_errf(err, MU_E_SYS, "cannot create a pipe: %s", strerror(errno));
+    (void)fcntl(report[0], F_SETFD, FD_CLOEXEC);
+    (void)fcntl(report[1], F_SETFD, FD_CLOEXEC);
+    memset(&s, 0, sizeof(s));
+    s.argv = shim_argv;
+    s.envp = shim_envp; /* nothing of the task's environment: no LD_PRELOAD for a root shim */
+    s.fd_stdin = spec_fd;
+    s.fd_stdout = p->out_fd;
+    s.fd_stderr = p->err_fd;
+    s.fd_extra = report[1];
+    if (wrk_spawn_start(&s, &shim_pid, err) != 0) {
+        (void)close(report[0]);
+        (void)close(report[1]);
+        return -1;
+    }
+    (void)close(report[1]);
+    if (read_report(report[0], shim_path, pid_out, err) != 0) {
+        (void)kill(shim_pid, SIGKILL); /* it has nothing left to do: failed or wedged */
+        while (waitpid(shim_pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        goto out;
+    }
+    *shim_pid_out = shim_pid;
+    rc = 0;
+out:
+    (void)close(report[0]);
+    return rc;
+}
+
+int wrk_launch_shim(const struct wrk_launch *l,
+                    char *const *base,
+                    const char *shim_path,
+                    const struct wrk_taskrec *rec,
+                    pid_t *pid_out,
+                    pid_t *shim_pid_out,
+                    struct mu_err *err)
+{
+    char rec_base[PROTO_PATH_MAX];
+    struct wrk_shim_spec spec;
+    struct prepared p;
+    struct mu_buf buf;
+    int spec_fd = -1;
+    int rc = -1;
+
+    if (wrk_taskrec_path(l->state_dir, l->job ? l->job : "", l->attempt, l->task, "", rec_base,
+                         sizeof(rec_base), err)
+        != 0)
+        return -1;
+    if (prepare(l, base, &p, err) != 0)
+        return -1;
+    mu_buf_init(&buf, WRK_SPEC_MAX_BYTES);
+    memset(&spec, 0, sizeof(spec));
+    spec.rec = *rec;
+    spec.argc = l->argc;
+    spec.argv = p.argv;
+    while (p.envp && p.envp[spec.nenv])
+        spec.nenv++;
+    spec.envp = p.envp;
+    spec.workdir = l->workdir && l->workdir[0] ? l->workdir : l->state_dir;
+    if (l->user && l->user[0]) {
+        spec.user = l->user;
+        spec.uid = (int)l->uid;
+        spec.gid = (int)l->gid;
+    }
+    if (wrk_shim_spec_encode(&spec, &buf, err) != 0)
+        goto out;
+    spec_fd = spec_file(l->state_dir, &buf, err);
+    if (spec_fd < 0)
+        goto out;
+    if (shim_spawn(shim_path, rec_base, spec_fd, &p, pid_out, shim_pid_out, err) != 0)
         goto out;
     rc = 0;
 out:
-    if (err_fd >= 0)
-        (void)close(err_fd);
-    if (out_fd >= 0)
-        (void)close(out_fd);
-    free(argv);
-    wrk_env_free(envp);
+    if (spec_fd >= 0)
+        (void)close(spec_fd);
+    mu_buf_release(&buf);
+    prepared_release(&p);
     return rc;
 }

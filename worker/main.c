@@ -54,6 +54,16 @@ static const char usage_text[] =
     "                      type and lifecycle from it  [MUSTER_IMDS]\n"
     "  --imds-interval-s S seconds between two polls of the metadata service, 1..300\n"
     "                      (default 5)  [MUSTER_IMDS_INTERVAL_S]\n"
+    "  --curve-server-key KEY|FILE  the scheduler's CURVE public key (40 Z85 characters, or a\n"
+    "                      file such as sched.pub); turns on CURVE  [MUSTER_CURVE_SERVER_KEY]\n"
+    "  --curve-key FILE    this worker's CURVE secret key file (mode 0600, from 'musterctl\n"
+    "                      keygen'); needed with --curve-server-key  [MUSTER_CURVE_KEY]\n"
+    "  --run-as USER       (root only) run tasks as USER: its uid, gid and groups, with\n"
+    "                      HOME, USER and LOGNAME set  [MUSTER_RUN_AS]\n"
+    "  --allow-user NAME   (root only, repeatable) run a job as its own user NAME when the\n"
+    "                      scheduler names it (MUSTER_JOB_USER); other job users are refused\n"
+    "  --allow-root        (root only) allow tasks to run as root; without it a root worker\n"
+    "                      refuses them unless --run-as says whom  [MUSTER_ALLOW_ROOT=1]\n"
     "  --log-level LEVEL   debug, info, warn or error (default info)\n"
     "  --help              show this help and exit\n"
     "  --version           show the version and exit\n"
@@ -68,6 +78,12 @@ static const char usage_text[] =
     "temp file, then rename); the worker tells the scheduler within a second.  With --imds, a\n"
     "spot notice or rebalance recommendation is sent to the scheduler within one interval; an\n"
     "unreachable metadata service is logged and retried, never fatal.\n"
+    "\n"
+    "Each task runs under muster-shim (found beside this program, or at $MUSTER_SHIM), which\n"
+    "outlives the worker and records the task in DIR/tasks/; a worker restarted on the same\n"
+    "--state-dir re-adopts running tasks and reports the exits it missed.  A worker that hears\n"
+    "nothing from the scheduler for its lease (node_lost_after_s) stops its tasks: checkpoint\n"
+    "signal, SIGTERM after the grace, SIGKILL 5 s later.\n"
     "\n"
     "On SIGTERM or SIGINT the worker stops its tasks (SIGTERM, then SIGKILL after 5 s) and\n"
     "exits 0.\n"
@@ -88,6 +104,11 @@ enum opt_id {
     OPT_IMDS,
     OPT_IMDS_INTERVAL,
     OPT_LOG_LEVEL,
+    OPT_CURVE_SERVER_KEY,
+    OPT_CURVE_KEY,
+    OPT_RUN_AS,
+    OPT_ALLOW_USER,
+    OPT_ALLOW_ROOT,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -106,6 +127,11 @@ static const struct option long_opts[] = {
     { "imds", required_argument, NULL, OPT_IMDS },
     { "imds-interval-s", required_argument, NULL, OPT_IMDS_INTERVAL },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+    { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
+    { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
+    { "run-as", required_argument, NULL, OPT_RUN_AS },
+    { "allow-user", required_argument, NULL, OPT_ALLOW_USER },
+    { "allow-root", no_argument, NULL, OPT_ALLOW_ROOT },
     { "help", no_argument, NULL, OPT_HELP },
     { "version", no_argument, NULL, OPT_VERSION },
     { NULL, 0, NULL, 0 },
@@ -137,8 +163,13 @@ struct cli {
     struct wrk_config cfg;
     char state_dir[PROTO_PATH_MAX];
     char addr[128];
-    const char *gpu_islands; /* --gpu-islands, borrowed from argv or the environment */
+    const char *gpu_islands;     /* --gpu-islands, borrowed from argv or the environment */
+    const char *allow_users[64]; /* --allow-user, borrowed from argv */
     enum mu_log_level level;
+    const char *curve_server_arg; /* --curve-server-key, borrowed */
+    const char *curve_key_arg;    /* --curve-key, borrowed */
+    struct proto_curve curve;
+    char curve_server[PROTO_CURVE_KEY_LEN + 1];
 };
 
 static int parse_label(struct cli *c, const char *arg)
@@ -237,6 +268,24 @@ static int parse_args(int argc, char **argv, struct cli *c)
             if (mu_log_level_parse(optarg, &c->level) != 0)
                 return usage_error("--log-level '%s': expected debug, info, warn or error", optarg);
             break;
+        case OPT_CURVE_SERVER_KEY:
+            c->curve_server_arg = optarg;
+            break;
+        case OPT_CURVE_KEY:
+            c->curve_key_arg = optarg;
+            break;
+        case OPT_RUN_AS:
+            c->cfg.run_as = optarg;
+            break;
+        case OPT_ALLOW_USER:
+            if (c->cfg.nallow_users >= (int)MU_ARRAY_LEN(c->allow_users))
+                return usage_error("--allow-user: at most %zu users", MU_ARRAY_LEN(c->allow_users));
+            c->allow_users[c->cfg.nallow_users++] = optarg;
+            c->cfg.allow_users = c->allow_users;
+            break;
+        case OPT_ALLOW_ROOT:
+            c->cfg.allow_root = true;
+            break;
         case OPT_HELP:
             (void)fputs(usage_text, stdout);
             return 0;
@@ -312,6 +361,13 @@ static int complete_config(struct cli *c)
                            cfg->imds);
     if (cfg->imds_interval_s && (!cfg->imds || !cfg->imds[0]))
         return usage_error("--imds-interval-s needs --imds URL");
+    if (!c->curve_server_arg)
+        c->curve_server_arg = getenv("MUSTER_CURVE_SERVER_KEY");
+    if (!c->curve_key_arg)
+        c->curve_key_arg = getenv("MUSTER_CURVE_KEY");
+    if ((c->curve_server_arg && c->curve_server_arg[0])
+        != (c->curve_key_arg && c->curve_key_arg[0]))
+        return usage_error("CURVE needs both --curve-server-key KEY|FILE and --curve-key FILE");
 
     if (!cfg->scheduler || !cfg->scheduler[0])
         return usage_error("--scheduler tcp://HOST:PORT is required (or MUSTER_SCHEDULER)");
@@ -357,6 +413,55 @@ static int complete_config(struct cli *c)
     return -1;
 }
 
+/* Loads the CURVE keys when asked for; 0 or -1 with err. */
+static int load_curve(struct cli *c, struct mu_err *err)
+{
+    if (!c->curve_key_arg || !c->curve_key_arg[0])
+        return 0;
+    if (proto_curve_load_secret(c->curve_key_arg, &c->curve, err) != 0)
+        return -1;
+    if (proto_curve_load_public(c->curve_server_arg, c->curve_server, sizeof(c->curve_server), err)
+        != 0) {
+        mu_err_prefix(err, "--curve-server-key: ");
+        return -1;
+    }
+    c->cfg.curve = &c->curve;
+    c->cfg.curve_server = c->curve_server;
+    mu_log(MU_LOG_INFO, "wrk", "node=%s CURVE on: public key %s, scheduler key %s", c->cfg.node,
+           c->curve.public_key, c->curve_server);
+    return 0;
+}
+
+/* --run-as, --allow-user, --allow-root and their variables; returns -1 to go on, else 2. */
+static int complete_identity(struct cli *c)
+{
+    struct wrk_config *cfg = &c->cfg;
+    const char *env;
+
+    if (!cfg->run_as) {
+        env = getenv("MUSTER_RUN_AS");
+        if (env && env[0])
+            cfg->run_as = env;
+    }
+    env = getenv("MUSTER_ALLOW_ROOT");
+    if (!cfg->allow_root && env && strcmp(env, "1") == 0)
+        cfg->allow_root = geteuid() == 0; /* a harmless default for a non-root worker */
+    if (geteuid() != 0) {
+        if (cfg->run_as && cfg->run_as[0])
+            return usage_error("--run-as needs a worker running as root; this one runs tasks as "
+                               "its own user");
+        if (cfg->nallow_users > 0)
+            return usage_error("--allow-user needs a worker running as root");
+        if (cfg->allow_root)
+            return usage_error("--allow-root needs a worker running as root");
+    }
+    for (int i = 0; i < cfg->nallow_users; i++) {
+        if (!mu_name_is_valid(cfg->allow_users[i], 63))
+            return usage_error("--allow-user '%s': expected a user name", cfg->allow_users[i]);
+    }
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     struct cli c;
@@ -374,10 +479,18 @@ int main(int argc, char **argv)
     rc = complete_config(&c);
     if (rc >= 0)
         return rc;
+    rc = complete_identity(&c);
+    if (rc >= 0)
+        return rc;
     mu_log_set_level(c.level);
 
     mu_err_clear(&err);
+    if (load_curve(&c, &err) != 0) {
+        (void)fprintf(stderr, PROG ": %s\n", err.msg);
+        return 1;
+    }
     agent = wrk_agent_new(&c.cfg, &err);
+    memset(c.curve.secret_key, 0, sizeof(c.curve.secret_key)); /* libzmq keeps its own copy */
     if (!agent) {
         (void)fprintf(stderr, PROG ": %s\n", err.msg);
         return 1;

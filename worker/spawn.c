@@ -7,9 +7,16 @@
  * errno through a pipe whose write end is close-on-exec: a successful exec closes it and the
  * parent reads EOF; a failure writes 8 bytes before _exit.  libzmq runs threads in this
  * process, so the child only makes async-signal-safe calls between fork and exec; everything
- * that allocates (argv, environment, paths) is built before fork.
+ * that allocates (argv, environment, paths) is built before fork.  The shim (shim.c) uses the
+ * same code to start a task as another user: the group list is looked up before fork, and the
+ * child only makes the setgroups/setgid/setuid calls.
  */
+/* setgroups is not in POSIX: ask glibc for its default (BSD/SVID) declarations as well. */
+#define _DEFAULT_SOURCE 1 /* NOLINT(bugprone-reserved-identifier): the libc's own switch */
+
 #include "worker/wrk.h"
+
+#include <grp.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +34,7 @@ extern char **environ;
 enum spawn_stage {
     STAGE_PGRP = 1,
     STAGE_STDIO,
+    STAGE_IDS,
     STAGE_CHDIR,
     STAGE_EXEC,
 };
@@ -67,7 +75,7 @@ static void child_fail(int fd, enum spawn_stage stage)
     _exit(127);
 }
 
-/* Returns fd (or /dev/null opened with flags when fd < 0) duplicated above 2, close-on-exec. */
+/* Returns fd (or /dev/null opened with flags when fd < 0) duplicated above 3, close-on-exec. */
 static int child_fd(int fd, int flags)
 {
     int dup;
@@ -78,7 +86,7 @@ static int child_fd(int fd, int flags)
             return -1;
         fd = opened;
     }
-    dup = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    dup = fcntl(fd, F_DUPFD_CLOEXEC, 4);
     if (opened >= 0)
         (void)close(opened);
     return dup;
@@ -89,8 +97,15 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
 {
     struct sigaction sa;
     sigset_t none;
-    int fds[3];
+    int fds[4];
 
+    /* Keep the report pipe clear of 0..3, which the dup2 calls below overwrite. */
+    if (report_fd < 4) {
+        int moved = fcntl(report_fd, F_DUPFD_CLOEXEC, 4);
+        if (moved < 0)
+            child_fail(report_fd, STAGE_STDIO);
+        report_fd = moved;
+    }
     if (s->new_pgrp && setpgid(0, 0) != 0)
         child_fail(report_fd, STAGE_PGRP);
     memset(&sa, 0, sizeof(sa));
@@ -107,9 +122,19 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
     fds[0] = child_fd(s->fd_stdin, O_RDONLY);
     fds[1] = child_fd(s->fd_stdout, O_WRONLY);
     fds[2] = child_fd(s->fd_stderr, O_WRONLY);
-    for (int i = 0; i < 3; i++) {
+    fds[3] = s->fd_extra > 2 ? child_fd(s->fd_extra, O_WRONLY) : -1;
+    for (int i = 0; i < 4; i++) {
+        if (i == 3 && s->fd_extra <= 2)
+            break;
         if (fds[i] < 0 || dup2(fds[i], i) < 0)
             child_fail(report_fd, STAGE_STDIO);
+    }
+    if (s->set_ids) {
+        /* Groups first, then the gid, then the uid: each later step drops the right to do the
+         * earlier ones. */
+        if (setgroups((size_t)s->ngroups, s->ngroups > 0 ? s->groups : NULL) != 0
+            || setgid(s->gid) != 0 || setuid(s->uid) != 0)
+            child_fail(report_fd, STAGE_IDS);
     }
     if (s->workdir && s->workdir[0] && chdir(s->workdir) != 0)
         child_fail(report_fd, STAGE_CHDIR);
@@ -129,6 +154,9 @@ static int report_error(const struct wrk_spawn *s, const struct child_report *r,
         return mu_errf(err, MU_E_SYS, "cannot create a process group: %s", why);
     case STAGE_STDIO:
         return mu_errf(err, MU_E_SYS, "cannot set up stdin/stdout/stderr: %s", why);
+    case STAGE_IDS:
+        return mu_errf(err, MU_E_SYS, "cannot switch to uid %d gid %d: %s", (int)s->uid,
+                       (int)s->gid, why);
     case STAGE_CHDIR:
         return mu_errf(err, code, "workdir '%s': %s", s->workdir, why);
     case STAGE_EXEC:

@@ -112,11 +112,19 @@ struct wrk_spawn {
     int fd_stdout;       /* -1 = /dev/null */
     int fd_stderr;       /* -1 = /dev/null */
     bool new_pgrp;       /* child leads its own process group (setpgid(0, 0) and in the parent) */
+    int fd_extra;        /* > 2: becomes fd 3 in the child (the shim's report pipe); 0 = none */
+    bool set_ids;        /* switch to uid/gid/groups before exec (the caller must be root) */
+    uid_t uid;
+    gid_t gid;
+    int ngroups;         /* supplementary groups[0..ngroups-1]; 0 = none */
+    const gid_t *groups; /* borrowed */
 };
 
 /*
  * Forks and execs.  The child resets signal dispositions and its mask, moves to its own
- * process group when asked, sets up stdio, changes directory and execs; when any of that fails,
+ * process group when asked, sets up stdio (and fd 3 from fd_extra), switches to uid/gid/groups
+ * when set_ids ("cannot switch to uid 1000: Operation not permitted"), changes directory and
+ * execs; when any of that fails,
  * it writes the errno through a CLOEXEC pipe and the parent reaps it and returns the error:
  * "cannot run 'x': No such file or directory", "workdir '/x': No such file or directory".
  * The borrowed fds are not closed.  Only async-signal-safe calls run in the child (libzmq has
@@ -160,13 +168,17 @@ struct wrk_launch {
     int node_rank;
     const char *master_addr;
     int master_port;
+    const char *user; /* run as this user: HOME, USER, LOGNAME set; NULL = the worker's own */
+    const char *home; /* the user's home directory (with user) */
+    uid_t uid;        /* with user: the ids the task runs with */
+    gid_t gid;
 };
 
 /*
- * Builds the task's environment: base (NULL-terminated, e.g. environ), then l->env, then
- * muster's variables, each later entry replacing an earlier one with the same key.  Pure: no
- * system calls.  Returns a NULL-terminated heap array; free it with wrk_env_free.  A spec entry
- * without '=' or with an empty key is MU_E_INVAL.
+ * Builds the task's environment: base (NULL-terminated, e.g. environ), then HOME, USER and
+ * LOGNAME when l->user is set, then l->env, then muster's variables, each later entry replacing an
+ * earlier one with the same key.  Pure: no system calls.  Returns a NULL-terminated heap array;
+ * free it with wrk_env_free.  A spec entry without '=' or with an empty key is MU_E_INVAL.
  */
 char **wrk_env_build(const struct wrk_launch *l, char *const *base, struct mu_err *err);
 void wrk_env_free(char **envp);
@@ -205,6 +217,130 @@ int wrk_launch_start(const struct wrk_launch *l,
                      char *const *base,
                      pid_t *pid_out,
                      struct mu_err *err);
+
+/* ---- task records and the per-task supervisor (DESIGN §5 "worker crash or restart") ---- */
+
+/*
+ * Each task runs under a small supervisor, muster-shim (worker/shim.c), in its own session, so
+ * that it outlives the worker.  The shim keeps two files in <state-dir>/tasks/, both written to
+ * a temp file and renamed: <job>.<attempt>.<task>.json (this record) once the task runs, and
+ * <job>.<attempt>.<task>.exit (its true exit status) when it ends.  A restarted worker reads
+ * them to re-adopt running tasks and report the exits it missed.
+ */
+#define WRK_REC_MAX_BYTES         (64u << 10)  /* a larger record or exit file is garbage */
+#define WRK_SPEC_MAX_BYTES        (256u << 20) /* cap on what the shim reads from its stdin */
+#define WRK_SHIM_START_TIMEOUT_MS 10000        /* a shim that says nothing by then is killed */
+#define WRK_FENCE_TERM_GRACE_MS   5000         /* self-fencing: SIGTERM -> SIGKILL */
+#define WRK_SHIM_NAME             "muster-shim"
+
+struct wrk_taskrec {
+    struct proto_task_ref ref; /* job, task, attempt; pid = the task's process group id */
+    int shim_pid;
+    uint64_t started_ms; /* wall */
+    int ckpt_signal;     /* the job's checkpoint signal; 0 = not checkpointable */
+    int grace_s;         /* the job's checkpoint grace */
+    int uid;             /* the task's uid; -1 = the worker's own */
+    int ngpus;
+    int gpus[PROTO_MAX_GPUS]; /* GPU indices on this node */
+};
+
+struct wrk_taskexit {
+    int exit_code;     /* when signal == 0 */
+    int signal;        /* terminating signal, 0 = exited */
+    uint64_t ended_ms; /* wall */
+};
+
+/* "<state_dir>/tasks/<job>.<attempt>.<task><suffix>"; MU_E_TOOBIG when it does not fit. */
+int wrk_taskrec_path(const char *state_dir,
+                     const char *job,
+                     int attempt,
+                     int task,
+                     const char *suffix,
+                     char *buf,
+                     size_t size,
+                     struct mu_err *err);
+
+/* The record as one line of JSON; a heap string (free() it), NULL with err on failure. */
+char *wrk_taskrec_format(const struct wrk_taskrec *r, struct mu_err *err);
+
+/*
+ * Parses a record (len bytes, not NUL-terminated).  Errors (MU_E_PARSE, MU_E_RANGE) name the
+ * key: "task record: "pid": expected an integer in 1..2147483647".  Pure; out untouched on
+ * failure.
+ */
+int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, struct mu_err *err);
+
+/* The exit file as one line of JSON into buf; MU_E_TOOBIG when it does not fit. */
+int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, struct mu_err *err);
+int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, struct mu_err *err);
+
+/* A waitpid status, or a waitid siginfo's code and status, as an exit (ended_ms left 0). */
+void wrk_taskexit_from_status(int status, struct wrk_taskexit *out);
+void wrk_taskexit_from_siginfo(int code, int status, struct wrk_taskexit *out);
+
+/*
+ * Reads a record or an exit file (without following a symlink, at most WRK_REC_MAX_BYTES): 1
+ * with *out filled, 0 when the file does not exist, -1 with err when unreadable or garbage.
+ */
+int wrk_taskrec_read(const char *path, struct wrk_taskrec *out, struct mu_err *err);
+int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err *err);
+
+/* Writes data to "<path>.tmp" and renames it to path (mode 0644). */
+int wrk_file_write_atomic(const char *path, const char *data, size_t len, struct mu_err *err);
+
+/*
+ * What the worker hands a shim on its stdin: NUL-terminated "key=value" entries (arg= and env=
+ * repeated, in order).  Not on the command line: /proc/PID/cmdline is world-readable and the
+ * environment holds secrets.
+ */
+struct wrk_shim_spec {
+    struct wrk_taskrec rec; /* the record to write; pid, shim_pid, started_ms filled by the shim */
+    int argc;
+    char **argv; /* NULL-terminated */
+    int nenv;
+    char **envp;         /* NULL-terminated */
+    const char *workdir; /* NULL = the shim's cwd */
+    const char *user;    /* NULL = keep the shim's ids; else switch to uid/gid and user's groups */
+    int uid;
+    int gid;
+};
+
+/* Appends the encoded spec to out.  The pointers of s are borrowed. */
+int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, struct mu_err *err);
+
+/*
+ * Decodes data[0..len-1] (the last byte must be NUL) into out: the strings point into data,
+ * the two arrays are heap (wrk_shim_spec_release frees them, also after a failure).  Errors
+ * (MU_E_PARSE) name the entry.
+ */
+int wrk_shim_spec_decode(const char *data,
+                         size_t len,
+                         struct wrk_shim_spec *out,
+                         struct mu_err *err);
+void wrk_shim_spec_release(struct wrk_shim_spec *s);
+
+/*
+ * True when cmdline (the bytes of /proc/PID/cmdline: NUL-separated argv) is a muster-shim
+ * started for the task whose record path, without ".json", is base.  Pure.
+ */
+bool wrk_shim_cmdline_matches(const char *cmdline, size_t len, const char *base);
+/* True when process pid runs and is the shim of base (reads /proc/PID/cmdline). */
+bool wrk_shim_is_running(int pid, const char *base);
+
+/*
+ * Starts one task through the shim at shim_path: prepares logs and environment as
+ * wrk_launch_start does, hands the shim its spec (rec: the task's record, without pids) and
+ * waits up to WRK_SHIM_START_TIMEOUT_MS for it to report the task's pid, or why the task could
+ * not start ("cannot run 'x': No such file or directory").  The shim is a child of the caller,
+ * which must reap it; *pid_out is the task's pid (= its process group id).
+ */
+int wrk_launch_shim(const struct wrk_launch *l,
+                    char *const *base,
+                    const char *shim_path,
+                    const struct wrk_taskrec *rec,
+                    pid_t *pid_out,
+                    pid_t *shim_pid_out,
+                    struct mu_err *err);
 
 /* ---- checkpoint files (DESIGN §3 "Checkpoints") ---- */
 
@@ -352,18 +488,30 @@ struct wrk_config {
     int sim_island[PROTO_MAX_GPUS]; /* island of simulated GPU i (--gpu-islands); zeroed = one */
     int cpus;
     int64_t memory_mb;
-    int heartbeat_s; /* until the scheduler says otherwise; <= 0 means 1 */
+    int heartbeat_s;    /* until the scheduler says otherwise; <= 0 means 1 */
+    const char *shim;   /* the task supervisor; NULL = $MUSTER_SHIM, else muster-shim beside
+                           the running program */
+    const char *run_as; /* root only: tasks run as this user; NULL = see below */
+    int nallow_users;   /* root only: MUSTER_JOB_USER values allowed */
+    const char *const *allow_users; /* borrowed for wrk_agent_new */
+    bool allow_root;                /* root only: tasks may run as root */
     int nlabels;
     struct proto_label labels[PROTO_MAX_LABELS];
+    const struct proto_curve *curve; /* this worker's CURVE key pair; NULL = plain TCP */
+    const char *curve_server;        /* with curve: the scheduler's Z85 public key */
 };
 
 struct wrk_agent;
 
 /*
  * Takes the inventory (discovered GPUs get their islands from `nvidia-smi topo -m`; when that
- * fails, a warning and island 0 for all), creates the state directory, a ZeroMQ context and the
- * DEALER, and installs the SIGCHLD/SIGTERM/SIGINT handlers (a self-pipe: only one agent per
- * process). Sends nothing yet.  Free with wrk_agent_free.
+ * fails, a warning and island 0 for all), creates the state directory (logs/, ckpt/, tasks/),
+ * a ZeroMQ context and the DEALER, and installs the SIGCHLD/SIGTERM/SIGINT handlers (a
+ * self-pipe: only one agent per process).  Reads the task records a previous worker left in
+ * tasks/ (re-adopting tasks whose shim still runs; the first HELLO reports them all) and the
+ * lease in <state_dir>/lease_s.  Sends nothing yet.  Errors: the shim is not executable
+ * (MU_E_NOTFOUND), --run-as/--allow-user/--allow-root without root (MU_E_USAGE), an unknown
+ * --run-as user (MU_E_NOTFOUND).  Free with wrk_agent_free.
  */
 struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err);
 
@@ -382,15 +530,19 @@ int wrk_agent_run(struct wrk_agent *a, struct mu_err *err);
 void wrk_agent_stop(struct wrk_agent *a);
 
 /*
- * Stops every running task: SIGTERM to each process group, up to WRK_SHUTDOWN_GRACE_MS of
- * reaping, SIGKILL for the rest; reports each exit with TASK_STATUS (best effort).
+ * Stops every running task (re-adopted ones too): SIGTERM to each process group, up to
+ * WRK_SHUTDOWN_GRACE_MS for their exit files, SIGKILL for the rest; reports each exit with
+ * TASK_STATUS (best effort).  Records not yet acknowledged stay for the next worker.
  */
 void wrk_agent_shutdown(struct wrk_agent *a);
 
-/* Number of tasks in the table (running and exited-unacknowledged); for tests. */
+/* Number of tasks in the table (running, and exited or lost unacknowledged); for tests. */
 int wrk_agent_task_count(const struct wrk_agent *a);
 
-/* Closes the socket (linger bounded) and the context, restores the signal handlers. */
+/*
+ * Closes the socket (linger bounded) and the context, restores the signal handlers.  Running
+ * tasks are left to their shims (as when the worker crashes).
+ */
 void wrk_agent_free(struct wrk_agent *a);
 
 #endif

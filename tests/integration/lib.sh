@@ -23,6 +23,8 @@ set -euo pipefail
 MUSTER_SRC=${MUSTER_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 MUSTER_BIN=${MUSTER_BIN:-$MUSTER_SRC/build/bin}
 MUSTER_KEY_PREFIX=${MUSTER_KEY_PREFIX:-muster:}
+# CI runs as root; a root worker refuses to run tasks as root unless told to.
+[ "$(id -u)" = 0 ] && export MUSTER_ALLOW_ROOT=${MUSTER_ALLOW_ROOT:-1}
 export MUSTER_SRC MUSTER_BIN
 
 TEST_NAME=$(basename "${0%.sh}")

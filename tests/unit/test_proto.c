@@ -113,6 +113,7 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
         ref_fill(&tasks[i], i);
     assert_int_equal(proto_msg_set_tasks(m, ntasks, tasks, &err), 0);
     m->heartbeat_s = 5;
+    m->lease_s = 30;
     ref_fill(&m->task, 7);
     m->world_size = 64;
     m->local_rank = 3;
@@ -196,6 +197,7 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
         assert_null(m->tasks);
     }
     assert_int_equal(m->heartbeat_s, carries(type, T(HEARTBEAT)) ? 5 : 0);
+    assert_int_equal(m->lease_s, carries(type, T(HEARTBEAT)) ? 30 : 0);
     check_task_fields(m, type, n);
 }
 

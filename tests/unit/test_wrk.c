@@ -11,10 +11,14 @@
  * and rename, just before exit, garbage, MUSTER_RESUME_FROM), the IMDS JSON parsers, and the
  * spot watcher and the agent against tests/imds/imds_mock.py started as a subprocess (token
  * renewal before expiry and on 401, notices, rebalance, garbage, a stalled and a dead service).
+ * Issue 5: task records and exit files (round trips, bad-input tables, hostile files), the
+ * shim's spec and its /proc check, and the agent re-adopting, reporting and forgetting tasks
+ * across a restart, fencing itself when the lease runs out, and refusing or switching users.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pwd.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -1114,6 +1118,8 @@ struct fake_sched {
     struct wrk_agent *agent;
     char *dir;
     uint64_t seq;
+    char endpoint[256];
+    struct wrk_config cfg; /* what the agent was started with, for a restart */
 };
 
 /* Turns the agent's loop until the router has a message of `type` from it (others skipped). */
@@ -1220,6 +1226,9 @@ static void send_bind(
 
 /* When set, the next agent watches this metadata service every second and has no zone label. */
 static const char *fake_imds_url;
+/* When set, the next agent is a root worker without --allow-root that allows these users. */
+static const char *const *fake_allow_users;
+static int fake_nallow_users;
 
 /*
  * Starts an agent against a fresh ROUTER: sim_gpus simulated GPUs laid out by islands (an
@@ -1233,7 +1242,7 @@ static void fake_sched_start_with(struct fake_sched *f,
 {
     struct wrk_config cfg;
     struct mu_err err;
-    char endpoint[256];
+    char *endpoint;
     static const char *const labels[][2] = {
         { "zone", "us-east-1a" },
         { "block", "b-07" },
@@ -1244,7 +1253,8 @@ static void fake_sched_start_with(struct fake_sched *f,
     f->dir = make_tmpdir();
     f->ctx = zmq_ctx_new();
     assert_non_null(f->ctx);
-    assert_int_equal(mu_snprintf(endpoint, sizeof(endpoint), "ipc://%s/sched", f->dir), 0);
+    endpoint = f->endpoint;
+    assert_int_equal(mu_snprintf(endpoint, sizeof(f->endpoint), "ipc://%s/sched", f->dir), 0);
     f->router = proto_router_new(f->ctx, endpoint, &err);
     if (!f->router)
         fail_msg("%s", err.msg);
@@ -1262,6 +1272,12 @@ static void fake_sched_start_with(struct fake_sched *f,
     cfg.cpus = 4;
     cfg.memory_mb = 1000;
     cfg.heartbeat_s = 1;
+    cfg.allow_root = geteuid() == 0; /* a root test run is the operator who said so */
+    if (fake_allow_users) {
+        cfg.allow_root = false;
+        cfg.allow_users = fake_allow_users;
+        cfg.nallow_users = fake_nallow_users;
+    }
     for (size_t i = fake_imds_url ? 1 : 0; i < MU_ARRAY_LEN(labels); i++) {
         struct proto_label *l = &cfg.labels[cfg.nlabels++];
         mu_strlcpy(l->level, labels[i][0], sizeof(l->level));
@@ -1271,6 +1287,7 @@ static void fake_sched_start_with(struct fake_sched *f,
         cfg.imds = fake_imds_url;
         cfg.imds_interval_s = 1;
     }
+    f->cfg = cfg;
     f->agent = wrk_agent_new(&cfg, &err);
     if (!f->agent)
         fail_msg("%s", err.msg);
@@ -2358,6 +2375,641 @@ static void test_agent_spot(void **state)
     mock_stop(&mk);
 }
 
+/* ---- issue 5: task records, the shim, restart, self-fencing, identities ---- */
+
+static void test_taskrec_roundtrip(void **state)
+{
+    struct wrk_taskrec r;
+    struct wrk_taskrec back;
+    struct mu_err err;
+    char path[256];
+    char *text;
+    (void)state;
+
+    memset(&r, 0, sizeof(r));
+    mu_strlcpy(r.ref.job, "1732270000123-0", sizeof(r.ref.job));
+    r.ref.task = 3;
+    r.ref.attempt = 2;
+    r.ref.pid = 4242;
+    r.shim_pid = 4241;
+    r.started_ms = UINT64_C(1732270000999);
+    r.ckpt_signal = SIGUSR1;
+    r.grace_s = 90;
+    r.uid = 1000;
+    r.ngpus = 2;
+    r.gpus[0] = 6;
+    r.gpus[1] = 7;
+    text = wrk_taskrec_format(&r, &err);
+    assert_non_null(text);
+    assert_int_equal(wrk_taskrec_parse(text, strlen(text), &back, &err), 0);
+    free(text);
+    assert_string_equal(back.ref.job, "1732270000123-0");
+    assert_int_equal(back.ref.task, 3);
+    assert_int_equal(back.ref.attempt, 2);
+    assert_int_equal(back.ref.state, PROTO_TASK_RUNNING);
+    assert_int_equal(back.ref.pid, 4242);
+    assert_int_equal(back.shim_pid, 4241);
+    assert_true(back.started_ms == UINT64_C(1732270000999));
+    assert_int_equal(back.ckpt_signal, SIGUSR1);
+    assert_int_equal(back.grace_s, 90);
+    assert_int_equal(back.uid, 1000);
+    assert_int_equal(back.ngpus, 2);
+    assert_int_equal(back.gpus[1], 7);
+
+    /* Optional keys default; unknown keys are ignored (a newer shim may add some). */
+    {
+        static const char min[] =
+            "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10,\"shim_pid\":9,\"new\":[1]}";
+        assert_int_equal(wrk_taskrec_parse(min, strlen(min), &back, &err), 0);
+        assert_int_equal(back.uid, -1);
+        assert_int_equal(back.ckpt_signal, 0);
+        assert_int_equal(back.ngpus, 0);
+    }
+    assert_int_equal(wrk_taskrec_path("/s", "1-0", 2, 3, ".exit", path, sizeof(path), &err), 0);
+    assert_string_equal(path, "/s/tasks/1-0.2.3.exit");
+    assert_int_equal(wrk_taskrec_path("/s", "1-0", 2, 3, ".exit", path, 10, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+}
+
+static void test_taskrec_bad(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *want; /* substring of the error */
+    } bad[] = {
+        { "", "not a JSON object" },
+        { "[1]", "not a JSON object" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10", "not a JSON object" },
+        { "{\"task\":0,\"attempt\":1,\"pid\":10,\"shim_pid\":9}", "\"job\": expected a job id" },
+        { "{\"job\":\"../x\",\"task\":0,\"attempt\":1,\"pid\":10,\"shim_pid\":9}", "\"job\"" },
+        { "{\"job\":\"1-0\",\"attempt\":1,\"pid\":10,\"shim_pid\":9}", "missing \"task\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":0,\"pid\":10,\"shim_pid\":9}", "\"attempt\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":1,\"shim_pid\":9}", "\"pid\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":-5,\"shim_pid\":9}", "\"pid\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10.5,\"shim_pid\":9}", "\"pid\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":\"10\",\"shim_pid\":9}", "\"pid\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":1e30,\"shim_pid\":9}", "\"pid\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10}", "missing \"shim_pid\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10,\"shim_pid\":9,\"ckpt_signal\":"
+          "300}",
+          "\"ckpt_signal\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10,\"shim_pid\":9,\"gpus\":{}}",
+          "\"gpus\"" },
+        { "{\"job\":\"1-0\",\"task\":0,\"attempt\":1,\"pid\":10,\"shim_pid\":9,\"gpus\":[-1]}",
+          "\"gpus\"[0]" },
+    };
+    struct wrk_taskrec r;
+    struct mu_err err;
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(bad); i++) {
+        mu_err_clear(&err);
+        if (wrk_taskrec_parse(bad[i].text, strlen(bad[i].text), &r, &err) != -1)
+            fail_msg("case %zu: '%s' parsed", i, bad[i].text);
+        if (!strstr(err.msg, bad[i].want))
+            fail_msg("case %zu: error '%s' lacks '%s'", i, err.msg, bad[i].want);
+    }
+    /* A NUL inside, and more than the cap. */
+    assert_int_equal(wrk_taskrec_parse("{\"job\"\0}", 9, &r, &err), -1);
+    assert_non_null(strstr(err.msg, "NUL"));
+    {
+        char *big = calloc(1, WRK_REC_MAX_BYTES + 2);
+        assert_non_null(big);
+        memset(big, ' ', WRK_REC_MAX_BYTES + 1);
+        assert_int_equal(wrk_taskrec_parse(big, WRK_REC_MAX_BYTES + 1, &r, &err), -1);
+        assert_int_equal(err.code, MU_E_TOOBIG);
+        free(big);
+    }
+}
+
+static void test_taskexit(void **state)
+{
+    static const char *const bad[] = {
+        "",
+        "{}",
+        "{\"exit_code\":1}",
+        "{\"exit_code\":\"1\",\"signal\":0}",
+        "{\"exit_code\":1,\"signal\":256}",
+        "{\"exit_code\":1.5,\"signal\":0}",
+        "{\"exit_code\":1,\"signal\":0,\"ended_ms\":-1}",
+        "null",
+    };
+    struct wrk_taskexit x;
+    struct wrk_taskexit back;
+    struct mu_err err;
+    char buf[128];
+    int status;
+    pid_t pid;
+    (void)state;
+
+    x.exit_code = -7; /* any int survives */
+    x.signal = 0;
+    x.ended_ms = UINT64_C(1732270000123);
+    assert_int_equal(wrk_taskexit_format(&x, buf, sizeof(buf), &err), 0);
+    assert_int_equal(wrk_taskexit_parse(buf, strlen(buf), &back, &err), 0);
+    assert_int_equal(back.exit_code, -7);
+    assert_int_equal(back.signal, 0);
+    assert_true(back.ended_ms == x.ended_ms);
+    assert_int_equal(wrk_taskexit_format(&x, buf, 8, &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    for (size_t i = 0; i < MU_ARRAY_LEN(bad); i++) {
+        if (wrk_taskexit_parse(bad[i], strlen(bad[i]), &back, &err) != -1)
+            fail_msg("'%s' parsed", bad[i]);
+    }
+
+    /* Statuses of real children. */
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(3);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    wrk_taskexit_from_status(status, &x);
+    assert_int_equal(x.exit_code, 3);
+    assert_int_equal(x.signal, 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        (void)raise(SIGKILL);
+        _exit(0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    wrk_taskexit_from_status(status, &x);
+    assert_int_equal(x.signal, SIGKILL);
+    assert_int_equal(x.exit_code, 0);
+    wrk_taskexit_from_siginfo(CLD_EXITED, 42, &x);
+    assert_int_equal(x.exit_code, 42);
+    assert_int_equal(x.signal, 0);
+    wrk_taskexit_from_siginfo(CLD_DUMPED, SIGSEGV, &x);
+    assert_int_equal(x.signal, SIGSEGV);
+    wrk_taskexit_from_siginfo(CLD_KILLED, SIGTERM, &x);
+    assert_int_equal(x.signal, SIGTERM);
+}
+
+static void test_taskrec_files(void **state)
+{
+    char *dir = make_tmpdir();
+    char path[1024];
+    char tmp[1100];
+    struct wrk_taskexit x;
+    struct wrk_taskrec r;
+    struct mu_err err;
+    struct stat st;
+    (void)state;
+
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/a.exit", dir), 0);
+    assert_int_equal(wrk_taskexit_read(path, &x, &err), 0); /* absent */
+    {
+        static const char exit5[] = "{\"exit_code\":5,\"signal\":0}";
+        assert_int_equal(wrk_file_write_atomic(path, exit5, strlen(exit5), &err), 0);
+    }
+    assert_int_equal(mu_snprintf(tmp, sizeof(tmp), "%s.tmp", path), 0);
+    assert_int_equal(stat(tmp, &st), -1); /* renamed away */
+    assert_int_equal(wrk_taskexit_read(path, &x, &err), 1);
+    assert_int_equal(x.exit_code, 5);
+    write_file(path, "garbage", 0644);
+    assert_int_equal(wrk_taskexit_read(path, &x, &err), -1);
+    assert_non_null(strstr(err.msg, path));
+    /* A symlink or a FIFO is not a record. */
+    assert_int_equal(mu_snprintf(tmp, sizeof(tmp), "%s/link.json", dir), 0);
+    assert_int_equal(symlink(path, tmp), 0);
+    assert_int_equal(wrk_taskrec_read(tmp, &r, &err), -1);
+    assert_int_equal(mu_snprintf(tmp, sizeof(tmp), "%s/fifo.json", dir), 0);
+    assert_int_equal(mkfifo(tmp, 0600), 0);
+    assert_int_equal(wrk_taskrec_read(tmp, &r, &err), -1);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    /* Writing into a missing directory fails with the temp file's name. */
+    assert_int_equal(mu_snprintf(tmp, sizeof(tmp), "%s/nodir/x.exit", dir), 0);
+    assert_int_equal(wrk_file_write_atomic(tmp, "x", 1, &err), -1);
+    assert_non_null(strstr(err.msg, "x.exit.tmp"));
+    rm_rf(dir);
+    free(dir);
+}
+
+static void test_shim_spec(void **state)
+{
+    char a0[] = "/bin/sh", a1[] = "-c", a2[] = "echo a=b";
+    char e0[] = "A=1", e1[] = "B=x=y", e2[] = "EMPTY=";
+    char *argv[] = { a0, a1, a2, NULL };
+    char *envp[] = { e0, e1, e2, NULL };
+    struct wrk_shim_spec s;
+    struct wrk_shim_spec d;
+    struct mu_buf b;
+    struct mu_err err;
+    (void)state;
+
+    memset(&s, 0, sizeof(s));
+    mu_strlcpy(s.rec.ref.job, "17-0", sizeof(s.rec.ref.job));
+    s.rec.ref.task = 1;
+    s.rec.ref.attempt = 4;
+    s.rec.ckpt_signal = SIGUSR2;
+    s.rec.grace_s = 30;
+    s.rec.uid = 1000;
+    s.rec.ngpus = 2;
+    s.rec.gpus[0] = 3;
+    s.rec.gpus[1] = 5;
+    s.argc = 3;
+    s.argv = argv;
+    s.nenv = 3;
+    s.envp = envp;
+    s.workdir = "/data/run";
+    s.user = "alice";
+    s.uid = 1000;
+    s.gid = 100;
+    mu_buf_init(&b, 0);
+    assert_int_equal(wrk_shim_spec_encode(&s, &b, &err), 0);
+    assert_int_equal(wrk_shim_spec_decode(b.data, b.len, &d, &err), 0);
+    assert_string_equal(d.rec.ref.job, "17-0");
+    assert_int_equal(d.rec.ref.task, 1);
+    assert_int_equal(d.rec.ref.attempt, 4);
+    assert_int_equal(d.rec.ckpt_signal, SIGUSR2);
+    assert_int_equal(d.rec.grace_s, 30);
+    assert_int_equal(d.rec.uid, 1000);
+    assert_int_equal(d.rec.ngpus, 2);
+    assert_int_equal(d.rec.gpus[1], 5);
+    assert_int_equal(d.argc, 3);
+    assert_string_equal(d.argv[2], "echo a=b");
+    assert_null(d.argv[3]);
+    assert_int_equal(d.nenv, 3);
+    assert_string_equal(d.envp[1], "B=x=y");
+    assert_string_equal(d.envp[2], "EMPTY=");
+    assert_null(d.envp[3]);
+    assert_string_equal(d.workdir, "/data/run");
+    assert_string_equal(d.user, "alice");
+    assert_int_equal(d.uid, 1000);
+    assert_int_equal(d.gid, 100);
+    wrk_shim_spec_release(&d);
+
+    /* Bad specs: each names what is wrong, and release is safe after a failure. */
+    {
+        static const struct {
+            const char *data;
+            size_t len;
+            const char *want;
+        } bad[] = {
+            { "", 0, "truncated" },
+            { "job=1-0", 7, "truncated" },
+            { "job=1-0\0arg", 12, "no '='" },
+            { "job=1-0\0bogus=1\0", 16, "unknown key 'bogus'" },
+            { "arg=x\0", 6, "no 'job'" },
+            { "job=1-0\0", 8, "no 'arg'" },
+            { "job=a/b\0arg=x\0", 14, "not a job id" },
+            { "job=1-0\0task=-1\0arg=x\0", 22, "'task'" },
+            { "job=1-0\0ckpt_signal=x\0arg=x\0", 28, "'ckpt_signal'" },
+        };
+        for (size_t i = 0; i < MU_ARRAY_LEN(bad); i++) {
+            mu_err_clear(&err);
+            if (wrk_shim_spec_decode(bad[i].data, bad[i].len, &d, &err) != -1)
+                fail_msg("case %zu decoded", i);
+            if (!strstr(err.msg, bad[i].want))
+                fail_msg("case %zu: '%s' lacks '%s'", i, err.msg, bad[i].want);
+            wrk_shim_spec_release(&d);
+        }
+    }
+    s.argc = 0;
+    assert_int_equal(wrk_shim_spec_encode(&s, &b, &err), -1);
+    mu_buf_release(&b);
+}
+
+static void test_shim_cmdline(void **state)
+{
+    static const char good[] = "/usr/bin/muster-shim\0/s/tasks/1-0.1.0";
+    static const char bare[] = "muster-shim\0/s/tasks/1-0.1.0";
+    static const char other[] = "/usr/bin/python3\0/s/tasks/1-0.1.0";
+    static const char extra[] = "muster-shim\0/s/tasks/1-0.1.0\0more";
+    static const char wrong[] = "muster-shim\0/s/tasks/1-0.1.1";
+    static const char prefix[] = "muster-shim\0/s/tasks/1-0.1.0x";
+    static const char noarg[] = "muster-shim";
+    (void)state;
+
+    assert_true(wrk_shim_cmdline_matches(good, sizeof(good), "/s/tasks/1-0.1.0"));
+    assert_true(wrk_shim_cmdline_matches(bare, sizeof(bare), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches(other, sizeof(other), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches(extra, sizeof(extra), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches(wrong, sizeof(wrong), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches(prefix, sizeof(prefix), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches(noarg, sizeof(noarg), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches("", 0, "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_cmdline_matches(good, 5, "/s/tasks/1-0.1.0")); /* no NUL */
+    /* This process is no shim; pid 0 and 1 never are. */
+    assert_false(wrk_shim_is_running((int)getpid(), "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_is_running(1, "/s/tasks/1-0.1.0"));
+}
+
+/* The HELLO's entry for job, or NULL. */
+static const struct proto_task_ref *hello_find(const struct proto_msg *m, const char *job)
+{
+    for (int i = 0; i < m->ntasks; i++) {
+        if (strcmp(m->tasks[i].job, job) == 0)
+            return &m->tasks[i];
+    }
+    return NULL;
+}
+
+static void record_write(const char *dir, const char *job, int shim_pid, const char *exit_json)
+{
+    char path[1024];
+    char text[256];
+    assert_int_equal(mu_snprintf(text, sizeof(text),
+                                 "{\"job\":\"%s\",\"task\":0,\"attempt\":1,\"pid\":%d,"
+                                 "\"shim_pid\":%d}",
+                                 job, shim_pid, shim_pid),
+                     0);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/tasks/%s.1.0.json", dir, job), 0);
+    write_file(path, text, 0644);
+    if (exit_json) {
+        assert_int_equal(mu_snprintf(path, sizeof(path), "%s/tasks/%s.1.0.exit", dir, job), 0);
+        write_file(path, exit_json, 0644);
+    }
+}
+
+static bool file_exists(const char *dir, const char *name)
+{
+    char path[1024];
+    struct stat st;
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/%s", dir, name), 0);
+    return stat(path, &st) == 0;
+}
+
+static void test_agent_restart(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    struct mu_err err;
+    const struct proto_task_ref *r;
+    char script[1200];
+    char release[1100];
+    int pid;
+    (void)state;
+
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+    assert_int_equal(mu_snprintf(release, sizeof(release), "%s/release", f.dir), 0);
+    assert_int_equal(mu_snprintf(script, sizeof(script),
+                                 "while [ ! -e %s ]; do sleep 0.02; done; exit 5", release),
+                     0);
+    send_bind(&f, "1900-0", 0, script, 0, 5);
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    pid = m.task.pid;
+    proto_msg_release(&m);
+    assert_true(file_exists(f.dir, "tasks/1900-0.1.0.json"));
+
+    /* Records a previous worker left: one exited with 9, one whose shim is gone (this test
+     * process is not a shim), an exit without a record, and a stale spec file. */
+    record_write(f.dir, "1901-0", 4242, "{\"exit_code\":9,\"signal\":0,\"ended_ms\":1}");
+    record_write(f.dir, "1902-0", (int)getpid(), NULL);
+    {
+        char path[1024];
+        assert_int_equal(mu_snprintf(path, sizeof(path), "%s/tasks/1903-0.1.0.exit", f.dir), 0);
+        write_file(path, "{\"exit_code\":0,\"signal\":0}", 0644);
+        assert_int_equal(mu_snprintf(path, sizeof(path), "%s/tasks/.spec.abc123", f.dir), 0);
+        write_file(path, "junk", 0600);
+    }
+
+    /* The worker "crashes" (no shutdown: the task keeps running) and a new one starts. */
+    wrk_agent_free(f.agent);
+    f.agent = wrk_agent_new(&f.cfg, &err);
+    if (!f.agent)
+        fail_msg("%s", err.msg);
+    assert_false(file_exists(f.dir, "tasks/1903-0.1.0.exit"));
+    assert_false(file_exists(f.dir, "tasks/.spec.abc123"));
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    assert_int_equal(m.ntasks, 3);
+    r = hello_find(&m, "1900-0");
+    assert_non_null(r);
+    assert_int_equal(r->state, PROTO_TASK_RUNNING);
+    assert_int_equal(r->pid, pid);
+    r = hello_find(&m, "1901-0");
+    assert_non_null(r);
+    assert_int_equal(r->state, PROTO_TASK_EXITED);
+    assert_int_equal(r->exit_code, 9);
+    r = hello_find(&m, "1902-0");
+    assert_non_null(r);
+    assert_int_equal(r->state, PROTO_TASK_LOST);
+    proto_msg_release(&m);
+    assert_int_equal(wrk_agent_task_count(f.agent), 3);
+
+    /* The re-adopted task ends: its true code comes from the shim's exit file. */
+    write_file(release, "", 0644);
+    assert_true(expect_msg(&f, PROTO_TASK_STATUS, &m, 5000));
+    assert_string_equal(m.task.job, "1900-0");
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.exit_code, 5);
+    assert_int_equal(m.task.pid, pid);
+    proto_msg_release(&m);
+
+    /* KILLs acknowledge: the records go, and the directory is empty again. */
+    send_simple(&f, PROTO_KILL, "1900-0", 0, 1, 0, 0, 5);
+    send_simple(&f, PROTO_KILL, "1901-0", 0, 1, 0, 0, 5);
+    send_simple(&f, PROTO_KILL, "1902-0", 0, 1, 0, 0, 5);
+    for (int i = 0; i < 500 && wrk_agent_task_count(f.agent) != 0; i++)
+        assert_true(wrk_agent_poll(f.agent, 10, &err) >= 0);
+    assert_int_equal(wrk_agent_task_count(f.agent), 0);
+    assert_false(file_exists(f.dir, "tasks/1900-0.1.0.json"));
+    assert_false(file_exists(f.dir, "tasks/1900-0.1.0.exit"));
+    assert_false(file_exists(f.dir, "tasks/1901-0.1.0.json"));
+    assert_false(file_exists(f.dir, "tasks/1902-0.1.0.json"));
+    fake_sched_stop(&f);
+}
+
+static void test_agent_shim_survives_group_kill(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    char release[1100];
+    char script[1200];
+    (void)state;
+
+    /* The shim leaves the worker's process group: a signal to that group (as a service
+     * manager sends) does not reach the task. */
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+    assert_int_equal(mu_snprintf(release, sizeof(release), "%s/release", f.dir), 0);
+    assert_int_equal(mu_snprintf(script, sizeof(script),
+                                 "while [ ! -e %s ]; do sleep 0.02; done; exit 0", release),
+                     0);
+    send_bind(&f, "1910-0", 0, script, 0, 5);
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    assert_true(getsid(m.task.pid) != getsid(0));
+    assert_true(getpgid(m.task.pid) == m.task.pid);
+    proto_msg_release(&m);
+    write_file(release, "", 0644);
+    assert_true(expect_msg(&f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.exit_code, 0);
+    proto_msg_release(&m);
+    fake_sched_stop(&f);
+}
+
+static void test_agent_fence(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    struct proto_msg hb;
+    char *text;
+    char path[1100];
+    uint64_t t0;
+    uint64_t took;
+    (void)state;
+
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+    proto_msg_init(&hb, PROTO_HEARTBEAT);
+    hb.ok = true;
+    hb.heartbeat_s = 1;
+    hb.lease_s = 1;
+    send_to_worker(&f, &hb, 5);
+    proto_msg_release(&hb);
+    {
+        const char *argv[] = { "/bin/sh", "-c",
+                               "trap 'echo usr1' USR1; trap 'echo term; exit 7' TERM; "
+                               "echo ready; while :; do sleep 0.02; done" };
+        struct mu_err err;
+        proto_msg_init(&m, PROTO_BIND);
+        mu_strlcpy(m.task.job, "1920-0", sizeof(m.task.job));
+        m.task.attempt = 1;
+        m.signal = SIGUSR1;
+        m.grace_s = 1;
+        assert_int_equal(proto_msg_set_argv(&m, 3, argv, &err), 0);
+        send_to_worker(&f, &m, 5);
+        proto_msg_release(&m);
+    }
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    assert_true(m.ok);
+    proto_msg_release(&m);
+    assert_true(wait_log(&f, "1920-0.1.0.out", "ready\n"));
+    t0 = mu_time_mono_ms();
+    /* Silence from here on: after the 1 s lease, USR1; after the 1 s grace, TERM. */
+    assert_true(expect_msg(&f, PROTO_TASK_STATUS, &m, 8000));
+    took = mu_time_mono_ms() - t0;
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.exit_code, 7);
+    proto_msg_release(&m);
+    print_message("# fenced and stopped %" PRIu64 " ms after the scheduler fell silent\n", took);
+    assert_true(took >= 1500);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/logs/1920-0.1.0.out", f.dir), 0);
+    text = mu_file_read(path, 4096, NULL, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "ready\nusr1\nterm\n");
+    free(text);
+    /* The lease is kept for the next run. */
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/lease_s", f.dir), 0);
+    text = mu_file_read(path, 64, NULL, NULL);
+    assert_non_null(text);
+    assert_string_equal(text, "1\n");
+    free(text);
+    fake_sched_stop(&f);
+}
+
+static void send_bind_env(struct fake_sched *f,
+                          const char *job,
+                          const char *script,
+                          const char *env)
+{
+    const char *argv[] = { "/bin/sh", "-c", script };
+    struct proto_msg m;
+    struct mu_err err;
+    proto_msg_init(&m, PROTO_BIND);
+    mu_strlcpy(m.task.job, job, sizeof(m.task.job));
+    m.task.attempt = 1;
+    assert_int_equal(proto_msg_set_argv(&m, 3, argv, &err), 0);
+    if (env)
+        assert_int_equal(proto_msg_set_env(&m, 1, &env, &err), 0);
+    send_to_worker(f, &m, 5);
+    proto_msg_release(&m);
+}
+
+static void test_agent_identity(void **state)
+{
+    static const char *const allow[] = { "nobody" };
+    struct fake_sched f;
+    struct proto_msg m;
+    struct passwd *pw;
+    char want[64];
+    (void)state;
+
+    if (geteuid() != 0) {
+        print_message("# skipped: needs root\n");
+        return;
+    }
+    pw = getpwnam("nobody");
+    if (!pw) {
+        print_message("# skipped: no user 'nobody'\n");
+        return;
+    }
+    fake_allow_users = allow;
+    fake_nallow_users = 1;
+    fake_sched_start(&f);
+    fake_allow_users = NULL;
+    fake_nallow_users = 0;
+    assert_int_equal(chmod(f.dir, 0755), 0); /* the default workdir, reached as nobody */
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+
+    /* Root without --run-as or --allow-root: refused. */
+    send_bind_env(&f, "1930-0", "id -u", NULL);
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    assert_false(m.ok);
+    assert_non_null(strstr(m.error, "refusing to run a task as root on node n1"));
+    proto_msg_release(&m);
+    /* A job user not on --allow-user: refused. */
+    send_bind_env(&f, "1931-0", "id -u", "MUSTER_JOB_USER=daemon");
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    assert_false(m.ok);
+    assert_string_equal(m.error, "job user 'daemon' is not allowed on node n1; hint: start "
+                                 "muster-worker with --allow-user daemon");
+    proto_msg_release(&m);
+    /* An allowed job user: the task runs with its ids and HOME/USER/LOGNAME. */
+    send_bind_env(&f, "1932-0", "echo $(id -u) $(id -g) $USER $LOGNAME $HOME",
+                  "MUSTER_JOB_USER=nobody");
+    assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
+    if (!m.ok)
+        fail_msg("BIND refused: %s", m.error);
+    proto_msg_release(&m);
+    assert_true(expect_msg(&f, PROTO_TASK_STATUS, &m, 5000));
+    assert_int_equal(m.task.exit_code, 0);
+    proto_msg_release(&m);
+    assert_int_equal(mu_snprintf(want, sizeof(want), "%d %d nobody nobody %s\n", (int)pw->pw_uid,
+                                 (int)pw->pw_gid, pw->pw_dir),
+                     0);
+    assert_true(wait_log(&f, "1932-0.1.0.out", want));
+
+    /* The task user can write its checkpoint file (ckpt/ is sticky and open to all)... */
+    send_bind_env(&f, "1933-0",
+                  "echo /ck/n > $MUSTER_CHECKPOINT_FILE.tmp && "
+                  "mv $MUSTER_CHECKPOINT_FILE.tmp $MUSTER_CHECKPOINT_FILE",
+                  "MUSTER_JOB_USER=nobody");
+    assert_true(expect_msg(&f, PROTO_CHECKPOINT_DONE, &m, 5000));
+    assert_string_equal(m.path, "/ck/n");
+    proto_msg_release(&m);
+    assert_true(expect_msg(&f, PROTO_TASK_STATUS, &m, 5000));
+    proto_msg_release(&m);
+    /* ...but a file someone else planted under its name is not its checkpoint. */
+    {
+        char path[1100];
+        char id[PROTO_NODE_MAX];
+        struct mu_err err;
+        bool done = false;
+        assert_int_equal(mu_snprintf(path, sizeof(path), "%s/ckpt/1934-0.1.0", f.dir), 0);
+        write_file(path, "/ck/planted\n", 0644);
+        send_bind_env(&f, "1934-0", "exit 0", "MUSTER_JOB_USER=nobody");
+        for (int i = 0; i < 500 && !done; i++) {
+            assert_int_equal(wrk_agent_poll(f.agent, 10, &err), 1);
+            while (!done && proto_recv(f.router, id, sizeof(id), &m, &err) == 1) {
+                if (m.type == PROTO_CHECKPOINT_DONE)
+                    fail_msg("planted checkpoint reported: %s", m.path);
+                done = m.type == PROTO_TASK_STATUS;
+                proto_msg_release(&m);
+            }
+        }
+        assert_true(done);
+    }
+    fake_sched_stop(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -2389,6 +3041,16 @@ int main(void)
         cmocka_unit_test_teardown(test_imds_watcher, mock_teardown),
         cmocka_unit_test(test_agent_checkpoints),
         cmocka_unit_test_teardown(test_agent_spot, mock_teardown),
+        cmocka_unit_test(test_taskrec_roundtrip),
+        cmocka_unit_test(test_taskrec_bad),
+        cmocka_unit_test(test_taskexit),
+        cmocka_unit_test(test_taskrec_files),
+        cmocka_unit_test(test_shim_spec),
+        cmocka_unit_test(test_shim_cmdline),
+        cmocka_unit_test(test_agent_restart),
+        cmocka_unit_test(test_agent_shim_survives_group_kill),
+        cmocka_unit_test(test_agent_fence),
+        cmocka_unit_test(test_agent_identity),
     };
     /* WRK_TEST_FILTER=test_imds* runs a subset by hand. */
     if (getenv("WRK_TEST_FILTER"))

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Who tasks run as (issue #5): a root worker with --run-as USER starts tasks with that user's
+# uid, gid and groups, and HOME, USER and LOGNAME set; a root worker without --run-as refuses to run tasks as root unless
+# --allow-root; and the flags that need root are usage errors for anyone else.  Needs root to
+# create a throwaway user: skipped otherwise.
+if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null 2>&1; then
+    echo "ok t4002-worker-run-as # skip: needs root and useradd"
+    exit 0
+fi
+source "$(dirname "$0")/lib.sh"
+
+user=mut4002-$$
+useradd --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user" \
+    || fail "useradd $user failed"
+_t4002_cleanup() {
+    userdel "$user" >/dev/null 2>&1
+    return 0
+}
+_keep_status() { return "$1"; }
+trap '_rc=$?; set +e; _t4002_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+uid=$(id -u "$user")
+gid=$(id -g "$user")
+chmod 755 "$T" # the default workdir is the state dir under $T: the user must reach it
+
+start_redis
+make_config >/dev/null
+start_musterd "$CONFIG"
+# n1 (spot) runs tasks as the user; n2 (on-demand) is root without --run-as.
+MUSTER_ALLOW_ROOT=0 start_worker n1 spot-a 8 --run-as "$user"
+MUSTER_ALLOW_ROOT=0 start_worker n2 od-a 8
+wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
+
+log_of() { # job -> its task 0 stdout on node $2
+    cat "$T/w/$2/logs/$1.1.0.out" 2>/dev/null
+}
+
+id=$(submit_json '{"capacity":["spot"],"max_retries":0,"command":"echo $(id -u) $(id -g) $HOME $USER $LOGNAME"}')
+wait_for "job $id succeeded" 15 job_state_is "$id" SUCCEEDED
+[ "$(log_of "$id" n1)" = "$uid $gid /nonexistent $user $user" ] \
+    || fail "task saw '$(log_of "$id" n1)', want '$uid $gid /nonexistent $user $user'"
+ok "--run-as $user: the task ran as uid $uid gid $gid with HOME, USER and LOGNAME set"
+
+id=$(submit_json '{"capacity":["on-demand"],"max_retries":0,"command":"id -u"}')
+wait_for "job $id failed" 15 job_state_is "$id" FAILED
+rcli HGET "muster:job:$id" error | grep -q "refusing to run a task as root on node n2" \
+    || fail "error: $(rcli HGET "muster:job:$id" error)"
+[ ! -e "$T/w/n2/logs/$id.1.0.out" ] || fail "the refused task ran: $(log_of "$id" n2)"
+ok "a root worker without --run-as refused the task: $(rcli HGET "muster:job:$id" error)"
+
+# MUSTER_JOB_USER (--allow-user) comes from the scheduler, not from a spec (the spec parser
+# refuses MUSTER_* names): tests/unit/test_wrk.c drives it through a fake scheduler.
+
+# Not root: the flags are usage errors (exit 2), before anything starts.
+rc=0
+out=$(runuser -u "$user" -- "$MUSTER_BIN/muster-worker" --scheduler tcp://127.0.0.1:1 --node x \
+    --pool spot-a --gpus 1 --state-dir /tmp/none --run-as root 2>&1) || rc=$?
+[ "$rc" = 2 ] || fail "non-root --run-as exited $rc: $out"
+echo "$out" | grep -q "needs a worker running as root" || fail "message: $out"
+ok "a worker that is not root rejects --run-as with a usage error"

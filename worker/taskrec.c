@@ -1,0 +1,600 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The files that let a task outlive its worker (DESIGN §5, issue #5 "worker crash or restart"):
+ * <state-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task runs,
+ * and .exit, the task's true exit status, written by the shim when the task ends.  Both are
+ * written to "<path>.tmp" and renamed, so a reader sees a whole file or none.  A restarted
+ * worker trusts nothing in them blindly: every field is range-checked, and a file that does not
+ * parse is reported and skipped.
+ *
+ * Also here: the spec a worker hands a shim on its stdin (NUL-separated "key=value" entries,
+ * because the environment must not appear on the world-readable command line), and the check
+ * that a live pid is really our shim (/proc/PID/cmdline) before a task is re-adopted.
+ */
+#include "worker/wrk.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/mu_banned.h"
+
+int wrk_taskrec_path(const char *state_dir,
+                     const char *job,
+                     int attempt,
+                     int task,
+                     const char *suffix,
+                     char *buf,
+                     size_t size,
+                     struct mu_err *err)
+{
+    if (mu_snprintf(buf, size, "%s/tasks/%s.%d.%d%s", state_dir, job, attempt, task, suffix) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "task record path under '%s' is too long", state_dir);
+    return 0;
+}
+
+/* ---- JSON ---- */
+
+static bool add_num(cJSON *o, const char *key, double v)
+{
+    return cJSON_AddNumberToObject(o, key, v) != NULL;
+}
+
+char *wrk_taskrec_format(const struct wrk_taskrec *r, struct mu_err *err)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON *gpus = NULL;
+    char *text = NULL;
+    char *copy = NULL;
+
+    if (!o)
+        goto nomem;
+    if (!cJSON_AddStringToObject(o, "job", r->ref.job) || !add_num(o, "task", r->ref.task)
+        || !add_num(o, "attempt", r->ref.attempt) || !add_num(o, "pid", r->ref.pid)
+        || !add_num(o, "shim_pid", r->shim_pid) || !add_num(o, "started_ms", (double)r->started_ms)
+        || !add_num(o, "ckpt_signal", r->ckpt_signal) || !add_num(o, "grace_s", r->grace_s)
+        || !add_num(o, "uid", r->uid))
+        goto nomem;
+    gpus = cJSON_AddArrayToObject(o, "gpus");
+    if (!gpus)
+        goto nomem;
+    for (int i = 0; i < r->ngpus && i < PROTO_MAX_GPUS; i++) {
+        cJSON *g = cJSON_CreateNumber(r->gpus[i]);
+        if (!g || !cJSON_AddItemToArray(gpus, g)) {
+            cJSON_Delete(g);
+            goto nomem;
+        }
+    }
+    text = cJSON_PrintUnformatted(o);
+    if (!text)
+        goto nomem;
+    /* cJSON_free and free may differ (cJSON_InitHooks); hand out plain heap memory. */
+    copy = strdup(text);
+    cJSON_free(text);
+    cJSON_Delete(o);
+    if (!copy)
+        mu_errf(err, MU_E_NOMEM, "out of memory for a task record");
+    return copy;
+nomem:
+    cJSON_Delete(o);
+    mu_errf(err, MU_E_NOMEM, "out of memory for a task record");
+    return NULL;
+}
+
+/* An integer member in lo..hi; absent is *out = dflt unless required. */
+static int get_int(const cJSON *o,
+                   const char *what,
+                   const char *key,
+                   bool required,
+                   int64_t lo,
+                   int64_t hi,
+                   int64_t dflt,
+                   int64_t *out,
+                   struct mu_err *err)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    double d;
+
+    if (!v) {
+        if (required)
+            return mu_errf(err, MU_E_PARSE, "%s: missing \"%s\"", what, key);
+        *out = dflt;
+        return 0;
+    }
+    d = cJSON_IsNumber(v) ? v->valuedouble : -1e300;
+    if (!cJSON_IsNumber(v) || d != d || d < (double)lo || d > (double)hi || d != (double)(int64_t)d)
+        return mu_errf(err, MU_E_RANGE, "%s: \"%s\": expected an integer in %" PRId64 "..%" PRId64,
+                       what, key, lo, hi);
+    *out = (int64_t)d;
+    return 0;
+}
+
+/* Parses len bytes of text as a JSON object; NULL with err. */
+static cJSON *parse_object(const char *text, size_t len, const char *what, struct mu_err *err)
+{
+    cJSON *o;
+
+    if (!text) {
+        mu_errf(err, MU_E_INVAL, "%s: no text", what);
+        return NULL;
+    }
+    if (len > WRK_REC_MAX_BYTES) {
+        mu_errf(err, MU_E_TOOBIG, "%s of %zu bytes, more than %u", what, len, WRK_REC_MAX_BYTES);
+        return NULL;
+    }
+    if (memchr(text, '\0', len)) {
+        mu_errf(err, MU_E_PARSE, "%s holds a NUL byte", what);
+        return NULL;
+    }
+    o = cJSON_ParseWithLength(text, len);
+    if (!o || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        mu_errf(err, MU_E_PARSE, "%s: not a JSON object", what);
+        return NULL;
+    }
+    return o;
+}
+
+#define MAX_MS ((int64_t)1 << 53) /* exact in a double */
+
+int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, struct mu_err *err)
+{
+    static const char what[] = "task record";
+    struct wrk_taskrec r;
+    const cJSON *job;
+    const cJSON *gpus;
+    const cJSON *g;
+    int64_t v[8] = { 0 };
+    cJSON *o = parse_object(text, len, what, err);
+    int rc = -1;
+
+    if (!o)
+        return -1;
+    memset(&r, 0, sizeof(r));
+    job = cJSON_GetObjectItemCaseSensitive(o, "job");
+    if (!cJSON_IsString(job) || !mu_name_is_valid(job->valuestring, PROTO_JOB_MAX - 1)) {
+        mu_errf(err, MU_E_PARSE, "%s: \"job\": expected a job id", what);
+        goto out;
+    }
+    mu_strlcpy(r.ref.job, job->valuestring, sizeof(r.ref.job));
+    if (get_int(o, what, "task", true, 0, INT_MAX, 0, &v[0], err) != 0
+        || get_int(o, what, "attempt", true, 1, INT_MAX, 0, &v[1], err) != 0
+        || get_int(o, what, "pid", true, 2, INT_MAX, 0, &v[2], err) != 0
+        || get_int(o, what, "shim_pid", true, 2, INT_MAX, 0, &v[3], err) != 0
+        || get_int(o, what, "started_ms", false, 0, MAX_MS, 0, &v[4], err) != 0
+        || get_int(o, what, "ckpt_signal", false, 0, 255, 0, &v[5], err) != 0
+        || get_int(o, what, "grace_s", false, 0, INT_MAX, 0, &v[6], err) != 0
+        || get_int(o, what, "uid", false, -1, INT_MAX, -1, &v[7], err) != 0)
+        goto out;
+    r.ref.task = (int)v[0];
+    r.ref.attempt = (int)v[1];
+    r.ref.state = PROTO_TASK_RUNNING;
+    r.ref.pid = (int)v[2];
+    r.shim_pid = (int)v[3];
+    r.started_ms = (uint64_t)v[4];
+    r.ckpt_signal = (int)v[5];
+    r.grace_s = (int)v[6];
+    r.uid = (int)v[7];
+    gpus = cJSON_GetObjectItemCaseSensitive(o, "gpus");
+    if (gpus && (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) > PROTO_MAX_GPUS)) {
+        mu_errf(err, MU_E_PARSE, "%s: \"gpus\": expected an array of at most %d indices", what,
+                PROTO_MAX_GPUS);
+        goto out;
+    }
+    cJSON_ArrayForEach(g, gpus)
+    {
+        if (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble > PROTO_MAX_GPUS * 64
+            || g->valuedouble != (double)(int)g->valuedouble) {
+            mu_errf(err, MU_E_RANGE, "%s: \"gpus\"[%d]: expected a GPU index", what, r.ngpus);
+            goto out;
+        }
+        r.gpus[r.ngpus++] = (int)g->valuedouble;
+    }
+    *out = r;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, struct mu_err *err)
+{
+    if (mu_snprintf(buf, size, "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%" PRIu64 "}\n",
+                    x->exit_code, x->signal, x->ended_ms)
+        != 0)
+        return mu_errf(err, MU_E_TOOBIG, "exit record does not fit %zu bytes", size);
+    return 0;
+}
+
+int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, struct mu_err *err)
+{
+    static const char what[] = "exit record";
+    int64_t code = 0;
+    int64_t sig = 0;
+    int64_t ended = 0;
+    cJSON *o = parse_object(text, len, what, err);
+    int rc = -1;
+
+    if (!o)
+        return -1;
+    if (get_int(o, what, "exit_code", true, INT_MIN, INT_MAX, 0, &code, err) != 0
+        || get_int(o, what, "signal", true, 0, 255, 0, &sig, err) != 0
+        || get_int(o, what, "ended_ms", false, 0, MAX_MS, 0, &ended, err) != 0)
+        goto out;
+    out->exit_code = (int)code;
+    out->signal = (int)sig;
+    out->ended_ms = (uint64_t)ended;
+    rc = 0;
+out:
+    cJSON_Delete(o);
+    return rc;
+}
+
+void wrk_taskexit_from_status(int status, struct wrk_taskexit *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (WIFEXITED(status))
+        out->exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        out->signal = WTERMSIG(status);
+}
+
+void wrk_taskexit_from_siginfo(int code, int status, struct wrk_taskexit *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (code == CLD_EXITED)
+        out->exit_code = status;
+    else
+        out->signal = status; /* CLD_KILLED or CLD_DUMPED: the status is the signal */
+}
+
+/* ---- files ---- */
+
+/* Reads path (no symlinks, no FIFOs, at most WRK_REC_MAX_BYTES) into a heap string. */
+static int read_small(const char *path, char **out, size_t *len_out, struct mu_err *err)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int rc = -1;
+
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return mu_errf(err, MU_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        mu_errf(err, MU_E_IO, "'%s' is not a regular file", path);
+        goto out;
+    }
+    if (st.st_size > (off_t)WRK_REC_MAX_BYTES) {
+        mu_errf(err, MU_E_TOOBIG, "'%s' is larger than %u bytes", path, WRK_REC_MAX_BYTES);
+        goto out;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        mu_errf(err, MU_E_NOMEM, "out of memory reading '%s'", path);
+        goto out;
+    }
+    while (len < (size_t)st.st_size) {
+        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            mu_errf(err, MU_E_IO, "cannot read '%s': %s", path, strerror(errno));
+            goto out;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+    }
+    buf[len] = '\0';
+    *out = buf;
+    *len_out = len;
+    buf = NULL;
+    rc = 1;
+out:
+    free(buf);
+    (void)close(fd);
+    return rc;
+}
+
+int wrk_taskrec_read(const char *path, struct wrk_taskrec *out, struct mu_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int r = read_small(path, &text, &len, err);
+
+    if (r == 1 && wrk_taskrec_parse(text, len, out, err) != 0) {
+        mu_err_prefix(err, "'%s': ", path);
+        r = -1;
+    }
+    free(text);
+    return r;
+}
+
+int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int r = read_small(path, &text, &len, err);
+
+    if (r == 1 && wrk_taskexit_parse(text, len, out, err) != 0) {
+        mu_err_prefix(err, "'%s': ", path);
+        r = -1;
+    }
+    free(text);
+    return r;
+}
+
+int wrk_file_write_atomic(const char *path, const char *data, size_t len, struct mu_err *err)
+{
+    char tmp[PROTO_PATH_MAX + 16];
+    size_t done = 0;
+    int fd;
+
+    if (mu_snprintf(tmp, sizeof(tmp), "%s.tmp", path) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "path '%s' is too long", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return mu_errf(err, MU_E_IO, "cannot create '%s': %s", tmp, strerror(errno));
+    while (done < len) {
+        ssize_t n = write(fd, data + done, len - done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int e = n < 0 ? errno : EIO;
+            (void)close(fd);
+            (void)unlink(tmp);
+            return mu_errf(err, MU_E_IO, "cannot write '%s': %s", tmp, strerror(e));
+        }
+        done += (size_t)n;
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        (void)unlink(tmp);
+        return mu_errf(err, MU_E_IO, "cannot write '%s': %s", path, strerror(e));
+    }
+    return 0;
+}
+
+/* ---- the shim's spec ---- */
+
+static int put_entry(struct mu_buf *b, const char *key, const char *value, struct mu_err *err)
+{
+    if (mu_buf_append(b, key, strlen(key), err) != 0 || mu_buf_append(b, "=", 1, err) != 0
+        || mu_buf_append(b, value, strlen(value), err) != 0 || mu_buf_append(b, "", 1, err) != 0)
+        return -1;
+    return 0;
+}
+
+static int put_int(struct mu_buf *b, const char *key, int64_t v, struct mu_err *err)
+{
+    char num[32];
+    (void)mu_snprintf(num, sizeof(num), "%" PRId64, v);
+    return put_entry(b, key, num, err);
+}
+
+int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, struct mu_err *err)
+{
+    const struct wrk_taskrec *r = &s->rec;
+    size_t before = out->len;
+
+    if (s->argc <= 0 || !s->argv || !s->argv[0])
+        return mu_errf(err, MU_E_INVAL, "empty command");
+    if (put_entry(out, "job", r->ref.job, err) != 0 || put_int(out, "task", r->ref.task, err) != 0
+        || put_int(out, "attempt", r->ref.attempt, err) != 0
+        || put_int(out, "ckpt_signal", r->ckpt_signal, err) != 0
+        || put_int(out, "grace_s", r->grace_s, err) != 0 || put_int(out, "uid", r->uid, err) != 0)
+        goto fail;
+    for (int i = 0; i < r->ngpus && i < PROTO_MAX_GPUS; i++) {
+        if (put_int(out, "gpu", r->gpus[i], err) != 0)
+            goto fail;
+    }
+    if (s->workdir && s->workdir[0] && put_entry(out, "workdir", s->workdir, err) != 0)
+        goto fail;
+    if (s->user && s->user[0]
+        && (put_entry(out, "user", s->user, err) != 0 || put_int(out, "user_uid", s->uid, err) != 0
+            || put_int(out, "user_gid", s->gid, err) != 0))
+        goto fail;
+    for (int i = 0; i < s->argc; i++) {
+        if (!s->argv[i]) {
+            mu_errf(err, MU_E_INVAL, "argv[%d] is missing", i);
+            goto fail;
+        }
+        if (put_entry(out, "arg", s->argv[i], err) != 0)
+            goto fail;
+    }
+    for (int i = 0; i < s->nenv; i++) {
+        if (s->envp[i] && put_entry(out, "env", s->envp[i], err) != 0)
+            goto fail;
+    }
+    return 0;
+fail:
+    out->len = before;
+    if (out->data)
+        out->data[before] = '\0';
+    return -1;
+}
+
+/* Appends p to the NULL-terminated *v of *n entries (capacity *cap). */
+static int vec_push(char ***v, int *n, int *cap, char *p, struct mu_err *err)
+{
+    char **vec = *v;
+
+    if (!vec || *n + 2 > *cap) {
+        int ncap = *cap ? *cap * 2 : 16;
+        vec = realloc(vec, (size_t)ncap * sizeof(*vec));
+        if (!vec)
+            return mu_errf(err, MU_E_NOMEM, "out of memory for the shim's spec");
+        *v = vec;
+        *cap = ncap;
+    }
+    vec[(*n)++] = p;
+    vec[*n] = NULL;
+    return 0;
+}
+
+static int spec_int(
+    const char *key, const char *value, int64_t lo, int64_t hi, int *out, struct mu_err *err)
+{
+    int64_t v;
+    if (mu_parse_i64(value, lo, hi, &v, err) != 0) {
+        mu_err_prefix(err, "shim spec: '%s': ", key);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Growth state of the two arrays while decoding. */
+struct spec_caps {
+    int args;
+    int envs;
+    bool have_job;
+};
+
+/* One "key=value" entry (the key is entry[0..klen-1]) into out. */
+static int spec_entry(struct wrk_shim_spec *out,
+                      struct spec_caps *caps,
+                      const char *entry,
+                      size_t klen,
+                      const char *value,
+                      struct mu_err *err)
+{
+    struct wrk_taskrec *r = &out->rec;
+
+#define KEY_IS(k) (klen == sizeof(k) - 1 && memcmp(entry, k, klen) == 0)
+    if (KEY_IS("arg"))
+        return vec_push(&out->argv, &out->argc, &caps->args, (char *)value, err);
+    if (KEY_IS("env"))
+        return vec_push(&out->envp, &out->nenv, &caps->envs, (char *)value, err);
+    if (KEY_IS("job")) {
+        if (!mu_name_is_valid(value, PROTO_JOB_MAX - 1))
+            return mu_errf(err, MU_E_PARSE, "shim spec: 'job': not a job id");
+        mu_strlcpy(r->ref.job, value, sizeof(r->ref.job));
+        caps->have_job = true;
+        return 0;
+    }
+    if (KEY_IS("task"))
+        return spec_int("task", value, 0, INT_MAX, &r->ref.task, err);
+    if (KEY_IS("attempt"))
+        return spec_int("attempt", value, 1, INT_MAX, &r->ref.attempt, err);
+    if (KEY_IS("ckpt_signal"))
+        return spec_int("ckpt_signal", value, 0, 255, &r->ckpt_signal, err);
+    if (KEY_IS("grace_s"))
+        return spec_int("grace_s", value, 0, INT_MAX, &r->grace_s, err);
+    if (KEY_IS("uid"))
+        return spec_int("uid", value, -1, INT_MAX, &r->uid, err);
+    if (KEY_IS("gpu")) {
+        if (r->ngpus >= PROTO_MAX_GPUS)
+            return mu_errf(err, MU_E_PARSE, "shim spec: more than %d GPUs", PROTO_MAX_GPUS);
+        return spec_int("gpu", value, 0, INT_MAX, &r->gpus[r->ngpus++], err);
+    }
+    if (KEY_IS("workdir")) {
+        out->workdir = value;
+        return 0;
+    }
+    if (KEY_IS("user")) {
+        out->user = value;
+        return 0;
+    }
+    if (KEY_IS("user_uid"))
+        return spec_int("user_uid", value, 0, INT_MAX, &out->uid, err);
+    if (KEY_IS("user_gid"))
+        return spec_int("user_gid", value, 0, INT_MAX, &out->gid, err);
+#undef KEY_IS
+    return mu_errf(err, MU_E_PARSE, "shim spec: unknown key '%.*s'", (int)klen, entry);
+}
+
+int wrk_shim_spec_decode(const char *data,
+                         size_t len,
+                         struct wrk_shim_spec *out,
+                         struct mu_err *err)
+{
+    struct spec_caps caps = { 0, 0, false };
+    size_t off = 0;
+
+    memset(out, 0, sizeof(*out));
+    out->rec.uid = -1;
+    out->rec.ref.attempt = 1;
+    if (!data || len == 0 || data[len - 1] != '\0')
+        return mu_errf(err, MU_E_PARSE, "shim spec: truncated (no final NUL)");
+    while (off < len) {
+        const char *entry = data + off;
+        const char *eq = strchr(entry, '=');
+
+        off += strlen(entry) + 1;
+        if (!eq)
+            return mu_errf(err, MU_E_PARSE, "shim spec: entry '%.40s' has no '='", entry);
+        if (spec_entry(out, &caps, entry, (size_t)(eq - entry), eq + 1, err) != 0)
+            return -1;
+    }
+    if (!caps.have_job)
+        return mu_errf(err, MU_E_PARSE, "shim spec: no 'job'");
+    if (out->argc == 0)
+        return mu_errf(err, MU_E_PARSE, "shim spec: no 'arg' (empty command)");
+    if (!out->envp) {
+        /* No env= entry: an empty environment, still a NULL-terminated array. */
+        if (vec_push(&out->envp, &out->nenv, &caps.envs, NULL, err) != 0)
+            return -1;
+        out->nenv = 0;
+    }
+    return 0;
+}
+
+void wrk_shim_spec_release(struct wrk_shim_spec *s)
+{
+    free(s->argv);
+    free(s->envp);
+    s->argv = NULL;
+    s->envp = NULL;
+    s->argc = 0;
+    s->nenv = 0;
+}
+
+/* ---- is it our shim? ---- */
+
+bool wrk_shim_cmdline_matches(const char *cmdline, size_t len, const char *base)
+{
+    const char *arg0 = cmdline;
+    const char *slash;
+    size_t len0;
+
+    if (len == 0 || !memchr(cmdline, '\0', len))
+        return false;
+    len0 = strlen(arg0);
+    slash = strrchr(arg0, '/');
+    if (strcmp(slash ? slash + 1 : arg0, WRK_SHIM_NAME) != 0 || len0 + 1 >= len)
+        return false;
+    /* argv[1] is the record base, NUL-terminated, and the last argument. */
+    return len - (len0 + 1) == strlen(base) + 1
+           && memcmp(cmdline + len0 + 1, base, strlen(base) + 1) == 0;
+}
+
+bool wrk_shim_is_running(int pid, const char *base)
+{
+    char path[64];
+    char *text;
+    size_t len = 0;
+    bool ours;
+
+    if (pid <= 1)
+        return false;
+    (void)mu_snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+    text = mu_file_read(path, (size_t)PROTO_PATH_MAX * 2, &len, NULL);
+    if (!text)
+        return false; /* gone, or a zombie: /proc/PID/cmdline of a zombie is empty */
+    ours = wrk_shim_cmdline_matches(text, len, base);
+    free(text);
+    return ours;
+}
