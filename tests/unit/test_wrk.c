@@ -2776,17 +2776,22 @@ static void test_agent_restart(void **state)
     assert_false(file_exists(f.dir, "tasks/.spec.abc123"));
     assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
     assert_int_equal(m.ntasks, 3);
+    /* if/fail_msg rather than assert_non_null: gcc -O2 cannot see that the assert stops. */
     r = hello_find(&m, "1900-0");
-    assert_non_null(r);
-    assert_int_equal(r->state, PROTO_TASK_RUNNING);
-    assert_int_equal(r->pid, pid);
+    if (!r)
+        fail_msg("task 1900-0 missing from HELLO");
+    else
+        assert_true(r->state == PROTO_TASK_RUNNING && r->pid == pid);
     r = hello_find(&m, "1901-0");
-    assert_non_null(r);
-    assert_int_equal(r->state, PROTO_TASK_EXITED);
-    assert_int_equal(r->exit_code, 9);
+    if (!r)
+        fail_msg("task 1901-0 missing from HELLO");
+    else
+        assert_true(r->state == PROTO_TASK_EXITED && r->exit_code == 9);
     r = hello_find(&m, "1902-0");
-    assert_non_null(r);
-    assert_int_equal(r->state, PROTO_TASK_LOST);
+    if (!r)
+        fail_msg("task 1902-0 missing from HELLO");
+    else
+        assert_int_equal(r->state, PROTO_TASK_LOST);
     proto_msg_release(&m);
     assert_int_equal(wrk_agent_task_count(f.agent), 3);
 
