@@ -860,7 +860,9 @@ static bool user_allowed(const struct wrk_agent *a, const char *name)
 
 /*
  * Who a BIND's task runs as: *out filled (name "" = the worker's own ids).  A worker that is
- * not root runs everything as itself.  Refusals are BIND_ACK errors the job will show.
+ * not root runs everything as itself.  The job's own user (MUSTER_JOB_USER) counts only on a
+ * worker given --allow-user: elsewhere a spec's "user" is a label for people, and the task runs
+ * as --run-as (or as root with --allow-root).  Refusals are BIND_ACK errors the job will show.
  */
 static int bind_identity(struct wrk_agent *a,
                          const struct proto_msg *m,
@@ -872,7 +874,7 @@ static int bind_identity(struct wrk_agent *a,
     memset(out, 0, sizeof(*out));
     if (!a->is_root)
         return 0;
-    if (job_user && job_user[0]) {
+    if (job_user && job_user[0] && a->nallow > 0) {
         if (!user_allowed(a, job_user))
             return mu_errf(err, MU_E_INVAL,
                            "job user '%s' is not allowed on node %s; hint: start muster-worker "
