@@ -624,13 +624,15 @@ static int allow_add(struct proto_allow **list,
 /* One entry line into e; 0 or -1 with err (without the "origin:line: " prefix). */
 static int allow_line(const char *line, int len, struct proto_allow *e, struct mu_err *err)
 {
-    const char *w[3];
-    int wl[3];
+    const char *w[3] = { NULL, NULL, NULL };
+    int wl[3] = { 0, 0, 0 };
     int n = split_words(line, len, w, wl);
     const char *key;
     int key_len;
 
     memset(e, 0, sizeof(*e));
+    if (n == 0)
+        return mu_errf(err, MU_E_CONFIG, "empty entry"); /* callers skip blank lines */
     if (n >= 2 && w[1][0] == '#' && !line_is_key(w[1], wl[1]))
         n = 1; /* "KEY # comment" */
     else if (n == 3 && w[2][0] != '#')

@@ -6,18 +6,25 @@
 #   scripts/test.sh            deps, then: build/ + all tests (unit, integration, fuzz replay),
 #                              the installed-library checks (cmake --install into a temp prefix,
 #                              examples/ built against it, t6000/t6001 run with it), lint
-#                              (scripts/lint.sh), then build-asan/ (ASan+UBSan) + unit and fuzz
+#                              (scripts/lint.sh), fuzz (build-fuzz/: clang-14 libFuzzer with
+#                              ASan+UBSan, each tests/fuzz target for MUSTER_FUZZ_SECONDS from a
+#                              temp copy of its seed corpus), valgrind (each unit test of build/
+#                              under valgrind; the daemons' steady state is integration/t0500),
+#                              then build-asan/ (ASan+UBSan) + unit and fuzz
 #   scripts/test.sh --quick    deps, build/ + all tests and the installed-library checks only
-#                              (no lint, no ASan)
+#                              (no lint, fuzz, valgrind or ASan)
 #   scripts/test.sh --asan     deps, build-asan/ + all tests, integration included (no lint)
 #   scripts/test.sh --asan --quick   build-asan/ + unit and fuzz only
 #
 # Every pass runs even when an earlier one failed, so one run shows every problem.  The last
-# line is "N passed, M failed": N sums the ctest tests and installed-library steps that passed
-# over all passes, M counts those that failed plus each failed build or lint step.  Exit status 0
-# only when M is 0.
+# line is "N passed, M failed": N sums the ctest tests, installed-library steps, fuzz targets and
+# valgrind'ed unit tests that passed over all passes, M counts those that failed plus each failed
+# build or lint step.  Exit status 0 only when M is 0.  A fuzz failure names the reproducer file
+# libFuzzer wrote; replay it with build-fuzz/bin/fuzz_<name> FILE, and add it to
+# tests/fuzz/corpus/<name>/ with the fix.
 #
 # Environment: MUSTER_BUILD_DIR (default build), MUSTER_ASAN_BUILD_DIR (default build-asan),
+# MUSTER_FUZZ_BUILD_DIR (default build-fuzz), MUSTER_FUZZ_SECONDS (per target, default 20),
 # MUSTER_JOBS (build parallelism, default: all cores), MUSTER_SKIP_DEPS=1 (do not run deps.sh).
 set -uo pipefail
 
@@ -31,7 +38,7 @@ for arg in "$@"; do
     --asan) asan=1 ;;
     --quick) quick=1 ;;
     -h | --help)
-        sed -n '3,20s/^# \{0,1\}//p' "$0"
+        sed -n '3,29s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -43,6 +50,7 @@ done
 
 build_dir=${MUSTER_BUILD_DIR:-build}
 asan_dir=${MUSTER_ASAN_BUILD_DIR:-build-asan}
+fuzz_dir=${MUSTER_FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${MUSTER_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 say() { echo "==> $*" >&2; }
@@ -158,6 +166,140 @@ cmake --install ($((SECONDS - t0)) s)")
     [ "$n_fail" -ne 0 ] || rm -rf "$tmp"
 }
 
+# wait_slot: waits until fewer than $jobs background jobs of this shell are running.
+wait_slot() {
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n 2>/dev/null || true
+    done
+}
+
+# run_fuzz: builds the fuzz targets only, with clang-14, libFuzzer and ASan+UBSan (every library
+# they call carries coverage instrumentation, see tests/CMakeLists.txt), and runs each for
+# MUSTER_FUZZ_SECONDS from a temp copy of its seed corpus (so CI never grows the repo), with its
+# dictionary tests/fuzz/<name>.dict when there is one, $jobs at a time.  Each target counts as one
+# test.  -Werror holds for the fuzz targets; the libraries build without it here because clang
+# warns where gcc, which the other passes hold to -Werror, does not.
+run_fuzz() {
+    local t0=$SECONDS secs=${MUSTER_FUZZ_SECONDS:-20} cc=clang-14 tmp src name corpus bin rc
+    local n_ok=0 n_fail=0 runs=0 r artifacts
+    local -a names=()
+    if ! command -v "$cc" >/dev/null 2>&1; then
+        summary+=("fuzz: $cc not found (hint: scripts/deps.sh installs clang-14 and libclang-rt-14-dev)")
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    say "fuzz: configure $fuzz_dir ($cc, MUSTER_FUZZ=ON, address,undefined)"
+    if ! cmake -S . -B "$fuzz_dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DMUSTER_FUZZ=ON -DMUSTER_SANITIZE=address,undefined -DMUSTER_WERROR=OFF; then
+        summary+=("fuzz: configure FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    say "fuzz: build $fuzz_dir --target fuzz (-j$jobs)"
+    if ! cmake --build "$fuzz_dir" -j"$jobs" --target fuzz; then
+        summary+=("fuzz: build FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-fuzz.XXXXXX") || {
+        summary+=("fuzz: mktemp FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    }
+    mkdir -p "$tmp/artifacts"
+    for src in tests/fuzz/fuzz_*.c; do
+        name=$(basename "$src" .c)
+        corpus=${name#fuzz_}
+        bin=$fuzz_dir/bin/$name
+        names+=("$name")
+        mkdir -p "$tmp/corpus/$corpus"
+        cp -R tests/fuzz/corpus/"$corpus"/. "$tmp/corpus/$corpus/" 2>/dev/null || true
+        local args=(-max_total_time="$secs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
+            -artifact_prefix="$tmp/artifacts/$name-")
+        [ ! -f "tests/fuzz/$corpus.dict" ] || args+=(-dict="tests/fuzz/$corpus.dict")
+        wait_slot
+        say "fuzz: $name for ${secs}s"
+        (
+            rc=0
+            timeout -k 10 $((secs + 120)) "$bin" "${args[@]}" "$tmp/corpus/$corpus" \
+                >"$tmp/$name.log" 2>&1 || rc=$?
+            echo "$rc" >"$tmp/$name.rc"
+        ) &
+    done
+    wait
+    for name in "${names[@]}"; do
+        rc=$(cat "$tmp/$name.rc" 2>/dev/null || echo 1)
+        r=$(sed -n 's/^stat::number_of_executed_units: *//p' "$tmp/$name.log" | tail -n 1)
+        runs=$((runs + ${r:-0}))
+        if [ "$rc" -eq 0 ]; then
+            n_ok=$((n_ok + 1))
+            continue
+        fi
+        n_fail=$((n_fail + 1))
+        tail -n 60 "$tmp/$name.log" >&2
+        artifacts=$(find "$tmp/artifacts" -name "$name-*" -type f 2>/dev/null | sort)
+        summary+=("fuzz: $name FAILED (status $rc, log $tmp/$name.log)")
+        if [ -n "$artifacts" ]; then
+            while IFS= read -r r; do
+                summary+=("    reproducer: $r (replay: $fuzz_dir/bin/$name $r)")
+            done <<<"$artifacts"
+        fi
+    done
+    total_passed=$((total_passed + n_ok))
+    total_failed=$((total_failed + n_fail))
+    summary+=("fuzz: $n_ok passed, $n_fail failed: ${#names[@]} libFuzzer targets, ${secs} s each, \
+$runs inputs in all ($((SECONDS - t0)) s)")
+    [ "$n_fail" -ne 0 ] || rm -rf "$tmp"
+}
+
+# run_valgrind DIR: each unit test built in DIR under valgrind (memcheck; a memory error or a
+# definitely lost byte fails it), $jobs at a time.  The daemons' steady state under valgrind is
+# the integration test t0500-basics-valgrind, which the build pass runs.
+run_valgrind() {
+    local dir=$1 t0=$SECONDS tmp src name rc n_ok=0 n_fail=0
+    local -a names=()
+    if ! command -v valgrind >/dev/null 2>&1; then
+        summary+=("valgrind: valgrind not found (hint: scripts/deps.sh)")
+        total_failed=$((total_failed + 1))
+        return
+    fi
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-valgrind.XXXXXX") || {
+        summary+=("valgrind: mktemp FAILED")
+        total_failed=$((total_failed + 1))
+        return
+    }
+    for src in tests/unit/test_*.c; do
+        name=$(basename "$src" .c)
+        names+=("$name")
+        wait_slot
+        say "valgrind: $name"
+        (
+            rc=0
+            MUSTER_TEST_DATA="$repo/tests/data" valgrind --leak-check=full \
+                --errors-for-leak-kinds=definite --error-exitcode=99 --num-callers=30 \
+                "$dir/bin/$name" >"$tmp/$name.log" 2>&1 || rc=$?
+            echo "$rc" >"$tmp/$name.rc"
+        ) &
+    done
+    wait
+    for name in "${names[@]}"; do
+        rc=$(cat "$tmp/$name.rc" 2>/dev/null || echo 1)
+        if [ "$rc" -eq 0 ]; then
+            n_ok=$((n_ok + 1))
+        else
+            n_fail=$((n_fail + 1))
+            grep -E -A 30 'definitely lost in|Invalid|uninitialised|Mismatched|FAILED' \
+                "$tmp/$name.log" | head -n 120 >&2
+            summary+=("valgrind: $name FAILED (status $rc; 99 = valgrind error; log $tmp/$name.log)")
+        fi
+    done
+    total_passed=$((total_passed + n_ok))
+    total_failed=$((total_failed + n_fail))
+    summary+=("valgrind: $n_ok passed, $n_fail failed: unit tests of $dir under memcheck \
+($((SECONDS - t0)) s)")
+    [ "$n_fail" -ne 0 ] || rm -rf "$tmp"
+}
+
 asan_env() {
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}
     export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
@@ -175,6 +317,8 @@ else
     run_installed "$build_dir"
     if [ "$quick" -eq 0 ]; then
         run_lint
+        run_fuzz
+        run_valgrind "$build_dir"
         asan_env # the last pass, so the sanitizer options reach nothing else
         run_pass asan "$asan_dir" 'unit|fuzz' -DMUSTER_SANITIZE=address,undefined
     fi
