@@ -33,7 +33,10 @@ int mu_log_level_parse(const char *text, enum mu_log_level *out)
     return -1;
 }
 
-static void log_emit(enum mu_log_level level, const char *module, const char *fmt, va_list ap)
+__attribute__((format(printf, 3, 0))) static void log_emit(enum mu_log_level level,
+                                                           const char *module,
+                                                           const char *fmt,
+                                                           va_list ap)
 {
     char when[40];
     char line[1024];

@@ -154,8 +154,7 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
         "Jobs that failed after their retries.",
         "Jobs cancelled by an operator.",
         "Gang attempts rerun after a task failed.",
-        "Gang attempts requeued after an infrastructure failure (node lost, bind timeout, "
-        "scheduler restart).",
+        "Gang attempts requeued after an infrastructure failure (node lost, bind timeout).",
         "Gangs preempted for higher-priority work.",
         "Spot interruption notices received.",
         "Nodes declared lost after missing heartbeats.",

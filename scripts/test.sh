@@ -177,8 +177,7 @@ wait_slot() {
 # they call carries coverage instrumentation, see tests/CMakeLists.txt), and runs each for
 # MUSTER_FUZZ_SECONDS from a temp copy of its seed corpus (so CI never grows the repo), with its
 # dictionary tests/fuzz/<name>.dict when there is one, $jobs at a time.  Each target counts as one
-# test.  -Werror holds for the fuzz targets; the libraries build without it here because clang
-# warns where gcc, which the other passes hold to -Werror, does not.
+# test.  Warnings are errors here too, clang's as well as gcc's.
 run_fuzz() {
     local t0=$SECONDS secs=${MUSTER_FUZZ_SECONDS:-20} cc=clang-14 tmp src name corpus bin rc
     local n_ok=0 n_fail=0 runs=0 r artifacts
@@ -190,7 +189,7 @@ run_fuzz() {
     fi
     say "fuzz: configure $fuzz_dir ($cc, MUSTER_FUZZ=ON, address,undefined)"
     if ! cmake -S . -B "$fuzz_dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DMUSTER_FUZZ=ON -DMUSTER_SANITIZE=address,undefined -DMUSTER_WERROR=OFF; then
+        -DMUSTER_FUZZ=ON -DMUSTER_SANITIZE=address,undefined -DMUSTER_WERROR=ON; then
         summary+=("fuzz: configure FAILED")
         total_failed=$((total_failed + 1))
         return
