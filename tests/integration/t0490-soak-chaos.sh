@@ -2,10 +2,10 @@
 # Soak test with chaos (issue #5): a steady stream of gangs while a chaos loop kill -9s and
 # restarts musterd, the workers and Redis (AOF, fsync always) at random.  At the end every
 # submitted job is in a final state (SUCCEEDED: the tasks never fail on their own), no attempt's
-# task ran twice, and the counts add up.  MUSTER_SOAK_S sets the chaos time (default 60 s).
+# task ran twice, and the counts add up.  MUSTER_SOAK_S sets the chaos time (default 30 s in CI).
 source "$(dirname "$0")/lib.sh"
 
-soak_s=${MUSTER_SOAK_S:-60}
+soak_s=${MUSTER_SOAK_S:-30}
 REDIS_PORT=$(free_port)
 export MUSTER_REDIS_URL="redis://127.0.0.1:$REDIS_PORT"
 rcli() { redis-cli -p "$REDIS_PORT" "$@"; }
@@ -86,7 +86,7 @@ final_all() {
         case "$st" in SUCCEEDED | FAILED | CANCELLED | REJECTED) ;; *) return 1 ;; esac
     done < <(sort -u "$submitted")
 }
-wait_for "every one of $total submitted jobs final" 180 final_all
+wait_for "every one of $total submitted jobs final" 300 final_all
 
 declare -A by_state=()
 attempts=0
