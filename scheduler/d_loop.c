@@ -99,7 +99,11 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
     }
     node = d_node_get(d, identity);
     if (!node) {
-        /* Not registered (e.g. we restarted): answering makes it send HELLO. */
+        /* Not registered (e.g. we restarted): answering makes it send HELLO, which carries its
+         * tasks again; what this message said is not lost, but say that it was dropped. */
+        mu_log_limited(MU_LOG_INFO, "sched", "unregistered", 10,
+                       "node=%s %s from a node that is not registered: dropped, asking for HELLO",
+                       identity, proto_type_name(m->type));
         d_heartbeat(d, identity, m);
         return;
     }
