@@ -62,32 +62,6 @@ struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms)
 
 int ctl_cmd_pools(struct ctl *ctl, const struct ctl_args *args)
 {
-    struct mu_err err = { 0 };
-    struct ctl_table *t = NULL;
-    struct queue *q = ctl_queue(ctl);
-    cJSON *pools = NULL;
-    int rc = CTL_EXIT_FAIL;
-
     (void)args;
-    if (!q)
-        return CTL_EXIT_FAIL;
-    if (queue_status_read(q, "pools", &pools, &err) != 0)
-        return ctl_fail(ctl, "%s", err.msg);
-    if (ctl->output == CTL_OUT_JSON) {
-        rc = ctl_json_print(ctl, pools);
-        goto out;
-    }
-    if (cJSON_GetArraySize(pools) == 0)
-        (void)fprintf(stderr, "musterctl: pools: no pool status yet (is musterd running?)\n");
-    t = ctl_pools_table(pools, mu_time_wall_ms());
-    if (!t) {
-        ctl_fail(ctl, "out of memory");
-        goto out;
-    }
-    ctl_table_print(t, ctl, stdout);
-    rc = CTL_EXIT_OK;
-out:
-    ctl_table_free(t);
-    cJSON_Delete(pools);
-    return rc;
+    return ctl_status_show(ctl, "pools", ctl_pools_table);
 }

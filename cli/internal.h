@@ -199,6 +199,10 @@ void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out
 struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms);
 /* The POOL … COOLDOWN table; NULL on no memory. */
 struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms);
+typedef struct ctl_table *ctl_status_table_fn(const cJSON *items, uint64_t now_ms);
+/* The body of `queues` and `pools`: reads the status hash `hash` ("queues", "pools") and prints
+ * it as JSON or as the table `build` makes.  Returns the exit code. */
+int ctl_status_show(struct ctl *ctl, const char *hash, ctl_status_table_fn *build);
 /* The jobs table (ID … REASON) of a job array, at most max_rows rows (0 = all); NULL on no
  * memory. */
 struct ctl_table *ctl_jobs_table(const cJSON *jobs, uint64_t now_ms, size_t max_rows);

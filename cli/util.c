@@ -265,3 +265,35 @@ void ctl_sleep_ms(int ms)
 
     (void)nanosleep(&ts, NULL);
 }
+
+int ctl_status_show(struct ctl *ctl, const char *hash, ctl_status_table_fn *build)
+{
+    struct mu_err err = { 0 };
+    struct ctl_table *t = NULL;
+    struct queue *q = ctl_queue(ctl);
+    cJSON *items = NULL;
+    int rc = CTL_EXIT_FAIL;
+
+    if (!q)
+        return CTL_EXIT_FAIL;
+    if (queue_status_read(q, hash, &items, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
+    if (ctl->output == CTL_OUT_JSON) {
+        rc = ctl_json_print(ctl, items);
+        goto out;
+    }
+    if (cJSON_GetArraySize(items) == 0)
+        (void)fprintf(stderr, "musterctl: %s: no %.*s status yet (is musterd running?)\n", hash,
+                      (int)strlen(hash) - 1, hash);
+    t = build(items, mu_time_wall_ms());
+    if (!t) {
+        ctl_fail(ctl, "out of memory");
+        goto out;
+    }
+    ctl_table_print(t, ctl, stdout);
+    rc = CTL_EXIT_OK;
+out:
+    ctl_table_free(t);
+    cJSON_Delete(items);
+    return rc;
+}
