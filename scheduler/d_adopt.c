@@ -84,6 +84,12 @@ static bool resolved(const struct d_job *j)
     return true;
 }
 
+/* After d_job_task_exited: j was forgotten, ended, or released (requeued: tasks freed). */
+static bool attempt_over(const struct musterd *d, const char *id, const struct d_job *j)
+{
+    return mu_map_get(d->jobs, id) != j || !j->placed || j->end != D_END_NONE;
+}
+
 /* Every task has answered (or is counted lost): the gang is placed again, same attempt. */
 static void adopt_finish(struct musterd *d, struct d_job *j)
 {
@@ -111,14 +117,14 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
                 d_job_task_exited(d, j, t,
                                   j->tasks[t].node >= 0 ? d_node_name(d, j->tasks[t].node)
                                                         : "(not back)");
-                if (mu_map_get(d->jobs, id) != j || j->end != D_END_NONE)
+                if (attempt_over(d, id, j))
                     return;
             }
         }
         for (int t = 0; t < j->spec.tasks; t++) {
             if (j->tasks[t].gone && !j->tasks[t].lost) {
                 d_job_task_exited(d, j, t, d_node_name(d, j->tasks[t].node));
-                if (mu_map_get(d->jobs, id) != j || j->end != D_END_NONE)
+                if (attempt_over(d, id, j))
                     return;
             }
         }
@@ -155,20 +161,13 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
             r = reported(hello, j, t);
             task->node = node->idx;
             j->slots[t].node = node->idx;
-            if (!r || r->state == PROTO_TASK_LOST) {
+            if (!r) {
                 task->gone = true;
                 task->lost = true;
                 continue;
             }
-            if (r->state == PROTO_TASK_EXITED) {
-                struct proto_msg ack;
-                task->gone = true;
-                task->exit_code = r->exit_code;
-                task->signal = r->signal;
-                proto_msg_init(&ack, PROTO_KILL); /* acknowledges the exit it kept */
-                ack.task = *r;
-                d_send(d, node->name, &ack);
-                proto_msg_release(&ack);
+            if (r->state != PROTO_TASK_RUNNING) {
+                d_task_record_end(task, r); /* acknowledged at the attempt's end */
                 continue;
             }
             /* Running: its resources are ours again before anything else is placed here. */
@@ -181,6 +180,18 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
         if (resolved(j))
             adopt_finish(d, j); /* may forget j: iteration allows removal */
     }
+}
+
+void d_adopt_task_status(struct d_job *j, const struct d_node *node, const struct proto_task_ref *r)
+{
+    struct d_task *task;
+    if (r->task < 0 || r->task >= j->spec.tasks || r->state == PROTO_TASK_RUNNING)
+        return;
+    task = &j->tasks[r->task];
+    /* Not resolved from this node yet: its HELLO says how the task is, when it registers. */
+    if (task->node != node->idx || task->gone)
+        return;
+    d_task_record_end(task, r); /* counted when the gang is adopted (adopt_finish) */
 }
 
 void d_adopt_check(struct musterd *d, uint64_t now_ms)

@@ -179,11 +179,27 @@ bool d_job_fully_committed(const struct d_job *j)
     return true;
 }
 
+/*
+ * The attempt is over and its outcome written: the workers may forget the exits they kept for
+ * us.  Not while that write waits for Redis: a restart before it lands adopts the gang again and
+ * needs those exits; the workers repeat them, and they are acknowledged then (stale_task).
+ */
+static void acknowledge_exits(struct musterd *d, struct d_job *j)
+{
+    if (j->unsynced)
+        return;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (j->tasks[t].held && j->tasks[t].node >= 0)
+            d_task_kill(d, j, t, 0);
+    }
+}
+
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
 void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
     if (!j->placed || !d_job_all_gone(j))
         return;
+    acknowledge_exits(d, j);
     if (d_job_fully_committed(j)) {
         sched_cluster_release(d->cluster, &j->req, j->slots);
     } else {
@@ -932,15 +948,16 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
     struct d_task *task;
 
     if (!j) {
-        const struct d_job *any = mu_map_get(d->jobs, t->job);
+        struct d_job *any = mu_map_get(d->jobs, t->job);
         if (any && any->adopting && t->attempt == any->attempt)
-            return; /* d_adopt_node takes it when the node registers */
-        stale_task(d, node, t);
+            d_adopt_task_status(any, node, t);
+        else
+            stale_task(d, node, t);
         return;
     }
     task = &j->tasks[t->task];
     if (task->gone)
-        return;
+        return; /* a repeat: acknowledged at the attempt's end */
     if (t->state == PROTO_TASK_RUNNING) {
         task->acked = true;
         task->pid = t->pid;
@@ -948,14 +965,18 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
             running_if_all_acked(d, j);
         return;
     }
-    task->gone = true;
     task->acked = true;
-    task->exit_code = t->exit_code;
-    task->signal = t->signal;
-    task->lost = t->state == PROTO_TASK_LOST;
-    if (t->state == PROTO_TASK_EXITED)
-        stale_task(d, node, t); /* we have it now: the worker may forget the exit */
+    d_task_record_end(task, t);
     d_job_task_exited(d, j, t->task, node->name);
+}
+
+void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
+{
+    task->gone = true;
+    task->lost = r->state == PROTO_TASK_LOST;
+    task->held = true;
+    task->exit_code = r->state == PROTO_TASK_EXITED ? r->exit_code : 0;
+    task->signal = r->state == PROTO_TASK_EXITED ? r->signal : 0;
 }
 
 /* Task t of j is gone (its exit in tasks[t]): end the attempt, or finish the job. */

@@ -72,6 +72,8 @@ struct d_task {
     bool gone;      /* exited, lost, or never started: nothing of it runs any more */
     bool committed; /* its GPUs/CPUs/memory are committed in the cluster */
     bool lost;      /* gone because its node or worker lost it (not an exit) */
+    bool held;      /* the worker keeps this exit until we acknowledge it (KILL) at the
+                     * attempt's end, once the outcome is in Redis (d_job_release_if_done) */
     int exit_code;
     int signal;
     int pid;
@@ -264,10 +266,16 @@ int d_adopt_prepare(struct musterd *d, struct d_job *j, const char *placement);
 void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
 /* Gangs whose nodes did not come back in time: their missing tasks count as lost. */
 void d_adopt_check(struct musterd *d, uint64_t now_ms);
+/* A registered node reports a task of gang j, which still waits for its other nodes. */
+void d_adopt_task_status(struct d_job *j,
+                         const struct d_node *node,
+                         const struct proto_task_ref *r);
 /* d_jobs.c pieces the adoption reuses */
 void d_job_attempt_end(
     struct musterd *d, struct d_job *j, bool counted, int exit_code, const char *why);
 void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *node_name);
+/* Records what the worker reported of a task that no longer runs (EXITED or LOST) in task. */
+void d_task_record_end(struct d_task *task, const struct proto_task_ref *r);
 
 /* d_nodes.c */
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
