@@ -65,8 +65,10 @@
 #define CLOSE_LINGER_MS 500  /* bounded flush of the last TASK_STATUS messages at exit */
 #define CKPT_POLL_MS    1000 /* checkpoint files re-read this often without inotify */
 #define IMDS_MAX_FDS    8
-#define EXIT_POLL_MS    1000 /* exit files and re-adopted shims are checked this often */
-#define STOP_WAIT_MS    2000 /* after the shutdown's SIGKILL, the wait for exit files */
+#define EXIT_POLL_MS    1000  /* exit files and re-adopted shims are checked this often */
+#define STOP_WAIT_MS    2000  /* after the shutdown's SIGKILL, the wait for exit files */
+#define RESEND_FIRST_MS 2000  /* an unacknowledged exit is sent again after this, */
+#define RESEND_MAX_MS   60000 /* doubling up to this */
 #define MAX_ALLOW_USERS 64
 
 struct wrk_task {
@@ -76,11 +78,13 @@ struct wrk_task {
     bool fenced;               /* self-fencing has started stopping it */
     int ckpt_signal;           /* from BIND (or the record); 0 = not checkpointable */
     int grace_s;
-    int uid;             /* the task's uid when it is not the worker's; -1 = the worker's own */
-    uint64_t exit_order; /* when EXITED or LOST: larger is newer (eviction, HELLO order) */
-    uint64_t term_at_ms; /* monotonic; 0 = no SIGTERM pending (self-fencing) */
-    uint64_t kill_at_ms; /* monotonic; 0 = no SIGKILL pending */
-    char *ckpt_last;     /* owned: the last checkpoint path reported, or NULL */
+    int uid;                /* the task's uid when it is not the worker's; -1 = the worker's own */
+    uint64_t exit_order;    /* when EXITED or LOST: larger is newer (eviction, HELLO order) */
+    uint64_t term_at_ms;    /* monotonic; 0 = no SIGTERM pending (self-fencing) */
+    uint64_t kill_at_ms;    /* monotonic; 0 = no SIGKILL pending */
+    uint64_t resend_at_ms;  /* monotonic: EXITED and not acknowledged: TASK_STATUS again then */
+    uint32_t resend_gap_ms; /* the wait before that */
+    char *ckpt_last;        /* owned: the last checkpoint path reported, or NULL */
 };
 
 /* A user tasks run as. */
@@ -601,6 +605,8 @@ static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wr
     t->exit_order = ++a->exit_counter;
     t->kill_at_ms = 0;
     t->term_at_ms = 0;
+    t->resend_gap_ms = RESEND_FIRST_MS;
+    t->resend_at_ms = mu_time_mono_ms() + RESEND_FIRST_MS;
     a->nrunning--;
     a->nexited++;
     if (t->ref.signal)
@@ -1274,8 +1280,30 @@ static void fence(struct wrk_agent *a, uint64_t now)
                a->node, a->scheduler, (now - a->last_rx_ms) / 1000u, a->lease_s, n);
 }
 
+/*
+ * Exits stay here until the scheduler acknowledges them (a KILL), which it does once the
+ * attempt's outcome is stored.  A TASK_STATUS can be lost on the way (the scheduler restarted
+ * with it in a socket buffer, or was waiting for Redis): say it again, less and less often.
+ */
+static void resend_exits(struct wrk_agent *a, uint64_t now)
+{
+    if (a->quiet)
+        return; /* the scheduler is away: the next HELLO carries them */
+    for (int i = 0; i < a->ntasks; i++) {
+        struct wrk_task *t = &a->tasks[i];
+        if (t->ref.state != PROTO_TASK_EXITED || now < t->resend_at_ms)
+            continue;
+        log_task(MU_LOG_DEBUG, &t->ref, "exit not acknowledged yet: reporting it again");
+        send_task_status(a, &t->ref);
+        t->resend_gap_ms =
+            t->resend_gap_ms * 2 > RESEND_MAX_MS ? RESEND_MAX_MS : t->resend_gap_ms * 2;
+        t->resend_at_ms = now + t->resend_gap_ms;
+    }
+}
+
 static void run_timers(struct wrk_agent *a, uint64_t now)
 {
+    resend_exits(a, now);
     if (a->ino_fd < 0 && now - a->ckpt_poll_ms >= CKPT_POLL_MS) {
         a->ckpt_poll_ms = now;
         ckpt_check_running(a);
