@@ -1353,6 +1353,14 @@ static void agent_exited_until_acked(struct fake_sched *f)
 {
     struct proto_msg m;
 
+    /* Not acknowledged yet: the exit is reported again (a TASK_STATUS can be lost). */
+    send_simple(f, PROTO_HEARTBEAT, "", 0, 0, 1, 0, 5); /* ok = true: the scheduler is there */
+    assert_true(expect_msg(f, PROTO_TASK_STATUS, &m, 3000));
+    assert_string_equal(m.task.job, "1732-0");
+    assert_int_equal(m.task.state, PROTO_TASK_EXITED);
+    assert_int_equal(m.task.exit_code, 3);
+    proto_msg_release(&m);
+
     /* An exited task is reported in HELLO until a KILL acknowledges it; then it is forgotten
      * without another reply (the scheduler already has the exit status). */
     send_simple(f, PROTO_HEARTBEAT, "", 0, 0, 0, 0, 5); /* ok = false: who are you? */
