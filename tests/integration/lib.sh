@@ -127,6 +127,13 @@ trap 'exit 143' TERM
 
 # ---- helpers ------------------------------------------------------------------------------------
 
+# CMD | has [GREP_ARGS] PATTERN: true when a line matches.  Unlike `grep -q` it reads all its
+# input: grep -q leaves at the first match, the writer then dies of SIGPIPE, and with pipefail
+# the whole pipeline reads as "no match" (a flaky failure under load).
+has() {
+    grep "$@" >/dev/null
+}
+
 # free_port: prints a TCP port that is free on 127.0.0.1 right now.
 free_port() {
     python3 -c 'import socket

@@ -61,5 +61,5 @@ ctl -o json show "$id" | jq -e --arg id "$id" '.id == $id and .state == "SUCCEED
     || fail "musterctl show: $(ctl -o json show "$id")"
 placement=$(rcli HGET "muster:job:$id" placement)
 echo "$placement" | jq -e 'length == 4 and ([.[].gpus | length] | all(. == 4))' >/dev/null || fail "placement: $placement"
-rcli XRANGE muster:events - + | grep -q RUNNING || fail "no RUNNING event"
+rcli XRANGE muster:events - + | has RUNNING || fail "no RUNNING event"
 ok "job record, placement and events"

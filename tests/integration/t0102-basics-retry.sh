@@ -16,7 +16,7 @@ wait_for "job $id succeeded" 30 job_state_is "$id" SUCCEEDED
 for f in ran.0.1 ran.1.1 ran.0.2 ran.1.2; do
     [ -e "$T/$f" ] || fail "$f missing: every rank runs in every attempt ($(ls "$T"))"
 done
-rcli XRANGE muster:events - + | grep -q "exited with code 3" || fail "no event names the failure"
+rcli XRANGE muster:events - + | has "exited with code 3" || fail "no event names the failure"
 ok "a task failure retried the whole gang, which then succeeded"
 
 # Always failing, max_retries 1: two attempts, then FAILED with the exit code and a message.
@@ -24,7 +24,7 @@ ok "a task failure retried the whole gang, which then succeeded"
 id=$(submit_json "{\"tasks\":2,\"gpus_per_task\":4,\"max_retries\":1,\"command\":\"touch $T/fail.\$RANK.\$MUSTER_ATTEMPT; [ \$RANK = 0 ] && exec sleep 30; for i in 1 2 3 4 5 6 7 8 9 10; do [ -e $T/fail.0.\$MUSTER_ATTEMPT ] && exit 7; sleep 0.5; done; exit 7\"}")
 wait_for "job $id failed" 30 job_state_is "$id" FAILED
 [ "$(rcli HGET "muster:job:$id" exit_code)" = 7 ] || fail "exit_code $(rcli HGET "muster:job:$id" exit_code)"
-rcli HGET "muster:job:$id" error | grep -q "exited with code 7" || fail "error: $(rcli HGET "muster:job:$id" error)"
+rcli HGET "muster:job:$id" error | has "exited with code 7" || fail "error: $(rcli HGET "muster:job:$id" error)"
 [ -e "$T/fail.0.1" ] && [ -e "$T/fail.0.2" ] && [ -e "$T/fail.1.2" ] || fail "not every rank ran in both attempts: $(ls "$T")"
 [ ! -e "$T/fail.0.3" ] || fail "a third attempt ran although max_retries is 1"
 ok "past max_retries the job FAILED with exit code and reason"
@@ -32,5 +32,5 @@ ok "past max_retries the job FAILED with exit code and reason"
 # A command that cannot run fails at bind time with the worker's reason.
 id=$(submit_json '{"tasks":1,"gpus_per_task":1,"max_retries":0,"command":["/nonexistent/cmd"]}')
 wait_for "job $id failed" 20 job_state_is "$id" FAILED
-rcli HGET "muster:job:$id" error | grep -q "nonexistent" || fail "error: $(rcli HGET "muster:job:$id" error)"
+rcli HGET "muster:job:$id" error | has "nonexistent" || fail "error: $(rcli HGET "muster:job:$id" error)"
 ok "an unrunnable command fails with a clear error"

@@ -40,7 +40,7 @@ PY
 
 scrape >"$T/m1.txt" || fail "no /metrics on 127.0.0.1:$MPORT"
 check_format "$T/m1.txt" || fail "malformed exposition: $(head -40 "$T/m1.txt")"
-curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/nope" | grep -q 404 || fail "unknown path not 404"
+curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$MPORT/nope" | has 404 || fail "unknown path not 404"
 ok "exposition format: HELP, TYPE and samples parse"
 
 id=$(submit_json '{"tasks":1,"gpus_per_task":8,"command":["true"]}')

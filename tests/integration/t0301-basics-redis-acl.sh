@@ -86,8 +86,8 @@ id3b=$("$MUSTER_BIN/musterctl" --redis "$URL_ALICE" submit -k idem-1 -- true) ||
 "$MUSTER_BIN/musterctl" --redis "$URL_ALICE" -o json events --job "$id1" | jq -e 'length > 0' >/dev/null ||
     fail "musterctl events as the submitter"
 [ "$(as alice alice-secret HGET "muster:job:$id1" state)" = SUCCEEDED ] || fail "submitter HGET job"
-as alice alice-secret ZRANGE muster:jobs 0 -1 | grep -qx "$id1" || fail "submitter ZRANGE muster:jobs"
-as alice alice-secret XRANGE muster:events - + COUNT 1 | grep -q . || fail "submitter XRANGE muster:events"
+as alice alice-secret ZRANGE muster:jobs 0 -1 | has -x "$id1" || fail "submitter ZRANGE muster:jobs"
+as alice alice-secret XRANGE muster:events - + COUNT 1 | has . || fail "submitter XRANGE muster:events"
 ok "the submitter submits (redis-cli XADD, musterctl submit, idempotency key) and reads jobs and events"
 
 # What the submitter must not do: each is refused with NOPERM and changes nothing.
@@ -122,7 +122,7 @@ if command -v cc >/dev/null 2>&1 && [ -n "$libdir" ] && [ -e "$libdir/libmuster.
         -L"$libdir" -Wl,-rpath,"$libdir" -lmuster -o "$T/submit_and_wait" 2>"$T/cc.err" ||
         fail "building the libmuster example: $(cat "$T/cc.err")"
     preload=
-    if ldd "$libdir/libmuster.so" | grep -q libasan; then
+    if ldd "$libdir/libmuster.so" | has libasan; then
         preload="$(cc -print-file-name=libasan.so) $(cc -print-file-name=libubsan.so)"
     fi
     for url in "$URL_ALICE" "$URL_PASSWORD"; do

@@ -10,7 +10,7 @@ wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
 expect_rejected() { # ID PATTERN
     wait_for "job $1 rejected" 10 job_state_is "$1" REJECTED
-    rcli HGET "muster:job:$1" error | grep -q -- "$2" || fail "job $1: error '$(rcli HGET "muster:job:$1" error)' lacks '$2'"
+    rcli HGET "muster:job:$1" error | has -- "$2" || fail "job $1: error '$(rcli HGET "muster:job:$1" error)' lacks '$2'"
 }
 
 a=$(submit_json '{"command": ["true"],')

@@ -59,5 +59,5 @@ ok "capacity order honoured, fallback within the job's list"
 e=$(submit_json '{"tasks":1,"gpus_per_task":8,"capacity":["spot"],"command":"true"}')
 wait_for "job $e has a reason" 10 '[ -n "$(rcli HGET "muster:job:'"$e"'" reason)" ]'
 [ "$(job_state "$e")" = PENDING ] || fail "job $e is $(job_state "$e"), expected PENDING behind c's reservation"
-rcli HGET "muster:job:$c" reason | grep -q "reservation" || fail "job $c reason: $(rcli HGET "muster:job:$c" reason)"
+rcli HGET "muster:job:$c" reason | has "reservation" || fail "job $c reason: $(rcli HGET "muster:job:$c" reason)"
 ok "EASY backfill: only jobs that end before the head's reservation jump ahead"

@@ -14,7 +14,7 @@ wait_for "3 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 3 ]'
 
 three=$(submit_json '{"tasks":3,"gpus_per_task":8,"capacity":["spot"],"topology":{"required":"zone"},"command":["true"]}')
 wait_for "job $three has a reason" 10 '[ -n "$(rcli HGET "muster:job:'"$three"'" reason)" ]'
-rcli HGET "muster:job:$three" reason | grep -q "one zone" || fail "reason: $(rcli HGET "muster:job:$three" reason)"
+rcli HGET "muster:job:$three" reason | has "one zone" || fail "reason: $(rcli HGET "muster:job:$three" reason)"
 [ "$(job_state "$three")" = PENDING ] || fail "3x8 in one zone should wait"
 ok "3x8 in one zone waits: $(rcli HGET "muster:job:$three" reason)"
 ctl cancel "$three" >/dev/null

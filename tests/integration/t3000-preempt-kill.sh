@@ -29,12 +29,12 @@ ok "equal priority does not preempt"
 
 high=$(submit_json "{\"name\":\"high\",\"priority\":10,\"tasks\":1,\"gpus_per_task\":8,\"command\":\"touch $T/high.ran; sleep 1\"}")
 wait_for "low preempted" 10 '[ "$(rcli HGET "muster:job:'"$low"'" attempt)" = 2 ]'
-rcli XRANGE muster:events - + | grep -q PREEMPTING || fail "no PREEMPTING event"
+rcli XRANGE muster:events - + | has PREEMPTING || fail "no PREEMPTING event"
 wait_for "high succeeded" 15 job_state_is "$high" SUCCEEDED
 [ -e "$T/high.ran" ] || fail "high never ran"
 lost=$(rcli HGET "muster:job:$low" lost_gpu_seconds)
 python3 -c "import sys; sys.exit(0 if float('$lost') >= 16 else 1)" || fail "lost_gpu_seconds $lost, expected >= 16 (2x8 GPUs for >= 1 s)"
-rcli HGET "muster:job:$low" reason | grep -q "preempted by job $high" || true
+rcli HGET "muster:job:$low" reason | has "preempted by job $high" || true
 ok "high preempted low (lost ${lost} GPU-s) and ran"
 
 wait_for "low succeeded on its second attempt" 30 job_state_is "$low" SUCCEEDED

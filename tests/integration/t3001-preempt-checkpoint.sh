@@ -29,8 +29,8 @@ wait_for "low back to PENDING as attempt 2" 15 '[ "$(rcli HGET "muster:job:'"$lo
 ckpt=$(rcli HGET "muster:job:$low" last_checkpoint)
 [ -n "$ckpt" ] && [ -s "$ckpt" ] || fail "last_checkpoint '$ckpt' not stored"
 [ -n "$(rcli HGET "muster:job:$low" last_checkpoint_at)" ] || fail "last_checkpoint_at missing"
-rcli XRANGE muster:events - + | grep -q CHECKPOINT || fail "no CHECKPOINT event"
-rcli XRANGE muster:events - + | grep -q PREEMPTING || fail "no PREEMPTING event"
+rcli XRANGE muster:events - + | has CHECKPOINT || fail "no CHECKPOINT event"
+rcli XRANGE muster:events - + | has PREEMPTING || fail "no PREEMPTING event"
 wait_for "high succeeded" 15 job_state_is "$high" SUCCEEDED
 ok "low checkpointed on SIGUSR1 and was requeued keeping $ckpt; high ran"
 

@@ -36,7 +36,7 @@ t1=$(date +%s%N)
 [ "$(rcli HGET "muster:job:$id" nodes)" = o1 ] || fail "attempt 2 on $(rcli HGET "muster:job:$id" nodes), expected o1"
 ckpt=$(rcli HGET "muster:job:$id" last_checkpoint)
 wait_for "attempt 2 resumed" 10 "grep -q 'attempt 2 resumed from $ckpt' '$T/out/resume.0'"
-rcli XRANGE muster:events - + | grep -q "spot terminate of node s1" || fail "no event names the spot notice"
+rcli XRANGE muster:events - + | has "spot terminate of node s1" || fail "no event names the spot notice"
 [ "$(rcli HGET muster:counters spot_interruptions)" = 1 ] || fail "spot_interruptions $(rcli HGET muster:counters spot_interruptions)"
 cool=$(rcli HGET muster:pools spot-a | jq -r .cooldown_until)
 [ "$cool" -gt "$(date +%s%3N)" ] || fail "spot-a not cooling down: $cool"

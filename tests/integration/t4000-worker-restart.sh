@@ -92,7 +92,7 @@ jq -e '.exit_code == 3 and .signal == 0' "$T/w/n1/tasks/$id.1.0.exit" >/dev/null
 
 start_worker n1 spot-a 8
 wait_for "job $id retried" 15 '[ "$(rcli HGET "muster:job:$id" attempt)" = 2 ]'
-rcli XRANGE muster:events - + | grep -q "task 0 on node n1 exited with code 3" \
+rcli XRANGE muster:events - + | has "task 0 on node n1 exited with code 3" \
     || fail "no event tells of the exit code 3"
 [ "$(rcli HGET "muster:job:$id" failures)" = 1 ] || fail "failures $(rcli HGET "muster:job:$id" failures)"
 wait_for "job $id succeeded on attempt 2" 15 job_state_is "$id" SUCCEEDED

@@ -42,7 +42,7 @@ ok "--run-as $user: the task ran as uid $uid gid $gid with HOME, USER and LOGNAM
 
 id=$(submit_json '{"capacity":["on-demand"],"max_retries":0,"command":"id -u"}')
 wait_for "job $id failed" 15 job_state_is "$id" FAILED
-rcli HGET "muster:job:$id" error | grep -q "refusing to run a task as root on node n2" \
+rcli HGET "muster:job:$id" error | has "refusing to run a task as root on node n2" \
     || fail "error: $(rcli HGET "muster:job:$id" error)"
 [ ! -e "$T/w/n2/logs/$id.1.0.out" ] || fail "the refused task ran: $(log_of "$id" n2)"
 ok "a root worker without --run-as refused the task: $(rcli HGET "muster:job:$id" error)"
@@ -55,5 +55,5 @@ rc=0
 out=$(runuser -u "$user" -- "$MUSTER_BIN/muster-worker" --scheduler tcp://127.0.0.1:1 --node x \
     --pool spot-a --gpus 1 --state-dir /tmp/none --run-as root 2>&1) || rc=$?
 [ "$rc" = 2 ] || fail "non-root --run-as exited $rc: $out"
-echo "$out" | grep -q "needs a worker running as root" || fail "message: $out"
+echo "$out" | has "needs a worker running as root" || fail "message: $out"
 ok "a worker that is not root rejects --run-as with a usage error"

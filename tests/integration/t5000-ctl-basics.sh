@@ -151,7 +151,7 @@ jqo 'length == 0'
 ok "jobs -o json: active by default, --all, --state, --queue, --limit (newest N), oldest first"
 
 expect_rc 0 env -u COLUMNS "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" jobs
-head -1 "$T/out" | grep -qE '^ID +NAME +QUEUE +STATE +TASKSxGPUS +PRIO +AGE +NODES +REASON$' ||
+head -1 "$T/out" | has -E '^ID +NAME +QUEUE +STATE +TASKSxGPUS +PRIO +AGE +NODES +REASON$' ||
     fail "jobs header: $(head -1 "$T/out")"
 [ "$(wc -l <"$T/out")" = 4 ] || fail "jobs table has $(wc -l <"$T/out") lines, expected 4"
 grep -E "^$A +job-RUNNING +research +RUNNING +2x8 +100 +2h +n1,n2" "$T/out" >/dev/null ||
@@ -238,7 +238,7 @@ expect_rc 0 ctl -o json nodes
 jqo 'length == 2 and (map(.name) == ["n1", "n2"])'
 jqo ".[0].jobs == [\"$A\"] and .[1].gpus_free == 6 and .[1].labels.rack == \"r2\""
 expect_rc 0 ctl nodes
-head -1 "$T/out" | grep -qE '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +JOBS$' ||
+head -1 "$T/out" | has -E '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +JOBS$' ||
     fail "nodes header: $(head -1 "$T/out")"
 grep -qE "^n1 +spot-a +spot +ready +0/8 +zone=z1,rack=r1 +[0-9]s +$A$" "$T/out" ||
     fail "n1 row: $(grep '^n1' "$T/out")"
@@ -257,7 +257,7 @@ jqo "length == 2 and all(.job == \"$A\") and (map(.state) == [\"PENDING\", \"RUN
 expect_rc 0 ctl -o json events --job "$A" --count 1
 jqo 'length == 1 and .[0].state == "RUNNING"'
 expect_rc 0 ctl events
-head -1 "$T/out" | grep -qE '^TIME +JOB +STATE +ATTEMPT +REASON$' || fail "events header"
+head -1 "$T/out" | has -E '^TIME +JOB +STATE +ATTEMPT +REASON$' || fail "events header"
 grep -qE "^[0-9-]{10}T[0-9:.]+Z +$A +RUNNING +1 +placed on n1,n2$" "$T/out" ||
     fail "events row: $(cat "$T/out")"
 ok "events: last N oldest first, --job, --count, table and json"

@@ -59,7 +59,7 @@ jqo 'length == 2 and (map(.name) == ["default", "research"])'
 jqo '.[0].running_jobs == 1 and .[0].running_gpus == 8 and .[0].pending_jobs == 0 and .[0].oldest_pending_at == 0'
 jqo '.[1].weight == 3 and .[1].pending_jobs == 1 and .[1].pending_gpus == 16 and .[1].oldest_pending_at > 0'
 expect_rc 0 ctl queues
-head -1 "$T/out" | grep -qE '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT$' ||
+head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT$' ||
     fail "queues header: $(head -1 "$T/out")"
 grep -qE '^default +1 +0 +1 +0 +8 +-$' "$T/out" || fail "default row: $(cat "$T/out")"
 grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+s$' "$T/out" || fail "research row: $(cat "$T/out")"
@@ -75,7 +75,7 @@ jqo '.[1].capacity == "spot" and .[1].gpus_used == 8 and .[1].gpus_free == 0 and
 jqo '.[0].gpus_free == 8 and .[0].instance_type == "p4d.24xlarge" and .[0].gpu_type == "A100"'
 jqo '.[2].cooldown_until > 0'
 expect_rc 0 ctl pools
-head -1 "$T/out" | grep -qE '^POOL +CAPACITY +TYPE +GPU +NODES +GPUS_FREE/USED +PRICE/H +CAP +COOLDOWN$' ||
+head -1 "$T/out" | has -E '^POOL +CAPACITY +TYPE +GPU +NODES +GPUS_FREE/USED +PRICE/H +CAP +COOLDOWN$' ||
     fail "pools header: $(head -1 "$T/out")"
 grep -qE '^spot-a +spot +p4d.24xlarge +A100 +1 +0/8 +3.50 +64 +-$' "$T/out" || fail "spot-a row: $(cat "$T/out")"
 grep -qE '^od-a +on-demand +p4d.24xlarge +A100 +1 +8/0 +10.00 +- +-$' "$T/out" || fail "od-a row: $(cat "$T/out")"
@@ -213,12 +213,12 @@ complete_words() {
         _ "$T/completion.bash" "$@"
 }
 [ "$(complete_words musterctl dr)" = drain ] || fail "completing 'dr': $(complete_words musterctl dr)"
-complete_words musterctl jobs --so | grep -qx -- --sort || fail "completing 'jobs --so'"
-complete_words musterctl jobs --state RU | grep -qx RUNNING || fail "completing --state"
-complete_words musterctl -o j | grep -qx json || fail "completing -o"
+complete_words musterctl jobs --so | has -x -- --sort || fail "completing 'jobs --so'"
+complete_words musterctl jobs --state RU | has -x RUNNING || fail "completing --state"
+complete_words musterctl -o j | has -x json || fail "completing -o"
 [ "$(complete_words "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" drain '' | sort | paste -sd,)" = n1,n2 ] ||
     fail "completing node names: $(complete_words "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" drain '')"
-complete_words "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" cancel '' | grep -qx "$run_id" ||
+complete_words "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" cancel '' | has -x "$run_id" ||
     fail "completing job ids for cancel"
 for cmd in $(ctl --help | sed -n '/^Commands:/,/^$/p' | awk 'NF > 1 { print $1 }'); do
     grep -q "^    $cmd)" "$T/completion.bash" || fail "command $cmd missing from the completion script"

@@ -30,7 +30,7 @@ case "$lib" in
 esac
 # A sanitizer build of libmuster (scripts/test.sh --asan) needs its runtime loaded first.
 preload=
-if ldd "$lib" | grep -q libasan; then
+if ldd "$lib" | has libasan; then
     preload="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
 fi
 run_ex() {

@@ -17,7 +17,7 @@ export MUSTER_LIB PYTHONPATH=${MUSTER_PYTHONPATH:-$MUSTER_SRC/python} PYTHONDONT
 # A sanitizer build of libmuster (scripts/test.sh --asan) needs its runtime loaded first; the
 # interpreter's own allocations would swamp the leak report, so leaks are not checked here.
 pyrun() {
-    if ldd "$MUSTER_LIB" | grep -q libasan; then
+    if ldd "$MUSTER_LIB" | has libasan; then
         env LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)" \
             ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$py" "$@"
     else
