@@ -27,7 +27,12 @@ void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct prot
     char why[PROTO_PATH_MAX + 64];
     struct queue_kv f[] = { { "last_checkpoint", m->path }, { "last_checkpoint_at", at } };
 
-    if (!j || !j->placed || m->task.attempt != j->placed_attempt || !m->path[0]) {
+    /* The current attempt's, or (it may arrive just after) the one that ended while the job
+     * waits for its next attempt, which is exactly when it matters. */
+    bool current = j && j->placed && m->task.attempt == j->placed_attempt;
+    bool just_ended =
+        j && !j->placed && j->state == QUEUE_PENDING && m->task.attempt == j->attempt - 1;
+    if (!(current || just_ended) || !m->path[0]) {
         mu_log(MU_LOG_DEBUG, "sched", "job=%s node=%s checkpoint of a stale attempt ignored",
                m->task.job, node->name);
         return;
