@@ -96,6 +96,15 @@ _mu_cleanup() {
     for ((i = ${#_mu_pids[@]} - 1; i >= 0; i--)); do
         stop_pid "${_mu_pids[i]}"
     done
+    # Under -DMUSTER_SANITIZE a daemon's report lands in its log (a leak one at its clean exit).
+    local reports
+    reports=$(grep -rlE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T" --include='*.log' 2>/dev/null)
+    if [ -n "$reports" ]; then
+        echo "FAIL - $TEST_NAME: sanitizer report(s) in: ${reports//$T\//}" >&2
+        grep -hE -A12 'ERROR: (Address|Leak)Sanitizer|runtime error:' $reports | head -n 60 >&2
+        rc=1
+        : >"$T/.fail-reported"
+    fi
     if [ "$rc" -ne 0 ] && [ ! -e "$T/.fail-reported" ]; then
         # set -e stopped the test: name the command, then show what the daemons said.
         if [ "$_mu_err_line" = "?" ]; then

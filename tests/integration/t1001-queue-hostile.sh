@@ -154,8 +154,14 @@ j=$(submit_json '{"tasks":1,"gpus_per_task":8,"command":["true"]}')
 wait_for "job $j succeeded after the hostile input" 20 job_state_is "$j" SUCCEEDED
 rss1=$(rss_kb "$MUSTERD_PID")
 echo "# musterd RSS: $rss0 kB before, $rss1 kB after"
-[ "$rss1" -le $((rss0 * 2 + 65536)) ] || fail "musterd RSS grew from $rss0 kB to $rss1 kB"
-ok "a valid job still runs; musterd RSS $rss0 -> $rss1 kB"
+if ldd "$MUSTER_BIN/musterd" | has libasan; then
+    # ASan keeps freed memory in quarantine, so RSS says nothing here; LeakSanitizer checks
+    # musterd's memory when it exits (lib.sh fails the test on its report).
+    ok "a valid job still runs (sanitizer build: RSS not compared)"
+else
+    [ "$rss1" -le $((rss0 * 2 + 65536)) ] || fail "musterd RSS grew from $rss0 kB to $rss1 kB"
+    ok "a valid job still runs; musterd RSS $rss0 -> $rss1 kB"
+fi
 
 # ---- 4. configs full of mistakes ---------------------------------------------------------------
 check_config() { # PATTERN JSON: musterd --check-config exits 1 with PATTERN on stderr
