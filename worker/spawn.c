@@ -92,6 +92,18 @@ static int child_fd(int fd, int flags)
     return dup;
 }
 
+/*
+ * vfork for what the worker starts most (the shim: an absolute path, the worker's own ids):
+ * the child borrows the parent's memory instead of copying its page tables, which is most of a
+ * start's cost in a process with libzmq's threads.  Only then, because such a child must not
+ * write the parent's globals (environ, for execvp's PATH search) nor run glibc's setuid, which
+ * would signal the parent's threads.  Everything else is forked.
+ */
+static bool shares_memory(const struct wrk_spawn *s)
+{
+    return s->argv[0][0] == '/' && !s->set_ids;
+}
+
 /* Runs in the child: only async-signal-safe calls until exec. */
 static void child_exec(const struct wrk_spawn *s, int report_fd)
 {
@@ -138,9 +150,13 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
     }
     if (s->workdir && s->workdir[0] && chdir(s->workdir) != 0)
         child_fail(report_fd, STAGE_CHDIR);
-    if (s->envp)
-        environ = (char **)s->envp;
-    (void)execvp(s->argv[0], s->argv);
+    if (shares_memory(s)) {
+        (void)execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
+    } else {
+        if (s->envp)
+            environ = (char **)s->envp;
+        (void)execvp(s->argv[0], s->argv);
+    }
     child_fail(report_fd, STAGE_EXEC);
 }
 
@@ -177,7 +193,7 @@ int wrk_spawn_start(const struct wrk_spawn *s, pid_t *pid_out, struct mu_err *er
         return mu_errf(err, MU_E_INVAL, "empty command");
     if (pipe_cloexec(report, err) != 0)
         return -1;
-    pid = fork();
+    pid = shares_memory(s) ? vfork() : fork();
     if (pid < 0) {
         int e = errno;
         (void)close(report[0]);

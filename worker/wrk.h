@@ -121,14 +121,13 @@ struct wrk_spawn {
 };
 
 /*
- * Forks and execs.  The child resets signal dispositions and its mask, moves to its own
- * process group when asked, sets up stdio (and fd 3 from fd_extra), switches to uid/gid/groups
- * when set_ids ("cannot switch to uid 1000: Operation not permitted"), changes directory and
- * execs; when any of that fails,
- * it writes the errno through a CLOEXEC pipe and the parent reaps it and returns the error:
- * "cannot run 'x': No such file or directory", "workdir '/x': No such file or directory".
- * The borrowed fds are not closed.  Only async-signal-safe calls run in the child (libzmq has
- * threads).
+ * Forks (vforks for an absolute path that keeps the caller's ids) and execs.  The child resets
+ * signal dispositions and its mask, moves to its own process group when asked, sets up stdio (and
+ * fd 3 from fd_extra), switches to uid/gid/groups when set_ids ("cannot switch to uid 1000:
+ * Operation not permitted"), changes directory and execs; when any of that fails, it writes the
+ * errno through a CLOEXEC pipe and the parent reaps it and returns the error: "cannot run 'x': No
+ * such file or directory", "workdir '/x': No such file or directory". The borrowed fds are not
+ * closed.  Only async-signal-safe calls run in the child (libzmq has threads).
  */
 int wrk_spawn_start(const struct wrk_spawn *s, pid_t *pid_out, struct mu_err *err);
 
