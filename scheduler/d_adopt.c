@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Adopting running gangs after a scheduler restart (issue #5): a gang that was RUNNING when
- * musterd died keeps running.  Its stored placement says which node ran each task; when a node
- * registers, its HELLO lists the tasks it runs (or saw exit), so each of the gang's tasks there
- * is committed in the cluster at once (nothing else can be placed on its GPUs) and takes the
- * state the worker reports.  Once every node of the gang has answered, the gang is placed again,
- * with the same attempt: running tasks go on, exits count as they would have.  Nodes not back
- * within node_lost_after_s plus a margin count as lost: the gang is requeued and its surviving
- * tasks stopped, exactly as when a node is lost under a running scheduler.
+ * Adopting placed gangs after a scheduler restart (issue #5): a gang that was STARTING, RUNNING
+ * or PREEMPTING when musterd died is not restarted.  Its stored placement says which node ran
+ * each task; when a node registers, its HELLO lists the tasks it runs (or saw exit), so each of
+ * the gang's tasks there is committed in the cluster at once (nothing else can be placed on its
+ * GPUs) and takes the state the worker reports.  Once every node of the gang has answered, the
+ * gang is placed again, with the same attempt: running tasks go on, exits count as they would
+ * have.  A task its node does not know (a BIND that never arrived: a half-bound gang) or a node
+ * not back within node_lost_after_s plus a margin counts as lost: the attempt ends, its
+ * surviving tasks are stopped, and the gang is requeued only once they are gone, exactly as when
+ * a node is lost under a running scheduler.  A STARTING gang whose tasks all run becomes
+ * RUNNING; a PREEMPTING one is stopped again (checkpoint signal, grace, KILL), since the
+ * restart may have cut its stop short.
  */
 #include "scheduler/daemon.h"
 
@@ -19,7 +23,10 @@
 
 #define ADOPT_MARGIN_MS 2000
 
-int d_adopt_prepare(struct musterd *d, struct d_job *j, const char *placement)
+int d_adopt_prepare(struct musterd *d,
+                    struct d_job *j,
+                    const char *placement,
+                    enum queue_state stored)
 {
     cJSON *doc = cJSON_Parse(placement);
     const cJSON *item;
@@ -56,7 +63,7 @@ int d_adopt_prepare(struct musterd *d, struct d_job *j, const char *placement)
         j->tasks[t].gpus = j->slots[t].gpus;
     }
     j->adopting = true;
-    j->state = QUEUE_RUNNING;
+    j->state = stored;
     j->placed_attempt = j->attempt;
     j->adopt_deadline_ms =
         mu_time_mono_ms() + (uint64_t)d->cfg.node_lost_after_s * 1000u + ADOPT_MARGIN_MS;
@@ -103,10 +110,15 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
         if (j->tasks[t].gone && first_gone < 0)
             first_gone = t;
     }
-    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d adopted after the restart%s", j->id, j->attempt,
-           first_gone < 0 ? ": all tasks running" : "");
+    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d adopted after the restart (%s)%s", j->id,
+           j->attempt, queue_state_name(j->state), first_gone < 0 ? ": all tasks running" : "");
     d->dirty = true;
     d->nodes_dirty = true;
+    if (j->state == QUEUE_PREEMPTING) {
+        /* First, so that the exits below count as the stop's, not as failures. */
+        j->state = QUEUE_RUNNING;
+        d_gang_stop(d, j, "the scheduler restarted while the gang was being stopped", 0, D_C_NONE);
+    }
     if (first_gone >= 0) {
         char id[QUEUE_JOB_ID_MAX];
         /* Lost tasks end the attempt first (not counted); then exits, as they would have.
@@ -129,6 +141,8 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
             }
         }
     }
+    if (j->state == QUEUE_STARTING)
+        d_job_running_if_all_acked(d, j);
 }
 
 /* The worker's view of one of our tasks in its HELLO, or NULL. */
@@ -208,6 +222,8 @@ void d_adopt_check(struct musterd *d, uint64_t now_ms)
                        j->adopt_nodes[t]);
                 j->tasks[t].gone = true;
                 j->tasks[t].lost = true;
+                /* A node cut off from us fences itself; the next attempt waits for that. */
+                j->not_before_ms = now_ms + d_fence_wait_ms(j);
             }
         }
         adopt_finish(d, j);

@@ -901,7 +901,7 @@ static void stale_task(struct musterd *d, struct d_node *node, const struct prot
     proto_msg_release(&m);
 }
 
-static void running_if_all_acked(struct musterd *d, struct d_job *j)
+void d_job_running_if_all_acked(struct musterd *d, struct d_job *j)
 {
     for (int t = 0; t < j->spec.tasks; t++) {
         if (!j->tasks[t].acked)
@@ -939,7 +939,7 @@ void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *
     task->acked = true;
     task->pid = m->task.pid;
     if (j->end == D_END_NONE)
-        running_if_all_acked(d, j);
+        d_job_running_if_all_acked(d, j);
 }
 
 void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t)
@@ -962,10 +962,9 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
         task->acked = true;
         task->pid = t->pid;
         if (j->end == D_END_NONE)
-            running_if_all_acked(d, j);
+            d_job_running_if_all_acked(d, j);
         return;
     }
-    task->acked = true;
     d_task_record_end(task, t);
     d_job_task_exited(d, j, t->task, node->name);
 }
@@ -973,6 +972,7 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
 void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
 {
     task->gone = true;
+    task->acked = true; /* the worker had it */
     task->lost = r->state == PROTO_TASK_LOST;
     task->held = true;
     task->exit_code = r->state == PROTO_TASK_EXITED ? r->exit_code : 0;
@@ -1005,6 +1005,13 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
     }
 }
 
+/* A worker cut off from us fences itself: checkpoint signal, grace_s, SIGTERM, SIGKILL 5 s
+ * later.  The next attempt of a gang it ran waits that long, so the two never run side by side. */
+uint64_t d_fence_wait_ms(const struct d_job *j)
+{
+    return ((uint64_t)(j->spec.checkpointable ? j->spec.checkpoint_grace_s : 0) + 6u) * 1000u;
+}
+
 void d_node_lost_tasks(struct musterd *d, int node_idx)
 {
     size_t pos = 0;
@@ -1024,11 +1031,7 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
         }
         if (!hit)
             continue;
-        /* A worker cut off from us fences itself: checkpoint signal, grace_s, SIGTERM, SIGKILL
-         * 5 s later.  The next attempt waits that long, so the two never run side by side. */
-        j->not_before_ms =
-            mu_time_mono_ms()
-            + ((uint64_t)(j->spec.checkpointable ? j->spec.checkpoint_grace_s : 0) + 6u) * 1000u;
+        j->not_before_ms = mu_time_mono_ms() + d_fence_wait_ms(j);
         if (j->end == D_END_NONE)
             d_job_attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
         else
@@ -1185,9 +1188,9 @@ void d_control(struct musterd *d, const struct queue_entry *e)
 
 /*
  * Takes the jobs of the active set back after a restart.  PENDING jobs queue again as they were.
- * A job that was starting, running or being preempted cannot be adopted yet (issue #5): its
- * attempt is ended and the gang requeued; workers that still run its tasks are told to stop
- * them when they register, because their attempt is no longer current.
+ * A gang that was starting, running or being stopped is adopted from its stored placement
+ * (d_adopt.c).  One whose placement cannot be read is requeued; workers that still run its
+ * tasks are told to stop them when they register, because their attempt is no longer current.
  */
 int d_jobs_recover(struct musterd *d, struct mu_err *err)
 {
@@ -1230,8 +1233,9 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
             job_free(j);
             continue;
         }
-        /* A running gang keeps running: it is adopted when its nodes report its tasks. */
-        if (st == QUEUE_RUNNING && s->placement && d_adopt_prepare(d, j, s->placement) == 0) {
+        /* A placed gang keeps running: it is adopted when its nodes report its tasks. */
+        if ((st == QUEUE_STARTING || st == QUEUE_RUNNING || st == QUEUE_PREEMPTING) && s->placement
+            && d_adopt_prepare(d, j, s->placement, st) == 0) {
             adopting++;
             continue;
         }
@@ -1253,7 +1257,7 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     }
     if (n)
         mu_log(MU_LOG_INFO, "sched",
-               "recovered %d active job(s): %d running gang(s) to adopt, %d requeued", n, adopting,
+               "recovered %d active job(s): %d placed gang(s) to adopt, %d requeued", n, adopting,
                requeued);
     queue_stored_jobs_free(stored, n);
     return 0;

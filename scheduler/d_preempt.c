@@ -29,7 +29,7 @@ void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct prot
 
     /* The current attempt's, or (it may arrive just after) the one that ended while the job
      * waits for its next attempt, which is exactly when it matters. */
-    bool current = j && j->placed && m->task.attempt == j->placed_attempt;
+    bool current = j && (j->placed || j->adopting) && m->task.attempt == j->placed_attempt;
     bool just_ended =
         j && !j->placed && j->state == QUEUE_PENDING && m->task.attempt == j->attempt - 1;
     if (!(current || just_ended) || !m->path[0]) {

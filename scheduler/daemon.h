@@ -28,7 +28,8 @@ enum d_counter {
     D_C_PREEMPTIONS,
     D_C_SPOT,
     D_C_NODES_LOST,
-    D_COUNTER_COUNT
+    D_COUNTER_COUNT,
+    D_C_NONE = -1 /* counts nothing */
 };
 
 #define D_PLACE_BUCKETS 10 /* placement latency histogram, plus +Inf */
@@ -260,8 +261,12 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s);
 void d_stops_check(struct musterd *d, uint64_t now_ms);
 
 /* d_adopt.c: adopting running gangs after a scheduler restart (issue #5) */
-/* Sets j up to be adopted from its stored placement; -1 when the placement is unreadable. */
-int d_adopt_prepare(struct musterd *d, struct d_job *j, const char *placement);
+/* Sets j, stored as `stored` (STARTING, RUNNING or PREEMPTING), up to be adopted from its
+ * stored placement; -1 when the placement is unreadable. */
+int d_adopt_prepare(struct musterd *d,
+                    struct d_job *j,
+                    const char *placement,
+                    enum queue_state stored);
 /* A node registered: resolves the adopting gangs' tasks it runs (before the HELLO reconcile). */
 void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
 /* Gangs whose nodes did not come back in time: their missing tasks count as lost. */
@@ -276,6 +281,10 @@ void d_job_attempt_end(
 void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *node_name);
 /* Records what the worker reported of a task that no longer runs (EXITED or LOST) in task. */
 void d_task_record_end(struct d_task *task, const struct proto_task_ref *r);
+/* How long the next attempt of j waits after a node of it was cut off (it fences itself). */
+uint64_t d_fence_wait_ms(const struct d_job *j);
+/* A STARTING gang whose every task is acknowledged becomes RUNNING (written). */
+void d_job_running_if_all_acked(struct musterd *d, struct d_job *j);
 
 /* d_nodes.c */
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
