@@ -309,7 +309,7 @@ out:
     return rc;
 }
 
-#define PREEMPT_NOW 1000000
+#define PREEMPT_NOW ((int64_t)1000000) /* seconds */
 
 static int bench_preempt(struct sched_cluster *c, struct fill *f, int nodes, int runs)
 {
@@ -329,8 +329,8 @@ static int bench_preempt(struct sched_cluster *c, struct fill *f, int nodes, int
         v[i].slots = f->running[i].slots;
         v[i].priority = rnd(10);
         v[i].preemptible = rnd(5) != 0;
-        v[i].started_s = PREEMPT_NOW - 60 - rnd(86400);
-        v[i].checkpoint_s = rnd(2) ? PREEMPT_NOW - rnd(3600) : 0;
+        v[i].started_ms = (PREEMPT_NOW - 60 - rnd(86400)) * 1000 - rnd(1000);
+        v[i].checkpoint_ms = rnd(2) ? (PREEMPT_NOW - rnd(3600)) * 1000 - rnd(1000) : 0;
         v[i].grace_s = 30 + rnd(91);
         v[i].end_s = PREEMPT_NOW + 600 + rnd(86400);
     }
@@ -347,7 +347,7 @@ static int bench_preempt(struct sched_cluster *c, struct fill *f, int nodes, int
             plan.victims = victims;
             plan.slots = slots;
             t0 = mono_ns();
-            got = sched_preempt_plan(c, &r, 10, PREEMPT_NOW, 60, v, f->n, &plan, &err);
+            got = sched_preempt_plan(c, &r, 10, PREEMPT_NOW * 1000, 60, v, f->n, &plan, &err);
             ns[i] = mono_ns() - t0;
             if (got < 0) {
                 (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
@@ -358,7 +358,7 @@ static int bench_preempt(struct sched_cluster *c, struct fill *f, int nodes, int
         printf("preempt nodes=%d running=%d candidates=%d p50_us=%.1f p99_us=%.1f gang=%dx%d "
                "victims=%d lost_gpu_s=%lld exact=%d placements=%d\n",
                nodes, f->n, plan.candidates, (double)ns[mid] / 1e3, (double)ns[p99] / 1e3, r.tasks,
-               r.gpus_per_task, plan.nvictims, (long long)plan.lost_gpu_s, plan.exact,
+               r.gpus_per_task, plan.nvictims, (long long)(plan.lost_gpu_ms / 1000), plan.exact,
                plan.placements);
         printf("  %s\n", plan.reason);
     }

@@ -791,7 +791,8 @@ static int running_collect(struct musterd *d, int64_t now_s)
  */
 void d_schedule(struct musterd *d)
 {
-    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
+    int64_t now_ms = (int64_t)mu_time_wall_ms();
+    int64_t now_s = now_ms / 1000;
     int kept = 0;
     int n = 0;
     int nrunning;
@@ -856,7 +857,7 @@ void d_schedule(struct musterd *d)
     }
     for (int i = 0; i < n; i++) {
         struct d_job *j = d->pass.who[i];
-        if (d->pass.out[i].verdict != SCHED_START && !j->placed && d_preempt_for(d, j, now_s))
+        if (d->pass.out[i].verdict != SCHED_START && !j->placed && d_preempt_for(d, j, now_ms))
             break; /* one plan per pass: the first job that can preempt */
     }
     for (int i = 0; i < d->npending; i++) {

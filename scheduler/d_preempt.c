@@ -226,8 +226,9 @@ static int victims_scratch(struct musterd *d, int n)
     return 0;
 }
 
-bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s)
+bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms)
 {
+    int64_t now_s = now_ms / 1000;
     struct sched_preempt_plan plan;
     struct sched_slot *slots = NULL;
     struct mu_err err;
@@ -250,10 +251,11 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s)
         v->priority = j->spec.priority;
         /* A gang already stopping frees its GPUs anyway: not a victim again. */
         v->preemptible = j->spec.preemptible && j->end == D_END_NONE;
-        v->started_s = (int64_t)(j->started_ms / 1000);
-        v->checkpoint_s = (int64_t)(j->last_checkpoint_ms / 1000);
+        v->started_ms = (int64_t)j->started_ms;
+        v->checkpoint_ms = (int64_t)j->last_checkpoint_ms;
         v->grace_s = j->spec.checkpointable ? j->spec.checkpoint_grace_s : d->cfg.kill_grace_s;
-        v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : v->started_s + d_job_run_s(d, j);
+        v->end_s =
+            j->end != D_END_NONE ? now_s + v->grace_s : v->started_ms / 1000 + d_job_run_s(d, j);
         d->pass.victim_jobs[n++] = j;
     }
     if (n == 0)
@@ -264,7 +266,7 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s)
     memset(&plan, 0, sizeof(plan));
     plan.victims = d->pass.plan_victims;
     plan.slots = slots;
-    rc = sched_preempt_plan(d->cluster, &p->req, p->spec.priority, now_s, d->cfg.min_runtime_s,
+    rc = sched_preempt_plan(d->cluster, &p->req, p->spec.priority, now_ms, d->cfg.min_runtime_s,
                             d->pass.victims, n, &plan, &err);
     free(slots);
     if (rc < 0) {
@@ -285,7 +287,7 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s)
     (void)mu_snprintf(why, sizeof(why),
                       "preempting %d lower-priority gang(s) (%lld GPU-s of work at risk); starts "
                       "once they stop (within %llds)",
-                      plan.nvictims, (long long)plan.lost_gpu_s,
+                      plan.nvictims, (long long)(plan.lost_gpu_ms / 1000),
                       (long long)(plan.ready_s > now_s ? plan.ready_s - now_s : 0));
     d_job_set_reason(d, p, why);
     mu_log(MU_LOG_INFO, "sched", "job=%s %s", p->id, why);

@@ -256,7 +256,7 @@ void d_gang_stop(struct musterd *d,
 void d_preempted_requeue(struct musterd *d, struct d_job *j);
 /* After a pass: plans a preemption for pending job p (strictly lower-priority, preemptible
  * victims) and starts stopping the victims.  True when a plan was made or one is in flight. */
-bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_s);
+bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms);
 /* KILLs stopping gangs whose grace is over. */
 void d_stops_check(struct musterd *d, uint64_t now_ms);
 

@@ -29,15 +29,15 @@
 #define PRUNE_MAX        48                 /* of which removal attempts per greedy set */
 #define DOMAINS_DONE     4                  /* feasible domains the greedy finishes */
 #define DOMAINS_TRIED    16                 /* domains it looks at */
-#define AGE_MAX_S        ((int64_t)1 << 36) /* lost time is clamped here: no overflow */
+#define AGE_MAX_MS       ((int64_t)1 << 36) /* lost time is clamped here (2 years) */
 #define VICTIM_TASKS_MAX 1000000
 
 /* An eligible victim that could help r. */
 struct cand {
     int idx;      /* into the victims array */
-    int64_t cost; /* lost GPU-seconds */
+    int64_t cost; /* lost GPU-milliseconds */
     int64_t priority;
-    int64_t started_s;
+    int64_t started_ms;
     int64_t gpus; /* GPUs it frees on nodes r may use: for the counting bound */
     int stamp;    /* scratch: the greedy domain that already queued it, + 1 */
 };
@@ -46,7 +46,7 @@ struct cand {
 struct key {
     int64_t cost;
     int64_t max_priority;
-    int64_t min_started_s; /* larger is better: the oldest victim is younger */
+    int64_t min_started_ms; /* larger is better: the oldest victim is younger */
     int n;
     uint32_t mask; /* exact search: the subset; last tie-break */
     int64_t gpus;  /* not part of the rank: freed usable GPUs */
@@ -70,14 +70,14 @@ struct group {
     int64_t clear; /* Σ cost of its candidates */
     double ratio;  /* clear per GPU it could offer */
     int64_t max_priority;
-    int64_t min_started_s;
+    int64_t min_started_ms;
 };
 
 /* A candidate in the second greedy order: lost work per GPU it frees. */
 struct ranked {
     double ratio;
     int64_t priority;
-    int64_t started_s;
+    int64_t started_ms;
     int cand;
 };
 
@@ -97,7 +97,8 @@ struct best {
 struct pctx {
     struct sched_cluster *c;
     const struct sched_request *r;
-    int64_t now_s;
+    int64_t now_ms; /* the wall clock: victims' starts and checkpoints */
+    int64_t now_s;  /* now_ms / 1000: placements, expected ends, cool-downs */
     const struct sched_victim *v;
     int nv;
     struct cand *cand;
@@ -127,18 +128,18 @@ static bool node_eligible(const struct sched_node *n)
     return n->state == SCHED_NODE_READY && !n->at_risk;
 }
 
-int64_t sched_preempt_lost_gpu_s(const struct sched_victim *v, int64_t now_s)
+int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms)
 {
-    int64_t since = v->started_s;
+    int64_t since = v->started_ms;
     int64_t age;
-    if (v->checkpoint_s > since)
-        since = v->checkpoint_s;
-    if (now_s <= since || !v->req || v->req->tasks < 1 || v->req->gpus_per_task < 1)
+    if (v->checkpoint_ms > since)
+        since = v->checkpoint_ms;
+    if (now_ms <= since || !v->req || v->req->tasks < 1 || v->req->gpus_per_task < 1)
         return 0;
-    age = now_s - since;
-    if (age < 0 || age > AGE_MAX_S) /* age < 0: the subtraction wrapped */
-        age = AGE_MAX_S;
-    /* tasks <= VICTIM_TASKS_MAX and gpus <= 64: at most 2^26 GPUs x 2^36 s, no overflow. */
+    age = now_ms - since;
+    if (age < 0 || age > AGE_MAX_MS) /* age < 0: the subtraction wrapped */
+        age = AGE_MAX_MS;
+    /* tasks <= VICTIM_TASKS_MAX and gpus <= 64: at most 2^26 GPUs x 2^36 ms, no overflow. */
     return (int64_t)v->req->tasks * v->req->gpus_per_task * age;
 }
 
@@ -173,8 +174,8 @@ static struct key key_of(const struct pctx *x, const int *set, int n)
         k.gpus += cd->gpus;
         if (cd->priority > k.max_priority)
             k.max_priority = cd->priority;
-        if (cd->started_s < k.min_started_s)
-            k.min_started_s = cd->started_s;
+        if (cd->started_ms < k.min_started_ms)
+            k.min_started_ms = cd->started_ms;
     }
     return k;
 }
@@ -185,8 +186,8 @@ static int key_cmp(const struct key *a, const struct key *b)
         return a->cost < b->cost ? -1 : 1;
     if (a->max_priority != b->max_priority)
         return a->max_priority < b->max_priority ? -1 : 1;
-    if (a->min_started_s != b->min_started_s)
-        return a->min_started_s > b->min_started_s ? -1 : 1;
+    if (a->min_started_ms != b->min_started_ms)
+        return a->min_started_ms > b->min_started_ms ? -1 : 1;
     if (a->n != b->n)
         return a->n < b->n ? -1 : 1;
     return (a->mask > b->mask) - (a->mask < b->mask);
@@ -222,10 +223,11 @@ static int prune(struct pctx *x, int *set, int n)
         while (j > 0) {
             const struct cand *a = &x->cand[order[j - 1]];
             const struct cand *b = &x->cand[v];
-            bool before = b->cost > a->cost
-                          || (b->cost == a->cost
-                              && (b->priority > a->priority
-                                  || (b->priority == a->priority && b->started_s < a->started_s)));
+            bool before =
+                b->cost > a->cost
+                || (b->cost == a->cost
+                    && (b->priority > a->priority
+                        || (b->priority == a->priority && b->started_ms < a->started_ms)));
             if (!before)
                 break;
             order[j] = order[j - 1];
@@ -271,8 +273,8 @@ static int pair_rank_cmp(const struct pctx *x, const struct pair *a, const struc
         return p->cost < q->cost ? -1 : 1;
     if (p->priority != q->priority)
         return p->priority < q->priority ? -1 : 1;
-    if (p->started_s != q->started_s)
-        return p->started_s > q->started_s ? -1 : 1;
+    if (p->started_ms != q->started_ms)
+        return p->started_ms > q->started_ms ? -1 : 1;
     return (a->cand > b->cand) - (a->cand < b->cand);
 }
 
@@ -286,8 +288,8 @@ static int group_cmp(const void *a, const void *b)
         return x->ratio < y->ratio ? -1 : 1;
     if (x->max_priority != y->max_priority)
         return x->max_priority < y->max_priority ? -1 : 1;
-    if (x->min_started_s != y->min_started_s)
-        return x->min_started_s > y->min_started_s ? -1 : 1;
+    if (x->min_started_ms != y->min_started_ms)
+        return x->min_started_ms > y->min_started_ms ? -1 : 1;
     return (x->node > y->node) - (x->node < y->node);
 }
 
@@ -299,8 +301,8 @@ static int ranked_cmp(const void *a, const void *b)
         return x->ratio < y->ratio ? -1 : 1;
     if (x->priority != y->priority)
         return x->priority < y->priority ? -1 : 1;
-    if (x->started_s != y->started_s)
-        return x->started_s > y->started_s ? -1 : 1;
+    if (x->started_ms != y->started_ms)
+        return x->started_ms > y->started_ms ? -1 : 1;
     return (x->cand > y->cand) - (x->cand < y->cand);
 }
 
@@ -447,15 +449,15 @@ static void greedy_groups(struct pctx *x, struct greedy *g)
         gr->held = 0;
         gr->clear = 0;
         gr->max_priority = INT64_MIN;
-        gr->min_started_s = INT64_MAX;
+        gr->min_started_ms = INT64_MAX;
         for (; i < g->npairs && g->pairs[i].node == gr->node; i++) {
             const struct cand *cd = &x->cand[g->pairs[i].cand];
             gr->count++;
             gr->held += g->pairs[i].gpus;
             gr->clear = add_sat(gr->clear, cd->cost);
             gr->max_priority = cd->priority > gr->max_priority ? cd->priority : gr->max_priority;
-            gr->min_started_s =
-                cd->started_s < gr->min_started_s ? cd->started_s : gr->min_started_s;
+            gr->min_started_ms =
+                cd->started_ms < gr->min_started_ms ? cd->started_ms : gr->min_started_ms;
         }
         group_sort(x, &g->pairs[gr->first], gr->count);
         /* A node that cannot hold one task even when cleared is no use to r. */
@@ -568,7 +570,7 @@ static int search_greedy(struct pctx *x, struct best *b, struct mu_err *err)
             const struct cand *cd = &x->cand[g.seq[i]];
             g.ranked[i].ratio = (double)cd->cost / (double)(cd->gpus > 0 ? cd->gpus : 1);
             g.ranked[i].priority = cd->priority;
-            g.ranked[i].started_s = cd->started_s;
+            g.ranked[i].started_ms = cd->started_ms;
             g.ranked[i].cand = g.seq[i];
         }
         qsort(g.ranked, (size_t)len, sizeof(*g.ranked), ranked_cmp);
@@ -605,14 +607,14 @@ static int search_exact(struct pctx *x, struct best *b, struct mu_err *err)
     }
     memset(&keys[0], 0, sizeof(keys[0]));
     keys[0].max_priority = INT64_MIN;
-    keys[0].min_started_s = INT64_MAX;
+    keys[0].min_started_ms = INT64_MAX;
     for (uint32_t m = 1; m < full; m++) {
         const struct cand *cd = &x->cand[__builtin_ctz(m)];
         struct key k = keys[m & (m - 1)];
         k.cost = add_sat(k.cost, cd->cost);
         k.gpus += cd->gpus;
         k.max_priority = cd->priority > k.max_priority ? cd->priority : k.max_priority;
-        k.min_started_s = cd->started_s < k.min_started_s ? cd->started_s : k.min_started_s;
+        k.min_started_ms = cd->started_ms < k.min_started_ms ? cd->started_ms : k.min_started_ms;
         k.n++;
         k.mask = m;
         keys[m] = k;
@@ -870,7 +872,7 @@ static void pctx_release(struct pctx *x)
 static int pctx_init(struct pctx *x,
                      struct sched_cluster *c,
                      const struct sched_request *r,
-                     int64_t now_s,
+                     int64_t now_ms,
                      const struct sched_victim *victims,
                      int nvictims,
                      struct sched_slot *slots,
@@ -880,7 +882,8 @@ static int pctx_init(struct pctx *x,
     memset(x, 0, sizeof(*x));
     x->c = c;
     x->r = r;
-    x->now_s = now_s;
+    x->now_ms = now_ms;
+    x->now_s = now_ms / 1000;
     x->v = victims;
     x->nv = nvictims;
     x->slots = slots;
@@ -915,15 +918,15 @@ static void classify(struct pctx *x, int64_t priority, int min_runtime_s)
             x->nfixed++;
             continue;
         }
-        if (x->now_s - v->started_s < (int64_t)min_runtime_s) {
+        if (x->now_ms - v->started_ms < (int64_t)min_runtime_s * 1000) {
             x->young[x->nyoung++] = i; /* kept for the "too young" test */
             continue;
         }
         cd = &x->cand[x->ncand++];
         cd->idx = i;
-        cd->cost = sched_preempt_lost_gpu_s(v, x->now_s);
+        cd->cost = sched_preempt_lost_gpu_ms(v, x->now_ms);
         cd->priority = v->priority;
-        cd->started_s = v->started_s;
+        cd->started_ms = v->started_ms;
         cd->gpus = victim_usable_gpus(x, v);
         cd->stamp = 0;
     }
@@ -1018,12 +1021,12 @@ static int plan_fill(struct pctx *x,
         return mu_errf(err, MU_E_STATE, "preemption plan: the chosen victims no longer free room");
     }
     plan->nvictims = b->key.n;
-    plan->lost_gpu_s = b->key.cost;
+    plan->lost_gpu_ms = b->key.cost;
     plan->ready_s = x->now_s > INT64_MAX - max_grace ? INT64_MAX : x->now_s + max_grace;
     sched_duration_format(max_grace, in, sizeof(in));
     (void)mu_snprintf(plan->reason, sizeof(plan->reason),
-                      "preempting %d gang%s losing %lld GPU-seconds; room in %s", b->key.n,
-                      b->key.n == 1 ? "" : "s", (long long)b->key.cost, in);
+                      "preempting %d gang%s losing %.1f GPU-seconds; room in %s", b->key.n,
+                      b->key.n == 1 ? "" : "s", (double)b->key.cost / 1000.0, in);
     return 0;
 }
 
@@ -1053,7 +1056,7 @@ static int worth_planning(struct pctx *x, struct sched_preempt_plan *plan)
 int sched_preempt_plan(struct sched_cluster *c,
                        const struct sched_request *r,
                        int64_t priority,
-                       int64_t now_s,
+                       int64_t now_ms,
                        int min_runtime_s,
                        const struct sched_victim *victims,
                        int nvictims,
@@ -1069,7 +1072,7 @@ int sched_preempt_plan(struct sched_cluster *c,
     if (check_args(c, r, victims, nvictims, plan, err) != 0)
         return -1;
     plan->nvictims = 0;
-    plan->lost_gpu_s = 0;
+    plan->lost_gpu_ms = 0;
     plan->ready_s = 0;
     plan->est_start_s = 0;
     plan->candidates = 0;
@@ -1083,7 +1086,7 @@ int sched_preempt_plan(struct sched_cluster *c,
     }
     if (check_slots(c, victims, nvictims, err) != 0)
         return -1;
-    if (pctx_init(&x, c, r, now_s, victims, nvictims, plan->slots, err) != 0)
+    if (pctx_init(&x, c, r, now_ms, victims, nvictims, plan->slots, err) != 0)
         return -1;
     sched_topo_refresh(c);
     generation = c->generation;

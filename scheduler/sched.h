@@ -243,11 +243,11 @@ struct sched_victim {
     const struct sched_slot *slots;  /* borrowed: req->tasks entries, committed in the cluster */
     int64_t priority;
     bool preemptible;
-    int64_t started_s;    /* start of its current attempt */
-    int64_t checkpoint_s; /* time of its newest checkpoint; 0 = none */
-    int grace_s;          /* how long it may take to stop: its checkpoint grace_s or the kill
-                             grace; >= 0 */
-    int64_t end_s;        /* expected end: start + time limit (or the default); may be <= now */
+    int64_t started_ms;    /* wall clock (the planner's now_ms): start of its current attempt */
+    int64_t checkpoint_ms; /* wall clock of its newest checkpoint; 0 = none */
+    int grace_s;           /* how long it may take to stop: its checkpoint grace_s or the kill
+                              grace; >= 0 */
+    int64_t end_s;         /* expected end: start + time limit (or the default); may be <= now */
 };
 
 /* The planner's answer.  The caller sets the two buffers before the call; the rest is output. */
@@ -257,36 +257,38 @@ struct sched_preempt_plan {
     struct sched_slot *slots; /* caller's buffer of r->tasks entries: with a plan, where the
                                  preemptor goes once the victims are released; else scratch */
     int nvictims;             /* entries of victims used; 0 without a plan */
-    int64_t lost_gpu_s;       /* the plan's lost work: Σ sched_preempt_lost_gpu_s of its victims */
-    int64_t ready_s;          /* with a plan: when the freed capacity is expected, now + the
-                                 largest victim grace_s; otherwise 0 */
-    int64_t est_start_s;      /* no plan because waiting is sooner (or it fits now): when the
-                                 preemptor would start without preemption; otherwise 0 */
-    int candidates;           /* eligible victims that could help (the search's size) */
-    int placements;           /* placements tried: the work done (bounded) */
-    bool exact;               /* the plan's lost work is the proven optimum */
+    int64_t lost_gpu_ms; /* the plan's lost work: Σ sched_preempt_lost_gpu_ms of its victims */
+    int64_t ready_s;     /* with a plan: when the freed capacity is expected, now + the
+                            largest victim grace_s; otherwise 0 */
+    int64_t est_start_s; /* no plan because waiting is sooner (or it fits now): when the
+                            preemptor would start without preemption; otherwise 0 */
+    int candidates;      /* eligible victims that could help (the search's size) */
+    int placements;      /* placements tried: the work done (bounded) */
+    bool exact;          /* the plan's lost work is the proven optimum */
     char reason[SCHED_REASON_MAX]; /* with a plan: a summary; without: why, for users */
 };
 
 /*
- * The work lost if v is stopped at now_s, in GPU-seconds: its GPUs (tasks x gpus_per_task) times
- * the time since the newer of its attempt's start and its newest checkpoint (a checkpoint older
- * than the attempt saves nothing of it).  Never negative.
+ * The work lost if v is stopped at now_ms, in GPU-milliseconds: its GPUs (tasks x gpus_per_task)
+ * times the time since the newer of its attempt's start and its newest checkpoint (a checkpoint
+ * older than the attempt saves nothing of it).  Milliseconds, so that two victims a fraction of a
+ * second apart do not tie.  Never negative.
  */
-int64_t sched_preempt_lost_gpu_s(const struct sched_victim *v, int64_t now_s);
+int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms);
 
 /*
- * Plans the preemption that lets r (of the given priority) start, as of now_s.  victims[0..n)
+ * Plans the preemption that lets r (of the given priority) start, as of now_ms (the wall clock
+ * in ms; placements, end_s, ready_s and est_start_s use now_s = now_ms / 1000).  victims[0..n)
  * lists every gang that holds resources now.  Eligible victims are whole gangs that are
  * preemptible, of strictly lower priority than r, and started at least min_runtime_s ago
- * (now_s - started_s >= min_runtime_s; 0 allowed).  The plan is a set of eligible victims such
- * that r is placeable by sched_place once they are released (topology, capacity order, GPU type,
- * pool caps, cool-downs all honoured), chosen for the least lost work; ties go to the set whose
- * highest victim priority is lowest, then whose oldest victim started last, then to fewer
+ * (now_ms - started_ms >= min_runtime_s * 1000; 0 allowed).  The plan is a set of eligible victims
+ * such that r is placeable by sched_place once they are released (topology, capacity order, GPU
+ * type, pool caps, cool-downs all honoured), chosen for the least lost work; ties go to the set
+ * whose highest victim priority is lowest, then whose oldest victim started last, then to fewer
  * victims.  The optimum is exact with up to SCHED_PREEMPT_EXACT_MAX candidates; beyond that a
  * bounded greedy search (plan->exact false).  Work is bounded by a fixed number of placements.
  *
- * Returns 1 with a plan: plan->victims, nvictims, lost_gpu_s, ready_s, and plan->slots where r
+ * Returns 1 with a plan: plan->victims, nvictims, lost_gpu_ms, ready_s, and plan->slots where r
  * goes once the victims are released.  Returns 0 without one and plan->reason says why: r fits
  * now; r will fit without preemption (running gangs ending by their end_s, cool-downs ending) by
  * the plan's ready_s, at plan->est_start_s; no lower-priority preemptible gangs would free
@@ -300,7 +302,7 @@ int64_t sched_preempt_lost_gpu_s(const struct sched_victim *v, int64_t now_s);
 int sched_preempt_plan(struct sched_cluster *c,
                        const struct sched_request *r,
                        int64_t priority,
-                       int64_t now_s,
+                       int64_t now_ms,
                        int min_runtime_s,
                        const struct sched_victim *victims,
                        int nvictims,

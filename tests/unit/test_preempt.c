@@ -21,7 +21,9 @@
 
 #include "common/mu_banned.h"
 
-#define NOW       100000
+#define NOW       100000                /* seconds: placements, ends */
+#define NOW_MS    ((int64_t)NOW * 1000) /* the planner's clock */
+#define S(x)      ((int64_t)(x)*1000)   /* seconds -> ms */
 #define MAX_GANGS 256
 #define MAX_TASKS 4
 
@@ -122,7 +124,7 @@ static struct sched_victim *run1(
     v->slots = g->slots;
     v->priority = priority;
     v->preemptible = true;
-    v->started_s = NOW - age_s;
+    v->started_ms = S(NOW - age_s);
     v->grace_s = 30;
     v->end_s = NOW + 86400;
     w->n++;
@@ -175,7 +177,7 @@ static int plan_for(struct world *w,
     plan->victims = victims;
     plan->slots = slots;
     snap_take(w, &before);
-    rc = sched_preempt_plan(w->c, r, priority, NOW, min_run, w->v, w->n, plan, &err);
+    rc = sched_preempt_plan(w->c, r, priority, NOW_MS, min_run, w->v, w->n, plan, &err);
     if (rc < 0)
         fail_msg("%s", err.msg);
     snap_same(w, &before);
@@ -187,7 +189,7 @@ static int plan_for(struct world *w,
             const struct sched_victim *v = &w->v[victims[i]];
             assert_true(v->preemptible);
             assert_true(v->priority < priority);
-            assert_true(NOW - v->started_s >= min_run);
+            assert_true(NOW_MS - v->started_ms >= S(min_run));
             if (i > 0)
                 assert_true(victims[i] > victims[i - 1]);
         }
@@ -236,7 +238,7 @@ static void test_least_lost_work(void **state)
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
     assert_int_equal(p.nvictims, 2); /* the two halves of node d: 800 < 2400 */
     assert_true(has_victim(&p, 3) && has_victim(&p, 4));
-    assert_int_equal(p.lost_gpu_s, 800);
+    assert_int_equal(p.lost_gpu_ms, S(800));
     assert_true(p.exact);
     assert_int_equal(p.candidates, 5);
     assert_int_equal(p.ready_s, NOW + 30);
@@ -244,8 +246,8 @@ static void test_least_lost_work(void **state)
     assert_int_equal(plan_for(&w, &two, 5, 60, victims, slots, &p), 1);
     assert_int_equal(p.nvictims, 3);
     assert_true(has_victim(&p, 1) && has_victim(&p, 3) && has_victim(&p, 4));
-    assert_int_equal(p.lost_gpu_s, 3200);
-    assert_int_equal(sched_preempt_lost_gpu_s(&w.v[0], NOW), 8000);
+    assert_int_equal(p.lost_gpu_ms, S(3200));
+    assert_int_equal(sched_preempt_lost_gpu_ms(&w.v[0], NOW_MS), S(8000));
     sched_cluster_free(w.c);
 }
 
@@ -266,14 +268,14 @@ static void test_checkpoint_cheaper(void **state)
     young = run1(&w, 1, 0xff, 1, 600);
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
     assert_int_equal(victims[0], 1);
-    old->checkpoint_s = NOW - 120; /* saved two minutes ago: 960 GPU-s < 4800 */
+    old->checkpoint_ms = S(NOW - 120); /* saved two minutes ago: 960 GPU-s < 4800 */
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
     assert_int_equal(p.nvictims, 1);
     assert_int_equal(victims[0], 0);
-    assert_int_equal(p.lost_gpu_s, 960);
+    assert_int_equal(p.lost_gpu_ms, S(960));
     /* A checkpoint older than the attempt saves nothing of it. */
-    young->checkpoint_s = NOW - 5000;
-    assert_int_equal(sched_preempt_lost_gpu_s(young, NOW), 8 * 600);
+    young->checkpoint_ms = S(NOW - 5000);
+    assert_int_equal(sched_preempt_lost_gpu_ms(young, NOW_MS), S(8 * 600));
     sched_cluster_free(w.c);
 }
 
@@ -301,16 +303,25 @@ static void test_ties(void **state)
     /* Equal work and priority: the most recently started goes.  a is older but checkpointed
      * 100 s ago; b started 100 s ago. */
     b->priority = 3;
-    a->started_s = NOW - 900;
-    a->checkpoint_s = NOW - 100;
+    a->started_ms = S(NOW - 900);
+    a->checkpoint_ms = S(NOW - 100);
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
     assert_int_equal(victims[0], 1);
-    a->started_s = NOW - 100;
-    a->checkpoint_s = 0;
-    b->started_s = NOW - 900;
-    b->checkpoint_s = NOW - 100;
+    a->started_ms = S(NOW - 100);
+    a->checkpoint_ms = 0;
+    b->started_ms = S(NOW - 900);
+    b->checkpoint_ms = S(NOW - 100);
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
     assert_int_equal(victims[0], 0);
+    /* Less than a second apart is not a tie: a (started long ago, checkpointed 99.6 s ago)
+     * loses less than b (started 100 s ago), though b started last. */
+    a->started_ms = S(NOW - 900);
+    a->checkpoint_ms = S(NOW - 100) + 400;
+    b->started_ms = S(NOW - 100);
+    b->checkpoint_ms = 0;
+    assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
+    assert_int_equal(victims[0], 0);
+    assert_int_equal(p.lost_gpu_ms, 8 * (S(100) - 400));
     sched_cluster_free(w.c);
 }
 
@@ -342,7 +353,7 @@ static void test_only_eligible(void **state)
     v->priority = 7;
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 0);
     assert_non_null(strstr(p.reason, "victims too young (min_runtime_s 60)"));
-    w.v[3].started_s = NOW - 10000;
+    w.v[3].started_ms = S(NOW - 10000);
     w.v[3].preemptible = false;
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 0);
     assert_non_null(strstr(p.reason, "no lower-priority preemptible gangs would free enough GPUs"));
@@ -406,7 +417,7 @@ static void test_no_straddle(void **state)
     assert_int_equal(plan_for(&w, &two, 5, 0, victims, slots, &p), 1);
     assert_int_equal(p.nvictims, 2);
     assert_true(has_victim(&p, 1) && has_victim(&p, 2));
-    assert_int_equal(p.lost_gpu_s, 160);
+    assert_int_equal(p.lost_gpu_ms, S(160));
     assert_int_equal(p.candidates, 3);
     /* Spot only: s1 is free, fits now. */
     spot.ncapacity = 1;
@@ -479,7 +490,7 @@ static void test_reasons_and_errors(void **state)
     p.victims = victims;
     p.slots = slots;
     big.tasks = 2;
-    assert_int_equal(sched_preempt_plan(w.c, &big, 5, NOW, 0, w.v, 2, &p, &err), -1);
+    assert_int_equal(sched_preempt_plan(w.c, &big, 5, NOW_MS, 0, w.v, 2, &p, &err), -1);
     assert_int_equal(err.code, MU_E_STATE);
     assert_non_null(strstr(err.msg, "two gangs"));
     /* A slot that is not committed. */
@@ -488,10 +499,10 @@ static void test_reasons_and_errors(void **state)
     w.gangs[1].slots[0].gpus = 0xff;
     w.v[1].req = &w.gangs[1].req;
     w.v[1].slots = w.gangs[1].slots;
-    assert_int_equal(sched_preempt_plan(w.c, &big, 5, NOW, 0, w.v, 2, &p, &err), -1);
+    assert_int_equal(sched_preempt_plan(w.c, &big, 5, NOW_MS, 0, w.v, 2, &p, &err), -1);
     assert_non_null(strstr(err.msg, "not committed"));
     p.slots = NULL;
-    assert_int_equal(sched_preempt_plan(w.c, &big, 5, NOW, 0, w.v, 1, &p, &err), -1);
+    assert_int_equal(sched_preempt_plan(w.c, &big, 5, NOW_MS, 0, w.v, 1, &p, &err), -1);
     assert_int_equal(err.code, MU_E_INVAL);
     sched_cluster_free(w.c);
 }
@@ -537,7 +548,7 @@ static void test_greedy_many(void **state)
     assert_int_equal(p.candidates, 256);
     assert_false(p.exact);
     assert_int_equal(p.nvictims, 16);
-    assert_int_equal(p.lost_gpu_s, opt);
+    assert_int_equal(p.lost_gpu_ms, S(opt));
     assert_true(p.placements <= 512);
     sched_cluster_free(w.c);
 }
@@ -579,8 +590,8 @@ static int random_world(struct world *w, int nnodes, int ngangs)
         v->slots = g->slots;
         v->priority = rnd(4);
         v->preemptible = rnd(5) != 0;
-        v->started_s = NOW - 1 - rnd(3000);
-        v->checkpoint_s = rnd(3) == 0 ? NOW - rnd(3000) : 0;
+        v->started_ms = NOW_MS - 1000 - rnd(3000000); /* ms apart: no ties by the second */
+        v->checkpoint_ms = rnd(3) == 0 ? NOW_MS - rnd(3000000) : 0;
         v->grace_s = rnd(60);
         v->end_s = NOW + 100000; /* waiting never wins here */
         w->n++;
@@ -597,7 +608,8 @@ static int64_t brute(struct world *w, const struct sched_request *r, int64_t pri
     struct sched_slot slots[8];
     char reason[SCHED_REASON_MAX];
     for (int i = 0; i < w->n; i++) {
-        if (w->v[i].preemptible && w->v[i].priority < prio && NOW - w->v[i].started_s >= min_run)
+        if (w->v[i].preemptible && w->v[i].priority < prio
+            && NOW_MS - w->v[i].started_ms >= S(min_run))
             elig[ne++] = i;
     }
     for (uint32_t m = 1; m < (uint32_t)1 << ne; m++) {
@@ -605,7 +617,7 @@ static int64_t brute(struct world *w, const struct sched_request *r, int64_t pri
         int ok;
         for (int j = 0; j < ne; j++) {
             if (m & (1u << j))
-                cost += sched_preempt_lost_gpu_s(&w->v[elig[j]], NOW);
+                cost += sched_preempt_lost_gpu_ms(&w->v[elig[j]], NOW_MS);
         }
         if (best >= 0 && cost >= best)
             continue;
@@ -657,15 +669,15 @@ static void random_rounds(int rounds, int nnodes, int ngangs, bool expect_exact)
             assert_int_equal(rc, 0);
         } else {
             assert_int_equal(rc, 1);
-            assert_true(p.lost_gpu_s >= opt);
+            assert_true(p.lost_gpu_ms >= opt);
             if (expect_exact && p.candidates <= SCHED_PREEMPT_EXACT_MAX) {
-                if (p.lost_gpu_s != opt)
+                if (p.lost_gpu_ms != opt)
                     fail_msg("round %d: plan loses %lld, optimum %lld", round,
-                             (long long)p.lost_gpu_s, (long long)opt);
+                             (long long)p.lost_gpu_ms, (long long)opt);
                 assert_true(p.exact);
             }
             plans++;
-            optimal += p.lost_gpu_s == opt;
+            optimal += p.lost_gpu_ms == opt;
             greedy += p.candidates > SCHED_PREEMPT_EXACT_MAX;
         }
         sched_cluster_free(w.c);
