@@ -31,8 +31,8 @@ sleep 1
 young=$(submit_json "$(spec young young 0)")
 wait_for "young running" 10 job_state_is "$young" RUNNING
 wait_for "saved has a checkpoint" 10 '[ -n "$(rcli HGET "muster:job:'"$saved"'" last_checkpoint)" ]'
-# The planner counts whole seconds: give "young" a few seconds of uncheckpointed work, so that
-# its loss (>= 2 s x 8 GPUs) is clearly above "saved"'s (< 1 s since its last checkpoint).
+# Give "young" a few seconds of uncheckpointed work, so that its loss (>= 2 s x 8 GPUs) is
+# clearly above "saved"'s (< 1 s since its last checkpoint) however busy the machine is.
 sleep 3
 
 high=$(submit_json '{"name":"high","priority":5,"tasks":1,"gpus_per_task":8,"command":["true"]}')
