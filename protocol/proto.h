@@ -80,6 +80,7 @@ struct proto_task_ref {
     int pid;       /* process group leader while running */
     int exit_code; /* when EXITED and signal == 0 */
     int signal;    /* terminating signal, 0 if it exited */
+    bool fenced;   /* EXITED after its worker's self-fencing stopped it (not the task's doing) */
 };
 
 /*

@@ -121,11 +121,11 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
     }
     if (first_gone >= 0) {
         char id[QUEUE_JOB_ID_MAX];
-        /* Lost tasks end the attempt first (not counted); then exits, as they would have.
-         * d_job_task_exited may finish and forget j: look it up again after each call. */
+        /* Lost and fenced tasks end the attempt first (not counted); then exits, as they would
+         * have.  d_job_task_exited may finish and forget j: look it up again after each call. */
         mu_strlcpy(id, j->id, sizeof(id));
         for (int t = 0; t < j->spec.tasks; t++) {
-            if (j->tasks[t].gone && j->tasks[t].lost) {
+            if (j->tasks[t].gone && (j->tasks[t].lost || j->tasks[t].fenced)) {
                 d_job_task_exited(d, j, t,
                                   j->tasks[t].node >= 0 ? d_node_name(d, j->tasks[t].node)
                                                         : "(not back)");
@@ -134,7 +134,7 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
             }
         }
         for (int t = 0; t < j->spec.tasks; t++) {
-            if (j->tasks[t].gone && !j->tasks[t].lost) {
+            if (j->tasks[t].gone && !j->tasks[t].lost && !j->tasks[t].fenced) {
                 d_job_task_exited(d, j, t, d_node_name(d, j->tasks[t].node));
                 if (attempt_over(d, id, j))
                     return;

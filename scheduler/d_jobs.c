@@ -975,6 +975,7 @@ void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
     task->gone = true;
     task->acked = true; /* the worker had it */
     task->lost = r->state == PROTO_TASK_LOST;
+    task->fenced = r->state == PROTO_TASK_EXITED && r->fenced;
     task->held = true;
     task->exit_code = r->state == PROTO_TASK_EXITED ? r->exit_code : 0;
     task->signal = r->state == PROTO_TASK_EXITED ? r->signal : 0;
@@ -992,6 +993,13 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
     }
     if (task->lost) {
         (void)mu_snprintf(why, sizeof(why), "task %d vanished from node %s", t, node_name);
+        d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->fenced) {
+        /* Whatever its exit said (a checkpoint and exit 0 included), the work is not done. */
+        (void)mu_snprintf(why, sizeof(why),
+                          "task %d on node %s was stopped by the node's self-fencing (no word "
+                          "from the scheduler for node_lost_after_s)",
+                          t, node_name);
         d_job_attempt_end(d, j, false, 0, why);
     } else if (task->signal) {
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t, node_name,

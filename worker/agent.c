@@ -602,6 +602,7 @@ static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wr
     t->ref.state = PROTO_TASK_EXITED;
     t->ref.exit_code = x->signal ? 0 : x->exit_code;
     t->ref.signal = x->signal;
+    t->ref.fenced = t->fenced; /* however it ended, we stopped it: not the task's failure */
     t->exit_order = ++a->exit_counter;
     t->kill_at_ms = 0;
     t->term_at_ms = 0;

@@ -6,6 +6,9 @@
 #  2. A gang being preempted (checkpoint signal sent, checkpoint not written yet) is adopted and
 #     its stop carried on: it checkpoints, goes back to PENDING as attempt 2, the preemptor runs,
 #     and attempt 2 resumes from the checkpoint.
+#  3. musterd stays down longer than the lease: the workers fence their tasks (checkpoint
+#     signal, then SIGTERM).  After the restart the gangs are requeued, not failed, whatever
+#     their exit said (a killed task, and one that checkpointed and exited 0), and resume.
 source "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -84,3 +87,24 @@ for r in 0 1; do
 done
 grep -q "job=$low attempt=1 adopted after the restart (PREEMPTING)" "$T/musterd.log" || fail "no adoption logged"
 ok "a gang caught mid-preemption was adopted, checkpointed, and resumed from it as attempt 2; the preemptor ran"
+
+# ---- 3: down longer than the lease (node_lost_after_s = 5 s) ----
+plain=$(submit_json "{\"name\":\"plain\",\"max_retries\":0,\"tasks\":1,\"gpus_per_task\":8,\"command\":\"[ \$MUSTER_ATTEMPT = 1 ] || exit 0; exec sleep 300\"}")
+train="$MUSTER_SRC/tests/integration/tasks/train.sh"
+mkdir -p "$T/out"
+ck=$(submit_json "{\"name\":\"ck\",\"max_retries\":0,\"tasks\":1,\"gpus_per_task\":8,\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_s\":5},\"command\":[\"$train\",\"$T/out\",\"150\"]}")
+wait_for "plain and ck running" 10 'job_state_is "$plain" RUNNING && job_state_is "$ck" RUNNING'
+kill -9 "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null || true
+wait_for "both workers fenced" 15 'grep -q SELF-FENCING "$T/worker-n1.log" && grep -q SELF-FENCING "$T/worker-n2.log"'
+wait_for "ck checkpointed on the fencing signal" 10 '[ -s "$T/out/signal.0" ]'
+sleep 1 # plain's SIGTERM lands
+start_musterd "$CONFIG"
+wait_for "plain succeeded" 30 job_state_is "$plain" SUCCEEDED
+wait_for "ck succeeded" 30 job_state_is "$ck" SUCCEEDED
+for j in "$plain" "$ck"; do
+    [ "$(rcli HGET "muster:job:$j" attempt)" = 2 ] || fail "job $j attempt $(rcli HGET "muster:job:$j" attempt)"
+done
+grep -q "attempt 2 resumed from" "$T/out/resume.0" || fail "ck did not resume from its checkpoint"
+rcli XRANGE muster:events - + | has "stopped by the node's self-fencing" || fail "no event says why"
+ok "after an outage longer than the lease the fenced gangs were requeued (max_retries 0), not failed, and ck resumed"

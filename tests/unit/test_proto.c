@@ -57,6 +57,7 @@ static void ref_fill(struct proto_task_ref *r, int i)
     r->pid = 1000 + i;
     r->exit_code = -3 - i; /* signed field: a negative value must survive */
     r->signal = (i % 60) + 1;
+    r->fenced = i % 2 == 0; /* set and unset both survive */
 }
 
 static void ref_check(const struct proto_task_ref *r, int i)
@@ -70,6 +71,7 @@ static void ref_check(const struct proto_task_ref *r, int i)
     assert_int_equal(r->pid, 1000 + i);
     assert_int_equal(r->exit_code, -3 - i);
     assert_int_equal(r->signal, (i % 60) + 1);
+    assert_int_equal(r->fenced, i % 2 == 0);
 }
 
 /* Sets every field of m (n entries in each heap array, capped per array). */
