@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterctl hold ID: asks musterd to keep a pending job from starting, through the control stream
+ * musterctl hold ID: asks musterd to keep a job from starting, through the control stream
  * (cmd "hold", arg the job).  The job is looked up first so that a typo fails here instead of
  * being queued; musterd applies the command and reports it on the events stream.
  */

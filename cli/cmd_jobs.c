@@ -33,7 +33,10 @@ static int jobs_row(struct ctl_table *t, const cJSON *job, uint64_t now_ms)
                    (long long)ctl_json_int(job, "gpus_per_task", 1));
     ctl_format_age(now_ms, (uint64_t)ctl_json_int(job, "submitted_at", (int64_t)now_ms), age,
                    sizeof(age));
-    if (strcmp(state, "PENDING") == 0)
+    if (ctl_json_int(job, "held", 0) != 0 && !ctl_state_is_final(state))
+        reason = strcmp(state, "PENDING") == 0 ? "held: 'musterctl release ID' lets it start"
+                                               : "held: not restarted if it is requeued";
+    else if (strcmp(state, "PENDING") == 0)
         reason = ctl_json_text(job, "reason", b[1], sizeof(b[1]));
     else if (strcmp(state, "FAILED") == 0 || strcmp(state, "REJECTED") == 0)
         reason = ctl_json_text(job, "error", b[1], sizeof(b[1]));

@@ -105,7 +105,8 @@ const struct ctl_cmd ctl_commands[] = {
     { "submit", ctl_cmd_submit, "submit a job (spec file or flags)",
       "FILE|- | [OPTIONS] -- COMMAND [ARG...]",
       "Submits a job and prints its id.  With FILE (or - for standard input) the JSON job spec "
-      "(DESIGN §3) is checked to be a JSON object of at most 1 MiB and appended unchanged.  "
+      "(README, \"The job spec\") is checked to be a JSON object of at most 1 MiB and appended "
+      "unchanged.  "
       "Otherwise the options build the spec and the words after -- are the command's argv, e.g. "
       "'musterctl submit --tasks 4 --gpus-per-task 8 --queue research -- python train.py'.  "
       "A spec with an idempotency key is submitted atomically: when the key is already taken, "
@@ -169,8 +170,11 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
       "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1, CTL_ARG_NODE },
-    { "hold", ctl_cmd_hold, "hold a pending job", "ID",
-      "Asks musterd not to start job ID until it is released.", NULL, 1, 1, CTL_ARG_JOB },
+    { "hold", ctl_cmd_hold, "keep a job from starting until released", "ID",
+      "Asks musterd not to start job ID until it is released.  A pending job stays pending (the "
+      "jobs table says 'held'); a running job keeps running, but is not started again if it is "
+      "requeued.",
+      NULL, 1, 1, CTL_ARG_JOB },
     { "release", ctl_cmd_release, "release a held job", "ID",
       "Asks musterd to consider held job ID for placement again.", NULL, 1, 1, CTL_ARG_JOB },
     { "keygen", ctl_cmd_keygen, "make a CURVE key pair for musterd or a worker", "[--out PREFIX]",

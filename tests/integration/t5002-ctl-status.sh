@@ -103,6 +103,15 @@ wait_for "two frames" 10 '[ "$(grep -c "^QUEUES" "$T/top.live")" -ge 2 ]'
 stop_pid "$top_pid"
 ok "top --once, top -o json and top without a terminal"
 
+# ---- hold shows in the jobs table -----------------------------------------------------------
+expect_rc 0 ctl hold "$pend_id"
+wait_for "job $pend_id held" 10 '[ "$(rcli HGET "${P}job:$pend_id" held)" = 1 ]'
+expect_rc 0 ctl jobs --state PENDING
+grep -qE "^$pend_id .* held: 'musterctl release ID' lets it start" "$T/out" || fail "jobs: held not shown: $(cat "$T/out")"
+expect_rc 0 ctl release "$pend_id"
+wait_for "job $pend_id released" 10 '[ "$(rcli HGET "${P}job:$pend_id" held)" = 0 ] || [ -z "$(rcli HGET "${P}job:$pend_id" held)" ]'
+ok "a held job says so in the jobs table; release clears it"
+
 # ---- colour only on a terminal and without NO_COLOR (script(1) gives a pty) ------------------
 if command -v script >/dev/null 2>&1; then
     script -qfec "$MUSTER_BIN/musterctl --redis $MUSTER_REDIS_URL top --once" /dev/null >"$T/tty.out"
