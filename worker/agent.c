@@ -1574,11 +1574,13 @@ static int identity_setup(struct wrk_agent *a, const struct wrk_config *cfg, str
             return mu_errf(err, MU_E_USAGE, "--run-as '%s' is root: add --allow-root to mean it",
                            cfg->run_as);
     }
-    if (a->is_root)
+    if (a->is_root && !a->run_as.name[0] && !a->allow_root)
+        mu_log(MU_LOG_WARN, MOD,
+               "node=%s running as root without --run-as or --allow-root: tasks are refused%s",
+               a->node, a->nallow > 0 ? " unless --allow-user lists the job's user" : "");
+    else if (a->is_root)
         mu_log(MU_LOG_INFO, MOD, "node=%s running as root: tasks run as %s%s%s", a->node,
-               a->run_as.name[0] ? a->run_as.name
-               : a->allow_root   ? "root"
-                                 : "nobody (refused)",
+               a->run_as.name[0] ? a->run_as.name : "root",
                a->nallow > 0 ? ", or the job's user when --allow-user lists it" : "",
                a->allow_root && a->run_as.name[0] ? " (root allowed)" : "");
     return 0;
