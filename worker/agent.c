@@ -85,6 +85,7 @@ struct wrk_task {
     uint64_t resend_at_ms;  /* monotonic: EXITED and not acknowledged: TASK_STATUS again then */
     uint32_t resend_gap_ms; /* the wait before that */
     char *ckpt_last;        /* owned: the last checkpoint path reported, or NULL */
+    uint64_t ckpt_at_ms;    /* wall ms it was written */
 };
 
 /* A user tasks run as. */
@@ -244,7 +245,7 @@ static void rec_path(const struct wrk_agent *a,
 /* Deletes a task's record files: the scheduler has its exit, nobody needs them again. */
 static void rec_remove(const struct wrk_agent *a, const struct proto_task_ref *ref)
 {
-    static const char *const suffixes[] = { ".json", ".exit", ".json.tmp", ".exit.tmp" };
+    static const char *const suffixes[] = { ".json", ".exit", ".json.tmp", ".exit.tmp", ".fenced" };
     char path[PROTO_PATH_MAX + 32];
 
     for (size_t i = 0; i < MU_ARRAY_LEN(suffixes); i++) {
@@ -253,6 +254,29 @@ static void rec_remove(const struct wrk_agent *a, const struct proto_task_ref *r
             mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d cannot remove '%s': %s", ref->job,
                    ref->task, ref->attempt, path, strerror(errno));
     }
+}
+
+/* Self-fencing stopped t: <record>.fenced says so to a restarted worker too. */
+static void rec_mark_fenced(const struct wrk_agent *a, const struct proto_task_ref *ref)
+{
+    char path[PROTO_PATH_MAX + 32];
+    int fd;
+
+    rec_path(a, ref, ".fenced", path, sizeof(path));
+    fd = path[0] ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+    if (fd < 0) {
+        mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d cannot mark '%s': %s", ref->job,
+               ref->task, ref->attempt, path, strerror(errno));
+        return;
+    }
+    (void)close(fd);
+}
+
+static bool rec_is_fenced(const struct wrk_agent *a, const struct proto_task_ref *ref)
+{
+    char path[PROTO_PATH_MAX + 32];
+    rec_path(a, ref, ".fenced", path, sizeof(path));
+    return path[0] && access(path, F_OK) == 0;
 }
 
 static void task_remove(struct wrk_agent *a, struct wrk_task *t)
@@ -337,6 +361,17 @@ static void send_notice(struct wrk_agent *a, enum proto_type type, const struct 
     proto_msg_release(&m);
 }
 
+static void send_checkpoint(struct wrk_agent *a, const struct wrk_task *t)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, PROTO_CHECKPOINT_DONE);
+    m.task = t->ref;
+    mu_strlcpy(m.path, t->ckpt_last, sizeof(m.path));
+    m.at_ms = t->ckpt_at_ms;
+    agent_send(a, &m);
+    proto_msg_release(&m);
+}
+
 /* The tasks for HELLO: every running one, then the newest exited ones, PROTO_MAX_TASKS at most. */
 static int hello_tasks(struct wrk_agent *a, struct proto_task_ref **out, struct mu_err *err)
 {
@@ -408,6 +443,12 @@ static void send_hello(struct wrk_agent *a)
         send_notice(a, PROTO_SPOT_NOTICE, &a->spot);
     if (a->have_rebalance && !a->quiet)
         send_notice(a, PROTO_REBALANCE, &a->rebalance);
+    /* Checkpoints too: one sent while no scheduler knew this node was dropped, and a restarted
+     * scheduler needs the newest to resume a gang it requeues. */
+    for (int i = 0; i < a->ntasks && !a->quiet; i++) {
+        if (a->tasks[i].ckpt_last)
+            send_checkpoint(a, &a->tasks[i]);
+    }
 }
 
 static void send_heartbeat(struct wrk_agent *a)
@@ -451,7 +492,6 @@ static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
     char file[PROTO_PATH_MAX + 128];
     char path[PROTO_PATH_MAX];
     uint64_t mtime_ms = 0;
-    struct proto_msg m;
     struct mu_err err;
     char *copy;
     int r;
@@ -491,12 +531,9 @@ static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
     }
     free(t->ckpt_last);
     t->ckpt_last = copy;
-    proto_msg_init(&m, PROTO_CHECKPOINT_DONE);
-    m.task = t->ref;
-    mu_strlcpy(m.path, path, sizeof(m.path));
-    m.at_ms = mtime_ms ? mtime_ms : mu_time_wall_ms();
-    agent_send(a, &m);
-    proto_msg_release(&m);
+    t->ckpt_at_ms = mtime_ms ? mtime_ms : mu_time_wall_ms();
+    if (!a->loading) /* else the first HELLO is followed by it (send_hello) */
+        send_checkpoint(a, t);
     mu_log(MU_LOG_INFO, MOD, "job=%s task=%d attempt=%d checkpoint '%s'", t->ref.job, t->ref.task,
            t->ref.attempt, path);
 }
@@ -769,6 +806,7 @@ static void adopt_one(struct wrk_agent *a, const char *dir, const char *name)
     t->ckpt_signal = rec.ckpt_signal;
     t->grace_s = rec.grace_s;
     t->uid = rec.uid;
+    t->fenced = rec_is_fenced(a, &t->ref);
     a->nrunning++;
     rec_path(a, &t->ref, "", base, sizeof(base));
     rec_path(a, &t->ref, ".exit", path, sizeof(path));
@@ -808,11 +846,11 @@ static void adopt_records(struct wrk_agent *a)
             /* A spec file the worker died before unlinking: nothing reads it any more. */
             (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
             (void)unlink(path);
-        } else if (has_suffix(name, ".exit")) {
-            /* An exit without a record: its record was acknowledged and removed. */
+        } else if (has_suffix(name, ".exit") || has_suffix(name, ".fenced")) {
+            /* An exit or mark without a record: its record was acknowledged and removed. */
             struct stat st;
-            size_t n = strlen(name);
-            (void)mu_snprintf(path, sizeof(path), "%s/%.*s.json", dir, (int)(n - 5), name);
+            size_t n = strlen(name) - (has_suffix(name, ".exit") ? 5 : 7);
+            (void)mu_snprintf(path, sizeof(path), "%s/%.*s.json", dir, (int)n, name);
             if (stat(path, &st) != 0 && errno == ENOENT) {
                 (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
                 (void)unlink(path);
@@ -1256,6 +1294,7 @@ static void fence(struct wrk_agent *a, uint64_t now)
         if (t->ref.state != PROTO_TASK_RUNNING || t->fenced || exit_check(a, t, false))
             continue;
         t->fenced = true;
+        rec_mark_fenced(a, &t->ref);
         n++;
         if (t->ckpt_signal > 0) {
             (void)kill(-(pid_t)t->ref.pid, t->ckpt_signal);

@@ -7,8 +7,9 @@
 #     its stop carried on: it checkpoints, goes back to PENDING as attempt 2, the preemptor runs,
 #     and attempt 2 resumes from the checkpoint.
 #  3. musterd stays down longer than the lease: the workers fence their tasks (checkpoint
-#     signal, then SIGTERM).  After the restart the gangs are requeued, not failed, whatever
-#     their exit said (a killed task, and one that checkpointed and exited 0), and resume.
+#     signal, then SIGTERM), and the workers are restarted meanwhile.  After the restart the gangs
+#     are requeued, not failed, whatever their exit said (a killed task, and one that
+#     checkpointed and exited 0), and resume from the checkpoint.
 source "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -99,6 +100,12 @@ wait "$MUSTERD_PID" 2>/dev/null || true
 wait_for "both workers fenced" 15 'grep -q SELF-FENCING "$T/worker-n1.log" && grep -q SELF-FENCING "$T/worker-n2.log"'
 wait_for "ck checkpointed on the fencing signal" 10 '[ -s "$T/out/signal.0" ]'
 sleep 1 # plain's SIGTERM lands
+# The gangs are now known only from the workers' records: fencing marks and checkpoints included.
+for n in n1 n2; do
+    kill -9 "${WORKER_PID[$n]}"
+    wait "${WORKER_PID[$n]}" 2>/dev/null || true
+    start_worker "$n" spot-a 8
+done
 start_musterd "$CONFIG"
 wait_for "plain succeeded" 30 job_state_is "$plain" SUCCEEDED
 wait_for "ck succeeded" 30 job_state_is "$ck" SUCCEEDED
