@@ -9,8 +9,9 @@
  *   acknowledgement of the exit).
  *   The scheduler may retry anything after a reconnect without starting a task twice.
  * - Exited tasks stay in the table (and in every HELLO) until the scheduler acknowledges them
- *   with a KILL, so an exit that happened while the scheduler was away is never lost; the oldest
- *   are evicted beyond WRK_MAX_EXITED.
+ *   with a KILL, which it sends once the attempt's outcome is stored, so an exit is never lost;
+ *   an unacknowledged exit is repeated (2 s, doubling to 60 s); the oldest are evicted beyond
+ *   WRK_MAX_EXITED.
  * - Epoch fencing: the highest epoch seen wins; a command from an older epoch comes from a
  *   scheduler that has been replaced and is ignored.
  * - Signals (SIGCHLD, SIGTERM, SIGINT) only write a byte to a non-blocking pipe; libzmq's
@@ -36,7 +37,8 @@
  * - Self-fencing (DESIGN §5 lease): the scheduler's HEARTBEAT carries lease_s (its
  *   node_lost_after_s, kept in <state-dir>/lease_s across restarts).  After lease_s without a
  *   word from it the worker stops its own tasks (checkpoint signal, grace, SIGTERM, SIGKILL),
- *   because by then the scheduler is about to requeue them elsewhere.
+ *   because by then the scheduler is about to requeue them elsewhere.  Their exits are marked
+ *   fenced (also in <record>.fenced), so the scheduler requeues rather than counts a failure.
  * - Identity (issue #5): a root worker runs tasks as --run-as USER, or as the job's user
  *   (MUSTER_JOB_USER in the BIND env) when --allow-user lists it, and as root only with
  *   --allow-root; the shim switches ids in the task's child before exec.
