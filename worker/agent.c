@@ -239,7 +239,8 @@ static void rec_path(const struct wrk_agent *a,
                      char *buf,
                      size_t size)
 {
-    if (wrk_taskrec_path(a->state_dir, ref->job, ref->attempt, ref->task, suffix, buf, size, NULL)
+    if (wrk_task_path(a->state_dir, "tasks", ref->job, ref->attempt, ref->task, suffix, buf, size,
+                      NULL)
         != 0)
         buf[0] = '\0';
 }
@@ -499,8 +500,8 @@ static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
     int r;
 
     mu_err_clear(&err);
-    if (wrk_task_ckpt_path(a->state_dir, t->ref.job, t->ref.attempt, t->ref.task, file,
-                           sizeof(file), &err)
+    if (wrk_task_path(a->state_dir, "ckpt", t->ref.job, t->ref.attempt, t->ref.task, "", file,
+                      sizeof(file), &err)
         != 0)
         return; /* bind_start built the same path, so it fits */
     if (t->uid >= 0) {

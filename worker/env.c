@@ -123,7 +123,9 @@ static int env_put_muster(struct env_vec *e, const struct wrk_launch *l, struct 
     const char *master = l->master_addr ? l->master_addr : "";
     const char *cuda = l->cuda_visible ? l->cuda_visible : "";
 
-    if (wrk_task_ckpt_path(l->state_dir, l->job, l->attempt, l->task, ckpt, sizeof(ckpt), err) != 0)
+    if (wrk_task_path(l->state_dir, "ckpt", l->job, l->attempt, l->task, "", ckpt, sizeof(ckpt),
+                      err)
+        != 0)
         return -1;
     if (env_putf(e, err, "MUSTER_JOB_ID=%s", l->job) != 0
         || env_putf(e, err, "MUSTER_TASK_INDEX=%d", l->task) != 0

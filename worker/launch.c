@@ -35,33 +35,6 @@
 
 extern char **environ;
 
-int wrk_task_log_path(const char *state_dir,
-                      const char *job,
-                      int attempt,
-                      int task,
-                      const char *suffix,
-                      char *buf,
-                      size_t size,
-                      struct mu_err *err)
-{
-    if (mu_snprintf(buf, size, "%s/logs/%s.%d.%d%s", state_dir, job, attempt, task, suffix) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "log path under '%s' is too long", state_dir);
-    return 0;
-}
-
-int wrk_task_ckpt_path(const char *state_dir,
-                       const char *job,
-                       int attempt,
-                       int task,
-                       char *buf,
-                       size_t size,
-                       struct mu_err *err)
-{
-    if (mu_snprintf(buf, size, "%s/ckpt/%s.%d.%d", state_dir, job, attempt, task) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "checkpoint path under '%s' is too long", state_dir);
-    return 0;
-}
-
 int wrk_mkdir_p(const char *dir, struct mu_err *err)
 {
     char path[PROTO_PATH_MAX];
@@ -155,11 +128,11 @@ static int prepare(const struct wrk_launch *l,
         return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", l->job ? l->job : "");
     if (l->argc <= 0 || !l->argv || !l->argv[0] || !l->argv[0][0])
         return mu_errf(err, MU_E_INVAL, "empty command");
-    if (wrk_task_log_path(l->state_dir, l->job, l->attempt, l->task, ".out", out_path,
-                          sizeof(out_path), err)
+    if (wrk_task_path(l->state_dir, "logs", l->job, l->attempt, l->task, ".out", out_path,
+                      sizeof(out_path), err)
             != 0
-        || wrk_task_log_path(l->state_dir, l->job, l->attempt, l->task, ".err", err_path,
-                             sizeof(err_path), err)
+        || wrk_task_path(l->state_dir, "logs", l->job, l->attempt, l->task, ".err", err_path,
+                         sizeof(err_path), err)
                != 0)
         return -1;
 
@@ -381,8 +354,8 @@ int wrk_launch_shim(const struct wrk_launch *l,
     int spec_fd = -1;
     int rc = -1;
 
-    if (wrk_taskrec_path(l->state_dir, l->job ? l->job : "", l->attempt, l->task, "", rec_base,
-                         sizeof(rec_base), err)
+    if (wrk_task_path(l->state_dir, "tasks", l->job ? l->job : "", l->attempt, l->task, "",
+                      rec_base, sizeof(rec_base), err)
         != 0)
         return -1;
     if (prepare(l, base, &p, err) != 0)

@@ -27,17 +27,19 @@
 
 #include "common/mu_banned.h"
 
-int wrk_taskrec_path(const char *state_dir,
-                     const char *job,
-                     int attempt,
-                     int task,
-                     const char *suffix,
-                     char *buf,
-                     size_t size,
-                     struct mu_err *err)
+int wrk_task_path(const char *state_dir,
+                  const char *dir,
+                  const char *job,
+                  int attempt,
+                  int task,
+                  const char *suffix,
+                  char *buf,
+                  size_t size,
+                  struct mu_err *err)
 {
-    if (mu_snprintf(buf, size, "%s/tasks/%s.%d.%d%s", state_dir, job, attempt, task, suffix) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "task record path under '%s' is too long", state_dir);
+    if (mu_snprintf(buf, size, "%s/%s/%s.%d.%d%s", state_dir, dir, job, attempt, task, suffix) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "path of %s/%s.%d.%d%s under '%s' is too long", dir, job,
+                       attempt, task, suffix, state_dir);
     return 0;
 }
 

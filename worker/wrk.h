@@ -185,24 +185,19 @@ void wrk_env_free(char **envp);
 const char *wrk_env_get(char *const *envp, const char *key);
 
 /*
- * Log and checkpoint paths for a task: "<state_dir>/logs/<job>.<attempt>.<task>.out" (suffix
- * ".out" or ".err") and "<state_dir>/ckpt/<job>.<attempt>.<task>".  MU_E_TOOBIG when too long.
+ * A task's file "<state_dir>/<dir>/<job>.<attempt>.<task><suffix>": dir "logs" (suffix ".out" or
+ * ".err"), "ckpt" (suffix "": its checkpoint file) or "tasks" (its supervisor's record: ".json",
+ * ".exit", ".fenced").  MU_E_TOOBIG when it does not fit.
  */
-int wrk_task_log_path(const char *state_dir,
-                      const char *job,
-                      int attempt,
-                      int task,
-                      const char *suffix,
-                      char *buf,
-                      size_t size,
-                      struct mu_err *err);
-int wrk_task_ckpt_path(const char *state_dir,
-                       const char *job,
-                       int attempt,
-                       int task,
-                       char *buf,
-                       size_t size,
-                       struct mu_err *err);
+int wrk_task_path(const char *state_dir,
+                  const char *dir,
+                  const char *job,
+                  int attempt,
+                  int task,
+                  const char *suffix,
+                  char *buf,
+                  size_t size,
+                  struct mu_err *err);
 
 /* Creates dir and its parents (mode 0755); an existing directory is fine. */
 int wrk_mkdir_p(const char *dir, struct mu_err *err);
@@ -248,16 +243,6 @@ struct wrk_taskexit {
     int signal;        /* terminating signal, 0 = exited */
     uint64_t ended_ms; /* wall */
 };
-
-/* "<state_dir>/tasks/<job>.<attempt>.<task><suffix>"; MU_E_TOOBIG when it does not fit. */
-int wrk_taskrec_path(const char *state_dir,
-                     const char *job,
-                     int attempt,
-                     int task,
-                     const char *suffix,
-                     char *buf,
-                     size_t size,
-                     struct mu_err *err);
 
 /* The record as one line of JSON; a heap string (free() it), NULL with err on failure. */
 char *wrk_taskrec_format(const struct wrk_taskrec *r, struct mu_err *err);

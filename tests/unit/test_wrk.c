@@ -966,7 +966,7 @@ static void test_launch_exit_code(void **state)
     assert_int_equal(WEXITSTATUS(status), 3);
 
     assert_int_equal(
-        wrk_task_log_path(dir, l.job, l.attempt, l.task, ".out", path, sizeof(path), &err), 0);
+        wrk_task_path(dir, "logs", l.job, l.attempt, l.task, ".out", path, sizeof(path), &err), 0);
     assert_non_null(strstr(path, "/logs/1732270000123-0.2.1.out"));
     text = mu_file_read(path, 4096, NULL, &err);
     assert_non_null(text);
@@ -975,7 +975,7 @@ static void test_launch_exit_code(void **state)
     assert_string_equal(text, want);
     free(text);
     assert_int_equal(
-        wrk_task_log_path(dir, l.job, l.attempt, l.task, ".err", path, sizeof(path), &err), 0);
+        wrk_task_path(dir, "logs", l.job, l.attempt, l.task, ".err", path, sizeof(path), &err), 0);
     text = mu_file_read(path, 4096, NULL, &err);
     assert_non_null(text);
     assert_string_equal(text, "oops\n");
@@ -1018,7 +1018,7 @@ static void test_launch_kill_group(void **state)
     assert_int_equal(wrk_launch_start(&l, NULL, &pid, &err), 0);
     assert_int_equal(getpgid(pid), pid);
     assert_int_equal(
-        wrk_task_log_path(dir, l.job, l.attempt, l.task, ".out", path, sizeof(path), &err), 0);
+        wrk_task_path(dir, "logs", l.job, l.attempt, l.task, ".out", path, sizeof(path), &err), 0);
     for (int i = 0; i < 500 && child == 0; i++) {
         char *text = mu_file_read(path, 4096, NULL, NULL);
         if (text && strchr(text, '\n')) {
@@ -2433,9 +2433,10 @@ static void test_taskrec_roundtrip(void **state)
         assert_int_equal(back.ckpt_signal, 0);
         assert_int_equal(back.ngpus, 0);
     }
-    assert_int_equal(wrk_taskrec_path("/s", "1-0", 2, 3, ".exit", path, sizeof(path), &err), 0);
+    assert_int_equal(wrk_task_path("/s", "tasks", "1-0", 2, 3, ".exit", path, sizeof(path), &err),
+                     0);
     assert_string_equal(path, "/s/tasks/1-0.2.3.exit");
-    assert_int_equal(wrk_taskrec_path("/s", "1-0", 2, 3, ".exit", path, 10, &err), -1);
+    assert_int_equal(wrk_task_path("/s", "tasks", "1-0", 2, 3, ".exit", path, 10, &err), -1);
     assert_int_equal(err.code, MU_E_TOOBIG);
 }
 
