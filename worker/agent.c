@@ -852,8 +852,8 @@ static void adopt_records(struct wrk_agent *a)
         } else if (has_suffix(name, ".exit") || has_suffix(name, ".fenced")) {
             /* An exit or mark without a record: its record was acknowledged and removed. */
             struct stat st;
-            size_t n = strlen(name) - (has_suffix(name, ".exit") ? 5 : 7);
-            (void)mu_snprintf(path, sizeof(path), "%s/%.*s.json", dir, (int)n, name);
+            int stem = (int)(strrchr(name, '.') - name); /* the name less its suffix */
+            (void)mu_snprintf(path, sizeof(path), "%s/%.*s.json", dir, stem, name);
             if (stat(path, &st) != 0 && errno == ENOENT) {
                 (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
                 (void)unlink(path);
