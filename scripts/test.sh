@@ -58,6 +58,11 @@ fuzz_dir=${MUSTER_FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${MUSTER_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
 say() { echo "==> $*" >&2; }
+# fail_step MSG: a build or setup step that failed: one line in the summary, one failure.
+fail_step() {
+    summary+=("$1")
+    total_failed=$((total_failed + 1))
+}
 
 if [ "${MUSTER_SKIP_DEPS:-0}" != 1 ]; then
     if ! bash scripts/deps.sh; then
@@ -78,14 +83,12 @@ run_pass() {
     local t0=$SECONDS log="$dir/ctest.log" line failed_list
     say "$name: configure $dir ($*)"
     if ! cmake -S . -B "$dir" -DMUSTER_WERROR=ON "$@"; then
-        summary+=("$name: configure FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "$name: configure FAILED"
         return
     fi
     say "$name: build $dir (-j$jobs)"
     if ! cmake --build "$dir" -j"$jobs"; then
-        summary+=("$name: build FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "$name: build FAILED"
         return
     fi
     local ctest_args=(--test-dir "$dir" --output-on-failure -j2)
@@ -106,8 +109,7 @@ run_pass() {
     elif grep -q 'No tests were found' "$log"; then
         summary+=("$name: no tests found${labels:+ with label \"$labels\"} ($((SECONDS - t0)) s)")
     else
-        summary+=("$name: ctest FAILED to run (see $log)")
-        total_failed=$((total_failed + 1))
+        fail_step "$name: ctest FAILED to run (see $log)"
     fi
 }
 
@@ -122,8 +124,7 @@ run_lint() {
     if [ "$rc" -eq 0 ]; then
         summary+=("${line:-lint: ok} ($((SECONDS - t0)) s)")
     else
-        summary+=("${line:-lint: FAILED} ($((SECONDS - t0)) s)")
-        total_failed=$((total_failed + 1))
+        fail_step "${line:-lint: FAILED} ($((SECONDS - t0)) s)"
     fi
 }
 
@@ -134,8 +135,7 @@ run_lint() {
 run_installed() {
     local dir=$1 t0=$SECONDS tmp prefix n_ok=0 n_fail=0
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-installed.XXXXXX") || {
-        summary+=("installed: mktemp FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "installed: mktemp FAILED"
         return
     }
     prefix=$tmp/prefix
@@ -187,26 +187,22 @@ run_fuzz() {
     local n_ok=0 n_fail=0 runs=0 r artifacts
     local -a names=()
     if ! command -v "$cc" >/dev/null 2>&1; then
-        summary+=("fuzz: $cc not found (hint: scripts/deps.sh installs clang-14 and libclang-rt-14-dev)")
-        total_failed=$((total_failed + 1))
+        fail_step "fuzz: $cc not found (hint: scripts/deps.sh installs clang-14 and libclang-rt-14-dev)"
         return
     fi
     say "fuzz: configure $fuzz_dir ($cc, MUSTER_FUZZ=ON, address,undefined)"
     if ! cmake -S . -B "$fuzz_dir" -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DMUSTER_FUZZ=ON -DMUSTER_SANITIZE=address,undefined -DMUSTER_WERROR=ON; then
-        summary+=("fuzz: configure FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "fuzz: configure FAILED"
         return
     fi
     say "fuzz: build $fuzz_dir --target fuzz (-j$jobs)"
     if ! cmake --build "$fuzz_dir" -j"$jobs" --target fuzz; then
-        summary+=("fuzz: build FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "fuzz: build FAILED"
         return
     fi
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-fuzz.XXXXXX") || {
-        summary+=("fuzz: mktemp FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "fuzz: mktemp FAILED"
         return
     }
     mkdir -p "$tmp/artifacts"
@@ -262,13 +258,11 @@ run_valgrind() {
     local dir=$1 t0=$SECONDS tmp src name rc n_ok=0 n_fail=0
     local -a names=()
     if ! command -v valgrind >/dev/null 2>&1; then
-        summary+=("valgrind: valgrind not found (hint: scripts/deps.sh)")
-        total_failed=$((total_failed + 1))
+        fail_step "valgrind: valgrind not found (hint: scripts/deps.sh)"
         return
     fi
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/muster-valgrind.XXXXXX") || {
-        summary+=("valgrind: mktemp FAILED")
-        total_failed=$((total_failed + 1))
+        fail_step "valgrind: mktemp FAILED"
         return
     }
     for src in tests/unit/test_*.c; do
