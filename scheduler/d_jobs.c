@@ -763,6 +763,11 @@ int64_t d_job_run_s(const struct musterd *d, const struct d_job *j)
     return j->spec.time_limit_s > 0 ? j->spec.time_limit_s : d->cfg.default_time_limit_s;
 }
 
+int64_t d_job_end_s(const struct musterd *d, const struct d_job *j)
+{
+    return (int64_t)(j->started_ms / 1000) + d_job_run_s(d, j);
+}
+
 /* The gangs that hold resources now, with their expected ends, into d->pass.running. */
 static int running_collect(struct musterd *d, int64_t now_s)
 {
@@ -776,9 +781,8 @@ static int running_collect(struct musterd *d, int64_t now_s)
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
         /* An attempt being stopped ends within the kill grace; a running one at its limit. */
-        d->pass.running[n].end_s = j->end != D_END_NONE
-                                       ? now_s + d->cfg.kill_grace_s
-                                       : (int64_t)(j->started_ms / 1000) + d_job_run_s(d, j);
+        d->pass.running[n].end_s =
+            j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
         n++;
     }
     return n;

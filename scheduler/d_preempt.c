@@ -254,8 +254,7 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms)
         v->started_ms = (int64_t)j->started_ms;
         v->checkpoint_ms = (int64_t)j->last_checkpoint_ms;
         v->grace_s = j->spec.checkpointable ? j->spec.checkpoint_grace_s : d->cfg.kill_grace_s;
-        v->end_s =
-            j->end != D_END_NONE ? now_s + v->grace_s : v->started_ms / 1000 + d_job_run_s(d, j);
+        v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : d_job_end_s(d, j);
         d->pass.victim_jobs[n++] = j;
     }
     if (n == 0)

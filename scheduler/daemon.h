@@ -241,6 +241,8 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j);
 const char *d_node_name(const struct musterd *d, int idx);
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
 int64_t d_job_run_s(const struct musterd *d, const struct d_job *j); /* time limit or default */
+int64_t d_job_end_s(const struct musterd *d,
+                    const struct d_job *j); /* its attempt's expected end */
 
 /* d_preempt.c: checkpoints, preemption and spot interruptions (DESIGN §5) */
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
