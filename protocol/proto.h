@@ -93,6 +93,9 @@ struct proto_msg {
     uint64_t seq;
     uint64_t epoch;            /* the scheduler's epoch (workers echo the last one they accepted) */
     char node[PROTO_NODE_MAX]; /* sender node name on worker messages */
+    uint64_t sent_ms;          /* the sender's monotonic clock when it sent this (0 = not given;
+                                  the scheduler sets it): a worker's lower bound of the
+                                  scheduler's clock, see expires_ms */
 
     /* HELLO */
     char pool[PROTO_NODE_MAX];
@@ -106,8 +109,11 @@ struct proto_msg {
     int ntasks;
     struct proto_task_ref *tasks; /* tasks the worker runs now */
     int heartbeat_s;              /* HEARTBEAT from the scheduler: interval the worker should use */
-    int lease_s; /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker that hears
-                    nothing for this long stops its tasks (0 = no lease) */
+    int lease_s; /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker whose lease
+                    is not renewed for this long stops its tasks (0 = no lease) */
+    uint64_t echo_ms; /* HELLO and HEARTBEAT from a worker: its monotonic clock at send; the
+                         scheduler's HEARTBEAT answer carries it back, which renews the worker's
+                         lease until echo_ms + lease_s (a stale answer renews nothing) */
 
     /* BIND, BIND_ACK, TASK_STATUS, CHECKPOINT, KILL, CHECKPOINT_DONE */
     struct proto_task_ref task;
@@ -128,10 +134,14 @@ struct proto_msg {
     char **env; /* "KEY=VALUE" */
     char workdir[PROTO_PATH_MAX];
     char resume_from[PROTO_PATH_MAX];
+    uint64_t expires_ms; /* in the scheduler's clock (sent_ms's): after this the scheduler has
+                            given the attempt up and the task must not start; 0 = no bound */
 
     /* BIND_ACK */
     bool ok;
     char error[256];
+    bool node_fault; /* !ok because of the node (identity, state dir, GPUs, lease), not the job:
+                        the scheduler avoids the node and does not count it against max_retries */
 
     /* CHECKPOINT, KILL (signal 0 = the default: SIGTERM for KILL) */
     int signal;

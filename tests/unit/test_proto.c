@@ -116,6 +116,10 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     assert_int_equal(proto_msg_set_tasks(m, ntasks, tasks, &err), 0);
     m->heartbeat_s = 5;
     m->lease_s = 30;
+    m->sent_ms = UINT64_C(987654321);
+    m->echo_ms = UINT64_C(123456789);
+    m->expires_ms = UINT64_C(987664321);
+    m->node_fault = true;
     ref_fill(&m->task, 7);
     m->world_size = 64;
     m->local_rank = 3;
@@ -165,6 +169,8 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
     assert_true(m->seq == UINT64_MAX - 1);
     assert_true(m->epoch == 42);
     assert_string_equal(m->node, "gpu-node-017.us-east-1");
+    assert_true(m->sent_ms == UINT64_C(987654321)); /* every type */
+    assert_true(m->echo_ms == (carries(type, T(HELLO) | T(HEARTBEAT)) ? UINT64_C(123456789) : 0));
     if (carries(type, T(HELLO))) {
         assert_string_equal(m->pool, "p5-spot");
         assert_string_equal(m->addr, "10.0.3.17");
@@ -237,7 +243,9 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         }
         assert_string_equal(m->workdir, "/home/u/run");
         assert_string_equal(m->resume_from, "/ckpt/step-100");
+        assert_true(m->expires_ms == UINT64_C(987664321));
     } else {
+        assert_true(m->expires_ms == 0);
         assert_int_equal(m->world_size, 0);
         assert_int_equal(m->master_port, 0);
         assert_int_equal(m->nbind_gpus, 0);
@@ -247,6 +255,7 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         assert_string_equal(m->workdir, "");
     }
     assert_int_equal(m->ok, carries(type, T(BIND_ACK) | T(HEARTBEAT)));
+    assert_int_equal(m->node_fault, carries(type, T(BIND_ACK)));
     if (carries(type, T(BIND_ACK) | T(TASK_STATUS) | T(HEARTBEAT)))
         assert_string_equal(m->error, "no such file 'train.py'");
     else
