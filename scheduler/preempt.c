@@ -932,8 +932,9 @@ static void classify(struct pctx *x, int64_t priority, int min_runtime_s)
     }
 }
 
-/* 1 when releasing every candidate lets r fit; else 0 with the reason. */
-static int all_fit(struct pctx *x, int min_runtime_s, char *reason)
+/* 1 when releasing every candidate lets r fit; else 0 with the reason (and, when too-young
+ * victims would, plan->retry_at_ms: when the first of them comes of age). */
+static int all_fit(struct pctx *x, int min_runtime_s, struct sched_preempt_plan *plan)
 {
     bool young_fits = false;
     for (int i = 0; i < x->ncand; i++)
@@ -941,11 +942,18 @@ static int all_fit(struct pctx *x, int min_runtime_s, char *reason)
     if (x->ncand > 0 && set_fits(x, x->work, x->ncand))
         return 1;
     if (x->nyoung > 0) {
+        int64_t first = INT64_MAX;
+        for (int i = 0; i < x->nyoung; i++) {
+            int64_t at = x->v[x->young[i]].started_ms + (int64_t)min_runtime_s * 1000;
+            first = at < first ? at : first;
+        }
         for (int i = 0; i < x->ncand; i++)
             x->young[x->nyoung + i] = x->cand[i].idx;
         young_fits = fits_without(x, x->young, x->nyoung + x->ncand, x->now_s);
+        if (young_fits)
+            plan->retry_at_ms = first;
     }
-    no_plan_reason(min_runtime_s, young_fits, x->nhigher, x->nfixed, reason);
+    no_plan_reason(min_runtime_s, young_fits, x->nhigher, x->nfixed, plan->reason);
     return 0;
 }
 
@@ -1075,6 +1083,7 @@ int sched_preempt_plan(struct sched_cluster *c,
     plan->lost_gpu_ms = 0;
     plan->ready_s = 0;
     plan->est_start_s = 0;
+    plan->retry_at_ms = 0;
     plan->candidates = 0;
     plan->placements = 0;
     plan->exact = false;
@@ -1096,7 +1105,7 @@ int sched_preempt_plan(struct sched_cluster *c,
     pools_usable(&x);
     classify(&x, priority, min_runtime_s);
     plan->candidates = x.ncand;
-    if (!all_fit(&x, min_runtime_s, plan->reason))
+    if (!all_fit(&x, min_runtime_s, plan))
         goto out;
     rc = -1;
     if (search(&x, &plan->exact, err) != 0)

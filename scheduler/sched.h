@@ -262,6 +262,9 @@ struct sched_preempt_plan {
                             largest victim grace_s; otherwise 0 */
     int64_t est_start_s; /* no plan because waiting is sooner (or it fits now): when the
                             preemptor would start without preemption; otherwise 0 */
+    int64_t retry_at_ms; /* no plan because the victims that would free enough are too young:
+                            when the first of them reaches min_runtime_s, so the caller can plan
+                            again then (wall clock, like now_ms); otherwise 0 */
     int candidates;      /* eligible victims that could help (the search's size) */
     int placements;      /* placements tried: the work done (bounded) */
     bool exact;          /* the plan's lost work is the proven optimum */
@@ -292,8 +295,8 @@ int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms);
  * goes once the victims are released.  Returns 0 without one and plan->reason says why: r fits
  * now; r will fit without preemption (running gangs ending by their end_s, cool-downs ending) by
  * the plan's ready_s, at plan->est_start_s; no lower-priority preemptible gangs would free
- * enough; the victims that would are too young; r cannot fit even on an idle cluster; r is
- * invalid.  Returns -1 with err on bad arguments (NULL pointers, a slot that is not committed,
+ * enough; the victims that would are too young (plan->retry_at_ms says when the first of them
+ * comes of age); r cannot fit even on an idle cluster; r is invalid.  Returns -1 with err on bad arguments (NULL pointers, a slot that is not committed,
  * two gangs holding the same GPU) or no memory.
  *
  * The cluster is left exactly as it was, generation included: the search releases candidate

@@ -353,10 +353,13 @@ static void test_only_eligible(void **state)
     v->priority = 7;
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 0);
     assert_non_null(strstr(p.reason, "victims too young (min_runtime_s 60)"));
+    /* ... and when to plan again: the young one comes of age 30 s from now. */
+    assert_true(p.retry_at_ms == S(NOW + 30));
     w.v[3].started_ms = S(NOW - 10000);
     w.v[3].preemptible = false;
     assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 0);
     assert_non_null(strstr(p.reason, "no lower-priority preemptible gangs would free enough GPUs"));
+    assert_true(p.retry_at_ms == 0);
     sched_cluster_free(w.c);
 }
 
