@@ -42,14 +42,18 @@ struct sched_fail {
     int capped_pool;   /* a pool whose max_gpus binds, or -1 */
     int cooling_pool;  /* COOLING: one of the pools cooling down */
     int64_t cooling_until_s;
-    bool global; /* best counts the whole cluster (a quick bound), not one domain */
+    int best_nodes; /* nodes that take a task in the domain counted in best (0 = not counted) */
+    bool global;    /* best counts the whole cluster (a quick bound), not one domain */
+    bool never;     /* it fails even on an idle view of today's nodes (every gang ended, every
+                       cool-down over): best is then what today's nodes hold at most */
 };
 
 /* One failed shape in the current pass: any request of the same family with at least
- * min_tasks tasks fails too (nothing is freed during a pass). */
+ * min_tasks tasks fails too (nothing is freed during a pass).  In the idle mode, whose view
+ * does not change during a pass, fits are kept too: max_fit_tasks or fewer tasks fit. */
 struct sched_memo {
     uint32_t pass; /* the pass the entry belongs to; 0 = empty */
-    int mode;      /* see pass.c: now, now with the reservation held, ever */
+    int mode;      /* see pass.c: now, now with the reservation held, ever, idle */
     int gpus_per_task;
     int cpus_per_task;
     int64_t memory_mb_per_task;
@@ -57,7 +61,8 @@ struct sched_memo {
     int ncapacity;
     enum sched_capacity capacity[2];
     int required_level;
-    int min_tasks;
+    int min_tasks;     /* INT_MAX: no failure known */
+    int max_fit_tasks; /* idle mode only; 0: no fit known */
     struct sched_fail fail;
 };
 
@@ -126,7 +131,8 @@ void sched_topo_refresh(struct sched_cluster *c);
 void sched_topo_range(const struct sched_cluster *c, int level, int d, int *start, int *end);
 int sched_topo_ndom(const struct sched_cluster *c, int level);
 
-/* The placement proper: 1 with slots, or 0 with *fail filled. */
+/* The placement proper: 1 with slots, or 0 with *fail filled.  slots NULL: only whether it
+ * fits (1 or 0 the same way), nothing packed. */
 int sched_place_in(struct sched_cluster *c,
                    const struct sched_request *r,
                    int64_t now_s,

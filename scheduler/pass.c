@@ -8,12 +8,17 @@
  * or leave the reserved GPUs (and the CPUs/memory the reservation needs there) alone; that rule
  * is the cluster's "holds", counted as used while holds_on.
  *
+ * Every job that does not fit now is also asked "would it fit on the idle view of today's
+ * nodes" (every gang ended, every cool-down over), whether or not a reservation is out: one that
+ * would not waits with a reason that says so ("cannot fit until nodes join") and blocks nobody.
+ *
  * Cost: nothing is freed during a pass, so a shape that failed stays failed.  A memo keyed by
  * the shape's family (everything but the task count and the preferred level, which never
- * changes feasibility) keeps the smallest failing task count and the reason data; the free-GPU
- * histograms give a quick bound before any scan, and "would it fit on the idle cluster" bounds
- * the reservation search.  10,000 pending jobs that cannot fit cost a hash probe each plus a few
- * searches per family, and one timeline search.  Scratch grows in the cluster, never shrinks.
+ * changes feasibility) keeps the smallest failing task count and the reason data; the idle
+ * view does not change at all during a pass, so there the largest fitting task count is kept
+ * too.  The free-GPU histograms give a quick bound before any scan.  10,000 pending jobs that
+ * cannot fit cost a few hash probes each plus a few searches per family, and one timeline
+ * search.  Scratch grows in the cluster, never shrinks.
  */
 #include "scheduler/internal.h"
 
@@ -26,7 +31,8 @@
 enum pass_mode {
     MODE_NOW = 0,  /* fits now, reservation ignored (a job that ends before it starts) */
     MODE_HELD = 1, /* fits now beside the reservation */
-    MODE_EVER = 2, /* fits once every running gang has ended */
+    MODE_EVER = 2, /* fits once the running gangs the pass knows of have ended */
+    MODE_IDLE = 3, /* fits on the idle view of today's nodes (fits are memoized too) */
 };
 
 static bool str_same(const char *a, const char *b)
@@ -34,17 +40,14 @@ static bool str_same(const char *a, const char *b)
     return strcmp(a ? a : "", b ? b : "") == 0;
 }
 
-static uint32_t family_hash(const struct sched_request *r, int mode)
+/* The hash of r's family, computed once per job; each probe mixes its mode in. */
+static uint32_t family_hash(const struct sched_request *r)
 {
     uint64_t h = 1469598103934665603ULL;
     const char *t = r->gpu_type ? r->gpu_type : "";
-    uint64_t parts[7] = { (uint64_t)r->gpus_per_task,
-                          (uint64_t)r->cpus_per_task,
-                          (uint64_t)r->memory_mb_per_task,
-                          (uint64_t)r->ncapacity,
-                          (uint64_t)r->capacity[0] * 2 + 1,
-                          (uint64_t)(r->required_level + 1),
-                          (uint64_t)mode };
+    uint64_t parts[6] = { (uint64_t)r->gpus_per_task,       (uint64_t)r->cpus_per_task,
+                          (uint64_t)r->memory_mb_per_task,  (uint64_t)r->ncapacity,
+                          (uint64_t)r->capacity[0] * 2 + 1, (uint64_t)(r->required_level + 1) };
     if (r->ncapacity > 1)
         parts[4] = parts[4] * 3 + (uint64_t)r->capacity[1];
     for (size_t i = 0; i < MU_ARRAY_LEN(parts); i++)
@@ -63,13 +66,14 @@ static bool family_same(const struct sched_memo *m, const struct sched_request *
            && m->required_level == r->required_level && str_same(m->gpu_type, r->gpu_type);
 }
 
-/* The memo slot of r's family in this pass: its entry, or the empty slot to fill (NULL when
- * the table is full: then nothing is remembered). */
+/* The memo slot of r's family (fam = family_hash(r)) in this pass: its entry, or the empty
+ * slot to fill (NULL when the table is full: then nothing is remembered). */
 static struct sched_memo *memo_slot(struct sched_cluster *c,
                                     const struct sched_request *r,
+                                    uint32_t fam,
                                     int mode)
 {
-    uint32_t h = family_hash(r, mode);
+    uint32_t h = fam ^ (uint32_t)mode * 0x9e3779b9u;
     for (uint32_t i = 0; i < 32; i++) {
         struct sched_memo *m = &c->memo[(h + i) & (SCHED_MEMO_SIZE - 1)];
         if (m->pass != c->pass_id || family_same(m, r, mode))
@@ -78,35 +82,16 @@ static struct sched_memo *memo_slot(struct sched_cluster *c,
     return NULL;
 }
 
-/* True when the memo says r fails in mode; *fail gets the reason data. */
-static bool memo_fails(struct sched_cluster *c,
-                       const struct sched_request *r,
-                       int mode,
-                       struct sched_fail *fail)
+/* r's memo entry in this pass, made empty (nothing known) if it was not there; NULL when the
+ * table is full. */
+static struct sched_memo *memo_entry(struct sched_cluster *c,
+                                     const struct sched_request *r,
+                                     uint32_t fam,
+                                     int mode)
 {
-    struct sched_memo *m = memo_slot(c, r, mode);
-    if (m && m->pass == c->pass_id && r->tasks >= m->min_tasks) {
-        *fail = m->fail;
-        return true;
-    }
-    return false;
-}
-
-static void memo_note(struct sched_cluster *c,
-                      const struct sched_request *r,
-                      int mode,
-                      const struct sched_fail *fail)
-{
-    struct sched_memo *m = memo_slot(c, r, mode);
-    if (!m)
-        return;
-    if (m->pass == c->pass_id) {
-        if (r->tasks < m->min_tasks) {
-            m->min_tasks = r->tasks;
-            m->fail = *fail;
-        }
-        return;
-    }
+    struct sched_memo *m = memo_slot(c, r, fam, mode);
+    if (!m || m->pass == c->pass_id)
+        return m;
     m->pass = c->pass_id;
     m->mode = mode;
     m->gpus_per_task = r->gpus_per_task;
@@ -117,19 +102,50 @@ static void memo_note(struct sched_cluster *c,
     m->capacity[0] = r->capacity[0];
     m->capacity[1] = r->capacity[1];
     m->required_level = r->required_level;
-    m->min_tasks = r->tasks;
-    m->fail = *fail;
+    m->min_tasks = INT_MAX;
+    m->max_fit_tasks = 0;
+    return m;
+}
+
+/* True when the memo says r fails in mode; *fail gets the reason data. */
+static bool memo_fails(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       uint32_t fam,
+                       int mode,
+                       struct sched_fail *fail)
+{
+    struct sched_memo *m = memo_slot(c, r, fam, mode);
+    if (m && m->pass == c->pass_id && r->tasks >= m->min_tasks) {
+        *fail = m->fail;
+        return true;
+    }
+    return false;
+}
+
+static void memo_note(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      uint32_t fam,
+                      int mode,
+                      const struct sched_fail *fail)
+{
+    struct sched_memo *m = memo_entry(c, r, fam, mode);
+    if (m && r->tasks < m->min_tasks) {
+        m->min_tasks = r->tasks;
+        m->fail = *fail;
+    }
 }
 
 /* Tries to place r now in mode (MODE_NOW or MODE_HELD); remembers failures. */
 static int try_now(struct sched_cluster *c,
                    const struct sched_request *r,
+                   uint32_t fam,
                    int mode,
                    int64_t now_s,
                    struct sched_slot *slots,
                    struct sched_fail *fail)
 {
-    if (memo_fails(c, r, MODE_NOW, fail) || (mode == MODE_HELD && memo_fails(c, r, mode, fail)))
+    if (memo_fails(c, r, fam, MODE_NOW, fail)
+        || (mode == MODE_HELD && memo_fails(c, r, fam, mode, fail)))
         return 0;
     c->holds_on = mode == MODE_HELD;
     if (sched_place_may_fit(c, r, now_s, fail) && sched_place_in(c, r, now_s, slots, fail)) {
@@ -137,7 +153,7 @@ static int try_now(struct sched_cluster *c,
         return 1;
     }
     c->holds_on = false;
-    memo_note(c, r, mode, fail);
+    memo_note(c, r, fam, mode, fail);
     return 0;
 }
 
@@ -176,11 +192,68 @@ static int64_t event_time(const struct sched_cluster *c, int k, int64_t now_s)
 }
 
 /*
- * The earliest time r fits as running gangs end and cool-downs expire: 1 with *at_s and slots,
- * or 0 (it does not fit even then; *fail says why).  The cluster is left as it was.
+ * Whether r fits on the idle view of today's nodes: every gang ended, every cool-down over.
+ * When it does not, nothing running or cooling down will make room, and *fail (marked never)
+ * says what today's nodes hold at most.  The idle view does not change during a pass (nothing
+ * is added, and states are fixed), so fits are memoized as well as failures.  A failure also
+ * settles the whole family: its best (the most tasks one domain holds, caps applied) is exact
+ * when below the task count, so best or fewer tasks fit and more do not.  One search per shape
+ * family and pass, then a hash probe.  Nothing is packed: only the answer is wanted.  now is
+ * why r does not fit now: no ready node of its type and size is the same on the idle view.
+ */
+static bool fits_idle(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      uint32_t fam,
+                      const struct sched_fail *now,
+                      struct sched_fail *fail)
+{
+    struct sched_memo *m;
+    bool fits;
+
+    if (now->kind == SCHED_FAIL_NO_NODES) {
+        *fail = *now;
+        fail->never = true;
+        return false;
+    }
+    m = memo_slot(c, r, fam, MODE_IDLE);
+    if (m && m->pass == c->pass_id) {
+        if (r->tasks >= m->min_tasks) {
+            *fail = m->fail;
+            return false;
+        }
+        if (r->tasks <= m->max_fit_tasks)
+            return true;
+    }
+    c->idle_view = true;
+    fits = sched_place_in(c, r, INT64_MAX, NULL, fail) == 1;
+    c->idle_view = false;
+    m = memo_entry(c, r, fam, MODE_IDLE);
+    if (fits) {
+        if (m && r->tasks > m->max_fit_tasks)
+            m->max_fit_tasks = r->tasks;
+        return true;
+    }
+    fail->never = true;
+    if (m && r->tasks < m->min_tasks) {
+        m->min_tasks = r->tasks;
+        m->fail = *fail;
+        if (fail->best < r->tasks) {
+            m->min_tasks = fail->best + 1;
+            if (fail->best > m->max_fit_tasks)
+                m->max_fit_tasks = fail->best;
+        }
+    }
+    return false;
+}
+
+/*
+ * The earliest time r, which fits on the idle view (fits_idle), fits as running gangs end and
+ * cool-downs expire: 1 with *at_s and slots, or 0 (it does not fit even then: a gang the pass
+ * was not told of holds resources; *fail says why).  The cluster is left as it was.
  */
 static int reserve(struct sched_cluster *c,
                    const struct sched_request *r,
+                   uint32_t fam,
                    int nruns,
                    int64_t now_s,
                    struct sched_slot *slots,
@@ -191,16 +264,8 @@ static int reserve(struct sched_cluster *c,
     int lo = 1;
     int hi;
 
-    if (memo_fails(c, r, MODE_EVER, fail))
+    if (memo_fails(c, r, fam, MODE_EVER, fail))
         return 0;
-    /* Quick bound first: if it does not fit on the idle cluster it never will (no timeline). */
-    c->idle_view = true;
-    if (!sched_place_in(c, r, INT64_MAX, slots, fail)) {
-        c->idle_view = false;
-        memo_note(c, r, MODE_EVER, fail);
-        return 0;
-    }
-    c->idle_view = false;
     for (int i = 0; i < nruns; i++) {
         c->events[tl.nevents].t_s = c->runs[i].end_s;
         c->events[tl.nevents++].run = i;
@@ -216,7 +281,7 @@ static int reserve(struct sched_cluster *c,
     timeline_move(c, &tl, hi);
     if (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
         timeline_move(c, &tl, 0);
-        memo_note(c, r, MODE_EVER, fail);
+        memo_note(c, r, fam, MODE_EVER, fail);
         return 0;
     }
     while (lo < hi) {
@@ -326,9 +391,11 @@ int sched_pass(struct sched_cluster *c,
         const struct sched_request *r = j->req;
         struct sched_decision *d = &out[i];
         struct sched_fail fail;
+        struct sched_fail ever;
         const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
         int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
         int mode = reserved >= 0 && end_s > res_s ? MODE_HELD : MODE_NOW;
+        uint32_t fam;
 
         memset(d, 0, sizeof(*d));
         d->verdict = SCHED_WAIT;
@@ -336,7 +403,8 @@ int sched_pass(struct sched_cluster *c,
             mu_strlcpy(d->reason, bad, sizeof(d->reason));
             continue;
         }
-        if (try_now(c, r, mode, now_s, j->slots, &fail)) {
+        fam = family_hash(r);
+        if (try_now(c, r, fam, mode, now_s, j->slots, &fail)) {
             sched_cluster_commit(c, r, j->slots);
             c->runs[nruns].req = r;
             c->runs[nruns].slots = j->slots;
@@ -345,14 +413,18 @@ int sched_pass(struct sched_cluster *c,
             started++;
             continue;
         }
-        if (mode == MODE_HELD && try_now(c, r, MODE_NOW, now_s, j->slots, &fail) == 1) {
+        if (mode == MODE_HELD && try_now(c, r, fam, MODE_NOW, now_s, j->slots, &fail) == 1) {
             held_back(res_s, now_s, d); /* fits, but only on the reserved GPUs */
             continue;
         }
+        if (!fits_idle(c, r, fam, &fail, &ever)) {
+            /* Whether or not a reservation is out: it never blocks anyone, and says so. */
+            sched_fail_format(c, r, &ever, now_s, d->reason, sizeof(d->reason));
+            continue;
+        }
         if (reserved < 0) {
-            struct sched_fail ever;
             int64_t at_s = 0;
-            if (reserve(c, r, nruns, now_s, j->slots, &at_s, &ever)) {
+            if (reserve(c, r, fam, nruns, now_s, j->slots, &at_s, &ever)) {
                 char in[24];
                 reserved = i;
                 res_s = at_s;

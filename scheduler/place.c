@@ -119,10 +119,17 @@ static bool in_tier(const struct sched_cluster *c, int pos, int tier)
     return rank >= 0 && rank <= tier;
 }
 
+/* The largest domains a scan saw, for reasons. */
+struct level_best {
+    int tasks;    /* most tasks one domain holds, pool caps applied */
+    int uncapped; /* the same without pool caps */
+    int nodes;    /* nodes taking a task in the domain counted in tasks */
+};
+
 /*
  * Sizes the domains [d0, d1) of level within the tier and returns the best fit that holds
- * r->tasks, or -1.  *best and *best_unc get the most tasks any domain holds (with and without
- * pool caps).  caps_bind: some pool's cap may bind, so sums go per pool.
+ * r->tasks, or -1.  *best gets the most tasks any domain holds (with and without pool caps) and
+ * that domain's node count.  caps_bind: some pool's cap may bind, so sums go per pool.
  */
 static int scan_level(struct sched_cluster *c,
                       const struct sched_request *r,
@@ -131,8 +138,7 @@ static int scan_level(struct sched_cluster *c,
                       int d1,
                       int tier,
                       bool caps_bind,
-                      int *best,
-                      int *best_unc)
+                      struct level_best *best)
 {
     int chosen = -1;
     int64_t chosen_free = INT64_MAX;
@@ -146,12 +152,14 @@ static int scan_level(struct sched_cluster *c,
         int64_t tasks = 0;
         int64_t free_sum = 0;
         int64_t capped_tasks;
+        int nodes = 0;
         sched_topo_range(c, level, d, &start, &end);
         for (int pos = start; pos < end; pos++) {
             if (!in_tier(c, pos, tier))
                 continue;
             tasks += c->ncap[pos];
             free_sum += c->nfree[pos];
+            nodes += c->ncap[pos] > 0;
             if (caps_bind)
                 c->pool_dsum[c->npool[pos]] += c->ncap[pos];
         }
@@ -168,10 +176,12 @@ static int scan_level(struct sched_cluster *c,
             for (int pos = start; pos < end; pos++)
                 c->pool_dsum[c->npool[pos]] = 0;
         }
-        if (tasks > *best_unc)
-            *best_unc = (int)min64(tasks, INT_MAX);
-        if (capped_tasks > *best)
-            *best = (int)min64(capped_tasks, INT_MAX);
+        if (tasks > best->uncapped)
+            best->uncapped = (int)min64(tasks, INT_MAX);
+        if (capped_tasks > best->tasks) {
+            best->tasks = (int)min64(capped_tasks, INT_MAX);
+            best->nodes = nodes;
+        }
         if (capped_tasks >= r->tasks && free_sum < chosen_free) {
             chosen = d;
             chosen_free = free_sum;
@@ -341,16 +351,15 @@ static void range_size(struct sched_cluster *c,
                        int d,
                        struct sched_dom *out)
 {
-    int best = 0;
-    int best_unc = 0;
+    struct level_best best = { 0, 0, 0 };
     int64_t free_sum = 0;
     sched_topo_range(c, level, d, &out->start, &out->end);
-    (void)scan_level(c, r, level, d, d + 1, tier, caps_bind, &best, &best_unc);
+    (void)scan_level(c, r, level, d, d + 1, tier, caps_bind, &best);
     for (int pos = out->start; pos < out->end; pos++) {
         if (in_tier(c, pos, tier))
             free_sum += c->nfree[pos];
     }
-    out->tasks = best;
+    out->tasks = best.tasks;
     out->free = (int)min64(free_sum, INT_MAX);
 }
 
@@ -414,25 +423,25 @@ static int pack_fewest(struct sched_cluster *c,
     return pack(c, r, tier, &scope, 1, slots);
 }
 
-/* Tries one price tier of one capacity type; 1 with slots, or 0 (best/best_unc updated). */
+/* Tries one price tier of one capacity type; 1 with slots, or 0 (*best updated from the
+ * required level's domains).  slots NULL: whether it fits, without packing (the packer places
+ * every task whenever the sums say it can, and the preferred level never changes that). */
 static int place_tier(struct sched_cluster *c,
                       const struct sched_request *r,
                       int tier,
                       bool caps_bind,
                       struct sched_slot *slots,
-                      int *best,
-                      int *best_unc)
+                      struct level_best *best)
 {
     int lvl = r->required_level;
     int pref = r->preferred_level > lvl ? r->preferred_level : -1;
     int lo = 0;
     int hi = c->nnodes;
     int d;
-    int b = 0;
-    int bu = 0;
+    struct level_best b = { 0, 0, 0 };
 
-    if (pref >= 0) {
-        d = scan_level(c, r, pref, 0, sched_topo_ndom(c, pref), tier, caps_bind, &b, &bu);
+    if (pref >= 0 && slots) {
+        d = scan_level(c, r, pref, 0, sched_topo_ndom(c, pref), tier, caps_bind, &b);
         if (d >= 0) {
             struct sched_dom one = { 0, 0, 0, 0 };
             sched_topo_range(c, pref, d, &one.start, &one.end);
@@ -441,17 +450,20 @@ static int place_tier(struct sched_cluster *c,
         }
     }
     if (lvl >= 0) {
-        b = 0;
-        bu = 0;
-        d = scan_level(c, r, lvl, 0, sched_topo_ndom(c, lvl), tier, caps_bind, &b, &bu);
-        if (b > *best)
-            *best = b;
-        if (bu > *best_unc)
-            *best_unc = bu;
+        b = (struct level_best){ 0, 0, 0 };
+        d = scan_level(c, r, lvl, 0, sched_topo_ndom(c, lvl), tier, caps_bind, &b);
+        if (b.tasks > best->tasks) {
+            best->tasks = b.tasks;
+            best->nodes = b.nodes;
+        }
+        if (b.uncapped > best->uncapped)
+            best->uncapped = b.uncapped;
         if (d < 0)
             return 0;
         sched_topo_range(c, lvl, d, &lo, &hi);
     }
+    if (!slots)
+        return 1;
     if (pref >= 0 && pref < c->nlevels)
         return pack_fewest(c, r, tier, caps_bind, pref, lo, hi, slots);
     {
@@ -555,8 +567,7 @@ static int place_type(struct sched_cluster *c,
                       struct sched_fail *fail)
 {
     struct type_state ts;
-    int best = 0;
-    int best_unc = 0;
+    struct level_best best = { 0, 0, 0 };
 
     rank_pools(c, r, cap, now_s, &ts);
     size_nodes(c, r, &ts);
@@ -587,21 +598,23 @@ static int place_type(struct sched_cluster *c,
         if (total < r->tasks && !last)
             continue;
         if (total < r->tasks && r->required_level < 0) {
-            best = (int)total;
-            best_unc = (int)min64(total_unc, INT_MAX);
+            best.tasks = (int)total;
+            best.uncapped = (int)min64(total_unc, INT_MAX);
             break;
         }
-        if (place_tier(c, r, tier, caps_bind, slots, &best, &best_unc))
+        if (place_tier(c, r, tier, caps_bind, slots, &best))
             return 1;
         if (r->required_level < 0) {
-            best = (int)total;
-            best_unc = (int)min64(total_unc, INT_MAX);
+            best.tasks = (int)total;
+            best.uncapped = (int)min64(total_unc, INT_MAX);
         }
     }
-    if (best > fail->best)
-        fail->best = best;
-    if (best_unc > fail->best_uncapped)
-        fail->best_uncapped = best_unc;
+    if (best.tasks > fail->best) {
+        fail->best = best.tasks;
+        fail->best_nodes = best.nodes;
+    }
+    if (best.uncapped > fail->best_uncapped)
+        fail->best_uncapped = best.uncapped;
     return 0;
 }
 
@@ -680,12 +693,15 @@ struct sbuf {
 
 static void sb_str(struct sbuf *b, const char *s)
 {
+    size_t n;
     if (!b->left)
         return;
-    while (*s && b->left > 1) {
-        *b->p++ = *s++;
-        b->left--;
-    }
+    n = strlen(s);
+    if (n > b->left - 1)
+        n = b->left - 1;
+    memcpy(b->p, s, n);
+    b->p += n;
+    b->left -= n;
     *b->p = '\0';
 }
 
@@ -768,6 +784,68 @@ static void sb_caps(struct sbuf *b, const struct sched_request *r)
     }
 }
 
+/* The end of every "never" reason: nothing running or cooling down would make room. */
+#define UNTIL_NODES_JOIN " (cannot fit until nodes join)"
+
+/*
+ * A capacity failure on the idle view of today's nodes: what is largest there, or the cap that
+ * forbids it.  The words say "until nodes join" (an autoscaler may add some), not "never".
+ */
+static void sb_never(struct sbuf *b,
+                     const struct sched_cluster *c,
+                     const struct sched_request *r,
+                     const struct sched_fail *f)
+{
+    const char *lname = sched_cluster_level_name(c, r->required_level);
+
+    if (f->capped_pool >= 0 && f->best_uncapped >= r->tasks) {
+        const struct sched_pool *p = &c->pools[f->capped_pool];
+        sb_str(b, "pool ");
+        sb_str(b, p->name);
+        sb_str(b, " capped at ");
+        sb_int(b, p->max_gpus);
+        sb_str(b, " GPUs; needs ");
+        sb_shape(b, r, r->tasks, true);
+        sb_str(b, ", more than the cap allows (cannot fit until the cap is raised)");
+        return;
+    }
+    sb_str(b, "needs ");
+    sb_shape(b, r, r->tasks, true);
+    if (lname) {
+        sb_str(b, " in one ");
+        sb_str(b, lname);
+        if (f->best == 0) {
+            sb_str(b, "; no ");
+            sb_str(b, lname);
+            sb_str(b, " can take a task");
+        } else {
+            sb_str(b, "; the largest ");
+            sb_str(b, lname);
+            sb_str(b, " has ");
+            if (r->required_level < c->nlevels) {
+                sb_int(b, f->best_nodes);
+                sb_str(b, f->best_nodes == 1 ? " node (" : " nodes (");
+                sb_shape(b, r, f->best, false);
+                sb_str(b, ")");
+            } else {
+                sb_shape(b, r, f->best, false); /* one node: its size is the whole story */
+            }
+        }
+    } else {
+        sb_str(b, " on ");
+        sb_caps(b, r);
+        if (r->gpus_per_task > 0) {
+            sb_str(b, "; only ");
+            sb_shape(b, r, f->best, false);
+            sb_str(b, " exist");
+        } else {
+            sb_str(b, "; only room for ");
+            sb_shape(b, r, f->best, true);
+        }
+    }
+    sb_str(b, UNTIL_NODES_JOIN);
+}
+
 void sched_fail_format(const struct sched_cluster *c,
                        const struct sched_request *r,
                        const struct sched_fail *f,
@@ -797,6 +875,8 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, "+ GPUs");
         if (r->cpus_per_task || r->memory_mb_per_task)
             sb_str(&b, " and the CPUs/memory asked");
+        if (f->never)
+            sb_str(&b, UNTIL_NODES_JOIN);
         return;
     case SCHED_FAIL_COOLING:
         sb_str(&b, "pool ");
@@ -809,6 +889,10 @@ void sched_fail_format(const struct sched_cluster *c,
         return;
     case SCHED_FAIL_CAPACITY:
         break;
+    }
+    if (f->never) {
+        sb_never(&b, c, r, f);
+        return;
     }
     if (f->capped_pool >= 0 && f->best_uncapped >= r->tasks) {
         const struct sched_pool *p = &c->pools[f->capped_pool];

@@ -3,10 +3,12 @@
  * Placement core tests: hand-built clusters for each rule (all-or-nothing, capacity order and no
  * straddling, cheapest pool first, pool caps and cool-downs, node states and at-risk nodes,
  * topology levels required and preferred, best fit, packing, NVLink islands, reasons), the
- * scheduling pass (start in order, reservation, EASY backfill, jobs that can never fit), and
- * randomized checks: invariants after every decision (no GPU twice, a gang whole or not at all,
- * one capacity type, the required domain held), agreement with a brute-force search on tiny
- * clusters, and "backfill never touches the reservation" over random passes.
+ * scheduling pass (start in order, reservation, EASY backfill, jobs that can never fit and the
+ * "cannot fit until nodes join" reasons they get), and randomized checks: invariants after every
+ * decision (no GPU twice, a gang whole or not at all, one capacity type, the required domain
+ * held), agreement with a brute-force search on tiny clusters, "backfill never touches the
+ * reservation" over random passes, and "until nodes join" exactly when no assignment exists on
+ * the idle cluster.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -631,8 +633,160 @@ static void test_pass_never_fits_does_not_block(void **state)
     add_node(c, "n1", 0, 8, "");
     assert_int_equal(sched_pass(c, jobs, 2, NULL, 0, 0, out, NULL), 1);
     assert_int_equal(out[0].verdict, SCHED_WAIT);
-    assert_string_equal(out[0].reason, "needs 10x8 GPUs on spot or on-demand; only 2x8 free now");
+    assert_string_equal(out[0].reason, "needs 10x8 GPUs on spot or on-demand; only 2x8 exist "
+                                       "(cannot fit until nodes join)");
     assert_int_equal(out[1].verdict, SCHED_START);
+    sched_cluster_free(c);
+}
+
+static void check_slots(const struct sched_cluster *c,
+                        const struct sched_request *r,
+                        const struct sched_slot *slots);
+
+/* One row of a pass table: a pending job and what the pass must decide for it. */
+struct pass_row {
+    int tasks;
+    int gpus;
+    int cpus;
+    int ncapacity;     /* 1: spot only; 2: spot, then on-demand; -1: on-demand only */
+    const char *level; /* required level by name, or NULL */
+    const char *gpu_type;
+    int64_t run_s;
+    enum sched_verdict verdict;
+    const char *reason; /* exact; NULL for START */
+};
+
+/* Runs the rows as one pass on c (running gangs given) and checks every decision. */
+static void pass_table(struct sched_cluster *c,
+                       const struct pass_row *rows,
+                       int n,
+                       const struct sched_running *running,
+                       int nrunning)
+{
+    struct sched_request reqs[16];
+    struct sched_slot slots[16][32];
+    struct sched_pass_job jobs[16];
+    struct sched_decision out[16];
+    int want_started = 0;
+    assert_true(n <= 16);
+    for (int i = 0; i < n; i++) {
+        assert_true(rows[i].tasks <= 32);
+        reqs[i] = req(rows[i].tasks, rows[i].gpus);
+        reqs[i].cpus_per_task = rows[i].cpus;
+        reqs[i].required_level = rows[i].level ? sched_cluster_level_find(c, rows[i].level) : -1;
+        reqs[i].ncapacity = rows[i].ncapacity < 0 ? 1 : rows[i].ncapacity;
+        if (rows[i].ncapacity < 0)
+            reqs[i].capacity[0] = SCHED_ON_DEMAND;
+        reqs[i].gpu_type = rows[i].gpu_type;
+        jobs[i].req = &reqs[i];
+        jobs[i].run_s = rows[i].run_s;
+        jobs[i].slots = slots[i];
+        want_started += rows[i].verdict == SCHED_START;
+    }
+    assert_int_equal(sched_pass(c, jobs, n, running, nrunning, 0, out, NULL), want_started);
+    for (int i = 0; i < n; i++) {
+        if (out[i].verdict != rows[i].verdict)
+            fail_msg("row %d: verdict %d, want %d (%s)", i, out[i].verdict, rows[i].verdict,
+                     out[i].reason);
+        assert_true(strlen(out[i].reason) < SCHED_REASON_MAX);
+        if (rows[i].verdict == SCHED_START) {
+            check_slots(c, &reqs[i], slots[i]);
+            assert_string_equal(out[i].reason, "");
+        } else {
+            assert_string_equal(out[i].reason, rows[i].reason);
+        }
+        if (rows[i].verdict == SCHED_RESERVED)
+            check_slots(c, &reqs[i], slots[i]);
+    }
+}
+
+/*
+ * Racks r1 (4 nodes), r2 (3) and r3 (2) of 8 GPUs, spot; a1 busy until 100, b1 until 200.  The
+ * head (4x8 in one rack) gets the reservation on r1 at 100.  Behind it, every job that could not
+ * fit even with nothing running says so and names what is largest; one that merely does not fit
+ * now keeps the "free now" reason.
+ */
+static void test_pass_never_reasons(void **state)
+{
+    static const struct pass_row rows[] = {
+        { 4, 8, 0, 1, "rack", NULL, 1000, SCHED_RESERVED,
+          "waiting for reservation (est. start in 2m)" },
+        /* The head's family with one task more: the idle memo knows 4 fit, not 5. */
+        { 5, 8, 0, 1, "rack", NULL, 1000, SCHED_WAIT,
+          "needs 5x8 GPUs in one rack; the largest rack has 4 nodes (4x8) (cannot fit until "
+          "nodes join)" },
+        { 7, 8, 0, 2, "rack", NULL, 1000, SCHED_WAIT,
+          "needs 7x8 GPUs in one rack; the largest rack has 4 nodes (4x8) (cannot fit until "
+          "nodes join)" },
+        { 8, 8, 0, 1, NULL, NULL, 1000, SCHED_WAIT, "needs 8x8 GPUs on spot; only 7x8 free now" },
+        { 1, 16, 0, 2, NULL, NULL, 1000, SCHED_WAIT,
+          "no ready spot or on-demand node with 16+ GPUs (cannot fit until nodes join)" },
+        { 1, 8, 0, 2, NULL, "H100", 1000, SCHED_WAIT,
+          "no ready spot or on-demand node of type H100 with 8+ GPUs (cannot fit until nodes "
+          "join)" },
+        { 2, 8, 0, 2, "node", NULL, 1000, SCHED_WAIT,
+          "needs 2x8 GPUs in one node; the largest node has 1x8 (cannot fit until nodes join)" },
+        { 1, 8, 0, -1, NULL, NULL, 1000, SCHED_WAIT,
+          "no ready on-demand node with 8+ GPUs (cannot fit until nodes join)" },
+        { 10, 8, 0, 1, NULL, NULL, 1000, SCHED_WAIT,
+          "needs 10x8 GPUs on spot; only 9x8 exist (cannot fit until nodes join)" },
+        /* The same family with more tasks: the memo's answer, with the same largest rack. */
+        { 9, 8, 0, 2, "rack", NULL, 1000, SCHED_WAIT,
+          "needs 9x8 GPUs in one rack; the largest rack has 4 nodes (4x8) (cannot fit until "
+          "nodes join)" },
+        /* Ends before the reservation starts: backfills on r1. */
+        { 3, 8, 0, 1, "rack", NULL, 50, SCHED_START, NULL },
+        { 20, 0, 48, 1, "rack", NULL, 1000, SCHED_WAIT,
+          "needs 20 tasks in one rack; the largest rack has 4 nodes (room for 8) (cannot fit "
+          "until nodes join)" },
+        { 30, 0, 48, 1, NULL, NULL, 1000, SCHED_WAIT,
+          "needs 30 tasks on spot; only room for 18 tasks (cannot fit until nodes join)" },
+    };
+    struct sched_cluster *c = cluster(3);
+    struct sched_request one = req(1, 8);
+    struct sched_slot run0 = { 0, 0xff };
+    struct sched_slot run1 = { 4, 0xff };
+    struct sched_running running[2] = { { &one, &run0, 100 }, { &one, &run1, 200 } };
+    (void)state;
+    add_node(c, "a1", 0, 8, "z0/b0/r1");
+    add_node(c, "a2", 0, 8, "z0/b0/r1");
+    add_node(c, "a3", 0, 8, "z0/b0/r1");
+    add_node(c, "a4", 0, 8, "z0/b0/r1");
+    add_node(c, "b1", 0, 8, "z0/b0/r2");
+    add_node(c, "b2", 0, 8, "z0/b0/r2");
+    add_node(c, "b3", 0, 8, "z0/b0/r2");
+    add_node(c, "c1", 0, 8, "z0/b1/r3");
+    add_node(c, "c2", 0, 8, "z0/b1/r3");
+    sched_cluster_commit(c, &one, &run0);
+    sched_cluster_commit(c, &one, &run1);
+    pass_table(c, rows, (int)MU_ARRAY_LEN(rows), running, 2);
+    sched_cluster_free(c);
+}
+
+/* A pool cap below the gang's GPUs forbids it whatever runs: it says so and takes no
+ * reservation; a gang the cap forbids only while others run gets the reservation. */
+static void test_pass_never_cap(void **state)
+{
+    static const struct pass_row never[] = {
+        { 3, 8, 0, 1, NULL, NULL, 60, SCHED_WAIT,
+          "pool capped capped at 16 GPUs; needs 3x8 GPUs, more than the cap allows (cannot fit "
+          "until the cap is raised)" },
+        { 1, 8, 0, 1, NULL, NULL, 60, SCHED_START, NULL },
+        { 2, 8, 0, 1, NULL, NULL, 60, SCHED_RESERVED,
+          "waiting for reservation (est. start in 1m)" },
+    };
+    struct sched_pool pools[1] = { { .name = "capped",
+                                     .gpu_type = "H100",
+                                     .price_per_hour = 1.0,
+                                     .capacity = SCHED_SPOT,
+                                     .max_gpus = 16 } };
+    struct sched_cluster *c = sched_cluster_new(pools, 1, NULL, 0, NULL);
+    (void)state;
+    assert_non_null(c);
+    add_node(c, "a", 0, 8, "");
+    add_node(c, "b", 0, 8, "");
+    add_node(c, "c", 0, 8, "");
+    pass_table(c, never, (int)MU_ARRAY_LEN(never), NULL, 0);
     sched_cluster_free(c);
 }
 
@@ -733,12 +887,14 @@ struct bf_node {
     bool ok; /* ready, not at risk */
 };
 
-/* Whether some assignment of r's tasks to nodes (counts per node) exists, by enumeration. */
+/* Whether some assignment of r's tasks to nodes (counts per node) exists, by enumeration.
+ * idle: pool caps count nothing in use (bn then gives whole nodes). */
 static bool brute_force(const struct sched_cluster *c,
                         const struct sched_request *r,
                         const struct bf_node *bn,
                         int nnodes,
-                        int64_t now_s)
+                        int64_t now_s,
+                        bool idle)
 {
     int counts[8];
     for (int ci = 0; ci < r->ncapacity; ci++) {
@@ -776,7 +932,7 @@ static bool brute_force(const struct sched_cluster *c,
             }
             for (int p = 0; p < sched_cluster_pool_count(c) && ok; p++) {
                 int cap = sched_cluster_pool(c, p)->max_gpus;
-                if (cap > 0 && pool_gpus[p] > cap - sched_cluster_pool_gpus_used(c, p))
+                if (cap > 0 && pool_gpus[p] > cap - (idle ? 0 : sched_cluster_pool_gpus_used(c, p)))
                     ok = false;
             }
             if (ok)
@@ -891,7 +1047,7 @@ static void test_random_brute_force(void **state)
                 bn[n].free_cpus = sp->cpus;
                 bn[n].free_mb = sp->memory_mb;
             }
-            want = brute_force(c, &r, bn, nnodes, now_s);
+            want = brute_force(c, &r, bn, nnodes, now_s, false);
             got = sched_place(c, &r, now_s, s, reason, sizeof(reason));
             if (got)
                 check_slots(c, &r, s);
@@ -1023,15 +1179,46 @@ static void check_reservation(struct sched_cluster *c,
 }
 
 /*
+ * A waiting job's reason says "cannot fit until" exactly when no assignment exists with every
+ * node idle and every cool-down over (brute force; small clusters only).  Returns 1 for such a
+ * job, else 0.
+ */
+static int check_never(const struct sched_cluster *c,
+                       int nnodes,
+                       const struct sched_request *r,
+                       const struct sched_decision *d)
+{
+    struct bf_node bn[6];
+    bool fits;
+    bool says_never = strstr(d->reason, "(cannot fit until") != NULL;
+    if (nnodes > 6)
+        return 0;
+    for (int n = 0; n < nnodes; n++) {
+        const struct sched_node_spec *sp = sched_cluster_node_spec(c, n);
+        bn[n].free_gpus = sp->ngpus;
+        bn[n].free_cpus = sp->cpus;
+        bn[n].free_mb = sp->memory_mb;
+        bn[n].pool = sp->pool;
+        bn[n].ok = sched_cluster_node_state(c, n) == SCHED_NODE_READY
+                   && !sched_cluster_node_is_at_risk(c, n);
+    }
+    fits = brute_force(c, r, bn, nnodes, INT64_MAX, true);
+    if (fits == says_never)
+        fail_msg("verdict %d, idle brute force says %d: %s", d->verdict, fits, d->reason);
+    return !fits;
+}
+
+/*
  * Random passes: started gangs are valid and committed; nothing started in the pass that runs
  * past the reserved start touches a reserved GPU; the reservation fits once the gangs that end
- * by then are gone.
+ * by then are gone; "until nodes join" exactly for the jobs that fit nowhere on the idle cluster.
  */
 static void test_random_pass(void **state)
 {
     enum { NP = 12, NR = 16 };
     int reservations = 0;
     int started_total = 0;
+    int nevers = 0;
     (void)state;
     for (int round = 0; round < 400; round++) {
         int cpus_used[12];
@@ -1073,6 +1260,7 @@ static void test_random_pass(void **state)
                 check_slots(c, &preq[i], pslots[i]);
             else
                 assert_true(out[i].reason[0] != '\0');
+            nevers += check_never(c, nnodes, &preq[i], &out[i]);
             if (out[i].verdict == SCHED_RESERVED) {
                 assert_int_equal(res, -1); /* one reservation per pass */
                 res = i;
@@ -1086,6 +1274,7 @@ static void test_random_pass(void **state)
     }
     assert_true(reservations > 20);
     assert_true(started_total > 200);
+    assert_true(nevers > 100);
 }
 
 int main(void)
@@ -1107,6 +1296,8 @@ int main(void)
         cmocka_unit_test(test_pass_reservation_backfill),
         cmocka_unit_test(test_pass_never_fits_does_not_block),
         cmocka_unit_test(test_pass_memo_reasons),
+        cmocka_unit_test(test_pass_never_reasons),
+        cmocka_unit_test(test_pass_never_cap),
         cmocka_unit_test(test_random_brute_force),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_random_pass),
