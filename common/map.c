@@ -2,7 +2,8 @@
 /*
  * A small open-addressing hash map from strings to borrowed pointers, for the daemons' tables
  * (jobs by id, nodes by name).  Linear probing with tombstones; grows at 50 % load so probes
- * stay short.  Keys are copied; values are the caller's.
+ * stay short.  Keys are copied; values are the caller's.  The read-only calls and mu_map_free
+ * take NULL as an empty map, so cleanup code need not know how far its setup got.
  */
 #include "common/mu.h"
 
@@ -146,12 +147,13 @@ void *mu_map_remove(struct mu_map *m, const char *key)
 
 size_t mu_map_count(const struct mu_map *m)
 {
-    return m->count;
+    return m ? m->count : 0;
 }
 
 void *mu_map_next(const struct mu_map *m, size_t *pos)
 {
-    while (*pos < m->cap) {
+    /* NULL-safe like mu_map_free: a daemon's cleanup walks its maps whatever setup reached. */
+    while (m && *pos < m->cap) {
         const struct mu_map_slot *s = &m->slots[(*pos)++];
         if (s->key && s->key != tombstone)
             return s->value;

@@ -130,7 +130,12 @@ char *mu_file_read(const char *path, size_t max_bytes, size_t *len_out, struct m
 
 struct mu_map;
 
-/* An empty map; free with mu_map_free (which frees the copied keys, not the values). */
+/*
+ * An empty map; free with mu_map_free (which frees the copied keys, not the values).
+ * mu_map_free, mu_map_count and mu_map_next take m == NULL as an empty map (nothing to free, 0,
+ * no values), so a cleanup path may walk and free a map its setup never created.  The other
+ * calls need a map from mu_map_new.
+ */
 struct mu_map *mu_map_new(void);
 void mu_map_free(struct mu_map *m);
 /* Stores value under a copy of key, replacing any old value. */
@@ -139,10 +144,12 @@ int mu_map_put(struct mu_map *m, const char *key, void *value, struct mu_err *er
 void *mu_map_get(const struct mu_map *m, const char *key);
 /* Removes key; returns its value or NULL. */
 void *mu_map_remove(struct mu_map *m, const char *key);
+/* How many keys m holds; 0 for NULL. */
 size_t mu_map_count(const struct mu_map *m);
 /*
- * Iteration: start with *pos = 0; returns the next value and advances *pos, NULL at the end.
- * Removing the returned key during iteration is allowed; adding keys is not.
+ * Iteration: start with *pos = 0; returns the next value and advances *pos, NULL at the end
+ * (at once for m == NULL).  Removing the returned key during iteration is allowed; adding keys
+ * is not.
  */
 void *mu_map_next(const struct mu_map *m, size_t *pos);
 

@@ -236,6 +236,12 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     return d_jobs_recover(d, err);
 }
 
+/*
+ * Frees whatever setup got to, in reverse order: d starts zeroed and every step here is NULL-safe
+ * (the job maps included, see mu_map_next), so this is correct after a failure at any step of
+ * setup as well as after d_run.  The sockets close before zmq_ctx_term, which would otherwise
+ * wait for them for ever.
+ */
 static void teardown(struct musterd *d)
 {
     d_metrics_stop(d);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Hostile input (issue #5): malformed frames on musterd's ZeroMQ port, absurd job specs through
 # XADD and configs full of mistakes.  Each gets a clear error (REJECTED with `error`, a decode
-# error, or `musterd --check-config` exiting 1 with the key path), the log stays rate-limited,
-# and musterd keeps working: the worker stays registered, a valid job still runs afterwards, and
-# musterd's RSS does not balloon.
+# error, or musterd, with and without --check-config, exiting 1 with the key path, never of a
+# signal), the log stays rate-limited, and musterd keeps working: the worker stays registered, a
+# valid job still runs afterwards, and musterd's RSS does not balloon.
 source "$(dirname "$0")/lib.sh"
 
 HOSTILE=${MUSTER_HOSTILE_ZMQ:-$MUSTER_BIN/hostile_zmq}
@@ -164,6 +164,17 @@ else
 fi
 
 # ---- 4. configs full of mistakes ---------------------------------------------------------------
+# run_bad_config PATTERN FILE: musterd started for real on a bad config exits exactly 1 with
+# PATTERN, never of a signal (it used to segfault in its cleanup after the message, issue #10).
+# The output goes to a .log so that lib.sh fails the test on a sanitizer report (a leak).
+nrun=0
+run_bad_config() {
+    local rc=0 log=$T/bad-config-run-$((++nrun)).log
+    timeout 60 "$MUSTER_BIN/musterd" --config "$2" --redis "$MUSTER_REDIS_URL" \
+        --bind "tcp://127.0.0.1:$(free_port)" >"$log" 2>&1 || rc=$?
+    [ "$rc" -eq 1 ] || fail "musterd on $2 exited $rc (want 1, never >= 128): $(head -c 2000 "$log")"
+    grep -qi -- "$1" "$log" || fail "musterd on $2: '$(cat "$log")' lacks '$1'"
+}
 check_config() { # PATTERN JSON: musterd --check-config exits 1 with PATTERN on stderr
     local rc=0 out
     printf '%s' "$2" >"$T/bad-config.json"
@@ -172,6 +183,7 @@ check_config() { # PATTERN JSON: musterd --check-config exits 1 with PATTERN on 
     grep -qi -- "$1" <<<"$out" || fail "--check-config on '$2': '$out' lacks '$1'"
     [ "$(wc -l <<<"$out")" -le 3 ] || fail "--check-config: more than 3 lines for one mistake: $out"
     echo "# check-config: $out"
+    run_bad_config "$1" "$T/bad-config.json"
 }
 check_config "capacity" '{"pools":[{"name":"a","capacity":"spt","gpus_per_node":-3}],"heartbeat_s":"x","bogus":1}'
 check_config "JSON" '{"pools":[{"name":"a",}]'
@@ -188,6 +200,7 @@ check_file() { # PATTERN FILE: the same for a config that cannot go through a sh
     [ "$rc" -eq 1 ] || fail "--check-config on $2 exited $rc (want 1): $out"
     grep -qi -- "$1" <<<"$out" || fail "--check-config on $2: '$out' lacks '$1'"
     echo "# check-config: $out"
+    run_bad_config "$1" "$2"
 }
 printf '\0\1\2garbage' >"$T/binary-config.json"
 check_file "JSON" "$T/binary-config.json"
@@ -198,5 +211,5 @@ check_file "pools" "$T/many-pools.json"
 printf '{"x":%s1%s}' "$(rep 10000 '[')" "$(rep 10000 ']')" >"$T/deep-config.json"
 check_file "" "$T/deep-config.json"
 check_file "cannot open" "$T/no-such-config.json"
-ok "configs full of mistakes: --check-config exits 1 with the key path"
+ok "configs full of mistakes: musterd and --check-config exit 1 with the key path"
 kill -0 "$MUSTERD_PID" || fail "musterd died"
