@@ -279,7 +279,8 @@ static int reserve(struct sched_cluster *c,
     qsort(c->events, (size_t)tl.nevents, sizeof(*c->events), event_cmp);
     hi = tl.nevents;
     timeline_move(c, &tl, hi);
-    if (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
+    /* Only the last placement packs: the search needs to know whether it fits, not where. */
+    if (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail)) {
         timeline_move(c, &tl, 0);
         memo_note(c, r, fam, MODE_EVER, fail);
         return 0;
@@ -288,7 +289,7 @@ static int reserve(struct sched_cluster *c,
         int mid = lo + (hi - lo) / 2;
         struct sched_fail f;
         timeline_move(c, &tl, mid);
-        if (sched_place_in(c, r, event_time(c, mid, now_s), slots, &f))
+        if (sched_place_in(c, r, event_time(c, mid, now_s), NULL, &f))
             hi = mid;
         else
             lo = mid + 1;
