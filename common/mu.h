@@ -159,5 +159,8 @@ void *mu_map_next(const struct mu_map *m, size_t *pos);
 int mu_signal_parse(const char *name);
 /* "SIGUSR1" for a known number, else "SIG?" */
 const char *mu_signal_name(int sig);
+/* A duration for people, rounded up to what is shown: "45s", "5m", "2h05m" (negative = "0s").
+ * Truncated to fit size (NUL always written when size > 0). */
+void mu_duration_format(int64_t s, char *buf, size_t size);
 
 #endif

@@ -121,3 +121,16 @@ const char *mu_signal_name(int sig)
     }
     return "SIG?";
 }
+
+void mu_duration_format(int64_t s, char *buf, size_t size)
+{
+    if (s < 0)
+        s = 0;
+    if (s < 60)
+        (void)mu_snprintf(buf, size, "%llds", (long long)s);
+    else if (s < 3600)
+        (void)mu_snprintf(buf, size, "%lldm", (long long)((s + 59) / 60));
+    else
+        (void)mu_snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600),
+                          (long long)((s % 3600) / 60));
+}

@@ -607,6 +607,26 @@ static void test_err_prefix(void **state)
     assert_string_equal(mu_err_name(999), "unknown");
 }
 
+static void test_duration(void **state)
+{
+    static const struct {
+        int64_t s;
+        const char *want;
+    } cases[] = { { -5, "0s" },      { 0, "0s" },       { 59, "59s" },
+                  { 60, "1m" },      { 61, "2m" },      { 3599, "60m" },
+                  { 3600, "1h00m" }, { 7500, "2h05m" }, { 86399, "23h59m" } };
+    char buf[16];
+    char tiny[3];
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(cases); i++) {
+        mu_duration_format(cases[i].s, buf, sizeof(buf));
+        assert_string_equal(buf, cases[i].want);
+    }
+    mu_duration_format(7500, tiny, sizeof(tiny));
+    assert_string_equal(tiny, "2h");
+}
+
 static void test_signal(void **state)
 {
     (void)state;
@@ -655,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_strlcpy),
         cmocka_unit_test(test_err_prefix),
         cmocka_unit_test(test_signal),
+        cmocka_unit_test(test_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
