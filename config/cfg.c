@@ -32,6 +32,9 @@ void cfg_init_defaults(struct cfg *c)
     c->bind_timeout_s = 30;
     c->kill_grace_s = 10;
     c->default_time_limit_s = 86400;
+    c->max_time_limit_s = 0;
+    c->retry_backoff_s = 10;
+    c->retry_backoff_max_s = 300;
     c->events_max = 100000;
 }
 

@@ -54,8 +54,13 @@ struct cfg {
     int min_runtime_s;        /* no preemption this soon after start, 0..86400 */
     int bind_timeout_s;       /* BIND_ACK deadline before the gang is rolled back, 1..600 */
     int kill_grace_s;         /* SIGTERM to SIGKILL on KILL, 0..3600 */
-    int default_time_limit_s; /* for jobs without time_limit_s, 1..31536000 */
+    int default_time_limit_s; /* the limit of jobs without time_limit_s (enforced), 1..31536000;
+                                 <= max_time_limit_s when that is set */
+    int max_time_limit_s;     /* a spec asking for more is rejected; 0 = no maximum */
     int events_max;           /* approximate cap on the events stream length, >= 1000 */
+    int retry_backoff_s;      /* wait before the first rerun of a failed gang, doubling per
+                                 failure; 0 = rerun at once */
+    int retry_backoff_max_s;  /* cap on that wait, >= retry_backoff_s */
 };
 
 /* Fills every field with its default (DESIGN §2a); one pool-less cluster, queue "default". */

@@ -270,12 +270,30 @@ static const struct {
     { "kill_grace_s", offsetof(struct cfg, kill_grace_s), 0, 3600 },
     { "default_time_limit_s", offsetof(struct cfg, default_time_limit_s), 1, 31536000 },
     { "events_max", offsetof(struct cfg, events_max), 1000, 100000000 },
+    { "max_time_limit_s", offsetof(struct cfg, max_time_limit_s), 0, 31536000 },
+    { "retry_backoff_s", offsetof(struct cfg, retry_backoff_s), 0, 86400 },
+    { "retry_backoff_max_s", offsetof(struct cfg, retry_backoff_max_s), 0, 86400 },
 };
 
 static const char *const top_keys[] = {
-    "redis",         "bind",           "metrics",      "key_prefix",           "topology_levels",
-    "pools",         "queues",         "heartbeat_s",  "node_lost_after_s",    "spot_cooldown_s",
-    "min_runtime_s", "bind_timeout_s", "kill_grace_s", "default_time_limit_s", "events_max",
+    "redis",
+    "bind",
+    "metrics",
+    "key_prefix",
+    "topology_levels",
+    "pools",
+    "queues",
+    "heartbeat_s",
+    "node_lost_after_s",
+    "spot_cooldown_s",
+    "min_runtime_s",
+    "bind_timeout_s",
+    "kill_grace_s",
+    "default_time_limit_s",
+    "events_max",
+    "max_time_limit_s",
+    "retry_backoff_s",
+    "retry_backoff_max_s",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 
@@ -320,6 +338,24 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
     return mu_errf(err, MU_E_CONFIG, "%s: unhandled key", top_keys[key]);
 }
 
+/* The time limits and retry backoff agree with each other; seen: the top keys given. */
+static int limits_check(struct cfg *c, unsigned seen, struct mu_err *err)
+{
+    int k_default = mu_json_key_index("default_time_limit_s", top_keys, MU_ARRAY_LEN(top_keys));
+    if (c->max_time_limit_s > 0 && c->default_time_limit_s > c->max_time_limit_s) {
+        if (seen & (1u << k_default))
+            return mu_errf(err, MU_E_CONFIG,
+                           "default_time_limit_s: %d is over max_time_limit_s (%d)",
+                           c->default_time_limit_s, c->max_time_limit_s);
+        c->default_time_limit_s = c->max_time_limit_s; /* the built-in default bows to the max */
+    }
+    if (c->retry_backoff_max_s < c->retry_backoff_s)
+        return mu_errf(err, MU_E_CONFIG,
+                       "retry_backoff_max_s: expected at least retry_backoff_s (%d), got %d",
+                       c->retry_backoff_s, c->retry_backoff_max_s);
+    return 0;
+}
+
 static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
 {
     unsigned seen = 0;
@@ -339,7 +375,7 @@ static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
         return mu_errf(err, MU_E_CONFIG,
                        "node_lost_after_s: expected more than heartbeat_s (%d), got %d",
                        c->heartbeat_s, c->node_lost_after_s);
-    return 0;
+    return limits_check(c, seen, err);
 }
 
 /* ---- raw text checks ---- */

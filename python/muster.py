@@ -27,7 +27,7 @@ import time
 
 __all__ = ["Error", "Timeout", "Client", "connect", "FINAL_STATES", "library_version"]
 
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED"})
+FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "TIMEOUT"})
 ID_MAX = 48  # MUSTER_ID_MAX
 
 

@@ -271,9 +271,18 @@ out:
 
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err)
 {
+    return queue_control_send_grace(q, cmd, arg, -1, err);
+}
+
+int queue_control_send_grace(
+    struct queue *q, const char *cmd, const char *arg, int grace_s, struct mu_err *err)
+{
     redisReply *r;
 
-    if (arg)
+    if (arg && grace_s >= 0)
+        r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s grace_s %d", q->prefix, cmd,
+                          arg, grace_s);
+    else if (arg)
         r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s", q->prefix, cmd, arg);
     else
         r = queue_command(q, err, "XADD %scontrol * cmd %s", q->prefix, cmd);

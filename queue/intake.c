@@ -90,6 +90,13 @@ static int entries_append(const redisReply *list,
             v = field_value(e->element[1], "arg");
             if (v && v->type == REDIS_REPLY_STRING)
                 mu_strlcpy(qe->arg, v->str, sizeof(qe->arg));
+            v = field_value(e->element[1], "grace_s");
+            qe->grace_s = -1;
+            if (v && v->type == REDIS_REPLY_STRING) {
+                int64_t g;
+                if (mu_parse_i64(v->str, 0, 86400, &g, NULL) == 0)
+                    qe->grace_s = (int)g;
+            }
         }
         (*n)++;
     }

@@ -330,30 +330,30 @@ int muster_submit(struct muster *m,
 
 /* ---------------- job snapshots ---------------- */
 
-static const char *const state_names[] = {
-    "PENDING", "STARTING", "RUNNING", "PREEMPTING", "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED",
-};
+/* The public states are queue.h's, number for number: one table of names (queue/state.c). */
+_Static_assert((int)MUSTER_STATE_PENDING == (int)QUEUE_PENDING
+                   && (int)MUSTER_STATE_PREEMPTING == (int)QUEUE_PREEMPTING
+                   && (int)MUSTER_STATE_REJECTED == (int)QUEUE_REJECTED
+                   && (int)MUSTER_STATE_TIMEOUT == (int)QUEUE_TIMEOUT,
+               "enum muster_state must match enum queue_state");
 
 const char *muster_state_name(enum muster_state state)
 {
-    if ((int)state < 0 || (size_t)state >= MU_ARRAY_LEN(state_names))
-        return "UNKNOWN";
-    return state_names[state];
+    return queue_state_name((enum queue_state)state); /* "UNKNOWN" outside the table */
 }
 
 bool muster_state_is_final(enum muster_state state)
 {
-    return state == MUSTER_STATE_SUCCEEDED || state == MUSTER_STATE_FAILED
-           || state == MUSTER_STATE_CANCELLED || state == MUSTER_STATE_REJECTED;
+    return (int)state >= 0 && queue_state_is_final((enum queue_state)state);
 }
 
+/* Exact names only: the hash holds what musterd wrote. */
 static enum muster_state state_parse(const char *text)
 {
-    for (size_t i = 0; i < MU_ARRAY_LEN(state_names); i++) {
-        if (strcmp(text, state_names[i]) == 0)
-            return (enum muster_state)i;
-    }
-    return MUSTER_STATE_UNKNOWN;
+    enum queue_state s;
+    if (queue_state_parse(text, &s) != 0 || strcmp(text, queue_state_name(s)) != 0)
+        return MUSTER_STATE_UNKNOWN;
+    return (enum muster_state)s;
 }
 
 void muster_job_free(struct muster_job *job)

@@ -194,11 +194,12 @@ enum muster_state {
     MUSTER_STATE_FAILED,
     MUSTER_STATE_CANCELLED,
     MUSTER_STATE_REJECTED,
+    MUSTER_STATE_TIMEOUT, /* stopped at its time limit */
 };
 
 /* "PENDING", …, "UNKNOWN"; static storage. */
 const char *muster_state_name(enum muster_state state);
-/* True for SUCCEEDED, FAILED, CANCELLED and REJECTED. */
+/* True for SUCCEEDED, FAILED, CANCELLED, REJECTED and TIMEOUT. */
 bool muster_state_is_final(enum muster_state state);
 
 /* A snapshot of one job as musterd stored it (the hash <prefix>job:<id>). */

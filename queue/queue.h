@@ -87,6 +87,7 @@ enum queue_state {
     QUEUE_FAILED,
     QUEUE_CANCELLED,
     QUEUE_REJECTED,
+    QUEUE_TIMEOUT, /* stopped at its time limit (time_limit_s or default_time_limit_s) */
 };
 
 const char *queue_state_name(enum queue_state s); /* "PENDING", … */
@@ -141,6 +142,7 @@ struct queue_entry {
     size_t spec_len; /* its length (it may hold NUL bytes) */
     char cmd[32];    /* control: cmd field */
     char arg[256];   /* control: arg field */
+    int grace_s;     /* control: grace_s field (drain), -1 when absent or not a number */
 };
 
 /* Frees an entry array from queue_intake_read. */
@@ -280,6 +282,10 @@ int queue_submit(
 
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);
+/* The same with a grace_s field when grace_s >= 0 ("drain": cap on each gang's checkpoint
+ * grace). */
+int queue_control_send_grace(
+    struct queue *q, const char *cmd, const char *arg, int grace_s, struct mu_err *err);
 
 /*
  * Reads and the other client calls below return JSON built with cJSON (struct cJSON is cJSON's

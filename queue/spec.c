@@ -716,6 +716,11 @@ int queue_spec_check(const struct queue_spec *s, const struct cfg *c, struct mu_
                            levels[i], list);
         }
     }
+    if (c->max_time_limit_s > 0 && s->time_limit_s > c->max_time_limit_s)
+        return mu_errf(err, MU_E_SPEC,
+                       "time_limit_s: %lld is over the cluster's max_time_limit_s (%d); hint: ask "
+                       "for %d or less, or split the work and resume from a checkpoint",
+                       (long long)s->time_limit_s, c->max_time_limit_s, c->max_time_limit_s);
     if (c->npools == 0)
         return 0;
     return check_pools(s, c, err);

@@ -13,7 +13,7 @@
 static const char *const state_names[] = {
     [QUEUE_PENDING] = "PENDING",       [QUEUE_STARTING] = "STARTING",   [QUEUE_RUNNING] = "RUNNING",
     [QUEUE_PREEMPTING] = "PREEMPTING", [QUEUE_SUCCEEDED] = "SUCCEEDED", [QUEUE_FAILED] = "FAILED",
-    [QUEUE_CANCELLED] = "CANCELLED",   [QUEUE_REJECTED] = "REJECTED",
+    [QUEUE_CANCELLED] = "CANCELLED",   [QUEUE_REJECTED] = "REJECTED",   [QUEUE_TIMEOUT] = "TIMEOUT",
 };
 
 const char *queue_state_name(enum queue_state s)
@@ -38,5 +38,6 @@ int queue_state_parse(const char *text, enum queue_state *out)
 
 bool queue_state_is_final(enum queue_state s)
 {
-    return s == QUEUE_SUCCEEDED || s == QUEUE_FAILED || s == QUEUE_CANCELLED || s == QUEUE_REJECTED;
+    return s == QUEUE_SUCCEEDED || s == QUEUE_FAILED || s == QUEUE_CANCELLED || s == QUEUE_REJECTED
+           || s == QUEUE_TIMEOUT;
 }

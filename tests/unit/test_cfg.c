@@ -54,7 +54,26 @@ static void assert_defaults(const struct cfg *c)
     assert_int_equal(c->bind_timeout_s, 30);
     assert_int_equal(c->kill_grace_s, 10);
     assert_int_equal(c->default_time_limit_s, 86400);
+    assert_int_equal(c->max_time_limit_s, 0);
     assert_int_equal(c->events_max, 100000);
+    assert_int_equal(c->retry_backoff_s, 10);
+    assert_int_equal(c->retry_backoff_max_s, 300);
+}
+
+/* A max_time_limit_s below the built-in default lowers it; one given explicitly must fit. */
+static void test_time_limits(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    static const char max_only[] = "{\"max_time_limit_s\":3600}";
+    static const char both[] = "{\"max_time_limit_s\":3600,\"default_time_limit_s\":600}";
+    (void)state;
+
+    assert_int_equal(cfg_parse(&c, max_only, strlen(max_only), &err), 0);
+    assert_int_equal(c.max_time_limit_s, 3600);
+    assert_int_equal(c.default_time_limit_s, 3600);
+    assert_int_equal(cfg_parse(&c, both, strlen(both), &err), 0);
+    assert_int_equal(c.default_time_limit_s, 600);
 }
 
 static void test_defaults(void **state)
@@ -269,6 +288,12 @@ static const struct {
     { "{\"spot_cooldown_s\":-1}", "spot_cooldown_s: expected an integer 0..86400, got -1" },
     { "{\"bind_timeout_s\":null}", "bind_timeout_s: expected an integer 1..600, got null" },
     { "{\"kill_grace_s\":1e9}", "kill_grace_s: expected an integer 0..3600, got 1000000000" },
+    { "{\"max_time_limit_s\":-1}", "max_time_limit_s: expected an integer 0..31536000, got -1" },
+    { "{\"default_time_limit_s\":7200,\"max_time_limit_s\":3600}",
+      "default_time_limit_s: 7200 is over max_time_limit_s (3600)" },
+    { "{\"retry_backoff_s\":60,\"retry_backoff_max_s\":30}",
+      "retry_backoff_max_s: expected at least retry_backoff_s (60), got 30" },
+    { "{\"retry_backoff_s\":100000}", "retry_backoff_s: expected an integer 0..86400, got 100000" },
     { "{\"heartbeat\":1}", "heartbeat: unknown key; did you mean 'heartbeat_s'?" },
     { "{\"colour\":1}", "colour: unknown key" },
     { "{\"heartbeat_s\":1,\"heartbeat_s\":2}", "heartbeat_s: duplicate key" },
@@ -335,10 +360,15 @@ static void test_bad_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_full),
-        cmocka_unit_test(test_examples),       cmocka_unit_test(test_load_file_errors),
-        cmocka_unit_test(test_too_big),        cmocka_unit_test(test_not_terminated),
-        cmocka_unit_test(test_capacity_names), cmocka_unit_test(test_bad_table),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_time_limits),
+        cmocka_unit_test(test_full),
+        cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_not_terminated),
+        cmocka_unit_test(test_capacity_names),
+        cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

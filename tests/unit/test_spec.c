@@ -508,6 +508,18 @@ static void test_check_dev(void **state)
               "largest spot or on-demand node has 4");
 }
 
+static void test_check_time_limit(void **state)
+{
+    struct cfg c;
+    (void)state;
+
+    load_cfg(&c, "{\"max_time_limit_s\":3600}");
+    check_ok(&c, "{\"command\":[\"x\"],\"time_limit_s\":3600}");
+    check_ok(&c, "{\"command\":[\"x\"]}"); /* the default (lowered to the max) applies */
+    check_bad(&c, "{\"command\":[\"x\"],\"time_limit_s\":3601}",
+              "time_limit_s: 3601 is over the cluster's max_time_limit_s (3600)");
+}
+
 static void test_check_caps(void **state)
 {
     struct cfg c;
@@ -573,12 +585,13 @@ static void test_check_caps(void **state)
 
 static void test_states(void **state)
 {
-    static const char *const names[] = { "PENDING",   "STARTING", "RUNNING",   "PREEMPTING",
-                                         "SUCCEEDED", "FAILED",   "CANCELLED", "REJECTED" };
+    static const char *const names[] = { "PENDING",    "STARTING",  "RUNNING",
+                                         "PREEMPTING", "SUCCEEDED", "FAILED",
+                                         "CANCELLED",  "REJECTED",  "TIMEOUT" };
     enum queue_state st;
     (void)state;
 
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         assert_string_equal(queue_state_name((enum queue_state)i), names[i]);
         assert_int_equal(queue_state_parse(names[i], &st), 0);
         assert_int_equal(st, i);
@@ -599,7 +612,8 @@ int main(void)
         cmocka_unit_test(test_defaults),   cmocka_unit_test(test_full),
         cmocka_unit_test(test_variants),   cmocka_unit_test(test_caps),
         cmocka_unit_test(test_bad_table),  cmocka_unit_test(test_check_dev),
-        cmocka_unit_test(test_check_caps), cmocka_unit_test(test_states),
+        cmocka_unit_test(test_check_caps), cmocka_unit_test(test_check_time_limit),
+        cmocka_unit_test(test_states),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
