@@ -2,7 +2,8 @@
 /*
  * musterctl nodes: the node status that musterd refreshes in the nodes hash (DESIGN §6), one row
  * per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an operator
- * looks at first when a node misbehaves; LABELS and JOBS are cut to fit the terminal.
+ * looks at first when a node misbehaves; REASON says why musterd cordoned it (a node that
+ * refused tasks again and again); LABELS, JOBS and REASON are cut to fit the terminal.
  */
 #include "cli/internal.h"
 
@@ -39,10 +40,11 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
     struct mu_buf labels;
     struct mu_buf jobs;
     char b[5][64];
+    char reason[320];
     char gpus[48];
     char heartbeat[16] = "-";
     int64_t hb = ctl_json_int(node, "heartbeat_at", 0);
-    const char *cells[8];
+    const char *cells[9];
     int rc;
 
     mu_buf_init(&labels, 4096);
@@ -61,6 +63,7 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
     cells[5] = labels.data ? labels.data : "";
     cells[6] = heartbeat;
     cells[7] = jobs.data ? jobs.data : "";
+    cells[8] = ctl_json_text(node, "reason", reason, sizeof(reason));
     rc = ctl_table_add(t, cells);
     mu_buf_release(&labels);
     mu_buf_release(&jobs);
@@ -69,8 +72,8 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
 
 int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
 {
-    static const char *const headers[] = { "NAME", "POOL",   "CAPACITY",  "STATE",
-                                           "GPUS", "LABELS", "HEARTBEAT", "JOBS" };
+    static const char *const headers[] = { "NAME",   "POOL",      "CAPACITY", "STATE", "GPUS",
+                                           "LABELS", "HEARTBEAT", "JOBS",     "REASON" };
     struct mu_err err = { 0 };
     struct ctl_table *t = NULL;
     struct queue *q = ctl_queue(ctl);
@@ -96,6 +99,7 @@ int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
     ctl_table_set_state(t, 3);
     ctl_table_set_flex(t, 5);
     ctl_table_set_flex(t, 7);
+    ctl_table_set_flex(t, 8);
     cJSON_ArrayForEach(node, nodes)
     {
         if (nodes_row(t, node, now_ms) != 0) {

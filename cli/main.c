@@ -72,6 +72,13 @@ static const struct ctl_opt opts_events[] = {
     { NULL, 0, NULL, NULL },
 };
 
+static const struct ctl_opt opts_drain[] = {
+    { "grace", 'g', "S", "give each gang at most S seconds to checkpoint (default: its grace_s)" },
+    { "wait", 'w', NULL, "wait until the node runs no job (progress on stderr)" },
+    { "timeout", 0, "S", "with --wait: give up (exit 1) after S seconds" },
+    { NULL, 0, NULL, NULL },
+};
+
 static const struct ctl_opt opts_top[] = {
     { "once", '1', NULL, "print one frame without clearing the screen, then exit" },
     { "interval", 'i', "S", "seconds between refreshes (default 1)" },
@@ -163,9 +170,15 @@ const struct ctl_cmd ctl_commands[] = {
       "Prints the last N events, oldest first.  With -f, keeps printing new ones until "
       "interrupted; with -o json and -f each event is one line of JSON.",
       opts_events, 0, 0, CTL_ARG_NONE },
-    { "drain", ctl_cmd_drain, "drain a node", "NODE",
-      "Asks musterd to place no new work on NODE and to move its jobs elsewhere.", NULL, 1, 1,
-      CTL_ARG_NODE },
+    { "drain", ctl_cmd_drain, "drain a node: checkpoint its gangs and move them elsewhere",
+      "NODE [--grace S] [--wait [--timeout S]]",
+      "Asks musterd to place no new work on NODE and to move its gangs elsewhere: each gets its "
+      "checkpoint signal and its checkpoint grace (at most --grace seconds; a gang without a "
+      "checkpoint block is stopped at once), then SIGTERM and SIGKILL, and is requeued without "
+      "counting a failure, to resume from its newest checkpoint on other nodes.  With --wait, "
+      "waits until the node runs no job.  'cordon' stops new work but leaves running jobs; "
+      "'uncordon' makes the node ready again.",
+      opts_drain, 1, 1, CTL_ARG_NODE },
     { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
       "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",

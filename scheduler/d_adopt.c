@@ -6,10 +6,12 @@
  * the gang's tasks there is committed in the cluster at once (nothing else can be placed on its
  * GPUs) and takes the state the worker reports.  Once every node of the gang has answered, the
  * gang is placed again, with the same attempt: running tasks go on, exits count as they would
- * have.  A task its node does not know (a BIND that never arrived: a half-bound gang) or a node
- * not back within node_lost_after_s plus a margin counts as lost: the attempt ends, its
- * surviving tasks are stopped, and the gang is requeued only once they are gone, exactly as when
- * a node is lost under a running scheduler.  A STARTING gang whose tasks all run becomes
+ * have.  A task of a running gang its node does not know, or a node not back within
+ * node_lost_after_s plus a margin, counts as lost: the attempt ends, its surviving tasks are
+ * stopped, and the gang is requeued only once they are gone, exactly as when a node is lost under
+ * a running scheduler.  A starting gang with a task its node does not report (a half-bound gang:
+ * the BIND never arrived, or is still on its way) is rolled back the same way, and that task
+ * counts as gone only when its node answers the KILL.  A STARTING gang whose tasks all run becomes
  * RUNNING; a PREEMPTING one is stopped again (checkpoint signal, grace, KILL), since the
  * restart may have cut its stop short.
  */
@@ -112,12 +114,14 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d adopted after the restart (%s)%s", j->id,
            j->attempt, queue_state_name(j->state), first_gone < 0 ? ": all tasks running" : "");
+    d_limit_watch(d, j); /* its clock runs from started_at, as before the restart */
     d->dirty = true;
     d->nodes_dirty = true;
     if (j->state == QUEUE_PREEMPTING) {
         /* First, so that the exits below count as the stop's, not as failures. */
         j->state = QUEUE_RUNNING;
-        d_gang_stop(d, j, "the scheduler restarted while the gang was being stopped", 0, D_C_NONE);
+        d_gang_stop(d, j, "the scheduler restarted while the gang was being stopped", 0, D_C_NONE,
+                    QUEUE_PENDING);
     }
     if (first_gone >= 0) {
         char id[QUEUE_JOB_ID_MAX];
@@ -141,8 +145,23 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
             }
         }
     }
-    if (j->state == QUEUE_STARTING)
+    if (j->state == QUEUE_STARTING) {
+        for (int t = 0; t < j->spec.tasks; t++) {
+            char why[300];
+            if (j->tasks[t].gone || j->tasks[t].acked)
+                continue;
+            /* Half-bound: roll it back.  The KILL also stops a BIND still on its way (the
+             * worker refuses a BIND whose KILL came first); the task counts as gone only once
+             * its node answers for it. */
+            (void)mu_snprintf(why, sizeof(why),
+                              "the scheduler restarted while the gang was starting; task %d's "
+                              "BIND had not reached node %s",
+                              t, d_node_name(d, j->tasks[t].node));
+            d_job_attempt_end(d, j, false, 0, why);
+            return;
+        }
         d_job_running_if_all_acked(d, j);
+    }
 }
 
 /* The worker's view of one of our tasks in its HELLO, or NULL. */
@@ -175,19 +194,22 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
             r = reported(hello, j, t);
             task->node = node->idx;
             j->slots[t].node = node->idx;
-            if (!r) {
-                task->gone = true;
+            if (!r && j->state != QUEUE_STARTING) {
+                task->gone = true; /* it had started: the worker lost it */
                 task->lost = true;
                 continue;
             }
-            if (r->state != PROTO_TASK_RUNNING) {
+            if (r && r->state != PROTO_TASK_RUNNING) {
                 d_task_record_end(task, r); /* acknowledged at the attempt's end */
                 continue;
             }
-            /* Running: its resources are ours again before anything else is placed here. */
+            /* Running, or (not reported, in a gang that was starting) its BIND may still be on
+             * the way: its resources are ours again before anything else is placed here. */
             one.tasks = 1;
             sched_cluster_commit(d->cluster, &one, &j->slots[t]);
             task->committed = true;
+            if (!r)
+                continue; /* answered for once adopt_finish rolls the gang back */
             task->acked = true;
             task->pid = r->pid;
         }

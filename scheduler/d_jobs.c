@@ -20,6 +20,7 @@
 #define REASON_WRITES_PER_TICK 400 /* pending reasons written per 200 ms tick at most */
 #define PORT_BASE              29500
 #define PORT_RANGE             10000
+#define BIND_GIVE_UP_MS        1000 /* after a BIND's expires_ms, see d_jobs_check_timeouts */
 
 /* ---------------- small helpers ---------------- */
 
@@ -159,6 +160,21 @@ void d_task_kill(struct musterd *d, struct d_job *j, int t, int grace_s)
     proto_msg_release(&m);
 }
 
+void d_job_avoid(struct d_job *j, int node)
+{
+    if (node < 0)
+        return;
+    for (int i = 0; i < j->navoid; i++) {
+        if (j->avoid[i] == node)
+            return;
+    }
+    if (j->navoid == D_AVOID_MAX) {
+        memmove(j->avoid, j->avoid + 1, (D_AVOID_MAX - 1) * sizeof(*j->avoid));
+        j->navoid--;
+    }
+    j->avoid[j->navoid++] = node;
+}
+
 /* ---------------- the end of an attempt ---------------- */
 
 bool d_job_all_gone(const struct d_job *j)
@@ -194,11 +210,50 @@ static void acknowledge_exits(struct musterd *d, struct d_job *j)
     }
 }
 
+/* The gang's exit code: 128 + the first task's signal, else the first non-zero exit, else 0. */
+static int gang_exit_code(const struct d_job *j)
+{
+    int code = 0;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        const struct d_task *task = &j->tasks[t];
+        if (task->signal)
+            return 128 + task->signal;
+        if (!code && task->exit_code)
+            code = task->exit_code;
+    }
+    return code;
+}
+
+/* A gang stopped to end (d_gang_stop with a final state) is gone: write that state. */
+static void job_stopped(struct musterd *d, struct d_job *j)
+{
+    char now[32];
+    char code[16];
+    struct queue_kv f[] = { { "state", queue_state_name(j->stop_to) },
+                            { "error", j->stop_reason },
+                            { "exit_code", code },
+                            { "finished_at", now } };
+    struct d_tally tally = { j->stop_to == QUEUE_TIMEOUT ? D_C_TIMEOUT : D_C_NONE, 0, 0 };
+
+    j->finished_ms = mu_time_wall_ms();
+    j->exit_code = gang_exit_code(j);
+    j->state = j->stop_to;
+    mu_strlcpy(j->error, j->stop_reason, sizeof(j->error));
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
+    (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), queue_state_name(j->state), j->stop_reason,
+                      &tally);
+    mu_log(MU_LOG_INFO, "sched", "job=%s %s: %s", j->id, queue_state_name(j->state),
+           j->stop_reason);
+}
+
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
 void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
     if (!j->placed || !d_job_all_gone(j))
         return;
+    if (j->end == D_END_FINAL && !queue_state_is_final(j->state))
+        job_stopped(d, j); /* e.g. TIMEOUT, written now that the gang is gone */
     acknowledge_exits(d, j);
     if (d_job_fully_committed(j)) {
         sched_cluster_release(d->cluster, &j->req, j->slots);
@@ -230,6 +285,7 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j)
 
 void d_job_kill_live(struct musterd *d, struct d_job *j)
 {
+    j->kill_sent_ms = mu_time_mono_ms();
     for (int t = 0; t < j->spec.tasks; t++) {
         if (!j->tasks[t].gone)
             d_task_kill(d, j, t, d->cfg.kill_grace_s);
@@ -286,7 +342,21 @@ void d_job_attempt_end(
                                 { "nodes", NULL },      { "placement", NULL },
                                 { "started_at", NULL }, { "lost_gpu_seconds", lost } };
         (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
-        (void)mu_snprintf(reason, sizeof(reason), "retrying: %s", why);
+        if (counted && d->cfg.retry_backoff_s > 0) {
+            /* Back off, so that a gang failing at once does not burn its retries in a
+             * moment; the pass says how long is left (retry_reason). */
+            uint64_t until = mu_time_mono_ms() + (uint64_t)d_retry_backoff_ms(d, j->failures);
+            char in[24];
+            j->backoff = true;
+            j->not_before_ms = until > j->not_before_ms ? until : j->not_before_ms;
+            mu_strlcpy(j->failure, why, sizeof(j->failure));
+            mu_duration_format((int64_t)(j->not_before_ms - mu_time_mono_ms()) / 1000, in,
+                               sizeof(in));
+            (void)mu_snprintf(reason, sizeof(reason), "retrying in %s after attempt %d failed: %s",
+                              in, j->attempt, why);
+        } else {
+            (void)mu_snprintf(reason, sizeof(reason), "retrying: %s", why);
+        }
         j->attempt++;
         (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
         j->state = QUEUE_PENDING;
@@ -528,14 +598,6 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
     }
 }
 
-void d_jobs_wake_fenced(struct musterd *d, uint64_t now_ms)
-{
-    for (int i = 0; i < d->npending; i++) {
-        if (d->pending[i]->not_before_ms && now_ms >= d->pending[i]->not_before_ms)
-            d->dirty = true;
-    }
-}
-
 void d_jobs_flush_reasons(struct musterd *d)
 {
     uint64_t now = mu_time_mono_ms();
@@ -660,6 +722,7 @@ static void bind_send(struct musterd *d, struct d_job *j)
         mu_strlcpy(m.resume_from, j->last_checkpoint, sizeof(m.resume_from));
         m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
         m.grace_s = j->spec.checkpoint_grace_s;
+        m.expires_ms = j->bind_deadline_ms; /* past it the worker refuses: we gave it up */
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
             || bind_env_set(&m, j, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
@@ -695,6 +758,7 @@ static int job_start(struct musterd *d, struct d_job *j)
     j->placed = true; /* the pass committed the slots */
     j->head_of_queue = false;
     j->kill_at_ms = 0;
+    j->kill_sent_ms = 0;
     j->placed_attempt = j->attempt;
     j->end = D_END_NONE;
     j->state = QUEUE_STARTING;
@@ -716,6 +780,7 @@ static int job_start(struct musterd *d, struct d_job *j)
         (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why, &tally);
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
+    d_limit_watch(d, j);
     bind_send(d, j);
     d->nodes_dirty = true;
     rc = 0;
@@ -737,13 +802,17 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
         struct sched_pass_job *jobs = realloc(d->pass.jobs, (size_t)cap * sizeof(*jobs));
         struct sched_decision *out = jobs ? realloc(d->pass.out, (size_t)cap * sizeof(*out)) : NULL;
         struct d_job **who = out ? realloc(d->pass.who, (size_t)cap * sizeof(*who)) : NULL;
+        struct sched_request *reqs =
+            who ? realloc(d->pass.reqs, (size_t)cap * sizeof(*reqs)) : NULL;
         if (jobs)
             d->pass.jobs = jobs;
         if (out)
             d->pass.out = out;
         if (who)
             d->pass.who = who;
-        if (!jobs || !out || !who)
+        if (reqs)
+            d->pass.reqs = reqs;
+        if (!jobs || !out || !who || !reqs)
             return -1;
         d->pass.cap_pending = cap;
     }
@@ -793,10 +862,30 @@ static int running_collect(struct musterd *d, int64_t now_s)
  * starts what fits, gives the first job that does not fit a reservation, and lets later jobs
  * backfill only where they do not delay it.  Started jobs come back committed.
  */
+/* The reason of a pending job that waits for its not_before_ms, with the time left. */
+static void wait_reason(struct musterd *d, struct d_job *j, uint64_t now_mono)
+{
+    char in[24];
+    char why[480];
+    mu_duration_format((int64_t)((j->not_before_ms - now_mono + 999) / 1000), in, sizeof(in));
+    if (j->backoff)
+        (void)mu_snprintf(why, sizeof(why), "retrying in %s after attempt %d failed: %s", in,
+                          j->attempt - 1, j->failure);
+    else
+        (void)mu_snprintf(why, sizeof(why),
+                          "waiting %s for the old attempt on a lost node to stop (its "
+                          "supervisors stop it once the node's lease runs out)",
+                          in);
+    d_job_set_reason(d, j, why);
+}
+
 void d_schedule(struct musterd *d)
 {
     int64_t now_ms = (int64_t)mu_time_wall_ms();
     int64_t now_s = now_ms / 1000;
+    uint64_t now_mono = mu_time_mono_ms();
+    bool regrace = d_nodes_regrace(d, now_mono);
+    bool timed_reasons = false;
     int kept = 0;
     int n = 0;
     int nrunning;
@@ -818,13 +907,13 @@ void d_schedule(struct musterd *d)
         if (j->held)
             continue;
         if (j->not_before_ms) {
-            if (mu_time_mono_ms() < j->not_before_ms) {
-                d_job_set_reason(d, j,
-                                 "waiting for the old attempt on a lost node to stop "
-                                 "(its worker fences itself)");
+            if (now_mono < j->not_before_ms) {
+                wait_reason(d, j, now_mono);
+                timed_reasons = true;
                 continue;
             }
             j->not_before_ms = 0;
+            j->backoff = false;
         }
         if (!j->slots) {
             j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
@@ -832,6 +921,11 @@ void d_schedule(struct musterd *d)
                 continue;
         }
         d->pass.jobs[n].req = &j->req;
+        if (regrace && j->req.ncapacity > 1) {
+            d->pass.reqs[n] = j->req; /* first choice only while known nodes may come back */
+            d->pass.reqs[n].ncapacity = 1;
+            d->pass.jobs[n].req = &d->pass.reqs[n];
+        }
         d->pass.jobs[n].run_s = d_job_run_s(d, j);
         d->pass.jobs[n].slots = j->slots;
         d->pass.who[n++] = j;
@@ -850,6 +944,7 @@ void d_schedule(struct musterd *d)
         const struct sched_decision *dec = &d->pass.out[i];
         if (dec->verdict != SCHED_START) {
             d_job_set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
+            timed_reasons = timed_reasons || dec->est_start_s > 0;
             continue;
         }
         j->place_s = per_job_s;
@@ -859,11 +954,13 @@ void d_schedule(struct musterd *d)
             d->dirty = true;
         }
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !regrace; i++) {
         struct d_job *j = d->pass.who[i];
         if (d->pass.out[i].verdict != SCHED_START && !j->placed && d_preempt_for(d, j, now_ms))
             break; /* one plan per pass: the first job that can preempt */
     }
+    if (regrace)
+        d_wake_at(d, d->regrace_until_ms); /* then fallback capacity and preemption again */
     for (int i = 0; i < d->npending; i++) {
         struct d_job *j = d->pending[i];
         if (j->held)
@@ -872,6 +969,7 @@ void d_schedule(struct musterd *d)
             d->pending[kept++] = j;
     }
     d->npending = kept;
+    d_wake_plan(d, now_mono, now_ms, timed_reasons);
 }
 
 /* ---------------- worker reports ---------------- */
@@ -932,19 +1030,36 @@ void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *
         return;
     }
     task = &j->tasks[m->task.task];
+    if (task->gone)
+        return; /* answered for already (its node was lost, or a repeat) */
     if (!m->ok) {
+        /* Whatever else happened to the attempt, this task never ran: one more answer in. */
         task->gone = true;
+        if (j->end != D_END_NONE) {
+            d_job_release_if_done(d, j); /* may free j */
+            return;
+        }
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start: %s", m->task.task,
                           node->name, m->error[0] ? m->error : "unknown error");
-        d_job_attempt_end(d, j, true, 127, why); /* may free j */
+        d_job_avoid(j, node->idx);
+        if (m->node_fault) {
+            /* The node's doing (identity, state dir, GPUs): not the job's failure. */
+            d_node_refused(d, node, j, m->error);
+            d_job_attempt_end(d, j, false, 0, why); /* may free j */
+        } else {
+            d_job_attempt_end(d, j, true, 127, why); /* may free j */
+        }
         return;
     }
-    if (task->gone || task->acked)
+    node->refusals = 0; /* it runs work again */
+    if (task->acked)
         return;
     task->acked = true;
     task->pid = m->task.pid;
     if (j->end == D_END_NONE)
         d_job_running_if_all_acked(d, j);
+    else if (j->kill_sent_ms)
+        d_task_kill(d, j, m->task.task, d->cfg.kill_grace_s); /* started after we gave up */
 }
 
 void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t)
@@ -968,6 +1083,8 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
         task->pid = t->pid;
         if (j->end == D_END_NONE)
             d_job_running_if_all_acked(d, j);
+        else if (j->kill_sent_ms)
+            d_task_kill(d, j, t->task, d->cfg.kill_grace_s); /* our KILL may have been lost */
         return;
     }
     d_task_record_end(task, t);
@@ -1008,10 +1125,12 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
     } else if (task->signal) {
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t, node_name,
                           mu_signal_name(task->signal));
+        d_job_avoid(j, task->node);
         d_job_attempt_end(d, j, true, 128 + task->signal, why);
     } else if (task->exit_code != 0) {
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t, node_name,
                           task->exit_code);
+        d_job_avoid(j, task->node);
         d_job_attempt_end(d, j, true, task->exit_code, why);
     } else if (d_job_all_gone(j)) {
         job_succeeded(d, j);
@@ -1083,6 +1202,16 @@ void d_node_reconcile(struct musterd *d, struct d_node *node, const struct proto
     }
 }
 
+/*
+ * A gang whose BINDs are not all acknowledged by their deadline is given up: the attempt ends
+ * (not counted against the job) and every task of it is sent KILL.  A task not acknowledged is
+ * not assumed gone: its node may only be slow or frozen with the BIND in its socket.  It stays
+ * committed until the node answers for it (an exit, LOST for a task it does not know, or a
+ * refused BIND: the worker refuses a BIND past its expires_ms, which is the deadline, and one
+ * whose KILL came first) or the node is judged lost, after which its lease has run out.  The
+ * next attempt waits for that, so two attempts never run side by side.  BIND_GIVE_UP_MS after
+ * the deadline: the worker's bound of our clock lags by its fastest one-way delay.
+ */
 void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
 {
     size_t pos = 0;
@@ -1090,7 +1219,7 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         if (j->placed && j->state == QUEUE_STARTING && j->end == D_END_NONE
-            && now_ms > j->bind_deadline_ms) {
+            && now_ms > j->bind_deadline_ms + BIND_GIVE_UP_MS) {
             char why[300];
             int slow = 0;
             for (int t = 0; t < j->spec.tasks; t++) {
@@ -1101,14 +1230,7 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
             }
             (void)mu_snprintf(why, sizeof(why), "task %d on node %s did not start within %d s",
                               slow, d_node_name(d, j->tasks[slow].node), d->cfg.bind_timeout_s);
-            /* Unacknowledged tasks may never have started; the KILL cleans up if they did. */
-            for (int t = 0; t < j->spec.tasks; t++) {
-                if (!j->tasks[t].acked) {
-                    d_task_kill(d, j, t, 0);
-                    j->tasks[t].gone = true;
-                }
-            }
-            d_job_attempt_end(d, j, false, 0, why);
+            d_job_attempt_end(d, j, false, 0, why); /* KILLs every task not yet gone */
         }
     }
 }
@@ -1182,11 +1304,14 @@ void d_control(struct musterd *d, const struct queue_entry *e)
             node->admin = strcmp(e->cmd, "drain") == 0    ? SCHED_NODE_DRAINING
                           : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
                                                           : SCHED_NODE_READY;
+            node->reason[0] = '\0'; /* the operator's word replaces musterd's */
+            node->refusals = 0;
             if (node->online)
-                sched_cluster_node_set_state(
-                    d->cluster, idx, node->terminating ? SCHED_NODE_TERMINATING : node->admin);
+                sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
             mu_log(MU_LOG_INFO, "sched", "node=%s %s", node->name,
                    sched_node_state_name(node->admin));
+            if (node->admin == SCHED_NODE_DRAINING)
+                d_node_drain(d, node, e->grace_s);
             d->nodes_dirty = true;
             d->dirty = true;
         }
@@ -1212,7 +1337,7 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     int requeued = 0;
     int adopting = 0;
 
-    if (queue_active_load(d->q, &stored, &n, err) != 0)
+    if (d_nodes_recover(d, err) != 0 || queue_active_load(d->q, &stored, &n, err) != 0)
         return -1;
     for (int i = 0; i < n; i++) {
         struct queue_stored_job *s = &stored[i];
@@ -1286,6 +1411,8 @@ void d_jobs_free(struct musterd *d)
     d->jobs = NULL;
     mu_map_free(d->early_cancels);
     d->early_cancels = NULL;
+    mu_map_free(d->expected_nodes); /* d_nodes_recover's */
+    d->expected_nodes = NULL;
     free(d->pending);
     d->pending = NULL;
     free(d->pass.jobs);
@@ -1295,6 +1422,7 @@ void d_jobs_free(struct musterd *d)
     free(d->pass.victims);
     free(d->pass.victim_jobs);
     free(d->pass.plan_victims);
+    free(d->pass.reqs);
 }
 
 int d_jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)

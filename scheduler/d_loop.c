@@ -23,6 +23,7 @@ void d_send(struct musterd *d, const char *node, struct proto_msg *m)
     struct mu_err err;
     m->epoch = d->epoch;
     m->seq = ++d->seq;
+    m->sent_ms = mu_time_mono_ms(); /* the workers' lower bound of our clock (BIND expires_ms) */
     if (proto_send(d->router, node, m, &err) != 0)
         mu_log_limited(MU_LOG_WARN, "sched", "send", 5, "node=%s %s not sent: %s", node,
                        proto_type_name(m->type), err.msg);
@@ -248,8 +249,9 @@ static void periodic(struct musterd *d, uint64_t now)
     d_nodes_check(d, now);
     d_jobs_check_timeouts(d, now);
     d_stops_check(d, now);
+    d_limits_check(d, mu_time_wall_ms());
     d_adopt_check(d, now);
-    d_jobs_wake_fenced(d, now);
+    d_wake_check(d, now);
     d_jobs_flush_reasons(d);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;

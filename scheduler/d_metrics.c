@@ -20,8 +20,9 @@
 #include "common/mu_banned.h"
 
 static const char *const counter_names[D_COUNTER_COUNT] = {
-    "jobs_submitted", "jobs_rejected", "jobs_succeeded", "jobs_failed",        "jobs_cancelled",
-    "gang_retries",   "gang_requeues", "preemptions",    "spot_interruptions", "nodes_lost",
+    "jobs_submitted",     "jobs_rejected", "jobs_succeeded", "jobs_failed",
+    "jobs_cancelled",     "gang_retries",  "gang_requeues",  "preemptions",
+    "spot_interruptions", "nodes_lost",    "jobs_timeout",
 };
 
 /* Placement latency histogram bucket upper bounds, seconds. */
@@ -148,16 +149,19 @@ static int sample(struct mu_buf *b,
 int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
 {
     static const char *const help[D_COUNTER_COUNT] = {
-        "Jobs taken in from the submit stream.",
+        "Valid jobs taken in from the submit stream (rejected submissions are counted in "
+        "muster_jobs_rejected_total, not here; duplicates of an idempotency key in neither).",
         "Submissions rejected as invalid.",
         "Jobs that succeeded.",
         "Jobs that failed after their retries.",
         "Jobs cancelled by an operator.",
         "Gang attempts rerun after a task failed.",
-        "Gang attempts requeued after an infrastructure failure (node lost, bind timeout).",
+        "Gang attempts requeued without counting a failure (node lost, bind timeout, a node "
+        "refusing a task, drain, scheduler restart).",
         "Gangs preempted for higher-priority work.",
         "Spot interruption notices received.",
         "Nodes declared lost after missing heartbeats.",
+        "Jobs stopped at their time limit (state TIMEOUT).",
     };
     struct d_gauges g;
     double cumulative = 0;

@@ -7,10 +7,16 @@
  */
 #include "scheduler/daemon.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/mu_banned.h"
+
+enum sched_node_state d_node_state(const struct d_node *node)
+{
+    return node->terminating ? SCHED_NODE_TERMINATING : node->admin;
+}
 
 struct d_node *d_node_get(struct musterd *d, const char *name)
 {
@@ -20,14 +26,18 @@ struct d_node *d_node_get(struct musterd *d, const char *name)
     return &d->nodes[idx];
 }
 
-static void reply_heartbeat(struct musterd *d,
-                            const char *identity,
-                            bool known,
-                            const char *refused)
+/*
+ * Answers a HELLO or HEARTBEAT.  echo_ms is the worker's send time, carried back: it renews the
+ * worker's lease until echo_ms + lease_s, which stays inside our own judgement of the node (we
+ * heard it after echo_ms and wait node_lost_after_s plus a margin from the last we heard).
+ */
+static void reply_heartbeat(
+    struct musterd *d, const char *identity, bool known, const char *refused, uint64_t echo_ms)
 {
     struct proto_msg m;
     proto_msg_init(&m, PROTO_HEARTBEAT);
     m.ok = known;
+    m.echo_ms = echo_ms;
     if (refused)
         mu_strlcpy(m.error, refused, sizeof(m.error));
     m.heartbeat_s = d->cfg.heartbeat_s;
@@ -97,7 +107,7 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     if (idx < 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "hello-bad", 10, "node=%s cannot register: %s",
                        m->node, err.msg);
-        reply_heartbeat(d, identity, false, err.msg); /* the worker logs why */
+        reply_heartbeat(d, identity, false, err.msg, m->echo_ms); /* the worker logs why */
         return;
     }
     if (idx >= d->cap_nodes) {
@@ -126,12 +136,16 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     if (!node->online)
         mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",
                node->name, node->pool, m->ngpus, m->ntasks);
+    if (d->expected_nodes && mu_map_remove(d->expected_nodes, node->name)
+        && mu_map_count(d->expected_nodes) == 0) {
+        mu_log(MU_LOG_INFO, "sched", "every node of the last run is back");
+        d->regrace_until_ms = 0;
+    }
     node->online = true;
     node->seen_ms = mu_time_mono_ms();
     node->seen_wall_ms = mu_time_wall_ms();
-    sched_cluster_node_set_state(d->cluster, idx,
-                                 node->terminating ? SCHED_NODE_TERMINATING : node->admin);
-    reply_heartbeat(d, identity, true, NULL);
+    sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
+    reply_heartbeat(d, identity, true, NULL, m->echo_ms);
     d_adopt_node(d, node, m); /* before the reconcile: those tasks are not stale */
     d_node_reconcile(d, node, m);
     d->dirty = true;
@@ -141,12 +155,32 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
 void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m)
 {
     struct d_node *node = d_node_get(d, identity);
-    (void)m;
     if (node) {
         node->seen_ms = mu_time_mono_ms();
         node->seen_wall_ms = mu_time_wall_ms();
     }
-    reply_heartbeat(d, identity, node != NULL, NULL);
+    reply_heartbeat(d, identity, node != NULL, NULL, m->echo_ms);
+}
+
+void d_node_refused(struct musterd *d,
+                    struct d_node *node,
+                    const struct d_job *j,
+                    const char *error)
+{
+    if (strcmp(node->refused_job, j->id) == 0 && node->refused_attempt == j->placed_attempt)
+        return; /* one attempt's tasks count once */
+    mu_strlcpy(node->refused_job, j->id, sizeof(node->refused_job));
+    node->refused_attempt = j->placed_attempt;
+    if (++node->refusals < D_REFUSALS_CORDON || node->admin != SCHED_NODE_READY)
+        return;
+    node->admin = SCHED_NODE_CORDONED;
+    (void)mu_snprintf(node->reason, sizeof(node->reason),
+                      "cordoned by musterd: it refused %d attempts in a row: %s", node->refusals,
+                      error[0] ? error : "unknown error");
+    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
+    mu_log(MU_LOG_WARN, "sched", "node=%s %s; hint: fix it, then musterctl uncordon %s", node->name,
+           node->reason, node->name);
+    d->nodes_dirty = true;
 }
 
 void d_nodes_check(struct musterd *d, uint64_t now_ms)
@@ -193,6 +227,9 @@ static int node_json(
                != 0
         || mu_buf_append_json_str(b, node->addr, err) != 0
         || mu_buf_appendf(b, err, ",\"at_risk\":%s", node->at_risk ? "true" : "false") != 0
+        || (node->reason[0]
+            && (mu_buf_append(b, ",\"reason\":", 10, err) != 0
+                || mu_buf_append_json_str(b, node->reason, err) != 0))
         || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
     for (int l = 0; l < d->cfg.nlevels; l++) {
@@ -342,4 +379,50 @@ void d_status_write(struct musterd *d)
     d_nodes_write(d);
     pools_write(d);
     queues_write(d);
+}
+
+int d_nodes_recover(struct musterd *d, struct mu_err *err)
+{
+    cJSON *nodes = NULL;
+    const cJSON *node;
+
+    if (queue_status_read(d->q, "nodes", &nodes, err) != 0)
+        return -1;
+    d->expected_nodes = mu_map_new();
+    if (!d->expected_nodes) {
+        cJSON_Delete(nodes);
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    }
+    cJSON_ArrayForEach(node, nodes)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(node, "name");
+        const cJSON *state = cJSON_GetObjectItemCaseSensitive(node, "state");
+        if (!cJSON_IsString(name) || (cJSON_IsString(state) && strcmp(state->valuestring, "lost") == 0))
+            continue;
+        if (mu_map_put(d->expected_nodes, name->valuestring, d, err) != 0) {
+            cJSON_Delete(nodes);
+            return -1;
+        }
+    }
+    cJSON_Delete(nodes);
+    if (mu_map_count(d->expected_nodes) > 0) {
+        d->regrace_until_ms = mu_time_mono_ms() + (uint64_t)d->cfg.node_lost_after_s * 1000u;
+        mu_log(MU_LOG_INFO, "sched",
+               "waiting up to %d s for the %zu node(s) of the last run before using fallback "
+               "capacity",
+               d->cfg.node_lost_after_s, mu_map_count(d->expected_nodes));
+    }
+    return 0;
+}
+
+bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms)
+{
+    if (!d->regrace_until_ms)
+        return false;
+    if (now_mono_ms < d->regrace_until_ms)
+        return true;
+    mu_log(MU_LOG_INFO, "sched", "%zu node(s) of the last run did not come back in %d s",
+           mu_map_count(d->expected_nodes), d->cfg.node_lost_after_s);
+    d->regrace_until_ms = 0;
+    return false;
 }

@@ -18,7 +18,8 @@
 
 #include "common/mu_banned.h"
 
-#define SPOT_MARGIN_S 15 /* stop gangs this long before a spot deadline */
+#define SPOT_MARGIN_S  15   /* stop gangs this long before a spot deadline */
+#define KILL_RESEND_MS 5000 /* a stopping attempt's KILLs are repeated this often */
 
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m)
 {
@@ -69,18 +70,28 @@ void d_gang_stop(struct musterd *d,
                  struct d_job *j,
                  const char *why,
                  uint64_t deadline_ms,
-                 enum d_counter counter)
+                 enum d_counter counter,
+                 enum queue_state to)
 {
     uint64_t now = mu_time_mono_ms();
-    struct queue_kv f[] = { { "state", "PREEMPTING" }, { "reason", why } };
     struct d_tally tally = { (int)counter, 0, 0 };
 
     if (!j->placed || j->end != D_END_NONE)
         return;
-    j->end = D_END_RETRY;
-    j->state = QUEUE_PREEMPTING;
     mu_strlcpy(j->stop_reason, why, sizeof(j->stop_reason));
-    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PREEMPTING", why, &tally);
+    if (to == QUEUE_PENDING) {
+        struct queue_kv f[] = { { "state", "PREEMPTING" }, { "reason", why } };
+        j->end = D_END_RETRY;
+        j->state = QUEUE_PREEMPTING;
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PREEMPTING", why, &tally);
+    } else {
+        /* The job ends once the gang is gone (d_job_release_if_done writes `to` then); until
+         * then it keeps its state, and a restart that adopts it stops it again. */
+        struct queue_kv f[] = { { "reason", why } };
+        j->end = D_END_FINAL;
+        j->stop_to = to;
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STOPPING", why, &tally);
+    }
     if (j->spec.checkpointable) {
         uint64_t grace_end = now + (uint64_t)j->spec.checkpoint_grace_s * 1000u;
         j->kill_at_ms = deadline_ms && deadline_ms < grace_end ? deadline_ms : grace_end;
@@ -96,17 +107,48 @@ void d_gang_stop(struct musterd *d,
     }
 }
 
+/* The first live task of a stopping attempt, as "task 1 on node n2", into buf. */
+static void first_live(const struct musterd *d, const struct d_job *j, char *buf, size_t size)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].gone) {
+            (void)mu_snprintf(buf, size, "task %d on node %s", t, d_node_name(d, j->tasks[t].node));
+            return;
+        }
+    }
+    buf[0] = '\0';
+}
+
 void d_stops_check(struct musterd *d, uint64_t now_ms)
 {
     size_t pos = 0;
     struct d_job *j;
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
-        if (!j->placed || j->state != QUEUE_PREEMPTING || !j->kill_at_ms || now_ms < j->kill_at_ms)
+        if (!j->placed || j->end == D_END_NONE)
             continue;
-        j->kill_at_ms = 0;
-        mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint grace over: killing what is left", j->id);
-        d_job_kill_live(d, j);
+        if (j->kill_at_ms && now_ms >= j->kill_at_ms) { /* d_gang_stop's grace is over */
+            j->kill_at_ms = 0;
+            mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint grace over: killing what is left",
+                   j->id);
+            d_job_kill_live(d, j);
+        } else if (j->kill_sent_ms && now_ms - j->kill_sent_ms >= KILL_RESEND_MS) {
+            /* A KILL or its answer can be lost (a reconnect), and a frozen node answers late:
+             * say it again until every task is answered for or its node is judged lost. */
+            char live[PROTO_NODE_MAX + 32];
+            char why[300];
+            first_live(d, j, live, sizeof(live));
+            mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d still stopping: no answer for %s yet",
+                   j->id, j->placed_attempt, live);
+            d_job_kill_live(d, j);
+            if (j->state == QUEUE_PENDING) {
+                (void)mu_snprintf(why, sizeof(why),
+                                  "waiting for attempt %d to stop: no answer yet for %s (a node "
+                                  "that stays silent is judged lost after %d s)",
+                                  j->placed_attempt, live, d->cfg.node_lost_after_s);
+                d_job_set_reason(d, j, why);
+            }
+        }
     }
 }
 
@@ -146,6 +188,16 @@ void d_preempted_requeue(struct musterd *d, struct d_job *j)
     j->preempted_for[0] = '\0';
 }
 
+/* A gang with a task still running on node idx. */
+static bool runs_on(const struct d_job *j, int idx)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (j->tasks[t].node == idx && !j->tasks[t].gone)
+            return true;
+    }
+    return false;
+}
+
 void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m)
 {
     uint64_t now_wall = mu_time_wall_ms();
@@ -178,18 +230,32 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
     (void)mu_snprintf(why, sizeof(why), "spot %s of node %s",
                       m->action[0] ? m->action : "interruption", node->name);
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
-        bool here = false;
-        if (!j->placed || j->end != D_END_NONE)
-            continue;
-        for (int t = 0; t < j->spec.tasks && !here; t++)
-            here = j->tasks[t].node == node->idx && !j->tasks[t].gone;
-        if (!here)
+        if (!j->placed || j->end != D_END_NONE || !runs_on(j, node->idx))
             continue;
         j->head_of_queue = true;
-        d_gang_stop(d, j, why, deadline, -1);
+        d_gang_stop(d, j, why, deadline, D_C_NONE, QUEUE_PENDING);
     }
     d->nodes_dirty = true;
     d->dirty = true;
+}
+
+void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
+{
+    uint64_t deadline = grace_s >= 0 ? mu_time_mono_ms() + (uint64_t)grace_s * 1000u : 0;
+    char why[PROTO_NODE_MAX + 32];
+    size_t pos = 0;
+    struct d_job *j;
+    int n = 0;
+
+    (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed || j->end != D_END_NONE || !runs_on(j, node->idx))
+            continue;
+        d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING);
+        n++;
+    }
+    mu_log(MU_LOG_INFO, "sched", "node=%s draining: %d gang(s) checkpointed and requeued%s",
+           node->name, n, grace_s >= 0 ? " (grace capped by --grace)" : "");
 }
 
 void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg *m)
@@ -273,14 +339,19 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms)
                        p->id, err.msg);
         return false;
     }
-    if (rc == 0)
-        return false; /* the pass's reason stays: it says why the job waits */
+    if (rc == 0) {
+        /* The pass's reason stays: it says why the job waits.  When the only victims that would
+         * do are too young, plan again the moment the first comes of age. */
+        if (plan.retry_at_ms > now_ms)
+            d_wake_at(d, mu_time_mono_ms() + (uint64_t)(plan.retry_at_ms - now_ms));
+        return false;
+    }
     (void)mu_snprintf(why, sizeof(why), "preempted by job %s (priority %lld)", p->id,
                       (long long)p->spec.priority);
     for (int i = 0; i < plan.nvictims; i++) {
         struct d_job *v = d->pass.victim_jobs[plan.victims[i]];
         mu_strlcpy(v->preempted_for, p->id, sizeof(v->preempted_for));
-        d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS);
+        d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS, QUEUE_PENDING);
     }
     p->victims_stopping = plan.nvictims;
     (void)mu_snprintf(why, sizeof(why),

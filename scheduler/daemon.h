@@ -28,12 +28,15 @@ enum d_counter {
     D_C_PREEMPTIONS,
     D_C_SPOT,
     D_C_NODES_LOST,
+    D_C_TIMEOUT, /* stopped at the time limit */
     D_COUNTER_COUNT,
     D_C_NONE = -1 /* counts nothing */
 };
 
-#define D_PLACE_BUCKETS 10 /* placement latency histogram, plus +Inf */
-#define D_ACTIVE_STATES 4  /* PENDING, STARTING, RUNNING, PREEMPTING: enum queue_state 0..3 */
+#define D_PLACE_BUCKETS   10 /* placement latency histogram, plus +Inf */
+#define D_AVOID_MAX       8  /* nodes a job's next attempts avoid, newest kept */
+#define D_REFUSALS_CORDON 3  /* node-side refusals in a row before musterd cordons a node */
+#define D_ACTIVE_STATES   4  /* PENDING, STARTING, RUNNING, PREEMPTING: enum queue_state 0..3 */
 
 struct d_metrics {
     double counters[D_COUNTER_COUNT];
@@ -107,19 +110,29 @@ struct d_job {
     double lost_gpu_s;                    /* GPU-seconds of work lost by ended attempts, all told */
     char last_checkpoint[PROTO_PATH_MAX]; /* newest checkpoint path, "" = none */
     uint64_t last_checkpoint_ms;          /* wall ms it was written */
-    bool head_of_queue;  /* requeued by a spot interruption: first in its priority */
-    uint64_t kill_at_ms; /* mono: a stopping gang gets KILL then (checkpoint grace over) */
+    bool head_of_queue;    /* requeued by a spot interruption: first in its priority */
+    uint64_t kill_at_ms;   /* mono: a stopping gang gets KILL then (checkpoint grace over) */
+    uint64_t kill_sent_ms; /* mono: the attempt's live tasks were last sent KILL; 0 = not yet.
+                              Repeated until each task is answered for (d_stops_check) */
     char preempted_for[QUEUE_JOB_ID_MAX]; /* while PREEMPTING for another job: its id */
     char stop_reason[256];                /* why it is PREEMPTING */
     int victims_stopping;                 /* as a preemptor: victims not yet stopped */
     /* Adoption after a scheduler restart (d_adopt.c): a gang RUNNING before the restart waits
      * for its nodes to register and report its tasks, instead of being restarted. */
-    uint64_t not_before_ms; /* mono: no new attempt before (a lost node's tasks are fencing) */
-    bool unsynced;          /* a change could not be written (Redis down): write it whole later */
-    bool forget_after_sync; /* final, freed once written */
-    int exit_code;          /* final: the job's exit code */
-    char error[256];        /* FAILED: why */
-    uint64_t finished_ms;   /* final: wall ms */
+    uint64_t not_before_ms; /* mono: no new attempt before: a lost node's tasks are fencing,
+                               or (backoff) the retry backoff after a failed attempt */
+    bool backoff;           /* not_before_ms is a retry backoff; failure says why */
+    char failure[256];      /* the last counted failure ("task 1 exited 3 on node n4") */
+    int avoid[D_AVOID_MAX]; /* nodes the next attempts prefer not to use (a task failed or was
+                               refused there), newest last; navoid used */
+    int navoid;
+    enum queue_state stop_to; /* end == D_END_FINAL while the state is not final yet: the final
+                                 state to write once every task is gone (QUEUE_TIMEOUT) */
+    bool unsynced;            /* a change could not be written (Redis down): write it whole later */
+    bool forget_after_sync;   /* final, freed once written */
+    int exit_code;            /* final: the job's exit code */
+    char error[256];          /* FAILED: why */
+    uint64_t finished_ms;     /* final: wall ms */
     bool adopting;
     uint64_t adopt_deadline_ms;          /* mono: nodes not back by then count as lost */
     char (*adopt_nodes)[PROTO_NODE_MAX]; /* heap: per task, the node it ran on */
@@ -138,10 +151,14 @@ struct d_node {
     bool online;      /* registered and not lost */
     uint64_t seen_ms; /* mono: last message */
     uint64_t seen_wall_ms;
-    enum sched_node_state admin; /* operator state: ready, cordoned or draining */
-    bool terminating;            /* spot notice received: never ready again */
-    bool at_risk;                /* rebalance recommendation: no new gangs */
-    uint64_t terminate_at_ms;    /* wall ms of the spot notice's deadline */
+    enum sched_node_state admin;        /* operator state: ready, cordoned or draining */
+    bool terminating;                   /* spot notice received: never ready again */
+    bool at_risk;                       /* rebalance recommendation: no new gangs */
+    uint64_t terminate_at_ms;           /* wall ms of the spot notice's deadline */
+    int refusals;                       /* node-side BIND refusals in a row, one per attempt */
+    char refused_job[QUEUE_JOB_ID_MAX]; /* the attempt the last one counted for */
+    int refused_attempt;
+    char reason[300]; /* why musterd cordoned it ("" = not musterd's doing) */
 };
 
 struct musterd {
@@ -162,7 +179,12 @@ struct musterd {
     struct d_node *nodes; /* by cluster index */
     int nnodes;
     int cap_nodes;
-    bool dirty; /* something changed that may let a pending job start */
+    bool dirty;             /* something changed that may let a pending job start */
+    uint64_t next_pass_ms;  /* mono: a pass is due then (something becomes true with time
+                               alone: a backoff or fence wait over, a cool-down's end, a
+                               victim's min_runtime_s, reasons with times in them); 0 = none */
+    uint64_t next_limit_ms; /* wall: the earliest time limit of a running gang (0 = look now,
+                               UINT64_MAX = none runs) */
     bool nodes_dirty;
     uint64_t next_nodes_write_ms;
     uint64_t next_check_ms;
@@ -180,6 +202,7 @@ struct musterd {
     struct d_metrics metrics;
     struct {
         struct sched_pass_job *jobs; /* scratch of d_schedule, grown as needed */
+        struct sched_request *reqs;  /* requests changed for one pass (first choice only) */
         struct sched_decision *out;
         struct d_job **who;
         int cap_pending;
@@ -191,6 +214,11 @@ struct musterd {
         int cap_victims;
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
+    /* After a restart: the nodes the last run knew (name -> d itself), until each registers
+     * again or regrace_until_ms (mono) passes; meanwhile jobs go only to their first capacity
+     * type, so a spot job is not put on on-demand because the spot workers are a moment late. */
+    struct mu_map *expected_nodes;
+    uint64_t regrace_until_ms;
 };
 
 /* Per-queue totals for the queues status hash (indexed like cfg.queues). */
@@ -210,8 +238,6 @@ void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);
 /* After a Redis outage: writes every job whose changes could not be written; -1 if Redis
  * failed again. */
 int d_jobs_resync(struct musterd *d);
-/* Marks the pass dirty when a job held back by a lost node's fencing may start now. */
-void d_jobs_wake_fenced(struct musterd *d, uint64_t now_ms);
 /* Writes pending reasons that changed since their last (rate-limited) write. */
 void d_jobs_flush_reasons(struct musterd *d);
 void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t);
@@ -236,6 +262,8 @@ int d_job_write(struct musterd *d,
 void d_task_kill(struct musterd *d, struct d_job *j, int t, int grace_s);
 void d_job_kill_live(struct musterd *d, struct d_job *j);
 bool d_job_all_gone(const struct d_job *j);
+/* The job's next attempts prefer other nodes than node (a task failed or was refused there). */
+void d_job_avoid(struct d_job *j, int node);
 bool d_job_fully_committed(const struct d_job *j); /* false for a partly adopted gang */
 void d_job_release_if_done(struct musterd *d, struct d_job *j);
 const char *d_node_name(const struct musterd *d, int idx);
@@ -248,13 +276,19 @@ int64_t d_job_end_s(const struct musterd *d,
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg *m);
-/* Stops a running gang to requeue it: checkpoint signal, then KILL at deadline_ms (mono) or
- * when its checkpoint grace is over, whichever is first.  State PREEMPTING until it stopped. */
+/* musterctl drain: checkpoints and requeues every gang running on node (not counted as a
+ * failure), the checkpoint grace capped at grace_s when >= 0. */
+void d_node_drain(struct musterd *d, struct d_node *node, int grace_s);
+/* Stops a running gang: checkpoint signal, then KILL at deadline_ms (mono) or when its
+ * checkpoint grace is over, whichever is first.  to QUEUE_PENDING requeues it (state PREEMPTING
+ * until it stopped, then PENDING with attempt + 1); a final state (QUEUE_TIMEOUT) ends the job
+ * once every task is gone (the state stays as it is meanwhile, the reason says why). */
 void d_gang_stop(struct musterd *d,
                  struct d_job *j,
                  const char *why,
                  uint64_t deadline_ms,
-                 enum d_counter counter);
+                 enum d_counter counter,
+                 enum queue_state to);
 /* Called once a PREEMPTING gang has stopped: writes PENDING with attempt + 1 and the lost work. */
 void d_preempted_requeue(struct musterd *d, struct d_job *j);
 /* After a pass: plans a preemption for pending job p (strictly lower-priority, preemptible
@@ -293,10 +327,37 @@ void d_job_running_if_all_acked(struct musterd *d, struct d_job *j);
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
 void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m);
 struct d_node *d_node_get(struct musterd *d, const char *name); /* registered node or NULL */
+/* The node's state for placement: terminating (spot notice) beats the operator's state. */
+enum sched_node_state d_node_state(const struct d_node *node);
+/* A node refused a task of j for its own reason: after D_REFUSALS_CORDON attempts in a row
+ * (across jobs) musterd cordons it, with the reason shown by musterctl nodes. */
+void d_node_refused(struct musterd *d,
+                    struct d_node *node,
+                    const struct d_job *j,
+                    const char *error);
 void d_nodes_check(struct musterd *d, uint64_t now_ms);
 void d_nodes_write(struct musterd *d);
+/* After a restart: reads the nodes the last run knew (not lost) and starts the grace. */
+int d_nodes_recover(struct musterd *d, struct mu_err *err);
+/* True while known nodes may still come back (restricts placement to first choices). */
+bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms);
 /* Refreshes the status hashes: nodes, pools and queues. */
 void d_status_write(struct musterd *d);
+
+/* d_clock.c: what becomes true with time alone (issue #10 item 3, 4) */
+/* Stops running gangs that reached their time limit (ending TIMEOUT). */
+void d_limits_check(struct musterd *d, uint64_t now_wall_ms);
+/* A gang started (or was adopted): its limit is watched from now on. */
+void d_limit_watch(struct musterd *d, const struct d_job *j);
+/* A pass is due at mono_ms (the earliest of all such requests wins). */
+void d_wake_at(struct musterd *d, uint64_t mono_ms);
+/* In the periodic tick: marks the pass dirty once its due time came. */
+void d_wake_check(struct musterd *d, uint64_t now_mono_ms);
+/* After a pass: asks for the next one when a pending job's wait, a pool's cool-down or (every
+ * few seconds, while reasons carry times) a reason's clock runs out. */
+void d_wake_plan(struct musterd *d, uint64_t now_mono_ms, int64_t now_wall_ms, bool timed_reasons);
+/* The retry backoff after failures counted failures: retry_backoff_s doubling, capped. */
+int64_t d_retry_backoff_ms(const struct musterd *d, int failures);
 
 /* d_metrics.c */
 void d_metrics_tally(struct musterd *d, const struct d_tally *t, struct queue_event *ev);

@@ -238,7 +238,7 @@ expect_rc 0 ctl -o json nodes
 jqo 'length == 2 and (map(.name) == ["n1", "n2"])'
 jqo ".[0].jobs == [\"$A\"] and .[1].gpus_free == 6 and .[1].labels.rack == \"r2\""
 expect_rc 0 ctl nodes
-head -1 "$T/out" | has -E '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +JOBS$' ||
+head -1 "$T/out" | has -E '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +JOBS +REASON$' ||
     fail "nodes header: $(head -1 "$T/out")"
 grep -qE "^n1 +spot-a +spot +ready +0/8 +zone=z1,rack=r1 +[0-9]s +$A$" "$T/out" ||
     fail "n1 row: $(grep '^n1' "$T/out")"
