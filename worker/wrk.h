@@ -326,6 +326,103 @@ int wrk_launch_shim(const struct wrk_launch *l,
                     pid_t *shim_pid_out,
                     struct mu_err *err);
 
+/* ---- the lease record <state-dir>/lease (worker/lease.c) ---- */
+
+/*
+ * A fixed-size binary record (magic, version, lease_s, until_ms) mapped MAP_SHARED: the worker
+ * maps it read-write and stores the lease in place (never replacing a valid file: running shims
+ * keep their mapping of the inode); each shim maps it read-only and stops its task once
+ * CLOCK_MONOTONIC ms reach until_ms (0 = no lease, never fence).
+ */
+struct wrk_lease;
+
+/*
+ * Maps the record at path.  Opened without following a symlink; it must be a regular file of
+ * the record's size with the right magic and version.  writable (the worker): a missing or
+ * invalid file (a symlink included) is replaced by a fresh one without a lease (a warning names
+ * what was wrong); a valid one is kept as it is, values included.  Read-only (a shim): such a
+ * file is an error (MU_E_NOTFOUND when missing, MU_E_PARSE when not a record, MU_E_IO).  Free
+ * with wrk_lease_free; the mapping stays valid until then, whatever happens to the path.
+ */
+struct wrk_lease *wrk_lease_new(const char *path, bool writable, struct mu_err *err);
+void wrk_lease_free(struct wrk_lease *l);
+/* The record's values, read atomically (either pointer may be NULL). */
+void wrk_lease_read(const struct wrk_lease *l, int *lease_s, uint64_t *until_ms);
+/* Stores the values atomically (lease_s first); writable mappings only. */
+void wrk_lease_write(struct wrk_lease *l, int lease_s, uint64_t until_ms);
+/* True while the lease lets the node start tasks at now_ms: there is none, or it holds. */
+bool wrk_lease_holds(const struct wrk_lease *l, uint64_t now_ms);
+/*
+ * The worker (writable l) takes the scheduler's HEARTBEAT answer to one of its HELLOs or
+ * HEARTBEATs: lease_s (> 0: the scheduler's node_lost_after_s, else keep the one known),
+ * echo_ms (the answered message's send time, 0 = not an answer: nothing changes) and ok (false:
+ * the scheduler does not know the node, which renews nothing).  An answer renews the lease to
+ * echo_ms + lease_s unless an answer to a later message renewed it before in this process (a
+ * stale answer that sat in a socket) or echo_ms is ahead of now_ms (not ours); the first one in
+ * a process sets it outright, even shorter.  True when lease_s or until_ms changed.
+ */
+bool wrk_lease_renew(struct wrk_lease *l, int lease_s, uint64_t echo_ms, bool ok, uint64_t now_ms);
+
+/* ---- stale commands (worker/stale.c) ---- */
+
+#define WRK_TOMBS_MAX 1024 /* KILLed tasks remembered, so that a late BIND of one is refused */
+
+struct wrk_tomb {
+    char job[PROTO_JOB_MAX];
+    int task;
+    int attempt;
+};
+
+/* A ring of the last WRK_TOMBS_MAX tasks a KILL gave up; zeroed = empty. */
+struct wrk_tombs {
+    struct wrk_tomb e[WRK_TOMBS_MAX];
+    int n;    /* entries in use */
+    int next; /* the slot the next entry takes (the oldest, once full) */
+};
+
+/* Remembers ref's (job, task, attempt); a repeat is not stored twice. */
+void wrk_tombs_add(struct wrk_tombs *t, const struct proto_task_ref *ref);
+bool wrk_tombs_has(const struct wrk_tombs *t, const struct proto_task_ref *ref);
+
+/* A lower bound of the scheduler's monotonic clock, kept per scheduler epoch; zeroed = unknown. */
+struct wrk_sched_clock {
+    uint64_t epoch;    /* the epoch the offset belongs to */
+    int64_t offset_ms; /* max(sent_ms - local receive ms) over this epoch's messages */
+    bool known;        /* a message of this epoch carried sent_ms */
+};
+
+/* A message of epoch, stamped sent_ms (0 = not stamped), received at local recv_ms.  Another
+ * epoch starts the bound over. */
+void wrk_sched_clock_note(struct wrk_sched_clock *c,
+                          uint64_t epoch,
+                          uint64_t sent_ms,
+                          uint64_t recv_ms);
+/* *sched_ms = the lower bound of the scheduler's clock at local now_ms; false when unknown. */
+bool wrk_sched_clock_bound(const struct wrk_sched_clock *c, uint64_t now_ms, uint64_t *sched_ms);
+/* *local_ms = the local time at which that bound reaches sched_ms (>= 1); false when unknown. */
+bool wrk_sched_clock_local(const struct wrk_sched_clock *c, uint64_t sched_ms, uint64_t *local_ms);
+
+/*
+ * True when the BIND m must not start, whatever it asks for, with why (a NUL-terminated line
+ * for BIND_ACK's error; node_fault): a KILL of its task came first ("not started: a KILL for
+ * this task arrived first"), the bound of the scheduler's clock at now_ms is past its expires_ms
+ * ("stale BIND: the scheduler gave this attempt up 812 ms ago (expires_ms)"), or the node has a
+ * lease and does not hold it ("not started: this node's lease ran out 3.2 s ago (no word from
+ * the scheduler)").
+ */
+bool wrk_bind_is_stale(const struct wrk_tombs *t,
+                       const struct wrk_sched_clock *c,
+                       const struct wrk_lease *l,
+                       const struct proto_msg *m,
+                       uint64_t now_ms,
+                       char *why,
+                       size_t size);
+/* The local time m's task must not exec at or after: the lease's end or m's expiry, whichever
+ * comes first; 0 = no deadline. */
+uint64_t wrk_bind_deadline(const struct wrk_sched_clock *c,
+                           const struct wrk_lease *l,
+                           const struct proto_msg *m);
+
 /* ---- checkpoint files (DESIGN §3 "Checkpoints") ---- */
 
 #define WRK_CKPT_MAX_BYTES 4096 /* a larger checkpoint file is garbage, not read */
