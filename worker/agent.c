@@ -34,11 +34,19 @@
  *   shim (checked by /proc/PID/cmdline) is re-adopted as RUNNING, anything else is LOST; all go
  *   out in the first HELLO.  A record is deleted when the scheduler's KILL acknowledges the
  *   exit, so the directory stays bounded.
- * - Self-fencing (DESIGN §5 lease): the scheduler's HEARTBEAT carries lease_s (its
- *   node_lost_after_s, kept in <state-dir>/lease_s across restarts).  After lease_s without a
- *   word from it the worker stops its own tasks (checkpoint signal, grace, SIGTERM, SIGKILL),
- *   because by then the scheduler is about to requeue them elsewhere.  Their exits are marked
- *   fenced (also in <record>.fenced), so the scheduler requeues rather than counts a failure.
+ * - The lease (DESIGN §5, protocol/README.md "The lease and stale commands"): every HELLO and
+ *   HEARTBEAT carries echo_ms, our monotonic clock; the scheduler's answer carries it back with
+ *   lease_s (its node_lost_after_s), and the lease then holds until echo_ms + lease_s, since the
+ *   scheduler cannot judge us lost before.  Only such an answer renews it (an answer that sat in
+ *   the socket while we were frozen renews nothing, and never shortens a newer one).  The lease
+ *   lives in <state-dir>/lease (lease.c), which each shim reads: once it runs out the shims stop
+ *   their tasks by themselves (checkpoint signal, grace, SIGTERM, SIGKILL) and record the exits
+ *   as fenced, so the scheduler requeues rather than counts a failure; a dead worker's tasks
+ *   stop too.  A restarted worker keeps the lease it finds until the first answer sets it.
+ * - Stale commands (stale.c): a BIND is refused (node_fault) when we do not hold the lease,
+ *   when the scheduler's clock, bounded from below by the sent_ms of its messages, is past the
+ *   BIND's expires_ms, or when a KILL of the same task came first; the shim gets the earlier of
+ *   the lease's end and that expiry as a deadline it checks right before exec.
  * - Identity (issue #5): a root worker runs tasks as --run-as USER, or as the job's user
  *   (MUSTER_JOB_USER in the BIND env) when --allow-user lists it, and as root only with
  *   --allow-root; the shim switches ids in the task's child before exec.
@@ -77,12 +85,10 @@ struct wrk_task {
     struct proto_task_ref ref; /* state RUNNING, EXITED or LOST; pid = process group id */
     int shim_pid;              /* the task's muster-shim */
     bool adopted;              /* the shim is not our child: re-adopted after a restart */
-    bool fenced;               /* self-fencing has started stopping it */
     int ckpt_signal;           /* from BIND (or the record); 0 = not checkpointable */
     int grace_s;
     int uid;                /* the task's uid when it is not the worker's; -1 = the worker's own */
     uint64_t exit_order;    /* when EXITED or LOST: larger is newer (eviction, HELLO order) */
-    uint64_t term_at_ms;    /* monotonic; 0 = no SIGTERM pending (self-fencing) */
     uint64_t kill_at_ms;    /* monotonic; 0 = no SIGKILL pending */
     uint64_t resend_at_ms;  /* monotonic: EXITED and not acknowledged: TASK_STATUS again then */
     uint32_t resend_gap_ms; /* the wait before that */
@@ -123,9 +129,8 @@ struct wrk_agent {
     int nexited;
     uint64_t exit_counter;
 
-    uint64_t epoch; /* highest scheduler epoch seen */
-    uint64_t seq;   /* last seq this worker sent */
-    int heartbeat_s;
+    uint64_t epoch;      /* highest scheduler epoch seen */
+    uint64_t seq;        /* last seq this worker sent */
     uint64_t last_rx_ms; /* monotonic time of the last message from the scheduler */
     uint64_t last_beat_ms;
     bool hello_sent;
@@ -138,10 +143,10 @@ struct wrk_agent {
     int ckpt_wd;           /* inotify watch on ckpt/ */
     int tasks_wd;          /* inotify watch on tasks/ */
     int nallow;            /* allow[0..nallow-1]: --allow-user */
-    int lease_s;           /* the scheduler's node_lost_after_s; 0 = unknown, no self-fencing */
+    int heartbeat_s;       /* the interval the scheduler asked for */
     bool is_root;
     bool allow_root;
-    bool fenced;               /* self-fencing ran since the scheduler was last heard */
+    bool lease_out;            /* the lease ran out: logged, and not renewed since */
     bool loading;              /* reading the records at start: the first HELLO reports them */
     char shim[PROTO_PATH_MAX]; /* the muster-shim program */
     struct wrk_ident run_as;   /* --run-as; name "" = none */
@@ -153,6 +158,11 @@ struct wrk_agent {
     struct wrk_imds_event spot; /* the latest notice, repeated after each HELLO */
     bool have_rebalance;
     struct wrk_imds_event rebalance;
+
+    struct wrk_lease *lease;            /* owned: <state_dir>/lease, shared with the shims */
+    struct wrk_sched_clock sched_clock; /* lower bound of the scheduler's clock */
+    struct wrk_tombs tombs;             /* tasks a KILL gave up before any BIND */
+    char lease_path[PROTO_PATH_MAX];    /* handed to each shim */
 };
 
 /* ---- signals through a self-pipe ---- */
@@ -245,7 +255,8 @@ static void rec_path(const struct wrk_agent *a,
         buf[0] = '\0';
 }
 
-/* Deletes a task's record files: the scheduler has its exit, nobody needs them again. */
+/* Deletes a task's record files: the scheduler has its exit, nobody needs them again (".fenced":
+ * the mark older versions kept beside the record). */
 static void rec_remove(const struct wrk_agent *a, const struct proto_task_ref *ref)
 {
     static const char *const suffixes[] = { ".json", ".exit", ".json.tmp", ".exit.tmp", ".fenced" };
@@ -257,29 +268,6 @@ static void rec_remove(const struct wrk_agent *a, const struct proto_task_ref *r
             mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d cannot remove '%s': %s", ref->job,
                    ref->task, ref->attempt, path, strerror(errno));
     }
-}
-
-/* Self-fencing stopped t: <record>.fenced says so to a restarted worker too. */
-static void rec_mark_fenced(const struct wrk_agent *a, const struct proto_task_ref *ref)
-{
-    char path[PROTO_PATH_MAX + 32];
-    int fd;
-
-    rec_path(a, ref, ".fenced", path, sizeof(path));
-    fd = path[0] ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
-    if (fd < 0) {
-        mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d cannot mark '%s': %s", ref->job,
-               ref->task, ref->attempt, path, strerror(errno));
-        return;
-    }
-    (void)close(fd);
-}
-
-static bool rec_is_fenced(const struct wrk_agent *a, const struct proto_task_ref *ref)
-{
-    char path[PROTO_PATH_MAX + 32];
-    rec_path(a, ref, ".fenced", path, sizeof(path));
-    return path[0] && access(path, F_OK) == 0;
 }
 
 static void task_remove(struct wrk_agent *a, struct wrk_task *t)
@@ -419,6 +407,7 @@ static void send_hello(struct wrk_agent *a)
     int n;
 
     proto_msg_init(&m, PROTO_HELLO);
+    m.echo_ms = mu_time_mono_ms(); /* carried back, it renews the lease (handle_heartbeat) */
     mu_strlcpy(m.pool, a->pool, sizeof(m.pool));
     mu_strlcpy(m.addr, a->addr, sizeof(m.addr));
     m.cpus = a->cpus;
@@ -458,6 +447,7 @@ static void send_heartbeat(struct wrk_agent *a)
 {
     struct proto_msg m;
     proto_msg_init(&m, PROTO_HEARTBEAT);
+    m.echo_ms = mu_time_mono_ms();
     agent_send(a, &m);
     proto_msg_release(&m);
     a->last_beat_ms = mu_time_mono_ms();
@@ -472,15 +462,17 @@ static void send_task_status(struct wrk_agent *a, const struct proto_task_ref *r
     proto_msg_release(&m);
 }
 
+/* error NULL: started; else why not, and whether that is the node's fault (else the job's). */
 static void send_bind_ack(struct wrk_agent *a,
                           const struct proto_task_ref *ref,
-                          bool ok,
-                          const char *error)
+                          const char *error,
+                          bool node_fault)
 {
     struct proto_msg m;
     proto_msg_init(&m, PROTO_BIND_ACK);
     m.task = *ref;
-    m.ok = ok;
+    m.ok = error == NULL;
+    m.node_fault = error != NULL && node_fault;
     if (error)
         mu_strlcpy(m.error, error, sizeof(m.error));
     agent_send(a, &m);
@@ -642,10 +634,9 @@ static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wr
     t->ref.state = PROTO_TASK_EXITED;
     t->ref.exit_code = x->signal ? 0 : x->exit_code;
     t->ref.signal = x->signal;
-    t->ref.fenced = t->fenced; /* however it ended, we stopped it: not the task's failure */
+    t->ref.fenced = x->fenced; /* however it ended, its shim stopped it: not the task's failure */
     t->exit_order = ++a->exit_counter;
     t->kill_at_ms = 0;
-    t->term_at_ms = 0;
     t->resend_gap_ms = RESEND_FIRST_MS;
     t->resend_at_ms = mu_time_mono_ms() + RESEND_FIRST_MS;
     a->nrunning--;
@@ -668,7 +659,6 @@ static void task_lost(struct wrk_agent *a, struct wrk_task *t, const char *why)
     t->ref.signal = 0;
     t->exit_order = ++a->exit_counter;
     t->kill_at_ms = 0;
-    t->term_at_ms = 0;
     a->nrunning--;
     a->nexited++;
     mu_log(MU_LOG_WARN, MOD, "job=%s task=%d attempt=%d lost: %s (its process group %d may remain)",
@@ -809,7 +799,6 @@ static void adopt_one(struct wrk_agent *a, const char *dir, const char *name)
     t->ckpt_signal = rec.ckpt_signal;
     t->grace_s = rec.grace_s;
     t->uid = rec.uid;
-    t->fenced = rec_is_fenced(a, &t->ref);
     a->nrunning++;
     rec_path(a, &t->ref, "", base, sizeof(base));
     rec_path(a, &t->ref, ".exit", path, sizeof(path));
@@ -850,7 +839,8 @@ static void adopt_records(struct wrk_agent *a)
             (void)mu_snprintf(path, sizeof(path), "%s/%s", dir, name);
             (void)unlink(path);
         } else if (has_suffix(name, ".exit") || has_suffix(name, ".fenced")) {
-            /* An exit or mark without a record: its record was acknowledged and removed. */
+            /* An exit (or an older version's .fenced mark) without a record: its record was
+             * acknowledged and removed. */
             struct stat st;
             int stem = (int)(strrchr(name, '.') - name); /* the name less its suffix */
             (void)mu_snprintf(path, sizeof(path), "%s/%.*s.json", dir, stem, name);
@@ -949,12 +939,17 @@ static int bind_identity(struct wrk_agent *a,
                    a->node);
 }
 
-/* Starts m's task through a shim; *uid is the uid it runs as (-1 = the worker's own). */
+/*
+ * Starts m's task through a shim, which must not exec it at or after not_after_ms (0 = no
+ * deadline); *uid is the uid it runs as (-1 = the worker's own).  On failure *fault says whose.
+ */
 static int bind_start(struct wrk_agent *a,
                       const struct proto_msg *m,
+                      uint64_t not_after_ms,
                       pid_t *pid,
                       pid_t *shim_pid,
                       int *uid,
+                      enum wrk_fault *fault,
                       struct mu_err *err)
 {
     char visible[PROTO_MAX_GPUS * 100];
@@ -962,6 +957,7 @@ static int bind_start(struct wrk_agent *a,
     struct wrk_taskrec rec;
     struct wrk_ident who;
 
+    *fault = WRK_FAULT_JOB;
     if (!mu_name_is_valid(m->task.job, PROTO_JOB_MAX - 1))
         return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", m->task.job);
     if (m->task.task < 0 || m->task.attempt < 1)
@@ -969,6 +965,7 @@ static int bind_start(struct wrk_agent *a,
                        m->task.attempt);
     if (m->argc <= 0 || !m->argv)
         return mu_errf(err, MU_E_INVAL, "empty command");
+    *fault = WRK_FAULT_NODE; /* from here on: GPUs, identities, the state dir, the shim */
     if (a->nrunning >= PROTO_MAX_TASKS)
         return mu_errf(err, MU_E_TOOBIG, "node runs %d tasks already, the most it reports",
                        a->nrunning);
@@ -998,6 +995,8 @@ static int bind_start(struct wrk_agent *a,
     l.node_rank = m->node_rank;
     l.master_addr = m->master_addr;
     l.master_port = m->master_port;
+    l.lease_path = a->lease_path;
+    l.not_after_ms = not_after_ms;
     if (who.name[0]) {
         l.user = who.name;
         l.home = who.home;
@@ -1012,33 +1011,44 @@ static int bind_start(struct wrk_agent *a,
     *uid = rec.uid;
     rec.ngpus = m->nbind_gpus;
     memcpy(rec.gpus, m->bind_gpus, sizeof(rec.gpus));
-    return wrk_launch_shim(&l, NULL, a->shim, &rec, pid, shim_pid, err);
+    return wrk_launch_shim(&l, NULL, a->shim, &rec, pid, shim_pid, fault, err);
 }
 
 static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
 {
     struct wrk_task *t = task_find(a, &m->task);
     struct proto_task_ref ref = m->task;
+    enum wrk_fault fault = WRK_FAULT_NODE;
     struct mu_err err;
     pid_t pid = -1;
     pid_t shim_pid = -1;
     int uid = -1;
+    char why[256];
     char line[384];
 
     if (t) {
         log_task(MU_LOG_DEBUG, &t->ref, "BIND again: acknowledging");
-        send_bind_ack(a, &t->ref, true, NULL);
+        send_bind_ack(a, &t->ref, NULL, false);
         return;
     }
     ref.pid = 0;
     ref.exit_code = 0;
     ref.signal = 0;
+    ref.state = (enum proto_task_state)0; /* never ran: no state on the wire */
+    if (wrk_bind_is_stale(&a->tombs, &a->sched_clock, a->lease, m, mu_time_mono_ms(), why,
+                          sizeof(why))) {
+        log_task(MU_LOG_WARN, &ref, why);
+        send_bind_ack(a, &ref, why, true);
+        return;
+    }
     mu_err_clear(&err);
-    if (bind_start(a, m, &pid, &shim_pid, &uid, &err) != 0) {
-        (void)mu_snprintf(line, sizeof(line), "cannot start: %s", err.msg);
+    if (bind_start(a, m, wrk_bind_deadline(&a->sched_clock, a->lease, m), &pid, &shim_pid, &uid,
+                   &fault, &err)
+        != 0) {
+        (void)mu_snprintf(line, sizeof(line), "cannot start (%s's fault): %s",
+                          fault == WRK_FAULT_JOB ? "the job" : "the node", err.msg);
         log_task(MU_LOG_WARN, &ref, line);
-        ref.state = (enum proto_task_state)0; /* never ran: no state on the wire */
-        send_bind_ack(a, &ref, false, err.msg);
+        send_bind_ack(a, &ref, err.msg, fault == WRK_FAULT_NODE);
         return;
     }
     t = task_add(a, &err);
@@ -1046,8 +1056,7 @@ static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
         /* Out of memory with a child running: stop it rather than lose track of it. */
         (void)kill(-pid, SIGKILL);
         log_task(MU_LOG_ERROR, &ref, err.msg);
-        ref.state = (enum proto_task_state)0;
-        send_bind_ack(a, &ref, false, err.msg);
+        send_bind_ack(a, &ref, err.msg, true);
         return;
     }
     ref.state = PROTO_TASK_RUNNING;
@@ -1061,7 +1070,7 @@ static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)
     (void)mu_snprintf(line, sizeof(line), "started pid=%d shim=%d gpus=%d argv0=%s", (int)pid,
                       (int)shim_pid, m->nbind_gpus, m->argv[0]);
     log_task(MU_LOG_INFO, &ref, line);
-    send_bind_ack(a, &ref, true, NULL);
+    send_bind_ack(a, &ref, NULL, false);
 }
 
 static void handle_kill(struct wrk_agent *a, const struct proto_msg *m)
@@ -1077,13 +1086,17 @@ static void handle_kill(struct wrk_agent *a, const struct proto_msg *m)
         ref.exit_code = 0;
         ref.signal = 0;
         log_task(MU_LOG_DEBUG, &ref, "KILL of an unknown task: reporting LOST");
+        /* The scheduler gave it up: a BIND of it still on its way must not start it. */
+        wrk_tombs_add(&a->tombs, &ref);
         send_task_status(a, &ref);
         return;
     }
     if (t->ref.state != PROTO_TASK_RUNNING) {
         /* The scheduler has the exit status (it only kills what it knows ended or must end):
-         * this KILL is its acknowledgement, so the record can go without another reply. */
+         * this KILL is its acknowledgement, so the record can go without another reply, and a
+         * late repeat of its BIND finds a tombstone rather than nothing. */
         log_task(MU_LOG_DEBUG, &t->ref, "KILL of an exited task: forgotten");
+        wrk_tombs_add(&a->tombs, &t->ref);
         task_remove(a, t);
         return;
     }
@@ -1126,52 +1139,78 @@ static void handle_checkpoint(struct wrk_agent *a, const struct proto_msg *m)
     log_task(MU_LOG_INFO, &t->ref, line);
 }
 
-/* <state>/lease_s: the last lease the scheduler gave, so that a restarted worker fences too. */
-static void lease_save(const struct wrk_agent *a)
+/* A HEARTBEAT: the lease it carries, renewed when it answers one of ours (lease.c). */
+static void lease_renew(struct wrk_agent *a, const struct proto_msg *m, uint64_t now)
 {
-    char path[PROTO_PATH_MAX + 16];
-    char text[32];
-    struct mu_err err;
+    int before_s;
+    int lease_s;
+    uint64_t until;
 
-    (void)mu_snprintf(path, sizeof(path), "%s/lease_s", a->state_dir);
-    (void)mu_snprintf(text, sizeof(text), "%d\n", a->lease_s);
-    if (wrk_file_write_atomic(path, text, strlen(text), &err) != 0)
-        mu_log(MU_LOG_WARN, MOD, "node=%s cannot keep the lease: %s", a->node, err.msg);
+    wrk_lease_read(a->lease, &before_s, NULL);
+    if (!wrk_lease_renew(a->lease, m->lease_s, m->echo_ms, m->ok, now))
+        return;
+    wrk_lease_read(a->lease, &lease_s, &until);
+    if (lease_s != before_s)
+        mu_log(MU_LOG_INFO, MOD,
+               "node=%s lease %d s: tasks stop after that long without an answer from the "
+               "scheduler (was %d s)",
+               a->node, lease_s, before_s);
+    if (a->lease_out && until > now) {
+        mu_log(MU_LOG_WARN, MOD,
+               "node=%s lease renewed: the scheduler answers again; the tasks the supervisors "
+               "stopped are reported as they end",
+               a->node);
+        a->lease_out = false;
+    }
 }
 
-static void lease_load(struct wrk_agent *a)
+/* The lease ran out with tasks running: the shims are stopping them now.  Said once. */
+static void lease_watch(struct wrk_agent *a, uint64_t now)
 {
-    char path[PROTO_PATH_MAX + 16];
-    char *text;
-    char *nl;
-    int64_t v;
+    int lease_s;
+    uint64_t until;
 
-    (void)mu_snprintf(path, sizeof(path), "%s/lease_s", a->state_dir);
-    text = mu_file_read(path, 64, NULL, NULL);
-    if (!text)
+    if (a->lease_out || a->nrunning == 0 || wrk_lease_holds(a->lease, now))
         return;
-    nl = strchr(text, '\n');
-    if (nl)
-        *nl = '\0';
-    if (mu_parse_i64(text, 1, INT32_MAX, &v, NULL) == 0) {
-        a->lease_s = (int)v;
-        mu_log(MU_LOG_INFO, MOD,
-               "node=%s lease %d s (from the last run): tasks stop after that long without "
-               "the scheduler",
-               a->node, a->lease_s);
+    a->lease_out = true;
+    wrk_lease_read(a->lease, &lease_s, &until);
+    mu_log(MU_LOG_ERROR, MOD,
+           "node=%s SELF-FENCING: the lease (%d s) ran out %" PRIu64
+           " ms ago without an answer from the scheduler %s; the supervisors stop the %d "
+           "task(s) here (checkpoint signal, grace, SIGTERM, SIGKILL) so that no requeued "
+           "attempt runs beside them",
+           a->node, lease_s, until ? now - until : 0, a->scheduler, a->nrunning);
+}
+
+/* <state>/lease: the lease a previous run left holds (its shims honour it) until renewed. */
+static int lease_setup(struct wrk_agent *a, struct mu_err *err)
+{
+    char old[PROTO_PATH_MAX + 16];
+    uint64_t now = mu_time_mono_ms();
+    uint64_t until;
+    int lease_s;
+
+    if (mu_snprintf(a->lease_path, sizeof(a->lease_path), "%s/lease", a->state_dir) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", a->state_dir);
+    a->lease = wrk_lease_new(a->lease_path, true, err);
+    if (!a->lease) {
+        mu_err_prefix(err, "cannot keep the lease: ");
+        return -1;
     }
-    free(text);
+    wrk_lease_read(a->lease, &lease_s, &until);
+    if (lease_s > 0)
+        mu_log(MU_LOG_INFO, MOD, "node=%s lease %d s from the last run: %s %" PRIu64 " ms", a->node,
+               lease_s, until > now ? "held for" : "ran out",
+               until > now ? until - now : now - until);
+    /* The text file older versions kept lease_s in; the record replaces it. */
+    (void)mu_snprintf(old, sizeof(old), "%s/lease_s", a->state_dir);
+    (void)unlink(old);
+    return 0;
 }
 
 static void handle_heartbeat(struct wrk_agent *a, const struct proto_msg *m)
 {
-    if (m->lease_s > 0 && m->lease_s != a->lease_s) {
-        mu_log(MU_LOG_INFO, MOD,
-               "node=%s lease %d s: tasks stop after that long without the scheduler (was %d s)",
-               a->node, m->lease_s, a->lease_s);
-        a->lease_s = m->lease_s;
-        lease_save(a);
-    }
+    lease_renew(a, m, mu_time_mono_ms());
     if (m->heartbeat_s > 0 && m->heartbeat_s != a->heartbeat_s) {
         mu_log(MU_LOG_INFO, MOD, "node=%s heartbeat every %d s (was %d s)", a->node, m->heartbeat_s,
                a->heartbeat_s);
@@ -1189,7 +1228,8 @@ static void handle_heartbeat(struct wrk_agent *a, const struct proto_msg *m)
     }
 }
 
-static void handle_message(struct wrk_agent *a, const struct proto_msg *m)
+/* m arrived at recv_ms (monotonic). */
+static void handle_message(struct wrk_agent *a, const struct proto_msg *m, uint64_t recv_ms)
 {
     if (m->epoch < a->epoch) {
         mu_log_limited(MU_LOG_WARN, MOD, "wrk-old-epoch", 10,
@@ -1202,6 +1242,7 @@ static void handle_message(struct wrk_agent *a, const struct proto_msg *m)
                m->epoch, a->epoch);
         a->epoch = m->epoch;
     }
+    wrk_sched_clock_note(&a->sched_clock, a->epoch, m->sent_ms, recv_ms);
     mu_log(MU_LOG_DEBUG, MOD, "node=%s received %s seq=%" PRIu64, a->node, proto_type_name(m->type),
            m->seq);
     switch (m->type) {
@@ -1229,15 +1270,10 @@ static void handle_message(struct wrk_agent *a, const struct proto_msg *m)
     }
 }
 
+/* Any message shows the link works (re-registration); only an answer renews the lease. */
 static void heard_from_scheduler(struct wrk_agent *a)
 {
     a->last_rx_ms = mu_time_mono_ms();
-    if (a->fenced)
-        mu_log(MU_LOG_WARN, MOD,
-               "node=%s scheduler back after self-fencing; tasks it stopped are reported as they "
-               "end",
-               a->node);
-    a->fenced = false;
     if (a->quiet) {
         mu_log(MU_LOG_INFO, MOD, "node=%s scheduler back", a->node);
         a->quiet = false;
@@ -1255,7 +1291,7 @@ static void receive_all(struct wrk_agent *a)
         r = proto_recv(a->sock, NULL, 0, &m, &err);
         if (r == 1) {
             heard_from_scheduler(a);
-            handle_message(a, &m);
+            handle_message(a, &m, a->last_rx_ms);
         } else if (r < 0) {
             if (err.code == MU_E_PROTO)
                 heard_from_scheduler(a);
@@ -1273,54 +1309,6 @@ static void receive_all(struct wrk_agent *a)
 static uint64_t beat_ms(const struct wrk_agent *a)
 {
     return (uint64_t)(a->heartbeat_s > 0 ? a->heartbeat_s : 1) * 1000u;
-}
-
-static uint64_t lease_ms(const struct wrk_agent *a)
-{
-    return (uint64_t)a->lease_s * 1000u;
-}
-
-/*
- * The lease ran out: the scheduler has not been heard for lease_s and is about to requeue this
- * node's gangs elsewhere, so they must not keep running here.  Checkpoint signal first (then
- * SIGTERM after the job's grace), else SIGTERM; SIGKILL WRK_FENCE_TERM_GRACE_MS after the
- * SIGTERM.  Their exits are reported when the scheduler is back.
- */
-static void fence(struct wrk_agent *a, uint64_t now)
-{
-    int n = 0;
-
-    a->fenced = true;
-    for (int i = 0; i < a->ntasks; i++) {
-        struct wrk_task *t = &a->tasks[i];
-        char line[160];
-        if (t->ref.state != PROTO_TASK_RUNNING || t->fenced || exit_check(a, t, false))
-            continue;
-        t->fenced = true;
-        rec_mark_fenced(a, &t->ref);
-        n++;
-        if (t->ckpt_signal > 0) {
-            (void)kill(-(pid_t)t->ref.pid, t->ckpt_signal);
-            t->term_at_ms = now + (uint64_t)t->grace_s * 1000u;
-            (void)mu_snprintf(line, sizeof(line),
-                              "self-fencing: sent %s to group %d, SIGTERM after %d s",
-                              mu_signal_name(t->ckpt_signal), t->ref.pid, t->grace_s);
-        } else {
-            uint64_t at = now + WRK_FENCE_TERM_GRACE_MS;
-            (void)kill(-(pid_t)t->ref.pid, SIGTERM);
-            if (t->kill_at_ms == 0 || at < t->kill_at_ms)
-                t->kill_at_ms = at;
-            (void)mu_snprintf(line, sizeof(line),
-                              "self-fencing: sent SIGTERM to group %d, SIGKILL after %d s",
-                              t->ref.pid, WRK_FENCE_TERM_GRACE_MS / 1000);
-        }
-        log_task(MU_LOG_ERROR, &t->ref, line);
-    }
-    if (n > 0)
-        mu_log(MU_LOG_ERROR, MOD,
-               "node=%s SELF-FENCING: nothing from the scheduler %s for %" PRIu64
-               " s (lease %d s); stopping %d task(s) so that no requeued attempt runs beside them",
-               a->node, a->scheduler, (now - a->last_rx_ms) / 1000u, a->lease_s, n);
 }
 
 /*
@@ -1353,18 +1341,9 @@ static void run_timers(struct wrk_agent *a, uint64_t now)
     }
     if (a->nrunning > 0 && now - a->exit_poll_ms >= EXIT_POLL_MS)
         exits_scan(a);
-    if (a->lease_s > 0 && !a->fenced && a->nrunning > 0 && now - a->last_rx_ms >= lease_ms(a))
-        fence(a, now);
+    lease_watch(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         struct wrk_task *t = &a->tasks[i];
-        if (t->ref.state == PROTO_TASK_RUNNING && t->term_at_ms && now >= t->term_at_ms) {
-            t->term_at_ms = 0;
-            if (kill(-(pid_t)t->ref.pid, SIGTERM) == 0)
-                log_task(MU_LOG_ERROR, &t->ref,
-                         "self-fencing: checkpoint grace over: sent SIGTERM to its group");
-            if (t->kill_at_ms == 0 || now + WRK_FENCE_TERM_GRACE_MS < t->kill_at_ms)
-                t->kill_at_ms = now + WRK_FENCE_TERM_GRACE_MS;
-        }
         if (t->ref.state == PROTO_TASK_RUNNING && t->kill_at_ms && now >= t->kill_at_ms) {
             t->kill_at_ms = 0;
             if (kill(-(pid_t)t->ref.pid, SIGKILL) == 0)
@@ -1394,16 +1373,16 @@ static int next_wait_ms(const struct wrk_agent *a, uint64_t now, int max_wait_ms
         next = a->ckpt_poll_ms + CKPT_POLL_MS;
     if (a->nrunning > 0 && a->exit_poll_ms + EXIT_POLL_MS < next)
         next = a->exit_poll_ms + EXIT_POLL_MS;
-    if (a->lease_s > 0 && !a->fenced && a->nrunning > 0 && a->last_rx_ms + lease_ms(a) < next)
-        next = a->last_rx_ms + lease_ms(a);
+    if (!a->lease_out && a->nrunning > 0 && wrk_lease_holds(a->lease, now)) {
+        uint64_t until = 0;
+        wrk_lease_read(a->lease, NULL, &until);
+        if (until && until < next)
+            next = until; /* to say SELF-FENCING when it runs out */
+    }
     for (int i = 0; i < a->ntasks; i++) {
         const struct wrk_task *t = &a->tasks[i];
-        if (t->ref.state != PROTO_TASK_RUNNING)
-            continue;
-        if (t->kill_at_ms && t->kill_at_ms < next)
+        if (t->ref.state == PROTO_TASK_RUNNING && t->kill_at_ms && t->kill_at_ms < next)
             next = t->kill_at_ms;
-        if (t->term_at_ms && t->term_at_ms < next)
-            next = t->term_at_ms;
     }
     if (next <= now)
         return 0;
@@ -1681,7 +1660,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         goto fail;
     if (agent_inventory(a, cfg, err) != 0)
         goto fail;
-    if (state_dirs_create(a, err) != 0)
+    if (state_dirs_create(a, err) != 0 || lease_setup(a, err) != 0)
         goto fail;
     if (signals_install(err) != 0)
         goto fail;
@@ -1698,7 +1677,6 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     watch_start(a);
     if (cfg->imds && cfg->imds[0] && imds_start(a, cfg, err) != 0)
         goto fail;
-    lease_load(a);
     a->loading = true;
     adopt_records(a);
     a->loading = false;
@@ -1711,6 +1689,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
            a->cpus, a->memory_mb, a->scheduler, a->state_dir);
     return a;
 fail:
+    wrk_lease_free(a->lease);
     wrk_imds_free(a->imds);
     if (a->ino_fd >= 0)
         (void)close(a->ino_fd);
@@ -1874,5 +1853,6 @@ void wrk_agent_free(struct wrk_agent *a)
     for (int i = 0; i < a->ntasks; i++)
         free(a->tasks[i].ckpt_last);
     free(a->tasks);
+    wrk_lease_free(a->lease); /* the record stays: the shims keep honouring it */
     free(a);
 }

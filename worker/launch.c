@@ -12,8 +12,9 @@
  * memory file (memfd; its stdin: the environment holds secrets and must not show in
  * /proc/PID/cmdline; no file system inode, whose allocation costs more than the rest of a start),
  * gives it the log files as stdout/stderr and a pipe as fd 3, and waits for one line on that
- * pipe: "OK <pid>" once the task runs and its record is written, or "ERR <code> <message>" when
- * it could not start.  So a failed exec is still a BIND_ACK error, as with a direct start.
+ * pipe: "OK <pid>" once the task runs and its record is written, or "ERR <code> <node|job>
+ * <message>" when it could not start, with whose fault that is.  So a failed exec is still a
+ * BIND_ACK error, as with a direct start, and the scheduler learns whether to blame the node.
  */
 /* memfd_create is Linux's: ask glibc for its GNU declarations. */
 #define _GNU_SOURCE 1 /* NOLINT(bugprone-reserved-identifier): the libc's own switch */
@@ -113,9 +114,11 @@ static void prepared_release(struct prepared *p)
     p->out_fd = p->err_fd = -1;
 }
 
+/* *fault: the job's for a bad job id, command or spec environment, else the node's. */
 static int prepare(const struct wrk_launch *l,
                    char *const *base,
                    struct prepared *p,
+                   enum wrk_fault *fault,
                    struct mu_err *err)
 {
     char out_path[PROTO_PATH_MAX];
@@ -124,10 +127,12 @@ static int prepare(const struct wrk_launch *l,
     p->envp = NULL;
     p->argv = NULL;
     p->out_fd = p->err_fd = -1;
+    *fault = WRK_FAULT_JOB;
     if (!l->job || !mu_name_is_valid(l->job, PROTO_JOB_MAX - 1))
         return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", l->job ? l->job : "");
     if (l->argc <= 0 || !l->argv || !l->argv[0] || !l->argv[0][0])
         return mu_errf(err, MU_E_INVAL, "empty command");
+    *fault = WRK_FAULT_NODE;
     if (wrk_task_path(l->state_dir, "logs", l->job, l->attempt, l->task, ".out", out_path,
                       sizeof(out_path), err)
             != 0
@@ -137,8 +142,11 @@ static int prepare(const struct wrk_launch *l,
         return -1;
 
     p->envp = wrk_env_build(l, base ? base : environ, err);
-    if (!p->envp)
+    if (!p->envp) {
+        if (err && err->code == MU_E_INVAL)
+            *fault = WRK_FAULT_JOB; /* a spec entry without '=' */
         goto fail;
+    }
     p->argv = calloc((size_t)l->argc + 1, sizeof(*p->argv));
     if (!p->argv) {
         mu_errf(err, MU_E_NOMEM, "out of memory for argv");
@@ -146,6 +154,7 @@ static int prepare(const struct wrk_launch *l,
     }
     for (int i = 0; i < l->argc; i++) {
         if (!l->argv[i]) {
+            *fault = WRK_FAULT_JOB;
             mu_errf(err, MU_E_INVAL, "argv[%d] is missing", i);
             goto fail;
         }
@@ -170,9 +179,10 @@ int wrk_launch_start(const struct wrk_launch *l,
 {
     struct prepared p;
     struct wrk_spawn s;
+    enum wrk_fault fault;
     int rc;
 
-    if (prepare(l, base, &p, err) != 0)
+    if (prepare(l, base, &p, &fault, err) != 0)
         return -1;
     memset(&s, 0, sizeof(s));
     s.argv = p.argv;
@@ -182,7 +192,8 @@ int wrk_launch_start(const struct wrk_launch *l,
     s.fd_stdout = p.out_fd;
     s.fd_stderr = p.err_fd;
     s.new_pgrp = true;
-    rc = wrk_spawn_start(&s, pid_out, err);
+    s.not_after_ms = l->not_after_ms;
+    rc = wrk_spawn_start(&s, pid_out, NULL, err);
     prepared_release(&p);
     return rc;
 }
@@ -237,8 +248,40 @@ static int spec_file(const char *state_dir, const struct mu_buf *spec, struct mu
     return fd;
 }
 
+/*
+ * "ERR <code> <node|job> <message>" (line: after "ERR "): the error and whose fault it is; a
+ * line of another shape is the node's fault, its text kept.
+ */
+static int parse_err_line(const char *line,
+                          const char *shim,
+                          enum wrk_fault *fault,
+                          struct mu_err *err)
+{
+    const char *sp = strchr(line, ' ');
+    const char *msg;
+    char num[16];
+    int64_t code = MU_E_SYS;
+
+    *fault = WRK_FAULT_NODE;
+    if (!sp || (size_t)(sp - line) >= sizeof(num))
+        return mu_errf(err, MU_E_SYS, "the task supervisor '%s' said 'ERR %.100s'", shim, line);
+    memcpy(num, line, (size_t)(sp - line));
+    num[sp - line] = '\0';
+    if (mu_parse_i64(num, 1, 1000, &code, NULL) != 0)
+        code = MU_E_SYS;
+    msg = sp + 1;
+    if (strncmp(msg, "job ", 4) == 0) {
+        *fault = WRK_FAULT_JOB;
+        msg += 4;
+    } else if (strncmp(msg, "node ", 5) == 0) {
+        msg += 5;
+    }
+    return mu_errf(err, (int)code, "%s", msg);
+}
+
 /* Reads the shim's one-line report from fd within WRK_SHIM_START_TIMEOUT_MS. */
-static int read_report(int fd, const char *shim, pid_t *pid_out, struct mu_err *err)
+static int read_report(
+    int fd, const char *shim, pid_t *pid_out, enum wrk_fault *fault, struct mu_err *err)
 {
     uint64_t deadline = mu_time_mono_ms() + WRK_SHIM_START_TIMEOUT_MS;
     char line[512];
@@ -274,18 +317,8 @@ static int read_report(int fd, const char *shim, pid_t *pid_out, struct mu_err *
         *pid_out = (pid_t)v;
         return 0;
     }
-    if (strncmp(line, "ERR ", 4) == 0) {
-        const char *sp = strchr(line + 4, ' ');
-        char num[16];
-        int64_t code = MU_E_SYS;
-        if (sp && (size_t)(sp - (line + 4)) < sizeof(num)) {
-            memcpy(num, line + 4, (size_t)(sp - (line + 4)));
-            num[sp - (line + 4)] = '\0';
-            if (mu_parse_i64(num, 1, 1000, &code, NULL) != 0)
-                code = MU_E_SYS;
-            return mu_errf(err, (int)code, "%s", sp + 1);
-        }
-    }
+    if (strncmp(line, "ERR ", 4) == 0)
+        return parse_err_line(line + 4, shim, fault, err);
     if (len == 0)
         return mu_errf(err, MU_E_SYS, "the task supervisor '%s' exited before starting the task",
                        shim);
@@ -299,6 +332,7 @@ static int shim_spawn(const char *shim_path,
                       const struct prepared *p,
                       pid_t *pid_out,
                       pid_t *shim_pid_out,
+                      enum wrk_fault *fault,
                       struct mu_err *err)
 {
     static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -320,13 +354,14 @@ static int shim_spawn(const char *shim_path,
     s.fd_stdout = p->out_fd;
     s.fd_stderr = p->err_fd;
     s.fd_extra = report[1];
-    if (wrk_spawn_start(&s, &shim_pid, err) != 0) {
+    /* The shim is the node's: whatever stops it from starting (its exec included) is too. */
+    if (wrk_spawn_start(&s, &shim_pid, NULL, err) != 0) {
         (void)close(report[0]);
         (void)close(report[1]);
         return -1;
     }
     (void)close(report[1]);
-    if (read_report(report[0], shim_path, pid_out, err) != 0) {
+    if (read_report(report[0], shim_path, pid_out, fault, err) != 0) {
         (void)kill(shim_pid, SIGKILL); /* it has nothing left to do: failed or wedged */
         while (waitpid(shim_pid, NULL, 0) < 0 && errno == EINTR) {
         }
@@ -345,21 +380,28 @@ int wrk_launch_shim(const struct wrk_launch *l,
                     const struct wrk_taskrec *rec,
                     pid_t *pid_out,
                     pid_t *shim_pid_out,
+                    enum wrk_fault *fault,
                     struct mu_err *err)
 {
     char rec_base[PROTO_PATH_MAX];
     struct wrk_shim_spec spec;
     struct prepared p;
     struct mu_buf buf;
+    enum wrk_fault why = WRK_FAULT_NODE;
     int spec_fd = -1;
     int rc = -1;
 
+    if (fault)
+        *fault = WRK_FAULT_NODE;
     if (wrk_task_path(l->state_dir, "tasks", l->job ? l->job : "", l->attempt, l->task, "",
                       rec_base, sizeof(rec_base), err)
         != 0)
         return -1;
-    if (prepare(l, base, &p, err) != 0)
+    if (prepare(l, base, &p, &why, err) != 0) {
+        if (fault)
+            *fault = why;
         return -1;
+    }
     mu_buf_init(&buf, WRK_SPEC_MAX_BYTES);
     memset(&spec, 0, sizeof(spec));
     spec.rec = *rec;
@@ -374,13 +416,18 @@ int wrk_launch_shim(const struct wrk_launch *l,
         spec.uid = (int)l->uid;
         spec.gid = (int)l->gid;
     }
+    spec.lease_path = l->lease_path;
+    spec.not_after_ms = l->not_after_ms;
     if (wrk_shim_spec_encode(&spec, &buf, err) != 0)
         goto out;
     spec_fd = spec_file(l->state_dir, &buf, err);
     if (spec_fd < 0)
         goto out;
-    if (shim_spawn(shim_path, rec_base, spec_fd, &p, pid_out, shim_pid_out, err) != 0)
+    if (shim_spawn(shim_path, rec_base, spec_fd, &p, pid_out, shim_pid_out, &why, err) != 0) {
+        if (fault)
+            *fault = why;
         goto out;
+    }
     rc = 0;
 out:
     if (spec_fd >= 0)

@@ -7,16 +7,27 @@
  *
  * It leaves the worker's session (setsid), so that neither the worker's death nor a signal to
  * the worker's process group reaches it; starts the task in the task's own process group with
- * spawn.c (as another user when the spec says so); writes the record <base>.json and says
- * "OK <pid>" on fd 3, or "ERR <code> <message>" when the task could not start; then waits for
- * the task and writes its true exit status to <base>.exit.  Both files are written to a temp
- * file and renamed.  The leader's exit is observed with waitid(WNOWAIT), and the rest of its
- * group is killed before the leader is reaped: while the zombie holds the pid, the group id
- * cannot be reused by a stranger.
+ * spawn.c (as another user when the spec says so, and not at all once the spec's start
+ * deadline has passed); writes the record <base>.json and says "OK <pid>" on fd 3, or
+ * "ERR <code> <node|job> <message>" when the task could not start (with whose fault that is);
+ * then waits for the task and writes its true exit status to <base>.exit.  Both files are
+ * written to a temp file and renamed.  The leader's exit is observed with waitid(WNOWAIT), and
+ * the rest of its group is killed before the leader is reaped: while the zombie holds the pid,
+ * the group id cannot be reused by a stranger.
  *
- * Its stdout and stderr are the task's log files, so its own rare complaints land there.  Its
- * argv names the task, which is how a restarted worker recognises it (/proc/PID/cmdline).
- * SIGTERM to the shim is passed on to the task's group; SIGHUP, SIGINT and SIGPIPE are ignored.
+ * The shim holds the node's lease (protocol/README.md "The lease and stale commands"): it reads
+ * <state-dir>/lease, which the worker renews from the scheduler's answers, at least once a
+ * second, and once it has run out it stops its task by itself, as the scheduler expects when it
+ * requeues the gang elsewhere: the job's checkpoint signal to the group, SIGTERM after grace_s,
+ * SIGKILL WRK_FENCE_TERM_GRACE_MS later (without a checkpoint signal SIGTERM at once).  So the
+ * scheduler's wait holds even when the worker is dead or frozen.  The exit file then says
+ * "fenced", so that the scheduler requeues the gang without counting a failure.
+ *
+ * Its stdout and stderr are the task's log files, so its own rare complaints (and each fencing
+ * step) land there.  Its argv names the task, which is how a restarted worker recognises it
+ * (/proc/PID/cmdline).  SIGTERM and SIGCHLD are blocked and taken with sigtimedwait, so one loop
+ * sees the task's exit, a SIGTERM (passed on to the task's group) and the lease's deadlines;
+ * SIGHUP, SIGINT and SIGPIPE are ignored.
  */
 /* getgrouplist is not in POSIX: ask glibc for its default (BSD/SVID) declarations as well. */
 #define _DEFAULT_SOURCE 1 /* NOLINT(bugprone-reserved-identifier): the libc's own switch */
@@ -24,12 +35,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/mu.h"
@@ -37,16 +50,9 @@
 
 #include "common/mu_banned.h"
 
-#define REPORT_FD  3
-#define MAX_GROUPS 1024
-
-static volatile sig_atomic_t term_requested;
-
-static void on_term(int sig)
-{
-    (void)sig;
-    term_requested = 1;
-}
+#define REPORT_FD      3
+#define MAX_GROUPS     1024
+#define LEASE_CHECK_MS 1000 /* the lease is read at least this often: a renewal or a shortening */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -76,10 +82,11 @@ static void report(const char *line)
     }
 }
 
-static void report_err(const struct mu_err *err)
+static void report_err(const struct mu_err *err, enum wrk_fault fault)
 {
     char line[384];
-    (void)mu_snprintf(line, sizeof(line), "ERR %d %s\n", err->code, err->msg);
+    (void)mu_snprintf(line, sizeof(line), "ERR %d %s %s\n", err->code,
+                      fault == WRK_FAULT_JOB ? "job" : "node", err->msg);
     for (char *p = line; *p && p[1]; p++) {
         if (*p == '\n')
             *p = ' '; /* one line: a "hint:" second line joins the first */
@@ -116,7 +123,9 @@ static char *read_spec(size_t *len_out, struct mu_err *err)
     return mu_buf_take(&b);
 }
 
-static void signals_setup(void)
+/* SIGTERM and SIGCHLD stay pending for supervise's sigtimedwait (the task's child resets its
+ * mask before exec); a SIGTERM that comes before the task runs is passed on once it does. */
+static void signals_setup(sigset_t *waited)
 {
     struct sigaction sa;
 
@@ -126,13 +135,17 @@ static void signals_setup(void)
     (void)sigaction(SIGHUP, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
     (void)sigaction(SIGPIPE, &sa, NULL);
-    sa.sa_handler = on_term;
-    sa.sa_flags = 0; /* no SA_RESTART: waitid must return EINTR so that the signal is passed on */
-    (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigemptyset(waited);
+    (void)sigaddset(waited, SIGTERM);
+    (void)sigaddset(waited, SIGCHLD);
+    (void)sigprocmask(SIG_BLOCK, waited, NULL);
 }
 
-/* Starts the task; fills spec->rec's pids; -1 with err. */
-static int start_task(struct wrk_shim_spec *spec, const char *base, struct mu_err *err)
+/* Starts the task; fills spec->rec's pids; -1 with err and *fault. */
+static int start_task(struct wrk_shim_spec *spec,
+                      const char *base,
+                      enum wrk_fault *fault,
+                      struct mu_err *err)
 {
     gid_t groups[MAX_GROUPS];
     int ngroups = MAX_GROUPS;
@@ -150,6 +163,8 @@ static int start_task(struct wrk_shim_spec *spec, const char *base, struct mu_er
     s.fd_stdout = 1;
     s.fd_stderr = 2;
     s.new_pgrp = true;
+    s.not_after_ms = spec->not_after_ms;
+    *fault = WRK_FAULT_NODE;
     if (spec->user) {
         /* Looked up here, in a single-threaded process, so that the child only makes system
          * calls between fork and exec. */
@@ -162,8 +177,9 @@ static int start_task(struct wrk_shim_spec *spec, const char *base, struct mu_er
         s.groups = groups;
         s.ngroups = ngroups;
     }
-    if (wrk_spawn_start(&s, &pid, err) != 0)
+    if (wrk_spawn_start(&s, &pid, fault, err) != 0)
         return -1;
+    *fault = WRK_FAULT_NODE;
     spec->rec.ref.pid = (int)pid;
     spec->rec.ref.state = PROTO_TASK_RUNNING;
     spec->rec.shim_pid = (int)getpid();
@@ -185,10 +201,88 @@ out:
     return rc;
 }
 
-/* Waits for the task's leader, kills what is left of its group, records the exit, reaps. */
-static int supervise(const struct wrk_shim_spec *spec, const char *base)
+/* Where self-fencing stands. */
+enum fence_step {
+    FENCE_NONE = 0, /* the lease holds (or there is none) */
+    FENCE_TERM_DUE, /* checkpoint signal sent: SIGTERM at `at_ms` */
+    FENCE_KILL_DUE, /* SIGTERM sent: SIGKILL at `at_ms` */
+    FENCE_DONE,     /* SIGKILL sent */
+};
+
+struct fence {
+    enum fence_step step;
+    uint64_t at_ms; /* monotonic: when the next step is due */
+};
+
+/*
+ * Checks the lease and takes the fencing steps due at now; lowers *wake_ms to the next moment
+ * something is due.  Each step is said on stderr, the task's .err log.
+ */
+static void fence_turn(const struct wrk_shim_spec *spec,
+                       const struct wrk_lease *lease,
+                       struct fence *f,
+                       uint64_t now,
+                       uint64_t *wake_ms)
 {
     pid_t pid = (pid_t)spec->rec.ref.pid;
+    int grace_s = spec->rec.grace_s;
+    uint64_t until = 0;
+
+    if (f->step == FENCE_NONE) {
+        if (lease)
+            wrk_lease_read(lease, NULL, &until);
+        if (until == 0)
+            return; /* no lease: nothing to hold */
+        if (now < until) {
+            if (until < *wake_ms)
+                *wake_ms = until;
+            return;
+        }
+        if (spec->rec.ckpt_signal > 0) {
+            (void)kill(-pid, spec->rec.ckpt_signal);
+            f->step = FENCE_TERM_DUE;
+            f->at_ms = now + (uint64_t)(grace_s > 0 ? grace_s : 0) * 1000u;
+            say("self-fencing: the node's lease ran out %" PRIu64
+                " ms ago (not renewed: the scheduler or the worker is gone): sent %s to group %d, "
+                "SIGTERM in %d s",
+                now - until, mu_signal_name(spec->rec.ckpt_signal), (int)pid, grace_s);
+        } else {
+            (void)kill(-pid, SIGTERM);
+            f->step = FENCE_KILL_DUE;
+            f->at_ms = now + WRK_FENCE_TERM_GRACE_MS;
+            say("self-fencing: the node's lease ran out %" PRIu64
+                " ms ago (not renewed: the scheduler or the worker is gone): sent SIGTERM to group "
+                "%d, SIGKILL in %d s",
+                now - until, (int)pid, WRK_FENCE_TERM_GRACE_MS / 1000);
+        }
+    }
+    if (f->step == FENCE_TERM_DUE && now >= f->at_ms) {
+        (void)kill(-pid, SIGTERM);
+        f->step = FENCE_KILL_DUE;
+        f->at_ms = now + WRK_FENCE_TERM_GRACE_MS;
+        say("self-fencing: checkpoint grace over: sent SIGTERM to group %d, SIGKILL in %d s",
+            (int)pid, WRK_FENCE_TERM_GRACE_MS / 1000);
+    }
+    if (f->step == FENCE_KILL_DUE && now >= f->at_ms) {
+        (void)kill(-pid, SIGKILL);
+        f->step = FENCE_DONE;
+        say("self-fencing: still running: sent SIGKILL to group %d", (int)pid);
+    }
+    if ((f->step == FENCE_TERM_DUE || f->step == FENCE_KILL_DUE) && f->at_ms < *wake_ms)
+        *wake_ms = f->at_ms;
+}
+
+/*
+ * Waits for the task's leader while holding the lease, kills what is left of its group, records
+ * the exit, reaps.  waited: SIGTERM and SIGCHLD, blocked since the start.
+ */
+static int supervise(const struct wrk_shim_spec *spec,
+                     const char *base,
+                     const struct wrk_lease *lease,
+                     const sigset_t *waited)
+{
+    pid_t pid = (pid_t)spec->rec.ref.pid;
+    struct fence f = { FENCE_NONE, 0 };
     struct wrk_taskexit x;
     struct mu_err err;
     char path[PROTO_PATH_MAX + 16];
@@ -197,22 +291,39 @@ static int supervise(const struct wrk_shim_spec *spec, const char *base)
     siginfo_t si;
 
     for (;;) {
+        struct timespec ts;
+        uint64_t now;
+        uint64_t wake;
+        int sig;
+
         memset(&si, 0, sizeof(si));
-        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT) == 0)
-            break;
-        if (errno != EINTR) {
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT | WNOHANG) != 0) {
+            if (errno == EINTR)
+                continue;
             say("waitid: %s", strerror(errno));
             return 1;
         }
-        if (term_requested && !forwarded) {
+        if (si.si_pid == pid)
+            break;
+        now = mu_time_mono_ms();
+        wake = now + LEASE_CHECK_MS;
+        fence_turn(spec, lease, &f, now, &wake);
+        if (wake <= now)
+            continue;
+        ts.tv_sec = (time_t)((wake - now) / 1000u);
+        ts.tv_nsec = (long)((wake - now) % 1000u) * 1000000L;
+        sig = sigtimedwait(waited, NULL, &ts);
+        if (sig == SIGTERM && !forwarded) {
             forwarded = true;
             (void)kill(-pid, SIGTERM);
         }
+        /* SIGCHLD, a timeout (EAGAIN) or EINTR: the top of the loop looks again. */
     }
     /* The leader is a zombie: its pid, and so its group id, is still ours. */
     (void)kill(-pid, SIGKILL);
     wrk_taskexit_from_siginfo(si.si_code, si.si_status, &x);
     x.ended_ms = mu_time_wall_ms();
+    x.fenced = f.step != FENCE_NONE;
     mu_err_clear(&err);
     if (wrk_taskexit_format(&x, line, sizeof(line), &err) != 0
         || mu_snprintf(path, sizeof(path), "%s.exit", base) != 0
@@ -223,10 +334,30 @@ static int supervise(const struct wrk_shim_spec *spec, const char *base)
     return 0;
 }
 
+/* The lease record the spec names, or NULL (said on stderr: the task then is not fenced). */
+static struct wrk_lease *lease_open(const struct wrk_shim_spec *spec)
+{
+    struct wrk_lease *lease;
+    struct mu_err err;
+
+    if (!spec->lease_path || !spec->lease_path[0])
+        return NULL;
+    mu_err_clear(&err);
+    lease = wrk_lease_new(spec->lease_path, false, &err);
+    if (!lease)
+        say("cannot use the lease record: %s; this task will not be stopped when the node loses "
+            "its scheduler",
+            err.msg);
+    return lease;
+}
+
 int main(int argc, char **argv)
 {
     struct wrk_shim_spec spec;
+    struct wrk_lease *lease = NULL;
+    enum wrk_fault fault = WRK_FAULT_NODE;
     struct mu_err err;
+    sigset_t waited;
     char line[32];
     char *data = NULL;
     size_t len = 0;
@@ -240,14 +371,14 @@ int main(int argc, char **argv)
         return 2;
     }
     (void)fcntl(REPORT_FD, F_SETFD, FD_CLOEXEC); /* the task must not hold the worker's pipe */
-    signals_setup();
+    signals_setup(&waited);
     if (setsid() < 0)
         say("setsid: %s (continuing in the worker's session)", strerror(errno));
 
     mu_err_clear(&err);
     data = read_spec(&len, &err);
     if (!data || wrk_shim_spec_decode(data, len, &spec, &err) != 0) {
-        report_err(&err);
+        report_err(&err, WRK_FAULT_NODE); /* the worker's spec: not the job's doing */
         goto out;
     }
     null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -255,15 +386,17 @@ int main(int argc, char **argv)
         (void)dup2(null_fd, 0); /* the spec file is not the task's stdin either way */
         (void)close(null_fd);
     }
-    if (start_task(&spec, argv[1], &err) != 0) {
-        report_err(&err);
+    lease = lease_open(&spec);
+    if (start_task(&spec, argv[1], &fault, &err) != 0) {
+        report_err(&err, fault);
         goto out;
     }
     (void)mu_snprintf(line, sizeof(line), "OK %d\n", spec.rec.ref.pid);
     report(line);
     (void)close(REPORT_FD);
-    rc = supervise(&spec, argv[1]);
+    rc = supervise(&spec, argv[1], lease, &waited);
 out:
+    wrk_lease_free(lease);
     wrk_shim_spec_release(&spec);
     free(data);
     return rc;

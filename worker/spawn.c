@@ -5,7 +5,10 @@
  * A failed exec must be an error the scheduler can show ("cannot run 'nosuchcmd': No such file
  * or directory"), not a task that "exited 127".  So the child reports the failing step and its
  * errno through a pipe whose write end is close-on-exec: a successful exec closes it and the
- * parent reads EOF; a failure writes 8 bytes before _exit.  libzmq runs threads in this
+ * parent reads EOF; a failure writes 8 bytes before _exit.  The step tells whose fault it was
+ * (a command that cannot be executed is the job's, a uid that cannot be taken the node's).  A
+ * start deadline is checked last, right before exec, so that no delay before it (a frozen
+ * worker, a slow fork) can start a task the scheduler has given up.  libzmq runs threads in this
  * process, so the child only makes async-signal-safe calls between fork and exec; everything
  * that allocates (argv, environment, paths) is built before fork.  The shim (shim.c) uses the
  * same code to start a task as another user: the group list is looked up before fork, and the
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/mu_banned.h"
@@ -36,6 +40,7 @@ enum spawn_stage {
     STAGE_STDIO,
     STAGE_IDS,
     STAGE_CHDIR,
+    STAGE_DEADLINE,
     STAGE_EXEC,
 };
 
@@ -150,6 +155,15 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
     }
     if (s->workdir && s->workdir[0] && chdir(s->workdir) != 0)
         child_fail(report_fd, STAGE_CHDIR);
+    if (s->not_after_ms) {
+        /* clock_gettime is async-signal-safe; mu_time_mono_ms reads the same clock. */
+        struct timespec ts;
+        if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0
+            || (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u >= s->not_after_ms) {
+            errno = ETIMEDOUT;
+            child_fail(report_fd, STAGE_DEADLINE);
+        }
+    }
     if (shares_memory(s)) {
         (void)execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
     } else {
@@ -158,6 +172,32 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
         (void)execvp(s->argv[0], s->argv);
     }
     child_fail(report_fd, STAGE_EXEC);
+}
+
+/* An exec that fails with errnum is the job's fault: its command cannot be executed. */
+static bool exec_is_job_fault(int errnum)
+{
+    switch (errnum) {
+    case ENOENT:
+    case EACCES:
+    case ENOEXEC:
+    case ENOTDIR:
+    case ELOOP:
+    case ENAMETOOLONG:
+    case E2BIG:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static enum wrk_fault stage_fault(const struct child_report *r)
+{
+    if (r->stage == STAGE_EXEC && exec_is_job_fault(r->errnum))
+        return WRK_FAULT_JOB;
+    if (r->stage == STAGE_CHDIR && (r->errnum == ENOENT || r->errnum == ENOTDIR))
+        return WRK_FAULT_JOB; /* the spec's workdir is missing or not a directory */
+    return WRK_FAULT_NODE;
 }
 
 static int report_error(const struct wrk_spawn *s, const struct child_report *r, struct mu_err *err)
@@ -175,6 +215,8 @@ static int report_error(const struct wrk_spawn *s, const struct child_report *r,
                        (int)s->gid, why);
     case STAGE_CHDIR:
         return mu_errf(err, code, "workdir '%s': %s", s->workdir, why);
+    case STAGE_DEADLINE:
+        return mu_errf(err, MU_E_STATE, "not started: the start deadline passed before exec");
     case STAGE_EXEC:
         return mu_errf(err, code, "cannot run '%s': %s", s->argv[0], why);
     default:
@@ -182,15 +224,23 @@ static int report_error(const struct wrk_spawn *s, const struct child_report *r,
     }
 }
 
-int wrk_spawn_start(const struct wrk_spawn *s, pid_t *pid_out, struct mu_err *err)
+int wrk_spawn_start(const struct wrk_spawn *s,
+                    pid_t *pid_out,
+                    enum wrk_fault *fault,
+                    struct mu_err *err)
 {
     int report[2];
     struct child_report r;
     ssize_t n;
     pid_t pid;
 
-    if (!s->argv || !s->argv[0] || !s->argv[0][0])
+    if (fault)
+        *fault = WRK_FAULT_NODE;
+    if (!s->argv || !s->argv[0] || !s->argv[0][0]) {
+        if (fault)
+            *fault = WRK_FAULT_JOB;
         return mu_errf(err, MU_E_INVAL, "empty command");
+    }
     if (pipe_cloexec(report, err) != 0)
         return -1;
     pid = shares_memory(s) ? vfork() : fork();
@@ -222,6 +272,8 @@ int wrk_spawn_start(const struct wrk_spawn *s, pid_t *pid_out, struct mu_err *er
         r.stage = 0;
         r.errnum = 0;
     }
+    if (fault)
+        *fault = stage_fault(&r);
     return report_error(s, &r, err);
 }
 
@@ -302,7 +354,7 @@ int wrk_spawn_capture(char *const *argv,
     s.fd_stdin = -1;
     s.fd_stdout = opipe[1];
     s.fd_stderr = epipe[1];
-    if (wrk_spawn_start(&s, &pid, err) != 0) {
+    if (wrk_spawn_start(&s, &pid, NULL, err) != 0) {
         pid = -1;
         goto out;
     }

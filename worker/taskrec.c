@@ -2,7 +2,8 @@
 /*
  * The files that let a task outlive its worker (DESIGN §5, issue #5 "worker crash or restart"):
  * <state-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task runs,
- * and .exit, the task's true exit status, written by the shim when the task ends.  Both are
+ * and .exit, the task's true exit status (and whether the shim stopped it because the node's lease
+ * ran out: "fenced"), written by the shim when the task ends.  Both are
  * written to "<path>.tmp" and renamed, so a reader sees a whole file or none.  A restarted
  * worker trusts nothing in them blindly: every field is range-checked, and a file that does not
  * parse is reported and skipped.
@@ -209,8 +210,8 @@ out:
 
 int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, struct mu_err *err)
 {
-    if (mu_snprintf(buf, size, "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%" PRIu64 "}\n",
-                    x->exit_code, x->signal, x->ended_ms)
+    if (mu_snprintf(buf, size, "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%" PRIu64 "%s}\n",
+                    x->exit_code, x->signal, x->ended_ms, x->fenced ? ",\"fenced\":true" : "")
         != 0)
         return mu_errf(err, MU_E_TOOBIG, "exit record does not fit %zu bytes", size);
     return 0;
@@ -222,6 +223,7 @@ int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, s
     int64_t code = 0;
     int64_t sig = 0;
     int64_t ended = 0;
+    const cJSON *fenced;
     cJSON *o = parse_object(text, len, what, err);
     int rc = -1;
 
@@ -231,9 +233,15 @@ int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, s
         || get_int(o, what, "signal", true, 0, 255, 0, &sig, err) != 0
         || get_int(o, what, "ended_ms", false, 0, MAX_MS, 0, &ended, err) != 0)
         goto out;
+    fenced = cJSON_GetObjectItemCaseSensitive(o, "fenced");
+    if (fenced && !cJSON_IsBool(fenced)) {
+        mu_errf(err, MU_E_PARSE, "%s: \"fenced\": expected true or false", what);
+        goto out;
+    }
     out->exit_code = (int)code;
     out->signal = (int)sig;
     out->ended_ms = (uint64_t)ended;
+    out->fenced = cJSON_IsTrue(fenced);
     rc = 0;
 out:
     cJSON_Delete(o);
@@ -408,6 +416,14 @@ int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, stru
         && (put_entry(out, "user", s->user, err) != 0 || put_int(out, "user_uid", s->uid, err) != 0
             || put_int(out, "user_gid", s->gid, err) != 0))
         goto fail;
+    if (s->lease_path && s->lease_path[0] && put_entry(out, "lease", s->lease_path, err) != 0)
+        goto fail;
+    if (s->not_after_ms > (uint64_t)INT64_MAX) {
+        mu_errf(err, MU_E_RANGE, "start deadline %" PRIu64 " out of range", s->not_after_ms);
+        goto fail;
+    }
+    if (s->not_after_ms && put_int(out, "not_after_ms", (int64_t)s->not_after_ms, err) != 0)
+        goto fail;
     for (int i = 0; i < s->argc; i++) {
         if (!s->argv[i]) {
             mu_errf(err, MU_E_INVAL, "argv[%d] is missing", i);
@@ -514,6 +530,19 @@ static int spec_entry(struct wrk_shim_spec *out,
         return spec_int("user_uid", value, 0, INT_MAX, &out->uid, err);
     if (KEY_IS("user_gid"))
         return spec_int("user_gid", value, 0, INT_MAX, &out->gid, err);
+    if (KEY_IS("lease")) {
+        out->lease_path = value;
+        return 0;
+    }
+    if (KEY_IS("not_after_ms")) {
+        int64_t v;
+        if (mu_parse_i64(value, 0, INT64_MAX, &v, err) != 0) {
+            mu_err_prefix(err, "shim spec: 'not_after_ms': ");
+            return -1;
+        }
+        out->not_after_ms = (uint64_t)v;
+        return 0;
+    }
 #undef KEY_IS
     return mu_errf(err, MU_E_PARSE, "shim spec: unknown key '%.*s'", (int)klen, entry);
 }

@@ -104,6 +104,17 @@ int wrk_gpus_format_visible(const struct proto_gpu *gpus,
 
 /* ---- spawning processes ---- */
 
+/*
+ * Whose fault a task that could not start is (BIND_ACK's node_fault): the node's (identity, state
+ * directory, GPUs, lease, the supervisor), so that the scheduler avoids the node and does not
+ * count it against the job, or the job's (its command cannot be executed, its workdir is
+ * missing, its spec is invalid).
+ */
+enum wrk_fault {
+    WRK_FAULT_NODE = 0,
+    WRK_FAULT_JOB,
+};
+
 struct wrk_spawn {
     char *const *argv;   /* NULL-terminated; argv[0] is looked up in the PATH of envp */
     char *const *envp;   /* the child's environment; NULL = the worker's own */
@@ -116,20 +127,29 @@ struct wrk_spawn {
     bool set_ids;        /* switch to uid/gid/groups before exec (the caller must be root) */
     uid_t uid;
     gid_t gid;
-    int ngroups;         /* supplementary groups[0..ngroups-1]; 0 = none */
-    const gid_t *groups; /* borrowed */
+    int ngroups;           /* supplementary groups[0..ngroups-1]; 0 = none */
+    const gid_t *groups;   /* borrowed */
+    uint64_t not_after_ms; /* CLOCK_MONOTONIC ms: the child does not exec at or after this
+                              (checked right before exec); 0 = no deadline */
 };
 
 /*
  * Forks (vforks for an absolute path that keeps the caller's ids) and execs.  The child resets
  * signal dispositions and its mask, moves to its own process group when asked, sets up stdio (and
  * fd 3 from fd_extra), switches to uid/gid/groups when set_ids ("cannot switch to uid 1000:
- * Operation not permitted"), changes directory and execs; when any of that fails, it writes the
- * errno through a CLOEXEC pipe and the parent reaps it and returns the error: "cannot run 'x': No
- * such file or directory", "workdir '/x': No such file or directory". The borrowed fds are not
- * closed.  Only async-signal-safe calls run in the child (libzmq has threads).
+ * Operation not permitted"), changes directory, checks not_after_ms and execs; when any of that
+ * fails, it writes the step and the errno through a CLOEXEC pipe and the parent reaps it and
+ * returns the error: "cannot run 'x': No such file or directory", "workdir '/x': No such file or
+ * directory", "not started: the start deadline passed before exec".  *fault (may be NULL) says
+ * whose fault a failure is: the job's for an exec of argv[0] that fails with ENOENT, EACCES,
+ * ENOEXEC (and their kin ENOTDIR, ELOOP, ENAMETOOLONG, E2BIG) or a workdir that is missing or not
+ * a directory; the node's for anything else.  The borrowed fds are not closed.  Only
+ * async-signal-safe calls run in the child (libzmq has threads).
  */
-int wrk_spawn_start(const struct wrk_spawn *s, pid_t *pid_out, struct mu_err *err);
+int wrk_spawn_start(const struct wrk_spawn *s,
+                    pid_t *pid_out,
+                    enum wrk_fault *fault,
+                    struct mu_err *err);
 
 /*
  * Runs argv to completion with stdin from /dev/null and captures stdout and stderr (each at most
@@ -171,6 +191,9 @@ struct wrk_launch {
     const char *home; /* the user's home directory (with user) */
     uid_t uid;        /* with user: the ids the task runs with */
     gid_t gid;
+    const char *lease_path; /* wrk_launch_shim: the lease record the shim honours; NULL = none */
+    uint64_t not_after_ms;  /* CLOCK_MONOTONIC ms: the task must not exec at or after this (the
+                               lease's end, or the BIND's expiry); 0 = no deadline */
 };
 
 /*
@@ -187,7 +210,7 @@ const char *wrk_env_get(char *const *envp, const char *key);
 /*
  * A task's file "<state_dir>/<dir>/<job>.<attempt>.<task><suffix>": dir "logs" (suffix ".out" or
  * ".err"), "ckpt" (suffix "": its checkpoint file) or "tasks" (its supervisor's record: ".json",
- * ".exit", ".fenced").  MU_E_TOOBIG when it does not fit.
+ * ".exit").  MU_E_TOOBIG when it does not fit.
  */
 int wrk_task_path(const char *state_dir,
                   const char *dir,
@@ -242,6 +265,7 @@ struct wrk_taskexit {
     int exit_code;     /* when signal == 0 */
     int signal;        /* terminating signal, 0 = exited */
     uint64_t ended_ms; /* wall */
+    bool fenced;       /* the shim stopped the task because the node's lease ran out */
 };
 
 /* The record as one line of JSON; a heap string (free() it), NULL with err on failure. */
@@ -254,7 +278,8 @@ char *wrk_taskrec_format(const struct wrk_taskrec *r, struct mu_err *err);
  */
 int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, struct mu_err *err);
 
-/* The exit file as one line of JSON into buf; MU_E_TOOBIG when it does not fit. */
+/* The exit file as one line of JSON into buf ("fenced": true only when set); MU_E_TOOBIG when it
+ * does not fit. */
 int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, struct mu_err *err);
 int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, struct mu_err *err);
 
@@ -287,6 +312,8 @@ struct wrk_shim_spec {
     const char *user;    /* NULL = keep the shim's ids; else switch to uid/gid and user's groups */
     int uid;
     int gid;
+    const char *lease_path; /* the lease record (wrk_lease_new) to honour; NULL = none */
+    uint64_t not_after_ms;  /* CLOCK_MONOTONIC ms: no exec at or after this; 0 = no deadline */
 };
 
 /* Appends the encoded spec to out.  The pointers of s are borrowed. */
@@ -313,10 +340,12 @@ bool wrk_shim_is_running(int pid, const char *base);
 
 /*
  * Starts one task through the shim at shim_path: prepares logs and environment as
- * wrk_launch_start does, hands the shim its spec (rec: the task's record, without pids) and
- * waits up to WRK_SHIM_START_TIMEOUT_MS for it to report the task's pid, or why the task could
- * not start ("cannot run 'x': No such file or directory").  The shim is a child of the caller,
- * which must reap it; *pid_out is the task's pid (= its process group id).
+ * wrk_launch_start does, hands the shim its spec (rec: the task's record, without pids; the
+ * lease path and start deadline from l) and waits up to WRK_SHIM_START_TIMEOUT_MS for it to
+ * report the task's pid, or why the task could not start ("cannot run 'x': No such file or
+ * directory") and whose fault that is (*fault, may be NULL; the shim's report line is
+ * "ERR <code> <node|job> <message>").  The shim is a child of the caller, which must reap it;
+ * *pid_out is the task's pid (= its process group id).
  */
 int wrk_launch_shim(const struct wrk_launch *l,
                     char *const *base,
@@ -324,6 +353,7 @@ int wrk_launch_shim(const struct wrk_launch *l,
                     const struct wrk_taskrec *rec,
                     pid_t *pid_out,
                     pid_t *shim_pid_out,
+                    enum wrk_fault *fault,
                     struct mu_err *err);
 
 /* ---- the lease record <state-dir>/lease (worker/lease.c) ---- */
@@ -589,9 +619,11 @@ struct wrk_agent;
  * fails, a warning and island 0 for all), creates the state directory (logs/, ckpt/, tasks/),
  * a ZeroMQ context and the DEALER, and installs the SIGCHLD/SIGTERM/SIGINT handlers (a
  * self-pipe: only one agent per process).  Reads the task records a previous worker left in
- * tasks/ (re-adopting tasks whose shim still runs; the first HELLO reports them all) and the
- * lease in <state_dir>/lease_s.  Sends nothing yet.  Errors: the shim is not executable
- * (MU_E_NOTFOUND), --run-as/--allow-user/--allow-root without root (MU_E_USAGE), an unknown
+ * tasks/ (re-adopting tasks whose shim still runs; the first HELLO reports them all) and maps
+ * the lease record <state_dir>/lease, keeping the lease a previous worker left there until the
+ * scheduler's first answer (MU_E_IO when it cannot be kept).  Sends nothing yet.  Errors: the shim
+ * is not executable (MU_E_NOTFOUND), --run-as/--allow-user/--allow-root without root (MU_E_USAGE),
+ * an unknown
  * --run-as user (MU_E_NOTFOUND).  Free with wrk_agent_free.
  */
 struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err);
@@ -622,7 +654,8 @@ int wrk_agent_task_count(const struct wrk_agent *a);
 
 /*
  * Closes the socket (linger bounded) and the context, restores the signal handlers.  Running
- * tasks are left to their shims (as when the worker crashes).
+ * tasks are left to their shims (as when the worker crashes), which stop them by themselves
+ * once the lease in <state_dir>/lease runs out.
  */
 void wrk_agent_free(struct wrk_agent *a);
 

@@ -22,10 +22,6 @@ make_config - >/dev/null <<'JSON'
 }
 JSON
 start_musterd "$CONFIG"
-# The lease the worker kept from its last run (<state-dir>/lease_s); the scheduler's HEARTBEAT
-# replaces it with node_lost_after_s, the same 4 s here.
-mkdir -p "$T/w/n1"
-echo 4 >"$T/w/n1/lease_s"
 start_worker n1 spot-a 8
 wait_for "node n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 

@@ -5,7 +5,9 @@
  * (hostile files: garbage, a wrong size, a symlink, a FIFO; two mappings seeing each other's
  * stores; a restarted writer keeping the values) and its renewal by round trip (a stale or
  * refused answer renews nothing), the KILL tombstones, the lower bound of the scheduler's
- * clock, and which BINDs are stale and their start deadline.
+ * clock, which BINDs are stale and their start deadline, the spawn child's check of it, and the
+ * shim's "fenced" exit record and spec keys.  The agent's use of them is in test_wrk.c, against
+ * its fake scheduler.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -425,12 +427,137 @@ static void test_bind_stale(void **state)
     free(dir);
 }
 
+/* ---- the spawn child's start deadline ---- */
+
+static void test_spawn_deadline(void **state)
+{
+    char *argv[] = { (char *)"/bin/sh", (char *)"-c", (char *)"exit 4", NULL };
+    char *noexec[] = { (char *)"/nonexistent/muster-prog", NULL };
+    struct wrk_spawn s;
+    enum wrk_fault fault = WRK_FAULT_JOB;
+    struct mu_err err;
+    pid_t pid = -1;
+    int status = 0;
+    (void)state;
+
+    memset(&s, 0, sizeof(s));
+    s.argv = argv;
+    s.fd_stdin = s.fd_stdout = s.fd_stderr = -1;
+    /* Passed: nothing runs, and the error says why; the node's fault. */
+    s.not_after_ms = mu_time_mono_ms() - 1;
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), -1);
+    assert_string_equal(err.msg, "not started: the start deadline passed before exec");
+    assert_int_equal(fault, WRK_FAULT_NODE);
+    /* Through fork too (not an absolute path). */
+    argv[0] = (char *)"sh";
+    s.not_after_ms = 1;
+    assert_int_equal(wrk_spawn_start(&s, &pid, NULL, &err), -1);
+    assert_string_equal(err.msg, "not started: the start deadline passed before exec");
+    /* Ahead: it runs. */
+    s.not_after_ms = mu_time_mono_ms() + 60000;
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 4);
+    /* An exec that cannot find its program is the job's fault; a workdir that is missing too. */
+    s.argv = noexec;
+    s.not_after_ms = 0;
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), -1);
+    assert_int_equal(fault, WRK_FAULT_JOB);
+    assert_string_equal(err.msg,
+                        "cannot run '/nonexistent/muster-prog': No such file or directory");
+    s.argv = argv;
+    s.workdir = "/nonexistent/muster-dir";
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), -1);
+    assert_int_equal(fault, WRK_FAULT_JOB);
+    assert_non_null(strstr(err.msg, "workdir '/nonexistent/muster-dir'"));
+}
+
+/* ---- the exit record and the shim's spec ---- */
+
+static void test_exit_fenced(void **state)
+{
+    struct wrk_taskexit x;
+    struct wrk_taskexit back;
+    struct mu_err err;
+    char buf[160];
+    (void)state;
+
+    memset(&x, 0, sizeof(x));
+    x.signal = SIGTERM;
+    x.ended_ms = 17;
+    x.fenced = true;
+    assert_int_equal(wrk_taskexit_format(&x, buf, sizeof(buf), &err), 0);
+    assert_string_equal(buf, "{\"exit_code\":0,\"signal\":15,\"ended_ms\":17,\"fenced\":true}\n");
+    assert_int_equal(wrk_taskexit_parse(buf, strlen(buf), &back, &err), 0);
+    assert_true(back.fenced);
+    assert_int_equal(back.signal, SIGTERM);
+    x.fenced = false;
+    assert_int_equal(wrk_taskexit_format(&x, buf, sizeof(buf), &err), 0);
+    assert_null(strstr(buf, "fenced")); /* an older worker reads it as before */
+    assert_int_equal(wrk_taskexit_parse(buf, strlen(buf), &back, &err), 0);
+    assert_false(back.fenced);
+    {
+        static const char bad[] = "{\"exit_code\":0,\"signal\":0,\"fenced\":1}";
+        static const char no[] = "{\"exit_code\":0,\"signal\":0,\"fenced\":false}";
+        assert_int_equal(wrk_taskexit_parse(bad, strlen(bad), &back, &err), -1);
+        assert_non_null(strstr(err.msg, "\"fenced\": expected true or false"));
+        assert_int_equal(wrk_taskexit_parse(no, strlen(no), &back, &err), 0);
+        assert_false(back.fenced);
+    }
+}
+
+static void test_spec_lease(void **state)
+{
+    char a0[] = "/bin/true";
+    char *argv[] = { a0, NULL };
+    char *envp[] = { NULL };
+    struct wrk_shim_spec s;
+    struct wrk_shim_spec d;
+    struct mu_buf b;
+    struct mu_err err;
+    (void)state;
+
+    memset(&s, 0, sizeof(s));
+    mu_strlcpy(s.rec.ref.job, "5-0", sizeof(s.rec.ref.job));
+    s.rec.ref.attempt = 1;
+    s.argc = 1;
+    s.argv = argv;
+    s.envp = envp;
+    s.lease_path = "/var/lib/muster/lease";
+    s.not_after_ms = UINT64_C(987654321);
+    mu_buf_init(&b, 0);
+    assert_int_equal(wrk_shim_spec_encode(&s, &b, &err), 0);
+    assert_int_equal(wrk_shim_spec_decode(b.data, b.len, &d, &err), 0);
+    assert_string_equal(d.lease_path, "/var/lib/muster/lease");
+    assert_true(d.not_after_ms == UINT64_C(987654321));
+    wrk_shim_spec_release(&d);
+    mu_buf_release(&b);
+    /* Without them: none. */
+    s.lease_path = NULL;
+    s.not_after_ms = 0;
+    mu_buf_init(&b, 0);
+    assert_int_equal(wrk_shim_spec_encode(&s, &b, &err), 0);
+    assert_int_equal(wrk_shim_spec_decode(b.data, b.len, &d, &err), 0);
+    assert_null(d.lease_path);
+    assert_true(d.not_after_ms == 0);
+    wrk_shim_spec_release(&d);
+    mu_buf_release(&b);
+    {
+        static const char bad[] = "job=1-0\0not_after_ms=-5\0arg=x\0";
+        assert_int_equal(wrk_shim_spec_decode(bad, sizeof(bad) - 1, &d, &err), -1);
+        assert_non_null(strstr(err.msg, "'not_after_ms'"));
+        wrk_shim_spec_release(&d);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lease_roundtrip), cmocka_unit_test(test_lease_hostile),
         cmocka_unit_test(test_lease_renew),     cmocka_unit_test(test_tombs),
         cmocka_unit_test(test_sched_clock),     cmocka_unit_test(test_bind_stale),
+        cmocka_unit_test(test_spawn_deadline),  cmocka_unit_test(test_exit_fenced),
+        cmocka_unit_test(test_spec_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
