@@ -173,7 +173,9 @@ bool ctl_state_is_final(const char *state);
 /* Sleeps ms milliseconds (interrupted early by a signal). */
 void ctl_sleep_ms(int ms);
 
-/* Sends `cmd arg` on the control stream and confirms it ("drain requested for node n1"). */
+/* Sends `cmd arg` on the control stream and confirms it ("drain requested for node n1").  what
+ * is "node" or "job"; an unknown node or job, or a job in a final state ("job 'ID' is SUCCEEDED,
+ * not active"), is an error printed here (CTL_EXIT_FAIL) and sends nothing. */
 int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg);
 
 /* ---- tables (table.c) ---- */

@@ -218,6 +218,7 @@ int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const ch
     cJSON *node = NULL;
     cJSON *doc = NULL;
     bool found = false;
+    char state[32] = "";
     int rc = CTL_EXIT_FAIL;
 
     if (!q)
@@ -228,11 +229,14 @@ int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const ch
         /* A node whose status does not parse is still registered: let musterd handle it. */
         found = node || err.code == MU_E_PARSE;
         cJSON_Delete(node);
-    } else if (ctl_job_lookup(ctl, arg, &found, NULL, 0) != 0) {
+    } else if (ctl_job_lookup(ctl, arg, &found, state, sizeof(state)) != 0) {
         return CTL_EXIT_FAIL;
     }
     if (!found)
         return ctl_fail(ctl, "%s '%s' not found", what, arg);
+    /* musterd ignores a job command for a finished job: saying "requested" would be a lie. */
+    if (ctl_state_is_final(state))
+        return ctl_fail(ctl, "%s '%s' is %s, not active", what, arg, state);
     if (queue_control_send(q, cmd, arg, &err) != 0)
         return ctl_fail(ctl, "%s", err.msg);
     if (ctl->output == CTL_OUT_JSON) {

@@ -229,9 +229,19 @@ expect_rc 1 ctl drain n9
 err_has "musterctl: drain: node 'n9' not found"
 expect_rc 1 ctl hold 1-1
 err_has "musterctl: hold: job '1-1' not found"
+# A finished job is not active: hold and release say so and exit 1 (they used to print
+# "hold requested" and exit 0 for a command musterd ignores).
+expect_rc 1 ctl hold "$C"
+err_has "musterctl: hold: job '$C' is SUCCEEDED, not active"
+[ ! -s "$T/out" ] || fail "hold of a finished job wrote to stdout: $(cat "$T/out")"
+expect_rc 1 ctl -o json release "$D"
+err_has "musterctl: release: job '$D' is REJECTED, not active"
+[ ! -s "$T/out" ] || fail "release -o json of a finished job wrote to stdout: $(cat "$T/out")"
+expect_rc 1 ctl release 1-1
+err_has "musterctl: release: job '1-1' not found"
 expect_rc 2 ctl drain
 [ "$(rcli XLEN "${P}control")" = "$n" ] || fail "a failed control command was sent"
-ok "drain, cordon, uncordon, hold, release send control commands; unknown targets exit 1"
+ok "drain, cordon, uncordon, hold, release send control commands; unknown targets and finished jobs exit 1"
 
 # ---- nodes ----------------------------------------------------------------------------------
 expect_rc 0 ctl -o json nodes

@@ -147,6 +147,15 @@ err_has "job '1-1' not found"
 expect_rc 2 ctl -o json logs "$lid" -f
 ok "logs: task stdout/stderr from DIR/<node>/logs, -o json, clear errors"
 
+# hold and release of a job musterd has finished: not active, exit 1, nothing sent.
+nctl=$(rcli XLEN "${P}control")
+expect_rc 1 ctl hold "$lid"
+err_has "musterctl: hold: job '$lid' is SUCCEEDED, not active"
+expect_rc 1 ctl release "$lid"
+err_has "musterctl: release: job '$lid' is SUCCEEDED, not active"
+[ "$(rcli XLEN "${P}control")" = "$nctl" ] || fail "a control command was sent for a finished job"
+ok "hold and release of a finished job exit 1: not active"
+
 expect_rc 0 ctl submit --capacity on-demand -- sh -c 'for i in 1 2 3 4 5; do echo "line $i"; sleep 0.3; done'
 fid=$(cat "$T/out")
 wait_for "job $fid running" 15 job_state_is "$fid" RUNNING
