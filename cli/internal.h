@@ -166,8 +166,9 @@ void ctl_print_clean(FILE *out, const char *s);
 int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out, size_t size);
 
 /* The job states in lifecycle order; the first four are not final. */
-extern const char *const ctl_job_states[8];
-/* True for SUCCEEDED, FAILED, CANCELLED and REJECTED. */
+extern const char *const ctl_job_states[9];
+/* True for the final states of queue_state_is_final: SUCCEEDED, FAILED, CANCELLED, REJECTED and
+ * TIMEOUT ("SUBMITTED" and unknown text are not final). */
 bool ctl_state_is_final(const char *state);
 
 /* Sleeps ms milliseconds (interrupted early by a signal). */

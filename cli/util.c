@@ -251,16 +251,17 @@ int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const ch
     return CTL_EXIT_OK;
 }
 
-const char *const ctl_job_states[8] = { "PENDING",   "STARTING", "RUNNING",   "PREEMPTING",
-                                        "SUCCEEDED", "FAILED",   "CANCELLED", "REJECTED" };
+const char *const ctl_job_states[9] = { "PENDING",    "STARTING",  "RUNNING",
+                                        "PREEMPTING", "SUCCEEDED", "FAILED",
+                                        "CANCELLED",  "REJECTED",  "TIMEOUT" };
 
 bool ctl_state_is_final(const char *state)
 {
-    for (size_t i = 4; i < MU_ARRAY_LEN(ctl_job_states); i++) {
-        if (strcmp(state, ctl_job_states[i]) == 0)
-            return true;
-    }
-    return false;
+    enum queue_state s;
+
+    /* The queue module's list, so that a final state added there (TIMEOUT) ends `submit
+     * --wait`, `logs -f` and the hold/release check here too. */
+    return queue_state_parse(state, &s) == 0 && queue_state_is_final(s);
 }
 
 void ctl_sleep_ms(int ms)

@@ -239,6 +239,11 @@ err_has "musterctl: release: job '$D' is REJECTED, not active"
 [ ! -s "$T/out" ] || fail "release -o json of a finished job wrote to stdout: $(cat "$T/out")"
 expect_rc 1 ctl release 1-1
 err_has "musterctl: release: job '1-1' not found"
+# TIMEOUT is final too (a hash outside the jobs index, so the listings above are unchanged).
+rcli HSET "${P}job:9-9" id 9-9 state TIMEOUT tasks 1 gpus_per_task 1 submitted_at "$now" >/dev/null
+expect_rc 1 ctl hold 9-9
+err_has "musterctl: hold: job '9-9' is TIMEOUT, not active"
+rcli DEL "${P}job:9-9" >/dev/null
 expect_rc 2 ctl drain
 [ "$(rcli XLEN "${P}control")" = "$n" ] || fail "a failed control command was sent"
 ok "drain, cordon, uncordon, hold, release send control commands; unknown targets and finished jobs exit 1"
