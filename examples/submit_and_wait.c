@@ -3,13 +3,19 @@
  * submit_and_wait: the libmuster example.  Connects to muster's Redis, submits a 2-task gang
  * with the spec builder, waits for it to finish and prints the outcome.
  *
- *   cc submit_and_wait.c $(pkg-config --cflags --libs muster) -o submit_and_wait
+ *   cc -std=c11 -Wall -Werror submit_and_wait.c $(pkg-config --cflags --libs muster) \
+ *       -o submit_and_wait
  *   MUSTER_REDIS_URL=redis://127.0.0.1:6379 ./submit_and_wait [-g GPUS] [-q QUEUE] [-t TIMEOUT_S]
  *       [-k IDEMPOTENCY_KEY] [-- COMMAND ARGS...]
  *
  * Exit status: 0 when the job SUCCEEDED, 1 when it ended otherwise or on an error, 2 for a usage
  * error, 3 when it was still running after the timeout.
+ *
+ * getopt and optarg are POSIX, not C11: with -std=c11 the C library declares them only when a
+ * feature-test macro asks, so the file asks itself, before its first #include.
  */
+#define _POSIX_C_SOURCE 200809L
+
 #include <muster.h>
 
 #include <stdio.h>
