@@ -5,6 +5,9 @@
  * newest id seen when the listing was taken, so nothing between listing and following is lost.
  * Following cannot know column widths in advance, so it prints fixed-width lines, and with
  * -o json one compact JSON object per line (JSON Lines) instead of one array.
+ * A lost connection (a Redis restart) does not end -f: it reconnects with backoff, saying so on
+ * stderr, and resumes after the last entry read, so no event is printed twice or skipped.  Only
+ * an error Redis answers on a live connection (NOPERM, WRONGTYPE) ends it.
  */
 #include "cli/internal.h"
 
@@ -14,6 +17,8 @@
 
 #define CTL_EVENTS_DEFAULT  20
 #define CTL_FOLLOW_BLOCK_MS 1000
+#define CTL_RETRY_FIRST_MS  100  /* first pause after a lost connection, */
+#define CTL_RETRY_MAX_MS    5000 /* doubling up to this */
 
 static const char *const headers[] = { "TIME", "JOB", "STATE", "ATTEMPT", "REASON" };
 
@@ -61,16 +66,66 @@ static int print_lines(const struct ctl *ctl, const cJSON *events)
     return fflush(stdout) == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
 }
 
+/*
+ * True when Redis answers PING, i.e. a failed read was an error Redis gave on a live connection
+ * rather than a lost one.  The queue layer drops a broken connection, so this PING also makes
+ * the reconnection attempt; a server still loading its data set answers LOADING, not live.
+ */
+static bool redis_alive(struct queue *q)
+{
+    struct mu_err err = { 0 };
+    void *reply = queue_command(q, &err, "PING");
+
+    queue_reply_free(reply);
+    return reply != NULL;
+}
+
 static int follow(struct ctl *ctl, struct queue *q, const char *job, char *last_id, size_t size)
 {
     struct mu_err err = { 0 };
+    char lost[sizeof(err.msg)] = ""; /* why the connection went, until it is back */
+    bool noted = false;              /* "reconnecting" was printed */
+    int pause_ms = 0;
+    int live_failures = 0; /* reads failed in a row while Redis answered PING */
 
     for (;;) {
         cJSON *events = NULL;
         int rc;
 
-        if (queue_events_wait(q, job, CTL_FOLLOW_BLOCK_MS, last_id, size, &events, &err) != 0)
-            return ctl_fail(ctl, "%s", err.msg);
+        /* last_id only moves past entries read, so a failed read resumes where it stopped. */
+        if (queue_events_wait(q, job, CTL_FOLLOW_BLOCK_MS, last_id, size, &events, &err) != 0) {
+            if (!lost[0])
+                mu_strlcpy(lost, err.msg, sizeof(lost));
+            if (redis_alive(q)) {
+                /* Either the connection dropped and PING made a new one (a quick restart):
+                 * read again; or Redis refuses the read itself, which a second try shows. */
+                if (++live_failures >= 2)
+                    return ctl_fail(ctl, "%s", err.msg);
+                continue;
+            }
+            live_failures = 0;
+            if (!noted) {
+                (void)fprintf(stderr, "musterctl: events: %s; reconnecting\n", lost);
+                noted = true;
+            }
+            pause_ms = pause_ms == 0 ? CTL_RETRY_FIRST_MS : pause_ms * 2;
+            if (pause_ms > CTL_RETRY_MAX_MS)
+                pause_ms = CTL_RETRY_MAX_MS;
+            ctl_sleep_ms(pause_ms);
+            continue;
+        }
+        if (lost[0]) {
+            if (noted)
+                (void)fprintf(stderr, "musterctl: events: reconnected; following after %s\n",
+                              last_id);
+            else
+                (void)fprintf(stderr, "musterctl: events: %s; reconnected, following after %s\n",
+                              lost, last_id);
+            lost[0] = '\0';
+            noted = false;
+            pause_ms = 0;
+        }
+        live_failures = 0;
         rc = print_lines(ctl, events);
         cJSON_Delete(events);
         if (rc != CTL_EXIT_OK)
