@@ -23,6 +23,23 @@ out_has() { grep -qF -- "$1" "$T/out" || fail "stdout lacks '$1': $(cat "$T/out"
 err_has() { grep -qF -- "$1" "$T/err" || fail "stderr lacks '$1': $(cat "$T/err")"; }
 # jqo FILTER: jq -e FILTER over the last command's stdout.
 jqo() { jq -e "$1" "$T/out" >/dev/null || fail "jq -e '$1' failed on: $(cat "$T/out")"; }
+# Ages shown in tables grow while the test runs, by as much as the machine is slow (an ASan
+# build on a busy host took 13 s to get here once).  So an age is checked against the clock read
+# around the command that printed it, never against a guess of how fast the machine is.
+ms_now() { echo $(($(date +%s%N) / 1000000)); }
+fmt_age() { # S: the age text musterctl prints for S seconds ("5s", "3m", "2h", "4d")
+    if [ "$1" -lt 60 ]; then echo "$1s"; elif [ "$1" -lt 3600 ]; then echo "$(($1 / 60))m"
+    elif [ "$1" -lt 86400 ]; then echo "$(($1 / 3600))h"; else echo "$(($1 / 86400))d"; fi
+}
+# age_ok TEXT THEN_MS FROM_MS TO_MS: TEXT is the age of THEN_MS as seen at some moment between
+# FROM_MS and TO_MS (clock reads taken just before and just after the command).
+age_ok() {
+    local s
+    for ((s = ($3 - $2) / 1000; s <= ($4 - $2) / 1000; s++)); do
+        [ "$(fmt_age "$s")" = "$1" ] && return 0
+    done
+    return 1
+}
 
 # ---- seed: five jobs as musterd stores them ------------------------------------------------
 now=$(($(date +%s%N) / 1000000))
@@ -150,7 +167,9 @@ expect_rc 0 ctl -o json jobs --queue nosuch
 jqo 'length == 0'
 ok "jobs -o json: active by default, --all, --state, --queue, --limit (newest N), oldest first"
 
+t0=$(ms_now)
 expect_rc 0 env -u COLUMNS "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" jobs
+t1=$(ms_now)
 head -1 "$T/out" | has -E '^ID +NAME +QUEUE +STATE +TASKSxGPUS +PRIO +AGE +NODES +REASON$' ||
     fail "jobs header: $(head -1 "$T/out")"
 [ "$(wc -l <"$T/out")" = 4 ] || fail "jobs table has $(wc -l <"$T/out") lines, expected 4"
@@ -158,7 +177,10 @@ grep -E "^$A +job-RUNNING +research +RUNNING +2x8 +100 +2h +n1,n2" "$T/out" >/de
     fail "row of $A: $(grep "$A" "$T/out")"
 grep -E "^$B .* PENDING +4x8 .* 1h .*waiting for 32 free GPUs in one zone \(largest fit 16\)$" \
     "$T/out" >/dev/null || fail "row of $B: $(grep "$B" "$T/out")"
-grep -qE "^$E .* [0-9]+s .*queued behind" "$T/out" || fail "row of $E: $(grep "$E" "$T/out")"
+grep -qE "^$E .* [0-9]+[smhd] .*queued behind" "$T/out" || fail "row of $E: $(grep "$E" "$T/out")"
+age=$(awk -v id="$E" '$1 == id { print $7 }' "$T/out")
+age_ok "$age" $((now - 5000)) "$t0" "$t1" ||
+    fail "AGE of $E is '$age', not its age (submitted 5 s before the seeding, listed $(((t0 - now) / 1000))-$(((t1 - now) / 1000)) s after it)"
 ! grep -q $'\033' "$T/out" || fail "colour codes in non-TTY output"
 expect_rc 0 ctl jobs --all
 grep -E "^$D .*REJECTED .*tasks: expected an integer" "$T/out" >/dev/null ||
@@ -252,13 +274,21 @@ ok "drain, cordon, uncordon, hold, release send control commands; unknown target
 expect_rc 0 ctl -o json nodes
 jqo 'length == 2 and (map(.name) == ["n1", "n2"])'
 jqo ".[0].jobs == [\"$A\"] and .[1].gpus_free == 6 and .[1].labels.rack == \"r2\""
+t0=$(ms_now)
 expect_rc 0 ctl nodes
+t1=$(ms_now)
 head -1 "$T/out" | has -E '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +JOBS +REASON$' ||
     fail "nodes header: $(head -1 "$T/out")"
-grep -qE "^n1 +spot-a +spot +ready +0/8 +zone=z1,rack=r1 +[0-9]s +$A$" "$T/out" ||
+grep -qE "^n1 +spot-a +spot +ready +0/8 +zone=z1,rack=r1 +[0-9]+[smhd] +$A$" "$T/out" ||
     fail "n1 row: $(grep '^n1' "$T/out")"
-grep -qE '^n2 +od-a +on-demand +cordoned +6/8 +zone=z1,rack=r2 +[0-9]s$' "$T/out" ||
+grep -qE '^n2 +od-a +on-demand +cordoned +6/8 +zone=z1,rack=r2 +[0-9]+[smhd]$' "$T/out" ||
     fail "n2 row: $(grep '^n2' "$T/out")"
+# HEARTBEAT is the age of each node's last heartbeat (seeded 2 s and 1 s before `now`).
+for hb in n1:2000 n2:1000; do
+    age=$(awk -v n="${hb%:*}" '$1 == n { print $7 }' "$T/out")
+    age_ok "$age" $((now - ${hb#*:})) "$t0" "$t1" ||
+        fail "${hb%:*} HEARTBEAT '$age' is not the age of its heartbeat ($(((t0 - now + ${hb#*:}) / 1000))-$(((t1 - now + ${hb#*:}) / 1000)) s)"
+done
 ok "nodes: table and json"
 
 # ---- events ---------------------------------------------------------------------------------

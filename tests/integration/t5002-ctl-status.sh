@@ -21,6 +21,21 @@ expect_rc() {
 out_has() { grep -qF -- "$1" "$T/out" || fail "stdout lacks '$1': $(cat "$T/out")"; }
 err_has() { grep -qF -- "$1" "$T/err" || fail "stderr lacks '$1': $(cat "$T/err")"; }
 jqo() { jq -e "$1" "$T/out" >/dev/null || fail "jq -e '$1' failed on: $(cat "$T/out")"; }
+# Ages in tables grow while the test runs, by as much as the machine is slow: an age is checked
+# against the clock read around the command that printed it (as in t5000).
+ms_now() { echo $(($(date +%s%N) / 1000000)); }
+fmt_age() { # S: the age text musterctl prints for S seconds ("5s", "3m", "2h", "4d")
+    if [ "$1" -lt 60 ]; then echo "$1s"; elif [ "$1" -lt 3600 ]; then echo "$(($1 / 60))m"
+    elif [ "$1" -lt 86400 ]; then echo "$(($1 / 3600))h"; else echo "$(($1 / 86400))d"; fi
+}
+# age_ok TEXT THEN_MS FROM_MS TO_MS: TEXT is the age of THEN_MS seen between FROM_MS and TO_MS.
+age_ok() {
+    local s
+    for ((s = ($3 - $2) / 1000; s <= ($4 - $2) / 1000; s++)); do
+        [ "$(fmt_age "$s")" = "$1" ] && return 0
+    done
+    return 1
+}
 
 start_redis
 make_config - >/dev/null <<'JSON'
@@ -58,11 +73,17 @@ expect_rc 0 ctl -o json queues
 jqo 'length == 2 and (map(.name) == ["default", "research"])'
 jqo '.[0].running_jobs == 1 and .[0].running_gpus == 8 and .[0].pending_jobs == 0 and .[0].oldest_pending_at == 0'
 jqo '.[1].weight == 3 and .[1].pending_jobs == 1 and .[1].pending_gpus == 16 and .[1].oldest_pending_at > 0'
+oldest=$(jq '.[1].oldest_pending_at' "$T/out")
+t0=$(ms_now)
 expect_rc 0 ctl queues
+t1=$(ms_now)
 head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT$' ||
     fail "queues header: $(head -1 "$T/out")"
 grep -qE '^default +1 +0 +1 +0 +8 +-$' "$T/out" || fail "default row: $(cat "$T/out")"
-grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+s$' "$T/out" || fail "research row: $(cat "$T/out")"
+grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd]$' "$T/out" || fail "research row: $(cat "$T/out")"
+wait_text=$(awk '$1 == "research" { print $7 }' "$T/out")
+age_ok "$wait_text" "$oldest" "$t0" "$t1" ||
+    fail "research OLDEST_WAIT '$wait_text' is not the age of oldest_pending_at $oldest (seen $t0..$t1)"
 ok "queues: pending/running jobs and GPUs, oldest wait (table and json)"
 
 # ---- pools ----------------------------------------------------------------------------------
@@ -74,12 +95,18 @@ jqo 'map(.name) == ["od-a", "spot-a", "zz-cool"]'
 jqo '.[1].capacity == "spot" and .[1].gpus_used == 8 and .[1].gpus_free == 0 and .[1].nodes == 1 and .[1].max_gpus == 64 and .[1].price_per_hour == 3.5'
 jqo '.[0].gpus_free == 8 and .[0].instance_type == "p4d.24xlarge" and .[0].gpu_type == "A100"'
 jqo '.[2].cooldown_until > 0'
+t0=$(ms_now)
 expect_rc 0 ctl pools
+t1=$(ms_now)
 head -1 "$T/out" | has -E '^POOL +CAPACITY +TYPE +GPU +NODES +GPUS_FREE/USED +PRICE/H +CAP +COOLDOWN$' ||
     fail "pools header: $(head -1 "$T/out")"
 grep -qE '^spot-a +spot +p4d.24xlarge +A100 +1 +0/8 +3.50 +64 +-$' "$T/out" || fail "spot-a row: $(cat "$T/out")"
 grep -qE '^od-a +on-demand +p4d.24xlarge +A100 +1 +8/0 +10.00 +- +-$' "$T/out" || fail "od-a row: $(cat "$T/out")"
-grep -qE '^zz-cool +spot +g6e.12xlarge +L40S +0 +0/0 +4.20 +- +[45]m$' "$T/out" || fail "cool-down row: $(cat "$T/out")"
+grep -qE '^zz-cool +spot +g6e.12xlarge +L40S +0 +0/0 +4.20 +- +[0-9]+[smhd]$' "$T/out" || fail "cool-down row: $(cat "$T/out")"
+# COOLDOWN is the time left until cooldown_until (now + 5 min): an age with the clock reversed.
+left=$(awk '$1 == "zz-cool" { print $9 }' "$T/out")
+age_ok "$left" $((-(now + 300000))) $((-t1)) $((-t0)) ||
+    fail "zz-cool COOLDOWN '$left' is not the time left until now + 300 s (seen $(((t0 - now) / 1000))-$(((t1 - now) / 1000)) s after now)"
 rcli HDEL "${P}pools" zz-cool >/dev/null
 ok "pools: capacity, type, GPUs free/used, price, cap, cool-down (table and json)"
 
@@ -203,11 +230,15 @@ rcli HSET "${S}job:$x" attempt 3 failures 1 last_checkpoint /ckpt/step-900 \
 expect_rc 0 sctl -o json show "$x"
 jqo '.attempt == 3 and .failures == 1 and .lost_gpu_seconds == 5400.5 and .last_checkpoint == "/ckpt/step-900"'
 jqo '(.last_checkpoint_at | type) == "number" and (.attempts | length) == 2'
+t0=$(ms_now)
 expect_rc 0 sctl show "$x"
+t1=$(ms_now)
 grep -qE '^failures +1$' "$T/out" || fail "show: failures: $(cat "$T/out")"
 grep -qE '^attempts +\[\{"attempt":1' "$T/out" || fail "show: attempts: $(cat "$T/out")"
 grep -qE '^last_checkpoint +/ckpt/step-900$' "$T/out" || fail "show: last_checkpoint"
-grep -qE '^last_checkpoint_at +[0-9-]+T[0-9:.]+Z \(1m ago\)$' "$T/out" || fail "show: last_checkpoint_at"
+grep -qE '^last_checkpoint_at +[0-9-]+T[0-9:.]+Z \([0-9]+[smhd] ago\)$' "$T/out" || fail "show: last_checkpoint_at"
+ago=$(sed -n 's/^last_checkpoint_at .*(\([0-9]*[smhd]\) ago)$/\1/p' "$T/out")
+age_ok "$ago" $((now - 60000)) "$t0" "$t1" || fail "show: last_checkpoint_at is '$ago ago', not its age"
 grep -qE '^lost_gpu_seconds +5400 GPU-seconds \(1.50 GPU-hours\)$' "$T/out" || fail "show: lost: $(cat "$T/out")"
 ok "show: attempts, failures, last checkpoint and lost GPU time"
 
