@@ -26,9 +26,10 @@ ok "workers re-registered with the restarted scheduler and ran a job"
 wait_for "job $big pending" 10 job_state_is "$big" PENDING
 stop_musterd
 start_musterd "$CONFIG"
-sleep 2
+# musterd binds its port before it reads the jobs back: wait for the recovery, not a guess.
+wait_for "musterd recovers the pending job" 20 'grep -q "recovered 1 active job" "$T/musterd.log"'
+sleep 2 # a few passes with both workers back: the 3-node gang must still not start
 [ "$(job_state "$big")" = PENDING ] || fail "job $big is $(job_state "$big") after restart"
-grep -q "recovered 1 active job" "$T/musterd.log" || fail "musterd did not recover the pending job"
 start_worker n3 spot-a 8
 wait_for "job $big succeeded once n3 joined" 20 job_state_is "$big" SUCCEEDED
 ok "a pending job survived a scheduler restart"

@@ -62,9 +62,10 @@ grep -q "job=$half attempt=1 adopted after the restart (STARTING)" "$T/musterd.l
 ok "a half-bound gang was rolled back (its started task stopped first) and ran once as attempt 2"
 
 # ---- 2: mid-preemption ----
-# On SIGUSR1 the victim takes 4 s to write its checkpoint: musterd dies in between.
+# On SIGUSR1 the victim writes its checkpoint only once the test lets it (a file), so that
+# musterd surely dies in between, however slow the machine.
 cmd2='if [ -n "${MUSTER_RESUME_FROM:-}" ]; then echo "$MUSTER_ATTEMPT $(cat $MUSTER_RESUME_FROM)" >> '"$T"'/resumed.$RANK; exit 0; fi
-on_usr1() { echo "$MUSTER_ATTEMPT" >> '"$T"'/usr1.$RANK; sleep 4; echo 42 > '"$T"'/ck.$RANK
+on_usr1() { echo "$MUSTER_ATTEMPT" >> '"$T"'/usr1.$RANK; while [ ! -e '"$T"'/release-ck ]; do sleep 0.1; done; echo 42 > '"$T"'/ck.$RANK
   echo '"$T"'/ck.$RANK > $MUSTER_CHECKPOINT_FILE.tmp; mv $MUSTER_CHECKPOINT_FILE.tmp $MUSTER_CHECKPOINT_FILE; exit 0; }
 trap on_usr1 USR1
 echo "$MUSTER_ATTEMPT" >> '"$T"'/low.$RANK
@@ -77,6 +78,7 @@ wait_for "low got its checkpoint signal" 10 '[ -s "$T/usr1.0" ] && [ -s "$T/usr1
 kill -9 "$MUSTERD_PID"
 wait "$MUSTERD_PID" 2>/dev/null || true
 start_musterd "$CONFIG"
+: >"$T/release-ck"
 wait_for "high succeeded" 30 job_state_is "$high" SUCCEEDED
 wait_for "low succeeded" 30 job_state_is "$low" SUCCEEDED
 [ "$(rcli HGET "muster:job:$low" attempt)" = 2 ] || fail "low attempt $(rcli HGET "muster:job:$low" attempt)"

@@ -25,15 +25,18 @@ start_worker od2 od-a 8 --label zone=z1
 wait_for "4 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 4 ]'
 
 nodes_of() { rcli HGET "muster:job:$1" nodes; }
+# Jobs a and b hold their nodes until the end of the test (a file releases them), not for a fixed
+# time that a slow machine could use up before the checks that need them running.
+hold_cmd="while [ ! -e $T/release ]; do sleep 0.2; done"
 
 # 1 task: the cheapest spot pool (spot-b) wins.
-a=$(submit_json '{"tasks":1,"gpus_per_task":8,"command":"sleep 20"}')
+a=$(submit_json "{\"tasks\":1,\"gpus_per_task\":8,\"command\":\"$hold_cmd\"}")
 wait_for "job $a running" 10 job_state_is "$a" RUNNING
 [ "$(nodes_of "$a")" = sb ] || fail "job $a on $(nodes_of "$a"), expected the cheaper spot node sb"
 ok "cheapest spot pool first"
 
 # 2 tasks x 8: only one spot node is left (sa), so the gang goes whole to on-demand.
-b=$(submit_json '{"tasks":2,"gpus_per_task":8,"command":"sleep 20"}')
+b=$(submit_json "{\"tasks\":2,\"gpus_per_task\":8,\"command\":\"$hold_cmd\"}")
 wait_for "job $b running" 10 job_state_is "$b" RUNNING
 case "$(nodes_of "$b")" in
 od1,od2 | od2,od1) ;;
@@ -61,3 +64,4 @@ wait_for "job $e has a reason" 10 '[ -n "$(rcli HGET "muster:job:'"$e"'" reason)
 [ "$(job_state "$e")" = PENDING ] || fail "job $e is $(job_state "$e"), expected PENDING behind c's reservation"
 rcli HGET "muster:job:$c" reason | has "reservation" || fail "job $c reason: $(rcli HGET "muster:job:$c" reason)"
 ok "EASY backfill: only jobs that end before the head's reservation jump ahead"
+: >"$T/release"

@@ -22,8 +22,10 @@ wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 
 curl -sf -X POST "http://127.0.0.1:$port/mock/rebalance" >/dev/null
 wait_for "s1 at risk" 10 '[ "$(rcli HGET muster:nodes s1 | jq -r .at_risk)" = true ]'
+# These two hold s2 until released (a file): s2 must be full while "third" is checked, however
+# slow the machine (a 2 s sleep could end first).
 for i in 1 2; do
-    id=$(submit_json '{"tasks":1,"gpus_per_task":4,"capacity":["spot"],"command":["sleep","2"]}')
+    id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":4,\"capacity\":[\"spot\"],\"command\":\"while [ ! -e $T/release ]; do sleep 0.2; done\"}")
     wait_for "job $id running" 10 job_state_is "$id" RUNNING
     [ "$(rcli HGET "muster:job:$id" nodes)" = s2 ] || fail "a new gang went to the at-risk node"
 done
@@ -33,4 +35,5 @@ sleep 1
 [ "$(job_state "$third")" = PENDING ] || fail "a gang ran on the at-risk node"
 [ "$(job_state "$running")" = RUNNING ] || [ "$(job_state "$running")" = SUCCEEDED ] || fail "the running gang on s1 was disturbed: $(job_state "$running")"
 wait_for "the gang on s1 finished normally" 15 job_state_is "$running" SUCCEEDED
+: >"$T/release"
 ok "after the rebalance recommendation new gangs avoided s1; its running gang finished"

@@ -12,7 +12,6 @@ if [ -n "${MUSTER_RESUME_FROM:-}" ]; then
     step=$(cat "$MUSTER_RESUME_FROM")
     echo "attempt $MUSTER_ATTEMPT resumed from $MUSTER_RESUME_FROM at step $step" >>"$out/resume.$RANK"
 fi
-echo "$MUSTER_ATTEMPT" >>"$out/started.$RANK"
 
 save() {
     f="$out/ckpt.$RANK.$MUSTER_ATTEMPT.$step"
@@ -26,6 +25,8 @@ on_signal() {
     exit 0
 }
 trap on_signal USR1
+# Only now: once started.RANK exists, the checkpoint signal is handled (not fatal).
+echo "$MUSTER_ATTEMPT" >>"$out/started.$RANK"
 
 while [ "$step" -lt "$steps" ]; do
     step=$((step + 1))
