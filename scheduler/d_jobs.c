@@ -1475,15 +1475,21 @@ void d_jobs_queue_stats(struct musterd *d, struct d_queue_stats *stats)
 }
 
 /* The pool a pending job would go to first: the cheapest pool of its first capacity type that
- * has its GPU type and enough GPUs per node; npools when none does. */
-static int first_pool(const struct musterd *d, const struct d_job *j)
+ * has its GPU type and enough GPUs per node, is not cooling down after a spot interruption, and
+ * whose max_gpus cap leaves room for the gang (growing any other pool would not help it); npools
+ * when none does. */
+static int first_pool(const struct musterd *d, const struct d_job *j, int64_t now_s)
 {
+    int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
     int best = d->cfg.npools;
     for (int c = 0; c < j->spec.ncapacity && best == d->cfg.npools; c++) {
         for (int p = 0; p < d->cfg.npools; p++) {
             const struct cfg_pool *pool = &d->cfg.pools[p];
             if (pool->capacity != j->spec.capacity[c] || pool->gpus_per_node < j->spec.gpus_per_task
-                || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0))
+                || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0)
+                || sched_cluster_pool_cooldown_until(d->cluster, p) > now_s
+                || (pool->max_gpus > 0
+                    && pool->max_gpus - sched_cluster_pool_gpus_used(d->cluster, p) < gpus))
                 continue;
             if (best == d->cfg.npools || pool->price_per_hour < d->cfg.pools[best].price_per_hour)
                 best = p;
@@ -1494,6 +1500,7 @@ static int first_pool(const struct musterd *d, const struct d_job *j)
 
 void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
 {
+    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
     size_t pos = 0;
     struct d_job *j;
 
@@ -1506,7 +1513,8 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
         q = (int)(cq - d->cfg.queues);
         g->jobs[q][j->state] += 1;
         if (j->state == QUEUE_PENDING)
-            g->pending_gpus[q][first_pool(d, j)] += (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+            g->pending_gpus[q][first_pool(d, j, now_s)] +=
+                (int64_t)j->spec.tasks * j->spec.gpus_per_task;
     }
     for (int i = 0; i < d->nnodes; i++) {
         const struct cfg_pool *pool = cfg_pool_find(&d->cfg, d->nodes[i].pool);

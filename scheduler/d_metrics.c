@@ -212,8 +212,10 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
         }
     }
     if (head(b, "pending_gpus", "gauge",
-             "GPUs asked for by pending jobs, by queue and by the pool each would go to first "
-             "(the autoscaling signal).",
+             "GPUs asked for by pending jobs, by queue and by the pool each would go to first: "
+             "the cheapest pool of its first capacity type that has its GPU type, is not cooling "
+             "down and whose max_gpus cap leaves room for it; pool=\"none\" when no pool can "
+             "grow for it (the autoscaling signal).",
              err)
         != 0)
         return -1;

@@ -40,6 +40,8 @@ void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct prot
     }
     if (m->at_ms && m->at_ms < j->last_checkpoint_ms)
         return; /* an older one from another rank */
+    if (m->at_ms == j->last_checkpoint_ms && strcmp(m->path, j->last_checkpoint) == 0)
+        return; /* a repeat (workers say it again after every HELLO) */
     mu_strlcpy(j->last_checkpoint, m->path, sizeof(j->last_checkpoint));
     j->last_checkpoint_ms = m->at_ms ? m->at_ms : mu_time_wall_ms();
     (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)j->last_checkpoint_ms);
