@@ -109,8 +109,8 @@ struct proto_msg {
     int ntasks;
     struct proto_task_ref *tasks; /* tasks the worker runs now */
     int heartbeat_s;              /* HEARTBEAT from the scheduler: interval the worker should use */
-    int lease_s; /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker whose lease
-                    is not renewed for this long stops its tasks (0 = no lease) */
+    int lease_s;      /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker whose lease
+                         is not renewed for this long stops its tasks (0 = no lease) */
     uint64_t echo_ms; /* HELLO and HEARTBEAT from a worker: its monotonic clock at send; the
                          scheduler's HEARTBEAT answer carries it back, which renews the worker's
                          lease until echo_ms + lease_s (a stale answer renews nothing) */

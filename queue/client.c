@@ -280,8 +280,8 @@ int queue_control_send_grace(
     redisReply *r;
 
     if (arg && grace_s >= 0)
-        r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s grace_s %d", q->prefix, cmd,
-                          arg, grace_s);
+        r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s grace_s %d", q->prefix, cmd, arg,
+                          grace_s);
     else if (arg)
         r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s", q->prefix, cmd, arg);
     else

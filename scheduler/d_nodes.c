@@ -397,7 +397,8 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
     {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(node, "name");
         const cJSON *state = cJSON_GetObjectItemCaseSensitive(node, "state");
-        if (!cJSON_IsString(name) || (cJSON_IsString(state) && strcmp(state->valuestring, "lost") == 0))
+        if (!cJSON_IsString(name)
+            || (cJSON_IsString(state) && strcmp(state->valuestring, "lost") == 0))
             continue;
         if (mu_map_put(d->expected_nodes, name->valuestring, d, err) != 0) {
             cJSON_Delete(nodes);

@@ -296,8 +296,9 @@ int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms);
  * now; r will fit without preemption (running gangs ending by their end_s, cool-downs ending) by
  * the plan's ready_s, at plan->est_start_s; no lower-priority preemptible gangs would free
  * enough; the victims that would are too young (plan->retry_at_ms says when the first of them
- * comes of age); r cannot fit even on an idle cluster; r is invalid.  Returns -1 with err on bad arguments (NULL pointers, a slot that is not committed,
- * two gangs holding the same GPU) or no memory.
+ * comes of age); r cannot fit even on an idle cluster; r is invalid.  Returns -1 with err on bad
+ * arguments (NULL pointers, a slot that is not committed, two gangs holding the same GPU) or no
+ * memory.
  *
  * The cluster is left exactly as it was, generation included: the search releases candidate
  * victims in the cluster and commits them back.  Loop-thread only, like every cluster call.
