@@ -40,12 +40,24 @@ wait_for "job $id succeeded" 15 job_state_is "$id" SUCCEEDED
     || fail "task saw '$(log_of "$id" n1)', want '$uid $gid /nonexistent $user $user'"
 ok "--run-as $user: the task ran as uid $uid gid $gid with HOME, USER and LOGNAME set"
 
+# The refusal is the node's doing (issue #10 item 5): it does not count against the job's
+# max_retries, the job is requeued, and after three attempts refused in a row musterd cordons
+# the node with the reason, so the job waits instead of failing.
 id=$(submit_json '{"capacity":["on-demand"],"max_retries":0,"command":"id -u"}')
-wait_for "job $id failed" 15 job_state_is "$id" FAILED
-rcli HGET "muster:job:$id" error | has "refusing to run a task as root on node n2" \
-    || fail "error: $(rcli HGET "muster:job:$id" error)"
+wait_for "n2 cordoned by musterd" 20 \
+    'ctl -o json nodes | jq -e '"'"'.[] | select(.name == "n2") | .state == "cordoned"'"'"' >/dev/null'
+ctl -o json nodes | jq -r '.[] | select(.name == "n2") | .reason' |
+    has "cordoned by musterd: it refused 3 attempts in a row: refusing to run a task as root on node n2" ||
+    fail "n2's reason: $(ctl -o json nodes | jq -c '.[] | select(.name == "n2")')"
+ctl nodes | has -E '^n2 .*cordoned by musterd' || fail "musterctl nodes shows no reason: $(ctl nodes)"
+wait_for "the job waits for on-demand capacity" 10 'rcli HGET "muster:job:'"$id"'" reason | grep -q "no ready on-demand node"'
+[ "$(job_state "$id")" = PENDING ] || fail "job is $(job_state "$id")"
+f=$(rcli HGET "muster:job:$id" failures)
+[ "${f:-0}" = 0 ] || fail "the node's refusals counted as $f failure(s) of the job"
+rcli XRANGE muster:events - + | has "refusing to run a task as root on node n2" || fail "no event names the refusal"
 [ ! -e "$T/w/n2/logs/$id.1.0.out" ] || fail "the refused task ran: $(log_of "$id" n2)"
-ok "a root worker without --run-as refused the task: $(rcli HGET "muster:job:$id" error)"
+ok "a root worker without --run-as refused the task; not a job failure, and musterd cordoned n2 with the reason"
+ctl cancel "$id" >/dev/null
 
 # MUSTER_JOB_USER (--allow-user) comes from the scheduler, not from a spec (the spec parser
 # refuses MUSTER_* names): tests/unit/test_wrk.c drives it through a fake scheduler.
