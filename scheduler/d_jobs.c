@@ -173,6 +173,8 @@ void d_job_avoid(struct d_job *j, int node)
         j->navoid--;
     }
     j->avoid[j->navoid++] = node;
+    j->req.avoid = j->avoid; /* the placement core prefers other nodes from now on */
+    j->req.navoid = j->navoid;
 }
 
 /* ---------------- the end of an attempt ---------------- */

@@ -115,6 +115,7 @@ struct sched_cluster {
     int *pool_rank; /* [npools] price tier within its type; -1 = not usable for this request */
     bool holds_on;  /* the pass's reservation is held: count gpus_held etc. as used */
     bool idle_view; /* size nodes as if nothing ran: "could it ever fit" (an upper bound) */
+    const struct sched_request *avoiding; /* while set, its avoid nodes count as not eligible */
 
     /* Pass scratch. */
     uint32_t pass_id;

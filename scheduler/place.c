@@ -104,7 +104,20 @@ const char *sched_request_invalid(const struct sched_cluster *c, const struct sc
     if (r->required_level < -1 || r->required_level > c->nlevels || r->preferred_level < -1
         || r->preferred_level > c->nlevels)
         return "invalid request: topology level";
+    if (r->navoid < 0 || r->navoid > SCHED_MAX_AVOID || (r->navoid > 0 && !r->avoid))
+        return "invalid request: avoided nodes";
     return NULL;
+}
+
+/* True when node is one the placement under way avoids (c->avoiding). */
+static bool node_avoided(const struct sched_cluster *c, int node)
+{
+    const struct sched_request *r = c->avoiding;
+    for (int i = 0; r && i < r->navoid; i++) {
+        if (r->avoid[i] == node)
+            return true;
+    }
+    return false;
 }
 
 /* Task capacity of pool p's nodes summed in sum, limited by the pool's cap. */
@@ -545,7 +558,7 @@ static void size_nodes(struct sched_cluster *c,
         c->npool[pos] = n->pool;
         c->ncap[pos] = 0;
         c->nfree[pos] = 0;
-        if (rank == -1 || !node_eligible(n) || !node_big_enough(n, r))
+        if (rank == -1 || !node_eligible(n) || !node_big_enough(n, r) || node_avoided(c, node))
             continue;
         if (rank == -2) {
             ts->any_cooling = true;
@@ -630,6 +643,17 @@ int sched_place_in(struct sched_cluster *c,
     fail->cooling_pool = -1;
     sched_topo_refresh(c);
     for (int i = 0; i < r->ncapacity; i++) {
+        /* A retried gang goes elsewhere than where it failed when this capacity type allows;
+         * whether it fits at all does not change, so the pass's memo stays true. */
+        if (slots && r->navoid > 0) {
+            struct sched_fail ignored = *fail;
+            int placed;
+            c->avoiding = r;
+            placed = place_type(c, r, r->capacity[i], now_s, slots, &ignored);
+            c->avoiding = NULL;
+            if (placed)
+                return 1;
+        }
         if (place_type(c, r, r->capacity[i], now_s, slots, fail))
             return 1;
     }

@@ -36,6 +36,7 @@
 #define SCHED_NAME_MAX      64
 #define SCHED_MAX_POOLS     256
 #define SCHED_REASON_MAX    200 /* a decision's reason, with its NUL */
+#define SCHED_MAX_AVOID     16  /* nodes a request may ask to avoid */
 
 enum sched_capacity { SCHED_SPOT = 0, SCHED_ON_DEMAND = 1 };
 
@@ -143,6 +144,9 @@ struct sched_request {
     enum sched_capacity capacity[2];
     int required_level;  /* -1 none; 0..nlevels-1 a topology level; nlevels = one node */
     int preferred_level; /* -1 none; same range */
+    const int *avoid;    /* node indices to use only when the gang cannot be placed without them
+                            within a capacity type (a retried gang's failed nodes); borrowed */
+    int navoid;          /* 0..SCHED_MAX_AVOID entries of avoid */
 };
 
 /* One task's place: a node and the GPUs (bit i = GPU index i of that node). */

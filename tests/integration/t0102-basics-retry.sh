@@ -34,3 +34,10 @@ id=$(submit_json '{"tasks":1,"gpus_per_task":1,"max_retries":0,"command":["/none
 wait_for "job $id failed" 20 job_state_is "$id" FAILED
 rcli HGET "muster:job:$id" error | has "nonexistent" || fail "error: $(rcli HGET "muster:job:$id" error)"
 ok "an unrunnable command fails with a clear error"
+
+# The next attempt prefers another node than the one its task failed on (issue #10 item 5).
+id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":8,\"max_retries\":1,\"command\":\"echo \$MUSTER_NODE > $T/where.\$MUSTER_ATTEMPT; [ \$MUSTER_ATTEMPT = 2 ] || exit 3\"}")
+wait_for "job $id succeeded on its second attempt" 60 job_state_is "$id" SUCCEEDED
+[ "$(cat "$T/where.1")" != "$(cat "$T/where.2")" ] ||
+    fail "attempt 2 ran on $(cat "$T/where.2") again, where attempt 1 failed"
+ok "attempt 1 failed on $(cat "$T/where.1"); attempt 2 ran on $(cat "$T/where.2")"

@@ -190,6 +190,50 @@ static void test_cheapest_pool_then_best_fit(void **state)
     sched_cluster_free(c);
 }
 
+/* A retried gang prefers nodes other than where it failed, within its capacity type only. */
+static void test_avoid_nodes(void **state)
+{
+    struct sched_cluster *c = cluster(0);
+    struct sched_request r = req(1, 8);
+    struct sched_request two = req(2, 8);
+    struct sched_slot slots[2];
+    int avoid[2];
+    int y1;
+    int y2;
+    int od;
+    (void)state;
+    y1 = add_node(c, "y1", 1, 8, "");
+    y2 = add_node(c, "y2", 1, 8, "");
+    od = add_node(c, "od1", 2, 8, "");
+    assert_int_equal(place(c, &r, slots), 1);
+    avoid[0] = slots[0].node; /* where it "failed" */
+    r.avoid = avoid;
+    r.navoid = 1;
+    assert_int_equal(place(c, &r, slots), 1);
+    assert_true(slots[0].node != avoid[0]);
+    assert_true(slots[0].node == y1 || slots[0].node == y2); /* still spot, not on-demand */
+    /* Both spot nodes avoided: spot still wins over on-demand (avoidance is a preference). */
+    avoid[0] = y1;
+    avoid[1] = y2;
+    r.navoid = 2;
+    assert_int_equal(place(c, &r, slots), 1);
+    assert_true(slots[0].node == y1 || slots[0].node == y2);
+    /* A gang that needs the avoided node gets it. */
+    two.avoid = avoid;
+    two.navoid = 1;
+    assert_int_equal(place(c, &two, slots), 1);
+    assert_int_equal(distinct_nodes(slots, 2), 2);
+    assert_true(slots[0].node != od && slots[1].node != od);
+    /* Malformed lists are refused. */
+    r.avoid = NULL;
+    r.navoid = 1;
+    assert_int_equal(place(c, &r, slots), 0);
+    r.avoid = avoid;
+    r.navoid = SCHED_MAX_AVOID + 1;
+    assert_int_equal(place(c, &r, slots), 0);
+    sched_cluster_free(c);
+}
+
 static void test_pool_cap_and_states(void **state)
 {
     struct sched_pool pools[1] = { { .name = "capped",
@@ -1283,6 +1327,7 @@ int main(void)
         cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_capacity_order_no_straddle),
         cmocka_unit_test(test_cheapest_pool_then_best_fit),
+        cmocka_unit_test(test_avoid_nodes),
         cmocka_unit_test(test_pool_cap_and_states),
         cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_required_topology),
