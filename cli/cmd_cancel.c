@@ -12,16 +12,6 @@
 
 #include "common/mu_banned.h"
 
-static bool state_is_final(const char *state)
-{
-    static const char *const finals[] = { "SUCCEEDED", "FAILED", "CANCELLED", "REJECTED" };
-    for (size_t i = 0; i < MU_ARRAY_LEN(finals); i++) {
-        if (strcmp(state, finals[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
 int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
 {
     struct mu_err err = { 0 };
@@ -48,7 +38,7 @@ int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
             rc = ctl_fail(ctl, "job '%s' not found", id);
             continue;
         }
-        if (state_is_final(state)) {
+        if (ctl_state_is_final(state)) {
             (void)fprintf(stderr, "musterctl: cancel: job '%s' is already %s; nothing to do\n", id,
                           state);
             continue;

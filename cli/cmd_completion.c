@@ -24,7 +24,8 @@ static const struct {
 } opt_values[] = {
     { "queue", "-W \"$(_musterctl_list queues)\"" },
     { "job", "-W \"$(_musterctl_list jobs)\"" },
-    { "state", "-W \"PENDING STARTING RUNNING PREEMPTING SUCCEEDED FAILED CANCELLED REJECTED\"" },
+    { "state",
+      "-W \"PENDING STARTING RUNNING PREEMPTING SUCCEEDED FAILED CANCELLED REJECTED TIMEOUT\"" },
     { "sort", "-W \"id priority age state queue -id -priority -age -state -queue\"" },
     { "capacity", "-W \"spot on-demand spot,on-demand on-demand,spot\"" },
     { "checkpoint-signal", "-W \"SIGUSR1 SIGUSR2 SIGTERM SIGINT SIGHUP\"" },

@@ -38,7 +38,8 @@ static int jobs_row(struct ctl_table *t, const cJSON *job, uint64_t now_ms)
                                                : "held: not restarted if it is requeued";
     else if (strcmp(state, "PENDING") == 0)
         reason = ctl_json_text(job, "reason", b[1], sizeof(b[1]));
-    else if (strcmp(state, "FAILED") == 0 || strcmp(state, "REJECTED") == 0)
+    else if (strcmp(state, "FAILED") == 0 || strcmp(state, "REJECTED") == 0
+             || strcmp(state, "TIMEOUT") == 0)
         reason = ctl_json_text(job, "error", b[1], sizeof(b[1]));
     cells[0] = ctl_json_text(job, "id", b[2], sizeof(b[2]));
     cells[1] = ctl_json_text(job, "name", b[3], sizeof(b[3]));
@@ -254,7 +255,8 @@ int ctl_cmd_jobs(struct ctl *ctl, const struct ctl_args *args)
         if (n >= sizeof(state) || i == MU_ARRAY_LEN(ctl_job_states))
             return ctl_usage(ctl,
                              "--state: expected one of PENDING, STARTING, RUNNING, "
-                             "PREEMPTING, SUCCEEDED, FAILED, CANCELLED, REJECTED, got '%s'",
+                             "PREEMPTING, SUCCEEDED, FAILED, CANCELLED, REJECTED, TIMEOUT, "
+                             "got '%s'",
                              f.state);
         f.state = state;
     }

@@ -54,7 +54,7 @@ static const struct ctl_opt opts_submit[] = {
 };
 
 static const struct ctl_opt opts_jobs[] = {
-    { "all", 'a', NULL, "include finished jobs (SUCCEEDED, FAILED, CANCELLED, REJECTED)" },
+    { "all", 'a', NULL, "include finished jobs (SUCCEEDED, FAILED, CANCELLED, REJECTED, TIMEOUT)" },
     { "queue", 'q', "Q", "only jobs of queue Q" },
     { "state", 's', "S", "only jobs in state S (PENDING, RUNNING, ...); implies --all" },
     { "user", 'u', "U", "only jobs submitted by user U" },
@@ -120,7 +120,7 @@ const struct ctl_cmd ctl_commands[] = {
       "the first job's id is printed and no new job is made.  musterd validates the spec in "
       "full: a bad one becomes a REJECTED job with an error.  With --wait, state changes go to "
       "standard error and the exit status is the job's outcome: 0 SUCCEEDED, 1 FAILED, "
-      "CANCELLED or REJECTED.",
+      "CANCELLED, REJECTED or TIMEOUT.",
       opts_submit, 0, -1, CTL_ARG_FILE },
     { "jobs", ctl_cmd_jobs, "list jobs",
       "[--all] [--queue Q] [--state S] [--user U] [--limit N] [--sort FIELD]",
@@ -158,7 +158,8 @@ const struct ctl_cmd ctl_commands[] = {
       NULL, 0, 0, CTL_ARG_NONE },
     { "nodes", ctl_cmd_nodes, "list nodes", "",
       "Lists the nodes musterd knows: pool, capacity type, state, free/total GPUs, topology "
-      "labels, time since the last heartbeat and the jobs running there.",
+      "labels, time since the last heartbeat, the jobs running there, and why musterd cordoned "
+      "the node when it did (it refused tasks of three attempts in a row for its own reasons).",
       NULL, 0, 0, CTL_ARG_NONE },
     { "top", ctl_cmd_top, "live view of queues, pools and running gangs", "[--once]",
       "Shows queues, pools and the running gangs, refreshed every second, until q or Ctrl-C.  "
@@ -186,10 +187,12 @@ const struct ctl_cmd ctl_commands[] = {
     { "hold", ctl_cmd_hold, "keep a job from starting until released", "ID",
       "Asks musterd not to start job ID until it is released.  A pending job stays pending (the "
       "jobs table says 'held'); a running job keeps running, but is not started again if it is "
-      "requeued.",
+      "requeued.  A job that has ended is not active: musterctl says so and exits 1.",
       NULL, 1, 1, CTL_ARG_JOB },
     { "release", ctl_cmd_release, "release a held job", "ID",
-      "Asks musterd to consider held job ID for placement again.", NULL, 1, 1, CTL_ARG_JOB },
+      "Asks musterd to consider held job ID for placement again.  A job that has ended is not "
+      "active: musterctl says so and exits 1.",
+      NULL, 1, 1, CTL_ARG_JOB },
     { "keygen", ctl_cmd_keygen, "make a CURVE key pair for musterd or a worker", "[--out PREFIX]",
       "Makes a ZeroMQ CURVE key pair (docs/security.md).  With --out, writes the secret key to "
       "PREFIX.key (mode 0600; an existing file is never overwritten) and the public key to "

@@ -155,12 +155,12 @@ const char *ctl_state_color(const char *state)
         const char *state;
         const char *color;
     } colors[] = {
-        { "RUNNING", CTL_COLOR_GREEN },     { "SUCCEEDED", CTL_COLOR_GREEN },
-        { "ready", CTL_COLOR_GREEN },       { "FAILED", CTL_COLOR_RED },
-        { "REJECTED", CTL_COLOR_RED },      { "lost", CTL_COLOR_RED },
-        { "terminating", CTL_COLOR_RED },   { "PENDING", CTL_COLOR_YELLOW },
-        { "cordoned", CTL_COLOR_YELLOW },   { "draining", CTL_COLOR_YELLOW },
-        { "PREEMPTING", CTL_COLOR_YELLOW },
+        { "RUNNING", CTL_COLOR_GREEN },   { "SUCCEEDED", CTL_COLOR_GREEN },
+        { "ready", CTL_COLOR_GREEN },     { "FAILED", CTL_COLOR_RED },
+        { "REJECTED", CTL_COLOR_RED },    { "TIMEOUT", CTL_COLOR_RED },
+        { "lost", CTL_COLOR_RED },        { "terminating", CTL_COLOR_RED },
+        { "PENDING", CTL_COLOR_YELLOW },  { "cordoned", CTL_COLOR_YELLOW },
+        { "draining", CTL_COLOR_YELLOW }, { "PREEMPTING", CTL_COLOR_YELLOW },
     };
 
     for (size_t i = 0; i < MU_ARRAY_LEN(colors); i++) {

@@ -371,10 +371,13 @@ static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
         if (top_field(c, k, it, err) != 0)
             return -1;
     }
-    if (c->node_lost_after_s <= c->heartbeat_s)
+    /* It is also the workers' lease, renewed by each heartbeat's answer: a lease of one or two
+     * heartbeats would lapse on a single late answer and stop healthy tasks. */
+    if (c->node_lost_after_s < 3 * c->heartbeat_s)
         return mu_errf(err, MU_E_CONFIG,
-                       "node_lost_after_s: expected more than heartbeat_s (%d), got %d",
-                       c->heartbeat_s, c->node_lost_after_s);
+                       "node_lost_after_s: expected at least 3 x heartbeat_s (%d), got %d; hint: "
+                       "it is also the workers' lease, renewed once per heartbeat",
+                       3 * c->heartbeat_s, c->node_lost_after_s);
     return limits_check(c, seen, err);
 }
 
