@@ -8,6 +8,7 @@ date +%s%N >"$out/start.$MUSTER_JOB_ID.$MUSTER_ATTEMPT.$RANK"
 on_signal() {
     date +%s%N >"$out/signal.$MUSTER_JOB_ID.$MUSTER_ATTEMPT.$RANK"
     sleep "$ckpt_s"
+    : >"$out/ckpt.$MUSTER_JOB_ID.$RANK" # the worker reports only a checkpoint that exists
     echo "$out/ckpt.$MUSTER_JOB_ID.$RANK" >"$MUSTER_CHECKPOINT_FILE.tmp"
     mv "$MUSTER_CHECKPOINT_FILE.tmp" "$MUSTER_CHECKPOINT_FILE"
     exit 0

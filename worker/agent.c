@@ -93,6 +93,7 @@ struct wrk_task {
     uint64_t resend_at_ms;  /* monotonic: EXITED and not acknowledged: TASK_STATUS again then */
     uint32_t resend_gap_ms; /* the wait before that */
     char *ckpt_last;        /* owned: the last checkpoint path reported, or NULL */
+    char *ckpt_missing;     /* owned: the last reported path found missing here, or NULL */
     uint64_t ckpt_at_ms;    /* wall ms it was written */
 };
 
@@ -277,6 +278,8 @@ static void task_remove(struct wrk_agent *a, struct wrk_task *t)
         rec_remove(a, &t->ref);
     free(t->ckpt_last);
     t->ckpt_last = NULL;
+    free(t->ckpt_missing);
+    t->ckpt_missing = NULL;
     if (t->ref.state == PROTO_TASK_RUNNING)
         a->nrunning--;
     else
@@ -481,6 +484,47 @@ static void send_bind_ack(struct wrk_agent *a,
 
 /* ---- checkpoints ---- */
 
+/*
+ * A checkpoint path that names a file missing on this node (say a task ran as another user and
+ * could not write where it meant to) must not be resumed from: it is not reported, and the task's
+ * own .err log says why, once per path.  Only an absolute path that stat() finds absent counts:
+ * a URL (s3://...) or a path this node may not see (EACCES on root-squashed storage) is kept.
+ */
+static bool ckpt_is_missing(struct wrk_agent *a, struct wrk_task *t, const char *path)
+{
+    char log[PROTO_PATH_MAX + 128];
+    char line[PROTO_PATH_MAX + 256];
+    struct stat st;
+    int fd;
+
+    if (path[0] != '/' || stat(path, &st) == 0 || errno != ENOENT)
+        return false;
+    if (t->ckpt_missing && strcmp(t->ckpt_missing, path) == 0)
+        return true;
+    free(t->ckpt_missing);
+    t->ckpt_missing = strdup(path);
+    mu_log(MU_LOG_WARN, MOD,
+           "job=%s task=%d attempt=%d checkpoint '%s' does not exist on node %s: not reported, "
+           "not resumed from",
+           t->ref.job, t->ref.task, t->ref.attempt, path, a->node);
+    (void)mu_snprintf(line, sizeof(line),
+                      "muster-worker: the checkpoint path '%s' this task reported does not exist "
+                      "on node %s: it is not used to resume; write the checkpoint where the task "
+                      "can (a workdir on shared storage), then report it\n",
+                      path, a->node);
+    if (wrk_task_path(a->state_dir, "logs", t->ref.job, t->ref.attempt, t->ref.task, ".err", log,
+                      sizeof(log), NULL)
+        != 0)
+        return true;
+    fd = open(log, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = write(fd, line, strlen(line));
+        (void)n; /* best effort: the worker's log has it too */
+        (void)close(fd);
+    }
+    return true;
+}
+
 /* Reads t's checkpoint file and reports a path not reported before. */
 static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
 {
@@ -516,7 +560,7 @@ static void ckpt_check(struct wrk_agent *a, struct wrk_task *t)
                        t->ref.task, t->ref.attempt, err.msg);
         return;
     }
-    if (r == 0 || (t->ckpt_last && strcmp(t->ckpt_last, path) == 0))
+    if (r == 0 || (t->ckpt_last && strcmp(t->ckpt_last, path) == 0) || ckpt_is_missing(a, t, path))
         return;
     copy = strdup(path);
     if (!copy) {
@@ -1850,8 +1894,10 @@ void wrk_agent_free(struct wrk_agent *a)
     wrk_imds_free(a->imds);
     if (a->ino_fd >= 0)
         (void)close(a->ino_fd);
-    for (int i = 0; i < a->ntasks; i++)
+    for (int i = 0; i < a->ntasks; i++) {
         free(a->tasks[i].ckpt_last);
+        free(a->tasks[i].ckpt_missing);
+    }
     free(a->tasks);
     wrk_lease_free(a->lease); /* the record stays: the shims keep honouring it */
     free(a);

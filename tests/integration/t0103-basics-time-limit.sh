@@ -36,7 +36,7 @@ rcli XRANGE muster:events - + | has "STOPPING" || fail "no STOPPING event"
 ok "a job past its time_limit_s got SIGTERM and ended TIMEOUT (not retried)"
 
 # ---- a checkpointing job: checkpoint signal first, then the grace, then SIGTERM ----
-ck=$(submit_json "{\"gpus_per_task\":1,\"time_limit_s\":2,\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_s\":3},\"command\":\"trap 'date +%s%N > $T/ck.usr1; echo $T/ck.data > \$MUSTER_CHECKPOINT_FILE.tmp; mv \$MUSTER_CHECKPOINT_FILE.tmp \$MUSTER_CHECKPOINT_FILE' USR1; trap 'date +%s%N > $T/ck.term; exit 143' TERM; while :; do sleep 0.1; done\"}")
+ck=$(submit_json "{\"gpus_per_task\":1,\"time_limit_s\":2,\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_s\":3},\"command\":\"trap 'date +%s%N > $T/ck.usr1; : > $T/ck.data; echo $T/ck.data > \$MUSTER_CHECKPOINT_FILE.tmp; mv \$MUSTER_CHECKPOINT_FILE.tmp \$MUSTER_CHECKPOINT_FILE' USR1; trap 'date +%s%N > $T/ck.term; exit 143' TERM; while :; do sleep 0.1; done\"}")
 wait_for "ck timed out" 30 job_state_is "$ck" TIMEOUT
 [ -s "$T/ck.usr1" ] && [ -s "$T/ck.term" ] || fail "ck: usr1 $(ls "$T"/ck.* 2>/dev/null)"
 [ "$(cat "$T/ck.usr1")" -lt "$(cat "$T/ck.term")" ] || fail "SIGTERM came before the checkpoint signal"

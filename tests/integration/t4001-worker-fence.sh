@@ -39,7 +39,7 @@ trap '_rc=$?; set +e; _t4001_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
 # Job a is checkpointable: its trap writes a checkpoint on SIGUSR1, and it ignores SIGTERM, so
 # only the checkpoint signal and the final SIGKILL reach it.  Job b is not: SIGTERM stops it.
 # A later attempt of either just records what it resumes from.
-a=$(submit_json "{\"gpus_per_task\":1,\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_s\":2},\"command\":\"if [ \$MUSTER_ATTEMPT != 1 ]; then echo \\\"\$MUSTER_RESUME_FROM\\\" > $T/resume.a; exit 0; fi; trap '' TERM; trap 'echo /ckpt/fenced > $T/ck.tmp; mv $T/ck.tmp \$MUSTER_CHECKPOINT_FILE; date +%s%N > $T/usr1.a' USR1; echo \$\$ > $T/pid.a; while :; do sleep 0.1; done\"}")
+a=$(submit_json "{\"gpus_per_task\":1,\"checkpoint\":{\"signal\":\"SIGUSR1\",\"grace_s\":2},\"command\":\"if [ \$MUSTER_ATTEMPT != 1 ]; then echo \\\"\$MUSTER_RESUME_FROM\\\" > $T/resume.a; exit 0; fi; trap '' TERM; trap ': > $T/ckpt-fenced; echo $T/ckpt-fenced > $T/ck.tmp; mv $T/ck.tmp \$MUSTER_CHECKPOINT_FILE; date +%s%N > $T/usr1.a' USR1; echo \$\$ > $T/pid.a; while :; do sleep 0.1; done\"}")
 b=$(submit_json "{\"gpus_per_task\":1,\"command\":\"if [ \$MUSTER_ATTEMPT != 1 ]; then exit 0; fi; echo \$\$ > $T/pid.b; exec sleep 300\"}")
 wait_for "jobs running" 15 'job_state_is "$a" RUNNING && job_state_is "$b" RUNNING'
 wait_for "both tasks wrote their pids" 10 '[ -s "$T/pid.a" ] && [ -s "$T/pid.b" ]'
@@ -52,11 +52,11 @@ wait_for "the worker fences itself" 10 'grep -q "SELF-FENCING" "$T/worker-n1.log
 fenced_after=$(($(date +%s) - stopped_at))
 [ "$fenced_after" -ge 3 ] || fail "fenced after ${fenced_after}s, before the 4 s lease"
 wait_for "task a checkpointed" 5 '[ -s "$T/usr1.a" ]'
-[ "$(cat "$T/w/n1/ckpt/$a.1.0")" = /ckpt/fenced ] || fail "checkpoint file: $(cat "$T/w/n1/ckpt/$a.1.0")"
+[ "$(cat "$T/w/n1/ckpt/$a.1.0")" = "$T/ckpt-fenced" ] || fail "checkpoint file: $(cat "$T/w/n1/ckpt/$a.1.0")"
 gone() { ! kill -0 "$1" 2>/dev/null; }
 wait_for "task b stopped (SIGTERM)" 5 gone "$pb"
 wait_for "task a stopped (SIGKILL after the grace)" 15 gone "$pa"
-grep -q "job=$a task=0 attempt=1 checkpoint '/ckpt/fenced'" "$T/worker-n1.log" \
+grep -q "job=$a task=0 attempt=1 checkpoint '$T/ckpt-fenced'" "$T/worker-n1.log" \
     || fail "the worker did not notice the checkpoint"
 ok "after ${fenced_after}s of silence the worker checkpointed and stopped its tasks"
 
@@ -66,5 +66,5 @@ wait_for "job $a succeeded on a later attempt" 30 job_state_is "$a" SUCCEEDED
 wait_for "job $b succeeded on a later attempt" 30 job_state_is "$b" SUCCEEDED
 [ "$(rcli HGET "muster:job:$a" attempt)" -ge 2 ] || fail "job $a attempt $(rcli HGET "muster:job:$a" attempt)"
 ok "both gangs ran again once the scheduler was back"
-[ "$(cat "$T/resume.a")" = /ckpt/fenced ] || fail "attempt 2 resumed from '$(cat "$T/resume.a")'"
+[ "$(cat "$T/resume.a")" = "$T/ckpt-fenced" ] || fail "attempt 2 resumed from '$(cat "$T/resume.a")'"
 ok "the next attempt resumed from the checkpoint written while fencing"

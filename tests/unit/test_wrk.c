@@ -2229,10 +2229,17 @@ static void send_bind_resume(struct fake_sched *f,
     proto_msg_release(&m);
 }
 
-/* Writes a checkpoint file the way tasks are told to: a temp file, then rename. */
-#define CKPT_WRITE(p)                                                                            \
-    "printf '" p "\\n' > \"$MUSTER_CHECKPOINT_FILE.tmp\" && mv \"$MUSTER_CHECKPOINT_FILE.tmp\" " \
-    "\"$MUSTER_CHECKPOINT_FILE\"; "
+/* Saves checkpoint NAME in the task's directory (the state dir) and reports its path the way
+ * tasks are told to: a temp file, then rename.  ck_path gives the path the worker reports. */
+#define CKPT_WRITE(name)                                                                           \
+    ": > \"$PWD/" name "\" && printf '%s\\n' \"$PWD/" name "\" > \"$MUSTER_CHECKPOINT_FILE.tmp\" " \
+    "&& mv \"$MUSTER_CHECKPOINT_FILE.tmp\" \"$MUSTER_CHECKPOINT_FILE\"; "
+
+static const char *ck_path(const struct fake_sched *f, const char *name, char *buf, size_t size)
+{
+    assert_int_equal(mu_snprintf(buf, size, "%s/%s", f->dir, name), 0);
+    return buf;
+}
 
 /* Turns the loop until the task of job exits; returns the CHECKPOINT_DONE paths seen before. */
 static int until_exit(struct fake_sched *f,
@@ -2282,7 +2289,7 @@ static void test_agent_checkpoints(void **state)
     send_simple(&f, PROTO_HEARTBEAT, "", 0, 0, 1, 0, 5);
 
     /* A running task reports a checkpoint: CHECKPOINT_DONE within a second, with its mtime. */
-    send_bind_resume(&f, "1800-0", "echo ready; sleep 0.3; " CKPT_WRITE("/ckpt/step-1") "sleep 100",
+    send_bind_resume(&f, "1800-0", "echo ready; sleep 0.3; " CKPT_WRITE("ck-step-1") "sleep 100",
                      NULL);
     assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
     assert_true(m.ok);
@@ -2292,7 +2299,7 @@ static void test_agent_checkpoints(void **state)
     assert_string_equal(m.task.job, "1800-0");
     assert_int_equal(m.task.attempt, 2);
     assert_int_equal(m.task.task, 0);
-    assert_string_equal(m.path, "/ckpt/step-1");
+    assert_string_equal(m.path, ck_path(&f, "ck-step-1", path, sizeof(path)));
     assert_true(m.at_ms + 2000 >= t0 && m.at_ms <= mu_time_wall_ms());
     (void)printf("# checkpoint reported %" PRIu64 " ms after the file's mtime\n",
                  mu_time_wall_ms() - m.at_ms);
@@ -2304,27 +2311,26 @@ static void test_agent_checkpoints(void **state)
 
     /* Same path twice is one report; a new path is another; the last one, written just
      * before the exit, arrives before TASK_STATUS. */
-    send_bind_resume(
-        &f, "1801-0",
-        CKPT_WRITE("/ckpt/a") "sleep 0.3; " CKPT_WRITE("/ckpt/a") "sleep 0.3; " CKPT_WRITE(
-            "/ckpt/b") "sleep 0.3; " CKPT_WRITE("/ckpt/final") "exit 0",
-        NULL);
+    send_bind_resume(&f, "1801-0",
+                     CKPT_WRITE("ck-a") "sleep 0.3; " CKPT_WRITE("ck-a") "sleep 0.3; " CKPT_WRITE(
+                         "ck-b") "sleep 0.3; " CKPT_WRITE("ck-final") "exit 0",
+                     NULL);
     n = until_exit(&f, "1801-0", paths, 8, &m);
     assert_int_equal(m.task.state, PROTO_TASK_EXITED);
     assert_int_equal(m.task.exit_code, 0);
     proto_msg_release(&m);
     assert_int_equal(n, 3);
-    assert_string_equal(paths[0], "/ckpt/a");
-    assert_string_equal(paths[1], "/ckpt/b");
-    assert_string_equal(paths[2], "/ckpt/final");
+    assert_string_equal(paths[0], ck_path(&f, "ck-a", path, sizeof(path)));
+    assert_string_equal(paths[1], ck_path(&f, "ck-b", path, sizeof(path)));
+    assert_string_equal(paths[2], ck_path(&f, "ck-final", path, sizeof(path)));
 
     /* Written the instant before exit (no time for the loop to see it first). */
-    send_bind_resume(&f, "1802-0", CKPT_WRITE("/ckpt/last-gasp") "exit 7", NULL);
+    send_bind_resume(&f, "1802-0", CKPT_WRITE("ck-last-gasp") "exit 7", NULL);
     n = until_exit(&f, "1802-0", paths, 8, &m);
     assert_int_equal(m.task.exit_code, 7);
     proto_msg_release(&m);
     assert_int_equal(n, 1);
-    assert_string_equal(paths[0], "/ckpt/last-gasp");
+    assert_string_equal(paths[0], ck_path(&f, "ck-last-gasp", path, sizeof(path)));
 
     /* Garbage is ignored: binary, empty, huge, a FIFO; then a good one still gets through. */
     send_bind_resume(
@@ -2335,12 +2341,29 @@ static void test_agent_checkpoints(void **state)
         "head -c 100000 /dev/zero | tr '\\000' a > \"$f.tmp\" && mv \"$f.tmp\" \"$f\"; "
         "sleep 0.2; "
         "printf '\\n\\n' > \"$f\"; sleep 0.2; " CKPT_WRITE(
-            "/ckpt/good") "sleep 0.2; rm -f \"$f\"; mkfifo \"$f\"; exit 0",
+            "ck-good") "sleep 0.2; rm -f \"$f\"; mkfifo \"$f\"; exit 0",
         NULL);
     n = until_exit(&f, "1803-0", paths, 8, &m);
     proto_msg_release(&m);
     assert_int_equal(n, 1);
-    assert_string_equal(paths[0], "/ckpt/good");
+    assert_string_equal(paths[0], ck_path(&f, "ck-good", path, sizeof(path)));
+
+    /* A path that does not exist here is not reported (nor resumed from); the task's .err log
+     * says why.  Then a real one still is. */
+    send_bind_resume(&f, "1806-0",
+                     "printf '/nonexistent/ck\\n' > \"$MUSTER_CHECKPOINT_FILE.tmp\" && mv "
+                     "\"$MUSTER_CHECKPOINT_FILE.tmp\" \"$MUSTER_CHECKPOINT_FILE\"; "
+                     "sleep 0.3; " CKPT_WRITE("ck-real") "exit 0",
+                     NULL);
+    n = until_exit(&f, "1806-0", paths, 8, &m);
+    proto_msg_release(&m);
+    assert_int_equal(n, 1);
+    assert_string_equal(paths[0], ck_path(&f, "ck-real", path, sizeof(path)));
+    assert_true(
+        wait_log(&f, "1806-0.2.0.err",
+                 "muster-worker: the checkpoint path '/nonexistent/ck' this task reported "
+                 "does not exist on node n1: it is not used to resume; write the checkpoint "
+                 "where the task can (a workdir on shared storage), then report it\n"));
 
     /* MUSTER_RESUME_FROM: the BIND's resume_from when given, else unset. */
     send_bind_resume(&f, "1804-0", "echo \"${MUSTER_RESUME_FROM-unset}\"", "s3://b/ckpt/step-9");
@@ -3332,11 +3355,15 @@ static void test_agent_identity(void **state)
 
     /* The task user can write its checkpoint file (ckpt/ is sticky and open to all)... */
     send_bind_env(&f, "1933-0",
-                  "echo /ck/n > $MUSTER_CHECKPOINT_FILE.tmp && "
+                  "echo $MUSTER_CHECKPOINT_FILE > $MUSTER_CHECKPOINT_FILE.tmp && "
                   "mv $MUSTER_CHECKPOINT_FILE.tmp $MUSTER_CHECKPOINT_FILE",
                   "MUSTER_JOB_USER=nobody");
     assert_true(expect_msg(&f, PROTO_CHECKPOINT_DONE, &m, 5000));
-    assert_string_equal(m.path, "/ck/n");
+    {
+        char file[1100];
+        assert_int_equal(mu_snprintf(file, sizeof(file), "%s/ckpt/1933-0.1.0", f.dir), 0);
+        assert_string_equal(m.path, file); /* a file that exists: the checkpoint file itself */
+    }
     proto_msg_release(&m);
     assert_true(expect_msg(&f, PROTO_TASK_STATUS, &m, 5000));
     proto_msg_release(&m);
