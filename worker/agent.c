@@ -1213,8 +1213,14 @@ static void lease_watch(struct wrk_agent *a, uint64_t now)
 {
     int lease_s;
     uint64_t until;
+    int n = a->nrunning;
 
-    if (a->lease_out || a->nrunning == 0 || wrk_lease_holds(a->lease, now))
+    if (a->lease_out || wrk_lease_holds(a->lease, now))
+        return;
+    /* A shim may have stopped its task before this turn: those count as well. */
+    for (int i = 0; i < a->ntasks; i++)
+        n += a->tasks[i].ref.state == PROTO_TASK_EXITED && a->tasks[i].ref.fenced;
+    if (n == 0)
         return;
     a->lease_out = true;
     wrk_lease_read(a->lease, &lease_s, &until);
@@ -1223,7 +1229,7 @@ static void lease_watch(struct wrk_agent *a, uint64_t now)
            " ms ago without an answer from the scheduler %s; the supervisors stop the %d "
            "task(s) here (checkpoint signal, grace, SIGTERM, SIGKILL) so that no requeued "
            "attempt runs beside them",
-           a->node, lease_s, until ? now - until : 0, a->scheduler, a->nrunning);
+           a->node, lease_s, until ? now - until : 0, a->scheduler, n);
 }
 
 /* <state>/lease: the lease a previous run left holds (its shims honour it) until renewed. */
