@@ -26,7 +26,7 @@
 #include <time.h>
 
 #include "common/mu.h"
-#include "scheduler/sched.h"
+#include "core/sched.h"
 
 #include "common/mu_banned.h"
 

@@ -78,10 +78,3 @@ void mu_err_clear(struct mu_err *err)
         err->msg[0] = '\0';
     }
 }
-
-bool mu_never_(bool cond, const char *expr, const char *file, int line)
-{
-    if (cond)
-        mu_log(MU_LOG_ERROR, "mu", "believed impossible state: %s at %s:%d", expr, file, line);
-    return cond;
-}

@@ -103,3 +103,10 @@ void mu_log_limited(enum mu_log_level level,
     log_emit(level, module, fmt, ap);
     va_end(ap);
 }
+
+bool mu_never_(bool cond, const char *expr, const char *file, int line)
+{
+    if (cond)
+        mu_log(MU_LOG_ERROR, "mu", "believed impossible state: %s at %s:%d", expr, file, line);
+    return cond;
+}

@@ -12,9 +12,9 @@
 #include <signal.h>
 
 #include "config/cfg.h"
+#include "core/sched.h"
 #include "protocol/proto.h"
 #include "queue/queue.h"
-#include "scheduler/sched.h"
 
 /* Counters of the metrics endpoint, persisted in <prefix>counters (field = the name). */
 enum d_counter {

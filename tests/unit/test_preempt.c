@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "scheduler/sched.h"
+#include "core/sched.h"
 
 #include "common/mu_banned.h"
 

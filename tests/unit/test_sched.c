@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "scheduler/sched.h"
+#include "core/sched.h"
 
 #include "common/mu_banned.h"
 

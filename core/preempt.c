@@ -17,7 +17,7 @@
  * in order of cost, so the first that fits is the optimum.  Every step counts placements
  * against MAX_TESTS, which bounds the work whatever the input.
  */
-#include "scheduler/internal.h"
+#include "core/internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

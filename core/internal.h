@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* scheduler's cross-file definitions; never included outside scheduler/ (a CI grep checks). */
-#ifndef MUSTER_SCHEDULER_INTERNAL_H
-#define MUSTER_SCHEDULER_INTERNAL_H
+/* The core's cross-file definitions; never included outside core/ (a CI grep checks). */
+#ifndef MUSTER_CORE_INTERNAL_H
+#define MUSTER_CORE_INTERNAL_H
 
-#include "scheduler/sched.h"
+#include "core/sched.h"
 
 #define SCHED_HIST_W    (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
 #define SCHED_MEMO_SIZE 1024                      /* failed-shape memo slots (power of two) */

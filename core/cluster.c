@@ -11,7 +11,7 @@
  * so a placement never allocates.  Per pool, a histogram of eligible nodes by free GPUs gives a
  * cheap "cannot fit" bound; commit, release and state changes keep it exact.
  */
-#include "scheduler/internal.h"
+#include "core/internal.h"
 
 #include <assert.h>
 #include <stdint.h>

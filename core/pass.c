@@ -20,7 +20,7 @@
  * cannot fit cost a few hash probes each plus a few searches per family, and one timeline
  * search.  Scratch grows in the cluster, never shrinks.
  */
-#include "scheduler/internal.h"
+#include "core/internal.h"
 
 #include <limits.h>
 #include <stdlib.h>

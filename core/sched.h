@@ -22,8 +22,8 @@
  * Threading: a cluster is used by one thread at a time, and even the lookups that take a const
  * cluster must not race a placement (placements use scratch space kept in the cluster).
  */
-#ifndef MUSTER_SCHEDULER_SCHED_H
-#define MUSTER_SCHEDULER_SCHED_H
+#ifndef MUSTER_CORE_SCHED_H
+#define MUSTER_CORE_SCHED_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -236,7 +236,7 @@ int sched_pass(struct sched_cluster *c,
 /* ---- preemption planning (DESIGN §5) ---- */
 
 /* Up to this many candidate victims the planner finds the optimum exactly (2^n subsets at most,
- * tested in order of cost); beyond it a bounded greedy search (scheduler/preempt.c). */
+ * tested in order of cost); beyond it a bounded greedy search (core/preempt.c). */
 #define SCHED_PREEMPT_EXACT_MAX 12
 
 /* A gang that holds resources now (committed in the cluster), as the preemption planner sees it.

@@ -18,7 +18,7 @@
  * scratch arrays live in the cluster.  Invariants: a GPU is never given twice; either every task
  * gets a slot or the result is 0; pool caps (max_gpus) hold.
  */
-#include "scheduler/internal.h"
+#include "core/internal.h"
 
 #include <limits.h>
 #include <stdlib.h>
