@@ -116,6 +116,7 @@ static const struct field msg_fields[] = {
     F_STR(M, workdir, TB(PROTO_BIND), false),
     F_STR(M, resume_from, TB(PROTO_BIND), false),
     F_U64(M, expires_ms, TB(PROTO_BIND), false),
+    F_STR(M, job_user, TB(PROTO_BIND), false),
     { "ok", FK_BOOL, offsetof(M, ok), 0, 0, 0, TB(PROTO_BIND_ACK) | TB(PROTO_HEARTBEAT), true },
     F_STR(M, error, TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_HEARTBEAT), false),
     { "node_fault", FK_BOOL, offsetof(M, node_fault), 0, 0, 0, TB(PROTO_BIND_ACK), false },

@@ -134,6 +134,8 @@ struct proto_msg {
     char **env; /* "KEY=VALUE" */
     char workdir[PROTO_PATH_MAX];
     char resume_from[PROTO_PATH_MAX];
+    char job_user[64];   /* the job's user (its spec's "user", "" = none): a root worker started
+                            with --allow-user USER runs the task as that user */
     uint64_t expires_ms; /* in the scheduler's clock (sent_ms's): after this the scheduler has
                             given the attempt up and the task must not start; 0 = no bound */
 

@@ -652,28 +652,6 @@ static int placement_format(const struct musterd *d,
     return mu_buf_append(json, "]", 1, &err);
 }
 
-/* The spec's env plus MUSTER_JOB_USER (the job's user, for workers that run tasks as it). */
-static int bind_env_set(struct proto_msg *m, const struct d_job *j, struct mu_err *err)
-{
-    char user[96];
-    const char **env;
-    int n = j->spec.nenv;
-    int rc;
-
-    if (!j->spec.user[0])
-        return proto_msg_set_env(m, n, (const char *const *)j->spec.env, err);
-    env = calloc((size_t)n + 1, sizeof(*env));
-    if (!env)
-        return mu_errf(err, MU_E_NOMEM, "out of memory");
-    for (int i = 0; i < n; i++)
-        env[i] = j->spec.env[i];
-    (void)mu_snprintf(user, sizeof(user), "MUSTER_JOB_USER=%s", j->spec.user);
-    env[n] = user;
-    rc = proto_msg_set_env(m, n + 1, env, err);
-    free(env);
-    return rc;
-}
-
 static void bind_send(struct musterd *d, struct d_job *j)
 {
     int nnodes = 0;
@@ -725,8 +703,9 @@ static void bind_send(struct musterd *d, struct d_job *j)
         m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
         m.grace_s = j->spec.checkpoint_grace_s;
         m.expires_ms = j->bind_deadline_ms; /* past it the worker refuses: we gave it up */
+        mu_strlcpy(m.job_user, j->spec.user, sizeof(m.job_user));
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
-            || bind_env_set(&m, j, &err) != 0)
+            || proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
         else
             d_send(d, d_node_name(d, j->slots[t].node), &m);

@@ -48,7 +48,7 @@
  *   BIND's expires_ms, or when a KILL of the same task came first; the shim gets the earlier of
  *   the lease's end and that expiry as a deadline it checks right before exec.
  * - Identity (issue #5): a root worker runs tasks as --run-as USER, or as the job's user
- *   (MUSTER_JOB_USER in the BIND env) when --allow-user lists it, and as root only with
+ *   (the BIND's job_user) when --allow-user lists it, and as root only with
  *   --allow-root; the shim switches ids in the task's child before exec.
  */
 #include "worker/wrk.h"
@@ -942,7 +942,7 @@ static bool user_allowed(const struct wrk_agent *a, const char *name)
 
 /*
  * Who a BIND's task runs as: *out filled (name "" = the worker's own ids).  A worker that is
- * not root runs everything as itself.  The job's own user (MUSTER_JOB_USER) counts only on a
+ * not root runs everything as itself.  The job's own user (the BIND's job_user) counts only on a
  * worker given --allow-user: elsewhere a spec's "user" is a label for people, and the task runs
  * as --run-as (or as root with --allow-root).  Refusals are BIND_ACK errors the job will show.
  */
@@ -951,7 +951,7 @@ static int bind_identity(struct wrk_agent *a,
                          struct wrk_ident *out,
                          struct mu_err *err)
 {
-    const char *job_user = wrk_env_get(m->env, "MUSTER_JOB_USER");
+    const char *job_user = m->job_user;
 
     memset(out, 0, sizeof(*out));
     if (!a->is_root)

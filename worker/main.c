@@ -61,7 +61,7 @@ static const char usage_text[] =
     "  --run-as USER       (root only) run tasks as USER: its uid, gid and groups, with\n"
     "                      HOME, USER and LOGNAME set  [MUSTER_RUN_AS]\n"
     "  --allow-user NAME   (root only, repeatable) run a job as its own user NAME when the\n"
-    "                      scheduler names it (MUSTER_JOB_USER); other job users are refused\n"
+    "                      scheduler names it (the job spec's \"user\"); other job users are refused\n"
     "  --allow-root        (root only) allow tasks to run as root; without it a root worker\n"
     "                      refuses them unless --run-as says whom  [MUSTER_ALLOW_ROOT=1]\n"
     "  --log-level LEVEL   debug, info, warn or error (default info)\n"

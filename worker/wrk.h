@@ -603,7 +603,7 @@ struct wrk_config {
     const char *shim;   /* the task supervisor; NULL = $MUSTER_SHIM, else muster-shim beside
                            the running program */
     const char *run_as; /* root only: tasks run as this user; NULL = see below */
-    int nallow_users;   /* root only: MUSTER_JOB_USER values allowed */
+    int nallow_users;   /* root only: the BIND job_user values allowed */
     const char *const *allow_users; /* borrowed for wrk_agent_new */
     bool allow_root;                /* root only: tasks may run as root */
     int nlabels;

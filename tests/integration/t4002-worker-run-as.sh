@@ -59,8 +59,8 @@ rcli XRANGE muster:events - + | has "refusing to run a task as root on node n2" 
 ok "a root worker without --run-as refused the task; not a job failure, and musterd cordoned n2 with the reason"
 ctl cancel "$id" >/dev/null
 
-# MUSTER_JOB_USER (--allow-user) comes from the scheduler, not from a spec (the spec parser
-# refuses MUSTER_* names): tests/unit/test_wrk.c drives it through a fake scheduler.
+# The job's user (--allow-user) travels in the BIND's job_user field: tests/unit/test_wrk.c
+# drives it through a fake scheduler.
 
 # Not root: the flags are usage errors (exit 2), before anything starts.
 rc=0

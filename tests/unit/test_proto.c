@@ -135,6 +135,7 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     assert_int_equal(proto_msg_set_env(m, nenv, (const char *const *)env, &err), 0);
     mu_strlcpy(m->workdir, "/home/u/run", sizeof(m->workdir));
     mu_strlcpy(m->resume_from, "/ckpt/step-100", sizeof(m->resume_from));
+    mu_strlcpy(m->job_user, "alice", sizeof(m->job_user));
     m->ok = true;
     mu_strlcpy(m->error, "no such file 'train.py'", sizeof(m->error));
     m->signal = 10;
@@ -244,7 +245,9 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         assert_string_equal(m->workdir, "/home/u/run");
         assert_string_equal(m->resume_from, "/ckpt/step-100");
         assert_true(m->expires_ms == UINT64_C(987664321));
+        assert_string_equal(m->job_user, "alice");
     } else {
+        assert_string_equal(m->job_user, "");
         assert_true(m->expires_ms == 0);
         assert_int_equal(m->world_size, 0);
         assert_int_equal(m->master_port, 0);

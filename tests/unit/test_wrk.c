@@ -3278,10 +3278,10 @@ static void test_shim_fences_without_worker(void **state)
     fake_sched_stop(&f);
 }
 
-static void send_bind_env(struct fake_sched *f,
-                          const char *job,
-                          const char *script,
-                          const char *env)
+static void send_bind_user(struct fake_sched *f,
+                           const char *job,
+                           const char *script,
+                           const char *job_user)
 {
     const char *argv[] = { "/bin/sh", "-c", script };
     struct proto_msg m;
@@ -3290,8 +3290,8 @@ static void send_bind_env(struct fake_sched *f,
     mu_strlcpy(m.task.job, job, sizeof(m.task.job));
     m.task.attempt = 1;
     assert_int_equal(proto_msg_set_argv(&m, 3, argv, &err), 0);
-    if (env)
-        assert_int_equal(proto_msg_set_env(&m, 1, &env, &err), 0);
+    if (job_user)
+        mu_strlcpy(m.job_user, job_user, sizeof(m.job_user));
     send_to_worker(f, &m, 5);
     proto_msg_release(&m);
 }
@@ -3324,14 +3324,14 @@ static void test_agent_identity(void **state)
     proto_msg_release(&m);
 
     /* Root without --run-as or --allow-root: refused. */
-    send_bind_env(&f, "1930-0", "id -u", NULL);
+    send_bind_user(&f, "1930-0", "id -u", NULL);
     assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
     assert_false(m.ok);
     assert_non_null(strstr(m.error, "refusing to run a task as root on node n1"));
     assert_true(m.node_fault);
     proto_msg_release(&m);
     /* A job user not on --allow-user: refused. */
-    send_bind_env(&f, "1931-0", "id -u", "MUSTER_JOB_USER=daemon");
+    send_bind_user(&f, "1931-0", "id -u", "daemon");
     assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
     assert_false(m.ok);
     assert_string_equal(m.error, "job user 'daemon' is not allowed on node n1; hint: start "
@@ -3339,8 +3339,7 @@ static void test_agent_identity(void **state)
     assert_true(m.node_fault); /* another node may allow it: not counted against the job */
     proto_msg_release(&m);
     /* An allowed job user: the task runs with its ids and HOME/USER/LOGNAME. */
-    send_bind_env(&f, "1932-0", "echo $(id -u) $(id -g) $USER $LOGNAME $HOME",
-                  "MUSTER_JOB_USER=nobody");
+    send_bind_user(&f, "1932-0", "echo $(id -u) $(id -g) $USER $LOGNAME $HOME", "nobody");
     assert_true(expect_msg(&f, PROTO_BIND_ACK, &m, 5000));
     if (!m.ok)
         fail_msg("BIND refused: %s", m.error);
@@ -3354,10 +3353,10 @@ static void test_agent_identity(void **state)
     assert_true(wait_log(&f, "1932-0.1.0.out", want));
 
     /* The task user can write its checkpoint file (ckpt/ is sticky and open to all)... */
-    send_bind_env(&f, "1933-0",
-                  "echo $MUSTER_CHECKPOINT_FILE > $MUSTER_CHECKPOINT_FILE.tmp && "
-                  "mv $MUSTER_CHECKPOINT_FILE.tmp $MUSTER_CHECKPOINT_FILE",
-                  "MUSTER_JOB_USER=nobody");
+    send_bind_user(&f, "1933-0",
+                   "echo $MUSTER_CHECKPOINT_FILE > $MUSTER_CHECKPOINT_FILE.tmp && "
+                   "mv $MUSTER_CHECKPOINT_FILE.tmp $MUSTER_CHECKPOINT_FILE",
+                   "nobody");
     assert_true(expect_msg(&f, PROTO_CHECKPOINT_DONE, &m, 5000));
     {
         char file[1100];
@@ -3375,7 +3374,7 @@ static void test_agent_identity(void **state)
         bool done = false;
         assert_int_equal(mu_snprintf(path, sizeof(path), "%s/ckpt/1934-0.1.0", f.dir), 0);
         write_file(path, "/ck/planted\n", 0644);
-        send_bind_env(&f, "1934-0", "exit 0", "MUSTER_JOB_USER=nobody");
+        send_bind_user(&f, "1934-0", "exit 0", "nobody");
         for (int i = 0; i < 500 && !done; i++) {
             assert_int_equal(wrk_agent_poll(f.agent, 10, &err), 1);
             while (!done && fake_recv(&f, id, sizeof(id), &m) == 1) {
