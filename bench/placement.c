@@ -63,16 +63,8 @@ static int cmp_i64(const void *a, const void *b)
 
 static struct sched_request request(int tasks, int gpus)
 {
-    struct sched_request r;
-    memset(&r, 0, sizeof(r));
-    r.tasks = tasks;
-    r.gpus_per_task = gpus;
+    struct sched_request r = sched_request_make(tasks, gpus);
     r.gpu_type = "H100";
-    r.ncapacity = 2;
-    r.capacity[0] = SCHED_SPOT;
-    r.capacity[1] = SCHED_ON_DEMAND;
-    r.required_level = -1;
-    r.preferred_level = -1;
     return r;
 }
 

@@ -122,15 +122,42 @@ const char *mu_signal_name(int sig)
     return "SIG?";
 }
 
+/* Appends v's digits (v >= 0), at least min_digits of them, at *pos within size - 1. */
+static void put_digits(char *buf, size_t size, size_t *pos, int64_t v, int min_digits)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v > 0 || n < min_digits);
+    while (n > 0 && *pos + 1 < size)
+        buf[(*pos)++] = tmp[--n];
+}
+
+/* Without snprintf: a scheduling pass formats one per waiting job. */
 void mu_duration_format(int64_t s, char *buf, size_t size)
 {
+    size_t pos = 0;
+    if (size == 0)
+        return;
     if (s < 0)
         s = 0;
-    if (s < 60)
-        (void)mu_snprintf(buf, size, "%llds", (long long)s);
-    else if (s < 3600)
-        (void)mu_snprintf(buf, size, "%lldm", (long long)((s + 59) / 60));
-    else
-        (void)mu_snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600),
-                          (long long)((s % 3600) / 60));
+    if (s < 60) {
+        put_digits(buf, size, &pos, s, 1);
+        if (pos + 1 < size)
+            buf[pos++] = 's';
+    } else if (s < 3600) {
+        put_digits(buf, size, &pos, (s + 59) / 60, 1);
+        if (pos + 1 < size)
+            buf[pos++] = 'm';
+    } else {
+        put_digits(buf, size, &pos, s / 3600, 1);
+        if (pos + 1 < size)
+            buf[pos++] = 'h';
+        put_digits(buf, size, &pos, (s % 3600) / 60, 2);
+        if (pos + 1 < size)
+            buf[pos++] = 'm';
+    }
+    buf[pos] = '\0';
 }

@@ -139,16 +139,11 @@ int sched_cluster_node_find(const struct sched_cluster *c, const char *name)
     return v ? (int)((uintptr_t)v - 1) : -1;
 }
 
-static bool node_eligible(const struct sched_node *n)
-{
-    return n->state == SCHED_NODE_READY && !n->at_risk;
-}
-
 /* Adds delta to the histogram bucket of node i, if it is eligible for new work. */
 static void hist_adj(struct sched_cluster *c, int i, int delta)
 {
     const struct sched_node *n = &c->nodes[i];
-    if (node_eligible(n))
+    if (sched_node_takes_work(n))
         c->pool_hist[(size_t)n->pool * SCHED_HIST_W + (size_t)n->gpus_free] += delta;
 }
 

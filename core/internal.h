@@ -27,6 +27,12 @@ struct sched_node {
     bool one_island; /* all GPUs in one island: any free GPUs will do */
 };
 
+/* Only READY nodes that are not at risk (a rebalance recommendation) take new work. */
+static inline bool sched_node_takes_work(const struct sched_node *n)
+{
+    return n->state == SCHED_NODE_READY && !n->at_risk;
+}
+
 /* Why a gang did not fit, as data; sched_fail_format turns it into words for one request. */
 enum sched_fail_kind {
     SCHED_FAIL_INVALID = 0, /* the request itself is bad */
@@ -152,7 +158,5 @@ void sched_fail_format(const struct sched_cluster *c,
                        int64_t now_s,
                        char *buf,
                        size_t size);
-/* "45s", "5m", "2h10m": a duration for reasons. */
-void sched_duration_format(int64_t s, char *buf, size_t size);
 
 #endif

@@ -351,7 +351,7 @@ static void held_back(int64_t res_s, int64_t now_s, struct sched_decision *d)
 {
     char in[24];
     size_t len;
-    sched_duration_format(res_s - now_s, in, sizeof(in));
+    mu_duration_format(res_s - now_s, in, sizeof(in));
     d->est_start_s = res_s;
     mu_strlcpy(d->reason, "waiting behind a reservation for a higher-priority job (starts in ",
                sizeof(d->reason));
@@ -430,7 +430,7 @@ int sched_pass(struct sched_cluster *c,
                 reserved = i;
                 res_s = at_s;
                 holds_set(c, r, j->slots);
-                sched_duration_format(at_s - now_s, in, sizeof(in));
+                mu_duration_format(at_s - now_s, in, sizeof(in));
                 d->verdict = SCHED_RESERVED;
                 d->est_start_s = at_s;
                 (void)mu_snprintf(d->reason, sizeof(d->reason),

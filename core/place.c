@@ -39,11 +39,6 @@ static bool type_matches(const struct sched_request *r, const struct sched_pool 
     return !r->gpu_type || !r->gpu_type[0] || strcmp(r->gpu_type, p->gpu_type) == 0;
 }
 
-static bool node_eligible(const struct sched_node *n)
-{
-    return n->state == SCHED_NODE_READY && !n->at_risk;
-}
-
 static uint64_t node_free_mask(const struct sched_cluster *c, const struct sched_node *n)
 {
     uint64_t busy = n->gpus_used | (c->holds_on ? n->gpus_held : 0);
@@ -85,6 +80,20 @@ static bool node_big_enough(const struct sched_node *n, const struct sched_reque
 {
     return n->ngpus >= r->gpus_per_task && n->cpus >= r->cpus_per_task
            && n->memory_mb >= r->memory_mb_per_task;
+}
+
+struct sched_request sched_request_make(int tasks, int gpus_per_task)
+{
+    struct sched_request r;
+    memset(&r, 0, sizeof(r));
+    r.tasks = tasks;
+    r.gpus_per_task = gpus_per_task;
+    r.ncapacity = 2;
+    r.capacity[0] = SCHED_SPOT;
+    r.capacity[1] = SCHED_ON_DEMAND;
+    r.required_level = -1;
+    r.preferred_level = -1;
+    return r;
 }
 
 const char *sched_request_invalid(const struct sched_cluster *c, const struct sched_request *r)
@@ -558,7 +567,8 @@ static void size_nodes(struct sched_cluster *c,
         c->npool[pos] = n->pool;
         c->ncap[pos] = 0;
         c->nfree[pos] = 0;
-        if (rank == -1 || !node_eligible(n) || !node_big_enough(n, r) || node_avoided(c, node))
+        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r)
+            || node_avoided(c, node))
             continue;
         if (rank == -2) {
             ts->any_cooling = true;
@@ -750,30 +760,9 @@ static void sb_int(struct sbuf *b, int64_t v)
 
 static void sb_duration(struct sbuf *b, int64_t s)
 {
-    if (s < 0)
-        s = 0;
-    if (s < 60) {
-        sb_int(b, s);
-        sb_str(b, "s");
-    } else if (s < 3600) {
-        sb_int(b, (s + 59) / 60);
-        sb_str(b, "m");
-    } else {
-        sb_int(b, s / 3600);
-        sb_str(b, "h");
-        if ((s % 3600) / 60 < 10)
-            sb_str(b, "0");
-        sb_int(b, (s % 3600) / 60);
-        sb_str(b, "m");
-    }
-}
-
-void sched_duration_format(int64_t s, char *buf, size_t size)
-{
-    struct sbuf b = { buf, size };
-    if (size)
-        buf[0] = '\0';
-    sb_duration(&b, s);
+    char in[24];
+    mu_duration_format(s, in, sizeof(in));
+    sb_str(b, in);
 }
 
 /* "4x8 GPUs" or "4 tasks": r's shape, tasks of them. */

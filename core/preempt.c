@@ -123,11 +123,6 @@ static int64_t add_sat(int64_t a, int64_t b)
     return a > INT64_MAX - b ? INT64_MAX : a + b;
 }
 
-static bool node_eligible(const struct sched_node *n)
-{
-    return n->state == SCHED_NODE_READY && !n->at_risk;
-}
-
 int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms)
 {
     int64_t since = v->started_ms;
@@ -382,7 +377,7 @@ static int greedy_alloc(struct pctx *x, struct greedy *g, struct mu_err *err)
     for (int i = 0; i < c->nnodes; i++) {
         const struct sched_node *n = &c->nodes[i];
         int d = g->dom_of_node ? g->dom_of_node[i] : 0;
-        if (node_eligible(n) && x->pool_ok[n->pool] && g->base[d] < x->r->tasks)
+        if (sched_node_takes_work(n) && x->pool_ok[n->pool] && g->base[d] < x->r->tasks)
             g->base[d] += pot(x, n->gpus_free);
     }
     return 0;
@@ -399,7 +394,7 @@ static void greedy_pairs(struct pctx *x, struct greedy *g)
         bool any = false;
         for (int t = 0; t < v->req->tasks; t++) {
             const struct sched_node *n = &c->nodes[v->slots[t].node];
-            if (!node_eligible(n) || !x->pool_ok[n->pool])
+            if (!sched_node_takes_work(n) || !x->pool_ok[n->pool])
                 continue;
             g->pairs[g->npairs].node = v->slots[t].node;
             g->pairs[g->npairs].cand = i;
@@ -804,7 +799,7 @@ static bool victim_useful(const struct pctx *x, const struct sched_victim *v)
         const struct sched_node *n = &x->c->nodes[v->slots[t].node];
         if (!x->pool_ok[n->pool])
             continue;
-        if (node_eligible(n) || x->c->pools[n->pool].max_gpus > 0)
+        if (sched_node_takes_work(n) || x->c->pools[n->pool].max_gpus > 0)
             return true;
     }
     return false;
@@ -815,7 +810,7 @@ static int64_t victim_usable_gpus(const struct pctx *x, const struct sched_victi
     int64_t g = 0;
     for (int t = 0; t < v->req->tasks; t++) {
         const struct sched_node *n = &x->c->nodes[v->slots[t].node];
-        if (node_eligible(n) && x->pool_ok[n->pool])
+        if (sched_node_takes_work(n) && x->pool_ok[n->pool])
             g += __builtin_popcountll(v->slots[t].gpus);
     }
     return g;
@@ -833,7 +828,7 @@ static void pools_usable(struct pctx *x)
     x->free_gpus = 0;
     for (int i = 0; i < x->c->nnodes; i++) {
         const struct sched_node *n = &x->c->nodes[i];
-        if (node_eligible(n) && x->pool_ok[n->pool])
+        if (sched_node_takes_work(n) && x->pool_ok[n->pool])
             x->free_gpus += n->gpus_free;
     }
     x->need_gpus = (int64_t)x->r->tasks * x->r->gpus_per_task;
@@ -998,8 +993,8 @@ static int waiting_wins(struct pctx *x,
     w = wait_until(x, ready_s, &at_s, err);
     if (w != 1)
         return w;
-    sched_duration_format(at_s - x->now_s, in, sizeof(in));
-    sched_duration_format(max_grace, grace, sizeof(grace));
+    mu_duration_format(at_s - x->now_s, in, sizeof(in));
+    mu_duration_format(max_grace, grace, sizeof(grace));
     plan->est_start_s = at_s;
     (void)mu_snprintf(plan->reason, sizeof(plan->reason),
                       "will fit in %s without preemption (victims would need up to %s to stop)", in,
@@ -1031,7 +1026,7 @@ static int plan_fill(struct pctx *x,
     plan->nvictims = b->key.n;
     plan->lost_gpu_ms = b->key.cost;
     plan->ready_s = x->now_s > INT64_MAX - max_grace ? INT64_MAX : x->now_s + max_grace;
-    sched_duration_format(max_grace, in, sizeof(in));
+    mu_duration_format(max_grace, in, sizeof(in));
     (void)mu_snprintf(plan->reason, sizeof(plan->reason),
                       "preempting %d gang%s losing %.1f GPU-seconds; room in %s", b->key.n,
                       b->key.n == 1 ? "" : "s", (double)b->key.cost / 1000.0, in);

@@ -149,6 +149,10 @@ struct sched_request {
     int navoid;          /* 0..SCHED_MAX_AVOID entries of avoid */
 };
 
+/* A request for tasks x gpus_per_task with a job spec's defaults: spot, then on-demand; any GPU
+ * type; no CPUs, memory, topology or avoided nodes asked.  Set the rest on the copy. */
+struct sched_request sched_request_make(int tasks, int gpus_per_task);
+
 /* One task's place: a node and the GPUs (bit i = GPU index i of that node). */
 struct sched_slot {
     int node;

@@ -53,9 +53,7 @@ static void job_free(struct d_job *j)
 static void job_request_build(const struct musterd *d, struct d_job *j)
 {
     struct sched_request *r = &j->req;
-    memset(r, 0, sizeof(*r));
-    r->tasks = j->spec.tasks;
-    r->gpus_per_task = j->spec.gpus_per_task;
+    *r = sched_request_make(j->spec.tasks, j->spec.gpus_per_task);
     r->cpus_per_task = j->spec.cpus_per_task;
     r->memory_mb_per_task = j->spec.memory_mb_per_task;
     r->gpu_type = j->spec.gpu_type;

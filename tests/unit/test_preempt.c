@@ -42,20 +42,6 @@ struct world {
     int n;
 };
 
-static struct sched_request req(int tasks, int gpus)
-{
-    struct sched_request r;
-    memset(&r, 0, sizeof(r));
-    r.tasks = tasks;
-    r.gpus_per_task = gpus;
-    r.ncapacity = 2;
-    r.capacity[0] = SCHED_SPOT;
-    r.capacity[1] = SCHED_ON_DEMAND;
-    r.required_level = -1;
-    r.preferred_level = -1;
-    return r;
-}
-
 /* Pools: 0 spot (max_gpus spot_cap), 1 on-demand, 2 spot of another GPU type. */
 static void world_init_cap(struct world *w, int nlevels, int spot_cap)
 {
@@ -115,7 +101,7 @@ static struct sched_victim *run1(
     struct gang *g = &w->gangs[w->n];
     struct sched_victim *v = &w->v[w->n];
     assert_true(w->n < MAX_GANGS);
-    g->req = req(1, __builtin_popcountll(mask));
+    g->req = sched_request_make(1, __builtin_popcountll(mask));
     g->slots[0].node = node;
     g->slots[0].gpus = mask;
     sched_cluster_commit(w->c, &g->req, g->slots);
@@ -142,7 +128,7 @@ struct snap {
 
 static void snap_take(struct world *w, struct snap *s)
 {
-    struct sched_request probe = req(1, 1);
+    struct sched_request probe = sched_request_make(1, 1);
     char reason[SCHED_REASON_MAX];
     memset(s, 0, sizeof(*s));
     s->generation = sched_cluster_generation(w->c);
@@ -224,8 +210,8 @@ static void test_least_lost_work(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[4];
-    struct sched_request one = req(1, 8);
-    struct sched_request two = req(2, 8);
+    struct sched_request one = sched_request_make(1, 8);
+    struct sched_request two = sched_request_make(2, 8);
     (void)state;
     world_init(&w, 0);
     for (int i = 0; i < 4; i++)
@@ -257,7 +243,7 @@ static void test_checkpoint_cheaper(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[1];
-    struct sched_request one = req(1, 8);
+    struct sched_request one = sched_request_make(1, 8);
     struct sched_victim *old;
     struct sched_victim *young;
     (void)state;
@@ -285,7 +271,7 @@ static void test_ties(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[1];
-    struct sched_request one = req(1, 8);
+    struct sched_request one = sched_request_make(1, 8);
     struct sched_victim *a;
     struct sched_victim *b;
     (void)state;
@@ -331,7 +317,7 @@ static void test_only_eligible(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[1];
-    struct sched_request one = req(1, 8);
+    struct sched_request one = sched_request_make(1, 8);
     struct sched_victim *v;
     (void)state;
     world_init(&w, 0);
@@ -369,7 +355,7 @@ static void test_required_zone(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[2];
-    struct sched_request two = req(2, 8);
+    struct sched_request two = sched_request_make(2, 8);
     (void)state;
     world_init(&w, 1);
     add_node(&w, "a1", 0, 8, "z1");
@@ -402,8 +388,8 @@ static void test_no_straddle(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[2];
-    struct sched_request two = req(2, 8);
-    struct sched_request spot = req(1, 8);
+    struct sched_request two = sched_request_make(2, 8);
+    struct sched_request spot = sched_request_make(1, 8);
     (void)state;
     world_init(&w, 0);
     add_node(&w, "s1", 0, 8, "");
@@ -441,7 +427,7 @@ static void test_wait_is_sooner(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[1];
-    struct sched_request one = req(1, 8);
+    struct sched_request one = sched_request_make(1, 8);
     struct sched_victim *ending;
     struct sched_victim *victim;
     (void)state;
@@ -475,8 +461,8 @@ static void test_reasons_and_errors(void **state)
     struct sched_preempt_plan p;
     int victims[MAX_GANGS];
     struct sched_slot slots[4];
-    struct sched_request big = req(3, 8);
-    struct sched_request bad = req(0, 8);
+    struct sched_request big = sched_request_make(3, 8);
+    struct sched_request bad = sched_request_make(0, 8);
     struct mu_err err;
     (void)state;
     world_init(&w, 0);
@@ -497,7 +483,7 @@ static void test_reasons_and_errors(void **state)
     assert_int_equal(err.code, MU_E_STATE);
     assert_non_null(strstr(err.msg, "two gangs"));
     /* A slot that is not committed. */
-    w.gangs[1].req = req(1, 8);
+    w.gangs[1].req = sched_request_make(1, 8);
     w.gangs[1].slots[0].node = 1;
     w.gangs[1].slots[0].gpus = 0xff;
     w.v[1].req = &w.gangs[1].req;
@@ -519,7 +505,7 @@ static void test_greedy_many(void **state)
     struct sched_preempt_plan p;
     static int victims[MAX_GANGS];
     struct sched_slot slots[2];
-    struct sched_request two = req(2, 8);
+    struct sched_request two = sched_request_make(2, 8);
     int64_t clear[32] = { 0 };
     int64_t opt = INT64_MAX;
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
@@ -582,7 +568,7 @@ static int random_world(struct world *w, int nnodes, int ngangs)
         struct gang *g = &w->gangs[w->n];
         struct sched_victim *v = &w->v[w->n];
         char reason[SCHED_REASON_MAX];
-        g->req = req(1 + rnd(2), 1 + rnd(2));
+        g->req = sched_request_make(1 + rnd(2), 1 + rnd(2));
         if (rnd(4) == 0)
             g->req.required_level = 0;
         if (!sched_place(w->c, &g->req, NOW, g->slots, reason, sizeof(reason)))
@@ -649,7 +635,7 @@ static void random_rounds(int rounds, int nnodes, int ngangs, bool expect_exact)
         struct sched_preempt_plan p;
         int victims[MAX_GANGS];
         struct sched_slot slots[8];
-        struct sched_request r = req(1 + rnd(3), 1 + rnd(4));
+        struct sched_request r = sched_request_make(1 + rnd(3), 1 + rnd(4));
         int64_t prio = 1 + rnd(4);
         int min_run = rnd(2) ? 0 : 600;
         char reason[SCHED_REASON_MAX];

@@ -75,20 +75,6 @@ static int add_node(struct sched_cluster *c, const char *name, int pool, int gpu
     return idx;
 }
 
-static struct sched_request req(int tasks, int gpus)
-{
-    struct sched_request r;
-    memset(&r, 0, sizeof(r));
-    r.tasks = tasks;
-    r.gpus_per_task = gpus;
-    r.ncapacity = 2;
-    r.capacity[0] = SCHED_SPOT;
-    r.capacity[1] = SCHED_ON_DEMAND;
-    r.required_level = -1;
-    r.preferred_level = -1;
-    return r;
-}
-
 static int place(struct sched_cluster *c, const struct sched_request *r, struct sched_slot *slots)
 {
     char reason[256];
@@ -120,7 +106,7 @@ static int distinct_nodes(const struct sched_slot *slots, int n)
 static void test_all_or_nothing(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request r = req(3, 8);
+    struct sched_request r = sched_request_make(3, 8);
     struct sched_slot slots[3];
     char reason[256];
     (void)state;
@@ -142,7 +128,7 @@ static void test_all_or_nothing(void **state)
 static void test_capacity_order_no_straddle(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request r = req(2, 8);
+    struct sched_request r = sched_request_make(2, 8);
     struct sched_slot slots[2];
     (void)state;
     add_node(c, "spot1", 0, 8, "");
@@ -156,7 +142,7 @@ static void test_capacity_order_no_straddle(void **state)
     r.ncapacity = 1;
     assert_int_equal(place(c, &r, slots), 0);
     /* On-demand first when the job says so. */
-    r = req(1, 8);
+    r = sched_request_make(1, 8);
     r.capacity[0] = SCHED_ON_DEMAND;
     r.capacity[1] = SCHED_SPOT;
     assert_int_equal(place(c, &r, slots), 1);
@@ -167,9 +153,9 @@ static void test_capacity_order_no_straddle(void **state)
 static void test_cheapest_pool_then_best_fit(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request r = req(1, 2);
-    struct sched_request four = req(1, 4);
-    struct sched_request big = req(3, 8);
+    struct sched_request r = sched_request_make(1, 2);
+    struct sched_request four = sched_request_make(1, 4);
+    struct sched_request big = sched_request_make(3, 8);
     struct sched_slot slots[3];
     struct sched_slot s4[1];
     (void)state;
@@ -194,8 +180,8 @@ static void test_cheapest_pool_then_best_fit(void **state)
 static void test_avoid_nodes(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request r = req(1, 8);
-    struct sched_request two = req(2, 8);
+    struct sched_request r = sched_request_make(1, 8);
+    struct sched_request two = sched_request_make(2, 8);
     struct sched_slot slots[2];
     int avoid[2];
     int y1;
@@ -242,7 +228,7 @@ static void test_pool_cap_and_states(void **state)
                                      .capacity = SCHED_SPOT,
                                      .max_gpus = 8 } };
     struct sched_cluster *c = sched_cluster_new(pools, 1, NULL, 0, NULL);
-    struct sched_request r = req(2, 8);
+    struct sched_request r = sched_request_make(2, 8);
     struct sched_slot slots[2];
     char reason[256];
     (void)state;
@@ -293,7 +279,7 @@ static void test_cooldown(void **state)
           .max_gpus = 0 },
     };
     struct sched_cluster *c = sched_cluster_new(pools, 3, NULL, 0, NULL);
-    struct sched_request r = req(1, 8);
+    struct sched_request r = sched_request_make(1, 8);
     struct sched_slot slots[1];
     char reason[256];
     uint64_t gen;
@@ -325,7 +311,7 @@ static void test_cooldown(void **state)
 static void test_required_topology(void **state)
 {
     struct sched_cluster *c = cluster(1);
-    struct sched_request r = req(2, 8);
+    struct sched_request r = sched_request_make(2, 8);
     struct sched_slot slots[2];
     char reason[256];
     (void)state;
@@ -343,13 +329,13 @@ static void test_required_topology(void **state)
     assert_int_not_equal(slots[0].node, 0);
     assert_int_not_equal(slots[1].node, 0);
     /* Required "node" level (= nlevels): the whole gang on one node. */
-    r = req(2, 4);
+    r = sched_request_make(2, 4);
     r.required_level = sched_cluster_level_find(c, "node");
     assert_int_equal(r.required_level, 1);
     assert_int_equal(place(c, &r, slots), 1);
     assert_int_equal(slots[0].node, slots[1].node);
     assert_int_equal(slots[0].gpus & slots[1].gpus, 0);
-    r = req(2, 8);
+    r = sched_request_make(2, 8);
     r.required_level = 1;
     assert_int_equal(place_why(c, &r, slots, reason), 0);
     assert_string_equal(reason, "needs 2x8 GPUs in one node; largest free node has 1x8");
@@ -379,7 +365,7 @@ static struct sched_cluster *tree(void)
 
 static void occupy(struct sched_cluster *c, int node, int gpus)
 {
-    struct sched_request r = req(1, gpus);
+    struct sched_request r = sched_request_make(1, gpus);
     struct sched_slot s = { node, (UINT64_C(1) << gpus) - 1 };
     sched_cluster_commit(c, &r, &s);
 }
@@ -392,7 +378,7 @@ static const char *label(struct sched_cluster *c, int node, int level)
 static void test_levels_and_best_fit(void **state)
 {
     struct sched_cluster *c = tree();
-    struct sched_request r = req(3, 8);
+    struct sched_request r = sched_request_make(3, 8);
     struct sched_slot slots[8];
     (void)state;
     assert_int_equal(sched_cluster_level_find(c, "block"), 1);
@@ -418,7 +404,7 @@ static void test_levels_and_best_fit(void **state)
     }
     /* Preferred rack, 2x8: one rack holds it (z0/b0/r0 is full and z0/b0/r1 has one free node,
      * so it lands in a rack with two free nodes). */
-    r = req(2, 8);
+    r = sched_request_make(2, 8);
     r.preferred_level = 2;
     assert_int_equal(place(c, &r, slots), 1);
     assert_string_equal(label(c, slots[0].node, 2), label(c, slots[1].node, 2));
@@ -429,7 +415,7 @@ static void test_levels_and_best_fit(void **state)
 static void test_reason_zone(void **state)
 {
     struct sched_cluster *c = tree();
-    struct sched_request r = req(4, 8);
+    struct sched_request r = sched_request_make(4, 8);
     struct sched_slot slots[4];
     char reason[256];
     (void)state;
@@ -453,7 +439,7 @@ static void test_reason_zone(void **state)
 static void test_preferred_fewest_domains(void **state)
 {
     struct sched_cluster *c = tree();
-    struct sched_request r = req(5, 8);
+    struct sched_request r = sched_request_make(5, 8);
     struct sched_slot slots[5];
     int racks = 0;
     (void)state;
@@ -485,8 +471,8 @@ static void test_preferred_fewest_domains(void **state)
 static void test_pack_fewest_nodes(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request r = req(4, 2);
-    struct sched_request one = req(1, 2);
+    struct sched_request r = sched_request_make(4, 2);
+    struct sched_request one = sched_request_make(1, 2);
     struct sched_slot slots[5];
     (void)state;
     add_node(c, "a", 0, 8, "");
@@ -525,11 +511,11 @@ static void test_nvlink_islands(void **state)
 {
     struct sched_cluster *c = cluster(0);
     const int two[8] = { 0, 0, 0, 0, 1, 1, 1, 1 };
-    struct sched_request r = req(1, 4);
-    struct sched_request r2 = req(1, 2);
+    struct sched_request r = sched_request_make(1, 4);
+    struct sched_request r2 = sched_request_make(1, 2);
     struct sched_slot s[2];
     struct sched_slot used = { 0, 0x3 }; /* GPUs 0-1 of island 0 */
-    struct sched_request ru = req(1, 2);
+    struct sched_request ru = sched_request_make(1, 2);
     struct sched_node_spec bad;
     struct mu_err err;
     (void)state;
@@ -548,7 +534,7 @@ static void test_nvlink_islands(void **state)
     assert_int_equal(s[0].gpus & 0x3, 0);
     /* Two 4-GPU tasks on an empty two-island node: one island each. */
     sched_cluster_release(c, &ru, &used);
-    r = req(2, 4);
+    r = sched_request_make(2, 4);
     assert_int_equal(place(c, &r, s), 1);
     assert_true((s[0].gpus == 0x0f && s[1].gpus == 0xf0)
                 || (s[0].gpus == 0xf0 && s[1].gpus == 0x0f));
@@ -592,8 +578,8 @@ static void test_registration_errors(void **state)
 static void test_pass_starts_in_order(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request a = req(1, 8);
-    struct sched_request b = req(1, 4);
+    struct sched_request a = sched_request_make(1, 8);
+    struct sched_request b = sched_request_make(1, 4);
     struct sched_slot sa[1];
     struct sched_slot sb[1];
     struct sched_slot sc[1];
@@ -621,8 +607,8 @@ static void test_pass_starts_in_order(void **state)
 static void test_pass_reservation_backfill(void **state)
 {
     struct sched_cluster *c = cluster(1);
-    struct sched_request one = req(1, 8);
-    struct sched_request head = req(3, 8);
+    struct sched_request one = sched_request_make(1, 8);
+    struct sched_request head = sched_request_make(3, 8);
     struct sched_slot run0 = { 0, 0xff };
     struct sched_slot run1 = { 1, 0xff };
     struct sched_running running[2] = { { &one, &run0, 100 }, { &one, &run1, 200 } };
@@ -666,8 +652,8 @@ static void test_pass_reservation_backfill(void **state)
 static void test_pass_never_fits_does_not_block(void **state)
 {
     struct sched_cluster *c = cluster(0);
-    struct sched_request huge = req(10, 8);
-    struct sched_request small = req(1, 8);
+    struct sched_request huge = sched_request_make(10, 8);
+    struct sched_request small = sched_request_make(1, 8);
     struct sched_slot sh[10];
     struct sched_slot ss[1];
     struct sched_pass_job jobs[2] = { { &huge, 60, sh }, { &small, 6000, ss } };
@@ -715,7 +701,7 @@ static void pass_table(struct sched_cluster *c,
     assert_true(n <= 16);
     for (int i = 0; i < n; i++) {
         assert_true(rows[i].tasks <= 32);
-        reqs[i] = req(rows[i].tasks, rows[i].gpus);
+        reqs[i] = sched_request_make(rows[i].tasks, rows[i].gpus);
         reqs[i].cpus_per_task = rows[i].cpus;
         reqs[i].required_level = rows[i].level ? sched_cluster_level_find(c, rows[i].level) : -1;
         reqs[i].ncapacity = rows[i].ncapacity < 0 ? 1 : rows[i].ncapacity;
@@ -787,7 +773,7 @@ static void test_pass_never_reasons(void **state)
           "needs 30 tasks on spot; only room for 18 tasks (cannot fit until nodes join)" },
     };
     struct sched_cluster *c = cluster(3);
-    struct sched_request one = req(1, 8);
+    struct sched_request one = sched_request_make(1, 8);
     struct sched_slot run0 = { 0, 0xff };
     struct sched_slot run1 = { 4, 0xff };
     struct sched_running running[2] = { { &one, &run0, 100 }, { &one, &run1, 200 } };
@@ -847,7 +833,7 @@ static void test_pass_memo_reasons(void **state)
     for (int n = 0; n < 16; n++)
         occupy(c, n, 4); /* 4 free GPUs everywhere: no 8-GPU task fits */
     for (int i = 0; i < N; i++) {
-        reqs[i] = req(1 + i % 8, 8);
+        reqs[i] = sched_request_make(1 + i % 8, 8);
         reqs[i].required_level = i % 2 ? 0 : -1;
         jobs[i].req = &reqs[i];
         jobs[i].run_s = 60;
@@ -1043,7 +1029,7 @@ static struct sched_cluster *random_cluster(int nnodes, int *cpus_used)
 static struct sched_request random_request(int max_tasks, int nlevels)
 {
     static const char *const types[] = { NULL, "A100", "H100" };
-    struct sched_request r = req(1 + rnd(max_tasks), rnd(5));
+    struct sched_request r = sched_request_make(1 + rnd(max_tasks), rnd(5));
     r.cpus_per_task = rnd(3) == 0 ? 1 + rnd(6) : 0;
     r.memory_mb_per_task = rnd(3) == 0 ? 500 * (1 + rnd(6)) : 0;
     r.gpu_type = types[rnd(3)];
@@ -1131,7 +1117,7 @@ static void test_random_invariants(void **state)
                 sched_cluster_node_set_state(c, n, SCHED_NODE_CORDONED);
         }
         for (int k = 0; k < 60; k++) {
-            struct sched_request r = req(1 + rnd(6), rnd(5));
+            struct sched_request r = sched_request_make(1 + rnd(6), rnd(5));
             struct sched_slot *slots = calloc((size_t)r.tasks, sizeof(*slots));
             char reason[256];
             int total_free = 0;
