@@ -2,13 +2,20 @@
 /*
  * A growable byte buffer with a hard cap (STYLE §1.5: every growable buffer has one), used to
  * build JSON, log lines and wire messages.  Exceeding the cap is an error, never a crash.
+ *
+ * Also the two whole-file reads built on it: mu_file_read for files the caller trusts, and
+ * mu_file_read_small, the one guarded read (no symlink, no FIFO, regular files only, a size cap
+ * checked before and while reading) for files a task or another process may have planted.
  */
 #include "common/mu.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/mu_banned.h"
 
@@ -164,4 +171,71 @@ out:
         (void)fclose(f);
     mu_buf_release(&b);
     return result;
+}
+
+/* The rest of the open file fd (path: for messages) into b, at most max_bytes in all. */
+static int read_capped(
+    int fd, const char *path, size_t max_bytes, struct mu_buf *b, struct mu_err *err)
+{
+    char chunk[4096];
+
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return mu_errf(err, MU_E_IO, "cannot read '%s': %s", path, strerror(errno));
+        if (n == 0)
+            return mu_buf_append(b, "", 0, err); /* data non-NULL even for an empty file */
+        if ((size_t)n > max_bytes - b->len)
+            return mu_errf(err, MU_E_TOOBIG, "'%s' is larger than %zu bytes", path, max_bytes);
+        if (mu_buf_append(b, chunk, (size_t)n, err) != 0)
+            return -1;
+    }
+}
+
+int mu_file_read_small(const char *path,
+                       size_t max_bytes,
+                       char **out,
+                       size_t *len_out,
+                       uint64_t *mtime_ms,
+                       struct mu_err *err)
+{
+    struct mu_buf b;
+    struct stat st;
+    int fd;
+    int rc = -1;
+
+    fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return 0;
+        return mu_errf(err, MU_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    }
+    /* The buffer's own cap stays out of the way (0 = its default): read_capped checks ours. */
+    mu_buf_init(&b, max_bytes);
+    if (fstat(fd, &st) != 0) {
+        mu_errf(err, MU_E_IO, "cannot stat '%s': %s", path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        mu_errf(err, MU_E_IO, "'%s' is not a regular file", path);
+        goto out;
+    }
+    if (st.st_size < 0 || (uint64_t)st.st_size > (uint64_t)max_bytes) {
+        mu_errf(err, MU_E_TOOBIG, "'%s' is larger than %zu bytes", path, max_bytes);
+        goto out;
+    }
+    if (read_capped(fd, path, max_bytes, &b, err) != 0)
+        goto out;
+    if (len_out)
+        *len_out = b.len;
+    if (mtime_ms)
+        *mtime_ms = (uint64_t)st.st_mtim.tv_sec * 1000u + (uint64_t)st.st_mtim.tv_nsec / 1000000u;
+    *out = mu_buf_take(&b);
+    rc = 1;
+out:
+    mu_buf_release(&b);
+    (void)close(fd);
+    return rc;
 }

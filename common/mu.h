@@ -123,8 +123,33 @@ int mu_buf_append_json_str(struct mu_buf *b, const char *s, struct mu_err *err);
 /* Hands the data to the caller (free() it) and leaves b empty; NULL if b was empty. */
 char *mu_buf_take(struct mu_buf *b);
 
-/* Reads a whole file (at most max_bytes) into a NUL-terminated heap string; free() it. */
+/*
+ * Reads a whole file (at most max_bytes) into a NUL-terminated heap string; free() it.  Follows
+ * symlinks and reads whatever the path opens (a pipe, /dev/stdin, a /proc file): for files the
+ * caller trusts or names itself.  Errors: MU_E_IO (open, read), MU_E_TOOBIG, MU_E_NOMEM.
+ */
 char *mu_file_read(const char *path, size_t max_bytes, size_t *len_out, struct mu_err *err);
+
+/*
+ * Reads a small file that someone else may have written (a task's checkpoint file, a shim's
+ * record), guarded against what that someone may have put there instead: opened with O_NOFOLLOW
+ * (a symlink is refused, its target never read) and O_NONBLOCK (a FIFO cannot block the caller),
+ * it must be a regular file (a FIFO, a directory or a device is refused) of at most max_bytes,
+ * a cap that also holds while reading (a file that grows meanwhile); reads are retried on EINTR.
+ *
+ * Returns 1 with *out a NUL-terminated heap string (free() it; the file may hold NUL bytes:
+ * *len_out, which may be NULL, is its length) and *mtime_ms (may be NULL) the file's
+ * modification time in wall ms; 0 when the file does not exist (ENOENT; nothing set, err
+ * untouched); -1 with err, nothing set: MU_E_IO "cannot open 'P': ..." (a symlink: "Too many
+ * levels of symbolic links"), "cannot stat 'P': ...", "'P' is not a regular file", "cannot read
+ * 'P': ..."; MU_E_TOOBIG "'P' is larger than N bytes"; MU_E_NOMEM.  Blocks only on the disk.
+ */
+int mu_file_read_small(const char *path,
+                       size_t max_bytes,
+                       char **out,
+                       size_t *len_out,
+                       uint64_t *mtime_ms,
+                       struct mu_err *err);
 
 /* ---- string-keyed hash map (heap: _new/_free); values are borrowed pointers ---- */
 

@@ -2,7 +2,9 @@
 /*
  * Unit tests for common/: the strict-JSON helpers of mu_json.h (shared by the config and spec
  * parsers, whose own tests pin the exact messages) and the small base of mu.h (map, buffer,
- * number parsing, strings, error prefixes, signal names), which every module leans on.
+ * number parsing, strings, error prefixes, signal names), which every module leans on, and
+ * the guarded small-file read against hostile files (a symlink, a FIFO, a directory, one over
+ * the cap, one that is missing).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -12,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -501,6 +506,105 @@ static void test_buf(void **state)
     mu_buf_release(&b);
 }
 
+/* ---- mu.h: the guarded small-file read ---- */
+
+/* Writes len bytes of data to path (created or truncated). */
+static void put_file(const char *path, const char *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_file_read_small(void **state)
+{
+    char tmpl[] = "/tmp/muster-test-common-XXXXXX";
+    char *dir = mkdtemp(tmpl);
+    char path[256];
+    char link[256];
+    struct mu_err err;
+    uint64_t before = (uint64_t)time(NULL) * 1000u;
+    uint64_t mtime = 0;
+    size_t len = 99;
+    char *text = NULL;
+
+    (void)state;
+    assert_non_null(dir);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/f", dir), 0);
+    assert_int_equal(mu_snprintf(link, sizeof(link), "%s/link", dir), 0);
+
+    /* Missing: 0, and nothing set (err untouched). */
+    mu_err_clear(&err);
+    assert_int_equal(mu_file_read_small(path, 16, &text, &len, &mtime, &err), 0);
+    assert_null(text);
+    assert_int_equal(len, 99);
+    assert_int_equal(err.code, MU_E_OK);
+
+    /* A regular file: its bytes (a NUL included), length and modification time. */
+    put_file(path, "ab\0cd", 5);
+    assert_int_equal(mu_file_read_small(path, 16, &text, &len, &mtime, &err), 1);
+    assert_non_null(text);
+    assert_int_equal(len, 5);
+    assert_memory_equal(text, "ab\0cd", 6); /* NUL-terminated too */
+    assert_true(mtime + 2000 >= before && mtime <= (uint64_t)time(NULL) * 1000u + 2000);
+    free(text);
+    text = NULL;
+    /* Exactly at the cap is fine, one byte over is not; len and mtime may be NULL. */
+    put_file(path, "0123456789abcdef", 16);
+    assert_int_equal(mu_file_read_small(path, 16, &text, NULL, NULL, &err), 1);
+    assert_string_equal(text, "0123456789abcdef");
+    free(text);
+    text = NULL;
+    put_file(path, "0123456789abcdefg", 17);
+    assert_int_equal(mu_file_read_small(path, 16, &text, &len, NULL, &err), -1);
+    assert_null(text);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    assert_non_null(strstr(err.msg, "/f' is larger than 16 bytes"));
+    /* Empty: an empty string, not NULL. */
+    put_file(path, "", 0);
+    assert_int_equal(mu_file_read_small(path, 16, &text, &len, NULL, &err), 1);
+    assert_string_equal(text, "");
+    assert_int_equal(len, 0);
+    free(text);
+    text = NULL;
+
+    /* A symlink is refused, even to a good file: its target is never read. */
+    put_file(path, "good", 4);
+    assert_int_equal(symlink(path, link), 0);
+    assert_int_equal(mu_file_read_small(link, 16, &text, &len, NULL, &err), -1);
+    assert_null(text);
+    assert_int_equal(err.code, MU_E_IO);
+    assert_non_null(strstr(err.msg, "cannot open '"));
+    assert_int_equal(unlink(link), 0);
+    /* A dangling one too (it is there, if its target is not). */
+    assert_int_equal(symlink("/nonexistent/muster", link), 0);
+    assert_int_equal(mu_file_read_small(link, 16, &text, &len, NULL, &err), -1);
+    assert_int_equal(unlink(link), 0);
+
+    /* A FIFO does not block the reader and is refused; so are a directory and a device. */
+    assert_int_equal(mkfifo(link, 0600), 0);
+    assert_int_equal(mu_file_read_small(link, 16, &text, &len, NULL, &err), -1);
+    assert_null(text);
+    assert_int_equal(err.code, MU_E_IO);
+    assert_non_null(strstr(err.msg, "/link' is not a regular file"));
+    assert_int_equal(unlink(link), 0);
+    assert_int_equal(mu_file_read_small(dir, 16, &text, &len, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "is not a regular file"));
+    assert_int_equal(mu_file_read_small("/dev/zero", 16, &text, &len, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "is not a regular file"));
+    assert_null(text);
+
+    /* A /proc file says it is empty yet has bytes: read to its end, under the cap. */
+    assert_int_equal(mu_file_read_small("/proc/self/cmdline", 1u << 16, &text, &len, NULL, &err),
+                     1);
+    assert_true(len > 0);
+    free(text);
+
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 /* ---- mu.h: numbers, strings, errors, signals ---- */
 
 static void test_parse_i64(void **state)
@@ -652,29 +756,18 @@ static void test_signal(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json_clip),
-        cmocka_unit_test(test_json_describe),
-        cmocka_unit_test(test_json_err_expected),
-        cmocka_unit_test(test_json_err_unknown_key),
-        cmocka_unit_test(test_json_edit_distance),
-        cmocka_unit_test(test_json_keys),
-        cmocka_unit_test(test_json_path_join),
-        cmocka_unit_test(test_json_get_int),
-        cmocka_unit_test(test_json_get_number),
-        cmocka_unit_test(test_json_get_name),
-        cmocka_unit_test(test_json_scan_clean),
-        cmocka_unit_test(test_json_scan_flaws),
-        cmocka_unit_test(test_json_scan_depth),
-        cmocka_unit_test(test_json_scan_path),
-        cmocka_unit_test(test_json_text_line),
-        cmocka_unit_test(test_map),
-        cmocka_unit_test(test_map_churn),
-        cmocka_unit_test(test_buf),
-        cmocka_unit_test(test_parse_i64),
-        cmocka_unit_test(test_parse_double),
-        cmocka_unit_test(test_strlcpy),
-        cmocka_unit_test(test_err_prefix),
-        cmocka_unit_test(test_signal),
+        cmocka_unit_test(test_json_clip),          cmocka_unit_test(test_json_describe),
+        cmocka_unit_test(test_json_err_expected),  cmocka_unit_test(test_json_err_unknown_key),
+        cmocka_unit_test(test_json_edit_distance), cmocka_unit_test(test_json_keys),
+        cmocka_unit_test(test_json_path_join),     cmocka_unit_test(test_json_get_int),
+        cmocka_unit_test(test_json_get_number),    cmocka_unit_test(test_json_get_name),
+        cmocka_unit_test(test_json_scan_clean),    cmocka_unit_test(test_json_scan_flaws),
+        cmocka_unit_test(test_json_scan_depth),    cmocka_unit_test(test_json_scan_path),
+        cmocka_unit_test(test_json_text_line),     cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_churn),          cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_file_read_small),    cmocka_unit_test(test_parse_i64),
+        cmocka_unit_test(test_parse_double),       cmocka_unit_test(test_strlcpy),
+        cmocka_unit_test(test_err_prefix),         cmocka_unit_test(test_signal),
         cmocka_unit_test(test_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
