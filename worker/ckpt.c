@@ -6,16 +6,14 @@
  * reaped) and reports CHECKPOINT_DONE.
  *
  * The file is written by the task, so it is hostile input: it may be a FIFO, a symlink to
- * /dev/zero, empty, huge or binary.  It is opened without following links and without blocking,
- * must be a regular file of at most WRK_CKPT_MAX_BYTES, and its first line must be printable.
+ * /dev/zero, empty, huge or binary.  common's guarded read (mu_file_read_small) opens it without
+ * following links and without blocking and takes only a regular file of at most
+ * WRK_CKPT_MAX_BYTES; its first line must be printable.
  */
 #include "worker/wrk.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "common/mu_banned.h"
 
@@ -59,48 +57,15 @@ int wrk_ckpt_parse(const char *data, size_t len, char *path, size_t size, struct
 
 int wrk_ckpt_read(const char *file, char *path, size_t size, uint64_t *mtime_ms, struct mu_err *err)
 {
-    char buf[WRK_CKPT_MAX_BYTES + 1];
-    struct stat st;
+    char *text = NULL;
     size_t len = 0;
-    int fd;
-    int rc = -1;
+    uint64_t mtime = 0;
+    int r = mu_file_read_small(file, WRK_CKPT_MAX_BYTES, &text, &len, &mtime, err);
 
-    fd = open(file, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return mu_errf(err, MU_E_IO, "cannot open '%s': %s", file, strerror(errno));
-    }
-    if (fstat(fd, &st) != 0) {
-        mu_errf(err, MU_E_IO, "cannot stat '%s': %s", file, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        mu_errf(err, MU_E_PARSE, "'%s' is not a regular file", file);
-        goto out;
-    }
-    if (st.st_size > (off_t)WRK_CKPT_MAX_BYTES) {
-        mu_errf(err, MU_E_TOOBIG, "checkpoint file of %lld bytes, more than %u",
-                (long long)st.st_size, WRK_CKPT_MAX_BYTES);
-        goto out;
-    }
-    while (len < sizeof(buf)) {
-        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            mu_errf(err, MU_E_IO, "cannot read '%s': %s", file, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    if (wrk_ckpt_parse(buf, len, path, size, err) != 0)
-        goto out;
-    *mtime_ms = (uint64_t)st.st_mtim.tv_sec * 1000u + (uint64_t)st.st_mtim.tv_nsec / 1000000u;
-    rc = 1;
-out:
-    (void)close(fd);
-    return rc;
+    if (r == 1 && wrk_ckpt_parse(text, len, path, size, err) != 0)
+        r = -1;
+    if (r == 1)
+        *mtime_ms = mtime;
+    free(text);
+    return r;
 }

@@ -5,8 +5,9 @@
  * and .exit, the task's true exit status (and whether the shim stopped it because the node's lease
  * ran out: "fenced"), written by the shim when the task ends.  Both are
  * written to "<path>.tmp" and renamed, so a reader sees a whole file or none.  A restarted
- * worker trusts nothing in them blindly: every field is range-checked, and a file that does not
- * parse is reported and skipped.
+ * worker trusts nothing in them blindly: each is read through common's guarded read
+ * (mu_file_read_small: no symlink, no FIFO, at most WRK_REC_MAX_BYTES), every field is
+ * range-checked, and a file that does not parse is reported and skipped.
  *
  * Also here: the spec a worker hands a shim on its stdin (NUL-separated "key=value" entries,
  * because the environment must not appear on the world-readable command line), and the check
@@ -22,7 +23,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -268,61 +268,11 @@ void wrk_taskexit_from_siginfo(int code, int status, struct wrk_taskexit *out)
 
 /* ---- files ---- */
 
-/* Reads path (no symlinks, no FIFOs, at most WRK_REC_MAX_BYTES) into a heap string. */
-static int read_small(const char *path, char **out, size_t *len_out, struct mu_err *err)
-{
-    struct stat st;
-    char *buf = NULL;
-    size_t len = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    int rc = -1;
-
-    if (fd < 0) {
-        if (errno == ENOENT)
-            return 0;
-        return mu_errf(err, MU_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        mu_errf(err, MU_E_IO, "'%s' is not a regular file", path);
-        goto out;
-    }
-    if (st.st_size > (off_t)WRK_REC_MAX_BYTES) {
-        mu_errf(err, MU_E_TOOBIG, "'%s' is larger than %u bytes", path, WRK_REC_MAX_BYTES);
-        goto out;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        mu_errf(err, MU_E_NOMEM, "out of memory reading '%s'", path);
-        goto out;
-    }
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, buf + len, (size_t)st.st_size - len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            mu_errf(err, MU_E_IO, "cannot read '%s': %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        len += (size_t)n;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *len_out = len;
-    buf = NULL;
-    rc = 1;
-out:
-    free(buf);
-    (void)close(fd);
-    return rc;
-}
-
 int wrk_taskrec_read(const char *path, struct wrk_taskrec *out, struct mu_err *err)
 {
     char *text = NULL;
     size_t len = 0;
-    int r = read_small(path, &text, &len, err);
+    int r = mu_file_read_small(path, WRK_REC_MAX_BYTES, &text, &len, NULL, err);
 
     if (r == 1 && wrk_taskrec_parse(text, len, out, err) != 0) {
         mu_err_prefix(err, "'%s': ", path);
@@ -336,7 +286,7 @@ int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err 
 {
     char *text = NULL;
     size_t len = 0;
-    int r = read_small(path, &text, &len, err);
+    int r = mu_file_read_small(path, WRK_REC_MAX_BYTES, &text, &len, NULL, err);
 
     if (r == 1 && wrk_taskexit_parse(text, len, out, err) != 0) {
         mu_err_prefix(err, "'%s': ", path);
@@ -615,15 +565,14 @@ bool wrk_shim_cmdline_matches(const char *cmdline, size_t len, const char *base)
 bool wrk_shim_is_running(int pid, const char *base)
 {
     char path[64];
-    char *text;
+    char *text = NULL;
     size_t len = 0;
     bool ours;
 
     if (pid <= 1)
         return false;
     (void)mu_snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-    text = mu_file_read(path, (size_t)PROTO_PATH_MAX * 2, &len, NULL);
-    if (!text)
+    if (mu_file_read_small(path, (size_t)PROTO_PATH_MAX * 2, &text, &len, NULL, NULL) != 1)
         return false; /* gone, or a zombie: /proc/PID/cmdline of a zombie is empty */
     ours = wrk_shim_cmdline_matches(text, len, base);
     free(text);
