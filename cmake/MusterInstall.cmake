@@ -9,30 +9,8 @@
 #   share/muster/python/muster.py  share/muster/examples/  share/muster/config/
 #   share/muster/deploy/muster-worker-imds.sh
 #   share/doc/muster/{deploy,libmuster}.md
+# libmuster's own rules (library, header, muster.pc, CMake package) are in lib/CMakeLists.txt.
 include(GNUInstallDirs)
-include(CMakePackageConfigHelpers)
-
-install(TARGETS muster muster_static EXPORT musterTargets
-  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
-  PUBLIC_HEADER DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(EXPORT musterTargets NAMESPACE muster:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
-
-configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/musterConfig.cmake.in
-  ${PROJECT_BINARY_DIR}/cmake/musterConfig.cmake
-  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
-# 0.x: a new minor version may change the API, so only the same minor version is compatible.
-write_basic_package_version_file(${PROJECT_BINARY_DIR}/cmake/musterConfigVersion.cmake
-  COMPATIBILITY SameMinorVersion)
-install(FILES ${PROJECT_BINARY_DIR}/cmake/musterConfig.cmake
-  ${PROJECT_BINARY_DIR}/cmake/musterConfigVersion.cmake
-  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/muster)
-
-# muster.pc: prefix relative to the .pc file's own directory, so the tree can be moved.
-file(RELATIVE_PATH MUSTER_PC_RELPREFIX /root/${CMAKE_INSTALL_LIBDIR}/pkgconfig /root)
-string(REGEX REPLACE "/$" "" MUSTER_PC_RELPREFIX "${MUSTER_PC_RELPREFIX}")
-configure_file(${PROJECT_SOURCE_DIR}/cmake/muster.pc.in ${PROJECT_BINARY_DIR}/cmake/muster.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/cmake/muster.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 # systemd units: deploy/systemd/*.service name /usr/local/bin (the default prefix); installed
 # copies name the bin/ of the prefix actually installed to (which --prefix may change).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libmuster (queue/muster.h): the client library for training pipelines, built on the queue
+ * libmuster (lib/muster.h): the client library for training pipelines, built on the queue
  * module's client half (queue_submit, queue_job_read, queue_jobs_read, queue_events_*,
  * queue_control_send), so that it reads and writes Redis exactly as musterctl does (DESIGN §6).
  *
@@ -17,7 +17,7 @@
  * Internal errors are struct mu_err; they are copied into struct muster_error (same codes) at
  * the API boundary.  Only muster_* symbols are exported from the shared library (muster.map).
  */
-#include "queue/muster.h"
+#include "lib/muster.h"
 
 #include <cjson/cJSON.h>
 #include <stdarg.h>

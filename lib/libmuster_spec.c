@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libmuster's spec builder (queue/muster.h): a cJSON object filled by setters and printed as
+ * libmuster's spec builder (lib/muster.h): a cJSON object filled by setters and printed as
  * the JSON musterd reads (DESIGN §3), so that a pipeline never writes spec JSON by hand.
  *
  * cJSON escapes every string, so any name, argv or env value gives valid JSON.  Setters check
@@ -10,7 +10,7 @@
  * stream's error flag) and reported by muster_spec_json, so a chain of setters can be checked
  * once at the end.
  */
-#include "queue/muster.h"
+#include "lib/muster.h"
 
 #include <cjson/cJSON.h>
 #include <signal.h>

@@ -20,8 +20,8 @@
  *
  * Link: pkg-config --cflags --libs muster (or find_package(muster) and muster::muster in CMake).
  */
-#ifndef MUSTER_QUEUE_MUSTER_H
-#define MUSTER_QUEUE_MUSTER_H
+#ifndef MUSTER_LIB_MUSTER_H
+#define MUSTER_LIB_MUSTER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """muster: submit and wait for muster GPU gang jobs from Python.
 
-A thin ctypes layer over libmuster (queue/muster.h); standard library only.  Client has
+A thin ctypes layer over libmuster (lib/muster.h); standard library only.  Client has
 submit, get, wait, cancel and jobs.  The shared
 library is found through the MUSTER_LIB environment variable (a path to libmuster.so.0), or
 else ctypes.util.find_library("muster") (the system's library path).

@@ -34,7 +34,7 @@ for arg in "$@"; do
     esac
 done
 
-code_dirs=(common config protocol queue core scheduler worker cli tests bench)
+code_dirs=(common config protocol queue lib core scheduler worker cli tests bench)
 failed=()
 passed=0
 

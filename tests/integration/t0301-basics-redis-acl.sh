@@ -115,7 +115,7 @@ nopermit HGETALL muster:nodes
 ok "the submitter gets NOPERM for muster:control, DEL, HSET, SET, FLUSHALL, KEYS"
 
 # ---- libmuster (the example) as the submitter and with a password only --------------------------
-incdir=$MUSTER_SRC/queue
+incdir=$MUSTER_SRC/lib
 libdir=$(cd "$MUSTER_BIN/../lib" 2>/dev/null && pwd) || libdir=
 if command -v cc >/dev/null 2>&1 && [ -n "$libdir" ] && [ -e "$libdir/libmuster.so" ]; then
     cc -std=c11 -D_POSIX_C_SOURCE=200809L -I"$incdir" "$MUSTER_SRC/examples/submit_and_wait.c" \
