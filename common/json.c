@@ -4,22 +4,26 @@
  *
  * cJSON is lenient where muster must not be: it accepts raw control bytes in strings, cuts a
  * string silently at "\u0000" and nests 1000 deep.  mu_json_scan finds those in the raw text
- * before cJSON sees it, remembering enough of the structure to name the key path.  The rest
- * makes the messages: a value is quoted clipped and with control bytes hidden, because it is
- * hostile input that ends up in logs and terminals.  The error code is always a parameter so
- * each parser keeps its own (MU_E_CONFIG, MU_E_SPEC).
+ * before cJSON sees it, remembering enough of the structure to name the key path, and
+ * mu_json_parse_object is the one path from hostile bytes to a cJSON tree (size cap, private
+ * NUL-terminated copy, scan, parse, object at the top) for both parsers.  The rest makes the
+ * messages: a value is quoted clipped and with control bytes hidden, because it is hostile input
+ * that ends up in logs and terminals.  The error code is always a parameter so each parser keeps
+ * its own (MU_E_CONFIG, MU_E_SPEC), and struct mu_json_doc keeps each one's wording.
  */
 #include "common/mu_json.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/mu_banned.h"
 
 #define CLIP_LEN 44 /* a quoted value or key: ~40 bytes and "..." */
 #define GOT_LEN  64 /* a described value */
+#define PATH_LEN 96 /* a key path of a scan flaw: "command[1023]", "env.<key>" cut */
 
 /* ---- message text ---- */
 
@@ -344,4 +348,123 @@ size_t mu_json_text_line(const char *text, size_t off)
             line++;
     }
     return line;
+}
+
+/* ---- strict parse of a whole document ---- */
+
+/* Fills err for a flaw mu_json_scan found in text, worded by doc; returns -1. */
+static int scan_error(const struct mu_json_doc *doc,
+                      int code,
+                      enum mu_json_flaw flaw,
+                      const struct mu_json_scan *sc,
+                      const char *text,
+                      struct mu_err *err)
+{
+    const char *subj = doc->subject ? doc->subject : "";
+    const char *sep = doc->subject ? ": " : "";
+    char path[PATH_LEN];
+    char deep[48];
+
+    (void)mu_snprintf(deep, sizeof(deep), "nested deeper than %d levels", doc->max_depth);
+    if (doc->where == MU_JSON_WHERE_LINE) {
+        const char *what = deep;
+        if (flaw == MU_JSON_FLAW_NUL_BYTE)
+            what = "a NUL byte";
+        else if (flaw == MU_JSON_FLAW_CONTROL)
+            what = "a raw control character in a string";
+        else if (flaw == MU_JSON_FLAW_NUL_ESCAPE)
+            what = "a NUL character (\\u0000) in a string";
+        return mu_errf(err, code, "%s%snot valid JSON near line %zu (byte %zu): %s", subj, sep,
+                       mu_json_text_line(text, sc->offset), sc->offset, what);
+    }
+    /* One-line text: a key path says more than a line number. */
+    switch (flaw) {
+    case MU_JSON_FLAW_NUL_BYTE:
+        return mu_errf(err, code, "%s%snot valid JSON near byte %zu (NUL byte)", subj, sep,
+                       sc->offset);
+    case MU_JSON_FLAW_CONTROL:
+        return mu_errf(err, code,
+                       "%s%snot valid JSON near byte %zu (raw control character in a string)", subj,
+                       sep, sc->offset);
+    case MU_JSON_FLAW_TOO_DEEP:
+        mu_json_scan_path(sc, doc->subject ? doc->subject : "root", true, path, sizeof(path));
+        return mu_errf(err, code, "%s: %s near byte %zu", path, deep, sc->offset);
+    case MU_JSON_FLAW_NUL_ESCAPE:
+    case MU_JSON_FLAW_NONE:
+    default:
+        mu_json_scan_path(sc, doc->subject ? doc->subject : "root", !sc->in_key, path,
+                          sizeof(path));
+        return mu_errf(err, code, "%s: %s contains a NUL character (\\u0000)", path,
+                       sc->in_key ? "a key" : "string");
+    }
+}
+
+cJSON *mu_json_parse_object(
+    const char *text, size_t len, const struct mu_json_doc *doc, int code, struct mu_err *err)
+{
+    const char *subj = doc->subject ? doc->subject : "";
+    const char *sep = doc->subject ? ": " : "";
+    char *copy = NULL;
+    cJSON *root = NULL;
+    const char *end = NULL;
+    struct mu_json_scan sc;
+    enum mu_json_flaw flaw;
+    char got[GOT_LEN];
+    int rc = -1;
+
+    if (!text && len > 0) {
+        if (doc->subject)
+            mu_errf(err, MU_E_INVAL, "%s: no text", doc->subject);
+        else
+            mu_errf(err, MU_E_INVAL, "no %s text", doc->noun);
+        return NULL;
+    }
+    if (len > doc->max_bytes) {
+        mu_errf(err, code, "%s%slarger than %zu bytes (got %zu)", subj, sep, doc->max_bytes, len);
+        return NULL;
+    }
+    /* A private NUL-terminated copy: the caller's bytes (a file, a stream field) need not be. */
+    copy = malloc(len + 1);
+    if (!copy) {
+        mu_errf(err, MU_E_NOMEM, "out of memory reading the %s", doc->noun);
+        goto out;
+    }
+    if (len)
+        memcpy(copy, text, len);
+    copy[len] = '\0';
+    if (strspn(copy, " \t\r\n") == len) {
+        mu_errf(err, code, "%s%sexpected a JSON object, got an empty document", subj, sep);
+        goto out;
+    }
+    flaw = mu_json_scan(&sc, copy, len, doc->max_depth);
+    if (flaw != MU_JSON_FLAW_NONE) {
+        (void)scan_error(doc, code, flaw, &sc, copy, err);
+        goto out;
+    }
+    /* The length counts the terminator: cJSON 1.7.15 checks for it inside the length. */
+    root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
+    if (!root) {
+        size_t off = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
+        if (doc->where == MU_JSON_WHERE_LINE)
+            mu_errf(err, code, "%s%snot valid JSON near line %zu (byte %zu)", subj, sep,
+                    mu_json_text_line(copy, off), off);
+        else
+            mu_errf(err, code, "%s%snot valid JSON near byte %zu", subj, sep, off);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        /* Without a subject to start the message, say where the object was expected. */
+        mu_json_describe(root, got, sizeof(got));
+        mu_errf(err, code, "%s%sexpected a JSON object%s, got %s", subj, sep,
+                doc->subject ? "" : " at the top", got);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc != 0) {
+        cJSON_Delete(root);
+        root = NULL;
+    }
+    free(copy); /* cJSON copied every string it keeps */
+    return root;
 }

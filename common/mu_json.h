@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * mu_json: strict-JSON helpers shared by the config parser (config/parse.c) and the job spec
- * parser (queue/spec.c): message text for bad values, "did you mean" hints, typed getters with
- * range checks, and a raw pre-scan for what cJSON accepts but a strict reader must not.
+ * parser (queue/spec.c): the one strict parse of a whole document (mu_json_parse_object), message
+ * text for bad values, "did you mean" hints, typed getters with range checks, and a raw pre-scan
+ * for what cJSON accepts but a strict reader must not.
  *
  * Depends on cJSON, so it is its own target (mu_json) and is NOT included by common/mu.h: the
  * pure placement core links mu_common without cJSON.  Every function that fills an error takes
@@ -142,5 +143,37 @@ void mu_json_scan_path(
 
 /* The 1-based line of byte off in NUL-terminated text (off at most its length). */
 size_t mu_json_text_line(const char *text, size_t off);
+
+/* ---- strict parse of a whole document ---- */
+
+/* How mu_json_parse_object says where in the text a problem is. */
+enum mu_json_where {
+    MU_JSON_WHERE_LINE, /* "near line 3 (byte 41)": a file a person edits (the config) */
+    MU_JSON_WHERE_PATH, /* "near byte 41", or the key path ("env.A: ..."): a one-line spec */
+};
+
+/* What a document is and how mu_json_parse_object's messages about it read. */
+struct mu_json_doc {
+    const char *subject; /* "spec": starts each message ("spec: ...") and roots key paths;
+                            NULL: messages start with the problem (callers add a file name) */
+    const char *noun;    /* "config", "job spec": for "no config text" (without a subject) and
+                            "out of memory reading the job spec" */
+    size_t max_bytes;    /* a longer text is refused before anything is copied */
+    int max_depth;       /* nested containers the pre-scan allows; 0 leaves it to cJSON */
+    enum mu_json_where where;
+};
+
+/*
+ * Parses text[0..len) (need not be NUL-terminated) as one strict JSON document whose top is an
+ * object.  Refused, with code and a message worded by doc: a text over doc->max_bytes, an empty
+ * (all white space) document, a NUL byte, a raw control byte in a string, the escape \u0000,
+ * nesting deeper than doc->max_depth (mu_json_scan), what cJSON rejects (trailing bytes included)
+ * and a top that is not an object ("expected a JSON object, got an array").  text NULL with
+ * len > 0 is MU_E_INVAL; no memory is MU_E_NOMEM.
+ * Returns the root object, which the caller frees with cJSON_Delete, or NULL with err filled.
+ * The text is only read, and only during the call.
+ */
+cJSON *mu_json_parse_object(
+    const char *text, size_t len, const struct mu_json_doc *doc, int code, struct mu_err *err);
 
 #endif

@@ -4,17 +4,17 @@
  *
  * cJSON is lenient where a config file must not be: it accepts raw control characters in
  * strings, silently cuts a string at "\u0000", keeps duplicate keys and matches keys without
- * regard to case.  So the text is first scanned for those cases (with the line of the problem),
- * and the tree is then walked child by child with exact key comparison, so that unknown and
- * duplicate keys are errors.  Every message starts with the key path ("pools[1].capacity: ...").
- * Cross-field rules (node_lost_after_s > heartbeat_s) run after the walk, so key order is free.
+ * regard to case.  So mu_json_parse_object (common/json.c, shared with the spec parser)
+ * refuses those cases first, naming the line, and the tree is then walked child by child with
+ * exact key comparison, so that unknown and duplicate keys are errors.  Every message starts
+ * with the key path ("pools[1].capacity: ...").  Cross-field rules (node_lost_after_s >
+ * heartbeat_s) run after the walk, so key order is free.
  */
 #include "config/cfg.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "common/mu_json.h"
@@ -22,7 +22,6 @@
 #include "common/mu_banned.h"
 
 #define PATH_LEN 96 /* "pools[63].price_per_hour" and the like */
-#define GOT_LEN  64 /* a value described in a message */
 
 /* ---- typed getters ---- */
 
@@ -381,84 +380,23 @@ static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
     return limits_check(c, seen, err);
 }
 
-/* ---- raw text checks ---- */
-
-/*
- * Rejects what cJSON would accept but must not be (mu_json_scan): a NUL byte anywhere, a raw
- * control byte in a string and the escape \u0000, which cJSON turns into a silently shortened
- * string.  Returns 0, or -1 with err naming the line and byte.
- */
-static int text_scan(const char *text, size_t len, struct mu_err *err)
-{
-    struct mu_json_scan sc;
-    const char *what;
-
-    switch (mu_json_scan(&sc, text, len, 0)) {
-    case MU_JSON_FLAW_NONE:
-        return 0;
-    case MU_JSON_FLAW_NUL_BYTE:
-        what = "a NUL byte";
-        break;
-    case MU_JSON_FLAW_CONTROL:
-        what = "a raw control character in a string";
-        break;
-    case MU_JSON_FLAW_NUL_ESCAPE:
-        what = "a NUL character (\\u0000) in a string";
-        break;
-    case MU_JSON_FLAW_TOO_DEEP: /* no depth limit here: cJSON's own applies */
-    default:
-        what = "nested too deep";
-        break;
-    }
-    return mu_errf(err, MU_E_CONFIG, "not valid JSON near line %zu (byte %zu): %s",
-                   mu_json_text_line(text, sc.offset), sc.offset, what);
-}
-
 int cfg_parse(struct cfg *c, const char *json, size_t len, struct mu_err *err)
 {
-    char *copy = NULL;
+    /* A file a person edits: problems are named by line. */
+    static const struct mu_json_doc doc = {
+        .subject = NULL,
+        .noun = "config",
+        .max_bytes = CFG_FILE_MAX,
+        .max_depth = 0, /* cJSON's own limit; the walk refuses what the schema cannot use */
+        .where = MU_JSON_WHERE_LINE,
+    };
     cJSON *root = NULL;
-    const char *end = NULL;
-    char got[GOT_LEN];
     int rc = -1;
 
     cfg_init_defaults(c);
-    if (!json && len > 0) {
-        mu_errf(err, MU_E_INVAL, "no config text");
+    root = mu_json_parse_object(json, len, &doc, MU_E_CONFIG, err);
+    if (!root)
         goto out;
-    }
-    if (len > CFG_FILE_MAX) {
-        mu_errf(err, MU_E_CONFIG, "larger than %u bytes", CFG_FILE_MAX);
-        goto out;
-    }
-    /* A private NUL-terminated copy: the caller's text need not be terminated. */
-    copy = malloc(len + 1);
-    if (!copy) {
-        mu_errf(err, MU_E_NOMEM, "out of memory reading the config");
-        goto out;
-    }
-    if (len)
-        memcpy(copy, json, len);
-    copy[len] = '\0';
-    if (strspn(copy, " \t\r\n") == len) {
-        mu_errf(err, MU_E_CONFIG, "expected a JSON object, got an empty document");
-        goto out;
-    }
-    if (text_scan(copy, len, err) != 0)
-        goto out;
-    /* The length counts the terminator: cJSON 1.7.15 checks for it inside the length. */
-    root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
-    if (!root) {
-        size_t off = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
-        mu_errf(err, MU_E_CONFIG, "not valid JSON near line %zu (byte %zu)",
-                mu_json_text_line(copy, off), off);
-        goto out;
-    }
-    if (!cJSON_IsObject(root)) {
-        mu_json_describe(root, got, sizeof(got));
-        mu_errf(err, MU_E_CONFIG, "expected a JSON object at the top, got %s", got);
-        goto out;
-    }
     if (parse_root(c, root, err) != 0)
         goto out;
     rc = 0;
@@ -466,6 +404,5 @@ out:
     if (rc != 0)
         cfg_init_defaults(c);
     cJSON_Delete(root);
-    free(copy);
     return rc;
 }

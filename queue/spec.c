@@ -5,9 +5,10 @@
  *
  * Submitted JSON is hostile input.  cJSON is lenient where we must not be: it accepts raw
  * control bytes in strings, cuts strings silently at "\u0000", keeps duplicate keys and nests
- * 1000 deep.  So a raw scan runs first (size, NUL, control bytes, depth, with the key path of
- * the problem), then cJSON parses a private NUL-terminated copy, then the tree is walked child
- * by child with exact key comparison so that unknown and duplicate keys are errors.
+ * 1000 deep.  So mu_json_parse_object (common/json.c, shared with the config parser) scans the
+ * raw text first (size, NUL, control bytes, depth, with the key path of the problem) and has
+ * cJSON parse a private NUL-terminated copy; then the tree is walked child by child with exact
+ * key comparison so that unknown and duplicate keys are errors.
  * Invariant: on failure *out is all zeroes and owns nothing; on success argv and env are
  * NULL-terminated heap arrays that only queue_spec_release frees.
  */
@@ -24,42 +25,8 @@
 #include "common/mu_banned.h"
 
 #define PATH_LEN       96  /* "checkpoint.grace_s", "command[1023]", "env.<255 bytes>" cut */
-#define GOT_LEN        64  /* a value described in a message */
 #define SPEC_MAX_DEPTH 8   /* containers; the schema itself needs 2 */
 #define ENV_KEY_MAX    255 /* bytes in an environment variable name */
-
-/* ---- raw text scan ---- */
-
-/*
- * Rejects what cJSON would accept but must not be (mu_json_scan): a NUL byte anywhere, a raw
- * control byte in a string, the escape \u0000 (cJSON would cut the string there) and nesting
- * deeper than the schema could use.  Messages name the key path where the scan can tell it.
- */
-static int text_scan(const char *text, size_t len, struct mu_err *err)
-{
-    struct mu_json_scan sc;
-    char path[PATH_LEN];
-
-    switch (mu_json_scan(&sc, text, len, SPEC_MAX_DEPTH)) {
-    case MU_JSON_FLAW_NONE:
-        return 0;
-    case MU_JSON_FLAW_NUL_BYTE:
-        return mu_errf(err, MU_E_SPEC, "spec: not valid JSON near byte %zu (NUL byte)", sc.offset);
-    case MU_JSON_FLAW_CONTROL:
-        return mu_errf(err, MU_E_SPEC,
-                       "spec: not valid JSON near byte %zu (raw control character in a string)",
-                       sc.offset);
-    case MU_JSON_FLAW_TOO_DEEP:
-        mu_json_scan_path(&sc, "spec", true, path, sizeof(path));
-        return mu_errf(err, MU_E_SPEC, "%s: nested deeper than %d levels near byte %zu", path,
-                       SPEC_MAX_DEPTH, sc.offset);
-    case MU_JSON_FLAW_NUL_ESCAPE:
-    default:
-        mu_json_scan_path(&sc, "spec", !sc.in_key, path, sizeof(path));
-        return mu_errf(err, MU_E_SPEC, "%s: %s contains a NUL character (\\u0000)", path,
-                       sc.in_key ? "a key" : "string");
-    }
-}
 
 /* ---- typed getters ---- */
 
@@ -474,48 +441,21 @@ static int spec_walk(struct queue_spec *s, const cJSON *root, struct mu_err *err
 
 int queue_spec_parse(const char *json, size_t len, struct queue_spec *out, struct mu_err *err)
 {
-    char *copy = NULL;
+    /* A stream field, usually one line: problems are named by key path and byte. */
+    static const struct mu_json_doc doc = {
+        .subject = "spec",
+        .noun = "job spec",
+        .max_bytes = QUEUE_SPEC_MAX_BYTES,
+        .max_depth = SPEC_MAX_DEPTH,
+        .where = MU_JSON_WHERE_PATH,
+    };
     cJSON *root = NULL;
-    const char *end = NULL;
-    char got[GOT_LEN];
     int rc = -1;
 
     spec_defaults(out);
-    if (!json && len > 0) {
-        mu_errf(err, MU_E_INVAL, "spec: no text");
+    root = mu_json_parse_object(json, len, &doc, MU_E_SPEC, err);
+    if (!root)
         goto out;
-    }
-    if (len > QUEUE_SPEC_MAX_BYTES) {
-        mu_errf(err, MU_E_SPEC, "spec: larger than %u bytes (got %zu)", QUEUE_SPEC_MAX_BYTES, len);
-        goto out;
-    }
-    /* A private NUL-terminated copy: the caller's bytes (a stream field) need not be. */
-    copy = malloc(len + 1);
-    if (!copy) {
-        mu_errf(err, MU_E_NOMEM, "out of memory reading the job spec");
-        goto out;
-    }
-    if (len)
-        memcpy(copy, json, len);
-    copy[len] = '\0';
-    if (strspn(copy, " \t\r\n") == len) {
-        mu_errf(err, MU_E_SPEC, "spec: expected a JSON object, got an empty document");
-        goto out;
-    }
-    if (text_scan(copy, len, err) != 0)
-        goto out;
-    /* The length counts the terminator: cJSON 1.7.15 checks for it inside the length. */
-    root = cJSON_ParseWithLengthOpts(copy, len + 1, &end, 1);
-    if (!root) {
-        size_t off = end && end >= copy && end <= copy + len ? (size_t)(end - copy) : 0;
-        mu_errf(err, MU_E_SPEC, "spec: not valid JSON near byte %zu", off);
-        goto out;
-    }
-    if (!cJSON_IsObject(root)) {
-        mu_json_describe(root, got, sizeof(got));
-        mu_errf(err, MU_E_SPEC, "spec: expected a JSON object, got %s", got);
-        goto out;
-    }
     if (spec_walk(out, root, err) != 0)
         goto out;
     rc = 0;
@@ -523,7 +463,6 @@ out:
     if (rc != 0)
         queue_spec_release(out);
     cJSON_Delete(root);
-    free(copy);
     return rc;
 }
 
