@@ -15,11 +15,13 @@
  * RUNNING; a PREEMPTING one is stopped again (checkpoint signal, grace, KILL), since the
  * restart may have cut its stop short.
  */
-#include "scheduler/daemon.h"
+#include "scheduler/d_handlers.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "scheduler/d_state.h"
 
 #include "common/mu_banned.h"
 
@@ -60,9 +62,7 @@ int d_adopt_prepare(struct musterd *d,
                 goto out;
             j->slots[t].gpus |= UINT64_C(1) << g->valueint;
         }
-        j->slots[t].node = -1;
-        j->tasks[t].node = -1;
-        j->tasks[t].gpus = j->slots[t].gpus;
+        j->slots[t].node = -1; /* until its node registers (d_adopt_node) */
     }
     j->adopting = true;
     j->state = stored;
@@ -87,7 +87,7 @@ out:
 static bool resolved(const struct d_job *j)
 {
     for (int t = 0; t < j->spec.tasks; t++) {
-        if (j->tasks[t].node < 0 && !j->tasks[t].gone)
+        if (j->slots[t].node < 0 && !j->tasks[t].gone)
             return false;
     }
     return true;
@@ -131,7 +131,7 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
         for (int t = 0; t < j->spec.tasks; t++) {
             if (j->tasks[t].gone && (j->tasks[t].lost || j->tasks[t].fenced)) {
                 d_job_task_exited(d, j, t,
-                                  j->tasks[t].node >= 0 ? d_node_name(d, j->tasks[t].node)
+                                  j->slots[t].node >= 0 ? d_node_name(d, j->slots[t].node)
                                                         : "(not back)");
                 if (attempt_over(d, id, j))
                     return;
@@ -139,7 +139,7 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
         }
         for (int t = 0; t < j->spec.tasks; t++) {
             if (j->tasks[t].gone && !j->tasks[t].lost && !j->tasks[t].fenced) {
-                d_job_task_exited(d, j, t, d_node_name(d, j->tasks[t].node));
+                d_job_task_exited(d, j, t, d_node_name(d, j->slots[t].node));
                 if (attempt_over(d, id, j))
                     return;
             }
@@ -156,7 +156,7 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
             (void)mu_snprintf(why, sizeof(why),
                               "the scheduler restarted while the gang was starting; task %d's "
                               "BIND had not reached node %s",
-                              t, d_node_name(d, j->tasks[t].node));
+                              t, d_node_name(d, j->slots[t].node));
             d_job_attempt_end(d, j, false, 0, why);
             return;
         }
@@ -189,10 +189,9 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
             struct d_task *task = &j->tasks[t];
             const struct proto_task_ref *r;
             struct sched_request one = j->req;
-            if (task->node >= 0 || task->gone || strcmp(j->adopt_nodes[t], node->name) != 0)
+            if (j->slots[t].node >= 0 || task->gone || strcmp(j->adopt_nodes[t], node->name) != 0)
                 continue;
             r = reported(hello, j, t);
-            task->node = node->idx;
             j->slots[t].node = node->idx;
             if (!r && j->state != QUEUE_STARTING) {
                 task->gone = true; /* it had started: the worker lost it */
@@ -225,7 +224,7 @@ void d_adopt_task_status(struct d_job *j, const struct d_node *node, const struc
         return;
     task = &j->tasks[r->task];
     /* Not resolved from this node yet: its HELLO says how the task is, when it registers. */
-    if (task->node != node->idx || task->gone)
+    if (j->slots[r->task].node != node->idx || task->gone)
         return;
     d_task_record_end(task, r); /* counted when the gang is adopted (adopt_finish) */
 }
@@ -239,7 +238,7 @@ void d_adopt_check(struct musterd *d, uint64_t now_ms)
         if (!j->adopting || now_ms < j->adopt_deadline_ms)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
-            if (j->tasks[t].node < 0 && !j->tasks[t].gone) {
+            if (j->slots[t].node < 0 && !j->tasks[t].gone) {
                 mu_log(MU_LOG_WARN, "sched", "job=%s task=%d: node %s did not come back", j->id, t,
                        j->adopt_nodes[t]);
                 j->tasks[t].gone = true;

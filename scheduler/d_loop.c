@@ -5,29 +5,20 @@
  * (lost nodes, bind deadlines, node status) runs at most every 200 ms.  Nothing here blocks for
  * long: Redis writes are single pipelined round trips on loopback or a LAN.
  */
-#include "scheduler/daemon.h"
+#include "scheduler/d_loop.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zmq.h>
 
+#include "scheduler/d_state.h"
+
 #include "common/mu_banned.h"
 
 #define CHECK_INTERVAL_MS 200
 #define CLAIM_INTERVAL_MS 5000
 #define CLAIM_IDLE_MS     30000 /* an entry read this long ago and not acknowledged is orphaned */
-
-void d_send(struct musterd *d, const char *node, struct proto_msg *m)
-{
-    struct mu_err err;
-    m->epoch = d->epoch;
-    m->seq = ++d->seq;
-    m->sent_ms = mu_time_mono_ms(); /* the workers' lower bound of our clock (BIND expires_ms) */
-    if (proto_send(d->router, node, m, &err) != 0)
-        mu_log_limited(MU_LOG_WARN, "sched", "send", 5, "node=%s %s not sent: %s", node,
-                       proto_type_name(m->type), err.msg);
-}
 
 #define DEFER_MAX 100000 /* worker messages held during a Redis outage */
 
@@ -93,7 +84,7 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
         d_hello(d, identity, m);
         return;
     case PROTO_HEARTBEAT:
-        d_heartbeat(d, identity, m);
+        d_node_heartbeat(d, identity, m);
         return;
     default:
         break;
@@ -105,7 +96,7 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
         mu_log_limited(MU_LOG_INFO, "sched", "unregistered", 10,
                        "node=%s %s from a node that is not registered: dropped, asking for HELLO",
                        identity, proto_type_name(m->type));
-        d_heartbeat(d, identity, m);
+        d_node_heartbeat(d, identity, m);
         return;
     }
     node->seen_ms = mu_time_mono_ms();
@@ -246,7 +237,8 @@ static void periodic(struct musterd *d, uint64_t now)
     if (now < d->next_check_ms)
         return;
     d->next_check_ms = now + CHECK_INTERVAL_MS;
-    d_nodes_check(d, now);
+    for (int lost; (lost = d_nodes_expire(d, now)) >= 0;)
+        d_node_lost_tasks(d, lost);
     d_jobs_check_timeouts(d, now);
     d_stops_check(d, now);
     d_limits_check(d, mu_time_wall_ms());

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterd's Prometheus endpoint (DESIGN §9) and the counters behind it.
+ * Layer 5 of musterd (d_loop.h): the Prometheus endpoint (DESIGN §9).
  *
- * Counters are raised in the same Redis round trip as the job update they count (HINCRBY on
- * <prefix>counters, see queue_job_update), and loaded back at start, so they never go backwards
+ * Counters (d_io.c) are raised in the same Redis round trip as the job update they count (HINCRBY
+ * on <prefix>counters, see queue_job_update), and loaded back at start, so they never go backwards
  * across a restart.  Gauges (jobs by state, pending GPUs, free GPUs) are computed from memory at
  * scrape time.  The HTTP server is libmicrohttpd in epoll mode without threads of its own: its
  * epoll fd sits in the daemon's zmq_poll set and requests are answered on the loop thread, so
  * nothing here needs a lock.
  */
-#include "scheduler/daemon.h"
+#include "scheduler/d_loop.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -17,85 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler/d_state.h"
+
 #include "common/mu_banned.h"
-
-static const char *const counter_names[D_COUNTER_COUNT] = {
-    "jobs_submitted",     "jobs_rejected", "jobs_succeeded", "jobs_failed",
-    "jobs_cancelled",     "gang_retries",  "gang_requeues",  "preemptions",
-    "spot_interruptions", "nodes_lost",    "jobs_timeout",
-};
-
-/* Placement latency histogram bucket upper bounds, seconds. */
-static const double bucket_le[D_PLACE_BUCKETS] = { 0.00001, 0.00005, 0.0001, 0.00025, 0.0005,
-                                                   0.001,   0.0025,  0.005,  0.01,    0.05 };
-
-static const char *const bucket_names[D_PLACE_BUCKETS + 1] = {
-    "placement_bucket_0", "placement_bucket_1", "placement_bucket_2",   "placement_bucket_3",
-    "placement_bucket_4", "placement_bucket_5", "placement_bucket_6",   "placement_bucket_7",
-    "placement_bucket_8", "placement_bucket_9", "placement_bucket_inf",
-};
-
-static void event_incr(struct queue_event *ev, const char *name)
-{
-    for (int i = 0; i < 4; i++) {
-        if (!ev->incr[i]) {
-            ev->incr[i] = name;
-            return;
-        }
-    }
-}
-
-void d_metrics_tally(struct musterd *d, const struct d_tally *t, struct queue_event *ev)
-{
-    struct d_metrics *mx = &d->metrics;
-    if (!t)
-        return;
-    if (t->counter >= 0 && t->counter < D_COUNTER_COUNT) {
-        event_incr(ev, counter_names[t->counter]);
-        mx->counters[t->counter] += 1;
-    }
-    if (t->lost_gpu_s > 0) {
-        ev->incr_float_name = "lost_gpu_seconds";
-        ev->incr_float = t->lost_gpu_s;
-        mx->lost_gpu_seconds += t->lost_gpu_s;
-    } else if (t->place_s > 0) {
-        int b = 0;
-        while (b < D_PLACE_BUCKETS && t->place_s > bucket_le[b])
-            b++;
-        event_incr(ev, bucket_names[b]);
-        mx->place_buckets[b] += 1;
-        ev->incr_float_name = "placement_seconds_sum";
-        ev->incr_float = t->place_s;
-        mx->place_sum_s += t->place_s;
-    }
-}
-
-int d_metrics_load(struct musterd *d, struct mu_err *err)
-{
-    struct d_metrics *mx = &d->metrics;
-    char **names = NULL;
-    double *values = NULL;
-    int n = 0;
-
-    if (queue_counters_read(d->q, &names, &values, &n, err) != 0)
-        return -1;
-    for (int i = 0; i < n; i++) {
-        for (int c = 0; c < D_COUNTER_COUNT; c++) {
-            if (strcmp(names[i], counter_names[c]) == 0)
-                mx->counters[c] = values[i];
-        }
-        for (int b = 0; b <= D_PLACE_BUCKETS; b++) {
-            if (strcmp(names[i], bucket_names[b]) == 0)
-                mx->place_buckets[b] = values[i];
-        }
-        if (strcmp(names[i], "lost_gpu_seconds") == 0)
-            mx->lost_gpu_seconds = values[i];
-        if (strcmp(names[i], "placement_seconds_sum") == 0)
-            mx->place_sum_s = values[i];
-    }
-    queue_counters_free(names, values, n);
-    return 0;
-}
 
 /* ---- exposition ---- */
 
@@ -169,7 +93,7 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
     d_jobs_gauges(d, &g);
     for (int c = 0; c < D_COUNTER_COUNT; c++) {
         char name[64];
-        (void)mu_snprintf(name, sizeof(name), "%s_total", counter_names[c]);
+        (void)mu_snprintf(name, sizeof(name), "%s_total", d_counter_name((enum d_counter)c));
         if (head(b, name, "counter", help[c], err) != 0
             || sample(b, name, NULL, NULL, NULL, NULL, d->metrics.counters[c], err) != 0)
             return -1;
@@ -189,7 +113,7 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
         char le[32];
         cumulative += d->metrics.place_buckets[i];
         if (i < D_PLACE_BUCKETS)
-            (void)mu_snprintf(le, sizeof(le), "%g", bucket_le[i]);
+            (void)mu_snprintf(le, sizeof(le), "%g", d_bucket_le(i));
         else
             mu_strlcpy(le, "+Inf", sizeof(le));
         if (sample(b, "placement_latency_seconds_bucket", "le", le, NULL, NULL, cumulative, err))

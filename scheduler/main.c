@@ -12,7 +12,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "scheduler/daemon.h"
+#include "scheduler/d_loop.h"
+#include "scheduler/d_state.h"
 
 #include "common/mu_banned.h"
 
@@ -219,6 +220,7 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     }
     if (queue_epoch_next(d->q, &d->epoch, err) != 0)
         return -1;
+    d_store_redis(&d->store, d->q);
     (void)gethostname(host, sizeof(host) - 1);
     (void)mu_snprintf(d->consumer, sizeof(d->consumer), "musterd@%s", host);
     d->qi = queue_intake_new(d->cfg.redis, d->cfg.key_prefix, d->consumer, err);
@@ -229,7 +231,8 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
         return mu_errf(err, MU_E_ZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
     if (open_router(d, o, err) != 0)
         return -1;
-    if (d_metrics_load(d, err) != 0)
+    d_sender_router(&d->out, d->router, d->epoch);
+    if (d_counters_load(&d->metrics, d->q, err) != 0)
         return -1;
     if (d->cfg.metrics[0] && d_metrics_start(d, d->cfg.metrics, err) != 0)
         return -1;
@@ -251,8 +254,9 @@ static void teardown(struct musterd *d)
     if (d->zctx)
         (void)zmq_ctx_term(d->zctx);
     d_deferred_free(d);
+    d_pass_free(d);
     d_jobs_free(d);
-    free(d->nodes);
+    d_nodes_free(d);
     sched_cluster_free(d->cluster);
     queue_intake_free(d->qi);
     queue_free(d->q);

@@ -8,6 +8,7 @@
 #   internal  no file outside <module>/ includes "<module>/internal.h"
 #   pure      the sched_core sources (core/place.c, core/cluster.c, ...) include no
 #             zmq/hiredis/msgpack/curl/time.h header and call no mu_log* / mu_time_*
+#   layers    musterd's files include no header of a layer above their own (scripts/layers.sh)
 #   headers   each */*.h compiles on its own (cc -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only)
 #
 # Files whose first line starts with "/* placeholder" are stand-ins for code still being written;
@@ -156,6 +157,11 @@ lint_pure() {
     return $rc
 }
 
+# musterd's layers: no scheduler/ file includes a header of a layer above its own, no cycle.
+lint_layers() {
+    bash scripts/layers.sh
+}
+
 lint_headers() {
     local rc=0 h out cc=${CC:-cc}
     while IFS= read -r h; do
@@ -200,6 +206,7 @@ check format
 check banned
 check internal
 check pure
+check layers
 check headers
 [ "$tidy" -eq 0 ] || check tidy
 

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterd's worker registry (DESIGN §2, §7): registration from HELLO, heartbeats, lost nodes and
- * the node status written to Redis for musterctl.  A node keeps its cluster index for the life of
- * the daemon; a worker that comes back (restart, reconnect) re-registers under the same index and
- * reconciles the tasks it still runs.
+ * Layer 1 of musterd (d_node.h): the worker registry (DESIGN §2, §7): registration from HELLO,
+ * heartbeats and their answers (which carry the worker's echo_ms back: its lease), nodes judged
+ * lost, musterd's own cordon of a node that keeps refusing tasks, and the nodes of the last run
+ * after a restart.  A node keeps its cluster index for the life of the daemon.
  */
-#include "scheduler/daemon.h"
+
+#include "scheduler/d_node.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "scheduler/d_state.h"
 
 #include "common/mu_banned.h"
 
@@ -24,6 +27,11 @@ struct d_node *d_node_get(struct musterd *d, const char *name)
     if (idx < 0 || !d->nodes[idx].online)
         return NULL;
     return &d->nodes[idx];
+}
+
+const char *d_node_name(const struct musterd *d, int idx)
+{
+    return d->nodes[idx].name;
 }
 
 /*
@@ -42,7 +50,7 @@ static void reply_heartbeat(
         mu_strlcpy(m.error, refused, sizeof(m.error));
     m.heartbeat_s = d->cfg.heartbeat_s;
     m.lease_s = d->cfg.node_lost_after_s; /* a worker cut off this long stops its tasks */
-    d_send(d, identity, &m);
+    d_send(&d->out, identity, &m);
     proto_msg_release(&m);
 }
 
@@ -91,7 +99,7 @@ static int hello_spec(const struct musterd *d,
     return 0;
 }
 
-void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
+struct d_node *d_node_register(struct musterd *d, const char *identity, const struct proto_msg *m)
 {
     struct sched_node_spec spec;
     struct mu_err err;
@@ -101,14 +109,14 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     if (strcmp(identity, m->node) != 0) {
         mu_log_limited(MU_LOG_WARN, "sched", "hello-identity", 10,
                        "HELLO from '%s' names node '%s'; refused", identity, m->node);
-        return;
+        return NULL;
     }
     idx = hello_spec(d, m, &spec, &err) == 0 ? sched_cluster_node_add(d->cluster, &spec, &err) : -1;
     if (idx < 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "hello-bad", 10, "node=%s cannot register: %s",
                        m->node, err.msg);
         reply_heartbeat(d, identity, false, err.msg, m->echo_ms); /* the worker logs why */
-        return;
+        return NULL;
     }
     if (idx >= d->cap_nodes) {
         int cap = d->cap_nodes ? d->cap_nodes * 2 : 16;
@@ -118,7 +126,7 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
         p = realloc(d->nodes, (size_t)cap * sizeof(*p));
         if (!p) {
             mu_log(MU_LOG_ERROR, "sched", "node=%s out of memory registering", m->node);
-            return;
+            return NULL;
         }
         memset(p + d->cap_nodes, 0, (size_t)(cap - d->cap_nodes) * sizeof(*p));
         d->nodes = p;
@@ -146,13 +154,12 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     node->seen_wall_ms = mu_time_wall_ms();
     sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
     reply_heartbeat(d, identity, true, NULL, m->echo_ms);
-    d_adopt_node(d, node, m); /* before the reconcile: those tasks are not stale */
-    d_node_reconcile(d, node, m);
     d->dirty = true;
     d->nodes_dirty = true;
+    return node;
 }
 
-void d_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m)
+void d_node_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m)
 {
     struct d_node *node = d_node_get(d, identity);
     if (node) {
@@ -183,7 +190,7 @@ void d_node_refused(struct musterd *d,
     d->nodes_dirty = true;
 }
 
-void d_nodes_check(struct musterd *d, uint64_t now_ms)
+int d_nodes_expire(struct musterd *d, uint64_t now_ms)
 {
     /* A worker cut off this long stops its own tasks (its lease); the margin makes sure it did
      * before the gang is started anywhere else. */
@@ -197,188 +204,11 @@ void d_nodes_check(struct musterd *d, uint64_t now_ms)
         sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
         mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
                d->cfg.node_lost_after_s);
-        d->metrics.counters[D_C_NODES_LOST] += 1;
-        queue_reply_free(
-            queue_command(d->q, NULL, "HINCRBY %scounters nodes_lost 1", d->cfg.key_prefix));
-        d_node_lost_tasks(d, i);
+        (void)d_counters_incr(&d->metrics, &d->store, D_C_NODES_LOST, NULL);
         d->nodes_dirty = true;
+        return i;
     }
-}
-
-static int node_json(
-    const struct musterd *d, int i, const struct mu_buf *jobs, struct mu_buf *b, struct mu_err *err)
-{
-    const struct d_node *node = &d->nodes[i];
-    const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);
-    const struct sched_pool *pool = sched_cluster_pool(d->cluster, spec->pool);
-    enum sched_node_state st = sched_cluster_node_state(d->cluster, i);
-
-    if (mu_buf_append(b, "{\"name\":", 8, err) != 0
-        || mu_buf_append_json_str(b, node->name, err) != 0
-        || mu_buf_append(b, ",\"pool\":", 8, err) != 0
-        || mu_buf_append_json_str(b, node->pool, err) != 0
-        || mu_buf_appendf(b, err,
-                          ",\"capacity\":\"%s\",\"state\":\"%s\",\"gpus\":%d,\"gpus_free\":%d,"
-                          "\"cpus\":%d,\"memory_mb\":%lld,\"heartbeat_at\":%llu,\"addr\":",
-                          pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
-                          sched_node_state_name(st), spec->ngpus,
-                          sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
-                          (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
-               != 0
-        || mu_buf_append_json_str(b, node->addr, err) != 0
-        || mu_buf_appendf(b, err, ",\"at_risk\":%s", node->at_risk ? "true" : "false") != 0
-        || (node->reason[0]
-            && (mu_buf_append(b, ",\"reason\":", 10, err) != 0
-                || mu_buf_append_json_str(b, node->reason, err) != 0))
-        || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
-        return -1;
-    for (int l = 0; l < d->cfg.nlevels; l++) {
-        if ((l && mu_buf_append(b, ",", 1, err) != 0)
-            || mu_buf_append_json_str(b, d->cfg.levels[l], err) != 0
-            || mu_buf_append(b, ":", 1, err) != 0
-            || mu_buf_append_json_str(b, spec->labels[l], err) != 0)
-            return -1;
-    }
-    return mu_buf_appendf(b, err, "},\"jobs\":[%s]}", jobs->data ? jobs->data : "");
-}
-
-void d_nodes_write(struct musterd *d)
-{
-    struct queue_kv *kv = NULL;
-    struct mu_buf *bufs = NULL;
-    struct mu_buf *jobs = NULL;
-    struct mu_err err;
-
-    d->nodes_dirty = false;
-    if (d->nnodes == 0)
-        return;
-    kv = calloc((size_t)d->nnodes, sizeof(*kv));
-    bufs = calloc((size_t)d->nnodes, sizeof(*bufs));
-    jobs = calloc((size_t)d->nnodes, sizeof(*jobs));
-    if (!kv || !bufs || !jobs)
-        goto out;
-    for (int i = 0; i < d->nnodes; i++) {
-        mu_buf_init(&bufs[i], 0);
-        mu_buf_init(&jobs[i], 0);
-    }
-    if (d_jobs_by_node(d, jobs, &err) != 0)
-        goto out;
-    for (int i = 0; i < d->nnodes; i++) {
-        if (node_json(d, i, &jobs[i], &bufs[i], &err) != 0)
-            goto out;
-        kv[i].key = d->nodes[i].name;
-        kv[i].value = bufs[i].data;
-    }
-    if (queue_status_write(d->q, "nodes", kv, d->nnodes, &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
-                       err.msg);
-        d->redis_down = true;
-        d->nodes_dirty = true;
-    }
-out:
-    for (int i = 0; bufs && jobs && i < d->nnodes; i++) {
-        mu_buf_release(&bufs[i]);
-        mu_buf_release(&jobs[i]);
-    }
-    free(jobs);
-    free(bufs);
-    free(kv);
-}
-
-/* muster:pools: per pool, what it is and how much of it is free (musterctl pools, autoscalers). */
-static void pools_write(struct musterd *d)
-{
-    struct queue_kv kv[CFG_MAX_POOLS] = { { NULL, NULL } };
-    struct mu_buf bufs[CFG_MAX_POOLS];
-    struct mu_err err;
-    int n = d->cfg.npools;
-
-    for (int p = 0; p < n; p++)
-        mu_buf_init(&bufs[p], 0);
-    for (int p = 0; p < n; p++) {
-        const struct cfg_pool *pool = &d->cfg.pools[p];
-        int nodes = 0;
-        int gpus = 0;
-        int gpus_free = 0;
-        for (int i = 0; i < d->nnodes; i++) {
-            if (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool->name) != 0)
-                continue;
-            nodes++;
-            gpus += sched_cluster_node_spec(d->cluster, i)->ngpus;
-            gpus_free += sched_cluster_node_gpus_free(d->cluster, i);
-        }
-        if (mu_buf_append(&bufs[p], "{\"name\":", 8, &err) != 0
-            || mu_buf_append_json_str(&bufs[p], pool->name, &err) != 0
-            || mu_buf_append(&bufs[p], ",\"instance_type\":", 17, &err) != 0
-            || mu_buf_append_json_str(&bufs[p], pool->instance_type, &err) != 0
-            || mu_buf_append(&bufs[p], ",\"gpu_type\":", 12, &err) != 0
-            || mu_buf_append_json_str(&bufs[p], pool->gpu_type, &err) != 0
-            || mu_buf_appendf(&bufs[p], &err,
-                              ",\"capacity\":\"%s\",\"gpus_per_node\":%d,\"price_per_hour\":%g,"
-                              "\"max_gpus\":%d,\"nodes\":%d,\"gpus\":%d,\"gpus_free\":%d,"
-                              "\"gpus_used\":%d,\"cooldown_until\":%lld}",
-                              cfg_capacity_name(pool->capacity), pool->gpus_per_node,
-                              pool->price_per_hour, pool->max_gpus, nodes, gpus, gpus_free,
-                              sched_cluster_pool_gpus_used(d->cluster, p),
-                              (long long)sched_cluster_pool_cooldown_until(d->cluster, p) * 1000)
-                   != 0)
-            goto out;
-        kv[p].key = pool->name;
-        kv[p].value = bufs[p].data;
-    }
-    if (queue_status_write(d->q, "pools", kv, n, &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write pool status: %s",
-                       err.msg);
-        d->redis_down = true;
-    }
-out:
-    for (int p = 0; p < n; p++)
-        mu_buf_release(&bufs[p]);
-}
-
-/* muster:queues: per queue, pending and running jobs and GPUs, and the oldest wait. */
-static void queues_write(struct musterd *d)
-{
-    struct d_queue_stats stats[CFG_MAX_QUEUES];
-    struct queue_kv kv[CFG_MAX_QUEUES] = { { NULL, NULL } };
-    struct mu_buf bufs[CFG_MAX_QUEUES];
-    struct mu_err err;
-    int n = d->cfg.nqueues;
-
-    d_jobs_queue_stats(d, stats);
-    for (int i = 0; i < n; i++)
-        mu_buf_init(&bufs[i], 0);
-    for (int i = 0; i < n; i++) {
-        const struct cfg_queue *cq = &d->cfg.queues[i];
-        if (mu_buf_append(&bufs[i], "{\"name\":", 8, &err) != 0
-            || mu_buf_append_json_str(&bufs[i], cq->name, &err) != 0
-            || mu_buf_appendf(&bufs[i], &err,
-                              ",\"weight\":%d,\"pending_jobs\":%d,\"running_jobs\":%d,"
-                              "\"pending_gpus\":%lld,\"running_gpus\":%lld,"
-                              "\"oldest_pending_at\":%llu}",
-                              cq->weight, stats[i].pending_jobs, stats[i].running_jobs,
-                              (long long)stats[i].pending_gpus, (long long)stats[i].running_gpus,
-                              (unsigned long long)stats[i].oldest_pending_ms)
-                   != 0)
-            goto out;
-        kv[i].key = cq->name;
-        kv[i].value = bufs[i].data;
-    }
-    if (queue_status_write(d->q, "queues", kv, n, &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write queue status: %s",
-                       err.msg);
-        d->redis_down = true;
-    }
-out:
-    for (int i = 0; i < n; i++)
-        mu_buf_release(&bufs[i]);
-}
-
-void d_status_write(struct musterd *d)
-{
-    d_nodes_write(d);
-    pools_write(d);
-    queues_write(d);
+    return -1;
 }
 
 int d_nodes_recover(struct musterd *d, struct mu_err *err)
@@ -426,4 +256,14 @@ bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms)
            mu_map_count(d->expected_nodes), d->cfg.node_lost_after_s);
     d->regrace_until_ms = 0;
     return false;
+}
+
+void d_nodes_free(struct musterd *d)
+{
+    mu_map_free(d->expected_nodes);
+    d->expected_nodes = NULL;
+    free(d->nodes);
+    d->nodes = NULL;
+    d->nnodes = 0;
+    d->cap_nodes = 0;
 }

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 3 of musterd (d_handlers.h): operator commands from the control stream (musterctl):
+ * cancel, hold and release a job; drain, cordon and uncordon a node.  drain moves the node's
+ * gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without counting
+ * a failure); cordon only stops new work.
+ */
+
+#include "scheduler/d_handlers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+static void job_hold(struct musterd *d, struct d_job *j, bool hold)
+{
+    struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
+    j->held = hold;
+    (void)d_job_write(d, j, f, 1, NULL, NULL, NULL);
+    if (!hold) {
+        j->reason[0] = '\0';
+        d->dirty = true;
+    }
+}
+
+void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
+{
+    uint64_t deadline = grace_s >= 0 ? mu_time_mono_ms() + (uint64_t)grace_s * 1000u : 0;
+    char why[PROTO_NODE_MAX + 32];
+    size_t pos = 0;
+    struct d_job *j;
+    int n = 0;
+
+    (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
+            continue;
+        d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING);
+        n++;
+    }
+    mu_log(MU_LOG_INFO, "sched", "node=%s draining: %d gang(s) checkpointed and requeued%s",
+           node->name, n, grace_s >= 0 ? " (grace capped by --grace)" : "");
+}
+
+void d_control(struct musterd *d, const struct queue_entry *e)
+{
+    struct d_job *j = NULL;
+    struct d_node *node = NULL;
+    bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0
+                   || strcmp(e->cmd, "release") == 0;
+    bool node_cmd = strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0
+                    || strcmp(e->cmd, "uncordon") == 0;
+
+    if (job_cmd) {
+        j = mu_map_get(d->jobs, e->arg);
+        if (!j && strcmp(e->cmd, "cancel") == 0 && queue_job_id_is_valid(e->arg)) {
+            /* A long submit backlog can be read after a cancel that names one of its entries:
+             * remember it, and the job is cancelled when its submission is taken in. */
+            struct mu_err err;
+            if (mu_map_count(d->early_cancels) < 100000
+                && mu_map_put(d->early_cancels, e->arg, d, &err) == 0)
+                mu_log(MU_LOG_INFO, "sched", "job=%s cancel noted before its submission", e->arg);
+        } else if (!j)
+            mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
+        else if (strcmp(e->cmd, "cancel") == 0)
+            d_job_cancel(d, j);
+        else
+            job_hold(d, j, strcmp(e->cmd, "hold") == 0);
+    } else if (node_cmd) {
+        int idx = sched_cluster_node_find(d->cluster, e->arg);
+        node = idx >= 0 ? &d->nodes[idx] : NULL;
+        if (!node) {
+            mu_log(MU_LOG_WARN, "sched", "control %s: node '%s' is not registered", e->cmd, e->arg);
+        } else {
+            node->admin = strcmp(e->cmd, "drain") == 0    ? SCHED_NODE_DRAINING
+                          : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
+                                                          : SCHED_NODE_READY;
+            node->reason[0] = '\0'; /* the operator's word replaces musterd's */
+            node->refusals = 0;
+            if (node->online)
+                sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
+            mu_log(MU_LOG_INFO, "sched", "node=%s %s", node->name,
+                   sched_node_state_name(node->admin));
+            if (node->admin == SCHED_NODE_DRAINING)
+                d_node_drain(d, node, e->grace_s);
+            d->nodes_dirty = true;
+            d->dirty = true;
+        }
+    } else {
+        mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
+                       "control: unknown command '%s' ignored", e->cmd);
+    }
+    d_stream_ack(d, QUEUE_STREAM_CONTROL, e->id);
+}

@@ -1,0 +1,563 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 2 of musterd (d_gang.h): the life of a placed gang (DESIGN §3, §5).
+ *
+ * Starting writes STARTING with the placement, then sends one BIND per task (with the torchrun
+ * ranks, the job's checkpoint signal, and expires_ms: the bind deadline, past which the worker
+ * refuses it).  An attempt ends once (d_job_attempt_end, or success): the job goes back to PENDING
+ * (retry, requeue) or to a final state, and every task not gone yet is sent KILL.  Stopping
+ * (d_gang_stop) sends the checkpoint signal first and KILL after the grace.  Whatever ended the
+ * attempt, its resources are released only when every task is gone (d_job_release_if_done),
+ * once; then the gang is requeued or forgotten, and the exits the workers kept are acknowledged
+ * once the outcome is in Redis.
+ */
+
+#include "scheduler/d_gang.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+#define PORT_BASE  29500 /* MASTER_PORT: one per attempt, from this range */
+#define PORT_RANGE 10000
+
+void d_task_kill(struct musterd *d, struct d_job *j, int t, int grace_s)
+{
+    struct proto_msg m;
+    proto_msg_init(&m, PROTO_KILL);
+    mu_strlcpy(m.task.job, j->id, sizeof(m.task.job));
+    m.task.task = t;
+    m.task.attempt = j->placed_attempt;
+    m.signal = 0;
+    m.grace_s = grace_s;
+    d_send(&d->out, d_node_name(d, j->slots[t].node), &m);
+    proto_msg_release(&m);
+}
+
+void d_job_kill_live(struct musterd *d, struct d_job *j)
+{
+    j->kill_sent_ms = mu_time_mono_ms();
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].gone)
+            d_task_kill(d, j, t, d->cfg.kill_grace_s);
+    }
+}
+
+/*
+ * The attempt is over and its outcome written: the workers may forget the exits they kept for
+ * us.  Not while that write waits for Redis: a restart before it lands adopts the gang again and
+ * needs those exits; the workers repeat them, and they are acknowledged then (stale_task).
+ */
+static void acknowledge_exits(struct musterd *d, struct d_job *j)
+{
+    if (j->unsynced)
+        return;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (j->tasks[t].held && j->slots[t].node >= 0)
+            d_task_kill(d, j, t, 0);
+    }
+}
+
+/* The gang's exit code: 128 + the first task's signal, else the first non-zero exit, else 0. */
+static int gang_exit_code(const struct d_job *j)
+{
+    int code = 0;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        const struct d_task *task = &j->tasks[t];
+        if (task->signal)
+            return 128 + task->signal;
+        if (!code && task->exit_code)
+            code = task->exit_code;
+    }
+    return code;
+}
+
+/* A gang stopped to end (d_gang_stop with a final state) is gone: write that state. */
+static void job_stopped(struct musterd *d, struct d_job *j)
+{
+    char now[32];
+    char code[16];
+    struct queue_kv f[] = { { "state", queue_state_name(j->stop_to) },
+                            { "error", j->stop_reason },
+                            { "exit_code", code },
+                            { "finished_at", now } };
+    struct d_tally tally = { j->stop_to == QUEUE_TIMEOUT ? D_C_TIMEOUT : D_C_NONE, 0, 0 };
+
+    j->finished_ms = mu_time_wall_ms();
+    j->exit_code = gang_exit_code(j);
+    j->state = j->stop_to;
+    mu_strlcpy(j->error, j->stop_reason, sizeof(j->error));
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
+    (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), queue_state_name(j->state), j->stop_reason,
+                      &tally);
+    mu_log(MU_LOG_INFO, "sched", "job=%s %s: %s", j->id, queue_state_name(j->state),
+           j->stop_reason);
+}
+
+/* A PREEMPTING gang has stopped: PENDING with attempt + 1, its checkpoint and the lost work. */
+static void preempted_requeue(struct musterd *d, struct d_job *j)
+{
+    uint64_t now = mu_time_wall_ms();
+    uint64_t from = j->last_checkpoint_ms > j->started_ms ? j->last_checkpoint_ms : j->started_ms;
+    char attempt[16];
+    char lost[32];
+    char reason[300];
+    struct queue_kv f[] = { { "state", "PENDING" }, { "attempt", attempt },
+                            { "reason", reason },   { "lost_gpu_seconds", lost },
+                            { "nodes", NULL },      { "placement", NULL },
+                            { "started_at", NULL } };
+    struct d_tally tally = { -1, 0, 0 };
+    struct d_job *preemptor = j->preempted_for[0] ? mu_map_get(d->jobs, j->preempted_for) : NULL;
+
+    if (from && now > from)
+        tally.lost_gpu_s =
+            (double)j->spec.tasks * j->spec.gpus_per_task * (double)(now - from) / 1000.0;
+    j->lost_gpu_s += tally.lost_gpu_s;
+    j->attempt++;
+    j->state = QUEUE_PENDING;
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
+    (void)mu_snprintf(reason, sizeof(reason), "requeued: %s (lost %.0f GPU-s of work)",
+                      j->stop_reason, tally.lost_gpu_s);
+    mu_strlcpy(j->reason, reason, sizeof(j->reason));
+    mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+    j->reason_stored = true;
+    j->reason_at_ms = mu_time_mono_ms();
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
+    mu_log(MU_LOG_INFO, "sched", "job=%s stopped and requeued as attempt %d, lost %.1f GPU-s",
+           j->id, j->attempt, tally.lost_gpu_s);
+    if (preemptor && preemptor->victims_stopping > 0)
+        preemptor->victims_stopping--;
+    j->preempted_for[0] = '\0';
+}
+
+/* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
+void d_job_release_if_done(struct musterd *d, struct d_job *j)
+{
+    if (!j->placed || !d_job_all_gone(j))
+        return;
+    if (j->end == D_END_FINAL && !queue_state_is_final(j->state))
+        job_stopped(d, j); /* e.g. TIMEOUT, written now that the gang is gone */
+    acknowledge_exits(d, j);
+    if (d_job_fully_committed(j)) {
+        sched_cluster_release(d->cluster, &j->req, j->slots);
+    } else {
+        /* An adopted gang whose nodes did not all come back: release task by task. */
+        struct sched_request one = j->req;
+        one.tasks = 1;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].committed)
+                sched_cluster_release(d->cluster, &one, &j->slots[t]);
+        }
+    }
+    free(j->slots);
+    free(j->tasks);
+    j->slots = NULL;
+    j->tasks = NULL;
+    j->placed = false;
+    d->dirty = true;
+    d->nodes_dirty = true;
+    if (j->end == D_END_RETRY) {
+        j->end = D_END_NONE;
+        if (j->state == QUEUE_PREEMPTING)
+            preempted_requeue(d, j); /* PENDING, attempt + 1, now that it has stopped */
+        d_job_pending_add(d, j);
+    } else if (j->end == D_END_FINAL) {
+        d_job_forget(d, j);
+    }
+}
+
+/*
+ * Ends the current attempt because of `why`.  counted: a task failed (counts against
+ * max_retries); otherwise the infrastructure failed (bind timeout, node lost) and the gang is
+ * simply requeued.
+ */
+void d_job_attempt_end(
+    struct musterd *d, struct d_job *j, bool counted, int exit_code, const char *why)
+{
+    char num[16];
+    char attempt[16];
+    char now[32];
+
+    char lost[32];
+    uint64_t now_ms = mu_time_wall_ms();
+    struct d_tally tally = { counted ? D_C_RETRIES : D_C_REQUEUES, 0, 0 };
+
+    if (j->end != D_END_NONE)
+        return;
+    if (counted)
+        j->failures++;
+    /* Without a checkpoint the whole attempt's GPU time is lost (issue #4 adds checkpoints). */
+    if (j->started_ms && now_ms > j->started_ms)
+        tally.lost_gpu_s = (double)j->spec.tasks * j->spec.gpus_per_task
+                           * (double)(now_ms - j->started_ms) / 1000.0;
+    j->lost_gpu_s += tally.lost_gpu_s;
+    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
+    if (counted && j->failures > j->spec.max_retries) {
+        struct queue_kv f[] = { { "state", "FAILED" },
+                                { "error", why },
+                                { "exit_code", num },
+                                { "finished_at", now },
+                                { "lost_gpu_seconds", lost } };
+        (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
+        j->exit_code = exit_code;
+        mu_strlcpy(j->error, why, sizeof(j->error));
+        j->finished_ms = now_ms;
+        j->state = QUEUE_FAILED;
+        j->end = D_END_FINAL;
+        tally.counter = D_C_FAILED;
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why, &tally);
+        mu_log(MU_LOG_INFO, "sched", "job=%s failed: %s", j->id, why);
+    } else {
+        char reason[300];
+        char failures[16];
+        struct queue_kv f[] = { { "state", "PENDING" }, { "attempt", attempt },
+                                { "reason", reason },   { "failures", failures },
+                                { "nodes", NULL },      { "placement", NULL },
+                                { "started_at", NULL }, { "lost_gpu_seconds", lost } };
+        (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
+        if (counted && d->cfg.retry_backoff_s > 0) {
+            /* Back off, so that a gang failing at once does not burn its retries in a
+             * moment; the pass says how long is left (retry_reason). */
+            uint64_t until = mu_time_mono_ms() + (uint64_t)d_retry_backoff_ms(d, j->failures);
+            char in[24];
+            j->backoff = true;
+            j->not_before_ms = until > j->not_before_ms ? until : j->not_before_ms;
+            mu_strlcpy(j->failure, why, sizeof(j->failure));
+            mu_duration_format((int64_t)(j->not_before_ms - mu_time_mono_ms()) / 1000, in,
+                               sizeof(in));
+            (void)mu_snprintf(reason, sizeof(reason), "retrying in %s after attempt %d failed: %s",
+                              in, j->attempt, why);
+        } else {
+            (void)mu_snprintf(reason, sizeof(reason), "retrying: %s", why);
+        }
+        j->attempt++;
+        (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+        j->state = QUEUE_PENDING;
+        j->end = D_END_RETRY;
+        mu_strlcpy(j->reason, reason, sizeof(j->reason));
+        mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+        j->reason_stored = true;
+        j->reason_at_ms = mu_time_mono_ms();
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
+        mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
+               j->placed_attempt, why);
+    }
+    d_job_kill_live(d, j);
+    d_job_release_if_done(d, j);
+}
+
+static void job_succeeded(struct musterd *d, struct d_job *j)
+{
+    char now[32];
+    struct queue_kv f[] = { { "state", "SUCCEEDED" },
+                            { "exit_code", "0" },
+                            { "finished_at", now } };
+    j->finished_ms = mu_time_wall_ms();
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
+    j->state = QUEUE_SUCCEEDED;
+    j->end = D_END_FINAL;
+    struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0", &tally);
+    mu_log(MU_LOG_INFO, "sched", "job=%s succeeded", j->id);
+    d_job_release_if_done(d, j);
+}
+
+/* Task t of j is gone (its exit in tasks[t]): end the attempt, or finish the job. */
+void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *node_name)
+{
+    const struct d_task *task = &j->tasks[t];
+    char why[300];
+
+    if (j->end != D_END_NONE) {
+        d_job_release_if_done(d, j);
+        return;
+    }
+    if (task->lost) {
+        (void)mu_snprintf(why, sizeof(why), "task %d vanished from node %s", t, node_name);
+        d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->fenced) {
+        /* Whatever its exit said (a checkpoint and exit 0 included), the work is not done. */
+        (void)mu_snprintf(why, sizeof(why),
+                          "task %d on node %s was stopped by the node's self-fencing (no word "
+                          "from the scheduler for node_lost_after_s)",
+                          t, node_name);
+        d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->signal) {
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t, node_name,
+                          mu_signal_name(task->signal));
+        d_job_avoid(j, j->slots[t].node);
+        d_job_attempt_end(d, j, true, 128 + task->signal, why);
+    } else if (task->exit_code != 0) {
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s exited with code %d", t, node_name,
+                          task->exit_code);
+        d_job_avoid(j, j->slots[t].node);
+        d_job_attempt_end(d, j, true, task->exit_code, why);
+    } else if (d_job_all_gone(j)) {
+        job_succeeded(d, j);
+    }
+}
+
+/* placement as JSON: [{"task":0,"node":"n1","gpus":[0,1]}, ...]; nodes as "n1,n2". */
+static int placement_format(const struct musterd *d,
+                            const struct d_job *j,
+                            struct mu_buf *json,
+                            struct mu_buf *nodes)
+{
+    struct mu_err err;
+    if (mu_buf_append(json, "[", 1, &err) != 0)
+        return -1;
+    for (int t = 0; t < j->spec.tasks; t++) {
+        const char *name = d_node_name(d, j->slots[t].node);
+        bool first_gpu = true;
+        bool seen = false;
+        if (mu_buf_appendf(json, &err, "%s{\"task\":%d,\"node\":", t ? "," : "", t) != 0
+            || mu_buf_append_json_str(json, name, &err) != 0
+            || mu_buf_append(json, ",\"gpus\":[", 9, &err) != 0)
+            return -1;
+        for (int g = 0; g < SCHED_MAX_GPUS_NODE; g++) {
+            if (!(j->slots[t].gpus & (UINT64_C(1) << g)))
+                continue;
+            if (mu_buf_appendf(json, &err, "%s%d", first_gpu ? "" : ",", g) != 0)
+                return -1;
+            first_gpu = false;
+        }
+        if (mu_buf_append(json, "]}", 2, &err) != 0)
+            return -1;
+        for (int u = 0; u < t; u++)
+            seen = seen || j->slots[u].node == j->slots[t].node;
+        if (!seen && mu_buf_appendf(nodes, &err, "%s%s", nodes->len ? "," : "", name) != 0)
+            return -1;
+    }
+    return mu_buf_append(json, "]", 1, &err);
+}
+
+static void bind_send(struct musterd *d, struct d_job *j)
+{
+    int nnodes = 0;
+    int *node_rank = calloc((size_t)j->spec.tasks, sizeof(int));
+    const char *master = d->nodes[j->slots[0].node].addr;
+    struct mu_err err;
+
+    if (!node_rank)
+        return; /* the bind deadline requeues the gang */
+    for (int t = 0; t < j->spec.tasks; t++) {
+        node_rank[t] = -1;
+        for (int u = 0; u < t; u++) {
+            if (j->slots[u].node == j->slots[t].node) {
+                node_rank[t] = node_rank[u];
+                break;
+            }
+        }
+        if (node_rank[t] < 0)
+            node_rank[t] = nnodes++;
+    }
+    for (int t = 0; t < j->spec.tasks; t++) {
+        struct proto_msg m;
+        int local_rank = 0;
+        int local_size = 0;
+        proto_msg_init(&m, PROTO_BIND);
+        for (int u = 0; u < j->spec.tasks; u++) {
+            if (j->slots[u].node == j->slots[t].node) {
+                local_size++;
+                if (u < t)
+                    local_rank++;
+            }
+        }
+        mu_strlcpy(m.task.job, j->id, sizeof(m.task.job));
+        m.task.task = t;
+        m.task.attempt = j->attempt;
+        m.world_size = j->spec.tasks;
+        m.local_rank = local_rank;
+        m.local_world_size = local_size;
+        m.node_rank = node_rank[t];
+        m.nnodes = nnodes;
+        mu_strlcpy(m.master_addr, master, sizeof(m.master_addr));
+        m.master_port = j->master_port;
+        for (int g = 0; g < SCHED_MAX_GPUS_NODE && m.nbind_gpus < PROTO_MAX_GPUS; g++) {
+            if (j->slots[t].gpus & (UINT64_C(1) << g))
+                m.bind_gpus[m.nbind_gpus++] = g;
+        }
+        mu_strlcpy(m.workdir, j->spec.workdir, sizeof(m.workdir));
+        mu_strlcpy(m.resume_from, j->last_checkpoint, sizeof(m.resume_from));
+        m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
+        m.grace_s = j->spec.checkpoint_grace_s;
+        m.expires_ms = j->bind_deadline_ms; /* past it the worker refuses: we gave it up */
+        mu_strlcpy(m.job_user, j->spec.user, sizeof(m.job_user));
+        if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
+            || proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
+            mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
+        else
+            d_send(&d->out, d_node_name(d, j->slots[t].node), &m);
+        proto_msg_release(&m);
+    }
+    free(node_rank);
+}
+
+/* Starts a gang whose slots the scheduling pass committed; on failure the caller releases. */
+int d_gang_start(struct musterd *d, struct d_job *j)
+{
+    struct mu_buf json;
+    struct mu_buf nodes;
+    char now[32];
+    char attempt[16];
+    char why[300];
+    int rc = -1;
+
+    j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
+    if (!j->tasks)
+        return -1;
+    for (int t = 0; t < j->spec.tasks; t++)
+        j->tasks[t].committed = true;
+    mu_buf_init(&json, 0);
+    mu_buf_init(&nodes, 0);
+    if (placement_format(d, j, &json, &nodes) != 0)
+        goto out;
+    j->placed = true; /* the pass committed the slots */
+    j->head_of_queue = false;
+    j->kill_at_ms = 0;
+    j->kill_sent_ms = 0;
+    j->placed_attempt = j->attempt;
+    j->end = D_END_NONE;
+    j->state = QUEUE_STARTING;
+    j->started_ms = mu_time_wall_ms();
+    j->bind_deadline_ms = mu_time_mono_ms() + (uint64_t)d->cfg.bind_timeout_s * 1000u;
+    j->master_port = PORT_BASE + d->next_port;
+    d->next_port = (d->next_port + 1) % PORT_RANGE;
+    j->reason[0] = '\0';
+    j->reason_written[0] = '\0';
+    j->reason_stored = false;
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->started_ms);
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    (void)mu_snprintf(why, sizeof(why), "placed on %s", nodes.data);
+    {
+        struct queue_kv f[] = { { "state", "STARTING" }, { "started_at", now },
+                                { "nodes", nodes.data }, { "placement", json.data },
+                                { "attempt", attempt },  { "reason", NULL } };
+        struct d_tally tally = { -1, 0, j->place_s };
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why, &tally);
+    }
+    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
+    d_limit_watch(d, j);
+    bind_send(d, j);
+    d->nodes_dirty = true;
+    rc = 0;
+out:
+    mu_buf_release(&json);
+    mu_buf_release(&nodes);
+    if (rc != 0) {
+        free(j->tasks);
+        j->tasks = NULL;
+    }
+    return rc;
+}
+
+void d_job_running_if_all_acked(struct musterd *d, struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].acked)
+            return;
+    }
+    if (j->state == QUEUE_STARTING && j->end == D_END_NONE) {
+        struct queue_kv f[] = { { "state", "RUNNING" } };
+        j->state = QUEUE_RUNNING;
+        (void)d_job_write(d, j, f, 1, "RUNNING", "every task started", NULL);
+        mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d running", j->id, j->attempt);
+    }
+}
+
+static void signal_tasks(struct musterd *d, struct d_job *j, int sig)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        struct proto_msg m;
+        if (j->tasks[t].gone)
+            continue;
+        proto_msg_init(&m, PROTO_CHECKPOINT);
+        mu_strlcpy(m.task.job, j->id, sizeof(m.task.job));
+        m.task.task = t;
+        m.task.attempt = j->placed_attempt;
+        m.signal = sig;
+        m.grace_s = j->spec.checkpoint_grace_s;
+        d_send(&d->out, d_node_name(d, j->slots[t].node), &m);
+        proto_msg_release(&m);
+    }
+}
+
+void d_gang_stop(struct musterd *d,
+                 struct d_job *j,
+                 const char *why,
+                 uint64_t deadline_ms,
+                 enum d_counter counter,
+                 enum queue_state to)
+{
+    uint64_t now = mu_time_mono_ms();
+    struct d_tally tally = { (int)counter, 0, 0 };
+
+    if (!j->placed || j->end != D_END_NONE)
+        return;
+    mu_strlcpy(j->stop_reason, why, sizeof(j->stop_reason));
+    if (to == QUEUE_PENDING) {
+        struct queue_kv f[] = { { "state", "PREEMPTING" }, { "reason", why } };
+        j->end = D_END_RETRY;
+        j->state = QUEUE_PREEMPTING;
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PREEMPTING", why, &tally);
+    } else {
+        /* The job ends once the gang is gone (d_job_release_if_done writes `to` then); until
+         * then it keeps its state, and a restart that adopts it stops it again. */
+        struct queue_kv f[] = { { "reason", why } };
+        j->end = D_END_FINAL;
+        j->stop_to = to;
+        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STOPPING", why, &tally);
+    }
+    if (j->spec.checkpointable) {
+        uint64_t grace_end = now + (uint64_t)j->spec.checkpoint_grace_s * 1000u;
+        j->kill_at_ms = deadline_ms && deadline_ms < grace_end ? deadline_ms : grace_end;
+        signal_tasks(d, j, j->spec.checkpoint_signal);
+        mu_log(MU_LOG_INFO, "sched", "job=%s stopping (%s): %s sent, %llu ms to checkpoint", j->id,
+               why, mu_signal_name(j->spec.checkpoint_signal),
+               (unsigned long long)(j->kill_at_ms > now ? j->kill_at_ms - now : 0));
+    } else {
+        j->kill_at_ms = 0;
+        d_job_kill_live(d, j);
+        mu_log(MU_LOG_INFO, "sched", "job=%s stopping (%s): no checkpoint block, killed", j->id,
+               why);
+    }
+}
+
+void d_job_cancel(struct musterd *d, struct d_job *j)
+{
+    char now[32];
+    struct queue_kv f[] = { { "state", "CANCELLED" }, { "finished_at", now } };
+
+    if (queue_state_is_final(j->state))
+        return;
+    j->finished_ms = mu_time_wall_ms();
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
+    j->state = QUEUE_CANCELLED;
+    struct d_tally tally = { D_C_CANCELLED, 0, 0 };
+    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator", &tally);
+    mu_log(MU_LOG_INFO, "sched", "job=%s cancelled", j->id);
+    if (!j->placed) {
+        d_job_forget(d, j);
+        return;
+    }
+    if (j->end == D_END_NONE)
+        d_job_kill_live(d, j);
+    j->end = D_END_FINAL;
+    d_job_release_if_done(d, j);
+}
+
+/* A gang with a task still running on node idx. */
+bool d_gang_runs_on(const struct d_job *j, int idx)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (j->slots[t].node == idx && !j->tasks[t].gone)
+            return true;
+    }
+    return false;
+}

@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's layer 3 (see d_io.h): what arrives, and what comes due.  Submissions (d_intake.c),
+ * operator commands (d_control.c), the workers' messages (d_report.c: registration, task
+ * reports, checkpoints, spot notices, nodes lost, bind timeouts), adoption of running gangs
+ * after a restart (d_adopt.c), restart recovery (d_recover.c), preemption planning for a pending
+ * job (d_preempt.c) and time limits (d_clock.c).
+ */
+#ifndef MUSTER_SCHEDULER_D_HANDLERS_H
+#define MUSTER_SCHEDULER_D_HANDLERS_H
+
+#include "scheduler/d_gang.h"
+#include "scheduler/d_node.h"
+
+/* d_intake.c: one submission from the stream (stored and acknowledged, or rejected). */
+void d_intake_submit(struct musterd *d, const struct queue_entry *e);
+
+/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon). */
+void d_control(struct musterd *d, const struct queue_entry *e);
+
+/* d_report.c: the workers' messages. */
+void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);
+void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+void d_task_status(struct musterd *d, struct d_node *node, const struct proto_task_ref *t);
+void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+/* Node idx was judged lost: its tasks are gone (their supervisors stop them); their gangs end
+ * their attempts and wait for the fence before the next one. */
+void d_node_lost_tasks(struct musterd *d, int node_idx);
+/* Gangs whose BINDs were not all acknowledged in time: given up (d_report.c). */
+void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);
+/* Stopping gangs: KILL once their grace is over, KILL again while a task is not answered for. */
+void d_stops_check(struct musterd *d, uint64_t now_ms);
+
+/* d_adopt.c: adopting running gangs after a scheduler restart (issue #5). */
+/* Sets j, stored as `stored` (STARTING, RUNNING or PREEMPTING), up to be adopted from its
+ * stored placement; -1 when the placement is unreadable. */
+int d_adopt_prepare(struct musterd *d,
+                    struct d_job *j,
+                    const char *placement,
+                    enum queue_state stored);
+/* A node registered: resolves the adopting gangs' tasks it runs (before the HELLO reconcile). */
+void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello);
+/* Gangs whose nodes did not come back in time: their missing tasks count as lost. */
+void d_adopt_check(struct musterd *d, uint64_t now_ms);
+/* A registered node reports a task of gang j, which still waits for its other nodes. */
+void d_adopt_task_status(struct d_job *j,
+                         const struct d_node *node,
+                         const struct proto_task_ref *r);
+
+/* d_recover.c: takes the active jobs back after a restart. */
+int d_jobs_recover(struct musterd *d, struct mu_err *err);
+
+/* d_preempt.c: plans a preemption for pending job p (strictly lower-priority, preemptible
+ * victims) and starts stopping the victims.  True when a plan was made or one is in flight.
+ * Without a plan because the useful victims are too young, *retry_mono_ms (0 otherwise) says
+ * when to plan again. */
+bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t *retry_mono_ms);
+/* The drain of node: checkpoints and requeues every gang running on it (not counted as a
+ * failure), the checkpoint grace capped at grace_s when >= 0. */
+void d_node_drain(struct musterd *d, struct d_node *node, int grace_s);
+
+/* d_clock.c: stops running gangs that reached their time limit (ending TIMEOUT). */
+void d_limits_check(struct musterd *d, uint64_t now_wall_ms);
+
+#endif

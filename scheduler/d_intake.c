@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 3 of musterd (d_handlers.h): submissions from the stream (DESIGN §3, §6).  A spec is
+ * parsed and checked against the config; a bad one is stored REJECTED with an error that names
+ * the key; a good one is stored PENDING and queued.  The stream entry is acknowledged in the
+ * same round trip as the job's first write, so a crash never loses one; an idempotency key
+ * already taken makes no new job.
+ */
+
+#include "scheduler/d_handlers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+static void reject(struct musterd *d, const struct queue_entry *e, const char *why)
+{
+    struct mu_err err;
+    char now[32];
+    char submitted[32];
+    char stored[4200];
+    const char *spec = e->spec ? e->spec : "";
+    struct queue_kv f[] = { { "id", e->id },
+                            { "state", "REJECTED" },
+                            { "error", why },
+                            { "spec", spec },
+                            { "submitted_at", submitted },
+                            { "finished_at", now },
+                            { "name", "" },
+                            { "queue", "" } };
+    struct queue_event ev = { .state = "REJECTED", .reason = why, .at_ms = mu_time_wall_ms() };
+    struct d_tally tally = { D_C_REJECTED, 0, 0 };
+
+    if (e->spec && strlen(e->spec) > 4096) {
+        /* Keep what a user needs to recognise it without storing megabytes of garbage. */
+        (void)snprintf(stored, sizeof(stored), "%.4096s...(truncated, %zu bytes)", e->spec,
+                       e->spec_len);
+        f[3].value = stored;
+    }
+    d_counters_tally(&d->metrics, &tally, &ev);
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)ev.at_ms);
+    (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)d_job_id_ms(e->id));
+    if (d->store.ops->job_update(d->store.ctx, e->id, f, (int)MU_ARRAY_LEN(f),
+                                 d_job_id_ms(e->id) ? d_job_id_ms(e->id) : 1, &ev,
+                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", e->id,
+                       err.msg);
+        d->redis_down = true;
+        return;
+    }
+    mu_log_limited(MU_LOG_INFO, "sched", "rejected", 1, "job=%s rejected: %s", e->id, why);
+}
+
+static void fields_of_new_job(
+    const struct d_job *j, const char *spec_json, char bufs[6][32], struct queue_kv *f, int *n)
+{
+    int i = 0;
+    (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
+    (void)mu_snprintf(bufs[1], 32, "%d", j->spec.tasks);
+    (void)mu_snprintf(bufs[2], 32, "%d", j->spec.gpus_per_task);
+    (void)mu_snprintf(bufs[3], 32, "%d", j->attempt);
+    (void)mu_snprintf(bufs[4], 32, "%d", j->spec.max_retries);
+    (void)mu_snprintf(bufs[5], 32, "%llu", (unsigned long long)j->submitted_ms);
+    f[i++] = (struct queue_kv){ "id", j->id };
+    f[i++] = (struct queue_kv){ "name", j->spec.name };
+    f[i++] = (struct queue_kv){ "queue", j->spec.queue };
+    f[i++] = (struct queue_kv){ "user", j->spec.user };
+    f[i++] = (struct queue_kv){ "state", "PENDING" };
+    f[i++] = (struct queue_kv){ "priority", bufs[0] };
+    f[i++] = (struct queue_kv){ "tasks", bufs[1] };
+    f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
+    f[i++] = (struct queue_kv){ "attempt", bufs[3] };
+    f[i++] = (struct queue_kv){ "max_retries", bufs[4] };
+    f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
+    f[i++] = (struct queue_kv){ "spec", spec_json };
+    f[i++] = (struct queue_kv){ "reason", "waiting for the scheduler" };
+    *n = i;
+}
+
+void d_intake_submit(struct musterd *d, const struct queue_entry *e)
+{
+    struct mu_err err;
+    struct d_job *j = NULL;
+    struct queue_kv f[16];
+    char bufs[6][32];
+    int nf = 0;
+    struct queue_event ev;
+
+    if (mu_map_get(d->jobs, e->id)) {
+        d_stream_ack(d, QUEUE_STREAM_SUBMIT, e->id); /* stored before a crash, ack was lost */
+        return;
+    }
+    if (!e->spec) {
+        reject(d, e, "submission has no 'spec' field; hint: XADD muster:submit '*' spec '{...}'");
+        return;
+    }
+    if (strlen(e->spec) != e->spec_len) {
+        reject(d, e, "spec: contains a NUL byte");
+        return;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
+        return;
+    }
+    mu_strlcpy(j->id, e->id, sizeof(j->id));
+    if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0
+        || queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
+        reject(d, e, err.msg);
+        d_job_free(j);
+        return;
+    }
+    if (j->spec.idempotency_key[0]) {
+        char owner[QUEUE_JOB_ID_MAX];
+        bool won = false;
+        if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner,
+                                     sizeof(owner), &won, &err)
+            != 0) {
+            mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
+                           err.msg);
+            d->redis_down = true;
+            d_job_free(j);
+            return; /* not acknowledged: read again once Redis is back */
+        }
+        if (!won && strcmp(owner, j->id) != 0) {
+            char why[400];
+            struct queue_event dup = { .state = "DUPLICATE",
+                                       .reason = why,
+                                       .at_ms = mu_time_wall_ms() };
+            (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
+                              j->spec.idempotency_key, owner);
+            if (d->store.ops->job_update(d->store.ctx, j->id, NULL, 0, 0, &dup, d->cfg.events_max,
+                                         QUEUE_STREAM_SUBMIT, e->id, &err)
+                != 0)
+                d->redis_down = true;
+            mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
+            d_job_free(j);
+            return;
+        }
+    }
+    j->state = QUEUE_PENDING;
+    j->attempt = 1;
+    j->submitted_ms = d_job_id_ms(j->id);
+    d_job_request_build(d, j);
+    fields_of_new_job(j, e->spec, bufs, f, &nf);
+    ev = (struct queue_event){
+        .state = "PENDING", .reason = "submitted", .attempt = 1, .at_ms = mu_time_wall_ms()
+    };
+    {
+        struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
+        d_counters_tally(&d->metrics, &tally, &ev);
+    }
+    if (d->store.ops->job_update(d->store.ctx, j->id, f, nf, j->submitted_ms ? j->submitted_ms : 1,
+                                 &ev, d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
+            != 0
+        || mu_map_put(d->jobs, j->id, j, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", j->id,
+                       err.msg);
+        d->redis_down = true;
+        d_job_free(j);
+        return; /* not acknowledged: read again once Redis is back */
+    }
+    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld", j->id,
+           j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority);
+    d_job_pending_add(d, j);
+    if (mu_map_remove(d->early_cancels, j->id))
+        d_job_cancel(d, j);
+}

@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 0 of musterd (d_io.h): the Redis store, the sender to the workers, and the counters of
+ * the metrics endpoint.  The real store and sender are thin: each call is one queue_* call or one
+ * proto_send, so that unit tests can put a recording store and sender in their place.
+ */
+#include "scheduler/d_io.h"
+
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+/* ---- the store over Redis ---- */
+
+static int redis_job_update(void *ctx,
+                            const char *id,
+                            const struct queue_kv *fields,
+                            int nfields,
+                            uint64_t index_ms,
+                            const struct queue_event *ev,
+                            long events_max,
+                            enum queue_stream ack_stream,
+                            const char *ack_id,
+                            struct mu_err *err)
+{
+    return queue_job_update(ctx, id, fields, nfields, index_ms, ev, events_max, ack_stream, ack_id,
+                            err);
+}
+
+static int redis_idem_claim(void *ctx,
+                            const char *key,
+                            const char *id,
+                            char *owner,
+                            size_t owner_size,
+                            bool *won,
+                            struct mu_err *err)
+{
+    return queue_idem_claim(ctx, key, id, owner, owner_size, won, err);
+}
+
+static int redis_status_write(
+    void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err)
+{
+    return queue_status_write(ctx, hash, kv, n, err);
+}
+
+static int redis_counter_incr(void *ctx, const char *name, struct mu_err *err)
+{
+    void *r = queue_command(ctx, err, "HINCRBY %scounters %s 1", queue_prefix(ctx), name);
+    if (!r)
+        return -1;
+    queue_reply_free(r);
+    return 0;
+}
+
+static const struct d_store_ops redis_ops = {
+    redis_job_update,
+    redis_idem_claim,
+    redis_status_write,
+    redis_counter_incr,
+};
+
+void d_store_redis(struct d_store *s, struct queue *q)
+{
+    s->ops = &redis_ops;
+    s->ctx = q;
+}
+
+/* ---- the sender over the ROUTER ---- */
+
+static int router_send(void *ctx, const char *node, const struct proto_msg *m, struct mu_err *err)
+{
+    return proto_send(ctx, node, m, err);
+}
+
+void d_sender_router(struct d_sender *s, void *router, uint64_t epoch)
+{
+    s->fn = router_send;
+    s->ctx = router;
+    s->epoch = epoch;
+    s->seq = 0;
+}
+
+void d_send(struct d_sender *s, const char *node, struct proto_msg *m)
+{
+    struct mu_err err;
+    m->epoch = s->epoch;
+    m->seq = ++s->seq;
+    m->sent_ms = mu_time_mono_ms(); /* the workers' lower bound of our clock (BIND expires_ms) */
+    if (s->fn(s->ctx, node, m, &err) != 0)
+        mu_log_limited(MU_LOG_WARN, "sched", "send", 5, "node=%s %s not sent: %s", node,
+                       proto_type_name(m->type), err.msg);
+}
+
+/* ---- counters ---- */
+
+static const char *const counter_names[D_COUNTER_COUNT] = {
+    "jobs_submitted",     "jobs_rejected", "jobs_succeeded", "jobs_failed",
+    "jobs_cancelled",     "gang_retries",  "gang_requeues",  "preemptions",
+    "spot_interruptions", "nodes_lost",    "jobs_timeout",
+};
+
+/* Placement latency histogram bucket upper bounds, seconds. */
+static const double bucket_le[D_PLACE_BUCKETS] = { 0.00001, 0.00005, 0.0001, 0.00025, 0.0005,
+                                                   0.001,   0.0025,  0.005,  0.01,    0.05 };
+
+static const char *const bucket_names[D_PLACE_BUCKETS + 1] = {
+    "placement_bucket_0", "placement_bucket_1", "placement_bucket_2",   "placement_bucket_3",
+    "placement_bucket_4", "placement_bucket_5", "placement_bucket_6",   "placement_bucket_7",
+    "placement_bucket_8", "placement_bucket_9", "placement_bucket_inf",
+};
+
+const char *d_counter_name(enum d_counter c)
+{
+    return (int)c >= 0 && c < D_COUNTER_COUNT ? counter_names[c] : "none";
+}
+
+double d_bucket_le(int i)
+{
+    return i >= 0 && i < D_PLACE_BUCKETS ? bucket_le[i] : 0;
+}
+
+static void event_incr(struct queue_event *ev, const char *name)
+{
+    for (int i = 0; i < 4; i++) {
+        if (!ev->incr[i]) {
+            ev->incr[i] = name;
+            return;
+        }
+    }
+}
+
+void d_counters_tally(struct d_metrics *mx, const struct d_tally *t, struct queue_event *ev)
+{
+    if (!t)
+        return;
+    if (t->counter >= 0 && t->counter < D_COUNTER_COUNT) {
+        event_incr(ev, counter_names[t->counter]);
+        mx->counters[t->counter] += 1;
+    }
+    if (t->lost_gpu_s > 0) {
+        ev->incr_float_name = "lost_gpu_seconds";
+        ev->incr_float = t->lost_gpu_s;
+        mx->lost_gpu_seconds += t->lost_gpu_s;
+    } else if (t->place_s > 0) {
+        int b = 0;
+        while (b < D_PLACE_BUCKETS && t->place_s > bucket_le[b])
+            b++;
+        event_incr(ev, bucket_names[b]);
+        mx->place_buckets[b] += 1;
+        ev->incr_float_name = "placement_seconds_sum";
+        ev->incr_float = t->place_s;
+        mx->place_sum_s += t->place_s;
+    }
+}
+
+int d_counters_incr(struct d_metrics *mx,
+                    const struct d_store *store,
+                    enum d_counter c,
+                    struct mu_err *err)
+{
+    if ((int)c < 0 || c >= D_COUNTER_COUNT)
+        return 0;
+    mx->counters[c] += 1;
+    return store->ops->counter_incr(store->ctx, counter_names[c], err);
+}
+
+int d_counters_load(struct d_metrics *mx, struct queue *q, struct mu_err *err)
+{
+    char **names = NULL;
+    double *values = NULL;
+    int n = 0;
+
+    if (queue_counters_read(q, &names, &values, &n, err) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        for (int c = 0; c < D_COUNTER_COUNT; c++) {
+            if (strcmp(names[i], counter_names[c]) == 0)
+                mx->counters[c] = values[i];
+        }
+        for (int b = 0; b <= D_PLACE_BUCKETS; b++) {
+            if (strcmp(names[i], bucket_names[b]) == 0)
+                mx->place_buckets[b] = values[i];
+        }
+        if (strcmp(names[i], "lost_gpu_seconds") == 0)
+            mx->lost_gpu_seconds = values[i];
+        if (strcmp(names[i], "placement_seconds_sum") == 0)
+            mx->place_sum_s = values[i];
+    }
+    queue_counters_free(names, values, n);
+    return 0;
+}

@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 1 of musterd (d_job.h): job records, their writes to Redis, the job table and the
+ * pending list, pending reasons, and the facts derived from a record (time limit, backoff, fence
+ * wait).  Nothing here sends a message or decides a transition: the layers above do, through
+ * d_job_write.
+ */
+
+#include "scheduler/d_job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+#define REASON_WRITES_PER_TICK 400 /* pending reasons written per 200 ms tick at most */
+
+uint64_t d_job_id_ms(const char *id)
+{
+    int64_t ms = 0;
+    char buf[32];
+    const char *dash = strchr(id, '-');
+    size_t n = dash ? (size_t)(dash - id) : strlen(id);
+    if (n == 0 || n >= sizeof(buf))
+        return 0;
+    memcpy(buf, id, n);
+    buf[n] = '\0';
+    if (mu_parse_i64(buf, 0, INT64_MAX, &ms, NULL) != 0)
+        return 0;
+    return (uint64_t)ms;
+}
+
+struct d_job *d_job_new(const char *id)
+{
+    struct d_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return NULL;
+    mu_strlcpy(j->id, id, sizeof(j->id));
+    j->state = QUEUE_PENDING;
+    j->attempt = 1;
+    j->submitted_ms = d_job_id_ms(j->id);
+    return j;
+}
+
+void d_job_free(struct d_job *j)
+{
+    if (!j)
+        return;
+    queue_spec_release(&j->spec);
+    free(j->adopt_nodes);
+    free(j->slots);
+    free(j->tasks);
+    free(j);
+}
+
+void d_job_request_build(const struct musterd *d, struct d_job *j)
+{
+    struct sched_request *r = &j->req;
+    *r = sched_request_make(j->spec.tasks, j->spec.gpus_per_task);
+    r->cpus_per_task = j->spec.cpus_per_task;
+    r->memory_mb_per_task = j->spec.memory_mb_per_task;
+    r->gpu_type = j->spec.gpu_type;
+    r->ncapacity = j->spec.ncapacity;
+    for (int i = 0; i < j->spec.ncapacity && i < 2; i++)
+        r->capacity[i] = j->spec.capacity[i] == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
+    r->required_level =
+        j->spec.topo_required[0] ? cfg_level_index(&d->cfg, j->spec.topo_required) : -1;
+    r->preferred_level =
+        j->spec.topo_preferred[0] ? cfg_level_index(&d->cfg, j->spec.topo_preferred) : -1;
+}
+
+/*
+ * Writes fields and (when state is given) the state change with its event.  A Redis failure is
+ * logged and remembered; the in-memory state still moves on, and the loop retries the
+ * connection (full outage handling is issue #5).
+ */
+int d_job_write(struct musterd *d,
+                struct d_job *j,
+                const struct queue_kv *fields,
+                int n,
+                const char *state,
+                const char *reason,
+                const struct d_tally *tally)
+{
+    struct mu_err err;
+    struct queue_event ev = {
+        .state = state, .reason = reason, .attempt = j->attempt, .at_ms = mu_time_wall_ms()
+    };
+    d_counters_tally(&d->metrics, tally, &ev);
+    if (d->redis_down) {
+        j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
+        return -1;
+    }
+    if (d->store.ops->job_update(d->store.ctx, j->id, fields, n, 0, state ? &ev : NULL,
+                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, NULL, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store update: %s",
+                       j->id, err.msg);
+        d->redis_down = true;
+        j->unsynced = true;
+        return -1;
+    }
+    return 0;
+}
+
+/* An entry of a stream that makes no job (a control command, a duplicate) is done with. */
+void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id)
+{
+    struct mu_err err;
+    if (d->store.ops->job_update(d->store.ctx, entry_id, NULL, 0, 0, NULL, d->cfg.events_max,
+                                 stream, entry_id, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-ack", 5, "cannot acknowledge %s: %s", entry_id,
+                       err.msg);
+        d->redis_down = true;
+    }
+}
+
+/*
+ * Keeps the job's pending reason.  Reasons carry live numbers ("at most 3 task(s) fit now") that
+ * change with every pass, so Redis gets a job's reason at once the first time and then at most
+ * once a second (d_jobs_flush_reasons writes what is left); otherwise a long queue would cost a
+ * write per job per pass.
+ */
+void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
+{
+    uint64_t now = mu_time_mono_ms();
+    if (strcmp(j->reason, reason) == 0)
+        return;
+    mu_strlcpy(j->reason, reason, sizeof(j->reason));
+    if ((j->reason_stored && now - j->reason_at_ms < 1000) || d->reason_budget <= 0)
+        return; /* d_jobs_flush_reasons writes it later */
+    d->reason_budget--;
+    {
+        struct queue_kv f[] = { { "reason", reason } };
+        if (d_job_write(d, j, f, 1, NULL, NULL, NULL) == 0) {
+            j->reason_stored = true;
+            j->reason_at_ms = now;
+            mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+        }
+    }
+}
+
+void d_jobs_flush_reasons(struct musterd *d)
+{
+    uint64_t now = mu_time_mono_ms();
+    /* A bounded number of reason writes per tick: a queue of 100,000 jobs (after a restart,
+     * say) gets its reasons over some seconds instead of stalling the loop. */
+    d->reason_budget = REASON_WRITES_PER_TICK;
+    for (int i = 0; i < d->npending && d->reason_budget > 0; i++) {
+        struct d_job *j = d->pending[i];
+        if (strcmp(j->reason, j->reason_written) != 0 && now - j->reason_at_ms >= 1000) {
+            char reason[sizeof(j->reason)];
+            mu_strlcpy(reason, j->reason, sizeof(reason));
+            j->reason[0] = '\0';
+            j->reason_stored = false;
+            d_job_set_reason(d, j, reason);
+        }
+    }
+}
+
+void d_job_pending_add(struct musterd *d, struct d_job *j)
+{
+    if (d->npending == d->cap_pending) {
+        int cap = d->cap_pending ? d->cap_pending * 2 : 256;
+        struct d_job **p = realloc(d->pending, (size_t)cap * sizeof(*p));
+        if (!p) {
+            mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory queueing job", j->id);
+            return;
+        }
+        d->pending = p;
+        d->cap_pending = cap;
+    }
+    d->pending[d->npending++] = j;
+    d->dirty = true;
+}
+
+void d_job_pending_remove(struct musterd *d, const struct d_job *j)
+{
+    for (int i = 0; i < d->npending; i++) {
+        if (d->pending[i] == j) {
+            memmove(&d->pending[i], &d->pending[i + 1],
+                    (size_t)(d->npending - i - 1) * sizeof(*d->pending));
+            d->npending--;
+            return;
+        }
+    }
+}
+
+void d_job_forget(struct musterd *d, struct d_job *j)
+{
+    d_job_pending_remove(d, j);
+    if (j->unsynced) {
+        j->forget_after_sync = true; /* its final state is not in Redis yet */
+        return;
+    }
+    (void)mu_map_remove(d->jobs, j->id);
+    d_job_free(j);
+}
+
+bool d_job_all_gone(const struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].gone)
+            return false;
+    }
+    return true;
+}
+
+bool d_job_fully_committed(const struct d_job *j)
+{
+    for (int t = 0; t < j->spec.tasks; t++) {
+        if (!j->tasks[t].committed)
+            return false;
+    }
+    return true;
+}
+
+void d_job_avoid(struct d_job *j, int node)
+{
+    if (node < 0)
+        return;
+    for (int i = 0; i < j->navoid; i++) {
+        if (j->avoid[i] == node)
+            return;
+    }
+    if (j->navoid == D_AVOID_MAX) {
+        memmove(j->avoid, j->avoid + 1, (D_AVOID_MAX - 1) * sizeof(*j->avoid));
+        j->navoid--;
+    }
+    j->avoid[j->navoid++] = node;
+    j->req.avoid = j->avoid; /* the placement core prefers other nodes from now on */
+    j->req.navoid = j->navoid;
+}
+
+void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
+{
+    task->gone = true;
+    task->acked = true; /* the worker had it */
+    task->lost = r->state == PROTO_TASK_LOST;
+    task->fenced = r->state == PROTO_TASK_EXITED && r->fenced;
+    task->held = true;
+    task->exit_code = r->state == PROTO_TASK_EXITED ? r->exit_code : 0;
+    task->signal = r->state == PROTO_TASK_EXITED ? r->signal : 0;
+}
+
+int64_t d_job_run_s(const struct musterd *d, const struct d_job *j)
+{
+    return j->spec.time_limit_s > 0 ? j->spec.time_limit_s : d->cfg.default_time_limit_s;
+}
+
+int64_t d_job_end_s(const struct musterd *d, const struct d_job *j)
+{
+    return (int64_t)(j->started_ms / 1000) + d_job_run_s(d, j);
+}
+
+void d_limit_watch(struct musterd *d, const struct d_job *j)
+{
+    uint64_t end_ms = j->started_ms + (uint64_t)d_job_run_s(d, j) * 1000u;
+    if (end_ms < d->next_limit_ms)
+        d->next_limit_ms = end_ms;
+}
+
+int64_t d_retry_backoff_ms(const struct musterd *d, int failures)
+{
+    int64_t s = d->cfg.retry_backoff_s;
+    for (int i = 1; i < failures && s < d->cfg.retry_backoff_max_s; i++)
+        s *= 2;
+    return (s < d->cfg.retry_backoff_max_s ? s : d->cfg.retry_backoff_max_s) * 1000;
+}
+
+/* A worker cut off from us fences itself: checkpoint signal, grace_s, SIGTERM, SIGKILL 5 s
+ * later.  The next attempt of a gang it ran waits that long, so the two never run side by side. */
+uint64_t d_fence_wait_ms(const struct d_job *j)
+{
+    return ((uint64_t)(j->spec.checkpointable ? j->spec.checkpoint_grace_s : 0) + 6u) * 1000u;
+}
+
+/* One job's whole state, for a job whose updates could not be written during a Redis outage. */
+static int job_snapshot_write(struct musterd *d, struct d_job *j)
+{
+    char attempt[16], failures[16], started[32], finished[32], code[16], lost[32], ckpt_at[32];
+    const bool final = queue_state_is_final(j->state);
+    struct queue_kv f[] = {
+        { "state", queue_state_name(j->state) },
+        { "attempt", attempt },
+        { "failures", failures },
+        { "reason", j->state == QUEUE_PENDING ? j->reason : NULL },
+        { "started_at", j->started_ms ? started : NULL },
+        { "finished_at", final && j->finished_ms ? finished : NULL },
+        { "exit_code", j->state == QUEUE_SUCCEEDED ? "0"
+                       : j->state == QUEUE_FAILED  ? code
+                                                   : NULL },
+        { "error", j->state == QUEUE_FAILED ? j->error : NULL },
+        { "lost_gpu_seconds", lost },
+        { "last_checkpoint", j->last_checkpoint[0] ? j->last_checkpoint : NULL },
+        { "last_checkpoint_at", j->last_checkpoint_ms ? ckpt_at : NULL },
+    };
+    struct queue_event ev = { .state = queue_state_name(j->state),
+                              .reason = "state written again after a Redis outage",
+                              .attempt = j->attempt,
+                              .at_ms = mu_time_wall_ms() };
+    struct mu_err err;
+
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
+    (void)mu_snprintf(started, sizeof(started), "%llu", (unsigned long long)j->started_ms);
+    (void)mu_snprintf(finished, sizeof(finished), "%llu", (unsigned long long)j->finished_ms);
+    (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
+    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
+    (void)mu_snprintf(ckpt_at, sizeof(ckpt_at), "%llu", (unsigned long long)j->last_checkpoint_ms);
+    if (d->store.ops->job_update(d->store.ctx, j->id, f, (int)MU_ARRAY_LEN(f), 0, &ev,
+                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, NULL, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s resync: %s", j->id,
+                       err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int d_jobs_resync(struct musterd *d)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    int n = 0;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->unsynced)
+            continue;
+        if (job_snapshot_write(d, j) != 0)
+            return -1;
+        j->unsynced = false;
+        n++;
+        if (j->forget_after_sync) {
+            (void)mu_map_remove(d->jobs, j->id);
+            d_job_free(j);
+        }
+    }
+    if (n)
+        mu_log(MU_LOG_INFO, "sched", "wrote %d job(s) changed during the Redis outage", n);
+    return 0;
+}
+
+void d_jobs_free(struct musterd *d)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL)
+        d_job_free(j);
+    mu_map_free(d->jobs);
+    d->jobs = NULL;
+    mu_map_free(d->early_cancels);
+    d->early_cancels = NULL;
+    free(d->pending);
+    d->pending = NULL;
+}

@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's layer 1 (see d_io.h): the job records.  A struct d_job is one job as musterd knows
+ * it: its spec, its state, and while it holds resources its placement (slots, the one record of
+ * where each task runs) and how each task is doing.  d_job_write is the only way a job's state
+ * reaches Redis; it derives the "state" field and the event from the state it is given.  The job
+ * table (id -> job) and the pending list live here too.
+ *
+ * Invariants:
+ * - every transition is written to Redis before any worker hears of it (write-ahead);
+ * - a job's resources stay committed in the cluster until every task of its attempt is gone
+ *   (exited, killed, or its node lost), so a new attempt never runs beside an old one;
+ * - a job is on the pending list only when it is PENDING and holds no resources.
+ */
+#ifndef MUSTER_SCHEDULER_D_JOB_H
+#define MUSTER_SCHEDULER_D_JOB_H
+
+#include "config/cfg.h"
+#include "core/sched.h"
+#include "scheduler/d_io.h"
+
+#define D_AVOID_MAX 8 /* nodes a job's next attempts avoid, newest kept (<= SCHED_MAX_AVOID) */
+
+struct musterd;
+
+struct d_task {
+    bool acked;     /* BIND_ACK ok received */
+    bool gone;      /* exited, lost, or never started: nothing of it runs any more */
+    bool committed; /* its GPUs/CPUs/memory are committed in the cluster */
+    bool lost;      /* gone because its node or worker lost it (not an exit) */
+    bool fenced;    /* exited because its worker fenced itself (the scheduler was away) */
+    bool held;      /* the worker keeps this exit until we acknowledge it (KILL) at the
+                     * attempt's end, once the outcome is in Redis (d_job_release_if_done) */
+    int exit_code;
+    int signal;
+    int pid;
+};
+
+enum d_end {
+    D_END_NONE = 0, /* the attempt runs (or is starting) */
+    D_END_RETRY,    /* attempt over, job goes back to PENDING once every task is gone */
+    D_END_FINAL,    /* job reached a final state; forget it once every task is gone */
+};
+
+struct d_job {
+    char id[QUEUE_JOB_ID_MAX];
+    struct queue_spec spec;
+    struct sched_request req; /* req.gpu_type borrows spec.gpu_type */
+    enum queue_state state;
+    int attempt;           /* 1.. */
+    int failures;          /* attempts ended by a task failure; FAILED when > max_retries */
+    uint64_t submitted_ms; /* wall */
+    uint64_t started_ms;   /* wall, current attempt */
+    bool held;
+    bool placed;        /* resources committed in the cluster (slots/tasks valid) */
+    int placed_attempt; /* the attempt slots/tasks belong to (< attempt after a requeue) */
+    enum d_end end;
+    struct sched_slot *slots;  /* spec.tasks entries while placed: task t runs on node
+                                  slots[t].node (-1 while an adopted gang waits for it), GPUs
+                                  slots[t].gpus; the one record of the placement */
+    struct d_task *tasks;      /* spec.tasks entries while placed: how each task is doing */
+    uint64_t bind_deadline_ms; /* mono; while STARTING */
+    int master_port;
+    double lost_gpu_s;                    /* GPU-seconds of work lost by ended attempts, all told */
+    char last_checkpoint[PROTO_PATH_MAX]; /* newest checkpoint path, "" = none */
+    uint64_t last_checkpoint_ms;          /* wall ms it was written */
+    bool head_of_queue;    /* requeued by a spot interruption: first in its priority */
+    uint64_t kill_at_ms;   /* mono: a stopping gang gets KILL then (checkpoint grace over) */
+    uint64_t kill_sent_ms; /* mono: the attempt's live tasks were last sent KILL; 0 = not yet.
+                              Repeated until each task is answered for (d_stops_check) */
+    char preempted_for[QUEUE_JOB_ID_MAX]; /* while PREEMPTING for another job: its id */
+    char stop_reason[256];                /* why it is PREEMPTING */
+    int victims_stopping;                 /* as a preemptor: victims not yet stopped */
+    /* Adoption after a scheduler restart (d_adopt.c): a gang RUNNING before the restart waits
+     * for its nodes to register and report its tasks, instead of being restarted. */
+    uint64_t not_before_ms; /* mono: no new attempt before: a lost node's tasks are fencing,
+                               or (backoff) the retry backoff after a failed attempt */
+    bool backoff;           /* not_before_ms is a retry backoff; failure says why */
+    char failure[256];      /* the last counted failure ("task 1 exited 3 on node n4") */
+    int avoid[D_AVOID_MAX]; /* nodes the next attempts prefer not to use (a task failed or was
+                               refused there), newest last; navoid used */
+    int navoid;
+    enum queue_state stop_to; /* end == D_END_FINAL while the state is not final yet: the final
+                                 state to write once every task is gone (QUEUE_TIMEOUT) */
+    bool unsynced;            /* a change could not be written (Redis down): write it whole later */
+    bool forget_after_sync;   /* final, freed once written */
+    int exit_code;            /* final: the job's exit code */
+    char error[256];          /* FAILED: why */
+    uint64_t finished_ms;     /* final: wall ms */
+    bool adopting;
+    uint64_t adopt_deadline_ms;          /* mono: nodes not back by then count as lost */
+    char (*adopt_nodes)[PROTO_NODE_MAX]; /* heap: per task, the node it ran on */
+    double place_s;                      /* how long the last placement took */
+    char reason[256];                    /* why pending, now */
+    char reason_written[256];            /* as last written to Redis */
+    bool reason_stored;                  /* a reason was written for this pending spell */
+    uint64_t reason_at_ms;               /* mono: when */
+};
+
+/* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
+uint64_t d_job_id_ms(const char *id);
+/* A new record for id (heap, zeroed, state PENDING, attempt 1); NULL without memory. */
+struct d_job *d_job_new(const char *id);
+void d_job_free(struct d_job *j);
+/* Fills j->req from j->spec (topology levels by the config's names). */
+void d_job_request_build(const struct musterd *d, struct d_job *j);
+
+/*
+ * Writes fields of j and, when state is given, the state change and its event.  A Redis failure
+ * is logged and remembered (d->redis_down, j->unsynced: written whole once Redis is back); the
+ * in-memory state still moves on, and the loop retries the connection.
+ */
+int d_job_write(struct musterd *d,
+                struct d_job *j,
+                const struct queue_kv *fields,
+                int n,
+                const char *state,
+                const char *reason,
+                const struct d_tally *tally);
+/* Acknowledges a stream entry that is done with (in the consumer group), on the store. */
+void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id);
+/* Keeps j's pending reason; Redis gets it at once the first time, then at most once a second
+ * (d_jobs_flush_reasons writes what is left). */
+void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
+/* Writes pending reasons that changed since their last (rate-limited) write. */
+void d_jobs_flush_reasons(struct musterd *d);
+
+/* The pending list: PENDING jobs that hold no resources. */
+void d_job_pending_add(struct musterd *d, struct d_job *j);
+void d_job_pending_remove(struct musterd *d, const struct d_job *j);
+/* Drops a final job from the table and frees it (once its final state is written). */
+void d_job_forget(struct musterd *d, struct d_job *j);
+void d_jobs_free(struct musterd *d);
+/* After a Redis outage: writes every job whose changes could not be written; -1 if Redis
+ * failed again. */
+int d_jobs_resync(struct musterd *d);
+
+bool d_job_all_gone(const struct d_job *j);
+bool d_job_fully_committed(const struct d_job *j); /* false for a partly adopted gang */
+/* The job's next attempts prefer other nodes than node (a task failed or was refused there). */
+void d_job_avoid(struct d_job *j, int node);
+/* Records what the worker reported of a task that no longer runs (EXITED or LOST) in task. */
+void d_task_record_end(struct d_task *task, const struct proto_task_ref *r);
+
+int64_t d_job_run_s(const struct musterd *d, const struct d_job *j); /* time limit or default */
+int64_t d_job_end_s(const struct musterd *d, const struct d_job *j); /* its attempt's end */
+/* A gang started (or was adopted): its time limit is watched from now on (d_limits_check). */
+void d_limit_watch(struct musterd *d, const struct d_job *j);
+/* The retry backoff after `failures` counted failures: retry_backoff_s doubling, capped. */
+int64_t d_retry_backoff_ms(const struct musterd *d, int failures);
+/* How long the next attempt of j waits after a node of it was cut off (its supervisors stop
+ * its task when the node's lease runs out). */
+uint64_t d_fence_wait_ms(const struct d_job *j);
+
+#endif

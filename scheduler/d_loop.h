@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's layer 5 (see d_io.h): the loop that drives everything (d_loop.c), the status hashes
+ * musterctl reads and the gauges (d_status.c), the metrics endpoint (d_metrics.c), and main.c.
+ */
+#ifndef MUSTER_SCHEDULER_D_LOOP_H
+#define MUSTER_SCHEDULER_D_LOOP_H
+
+#include "scheduler/d_pass.h"
+
+#define D_ACTIVE_STATES 4 /* PENDING, STARTING, RUNNING, PREEMPTING: enum queue_state 0..3 */
+
+/* Scrape-time gauges. */
+struct d_gauges {
+    double jobs[CFG_MAX_QUEUES][D_ACTIVE_STATES];
+    int64_t pending_gpus[CFG_MAX_QUEUES][CFG_MAX_POOLS + 1]; /* [npools] = no pool fits */
+    double gpus_free[CFG_MAX_POOLS];
+    double gpus_used[CFG_MAX_POOLS];
+    double nodes[CFG_MAX_POOLS];
+};
+
+/* Per-queue totals for the queues status hash (indexed like cfg.queues). */
+struct d_queue_stats {
+    int pending_jobs;
+    int running_jobs; /* STARTING, RUNNING or PREEMPTING */
+    int64_t pending_gpus;
+    int64_t running_gpus;
+    uint64_t oldest_pending_ms; /* wall ms of the oldest pending submission, 0 = none */
+};
+
+/* d_loop.c */
+int d_run(struct musterd *d, struct mu_err *err);
+void d_deferred_free(struct musterd *d);
+
+/* d_status.c: the status hashes (nodes, pools, queues) and the gauges behind the metrics. */
+void d_status_write(struct musterd *d);
+void d_jobs_gauges(struct musterd *d, struct d_gauges *g);
+
+/* d_metrics.c: the Prometheus endpoint. */
+int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err);
+int d_metrics_start(struct musterd *d, const char *addr_port, struct mu_err *err);
+int d_metrics_fd(const struct musterd *d); /* epoll fd to poll, -1 without metrics */
+void d_metrics_run(struct musterd *d);
+void d_metrics_stop(struct musterd *d);
+
+#endif

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's layer 1 (see d_io.h): the worker registry (DESIGN §2, §7).  A node keeps its
+ * cluster index for the life of the daemon; a worker that comes back (restart, reconnect)
+ * registers again under the same index.  What a registration means for the jobs (adoption, the
+ * tasks a worker reports) is the handlers' business (d_handlers.h), as is a node judged lost.
+ */
+#ifndef MUSTER_SCHEDULER_D_NODE_H
+#define MUSTER_SCHEDULER_D_NODE_H
+
+#include "core/sched.h"
+#include "scheduler/d_io.h"
+
+#define D_REFUSALS_CORDON 3 /* node-side refusals in a row before musterd cordons a node */
+
+struct musterd;
+struct d_job;
+
+struct d_node {
+    char name[PROTO_NODE_MAX];
+    int idx; /* cluster node index */
+    char pool[PROTO_NODE_MAX];
+    char addr[128];
+    bool online;      /* registered and not lost */
+    uint64_t seen_ms; /* mono: last message */
+    uint64_t seen_wall_ms;
+    enum sched_node_state admin;        /* operator state: ready, cordoned or draining */
+    bool terminating;                   /* spot notice received: never ready again */
+    bool at_risk;                       /* rebalance recommendation: no new gangs */
+    uint64_t terminate_at_ms;           /* wall ms of the spot notice's deadline */
+    int refusals;                       /* node-side BIND refusals in a row, one per attempt */
+    char refused_job[QUEUE_JOB_ID_MAX]; /* the attempt the last one counted for */
+    int refused_attempt;
+    char reason[300]; /* why musterd cordoned it ("" = not musterd's doing) */
+};
+
+/* The node's state for placement: terminating (spot notice) beats the operator's state. */
+enum sched_node_state d_node_state(const struct d_node *node);
+/* The registered node called name, or NULL. */
+struct d_node *d_node_get(struct musterd *d, const char *name);
+const char *d_node_name(const struct musterd *d, int idx);
+/*
+ * Registers (or re-registers) the worker of HELLO m received from identity and answers it with
+ * a HEARTBEAT; the node, or NULL when it cannot join (the answer says why).
+ */
+struct d_node *d_node_register(struct musterd *d, const char *identity, const struct proto_msg *m);
+/* A HEARTBEAT from identity: noted, and answered (ok false when it must send HELLO). */
+void d_node_heartbeat(struct musterd *d, const char *identity, const struct proto_msg *m);
+/* A node refused a task of j for its own reason: after D_REFUSALS_CORDON attempts in a row
+ * (across jobs) musterd cordons it, with the reason shown by musterctl nodes. */
+void d_node_refused(struct musterd *d,
+                    struct d_node *node,
+                    const struct d_job *j,
+                    const char *error);
+/* A node silent past node_lost_after_s plus a margin is marked lost; returns its index, or -1
+ * when no more node is due.  Call until -1. */
+int d_nodes_expire(struct musterd *d, uint64_t now_ms);
+/* After a restart: reads the nodes the last run knew (not lost) and starts the grace. */
+int d_nodes_recover(struct musterd *d, struct mu_err *err);
+/* True while known nodes may still come back (placement then uses first choices only). */
+bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms);
+void d_nodes_free(struct musterd *d);
+
+#endif

@@ -1,0 +1,255 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 4 of musterd (d_pass.h): one scheduling pass (DESIGN §4), and its timer.  The pending jobs
+ * in priority order go to sched_pass, which starts what fits, gives the first job that does not
+ * fit a reservation, and lets later jobs backfill only where they do not delay it; started jobs
+ * come back committed and are started here.  Then the first job that may preempt gets a plan.
+ *
+ * The timer (issue #10 item 3): a pass runs when something changes (a job, a node, a release) and
+ * also when the clock alone may let a pending job start: a retry backoff or a fence wait over, a
+ * pool's cool-down over, a too-young preemption victim coming of age; and every
+ * REASON_REFRESH_MS while a pending reason carries a time ("retrying in 8s", "est. start in
+ * 12m"), so it stays current.
+ */
+
+#include "scheduler/d_pass.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+#define REASON_REFRESH_MS 10000
+
+static int pending_cmp(const void *a, const void *b)
+{
+    const struct d_job *x = *(struct d_job *const *)a;
+    const struct d_job *y = *(struct d_job *const *)b;
+    if (x->spec.priority != y->spec.priority)
+        return x->spec.priority > y->spec.priority ? -1 : 1;
+    if (x->head_of_queue != y->head_of_queue)
+        return x->head_of_queue ? -1 : 1; /* requeued by a spot interruption */
+    if (x->submitted_ms != y->submitted_ms)
+        return x->submitted_ms < y->submitted_ms ? -1 : 1;
+    return strcmp(x->id, y->id);
+}
+
+/* Grows the pass's scratch arrays to hold n jobs; 0 or -1. */
+static int pass_scratch(struct musterd *d, int npending, int nrunning)
+{
+    if (npending > d->pass.cap_pending) {
+        int cap = npending * 2;
+        struct sched_pass_job *jobs = realloc(d->pass.jobs, (size_t)cap * sizeof(*jobs));
+        struct sched_decision *out = jobs ? realloc(d->pass.out, (size_t)cap * sizeof(*out)) : NULL;
+        struct d_job **who = out ? realloc(d->pass.who, (size_t)cap * sizeof(*who)) : NULL;
+        struct sched_request *reqs =
+            who ? realloc(d->pass.reqs, (size_t)cap * sizeof(*reqs)) : NULL;
+        if (jobs)
+            d->pass.jobs = jobs;
+        if (out)
+            d->pass.out = out;
+        if (who)
+            d->pass.who = who;
+        if (reqs)
+            d->pass.reqs = reqs;
+        if (!jobs || !out || !who || !reqs)
+            return -1;
+        d->pass.cap_pending = cap;
+    }
+    if (nrunning > d->pass.cap_running) {
+        int cap = nrunning * 2;
+        struct sched_running *running = realloc(d->pass.running, (size_t)cap * sizeof(*running));
+        if (!running)
+            return -1;
+        d->pass.running = running;
+        d->pass.cap_running = cap;
+    }
+    return 0;
+}
+
+/* The gangs that hold resources now, with their expected ends, into d->pass.running. */
+static int running_collect(struct musterd *d, int64_t now_s)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    int n = 0;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed || !d_job_fully_committed(j))
+            continue; /* a partly adopted gang is being stopped; its GPUs free soon */
+        d->pass.running[n].req = &j->req;
+        d->pass.running[n].slots = j->slots;
+        /* An attempt being stopped ends within the kill grace; a running one at its limit. */
+        d->pass.running[n].end_s =
+            j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
+        n++;
+    }
+    return n;
+}
+
+/* The reason of a pending job that waits for its not_before_ms, with the time left. */
+static void wait_reason(struct musterd *d, struct d_job *j, uint64_t now_mono)
+{
+    char in[24];
+    char why[480];
+    mu_duration_format((int64_t)((j->not_before_ms - now_mono + 999) / 1000), in, sizeof(in));
+    if (j->backoff)
+        (void)mu_snprintf(why, sizeof(why), "retrying in %s after attempt %d failed: %s", in,
+                          j->attempt - 1, j->failure);
+    else
+        (void)mu_snprintf(why, sizeof(why),
+                          "waiting %s for the old attempt on a lost node to stop (its "
+                          "supervisors stop it once the node's lease runs out)",
+                          in);
+    d_job_set_reason(d, j, why);
+}
+
+void d_wake_at(struct musterd *d, uint64_t mono_ms)
+{
+    if (!d->next_pass_ms || mono_ms < d->next_pass_ms)
+        d->next_pass_ms = mono_ms;
+}
+
+void d_wake_check(struct musterd *d, uint64_t now_mono_ms)
+{
+    if (d->next_pass_ms && now_mono_ms >= d->next_pass_ms) {
+        d->next_pass_ms = 0;
+        d->dirty = true;
+    }
+}
+
+/* After a pass: asks for the next one when a pending job's wait, a pool's cool-down or (every
+ * few seconds, while reasons carry times) a reason's clock runs out. */
+static void wake_plan(struct musterd *d,
+                      uint64_t now_mono_ms,
+                      int64_t now_wall_ms,
+                      bool timed_reasons)
+{
+    int64_t now_s = now_wall_ms / 1000;
+
+    for (int i = 0; i < d->npending; i++) {
+        uint64_t at = d->pending[i]->not_before_ms;
+        if (at && !d->pending[i]->held)
+            d_wake_at(d, at);
+    }
+    for (int p = 0; p < d->cfg.npools; p++) {
+        int64_t until_s = sched_cluster_pool_cooldown_until(d->cluster, p);
+        if (until_s > now_s && d->npending > 0)
+            d_wake_at(d, now_mono_ms + (uint64_t)(until_s - now_s) * 1000u);
+    }
+    if (timed_reasons)
+        d_wake_at(d, now_mono_ms + REASON_REFRESH_MS);
+}
+
+void d_schedule(struct musterd *d)
+{
+    int64_t now_ms = (int64_t)mu_time_wall_ms();
+    int64_t now_s = now_ms / 1000;
+    uint64_t now_mono = mu_time_mono_ms();
+    bool regrace = d_nodes_regrace(d, now_mono);
+    bool timed_reasons = false;
+    int kept = 0;
+    int n = 0;
+    int nrunning;
+    struct mu_err err;
+    uint64_t t0;
+    double per_job_s;
+
+    d->dirty = false;
+    if (d->npending == 0)
+        return;
+    qsort(d->pending, (size_t)d->npending, sizeof(*d->pending), pending_cmp);
+    if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
+        d->dirty = true;
+        return;
+    }
+    for (int i = 0; i < d->npending; i++) {
+        struct d_job *j = d->pending[i];
+        if (j->held)
+            continue;
+        if (j->not_before_ms) {
+            if (now_mono < j->not_before_ms) {
+                wait_reason(d, j, now_mono);
+                timed_reasons = true;
+                continue;
+            }
+            j->not_before_ms = 0;
+            j->backoff = false;
+        }
+        if (!j->slots) {
+            j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
+            if (!j->slots)
+                continue;
+        }
+        d->pass.jobs[n].req = &j->req;
+        if (regrace && j->req.ncapacity > 1) {
+            d->pass.reqs[n] = j->req; /* first choice only while known nodes may come back */
+            d->pass.reqs[n].ncapacity = 1;
+            d->pass.jobs[n].req = &d->pass.reqs[n];
+        }
+        d->pass.jobs[n].run_s = d_job_run_s(d, j);
+        d->pass.jobs[n].slots = j->slots;
+        d->pass.who[n++] = j;
+    }
+    nrunning = running_collect(d, now_s);
+    t0 = mu_time_mono_us();
+    if (sched_pass(d->cluster, d->pass.jobs, n, d->pass.running, nrunning, now_s, d->pass.out, &err)
+        < 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "scheduling pass failed: %s", err.msg);
+        d->dirty = true;
+        return;
+    }
+    per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
+    for (int i = 0; i < n; i++) {
+        struct d_job *j = d->pass.who[i];
+        const struct sched_decision *dec = &d->pass.out[i];
+        if (dec->verdict != SCHED_START) {
+            d_job_set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
+            timed_reasons = timed_reasons || dec->est_start_s > 0;
+            continue;
+        }
+        j->place_s = per_job_s;
+        if (d_gang_start(d, j) != 0) {
+            sched_cluster_release(d->cluster, &j->req, j->slots);
+            d_job_set_reason(d, j, "out of memory starting the gang; retrying");
+            d->dirty = true;
+        }
+    }
+    for (int i = 0; i < n && !regrace; i++) {
+        struct d_job *j = d->pass.who[i];
+        uint64_t retry = 0;
+        if (d->pass.out[i].verdict == SCHED_START || j->placed)
+            continue;
+        if (d_preempt_for(d, j, now_ms, &retry))
+            break; /* one plan per pass: the first job that can preempt */
+        if (retry)
+            d_wake_at(d, retry); /* a victim comes of age then */
+    }
+    if (regrace)
+        d_wake_at(d, d->regrace_until_ms); /* then fallback capacity and preemption again */
+    for (int i = 0; i < d->npending; i++) {
+        struct d_job *j = d->pending[i];
+        if (j->held)
+            d_job_set_reason(d, j, "held by operator; musterctl release to let it run");
+        if (!j->placed)
+            d->pending[kept++] = j;
+    }
+    d->npending = kept;
+    wake_plan(d, now_mono, now_ms, timed_reasons);
+}
+
+void d_pass_free(struct musterd *d)
+{
+    free(d->pass.jobs);
+    free(d->pass.out);
+    free(d->pass.who);
+    free(d->pass.running);
+    free(d->pass.victims);
+    free(d->pass.victim_jobs);
+    free(d->pass.plan_victims);
+    free(d->pass.reqs);
+    memset(&d->pass, 0, sizeof(d->pass));
+}

@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's state: one struct musterd, the single-threaded daemon's whole memory, made of the
+ * layers' pieces (d_io.h, d_job.h, d_node.h).  Types only: every function lives in a layer's
+ * header, so a file calls no layer above its own (scripts/layers.sh).
+ */
+#ifndef MUSTER_SCHEDULER_D_STATE_H
+#define MUSTER_SCHEDULER_D_STATE_H
+
+#include <signal.h>
+
+#include "config/cfg.h"
+#include "core/sched.h"
+#include "scheduler/d_io.h"
+#include "scheduler/d_job.h"
+#include "scheduler/d_node.h"
+
+struct MHD_Daemon;
+struct proto_zap;
+
+/* A worker message that changes a job, held while Redis is down (d_loop.c). */
+struct d_deferred {
+    char node[PROTO_NODE_MAX];
+    struct proto_msg msg; /* owns its heap arrays */
+};
+
+struct musterd {
+    struct cfg cfg;
+    struct queue *q;
+    struct queue_intake *qi;
+    void *zctx;
+    void *router;
+    struct proto_zap *zap; /* CURVE allow-list (ZAP) handler; NULL = CURVE off */
+    struct sched_cluster *cluster;
+    uint64_t epoch;               /* this run's fencing epoch (muster:epoch) */
+    struct d_store store;         /* every write to Redis */
+    struct d_sender out;          /* every message to a worker */
+    struct mu_map *jobs;          /* id -> struct d_job * (owned) */
+    struct mu_map *early_cancels; /* ids cancelled before their submission was read */
+    struct d_job **pending;       /* PENDING jobs not held back by a running old attempt */
+    int npending;
+    int cap_pending;
+    struct d_node *nodes; /* by cluster index */
+    int nnodes;
+    int cap_nodes;
+    bool dirty;             /* something changed that may let a pending job start */
+    uint64_t next_pass_ms;  /* mono: a pass is due then (something becomes true with time
+                               alone: a backoff or fence wait over, a cool-down's end, a
+                               victim's min_runtime_s, reasons with times in them); 0 = none */
+    uint64_t next_limit_ms; /* wall: the earliest time limit of a running gang (0 = look now,
+                               UINT64_MAX = none runs) */
+    bool nodes_dirty;
+    uint64_t next_nodes_write_ms;
+    uint64_t next_check_ms;
+    uint64_t next_claim_ms;
+    char consumer[128]; /* this scheduler's name in the consumer group */
+    int next_port;
+    bool redis_down; /* writes fail: defer what must be persisted, keep heartbeats going */
+    struct d_deferred *deferred; /* worker messages held while Redis is down, in order */
+    int ndeferred;
+    int cap_deferred;
+    uint64_t next_redis_try_ms; /* mono: reconnect backoff */
+    int reason_budget;          /* pending-reason writes left in this tick */
+    uint64_t redis_backoff_ms;
+    volatile sig_atomic_t *stop;
+    struct d_metrics metrics;
+    struct {
+        struct sched_pass_job *jobs; /* scratch of d_schedule, grown as needed */
+        struct sched_request *reqs;  /* requests changed for one pass (first choice only) */
+        struct sched_decision *out;
+        struct d_job **who;
+        int cap_pending;
+        struct sched_running *running;
+        int cap_running;
+        struct sched_victim *victims; /* d_preempt_for's scratch, cap_running entries */
+        struct d_job **victim_jobs;
+        int *plan_victims;
+        int cap_victims;
+    } pass;
+    struct MHD_Daemon *mhd; /* NULL without --metrics */
+    /* After a restart: the nodes the last run knew (name -> d itself), until each registers
+     * again or regrace_until_ms (mono) passes; meanwhile jobs go only to their first capacity
+     * type, so a spot job is not put on on-demand because the spot workers are a moment late. */
+    struct mu_map *expected_nodes;
+    uint64_t regrace_until_ms;
+};
+
+#endif

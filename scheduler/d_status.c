@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 5 of musterd (d_loop.h): what musterd shows.  The status hashes (<prefix>nodes, pools and
+ * queues) that musterctl and dashboards read, refreshed once a heartbeat and at once after a
+ * change; and the gauges the metrics endpoint computes at scrape time.  Read-only over the
+ * records.
+ */
+
+#include "scheduler/d_loop.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+/* Appends to per_node[i] the JSON strings ("id",...) of the jobs with a live task on node i. */
+static int jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (!j->placed)
+            continue;
+        for (int t = 0; t < j->spec.tasks; t++) {
+            struct mu_buf *b = &per_node[j->slots[t].node];
+            bool seen = false;
+            for (int u = 0; u < t && !seen; u++)
+                seen = j->slots[u].node == j->slots[t].node && !j->tasks[u].gone;
+            if (seen || j->tasks[t].gone)
+                continue;
+            if ((b->len && mu_buf_append(b, ",", 1, err) != 0)
+                || mu_buf_append_json_str(b, j->id, err) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
+static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    memset(stats, 0, sizeof(*stats) * (size_t)d->cfg.nqueues);
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
+        struct d_queue_stats *st;
+        int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+        if (!cq)
+            continue;
+        st = &stats[cq - d->cfg.queues];
+        if (j->state == QUEUE_PENDING) {
+            st->pending_jobs++;
+            st->pending_gpus += gpus;
+            if (!st->oldest_pending_ms || j->submitted_ms < st->oldest_pending_ms)
+                st->oldest_pending_ms = j->submitted_ms;
+        } else if (j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING
+                   || j->state == QUEUE_PREEMPTING) {
+            st->running_jobs++;
+            st->running_gpus += gpus;
+        }
+    }
+}
+
+static int node_json(
+    const struct musterd *d, int i, const struct mu_buf *jobs, struct mu_buf *b, struct mu_err *err)
+{
+    const struct d_node *node = &d->nodes[i];
+    const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);
+    const struct sched_pool *pool = sched_cluster_pool(d->cluster, spec->pool);
+    enum sched_node_state st = sched_cluster_node_state(d->cluster, i);
+
+    if (mu_buf_append(b, "{\"name\":", 8, err) != 0
+        || mu_buf_append_json_str(b, node->name, err) != 0
+        || mu_buf_append(b, ",\"pool\":", 8, err) != 0
+        || mu_buf_append_json_str(b, node->pool, err) != 0
+        || mu_buf_appendf(b, err,
+                          ",\"capacity\":\"%s\",\"state\":\"%s\",\"gpus\":%d,\"gpus_free\":%d,"
+                          "\"cpus\":%d,\"memory_mb\":%lld,\"heartbeat_at\":%llu,\"addr\":",
+                          pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
+                          sched_node_state_name(st), spec->ngpus,
+                          sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
+                          (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
+               != 0
+        || mu_buf_append_json_str(b, node->addr, err) != 0
+        || mu_buf_appendf(b, err, ",\"at_risk\":%s", node->at_risk ? "true" : "false") != 0
+        || (node->reason[0]
+            && (mu_buf_append(b, ",\"reason\":", 10, err) != 0
+                || mu_buf_append_json_str(b, node->reason, err) != 0))
+        || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
+        return -1;
+    for (int l = 0; l < d->cfg.nlevels; l++) {
+        if ((l && mu_buf_append(b, ",", 1, err) != 0)
+            || mu_buf_append_json_str(b, d->cfg.levels[l], err) != 0
+            || mu_buf_append(b, ":", 1, err) != 0
+            || mu_buf_append_json_str(b, spec->labels[l], err) != 0)
+            return -1;
+    }
+    return mu_buf_appendf(b, err, "},\"jobs\":[%s]}", jobs->data ? jobs->data : "");
+}
+
+static void nodes_write(struct musterd *d)
+{
+    struct queue_kv *kv = NULL;
+    struct mu_buf *bufs = NULL;
+    struct mu_buf *jobs = NULL;
+    struct mu_err err;
+
+    d->nodes_dirty = false;
+    if (d->nnodes == 0)
+        return;
+    kv = calloc((size_t)d->nnodes, sizeof(*kv));
+    bufs = calloc((size_t)d->nnodes, sizeof(*bufs));
+    jobs = calloc((size_t)d->nnodes, sizeof(*jobs));
+    if (!kv || !bufs || !jobs)
+        goto out;
+    for (int i = 0; i < d->nnodes; i++) {
+        mu_buf_init(&bufs[i], 0);
+        mu_buf_init(&jobs[i], 0);
+    }
+    if (jobs_by_node(d, jobs, &err) != 0)
+        goto out;
+    for (int i = 0; i < d->nnodes; i++) {
+        if (node_json(d, i, &jobs[i], &bufs[i], &err) != 0)
+            goto out;
+        kv[i].key = d->nodes[i].name;
+        kv[i].value = bufs[i].data;
+    }
+    if (d->store.ops->status_write(d->store.ctx, "nodes", kv, d->nnodes, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
+                       err.msg);
+        d->redis_down = true;
+        d->nodes_dirty = true;
+    }
+out:
+    for (int i = 0; bufs && jobs && i < d->nnodes; i++) {
+        mu_buf_release(&bufs[i]);
+        mu_buf_release(&jobs[i]);
+    }
+    free(jobs);
+    free(bufs);
+    free(kv);
+}
+
+/* muster:pools: per pool, what it is and how much of it is free (musterctl pools, autoscalers). */
+static void pools_write(struct musterd *d)
+{
+    struct queue_kv kv[CFG_MAX_POOLS] = { { NULL, NULL } };
+    struct mu_buf bufs[CFG_MAX_POOLS];
+    struct mu_err err;
+    int n = d->cfg.npools;
+
+    for (int p = 0; p < n; p++)
+        mu_buf_init(&bufs[p], 0);
+    for (int p = 0; p < n; p++) {
+        const struct cfg_pool *pool = &d->cfg.pools[p];
+        int nodes = 0;
+        int gpus = 0;
+        int gpus_free = 0;
+        for (int i = 0; i < d->nnodes; i++) {
+            if (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool->name) != 0)
+                continue;
+            nodes++;
+            gpus += sched_cluster_node_spec(d->cluster, i)->ngpus;
+            gpus_free += sched_cluster_node_gpus_free(d->cluster, i);
+        }
+        if (mu_buf_append(&bufs[p], "{\"name\":", 8, &err) != 0
+            || mu_buf_append_json_str(&bufs[p], pool->name, &err) != 0
+            || mu_buf_append(&bufs[p], ",\"instance_type\":", 17, &err) != 0
+            || mu_buf_append_json_str(&bufs[p], pool->instance_type, &err) != 0
+            || mu_buf_append(&bufs[p], ",\"gpu_type\":", 12, &err) != 0
+            || mu_buf_append_json_str(&bufs[p], pool->gpu_type, &err) != 0
+            || mu_buf_appendf(&bufs[p], &err,
+                              ",\"capacity\":\"%s\",\"gpus_per_node\":%d,\"price_per_hour\":%g,"
+                              "\"max_gpus\":%d,\"nodes\":%d,\"gpus\":%d,\"gpus_free\":%d,"
+                              "\"gpus_used\":%d,\"cooldown_until\":%lld}",
+                              cfg_capacity_name(pool->capacity), pool->gpus_per_node,
+                              pool->price_per_hour, pool->max_gpus, nodes, gpus, gpus_free,
+                              sched_cluster_pool_gpus_used(d->cluster, p),
+                              (long long)sched_cluster_pool_cooldown_until(d->cluster, p) * 1000)
+                   != 0)
+            goto out;
+        kv[p].key = pool->name;
+        kv[p].value = bufs[p].data;
+    }
+    if (d->store.ops->status_write(d->store.ctx, "pools", kv, n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write pool status: %s",
+                       err.msg);
+        d->redis_down = true;
+    }
+out:
+    for (int p = 0; p < n; p++)
+        mu_buf_release(&bufs[p]);
+}
+
+/* muster:queues: per queue, pending and running jobs and GPUs, and the oldest wait. */
+static void queues_write(struct musterd *d)
+{
+    struct d_queue_stats stats[CFG_MAX_QUEUES];
+    struct queue_kv kv[CFG_MAX_QUEUES] = { { NULL, NULL } };
+    struct mu_buf bufs[CFG_MAX_QUEUES];
+    struct mu_err err;
+    int n = d->cfg.nqueues;
+
+    queue_stats(d, stats);
+    for (int i = 0; i < n; i++)
+        mu_buf_init(&bufs[i], 0);
+    for (int i = 0; i < n; i++) {
+        const struct cfg_queue *cq = &d->cfg.queues[i];
+        if (mu_buf_append(&bufs[i], "{\"name\":", 8, &err) != 0
+            || mu_buf_append_json_str(&bufs[i], cq->name, &err) != 0
+            || mu_buf_appendf(&bufs[i], &err,
+                              ",\"weight\":%d,\"pending_jobs\":%d,\"running_jobs\":%d,"
+                              "\"pending_gpus\":%lld,\"running_gpus\":%lld,"
+                              "\"oldest_pending_at\":%llu}",
+                              cq->weight, stats[i].pending_jobs, stats[i].running_jobs,
+                              (long long)stats[i].pending_gpus, (long long)stats[i].running_gpus,
+                              (unsigned long long)stats[i].oldest_pending_ms)
+                   != 0)
+            goto out;
+        kv[i].key = cq->name;
+        kv[i].value = bufs[i].data;
+    }
+    if (d->store.ops->status_write(d->store.ctx, "queues", kv, n, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write queue status: %s",
+                       err.msg);
+        d->redis_down = true;
+    }
+out:
+    for (int i = 0; i < n; i++)
+        mu_buf_release(&bufs[i]);
+}
+
+void d_status_write(struct musterd *d)
+{
+    nodes_write(d);
+    pools_write(d);
+    queues_write(d);
+}
+
+/* The pool a pending job would go to first: the cheapest pool of its first capacity type that
+ * has its GPU type and enough GPUs per node, is not cooling down after a spot interruption, and
+ * whose max_gpus cap leaves room for the gang (growing any other pool would not help it); npools
+ * when none does. */
+static int first_pool(const struct musterd *d, const struct d_job *j, int64_t now_s)
+{
+    int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+    int best = d->cfg.npools;
+    for (int c = 0; c < j->spec.ncapacity && best == d->cfg.npools; c++) {
+        for (int p = 0; p < d->cfg.npools; p++) {
+            const struct cfg_pool *pool = &d->cfg.pools[p];
+            if (pool->capacity != j->spec.capacity[c] || pool->gpus_per_node < j->spec.gpus_per_task
+                || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0)
+                || sched_cluster_pool_cooldown_until(d->cluster, p) > now_s
+                || (pool->max_gpus > 0
+                    && pool->max_gpus - sched_cluster_pool_gpus_used(d->cluster, p) < gpus))
+                continue;
+            if (best == d->cfg.npools || pool->price_per_hour < d->cfg.pools[best].price_per_hour)
+                best = p;
+        }
+    }
+    return best;
+}
+
+void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
+{
+    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
+    size_t pos = 0;
+    struct d_job *j;
+
+    memset(g, 0, sizeof(*g));
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
+        int q;
+        if (!cq || (int)j->state >= D_ACTIVE_STATES)
+            continue;
+        q = (int)(cq - d->cfg.queues);
+        g->jobs[q][j->state] += 1;
+        if (j->state == QUEUE_PENDING)
+            g->pending_gpus[q][first_pool(d, j, now_s)] +=
+                (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+    }
+    for (int i = 0; i < d->nnodes; i++) {
+        const struct cfg_pool *pool = cfg_pool_find(&d->cfg, d->nodes[i].pool);
+        int p;
+        int free_gpus;
+        if (!pool || !d->nodes[i].online)
+            continue;
+        p = (int)(pool - d->cfg.pools);
+        free_gpus = sched_cluster_node_gpus_free(d->cluster, i);
+        g->nodes[p] += 1;
+        g->gpus_free[p] += free_gpus;
+        g->gpus_used[p] += sched_cluster_node_spec(d->cluster, i)->ngpus - free_gpus;
+    }
+}
