@@ -5,7 +5,14 @@
 #
 #   format    clang-format --dry-run --Werror on every tracked (and new, unignored) *.c / *.h
 #   banned    "common/mu_banned.h" is the LAST #include of every .c file
-#   internal  no file outside <module>/ includes "<module>/internal.h"
+#   private   a module shows the rest of the tree only its PUBLIC headers (STYLE §1.1):
+#                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   protocol: proto.h
+#                 queue: queue.h   lib: muster.h   core: sched.h   worker: wrk.h
+#                 cli, scheduler, bench, tests and any folder not in public_headers: none
+#             Any other header (internal.h, scheduler/d_job.h, ...) may be included only by files
+#             of its own folder.  One exception: tests/ may also include scheduler/*.h, the
+#             daemon's layer headers that its unit tests drive.  An include is read as written,
+#             "dir/x.h" or <dir/x.h>, with "../" resolved against the including file.
 #   pure      the sched_core sources (core/place.c, core/cluster.c, ...) include no
 #             zmq/hiredis/msgpack/curl/time.h header and call no mu_log* / mu_time_*
 #   layers    musterd's files include no header of a layer above their own (scripts/layers.sh)
@@ -25,7 +32,7 @@ for arg in "$@"; do
     case "$arg" in
     --tidy) tidy=1 ;;
     -h | --help)
-        sed -n '3,18s/^# \{0,1\}//p' "$0"
+        sed -n '3,/^# Exit status/s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
@@ -117,18 +124,105 @@ lint_banned() {
     return $rc
 }
 
-lint_internal() {
-    local rc=0 h mod hits
-    while IFS= read -r h; do
-        mod=${h%%/*}
-        hits=$(list_files '*.[ch]' | grep -v "^$mod/" | while IFS= read -r f; do
-            [ -f "$f" ] && grep -HnE "^[[:space:]]*#[[:space:]]*include[[:space:]]*[\"<]([^\">]*/)?$mod/internal\.h[\">]" "$f"
-        done)
-        if [ -n "$hits" ]; then
-            echo "$hits" | sed "s|\$| : $mod/internal.h is private to $mod/ (STYLE §1.1)|"
-            rc=1
-        fi
-    done < <(list_files '*/internal.h')
+# What each module shows the rest of the tree (STYLE §1.1: one header per module; common/ has
+# three: the base, the JSON helpers and the banned-function list).  Every other header is private
+# to its folder, and so is every header of a folder not listed here.
+declare -A public_headers=(
+    [common]="mu.h mu_json.h mu_banned.h"
+    [config]="cfg.h"
+    [protocol]="proto.h"
+    [queue]="queue.h"
+    [lib]="muster.h"
+    [core]="sched.h"
+    [worker]="wrk.h"
+    [cli]=""
+    [scheduler]=""
+    [bench]=""
+    [tests]=""
+)
+
+lint_private() {
+    local rc=0 mod h pub="" dirs files=() f
+    for mod in "${!public_headers[@]}"; do
+        for h in ${public_headers[$mod]}; do
+            if [ ! -f "$mod/$h" ]; then
+                echo "scripts/lint.sh: public header $mod/$h does not exist (fix the list)"
+                rc=1
+            fi
+            pub+="$mod/$h "
+        done
+    done
+    # The folders that hold headers: an include naming one of them is one of ours.
+    dirs=$(list_files '*.h' | grep / | cut -d/ -f1 | sort -u | tr '\n' ' ')
+    while IFS= read -r f; do
+        [ -f "$f" ] && files+=("$f")
+    done < <(list_files '*.[ch]')
+    [ "${#files[@]}" -eq 0 ] && return $rc
+    { grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"][^">]*/[^">]*[">]' "${files[@]}" ||
+        true; } | awk -v pub="$pub" -v dirs="$dirs" '
+        function resolve(path,    n, i, k, part, out) { # a/b/../c -> a/c
+            n = split(path, part, "/")
+            k = 0
+            for (i = 1; i <= n; i++) {
+                if (part[i] == "." || part[i] == "")
+                    continue
+                if (part[i] == "..") {
+                    if (k > 0)
+                        k--
+                    continue
+                }
+                out[++k] = part[i]
+            }
+            path = ""
+            for (i = 1; i <= k; i++)
+                path = path (i > 1 ? "/" : "") out[i]
+            return path
+        }
+        BEGIN {
+            n = split(pub, p, " ")
+            for (i = 1; i <= n; i++) {
+                public[p[i]] = 1
+                m = p[i]
+                sub(/\/.*/, "", m)
+                shows[m] = shows[m] (shows[m] == "" ? "" : ", ") p[i]
+            }
+            n = split(dirs, d, " ")
+            for (i = 1; i <= n; i++)
+                ours[d[i]] = 1
+        }
+        {
+            # FILE:LINE:TEXT; repository paths hold no colon.
+            file = $0
+            sub(/:.*/, "", file)
+            rest = substr($0, length(file) + 2)
+            line = rest
+            sub(/:.*/, "", line)
+            if (!match(rest, /[<"][^">]*[">]/))
+                next
+            inc = substr(rest, RSTART + 1, RLENGTH - 2)
+            if (inc ~ /(^|\/)\.\.?\//) {
+                dir = file
+                if (!sub(/\/[^\/]*$/, "", dir))
+                    dir = ""
+                inc = resolve(dir "/" inc)
+            }
+            imod = inc
+            sub(/\/.*/, "", imod)
+            fmod = file
+            if (!sub(/\/.*/, "", fmod))
+                fmod = ""
+            if (!(imod in ours) || imod == fmod || (inc in public))
+                next
+            # The daemon has no public header, but its unit tests drive its layers directly.
+            if (fmod == "tests" && inc ~ /^scheduler\/[^\/]*\.h$/)
+                next
+            what = imod in shows ? "public: " shows[imod] : imod "/ has no public header"
+            printf "%s:%s: includes \"%s\", which is private to %s/ (%s); rule: only a " \
+                "module'"'"'s public headers may be included from outside it (lint private, " \
+                "STYLE §1.1)\n", file, line, inc, imod, what
+            bad = 1
+        }
+        END { exit bad }' || rc=1
     return $rc
 }
 
@@ -204,7 +298,7 @@ lint_tidy() {
 
 check format
 check banned
-check internal
+check private
 check pure
 check layers
 check headers
