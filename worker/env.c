@@ -6,7 +6,8 @@
  * LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT), each layer
  * replacing keys of the one before.  muster's variables come last so that a spec cannot lie to
  * a task about its rank or its GPUs.  This is a pure function of its inputs (no fork, no system
- * calls), so the unit tests check every variable without starting a process.
+ * calls), so the unit tests check every variable without starting a process.  Every value the
+ * scheduler decided is read from the BIND message itself (struct wrk_launch's bind).
  */
 #include "worker/wrk.h"
 
@@ -119,34 +120,35 @@ static int env_putf(struct env_vec *e, struct mu_err *err, const char *fmt, ...)
 
 static int env_put_muster(struct env_vec *e, const struct wrk_launch *l, struct mu_err *err)
 {
+    const struct proto_msg *b = l->bind;
+    const struct proto_task_ref *t = &b->task;
     char ckpt[PROTO_PATH_MAX];
-    const char *master = l->master_addr ? l->master_addr : "";
     const char *cuda = l->cuda_visible ? l->cuda_visible : "";
 
-    if (wrk_task_path(l->state_dir, "ckpt", l->job, l->attempt, l->task, "", ckpt, sizeof(ckpt),
+    if (wrk_task_path(l->state_dir, "ckpt", t->job, t->attempt, t->task, "", ckpt, sizeof(ckpt),
                       err)
         != 0)
         return -1;
-    if (env_putf(e, err, "MUSTER_JOB_ID=%s", l->job) != 0
-        || env_putf(e, err, "MUSTER_TASK_INDEX=%d", l->task) != 0
-        || env_putf(e, err, "MUSTER_ATTEMPT=%d", l->attempt) != 0
+    if (env_putf(e, err, "MUSTER_JOB_ID=%s", t->job) != 0
+        || env_putf(e, err, "MUSTER_TASK_INDEX=%d", t->task) != 0
+        || env_putf(e, err, "MUSTER_ATTEMPT=%d", t->attempt) != 0
         || env_putf(e, err, "MUSTER_NODE=%s", l->node ? l->node : "") != 0
         || env_putf(e, err, "MUSTER_CHECKPOINT_FILE=%s", ckpt) != 0
         || env_putf(e, err, "CUDA_VISIBLE_DEVICES=%s", cuda) != 0
-        || env_putf(e, err, "RANK=%d", l->task) != 0
-        || env_putf(e, err, "WORLD_SIZE=%d", l->world_size) != 0
-        || env_putf(e, err, "LOCAL_RANK=%d", l->local_rank) != 0
-        || env_putf(e, err, "LOCAL_WORLD_SIZE=%d", l->local_world_size) != 0
-        || env_putf(e, err, "GROUP_RANK=%d", l->node_rank) != 0
-        || env_putf(e, err, "NODE_RANK=%d", l->node_rank) != 0
-        || env_putf(e, err, "MASTER_ADDR=%s", master) != 0
-        || env_putf(e, err, "MASTER_PORT=%d", l->master_port) != 0)
+        || env_putf(e, err, "RANK=%d", t->task) != 0
+        || env_putf(e, err, "WORLD_SIZE=%d", b->world_size) != 0
+        || env_putf(e, err, "LOCAL_RANK=%d", b->local_rank) != 0
+        || env_putf(e, err, "LOCAL_WORLD_SIZE=%d", b->local_world_size) != 0
+        || env_putf(e, err, "GROUP_RANK=%d", b->node_rank) != 0
+        || env_putf(e, err, "NODE_RANK=%d", b->node_rank) != 0
+        || env_putf(e, err, "MASTER_ADDR=%s", b->master_addr) != 0
+        || env_putf(e, err, "MASTER_PORT=%d", b->master_port) != 0)
         return -1;
     if (l->cuda_pci_order && env_putf(e, err, "CUDA_DEVICE_ORDER=PCI_BUS_ID") != 0)
         return -1;
     /* A resume path inherited from the worker's own environment must not reach a fresh task. */
-    if (l->resume_from && l->resume_from[0]) {
-        if (env_putf(e, err, "MUSTER_RESUME_FROM=%s", l->resume_from) != 0)
+    if (b->resume_from[0]) {
+        if (env_putf(e, err, "MUSTER_RESUME_FROM=%s", b->resume_from) != 0)
             return -1;
     } else {
         env_unset(e, "MUSTER_RESUME_FROM");
@@ -156,6 +158,8 @@ static int env_put_muster(struct env_vec *e, const struct wrk_launch *l, struct 
 
 char **wrk_env_build(const struct wrk_launch *l, char *const *base, struct mu_err *err)
 {
+    const struct wrk_ident *user = l->user && l->user->name[0] ? l->user : NULL;
+    const struct proto_msg *b = l->bind;
     struct env_vec e = { NULL, 0, 0 };
 
     for (size_t i = 0; base && base[i]; i++) {
@@ -164,13 +168,13 @@ char **wrk_env_build(const struct wrk_launch *l, char *const *base, struct mu_er
         if (env_put(&e, base[i], err) != 0)
             goto fail;
     }
-    if (l->user && l->user[0]
-        && (env_putf(&e, err, "HOME=%s", l->home && l->home[0] ? l->home : "/") != 0
-            || env_putf(&e, err, "USER=%s", l->user) != 0
-            || env_putf(&e, err, "LOGNAME=%s", l->user) != 0))
+    if (user
+        && (env_putf(&e, err, "HOME=%s", user->home[0] ? user->home : "/") != 0
+            || env_putf(&e, err, "USER=%s", user->name) != 0
+            || env_putf(&e, err, "LOGNAME=%s", user->name) != 0))
         goto fail;
-    for (int i = 0; i < l->nenv; i++) {
-        const char *entry = l->env[i];
+    for (int i = 0; i < b->nenv; i++) {
+        const char *entry = b->env[i];
         if (!entry || !strchr(entry, '=') || entry[0] == '=') {
             mu_errf(err, MU_E_INVAL, "env entry '%s': expected KEY=VALUE", entry ? entry : "");
             goto fail;

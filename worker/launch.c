@@ -121,6 +121,8 @@ static int prepare(const struct wrk_launch *l,
                    enum wrk_fault *fault,
                    struct mu_err *err)
 {
+    const struct proto_msg *b = l->bind;
+    const struct proto_task_ref *t = &b->task;
     char out_path[PROTO_PATH_MAX];
     char err_path[PROTO_PATH_MAX];
 
@@ -128,15 +130,15 @@ static int prepare(const struct wrk_launch *l,
     p->argv = NULL;
     p->out_fd = p->err_fd = -1;
     *fault = WRK_FAULT_JOB;
-    if (!l->job || !mu_name_is_valid(l->job, PROTO_JOB_MAX - 1))
-        return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", l->job ? l->job : "");
-    if (l->argc <= 0 || !l->argv || !l->argv[0] || !l->argv[0][0])
+    if (!mu_name_is_valid(t->job, PROTO_JOB_MAX - 1))
+        return mu_errf(err, MU_E_INVAL, "job id '%s' is not a valid name", t->job);
+    if (b->argc <= 0 || !b->argv || !b->argv[0] || !b->argv[0][0])
         return mu_errf(err, MU_E_INVAL, "empty command");
     *fault = WRK_FAULT_NODE;
-    if (wrk_task_path(l->state_dir, "logs", l->job, l->attempt, l->task, ".out", out_path,
+    if (wrk_task_path(l->state_dir, "logs", t->job, t->attempt, t->task, ".out", out_path,
                       sizeof(out_path), err)
             != 0
-        || wrk_task_path(l->state_dir, "logs", l->job, l->attempt, l->task, ".err", err_path,
+        || wrk_task_path(l->state_dir, "logs", t->job, t->attempt, t->task, ".err", err_path,
                          sizeof(err_path), err)
                != 0)
         return -1;
@@ -147,18 +149,18 @@ static int prepare(const struct wrk_launch *l,
             *fault = WRK_FAULT_JOB; /* a spec entry without '=' */
         goto fail;
     }
-    p->argv = calloc((size_t)l->argc + 1, sizeof(*p->argv));
+    p->argv = calloc((size_t)b->argc + 1, sizeof(*p->argv));
     if (!p->argv) {
         mu_errf(err, MU_E_NOMEM, "out of memory for argv");
         goto fail;
     }
-    for (int i = 0; i < l->argc; i++) {
-        if (!l->argv[i]) {
+    for (int i = 0; i < b->argc; i++) {
+        if (!b->argv[i]) {
             *fault = WRK_FAULT_JOB;
             mu_errf(err, MU_E_INVAL, "argv[%d] is missing", i);
             goto fail;
         }
-        p->argv[i] = l->argv[i];
+        p->argv[i] = b->argv[i];
     }
     p->out_fd = open_log(l->state_dir, out_path, err);
     if (p->out_fd < 0)
@@ -170,6 +172,12 @@ static int prepare(const struct wrk_launch *l,
 fail:
     prepared_release(p);
     return -1;
+}
+
+/* The BIND's workdir, else the state directory. */
+static const char *workdir_of(const struct wrk_launch *l)
+{
+    return l->bind->workdir[0] ? l->bind->workdir : l->state_dir;
 }
 
 int wrk_launch_start(const struct wrk_launch *l,
@@ -187,7 +195,7 @@ int wrk_launch_start(const struct wrk_launch *l,
     memset(&s, 0, sizeof(s));
     s.argv = p.argv;
     s.envp = p.envp;
-    s.workdir = l->workdir && l->workdir[0] ? l->workdir : l->state_dir;
+    s.workdir = workdir_of(l);
     s.fd_stdin = -1;
     s.fd_stdout = p.out_fd;
     s.fd_stderr = p.err_fd;
@@ -374,27 +382,44 @@ out:
     return rc;
 }
 
+/* The record of the BIND's task the shim writes once it runs (pids and start time: the shim's). */
+static void rec_init(const struct wrk_launch *l, struct wrk_taskrec *r)
+{
+    const struct proto_msg *b = l->bind;
+
+    memset(r, 0, sizeof(*r));
+    mu_strlcpy(r->ref.job, b->task.job, sizeof(r->ref.job));
+    r->ref.task = b->task.task;
+    r->ref.attempt = b->task.attempt;
+    r->ckpt_signal = b->signal;
+    r->grace_s = b->grace_s;
+    r->uid = l->user && l->user->name[0] ? (int)l->user->uid : -1;
+    r->ngpus = b->nbind_gpus < PROTO_MAX_GPUS ? b->nbind_gpus : PROTO_MAX_GPUS;
+    memcpy(r->gpus, b->bind_gpus, sizeof(r->gpus));
+}
+
 int wrk_launch_shim(const struct wrk_launch *l,
                     char *const *base,
                     const char *shim_path,
-                    const struct wrk_taskrec *rec,
-                    pid_t *pid_out,
-                    pid_t *shim_pid_out,
+                    struct wrk_taskrec *rec,
                     enum wrk_fault *fault,
                     struct mu_err *err)
 {
+    const struct proto_task_ref *t = &l->bind->task;
     char rec_base[PROTO_PATH_MAX];
     struct wrk_shim_spec spec;
     struct prepared p;
     struct mu_buf buf;
     enum wrk_fault why = WRK_FAULT_NODE;
+    pid_t pid = -1;
+    pid_t shim_pid = -1;
     int spec_fd = -1;
     int rc = -1;
 
     if (fault)
         *fault = WRK_FAULT_NODE;
-    if (wrk_task_path(l->state_dir, "tasks", l->job ? l->job : "", l->attempt, l->task, "",
-                      rec_base, sizeof(rec_base), err)
+    if (wrk_task_path(l->state_dir, "tasks", t->job, t->attempt, t->task, "", rec_base,
+                      sizeof(rec_base), err)
         != 0)
         return -1;
     if (prepare(l, base, &p, &why, err) != 0) {
@@ -404,17 +429,17 @@ int wrk_launch_shim(const struct wrk_launch *l,
     }
     mu_buf_init(&buf, WRK_SPEC_MAX_BYTES);
     memset(&spec, 0, sizeof(spec));
-    spec.rec = *rec;
-    spec.argc = l->argc;
+    rec_init(l, &spec.rec);
+    spec.argc = l->bind->argc;
     spec.argv = p.argv;
     while (p.envp && p.envp[spec.nenv])
         spec.nenv++;
     spec.envp = p.envp;
-    spec.workdir = l->workdir && l->workdir[0] ? l->workdir : l->state_dir;
-    if (l->user && l->user[0]) {
-        spec.user = l->user;
-        spec.uid = (int)l->uid;
-        spec.gid = (int)l->gid;
+    spec.workdir = workdir_of(l);
+    if (l->user && l->user->name[0]) {
+        spec.user = l->user->name;
+        spec.uid = (int)l->user->uid;
+        spec.gid = (int)l->user->gid;
     }
     spec.lease_path = l->lease_path;
     spec.not_after_ms = l->not_after_ms;
@@ -423,11 +448,15 @@ int wrk_launch_shim(const struct wrk_launch *l,
     spec_fd = spec_file(l->state_dir, &buf, err);
     if (spec_fd < 0)
         goto out;
-    if (shim_spawn(shim_path, rec_base, spec_fd, &p, pid_out, shim_pid_out, &why, err) != 0) {
+    if (shim_spawn(shim_path, rec_base, spec_fd, &p, &pid, &shim_pid, &why, err) != 0) {
         if (fault)
             *fault = why;
         goto out;
     }
+    *rec = spec.rec;
+    rec->ref.state = PROTO_TASK_RUNNING;
+    rec->ref.pid = (int)pid;
+    rec->shim_pid = (int)shim_pid;
     rc = 0;
 out:
     if (spec_fd >= 0)

@@ -2,7 +2,8 @@
 /*
  * muster-worker: the node agent (DESIGN §8).  This file is only the command line: flags, the
  * MUSTER_* environment fallbacks (flag > environment > default, STYLE §1.9) and exit codes
- * (0 ok, 1 runtime failure, 2 usage error); the work is in agent.c.
+ * (0 ok, 1 runtime failure, 2 usage error); the work is in agent.c and the files behind
+ * worker/internal.h, reached through worker/wrk.h.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -61,7 +62,8 @@ static const char usage_text[] =
     "  --run-as USER       (root only) run tasks as USER: its uid, gid and groups, with\n"
     "                      HOME, USER and LOGNAME set  [MUSTER_RUN_AS]\n"
     "  --allow-user NAME   (root only, repeatable) run a job as its own user NAME when the\n"
-    "                      scheduler names it (the job spec's \"user\"); other job users are refused\n"
+    "                      scheduler names it (the job spec's \"user\"); other job users\n"
+    "                      are refused\n"
     "  --allow-root        (root only) allow tasks to run as root; without it a root worker\n"
     "                      refuses them unless --run-as says whom  [MUSTER_ALLOW_ROOT=1]\n"
     "  --log-level LEVEL   debug, info, warn or error (default info)\n"

@@ -185,7 +185,7 @@ static int start_task(struct wrk_shim_spec *spec,
     spec->rec.shim_pid = (int)getpid();
     spec->rec.started_ms = mu_time_wall_ms();
     text = wrk_taskrec_format(&spec->rec, err);
-    if (!text || mu_snprintf(path, sizeof(path), "%s.json", base) != 0
+    if (!text || mu_snprintf(path, sizeof(path), "%s" WRK_TASKREC_SUFFIX, base) != 0
         || wrk_file_write_atomic(path, text, strlen(text), err) != 0) {
         if (text)
             mu_err_prefix(err, "cannot keep the task's record: ");
@@ -326,7 +326,7 @@ static int supervise(const struct wrk_shim_spec *spec,
     x.fenced = f.step != FENCE_NONE;
     mu_err_clear(&err);
     if (wrk_taskexit_format(&x, line, sizeof(line), &err) != 0
-        || mu_snprintf(path, sizeof(path), "%s.exit", base) != 0
+        || mu_snprintf(path, sizeof(path), "%s" WRK_TASKEXIT_SUFFIX, base) != 0
         || wrk_file_write_atomic(path, line, strlen(line), &err) != 0)
         say("cannot record the exit of pid %d: %s", (int)pid, err.msg);
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {

@@ -296,6 +296,25 @@ int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err 
     return r;
 }
 
+int wrk_taskrec_remove(const char *state_dir, const struct proto_task_ref *ref, struct mu_err *err)
+{
+    static const char *const suffixes[] = { WRK_TASKREC_SUFFIX, WRK_TASKEXIT_SUFFIX,
+                                            WRK_TASKREC_SUFFIX ".tmp", WRK_TASKEXIT_SUFFIX ".tmp",
+                                            WRK_FENCED_SUFFIX };
+    char path[PROTO_PATH_MAX + 32];
+    int rc = 0;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(suffixes); i++) {
+        if (wrk_task_path(state_dir, "tasks", ref->job, ref->attempt, ref->task, suffixes[i], path,
+                          sizeof(path), NULL)
+            != 0)
+            continue; /* it was never written under a name that long */
+        if (unlink(path) != 0 && errno != ENOENT && rc == 0)
+            rc = mu_errf(err, MU_E_IO, "cannot remove '%s': %s", path, strerror(errno));
+    }
+    return rc;
+}
+
 int wrk_file_write_atomic(const char *path, const char *data, size_t len, struct mu_err *err)
 {
     char tmp[PROTO_PATH_MAX + 16];

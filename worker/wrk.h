@@ -166,31 +166,31 @@ int wrk_spawn_capture(char *const *argv,
 
 /* ---- tasks: environment and launch (DESIGN §3 "Task environment") ---- */
 
-/* What one task needs to start; every pointer is borrowed for the call. */
-struct wrk_launch {
-    const char *state_dir; /* logs/ and ckpt/ live here; the default workdir */
-    const char *node;
-    const char *job; /* a valid name (mu_name_is_valid): it becomes part of file names */
-    int task;
-    int attempt;
-    int argc;
-    char *const *argv; /* argv[0..argc-1] */
-    int nenv;
-    char *const *env;         /* "KEY=VALUE" from the spec, override the worker's */
-    const char *workdir;      /* NULL or "" = state_dir */
-    const char *resume_from;  /* NULL or "" = none */
-    const char *cuda_visible; /* CUDA_VISIBLE_DEVICES value ("" = no GPUs) */
-    bool cuda_pci_order;      /* also set CUDA_DEVICE_ORDER=PCI_BUS_ID (discovered GPUs) */
-    int world_size;
-    int local_rank;
-    int local_world_size;
-    int node_rank;
-    const char *master_addr;
-    int master_port;
-    const char *user; /* run as this user: HOME, USER, LOGNAME set; NULL = the worker's own */
-    const char *home; /* the user's home directory (with user) */
-    uid_t uid;        /* with user: the ids the task runs with */
+/* A user tasks run as: --run-as, or the BIND's job_user on a worker given --allow-user. */
+struct wrk_ident {
+    char name[64]; /* "" = none: the worker's own ids */
+    char home[PROTO_PATH_MAX];
+    uid_t uid;
     gid_t gid;
+};
+
+/*
+ * What one task needs to start; every pointer is borrowed for the call.  The BIND says what the
+ * scheduler decided and is read where each of its fields is used (env.c, launch.c), never
+ * copied: task (its job id must be a valid name: it becomes part of file names), argc/argv,
+ * nenv/env ("KEY=VALUE", overriding the worker's), workdir ("" = state_dir), resume_from ("" =
+ * none), world_size, local_rank, local_world_size, node_rank, master_addr, master_port, and for
+ * wrk_launch_shim's task record signal (the checkpoint signal), grace_s and bind_gpus.  The other
+ * fields are what the worker knows.
+ */
+struct wrk_launch {
+    const struct proto_msg *bind; /* the BIND message (required) */
+    const char *state_dir;        /* logs/ and ckpt/ live here; the default workdir */
+    const char *node;
+    const char *cuda_visible;     /* CUDA_VISIBLE_DEVICES value ("" = no GPUs) */
+    bool cuda_pci_order;          /* also set CUDA_DEVICE_ORDER=PCI_BUS_ID (discovered GPUs) */
+    const struct wrk_ident *user; /* run as this user, with HOME, USER and LOGNAME set; NULL or
+                                     name "" = the worker's own ids */
     const char *lease_path; /* wrk_launch_shim: the lease record the shim honours; NULL = none */
     uint64_t not_after_ms;  /* CLOCK_MONOTONIC ms: the task must not exec at or after this (the
                                lease's end, or the BIND's expiry); 0 = no deadline */
@@ -198,9 +198,10 @@ struct wrk_launch {
 
 /*
  * Builds the task's environment: base (NULL-terminated, e.g. environ), then HOME, USER and
- * LOGNAME when l->user is set, then l->env, then muster's variables, each later entry replacing an
- * earlier one with the same key.  Pure: no system calls.  Returns a NULL-terminated heap array;
- * free it with wrk_env_free.  A spec entry without '=' or with an empty key is MU_E_INVAL.
+ * LOGNAME when l->user is set, then the BIND's env, then muster's variables, each later entry
+ * replacing an earlier one with the same key.  Pure: no system calls.  Returns a NULL-terminated
+ * heap array; free it with wrk_env_free.  A spec entry without '=' or with an empty key is
+ * MU_E_INVAL.
  */
 char **wrk_env_build(const struct wrk_launch *l, char *const *base, struct mu_err *err);
 void wrk_env_free(char **envp);
@@ -249,6 +250,10 @@ int wrk_launch_start(const struct wrk_launch *l,
 #define WRK_SHIM_START_TIMEOUT_MS 10000        /* a shim that says nothing by then is killed */
 #define WRK_FENCE_TERM_GRACE_MS   5000         /* self-fencing: SIGTERM -> SIGKILL */
 #define WRK_SHIM_NAME             "muster-shim"
+/* The suffixes of a task's files in <state-dir>/tasks, after "<job>.<attempt>.<task>". */
+#define WRK_TASKREC_SUFFIX  ".json"   /* the record */
+#define WRK_TASKEXIT_SUFFIX ".exit"   /* the exit file */
+#define WRK_FENCED_SUFFIX   ".fenced" /* an older version's "stopped by the lease" mark */
 
 struct wrk_taskrec {
     struct proto_task_ref ref; /* job, task, attempt; pid = the task's process group id */
@@ -293,6 +298,14 @@ void wrk_taskexit_from_siginfo(int code, int status, struct wrk_taskexit *out);
  */
 int wrk_taskrec_read(const char *path, struct wrk_taskrec *out, struct mu_err *err);
 int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err *err);
+
+/*
+ * Deletes the files of ref's task in <state_dir>/tasks: its record, its exit file, their temp
+ * files, and the ".fenced" mark older versions kept; the scheduler has its exit and nobody reads
+ * them again.  A missing file is fine; -1 with err names the first file that could not go (the
+ * others are still tried).
+ */
+int wrk_taskrec_remove(const char *state_dir, const struct proto_task_ref *ref, struct mu_err *err);
 
 /* Writes data to "<path>.tmp" and renames it to path (mode 0644). */
 int wrk_file_write_atomic(const char *path, const char *data, size_t len, struct mu_err *err);
@@ -339,20 +352,20 @@ bool wrk_shim_cmdline_matches(const char *cmdline, size_t len, const char *base)
 bool wrk_shim_is_running(int pid, const char *base);
 
 /*
- * Starts one task through the shim at shim_path: prepares logs and environment as
- * wrk_launch_start does, hands the shim its spec (rec: the task's record, without pids; the
- * lease path and start deadline from l) and waits up to WRK_SHIM_START_TIMEOUT_MS for it to
- * report the task's pid, or why the task could not start ("cannot run 'x': No such file or
- * directory") and whose fault that is (*fault, may be NULL; the shim's report line is
- * "ERR <code> <node|job> <message>").  The shim is a child of the caller, which must reap it;
- * *pid_out is the task's pid (= its process group id).
+ * Starts the BIND's task through the shim at shim_path: prepares logs and environment as
+ * wrk_launch_start does, hands the shim its spec (the task's record: the BIND's task, checkpoint
+ * signal, grace and GPUs, and l->user's uid or -1; the lease path and start deadline from l) and
+ * waits up to WRK_SHIM_START_TIMEOUT_MS for it to report the task's pid, or why the task could
+ * not start ("cannot run 'x': No such file or directory") and whose fault that is (*fault, may
+ * be NULL; the shim's report line is "ERR <code> <node|job> <message>").  On success *rec is the
+ * running task's record: ref state RUNNING, ref.pid the task's pid (= its process group id),
+ * shim_pid (started_ms stays 0: the shim's file has it); on failure rec is untouched.  The shim
+ * is a child of the caller, which must reap it.
  */
 int wrk_launch_shim(const struct wrk_launch *l,
                     char *const *base,
                     const char *shim_path,
-                    const struct wrk_taskrec *rec,
-                    pid_t *pid_out,
-                    pid_t *shim_pid_out,
+                    struct wrk_taskrec *rec,
                     enum wrk_fault *fault,
                     struct mu_err *err);
 

@@ -6,17 +6,15 @@
  * stores; a restarted writer keeping the values) and its renewal by round trip (a stale or
  * refused answer renews nothing), the KILL tombstones, the lower bound of the scheduler's
  * clock, which BINDs are stale and their start deadline, the spawn child's check of it, and the
- * shim's "fenced" exit record and spec keys.  The agent's use of them is in test_wrk.c, against
- * its fake scheduler.
+ * shim's "fenced" exit record and spec keys.  The agent's use of them is in test_wrk_fence.c,
+ * against the fake scheduler of support/wrk_fake.c, whose temp directories these tests share.
  */
-#include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -25,32 +23,10 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/support/wrk_fake.h"
 #include "worker/wrk.h"
 
 #include "common/mu_banned.h"
-
-static char *make_tmpdir(void)
-{
-    char tmpl[] = "/tmp/muster-test-lease-XXXXXX";
-    char *dir = mkdtemp(tmpl);
-    assert_non_null(dir);
-    return strdup(dir);
-}
-
-static void rm_rf(const char *dir)
-{
-    /* Test-owned temporary directory only; the path comes from mkdtemp above. */
-    char *argv[] = { (char *)"rm", (char *)"-rf", (char *)dir, NULL };
-    char *out = NULL;
-    char *errout = NULL;
-    int status;
-    if (strncmp(dir, "/tmp/muster-test-lease-", 23) != 0)
-        return;
-    if (wrk_spawn_capture(argv, 4096, 10000, &out, &errout, &status, NULL) == 0) {
-        free(out);
-        free(errout);
-    }
-}
 
 static void write_bytes(const char *path, const void *data, size_t len)
 {
