@@ -62,6 +62,9 @@ const char *mu_err_text(int code);
 bool mu_never_(bool cond, const char *expr, const char *file, int line);
 
 #define MU_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* A result the caller must look at: the compiler fails a call that drops it (even through a
+ * (void) cast, in GCC). */
+#define MU_MUST_CHECK __attribute__((warn_unused_result))
 
 /* ---- logging: "2026-11-22T08:00:00.123Z INFO sched job=… message" on stderr ---- */
 

@@ -120,8 +120,10 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
     if (j->state == QUEUE_PREEMPTING) {
         /* First, so that the exits below count as the stop's, not as failures. */
         j->state = QUEUE_RUNNING;
-        d_gang_stop(d, j, "the scheduler restarted while the gang was being stopped", 0, D_C_NONE,
-                    QUEUE_PENDING);
+        if (d_gang_stop(d, j, "the scheduler restarted while the gang was being stopped", 0,
+                        D_C_NONE, QUEUE_PENDING)
+            != 0)
+            mu_log(MU_LOG_WARN, "sched", "job=%s its stop cannot be written: it runs on", j->id);
     }
     if (first_gone >= 0) {
         char id[QUEUE_JOB_ID_MAX];

@@ -39,7 +39,8 @@ void d_limits_check(struct musterd *d, uint64_t now_wall_ms)
         (void)mu_snprintf(why, sizeof(why), "time limit of %s reached (%s)", in,
                           j->spec.time_limit_s > 0 ? "time_limit_s" : "default_time_limit_s");
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d %s: stopping it", j->id, j->attempt, why);
-        d_gang_stop(d, j, why, 0, D_C_NONE, QUEUE_TIMEOUT);
+        if (d_gang_stop(d, j, why, 0, D_C_NONE, QUEUE_TIMEOUT) != 0)
+            next = now_wall_ms; /* not written: stopped on a later tick, once Redis is back */
     }
     d->next_limit_ms = next; /* UINT64_MAX when nothing runs: a start lowers it */
 }

@@ -15,15 +15,19 @@
 
 #include "common/mu_banned.h"
 
-static void job_hold(struct musterd *d, struct d_job *j, bool hold)
+/* 0, or -1 when the write failed and nothing changed. */
+static int job_hold(struct musterd *d, struct d_job *j, bool hold)
 {
     struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
+    struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
+    if (d_job_write(d, j, &c) != 0)
+        return -1;
     j->held = hold;
-    (void)d_job_write(d, j, f, 1, NULL, NULL, NULL);
     if (!hold) {
         j->reason[0] = '\0';
         d->dirty = true;
     }
+    return 0;
 }
 
 void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
@@ -38,8 +42,8 @@ void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
-        d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING);
-        n++;
+        /* A stop that cannot be written now is made once Redis is back (d_outage_recheck). */
+        n += d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING) == 0;
     }
     mu_log(MU_LOG_INFO, "sched", "node=%s draining: %d gang(s) checkpointed and requeued%s",
            node->name, n, grace_s >= 0 ? " (grace capped by --grace)" : "");
@@ -47,6 +51,7 @@ void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
 
 void d_control(struct musterd *d, const struct queue_entry *e)
 {
+    bool applied = true;
     struct d_job *j = NULL;
     struct d_node *node = NULL;
     bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0
@@ -66,9 +71,9 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         } else if (!j)
             mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
         else if (strcmp(e->cmd, "cancel") == 0)
-            d_job_cancel(d, j);
+            applied = d_job_cancel(d, j) == 0;
         else
-            job_hold(d, j, strcmp(e->cmd, "hold") == 0);
+            applied = job_hold(d, j, strcmp(e->cmd, "hold") == 0) == 0;
     } else if (node_cmd) {
         int idx = sched_cluster_node_find(d->cluster, e->arg);
         node = idx >= 0 ? &d->nodes[idx] : NULL;
@@ -93,5 +98,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);
     }
-    d_stream_ack(d, QUEUE_STREAM_CONTROL, e->id);
+    /* A job command that could not be written is not acknowledged: Redis hands it out again
+     * after the reconnect (the consumer group's pending entries are read first). */
+    if (applied)
+        d_stream_ack(d, QUEUE_STREAM_CONTROL, e->id);
 }

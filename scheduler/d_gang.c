@@ -75,64 +75,77 @@ static int gang_exit_code(const struct d_job *j)
     return code;
 }
 
-/* A gang stopped to end (d_gang_stop with a final state) is gone: write that state. */
-static void job_stopped(struct musterd *d, struct d_job *j)
+/* A gang stopped to end (d_gang_stop with a final state) is gone: write that state.  0, or -1
+ * when the write failed (the gang stays placed; d_gangs_recheck comes back to it). */
+static int job_stopped(struct musterd *d, struct d_job *j)
 {
+    uint64_t finished_ms = mu_time_wall_ms();
+    int exit_code = gang_exit_code(j);
     char now[32];
     char code[16];
-    struct queue_kv f[] = { { "state", queue_state_name(j->stop_to) },
-                            { "error", j->stop_reason },
+    struct queue_kv f[] = { { "error", j->stop_reason },
                             { "exit_code", code },
                             { "finished_at", now } };
     struct d_tally tally = { j->stop_to == QUEUE_TIMEOUT ? D_C_TIMEOUT : D_C_NONE, 0, 0 };
+    struct d_change c = { .to = (int)j->stop_to,
+                          .reason = j->stop_reason,
+                          .fields = f,
+                          .nfields = (int)MU_ARRAY_LEN(f),
+                          .tally = &tally };
 
-    j->finished_ms = mu_time_wall_ms();
-    j->exit_code = gang_exit_code(j);
-    j->state = j->stop_to;
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)finished_ms);
+    (void)mu_snprintf(code, sizeof(code), "%d", exit_code);
+    if (d_job_write(d, j, &c) != 0)
+        return -1;
+    j->finished_ms = finished_ms;
+    j->exit_code = exit_code;
     mu_strlcpy(j->error, j->stop_reason, sizeof(j->error));
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
-    (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
-    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), queue_state_name(j->state), j->stop_reason,
-                      &tally);
     mu_log(MU_LOG_INFO, "sched", "job=%s %s: %s", j->id, queue_state_name(j->state),
            j->stop_reason);
+    return 0;
 }
 
-/* A PREEMPTING gang has stopped: PENDING with attempt + 1, its checkpoint and the lost work. */
-static void preempted_requeue(struct musterd *d, struct d_job *j)
+/* A PREEMPTING gang has stopped: PENDING with attempt + 1, its checkpoint and the lost work.
+ * 0, or -1 when the write failed (the gang stays placed; d_gangs_recheck comes back to it). */
+static int preempted_requeue(struct musterd *d, struct d_job *j)
 {
     uint64_t now = mu_time_wall_ms();
     uint64_t from = j->last_checkpoint_ms > j->started_ms ? j->last_checkpoint_ms : j->started_ms;
     char attempt[16];
     char lost[32];
     char reason[300];
-    struct queue_kv f[] = { { "state", "PENDING" }, { "attempt", attempt },
-                            { "reason", reason },   { "lost_gpu_seconds", lost },
-                            { "nodes", NULL },      { "placement", NULL },
-                            { "started_at", NULL } };
-    struct d_tally tally = { -1, 0, 0 };
+    struct queue_kv f[] = { { "attempt", attempt },       { "reason", reason },
+                            { "lost_gpu_seconds", lost }, { "nodes", NULL },
+                            { "placement", NULL },        { "started_at", NULL } };
+    struct d_tally tally = { D_C_NONE, 0, 0 };
+    struct d_change c = { .to = QUEUE_PENDING,
+                          .reason = reason,
+                          .fields = f,
+                          .nfields = (int)MU_ARRAY_LEN(f),
+                          .tally = &tally };
     struct d_job *preemptor = j->preempted_for[0] ? mu_map_get(d->jobs, j->preempted_for) : NULL;
 
     if (from && now > from)
         tally.lost_gpu_s =
             (double)j->spec.tasks * j->spec.gpus_per_task * (double)(now - from) / 1000.0;
-    j->lost_gpu_s += tally.lost_gpu_s;
-    j->attempt++;
-    j->state = QUEUE_PENDING;
-    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
-    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt + 1);
+    (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s + tally.lost_gpu_s);
     (void)mu_snprintf(reason, sizeof(reason), "requeued: %s (lost %.0f GPU-s of work)",
                       j->stop_reason, tally.lost_gpu_s);
+    if (d_job_write(d, j, &c) != 0)
+        return -1;
+    j->lost_gpu_s += tally.lost_gpu_s;
+    j->attempt++;
     mu_strlcpy(j->reason, reason, sizeof(j->reason));
     mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
     j->reason_stored = true;
     j->reason_at_ms = mu_time_mono_ms();
-    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
     mu_log(MU_LOG_INFO, "sched", "job=%s stopped and requeued as attempt %d, lost %.1f GPU-s",
            j->id, j->attempt, tally.lost_gpu_s);
     if (preemptor && preemptor->victims_stopping > 0)
         preemptor->victims_stopping--;
     j->preempted_for[0] = '\0';
+    return 0;
 }
 
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
@@ -140,8 +153,12 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
     if (!j->placed || !d_job_all_gone(j))
         return;
-    if (j->end == D_END_FINAL && !queue_state_is_final(j->state))
-        job_stopped(d, j); /* e.g. TIMEOUT, written now that the gang is gone */
+    /* What follows is written first: a failed write leaves the gang placed, to be released
+     * once Redis is back (d_gangs_recheck). */
+    if (j->end == D_END_FINAL && !queue_state_is_final(j->state) && job_stopped(d, j) != 0)
+        return; /* e.g. TIMEOUT, written now that the gang is gone */
+    if (j->end == D_END_RETRY && j->state == QUEUE_PREEMPTING && preempted_requeue(d, j) != 0)
+        return; /* PENDING, attempt + 1, now that it has stopped */
     acknowledge_exits(d, j);
     if (d_job_fully_committed(j)) {
         sched_cluster_release(d->cluster, &j->req, j->slots);
@@ -163,8 +180,6 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j)
     d->nodes_dirty = true;
     if (j->end == D_END_RETRY) {
         j->end = D_END_NONE;
-        if (j->state == QUEUE_PREEMPTING)
-            preempted_requeue(d, j); /* PENDING, attempt + 1, now that it has stopped */
         d_job_pending_add(d, j);
     } else if (j->end == D_END_FINAL) {
         d_job_forget(d, j);
@@ -199,27 +214,36 @@ void d_job_attempt_end(
     (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
     if (counted && j->failures > j->spec.max_retries) {
-        struct queue_kv f[] = { { "state", "FAILED" },
-                                { "error", why },
+        struct queue_kv f[] = { { "error", why },
                                 { "exit_code", num },
                                 { "finished_at", now },
                                 { "lost_gpu_seconds", lost } };
+        struct d_change c = { .to = QUEUE_FAILED,
+                              .reason = why,
+                              .fields = f,
+                              .nfields = (int)MU_ARRAY_LEN(f),
+                              .tally = &tally };
         (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
         j->exit_code = exit_code;
         mu_strlcpy(j->error, why, sizeof(j->error));
         j->finished_ms = now_ms;
-        j->state = QUEUE_FAILED;
         j->end = D_END_FINAL;
         tally.counter = D_C_FAILED;
-        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "FAILED", why, &tally);
+        if (d_job_write(d, j, &c) != 0)
+            d_job_remember(j, QUEUE_FAILED); /* a reported fact: the tasks did end */
         mu_log(MU_LOG_INFO, "sched", "job=%s failed: %s", j->id, why);
     } else {
         char reason[300];
         char failures[16];
-        struct queue_kv f[] = { { "state", "PENDING" }, { "attempt", attempt },
-                                { "reason", reason },   { "failures", failures },
-                                { "nodes", NULL },      { "placement", NULL },
-                                { "started_at", NULL }, { "lost_gpu_seconds", lost } };
+        struct queue_kv f[] = { { "attempt", attempt },      { "reason", reason },
+                                { "failures", failures },    { "nodes", NULL },
+                                { "placement", NULL },       { "started_at", NULL },
+                                { "lost_gpu_seconds", lost } };
+        struct d_change c = { .to = QUEUE_PENDING,
+                              .reason = reason,
+                              .fields = f,
+                              .nfields = (int)MU_ARRAY_LEN(f),
+                              .tally = &tally };
         (void)mu_snprintf(failures, sizeof(failures), "%d", j->failures);
         if (counted && d->cfg.retry_backoff_s > 0) {
             /* Back off, so that a gang failing at once does not burn its retries in a
@@ -238,13 +262,15 @@ void d_job_attempt_end(
         }
         j->attempt++;
         (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
-        j->state = QUEUE_PENDING;
         j->end = D_END_RETRY;
         mu_strlcpy(j->reason, reason, sizeof(j->reason));
         mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
         j->reason_stored = true;
         j->reason_at_ms = mu_time_mono_ms();
-        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING", reason, &tally);
+        /* Whatever ended it (an exit, a lost node, the bind timeout) has happened: a failed
+         * write is kept and written whole once Redis is back; the KILLs below are idempotent. */
+        if (d_job_write(d, j, &c) != 0)
+            d_job_remember(j, QUEUE_PENDING);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
                j->placed_attempt, why);
     }
@@ -255,15 +281,18 @@ void d_job_attempt_end(
 static void job_succeeded(struct musterd *d, struct d_job *j)
 {
     char now[32];
-    struct queue_kv f[] = { { "state", "SUCCEEDED" },
-                            { "exit_code", "0" },
-                            { "finished_at", now } };
+    struct queue_kv f[] = { { "exit_code", "0" }, { "finished_at", now } };
+    struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
+    struct d_change c = { .to = QUEUE_SUCCEEDED,
+                          .reason = "all tasks exited 0",
+                          .fields = f,
+                          .nfields = (int)MU_ARRAY_LEN(f),
+                          .tally = &tally };
     j->finished_ms = mu_time_wall_ms();
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
-    j->state = QUEUE_SUCCEEDED;
     j->end = D_END_FINAL;
-    struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
-    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "SUCCEEDED", "all tasks exited 0", &tally);
+    if (d_job_write(d, j, &c) != 0)
+        d_job_remember(j, QUEUE_SUCCEEDED); /* a reported fact: every task exited 0 */
     mu_log(MU_LOG_INFO, "sched", "job=%s succeeded", j->id);
     d_job_release_if_done(d, j);
 }
@@ -402,6 +431,7 @@ static void bind_send(struct musterd *d, struct d_job *j)
 /* Starts a gang whose slots the scheduling pass committed; on failure the caller releases. */
 int d_gang_start(struct musterd *d, struct d_job *j)
 {
+    uint64_t started_ms = mu_time_wall_ms();
     struct mu_buf json;
     struct mu_buf nodes;
     char now[32];
@@ -418,30 +448,37 @@ int d_gang_start(struct musterd *d, struct d_job *j)
     mu_buf_init(&nodes, 0);
     if (placement_format(d, j, &json, &nodes) != 0)
         goto out;
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)started_ms);
+    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+    (void)mu_snprintf(why, sizeof(why), "placed on %s", nodes.data);
+    {
+        struct queue_kv f[] = { { "started_at", now },
+                                { "nodes", nodes.data },
+                                { "placement", json.data },
+                                { "attempt", attempt },
+                                { "reason", NULL } };
+        struct d_tally tally = { D_C_NONE, 0, j->place_s };
+        struct d_change c = { .to = QUEUE_STARTING,
+                              .reason = why,
+                              .fields = f,
+                              .nfields = (int)MU_ARRAY_LEN(f),
+                              .tally = &tally };
+        if (d_job_write(d, j, &c) != 0)
+            goto out; /* not started: no BIND goes out, the caller releases the slots */
+    }
     j->placed = true; /* the pass committed the slots */
     j->head_of_queue = false;
     j->kill_at_ms = 0;
     j->kill_sent_ms = 0;
     j->placed_attempt = j->attempt;
     j->end = D_END_NONE;
-    j->state = QUEUE_STARTING;
-    j->started_ms = mu_time_wall_ms();
+    j->started_ms = started_ms;
     j->bind_deadline_ms = mu_time_mono_ms() + (uint64_t)d->cfg.bind_timeout_s * 1000u;
     j->master_port = PORT_BASE + d->next_port;
     d->next_port = (d->next_port + 1) % PORT_RANGE;
     j->reason[0] = '\0';
     j->reason_written[0] = '\0';
     j->reason_stored = false;
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->started_ms);
-    (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
-    (void)mu_snprintf(why, sizeof(why), "placed on %s", nodes.data);
-    {
-        struct queue_kv f[] = { { "state", "STARTING" }, { "started_at", now },
-                                { "nodes", nodes.data }, { "placement", json.data },
-                                { "attempt", attempt },  { "reason", NULL } };
-        struct d_tally tally = { -1, 0, j->place_s };
-        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STARTING", why, &tally);
-    }
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
     d_limit_watch(d, j);
     bind_send(d, j);
@@ -464,9 +501,9 @@ void d_job_running_if_all_acked(struct musterd *d, struct d_job *j)
             return;
     }
     if (j->state == QUEUE_STARTING && j->end == D_END_NONE) {
-        struct queue_kv f[] = { { "state", "RUNNING" } };
-        j->state = QUEUE_RUNNING;
-        (void)d_job_write(d, j, f, 1, "RUNNING", "every task started", NULL);
+        struct d_change c = { .to = QUEUE_RUNNING, .reason = "every task started" };
+        if (d_job_write(d, j, &c) != 0)
+            d_job_remember(j, QUEUE_RUNNING); /* a reported fact: every task started */
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d running", j->id, j->attempt);
     }
 }
@@ -488,32 +525,35 @@ static void signal_tasks(struct musterd *d, struct d_job *j, int sig)
     }
 }
 
-void d_gang_stop(struct musterd *d,
-                 struct d_job *j,
-                 const char *why,
-                 uint64_t deadline_ms,
-                 enum d_counter counter,
-                 enum queue_state to)
+int d_gang_stop(struct musterd *d,
+                struct d_job *j,
+                const char *why,
+                uint64_t deadline_ms,
+                enum d_counter counter,
+                enum queue_state to)
 {
     uint64_t now = mu_time_mono_ms();
     struct d_tally tally = { (int)counter, 0, 0 };
+    struct queue_kv f[] = { { "reason", why } };
+    /* Requeued: PREEMPTING until it stopped.  Ended: the job ends once the gang is gone
+     * (d_job_release_if_done writes `to` then); until then it keeps its state, and a restart
+     * that adopts it stops it again. */
+    struct d_change c = { .reason = why, .fields = f, .nfields = 1, .tally = &tally };
 
     if (!j->placed || j->end != D_END_NONE)
-        return;
-    mu_strlcpy(j->stop_reason, why, sizeof(j->stop_reason));
+        return -1;
     if (to == QUEUE_PENDING) {
-        struct queue_kv f[] = { { "state", "PREEMPTING" }, { "reason", why } };
-        j->end = D_END_RETRY;
-        j->state = QUEUE_PREEMPTING;
-        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PREEMPTING", why, &tally);
+        c.to = QUEUE_PREEMPTING;
     } else {
-        /* The job ends once the gang is gone (d_job_release_if_done writes `to` then); until
-         * then it keeps its state, and a restart that adopts it stops it again. */
-        struct queue_kv f[] = { { "reason", why } };
-        j->end = D_END_FINAL;
-        j->stop_to = to;
-        (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "STOPPING", why, &tally);
+        c.to = D_SAME;
+        c.event = "STOPPING";
     }
+    if (d_job_write(d, j, &c) != 0)
+        return -1; /* not stopped: decided again once Redis is back */
+    mu_strlcpy(j->stop_reason, why, sizeof(j->stop_reason));
+    j->end = to == QUEUE_PENDING ? D_END_RETRY : D_END_FINAL;
+    if (to != QUEUE_PENDING)
+        j->stop_to = to;
     if (j->spec.checkpointable) {
         uint64_t grace_end = now + (uint64_t)j->spec.checkpoint_grace_s * 1000u;
         j->kill_at_ms = deadline_ms && deadline_ms < grace_end ? deadline_ms : grace_end;
@@ -527,29 +567,37 @@ void d_gang_stop(struct musterd *d,
         mu_log(MU_LOG_INFO, "sched", "job=%s stopping (%s): no checkpoint block, killed", j->id,
                why);
     }
+    return 0;
 }
 
-void d_job_cancel(struct musterd *d, struct d_job *j)
+int d_job_cancel(struct musterd *d, struct d_job *j)
 {
+    uint64_t finished_ms = mu_time_wall_ms();
     char now[32];
-    struct queue_kv f[] = { { "state", "CANCELLED" }, { "finished_at", now } };
+    struct queue_kv f[] = { { "finished_at", now } };
+    struct d_tally tally = { D_C_CANCELLED, 0, 0 };
+    struct d_change c = { .to = QUEUE_CANCELLED,
+                          .reason = "cancelled by operator",
+                          .fields = f,
+                          .nfields = 1,
+                          .tally = &tally };
 
     if (queue_state_is_final(j->state))
-        return;
-    j->finished_ms = mu_time_wall_ms();
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
-    j->state = QUEUE_CANCELLED;
-    struct d_tally tally = { D_C_CANCELLED, 0, 0 };
-    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CANCELLED", "cancelled by operator", &tally);
+        return 0;
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)finished_ms);
+    if (d_job_write(d, j, &c) != 0)
+        return -1; /* not cancelled: the command is read again (it is not acknowledged) */
+    j->finished_ms = finished_ms;
     mu_log(MU_LOG_INFO, "sched", "job=%s cancelled", j->id);
     if (!j->placed) {
         d_job_forget(d, j);
-        return;
+        return 0;
     }
     if (j->end == D_END_NONE)
         d_job_kill_live(d, j);
     j->end = D_END_FINAL;
     d_job_release_if_done(d, j);
+    return 0;
 }
 
 /* A gang with a task still running on node idx. */

@@ -11,8 +11,8 @@
 
 #include "scheduler/d_job.h"
 
-/* Starts a gang whose slots the scheduling pass committed: STARTING, then the BINDs.  -1 (out
- * of memory): nothing started, the caller releases the slots. */
+/* Starts a gang whose slots the scheduling pass committed: STARTING written, then the BINDs.
+ * -1 (no memory, or the write failed): nothing started, the caller releases the slots. */
 int d_gang_start(struct musterd *d, struct d_job *j);
 /* A STARTING gang whose every task is acknowledged becomes RUNNING (written). */
 void d_job_running_if_all_acked(struct musterd *d, struct d_job *j);
@@ -37,16 +37,18 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j);
  * checkpoint grace is over, whichever is first.  to QUEUE_PENDING requeues it (state
  * PREEMPTING until it stopped, then PENDING with attempt + 1); a final state (QUEUE_TIMEOUT)
  * ends the job once every task is gone (the state stays as it is meanwhile, the reason says
- * why).
+ * why).  0, or -1 when the gang is not running (not placed, already stopping) or the write
+ * failed: then nothing was sent, and the caller decides again later.
  */
-void d_gang_stop(struct musterd *d,
-                 struct d_job *j,
-                 const char *why,
-                 uint64_t deadline_ms,
-                 enum d_counter counter,
-                 enum queue_state to);
-/* Cancels j (CANCELLED written; a placed gang is killed and released once gone). */
-void d_job_cancel(struct musterd *d, struct d_job *j);
+int d_gang_stop(struct musterd *d,
+                struct d_job *j,
+                const char *why,
+                uint64_t deadline_ms,
+                enum d_counter counter,
+                enum queue_state to);
+/* Cancels j (CANCELLED written; a placed gang is killed and released once gone).  -1 when the
+ * write failed: not cancelled. */
+MU_MUST_CHECK int d_job_cancel(struct musterd *d, struct d_job *j);
 /* True when task of j still runs on node idx. */
 bool d_gang_runs_on(const struct d_job *j, int idx);
 

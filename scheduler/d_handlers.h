@@ -51,6 +51,9 @@ void d_adopt_task_status(struct d_job *j,
 
 /* d_recover.c: takes the active jobs back after a restart. */
 int d_jobs_recover(struct musterd *d, struct mu_err *err);
+/* After a Redis outage, once every job is written again: makes the transitions whose writes
+ * failed (releases, RUNNING, the stops a drain or a spot notice asked for). */
+void d_outage_recheck(struct musterd *d);
 
 /* d_preempt.c: plans a preemption for pending job p (strictly lower-priority, preemptible
  * victims) and starts stopping the victims.  True when a plan was made or one is in flight.

@@ -18,40 +18,34 @@
 
 static void reject(struct musterd *d, const struct queue_entry *e, const char *why)
 {
-    struct mu_err err;
+    uint64_t now_ms = mu_time_wall_ms();
     char now[32];
     char submitted[32];
     char stored[4200];
     const char *spec = e->spec ? e->spec : "";
-    struct queue_kv f[] = { { "id", e->id },
-                            { "state", "REJECTED" },
-                            { "error", why },
-                            { "spec", spec },
-                            { "submitted_at", submitted },
-                            { "finished_at", now },
-                            { "name", "" },
+    struct queue_kv f[] = { { "id", e->id },        { "error", why },
+                            { "spec", spec },       { "submitted_at", submitted },
+                            { "finished_at", now }, { "name", "" },
                             { "queue", "" } };
-    struct queue_event ev = { .state = "REJECTED", .reason = why, .at_ms = mu_time_wall_ms() };
     struct d_tally tally = { D_C_REJECTED, 0, 0 };
+    struct d_change c = { .to = QUEUE_REJECTED,
+                          .reason = why,
+                          .fields = f,
+                          .nfields = (int)MU_ARRAY_LEN(f),
+                          .tally = &tally,
+                          .index_ms = d_job_id_ms(e->id) ? d_job_id_ms(e->id) : 1,
+                          .ack_entry = e->id };
 
     if (e->spec && strlen(e->spec) > 4096) {
         /* Keep what a user needs to recognise it without storing megabytes of garbage. */
         (void)snprintf(stored, sizeof(stored), "%.4096s...(truncated, %zu bytes)", e->spec,
                        e->spec_len);
-        f[3].value = stored;
+        f[2].value = stored;
     }
-    d_counters_tally(&d->metrics, &tally, &ev);
-    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)ev.at_ms);
+    (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
     (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)d_job_id_ms(e->id));
-    if (d->store.ops->job_update(d->store.ctx, e->id, f, (int)MU_ARRAY_LEN(f),
-                                 d_job_id_ms(e->id) ? d_job_id_ms(e->id) : 1, &ev,
-                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
-        != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", e->id,
-                       err.msg);
-        d->redis_down = true;
-        return;
-    }
+    if (d_record_write(d, e->id, 0, &c) != 0)
+        return; /* not acknowledged: read again once Redis is back */
     mu_log_limited(MU_LOG_INFO, "sched", "rejected", 1, "job=%s rejected: %s", e->id, why);
 }
 
@@ -69,7 +63,6 @@ static void fields_of_new_job(
     f[i++] = (struct queue_kv){ "name", j->spec.name };
     f[i++] = (struct queue_kv){ "queue", j->spec.queue };
     f[i++] = (struct queue_kv){ "user", j->spec.user };
-    f[i++] = (struct queue_kv){ "state", "PENDING" };
     f[i++] = (struct queue_kv){ "priority", bufs[0] };
     f[i++] = (struct queue_kv){ "tasks", bufs[1] };
     f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
@@ -88,7 +81,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     struct queue_kv f[16];
     char bufs[6][32];
     int nf = 0;
-    struct queue_event ev;
+    struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
+    struct d_change c;
 
     if (mu_map_get(d->jobs, e->id)) {
         d_stream_ack(d, QUEUE_STREAM_SUBMIT, e->id); /* stored before a crash, ack was lost */
@@ -128,17 +122,14 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         }
         if (!won && strcmp(owner, j->id) != 0) {
             char why[400];
-            struct queue_event dup = { .state = "DUPLICATE",
-                                       .reason = why,
-                                       .at_ms = mu_time_wall_ms() };
+            struct d_change dup = {
+                .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id
+            };
             (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
                               j->spec.idempotency_key, owner);
-            if (d->store.ops->job_update(d->store.ctx, j->id, NULL, 0, 0, &dup, d->cfg.events_max,
-                                         QUEUE_STREAM_SUBMIT, e->id, &err)
-                != 0)
-                d->redis_down = true;
-            mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
-            d_job_free(j);
+            if (d_record_write(d, j->id, 0, &dup) == 0)
+                mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
+            d_job_free(j); /* not acknowledged when the write failed: read again later */
             return;
         }
     }
@@ -147,26 +138,26 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     j->submitted_ms = d_job_id_ms(j->id);
     d_job_request_build(d, j);
     fields_of_new_job(j, e->spec, bufs, f, &nf);
-    ev = (struct queue_event){
-        .state = "PENDING", .reason = "submitted", .attempt = 1, .at_ms = mu_time_wall_ms()
-    };
-    {
-        struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
-        d_counters_tally(&d->metrics, &tally, &ev);
+    c = (struct d_change){ .to = QUEUE_PENDING,
+                           .reason = "submitted",
+                           .fields = f,
+                           .nfields = nf,
+                           .tally = &tally,
+                           .index_ms = j->submitted_ms ? j->submitted_ms : 1,
+                           .ack_entry = e->id };
+    if (mu_map_put(d->jobs, j->id, j, &err) != 0) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s %s; left pending in the stream", j->id, err.msg);
+        d_job_free(j);
+        return;
     }
-    if (d->store.ops->job_update(d->store.ctx, j->id, f, nf, j->submitted_ms ? j->submitted_ms : 1,
-                                 &ev, d->cfg.events_max, QUEUE_STREAM_SUBMIT, e->id, &err)
-            != 0
-        || mu_map_put(d->jobs, j->id, j, &err) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", j->id,
-                       err.msg);
-        d->redis_down = true;
+    if (d_record_write(d, j->id, j->attempt, &c) != 0) {
+        (void)mu_map_remove(d->jobs, j->id);
         d_job_free(j);
         return; /* not acknowledged: read again once Redis is back */
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld", j->id,
            j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority);
     d_job_pending_add(d, j);
-    if (mu_map_remove(d->early_cancels, j->id))
-        d_job_cancel(d, j);
+    if (mu_map_remove(d->early_cancels, j->id) && d_job_cancel(d, j) != 0)
+        j->cancel_wanted = true; /* its control entry is acknowledged: d_outage_recheck cancels */
 }

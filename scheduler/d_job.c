@@ -71,38 +71,54 @@ void d_job_request_build(const struct musterd *d, struct d_job *j)
         j->spec.topo_preferred[0] ? cfg_level_index(&d->cfg, j->spec.topo_preferred) : -1;
 }
 
-/*
- * Writes fields and (when state is given) the state change with its event.  A Redis failure is
- * logged and remembered; the in-memory state still moves on, and the loop retries the
- * connection (full outage handling is issue #5).
- */
-int d_job_write(struct musterd *d,
-                struct d_job *j,
-                const struct queue_kv *fields,
-                int n,
-                const char *state,
-                const char *reason,
-                const struct d_tally *tally)
+int d_record_write(struct musterd *d, const char *id, int attempt, const struct d_change *c)
 {
-    struct mu_err err;
+    struct queue_kv f[D_CHANGE_FIELDS_MAX + 1];
+    const char *state = c->to >= 0 ? queue_state_name((enum queue_state)c->to) : NULL;
+    const char *event = c->event ? c->event : state;
     struct queue_event ev = {
-        .state = state, .reason = reason, .attempt = j->attempt, .at_ms = mu_time_wall_ms()
+        .state = event, .reason = c->reason, .attempt = attempt, .at_ms = mu_time_wall_ms()
     };
-    d_counters_tally(&d->metrics, tally, &ev);
-    if (d->redis_down) {
+    struct d_metrics counted = d->metrics; /* raised only when the write lands */
+    struct mu_err err;
+    int n = 0;
+
+    if (MU_NEVER(c->nfields < 0 || c->nfields > D_CHANGE_FIELDS_MAX))
+        return -1;
+    if (state)
+        f[n++] = (struct queue_kv){ "state", state };
+    for (int i = 0; i < c->nfields; i++)
+        f[n++] = c->fields[i];
+    d_counters_tally(&counted, c->tally, &ev);
+    if (d->store.ops->job_update(d->store.ctx, id, f, n, c->index_ms, event ? &ev : NULL,
+                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, c->ack_entry, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", id,
+                       err.msg);
+        d->redis_down = true;
+        return -1;
+    }
+    d->metrics = counted;
+    return 0;
+}
+
+/* The write-ahead (d_job.h): Redis first; j moves only once it landed. */
+int d_job_write(struct musterd *d, struct d_job *j, const struct d_change *c)
+{
+    if (d->redis_down || d_record_write(d, j->id, j->attempt, c) != 0) {
         j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
         return -1;
     }
-    if (d->store.ops->job_update(d->store.ctx, j->id, fields, n, 0, state ? &ev : NULL,
-                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, NULL, &err)
-        != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store update: %s",
-                       j->id, err.msg);
-        d->redis_down = true;
-        j->unsynced = true;
-        return -1;
-    }
+    if (c->to >= 0)
+        j->state = (enum queue_state)c->to;
     return 0;
+}
+
+void d_job_remember(struct d_job *j, int to)
+{
+    if (to >= 0)
+        j->state = (enum queue_state)to;
+    j->unsynced = true; /* d_jobs_resync writes it whole before anything new is decided */
 }
 
 /* An entry of a stream that makes no job (a control command, a duplicate) is done with. */
@@ -135,7 +151,9 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
     d->reason_budget--;
     {
         struct queue_kv f[] = { { "reason", reason } };
-        if (d_job_write(d, j, f, 1, NULL, NULL, NULL) == 0) {
+        struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
+        /* On failure the reason is in memory and goes out with the rest (d_jobs_resync). */
+        if (d_job_write(d, j, &c) == 0) {
             j->reason_stored = true;
             j->reason_at_ms = now;
             mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));

@@ -83,6 +83,7 @@ struct d_job {
     enum queue_state stop_to; /* end == D_END_FINAL while the state is not final yet: the final
                                  state to write once every task is gone (QUEUE_TIMEOUT) */
     bool unsynced;            /* a change could not be written (Redis down): write it whole later */
+    bool cancel_wanted;       /* a cancel whose write failed: made once Redis is back */
     bool forget_after_sync;   /* final, freed once written */
     int exit_code;            /* final: the job's exit code */
     char error[256];          /* FAILED: why */
@@ -105,18 +106,43 @@ void d_job_free(struct d_job *j);
 /* Fills j->req from j->spec (topology levels by the config's names). */
 void d_job_request_build(const struct musterd *d, struct d_job *j);
 
+#define D_SAME              (-1) /* d_change.to: no state change */
+#define D_CHANGE_FIELDS_MAX 16   /* fields of one d_change besides the derived "state" */
+
+/* One write of a job: what changes. */
+struct d_change {
+    int to;                        /* the new state (enum queue_state) or D_SAME */
+    const char *event;             /* an event that is not a state ("CHECKPOINT", "STOPPING");
+                                      NULL: the new state's, when there is one */
+    const char *reason;            /* the event's reason */
+    const struct queue_kv *fields; /* more fields of the hash (never "state": it is derived) */
+    int nfields;
+    const struct d_tally *tally; /* what it adds to the counters; NULL = nothing */
+    uint64_t index_ms;           /* a new job: its place in the jobs index; 0 = not new */
+    const char *ack_entry;       /* a submission entry acknowledged in the same round trip */
+};
+
 /*
- * Writes fields of j and, when state is given, the state change and its event.  A Redis failure
- * is logged and remembered (d->redis_down, j->unsynced: written whole once Redis is back); the
- * in-memory state still moves on, and the loop retries the connection.
+ * The write-ahead of every job change (DESIGN §3): writes c to Redis before anything else may
+ * learn of it.  The "state" field and the event come from c->to.  On success j->state becomes
+ * c->to, the counters move, and 0 is returned.  On failure (Redis down) -1, and nothing in j
+ * changes but the mark that it must be written whole again (unsynced).  Then a transition
+ * musterd decides (start, stop, cancel, hold) stops there and is decided again once Redis is
+ * back; one that records what a worker reported (an exit, a checkpoint) is kept in memory with
+ * d_job_remember and written with the rest before anything new is decided.
  */
-int d_job_write(struct musterd *d,
-                struct d_job *j,
-                const struct queue_kv *fields,
-                int n,
-                const char *state,
-                const char *reason,
-                const struct d_tally *tally);
+MU_MUST_CHECK int d_job_write(struct musterd *d, struct d_job *j, const struct d_change *c);
+/* The one write under d_job_write, also for a submission that makes no struct d_job (rejected,
+ * duplicate) or is not kept yet (a new job, kept once stored): c to the job hash id and its
+ * event (of attempt), the counters raised when it lands.  A failure is logged and marks Redis
+ * down; -1. */
+MU_MUST_CHECK int d_record_write(struct musterd *d,
+                                 const char *id,
+                                 int attempt,
+                                 const struct d_change *c);
+/* Keeps a reported fact whose write failed: j->state = to (unless D_SAME), written whole by
+ * d_jobs_resync. */
+void d_job_remember(struct d_job *j, int to);
 /* Acknowledges a stream entry that is done with (in the consumer group), on the store. */
 void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id);
 /* Keeps j's pending reason; Redis gets it at once the first time, then at most once a second

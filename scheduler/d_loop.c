@@ -218,6 +218,7 @@ static void redis_recover(struct musterd *d, uint64_t now)
         return;
     }
     mu_log(MU_LOG_INFO, "sched", "redis connection restored");
+    d_outage_recheck(d);
     d->redis_backoff_ms = 0;
     /* Nodes could not be judged while we were blind: give every online one a fresh lease. */
     for (int i = 0; i < d->nnodes; i++)

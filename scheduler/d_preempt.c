@@ -95,12 +95,16 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
     }
     (void)mu_snprintf(why, sizeof(why), "preempted by job %s (priority %lld)", p->id,
                       (long long)p->spec.priority);
+    p->victims_stopping = 0;
     for (int i = 0; i < plan.nvictims; i++) {
         struct d_job *v = d->pass.victim_jobs[plan.victims[i]];
+        if (d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS, QUEUE_PENDING) != 0)
+            continue; /* not written: the plan is made again once Redis is back */
         mu_strlcpy(v->preempted_for, p->id, sizeof(v->preempted_for));
-        d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS, QUEUE_PENDING);
+        p->victims_stopping++;
     }
-    p->victims_stopping = plan.nvictims;
+    if (p->victims_stopping == 0)
+        return false;
     (void)mu_snprintf(why, sizeof(why),
                       "preempting %d lower-priority gang(s) (%lld GPU-s of work at risk); starts "
                       "once they stop (within %llds)",

@@ -71,16 +71,23 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
         }
         if (st != QUEUE_PENDING) {
             char attempt[16];
-            struct queue_kv f[] = { { "state", "PENDING" },
-                                    { "attempt", attempt },
+            struct queue_kv f[] = { { "attempt", attempt },
                                     { "nodes", NULL },
                                     { "placement", NULL },
                                     { "started_at", NULL } };
-            j->attempt++;
-            (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
             struct d_tally tally = { D_C_REQUEUES, 0, 0 };
-            (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "PENDING",
-                              "requeued after a scheduler restart", &tally);
+            struct d_change c = { .to = QUEUE_PENDING,
+                                  .reason = "requeued after a scheduler restart",
+                                  .fields = f,
+                                  .nfields = (int)MU_ARRAY_LEN(f),
+                                  .tally = &tally };
+            j->attempt++; /* the event names the new attempt */
+            (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+            if (d_job_write(d, j, &c) != 0) {
+                queue_stored_jobs_free(stored, n);
+                return mu_errf(err, MU_E_REDIS, "job %s: cannot requeue it after the restart",
+                               j->id);
+            }
             requeued++;
         }
         d_job_pending_add(d, j);
@@ -91,4 +98,45 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
                requeued);
     queue_stored_jobs_free(stored, n);
     return 0;
+}
+
+/*
+ * Redis is back and every job is written again (d_jobs_resync): the transitions that stopped
+ * because their write failed are made now.  A gang whose every task is gone is released (its
+ * final or requeued state written first); a starting gang whose tasks all run becomes RUNNING;
+ * gangs still running on a draining or terminating node are stopped.  Stops for preemption,
+ * time limits and starts are decided again by the next pass and tick.
+ */
+void d_outage_recheck(struct musterd *d)
+{
+    size_t pos = 0;
+    struct d_job *j;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (j->cancel_wanted && d_job_cancel(d, j) == 0)
+            continue; /* may free j */
+        if (!j->placed || j->adopting)
+            continue;
+        if (d_job_all_gone(j)) {
+            d_job_release_if_done(d, j); /* may free j: iteration allows removal */
+            continue;
+        }
+        if (j->state == QUEUE_STARTING && j->end == D_END_NONE)
+            d_job_running_if_all_acked(d, j);
+        for (int t = 0; t < j->spec.tasks && j->end == D_END_NONE; t++) {
+            const struct d_node *node;
+            char why[PROTO_NODE_MAX + 48];
+            if (j->tasks[t].gone || j->slots[t].node < 0)
+                continue;
+            node = &d->nodes[j->slots[t].node];
+            if (node->terminating)
+                (void)mu_snprintf(why, sizeof(why), "spot interruption of node %s", node->name);
+            else if (node->admin == SCHED_NODE_DRAINING)
+                (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
+            else
+                continue;
+            j->head_of_queue = node->terminating;
+            (void)d_gang_stop(d, j, why, 0, D_C_REQUEUES, QUEUE_PENDING);
+        }
+    }
 }

@@ -190,7 +190,15 @@ void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct prot
     (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)j->last_checkpoint_ms);
     (void)mu_snprintf(why, sizeof(why), "task %d on %s wrote %s", m->task.task, node->name,
                       m->path);
-    (void)d_job_write(d, j, f, (int)MU_ARRAY_LEN(f), "CHECKPOINT", why, NULL);
+    {
+        struct d_change c = { .to = D_SAME,
+                              .event = "CHECKPOINT",
+                              .reason = why,
+                              .fields = f,
+                              .nfields = (int)MU_ARRAY_LEN(f) };
+        if (d_job_write(d, j, &c) != 0)
+            d_job_remember(j, D_SAME); /* a reported fact: the checkpoint was written */
+    }
     mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint %s", j->id, m->path);
 }
 
@@ -227,7 +235,8 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
         j->head_of_queue = true;
-        d_gang_stop(d, j, why, deadline, D_C_NONE, QUEUE_PENDING);
+        /* A stop that cannot be written now is made once Redis is back (d_outage_recheck). */
+        (void)d_gang_stop(d, j, why, deadline, D_C_NONE, QUEUE_PENDING);
     }
     d->nodes_dirty = true;
     d->dirty = true;
