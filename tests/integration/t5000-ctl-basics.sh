@@ -308,7 +308,10 @@ grep -qE "^[0-9-]{10}T[0-9:.]+Z +$A +RUNNING +1 +placed on n1,n2$" "$T/out" ||
 ok "events: last N oldest first, --job, --count, table and json"
 
 # -f: the listing, then new events as they arrive (JSON Lines with -o json).
-ctl -o json events -f --job "$E" >"$T/follow" 2>"$T/follow.err" &
+# musterctl itself in the background, not the ctl function: $! must be the process that
+# stop_pid stops (a function would run in a subshell, and its musterctl outlive the test).
+"$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" -o json events -f --job "$E" \
+    >"$T/follow" 2>"$T/follow.err" &
 follow_pid=$!
 _mu_pids+=("$follow_pid")
 sleep 0.5
