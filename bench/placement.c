@@ -18,6 +18,12 @@
  *
  *   preempt nodes=4096 running=… candidates=… p50_us=… p99_us=… gang=32x8 victims=… lost_gpu_s=…
  *
+ * --order times the fair-share order alone (sched_order_jobs, core/share.c) of 100,000 pending
+ * jobs in 50 queues with random weights, usages, priorities and sizes, next to a plain qsort of
+ * the same jobs by priority and age (the order before fair share), in the same run:
+ *
+ *   order pending=100000 queues=50 p50_ms=… max_ms=… qsort_p50_ms=…
+ *
  * Numbers are printed, never asserted (STYLE §1.8).
  */
 #include <stdio.h>
@@ -363,10 +369,73 @@ out:
     return rc;
 }
 
+#define NORDER  100000
+#define NQUEUES 50
+
+static int order_key_cmp(const void *a, const void *b)
+{
+    const struct sched_order_job *x = a;
+    const struct sched_order_job *y = b;
+    if (x->priority != y->priority)
+        return x->priority > y->priority ? -1 : 1;
+    return (x->submitted_ms > y->submitted_ms) - (x->submitted_ms < y->submitted_ms);
+}
+
+static int bench_order(int runs)
+{
+    struct sched_order_job *jobs = calloc(NORDER, sizeof(*jobs));
+    struct sched_order_job *copy = calloc(NORDER, sizeof(*copy));
+    int *order = calloc(NORDER, sizeof(*order));
+    int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    int64_t *qs = calloc((size_t)runs, sizeof(*qs));
+    struct sched_share_queue queues[NQUEUES];
+    struct sched_order *o = sched_order_new();
+    struct mu_err err;
+    int rc = 1;
+
+    if (!jobs || !copy || !order || !ns || !qs || !o)
+        goto out;
+    for (int q = 0; q < NQUEUES; q++)
+        queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
+                                                .usage = (double)rnd(1000000),
+                                                .committed = (double)rnd(100000) };
+    for (int i = 0; i < NORDER; i++)
+        jobs[i] = (struct sched_order_job){ .queue = rnd(NQUEUES),
+                                            .priority = rnd(5),
+                                            .submitted_ms = 1795000000000ULL + (uint64_t)i,
+                                            .cost = (double)(1 + rnd(64)) * (600 + rnd(86400)) };
+    for (int k = 0; k < runs; k++) {
+        int64_t t0 = mono_ns();
+        if (sched_order_jobs(o, jobs, NORDER, queues, NQUEUES, order, &err) != 0) {
+            (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
+            goto out;
+        }
+        ns[k] = mono_ns() - t0;
+        memcpy(copy, jobs, NORDER * sizeof(*copy));
+        t0 = mono_ns();
+        qsort(copy, NORDER, sizeof(*copy), order_key_cmp);
+        qs[k] = mono_ns() - t0;
+    }
+    qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+    qsort(qs, (size_t)runs, sizeof(*qs), cmp_i64);
+    printf("order pending=%d queues=%d p50_ms=%.2f max_ms=%.2f qsort_p50_ms=%.2f\n", NORDER,
+           NQUEUES, (double)ns[runs / 2] / 1e6, (double)ns[runs - 1] / 1e6,
+           (double)qs[runs / 2] / 1e6);
+    rc = 0;
+out:
+    sched_order_free(o);
+    free(qs);
+    free(ns);
+    free(order);
+    free(copy);
+    free(jobs);
+    return rc;
+}
+
 static int usage(void)
 {
     (void)fprintf(stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                          "[--seed N] [--pass | --preempt]\n");
+                          "[--seed N] [--pass | --preempt | --order]\n");
     return 2;
 }
 
@@ -378,6 +447,7 @@ int main(int argc, char **argv)
     double occ = 0.6;
     bool pass = false;
     bool preempt = false;
+    bool order = false;
     bool occ_given = false;
     struct fill f = { NULL, NULL, NULL, NULL, 0 };
     struct sched_cluster *c;
@@ -388,12 +458,14 @@ int main(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             printf("usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                   "[--seed N] [--pass | --preempt]\n");
+                   "[--seed N] [--pass | --preempt | --order]\n");
             return 0;
         } else if (strcmp(argv[i], "--pass") == 0) {
             pass = true;
         } else if (strcmp(argv[i], "--preempt") == 0) {
             preempt = true;
+        } else if (strcmp(argv[i], "--order") == 0) {
+            order = true;
         } else if (strcmp(argv[i], "--nodes") == 0 && v) {
             if (mu_parse_i64(v, 16, 1 << 20, &nodes, &err) != 0)
                 return usage();
@@ -415,8 +487,12 @@ int main(int argc, char **argv)
             return usage();
         }
     }
-    if (pass && preempt)
+    if (pass + preempt + order > 1)
         return usage();
+    if (order) {
+        rng_state ^= (uint64_t)seed * 0x2545F4914F6CDD1DULL;
+        return bench_order(runs ? (int)runs : 20);
+    }
     if (preempt && !occ_given)
         occ = 0.97;
     rng_state ^= (uint64_t)seed * 0x2545F4914F6CDD1DULL;

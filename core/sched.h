@@ -8,7 +8,8 @@
  * sched_pass runs one scheduling pass over the pending jobs in priority order with a reservation
  * for the first job that cannot start and EASY backfill behind it.  sched_cluster_commit and
  * sched_cluster_release apply or undo a decision.  sched_preempt_plan picks the lower-priority
- * gangs whose stopping lets a waiting job start and loses the least work.  No sockets, no Redis, no
+ * gangs whose stopping lets a waiting job start and loses the least work.  sched_order_jobs puts
+ * the pending jobs in fair-share order between queues (share.c).  No sockets, no Redis, no
  * clock, no logs: the daemon, the tests and the benchmarks drive the same code, and time is a
  * parameter (now_s, any epoch as long as it is used consistently).  docs/placement.md explains the
  * algorithm.
@@ -320,5 +321,57 @@ int sched_preempt_plan(struct sched_cluster *c,
                        int nvictims,
                        struct sched_preempt_plan *plan,
                        struct mu_err *err);
+
+/* ---- fair share between queues (core/share.c, docs/fair-share.md) ---- */
+
+#define SCHED_MAX_QUEUES                                                    \
+    65 /* the configured queues (64 at most), plus one for jobs whose queue \
+          is no longer configured */
+
+/* usage halved every half_life_s: usage * 2^(-dt_s / half_life_s); dt_s <= 0 leaves it. */
+double sched_usage_decay(double usage, double dt_s, double half_life_s);
+
+/* A queue as the order sees it. */
+struct sched_share_queue {
+    double weight;    /* > 0 (a weight <= 0 counts as 1) */
+    double usage;     /* GPU-seconds used, decayed to now */
+    double committed; /* GPU-seconds its running gangs are still expected to use */
+};
+
+/* usage decayed over dt_s while gpus GPUs ran all along: each GPU-second decays from when it was
+ * used, so this is exact for any dt_s (gpus * half_life / ln 2 * (1 - 2^(-dt / half_life))). */
+double sched_usage_accrue(double usage, double gpus, double dt_s, double half_life_s);
+
+/* (usage + committed) / weight: lower stands first. */
+double sched_share_standing(const struct sched_share_queue *q);
+
+/* A pending job as the order sees it. */
+struct sched_order_job {
+    int queue;             /* index into the queues */
+    int64_t priority;      /* larger first, within its queue */
+    bool head_of_queue;    /* requeued by a spot interruption: first among its priority */
+    uint64_t submitted_ms; /* older first */
+    const char *id;        /* the last tie-break (borrowed; NULL = by index) */
+    double cost;           /* GPU-seconds it is expected to use: GPUs x expected run time */
+};
+
+/* Scratch for sched_order_jobs, kept between passes. */
+struct sched_order;
+struct sched_order *sched_order_new(void); /* NULL when out of memory */
+void sched_order_free(struct sched_order *o);
+
+/*
+ * The pass's order: order[0..n-1] gets each index of jobs once.  The next job is always the
+ * first (priority, head_of_queue, age, id) of the queue whose standing plus what it was charged
+ * so far in this order, over its weight, is lowest (ties: the lower queue index); taking a job
+ * charges its queue the job's cost.  0, or -1 with err (a job naming no queue, out of memory).
+ */
+int sched_order_jobs(struct sched_order *o,
+                     const struct sched_order_job *jobs,
+                     int n,
+                     const struct sched_share_queue *queues,
+                     int nqueues,
+                     int *order,
+                     struct mu_err *err);
 
 #endif
