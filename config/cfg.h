@@ -48,19 +48,20 @@ struct cfg {
     struct cfg_pool pools[CFG_MAX_POOLS];
     int nqueues; /* always >= 1: "default" exists when the file names no queues */
     struct cfg_queue queues[CFG_MAX_QUEUES];
-    int heartbeat_s;          /* worker heartbeat interval, 1..60 */
-    int node_lost_after_s;    /* heartbeats missed this long: node lost, > heartbeat_s */
-    int spot_cooldown_s;      /* avoid a pool this long after an interruption, 0..86400 */
-    int min_runtime_s;        /* no preemption this soon after start, 0..86400 */
-    int bind_timeout_s;       /* BIND_ACK deadline before the gang is rolled back, 1..600 */
-    int kill_grace_s;         /* SIGTERM to SIGKILL on KILL, 0..3600 */
-    int default_time_limit_s; /* the limit of jobs without time_limit_s (enforced), 1..31536000;
-                                 <= max_time_limit_s when that is set */
-    int max_time_limit_s;     /* a spec asking for more is rejected; 0 = no maximum */
-    int events_max;           /* approximate cap on the events stream length, >= 1000 */
-    int retry_backoff_s;      /* wait before the first rerun of a failed gang, doubling per
-                                 failure; 0 = rerun at once */
-    int retry_backoff_max_s;  /* cap on that wait, >= retry_backoff_s */
+    int heartbeat_s;            /* worker heartbeat interval, 1..60 */
+    int node_lost_after_s;      /* heartbeats missed this long: node lost, > heartbeat_s */
+    int spot_cooldown_s;        /* avoid a pool this long after an interruption, 0..86400 */
+    int min_runtime_s;          /* no preemption this soon after start, 0..86400 */
+    int bind_timeout_s;         /* BIND_ACK deadline before the gang is rolled back, 1..600 */
+    int kill_grace_s;           /* SIGTERM to SIGKILL on KILL, 0..3600 */
+    int default_time_limit_s;   /* the limit of jobs without time_limit_s (enforced), 1..31536000;
+                                   <= max_time_limit_s when that is set */
+    int max_time_limit_s;       /* a spec asking for more is rejected; 0 = no maximum */
+    int events_max;             /* approximate cap on the events stream length, >= 1000 */
+    int retry_backoff_s;        /* wait before the first rerun of a failed gang, doubling per
+                                   failure; 0 = rerun at once */
+    int retry_backoff_max_s;    /* cap on that wait, >= retry_backoff_s */
+    int fair_share_half_life_s; /* queue usage halves in this time (docs/fair-share.md), 60..1 y */
 };
 
 /* Fills every field with its default (DESIGN §2a); one pool-less cluster, queue "default". */

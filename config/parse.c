@@ -272,6 +272,7 @@ static const struct {
     { "max_time_limit_s", offsetof(struct cfg, max_time_limit_s), 0, 31536000 },
     { "retry_backoff_s", offsetof(struct cfg, retry_backoff_s), 0, 86400 },
     { "retry_backoff_max_s", offsetof(struct cfg, retry_backoff_max_s), 0, 86400 },
+    { "fair_share_half_life_s", offsetof(struct cfg, fair_share_half_life_s), 60, 31536000 },
 };
 
 static const char *const top_keys[] = {
@@ -293,6 +294,7 @@ static const char *const top_keys[] = {
     "max_time_limit_s",
     "retry_backoff_s",
     "retry_backoff_max_s",
+    "fair_share_half_life_s",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 
