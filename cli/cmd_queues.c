@@ -3,7 +3,10 @@
  * musterctl queues: per queue, the demand musterd last published in the queues status hash
  * (refreshed with the node status): pending and running jobs and GPUs, and how long the oldest
  * pending job has waited.  Pending GPUs per queue is what an operator (or an autoscaler) reads
- * to decide whether capacity is short.  The table is shared with `top`.
+ * to decide whether capacity is short.  USAGE_GPU_H is the queue's decayed usage that the
+ * fair-share order weighs (docs/fair-share.md); SHARE is its part of all queues' usage and
+ * TARGET its part of the weights, so SHARE above TARGET means the queue has had more than its
+ * turn lately.  The table is shared with `top`.
  */
 #include "cli/internal.h"
 
@@ -13,20 +16,29 @@
 
 struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
 {
-    static const char *const headers[] = { "QUEUE",        "WEIGHT",       "PENDING",    "RUNNING",
-                                           "PENDING_GPUS", "RUNNING_GPUS", "OLDEST_WAIT" };
+    static const char *const headers[] = { "QUEUE",       "WEIGHT",       "PENDING",
+                                           "RUNNING",     "PENDING_GPUS", "RUNNING_GPUS",
+                                           "OLDEST_WAIT", "USAGE_GPU_H",  "SHARE",
+                                           "TARGET" };
     struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
     const cJSON *qu;
+    double weights = 0;
 
     if (!t)
         return NULL;
+    cJSON_ArrayForEach(qu, queues)
+    {
+        weights += (double)ctl_json_int(qu, "weight", 0);
+    }
     ctl_table_set_flex(t, 0);
     cJSON_ArrayForEach(qu, queues)
     {
-        char b[6][32];
+        char b[9][32];
         char wait[16] = "-";
         int64_t oldest = ctl_json_int(qu, "oldest_pending_at", 0);
-        const char *cells[7];
+        const cJSON *usage = cJSON_GetObjectItemCaseSensitive(qu, "usage_gpu_s");
+        const cJSON *share = cJSON_GetObjectItemCaseSensitive(qu, "share");
+        const char *cells[10];
 
         if (oldest > 0)
             ctl_format_age(now_ms, (uint64_t)oldest, wait, sizeof(wait));
@@ -37,6 +49,18 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
         cells[4] = ctl_json_text(qu, "pending_gpus", b[4], sizeof(b[4]));
         cells[5] = ctl_json_text(qu, "running_gpus", b[5], sizeof(b[5]));
         cells[6] = wait;
+        cells[7] = "-"; /* published by an older musterd */
+        cells[8] = "-";
+        if (cJSON_IsNumber(usage) && cJSON_IsNumber(share)) {
+            (void)mu_snprintf(b[6], sizeof(b[6]), "%.1f", usage->valuedouble / 3600.0);
+            (void)mu_snprintf(b[7], sizeof(b[7]), "%.0f%%", share->valuedouble * 100.0);
+            cells[7] = b[6];
+            cells[8] = b[7];
+        }
+        (void)mu_snprintf(b[8], sizeof(b[8]), "%.0f%%",
+                          weights > 0 ? (double)ctl_json_int(qu, "weight", 0) * 100.0 / weights
+                                      : 0.0);
+        cells[9] = b[8];
         if (ctl_table_add(t, cells) != 0) {
             ctl_table_free(t);
             return NULL;

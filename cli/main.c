@@ -148,8 +148,13 @@ const struct ctl_cmd ctl_commands[] = {
       "available yet.  With -f the file is followed until the job ends.",
       opts_logs, 1, 1, CTL_ARG_JOB },
     { "queues", ctl_cmd_queues, "list queues", "",
-      "Lists the configured queues with their weight, pending and running jobs and GPUs, and "
-      "how long the oldest pending job has waited (as musterd last published them).",
+      "Lists the configured queues with their weight, pending and running jobs and GPUs, how "
+      "long the oldest pending job has waited, and fair share: USAGE_GPU_H is the queue's "
+      "GPU-hours, each halved every fair_share_half_life_s (default 7 days); SHARE is its part "
+      "of all queues' usage and TARGET its part of the weights.  The pass takes pending jobs "
+      "from the queue whose (usage + what its running jobs will still use + what it was given "
+      "in this pass) / weight is lowest, by priority then age within a queue "
+      "(docs/fair-share.md).  As musterd last published them.",
       NULL, 0, 0, CTL_ARG_NONE },
     { "pools", ctl_cmd_pools, "list pools", "",
       "Lists the configured pools: capacity type (spot or on-demand), instance type, GPU type, "

@@ -162,13 +162,16 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j)
     acknowledge_exits(d, j);
     if (d_job_fully_committed(j)) {
         sched_cluster_release(d->cluster, &j->req, j->slots);
+        d_usage_hold(d, j, -j->spec.tasks);
     } else {
         /* An adopted gang whose nodes did not all come back: release task by task. */
         struct sched_request one = j->req;
         one.tasks = 1;
         for (int t = 0; t < j->spec.tasks; t++) {
-            if (j->tasks[t].committed)
+            if (j->tasks[t].committed) {
                 sched_cluster_release(d->cluster, &one, &j->slots[t]);
+                d_usage_hold(d, j, -1);
+            }
         }
     }
     free(j->slots);
@@ -482,6 +485,7 @@ int d_gang_start(struct musterd *d, struct d_job *j)
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
     d_limit_watch(d, j);
     bind_send(d, j);
+    d_usage_hold(d, j, j->spec.tasks);
     d->nodes_dirty = true;
     rc = 0;
 out:

@@ -9,7 +9,8 @@
  *
  * Layers (scripts/layers.sh checks that a file includes no header above its own layer):
  *   0 d_io.h       store, sender, counters
- *   1 d_job.h      job records and their writes; d_node.h the worker registry; d_state.h
+ *   1 d_job.h      job records and their writes; d_node.h the worker registry; d_usage.h the
+ *                  queues' fair-share usage; d_state.h
  *   2 d_gang.h     a placed gang's life: start, stop, end of an attempt, release
  *   3 d_handlers.h intake, operator commands, worker reports, adoption, recovery, preemption,
  *                  time limits

@@ -58,6 +58,9 @@ void d_job_free(struct d_job *j)
 void d_job_request_build(const struct musterd *d, struct d_job *j)
 {
     struct sched_request *r = &j->req;
+    const struct cfg_queue *q = cfg_queue_find(&d->cfg, j->spec.queue);
+
+    j->queue_idx = q ? (int)(q - d->cfg.queues) : d->cfg.nqueues;
     *r = sched_request_make(j->spec.tasks, j->spec.gpus_per_task);
     r->cpus_per_task = j->spec.cpus_per_task;
     r->memory_mb_per_task = j->spec.memory_mb_per_task;

@@ -54,6 +54,7 @@ struct d_job {
     bool held;
     bool placed;        /* resources committed in the cluster (slots/tasks valid) */
     int placed_attempt; /* the attempt slots/tasks belong to (< attempt after a requeue) */
+    int queue_idx;      /* its queue in the config; nqueues = no longer configured */
     enum d_end end;
     struct sched_slot *slots;  /* spec.tasks entries while placed: task t runs on node
                                   slots[t].node (-1 while an adopted gang waits for it), GPUs
@@ -103,7 +104,7 @@ uint64_t d_job_id_ms(const char *id);
 /* A new record for id (heap, zeroed, state PENDING, attempt 1); NULL without memory. */
 struct d_job *d_job_new(const char *id);
 void d_job_free(struct d_job *j);
-/* Fills j->req from j->spec (topology levels by the config's names). */
+/* Fills j->req from j->spec (topology levels by the config's names), and j->queue_idx. */
 void d_job_request_build(const struct musterd *d, struct d_job *j);
 
 #define D_SAME              (-1) /* d_change.to: no state change */

@@ -135,6 +135,18 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
                 return -1;
         }
     }
+    if (head(b, "queue_usage_gpu_seconds", "gauge",
+             "Each queue's GPU-seconds used, decayed by fair_share_half_life_s (the fair-share "
+             "order's usage; docs/fair-share.md), as of the last status write.",
+             err)
+        != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        if (sample(b, "queue_usage_gpu_seconds", "queue", d->cfg.queues[q].name, NULL, NULL,
+                   d->usage.gpu_s[q], err)
+            != 0)
+            return -1;
+    }
     if (head(b, "pending_gpus", "gauge",
              "GPUs asked for by pending jobs, by queue and by the pool each would go to first: "
              "the cheapest pool of its first capacity type that has its GPU type, is not cooling "

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Layer 4 of musterd (d_pass.h): one scheduling pass (DESIGN §4), and its timer.  The pending jobs
- * in priority order go to sched_pass, which starts what fits, gives the first job that does not
+ * in their order go to sched_pass, which starts what fits, gives the first job that does not
  * fit a reservation, and lets later jobs backfill only where they do not delay it; started jobs
  * come back committed and are started here.  Then the first job that may preempt gets a plan.
+ *
+ * The order is fair share between queues, then priority, spot requeues and age within a queue
+ * (core/share.c, docs/fair-share.md).
  *
  * The timer (issue #10 item 3): a pass runs when something changes (a job, a node, a release) and
  * also when the clock alone may let a pending job start: a retry backoff or a fence wait over, a
@@ -23,19 +26,6 @@
 
 #define REASON_REFRESH_MS 10000
 
-static int pending_cmp(const void *a, const void *b)
-{
-    const struct d_job *x = *(struct d_job *const *)a;
-    const struct d_job *y = *(struct d_job *const *)b;
-    if (x->spec.priority != y->spec.priority)
-        return x->spec.priority > y->spec.priority ? -1 : 1;
-    if (x->head_of_queue != y->head_of_queue)
-        return x->head_of_queue ? -1 : 1; /* requeued by a spot interruption */
-    if (x->submitted_ms != y->submitted_ms)
-        return x->submitted_ms < y->submitted_ms ? -1 : 1;
-    return strcmp(x->id, y->id);
-}
-
 /* Grows the pass's scratch arrays to hold n jobs; 0 or -1. */
 static int pass_scratch(struct musterd *d, int npending, int nrunning)
 {
@@ -46,6 +36,11 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
         struct d_job **who = out ? realloc(d->pass.who, (size_t)cap * sizeof(*who)) : NULL;
         struct sched_request *reqs =
             who ? realloc(d->pass.reqs, (size_t)cap * sizeof(*reqs)) : NULL;
+        struct sched_order_job *ojobs =
+            reqs ? realloc(d->pass.order_jobs, (size_t)cap * sizeof(*ojobs)) : NULL;
+        int *oidx = ojobs ? realloc(d->pass.order_idx, (size_t)cap * sizeof(*oidx)) : NULL;
+        struct d_job **sorted =
+            oidx ? realloc(d->pass.sorted, (size_t)cap * sizeof(*sorted)) : NULL;
         if (jobs)
             d->pass.jobs = jobs;
         if (out)
@@ -54,7 +49,13 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
             d->pass.who = who;
         if (reqs)
             d->pass.reqs = reqs;
-        if (!jobs || !out || !who || !reqs)
+        if (ojobs)
+            d->pass.order_jobs = ojobs;
+        if (oidx)
+            d->pass.order_idx = oidx;
+        if (sorted)
+            d->pass.sorted = sorted;
+        if (!sorted)
             return -1;
         d->pass.cap_pending = cap;
     }
@@ -69,24 +70,65 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
     return 0;
 }
 
-/* The gangs that hold resources now, with their expected ends, into d->pass.running. */
-static int running_collect(struct musterd *d, int64_t now_s)
+/* The gangs that hold resources now, with their expected ends, into d->pass.running; and into
+ * committed (by queue index) the GPU-seconds each queue's gangs are still expected to use. */
+static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 {
     size_t pos = 0;
     struct d_job *j;
     int n = 0;
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        int64_t end_s;
         if (!j->placed || !d_job_fully_committed(j))
             continue; /* a partly adopted gang is being stopped; its GPUs free soon */
+        /* An attempt being stopped ends within the kill grace; a running one at its limit. */
+        end_s = j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
-        /* An attempt being stopped ends within the kill grace; a running one at its limit. */
-        d->pass.running[n].end_s =
-            j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
+        d->pass.running[n].end_s = end_s;
+        if (end_s > now_s)
+            committed[j->queue_idx] +=
+                (double)j->spec.tasks * j->spec.gpus_per_task * (double)(end_s - now_s);
         n++;
     }
     return n;
+}
+
+/* Puts d->pending in the fair-share order (core/share.c); 0, or -1 with err. */
+static int pending_order(struct musterd *d, const double *committed, struct mu_err *err)
+{
+    struct sched_share_queue queues[SCHED_MAX_QUEUES];
+    int nqueues = d->cfg.nqueues + 1; /* the last: queues no longer configured */
+
+    if (!d->pass.order && !(d->pass.order = sched_order_new()))
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    for (int q = 0; q < nqueues; q++) {
+        queues[q] = (struct sched_share_queue){
+            .weight = q < d->cfg.nqueues ? d->cfg.queues[q].weight : 1,
+            .usage = d->usage.gpu_s[q],
+            .committed = committed[q],
+        };
+    }
+    for (int i = 0; i < d->npending; i++) {
+        const struct d_job *j = d->pending[i];
+        d->pass.order_jobs[i] = (struct sched_order_job){
+            .queue = j->queue_idx,
+            .priority = j->spec.priority,
+            .head_of_queue = j->head_of_queue,
+            .submitted_ms = j->submitted_ms,
+            .id = j->id,
+            .cost = (double)j->spec.tasks * j->spec.gpus_per_task * (double)d_job_run_s(d, j),
+        };
+    }
+    if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues,
+                         d->pass.order_idx, err)
+        != 0)
+        return -1;
+    for (int i = 0; i < d->npending; i++)
+        d->pass.sorted[i] = d->pending[d->pass.order_idx[i]];
+    memcpy(d->pending, d->pass.sorted, (size_t)d->npending * sizeof(*d->pending));
+    return 0;
 }
 
 /* The reason of a pending job that waits for its not_before_ms, with the time left. */
@@ -153,6 +195,7 @@ void d_schedule(struct musterd *d)
     int kept = 0;
     int n = 0;
     int nrunning;
+    double committed[SCHED_MAX_QUEUES] = { 0 };
     struct mu_err err;
     uint64_t t0;
     double per_job_s;
@@ -160,9 +203,15 @@ void d_schedule(struct musterd *d)
     d->dirty = false;
     if (d->npending == 0)
         return;
-    qsort(d->pending, (size_t)d->npending, sizeof(*d->pending), pending_cmp);
     if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
+        d->dirty = true;
+        return;
+    }
+    nrunning = running_collect(d, now_s, committed);
+    if (pending_order(d, committed, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "cannot order the pending jobs: %s",
+                       err.msg);
         d->dirty = true;
         return;
     }
@@ -194,7 +243,6 @@ void d_schedule(struct musterd *d)
         d->pass.jobs[n].slots = j->slots;
         d->pass.who[n++] = j;
     }
-    nrunning = running_collect(d, now_s);
     t0 = mu_time_mono_us();
     if (sched_pass(d->cluster, d->pass.jobs, n, d->pass.running, nrunning, now_s, d->pass.out, &err)
         < 0) {
@@ -251,5 +299,9 @@ void d_pass_free(struct musterd *d)
     free(d->pass.victim_jobs);
     free(d->pass.plan_victims);
     free(d->pass.reqs);
+    free(d->pass.order_jobs);
+    free(d->pass.order_idx);
+    free(d->pass.sorted);
+    sched_order_free(d->pass.order);
     memset(&d->pass, 0, sizeof(d->pass));
 }

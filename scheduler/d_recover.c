@@ -29,7 +29,8 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     int requeued = 0;
     int adopting = 0;
 
-    if (d_nodes_recover(d, err) != 0 || queue_active_load(d->q, &stored, &n, err) != 0)
+    if (d_nodes_recover(d, err) != 0 || d_usage_recover(d, err) != 0
+        || queue_active_load(d->q, &stored, &n, err) != 0)
         return -1;
     for (int i = 0; i < n; i++) {
         struct queue_stored_job *s = &stored[i];

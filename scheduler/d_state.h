@@ -14,6 +14,7 @@
 #include "scheduler/d_io.h"
 #include "scheduler/d_job.h"
 #include "scheduler/d_node.h"
+#include "scheduler/d_usage.h"
 
 struct MHD_Daemon;
 struct proto_zap;
@@ -64,6 +65,7 @@ struct musterd {
     uint64_t redis_backoff_ms;
     volatile sig_atomic_t *stop;
     struct d_metrics metrics;
+    struct d_usage usage; /* the queues' fair-share usage (d_usage.h) */
     struct {
         struct sched_pass_job *jobs; /* scratch of d_schedule, grown as needed */
         struct sched_request *reqs;  /* requests changed for one pass (first choice only) */
@@ -72,7 +74,11 @@ struct musterd {
         int cap_pending;
         struct sched_running *running;
         int cap_running;
-        struct sched_victim *victims; /* d_preempt_for's scratch, cap_running entries */
+        struct sched_order *order;          /* the fair-share order's scratch */
+        struct sched_order_job *order_jobs; /* cap_pending entries */
+        int *order_idx;                     /* cap_pending entries */
+        struct d_job **sorted;              /* cap_pending entries */
+        struct sched_victim *victims;       /* d_preempt_for's scratch, cap_running entries */
         struct d_job **victim_jobs;
         int *plan_victims;
         int cap_victims;

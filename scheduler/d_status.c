@@ -44,14 +44,10 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
     size_t pos = 0;
     struct d_job *j;
 
-    memset(stats, 0, sizeof(*stats) * (size_t)d->cfg.nqueues);
+    memset(stats, 0, sizeof(*stats) * (size_t)(d->cfg.nqueues + 1));
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
-        const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
-        struct d_queue_stats *st;
+        struct d_queue_stats *st = &stats[j->queue_idx]; /* nqueues: no longer configured */
         int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
-        if (!cq)
-            continue;
-        st = &stats[cq - d->cfg.queues];
         if (j->state == QUEUE_PENDING) {
             st->pending_jobs++;
             st->pending_gpus += gpus;
@@ -196,16 +192,19 @@ out:
         mu_buf_release(&bufs[p]);
 }
 
-/* muster:queues: per queue, pending and running jobs and GPUs, and the oldest wait. */
+/* muster:queues: per queue, pending and running jobs and GPUs, the oldest wait, and its decayed
+ * usage (the one stored copy of it: d_usage_recover reads it back after a restart). */
 static void queues_write(struct musterd *d)
 {
-    struct d_queue_stats stats[CFG_MAX_QUEUES];
+    uint64_t now_ms = mu_time_wall_ms();
+    struct d_queue_stats stats[SCHED_MAX_QUEUES];
     struct queue_kv kv[CFG_MAX_QUEUES] = { { NULL, NULL } };
     struct mu_buf bufs[CFG_MAX_QUEUES];
     struct mu_err err;
     int n = d->cfg.nqueues;
 
     queue_stats(d, stats);
+    d_usage_accrue(d, now_ms);
     for (int i = 0; i < n; i++)
         mu_buf_init(&bufs[i], 0);
     for (int i = 0; i < n; i++) {
@@ -215,10 +214,12 @@ static void queues_write(struct musterd *d)
             || mu_buf_appendf(&bufs[i], &err,
                               ",\"weight\":%d,\"pending_jobs\":%d,\"running_jobs\":%d,"
                               "\"pending_gpus\":%lld,\"running_gpus\":%lld,"
-                              "\"oldest_pending_at\":%llu}",
+                              "\"oldest_pending_at\":%llu,\"usage_gpu_s\":%.3f,"
+                              "\"usage_at\":%llu,\"share\":%.6f}",
                               cq->weight, stats[i].pending_jobs, stats[i].running_jobs,
                               (long long)stats[i].pending_gpus, (long long)stats[i].running_gpus,
-                              (unsigned long long)stats[i].oldest_pending_ms)
+                              (unsigned long long)stats[i].oldest_pending_ms, d->usage.gpu_s[i],
+                              (unsigned long long)now_ms, d_usage_share(d, i))
                    != 0)
             goto out;
         kv[i].key = cq->name;

@@ -73,18 +73,22 @@ expect_rc 0 ctl -o json queues
 jqo 'length == 2 and (map(.name) == ["default", "research"])'
 jqo '.[0].running_jobs == 1 and .[0].running_gpus == 8 and .[0].pending_jobs == 0 and .[0].oldest_pending_at == 0'
 jqo '.[1].weight == 3 and .[1].pending_jobs == 1 and .[1].pending_gpus == 16 and .[1].oldest_pending_at > 0'
+# Fair share: the research queue never ran anything; default's usage is whatever its gang ran.
+jqo '.[1].usage_gpu_s == 0 and .[1].share == 0 and .[0].usage_gpu_s >= 0 and .[0].usage_at > 0'
 oldest=$(jq '.[1].oldest_pending_at' "$T/out")
 t0=$(ms_now)
 expect_rc 0 ctl queues
 t1=$(ms_now)
-head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT$' ||
+head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT +USAGE_GPU_H +SHARE +TARGET$' ||
     fail "queues header: $(head -1 "$T/out")"
-grep -qE '^default +1 +0 +1 +0 +8 +-$' "$T/out" || fail "default row: $(cat "$T/out")"
-grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd]$' "$T/out" || fail "research row: $(cat "$T/out")"
+grep -qE '^default +1 +0 +1 +0 +8 +- +[0-9]+\.[0-9] +[0-9]+% +25%$' "$T/out" ||
+    fail "default row: $(cat "$T/out")"
+grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd] +0\.0 +0% +75%$' "$T/out" ||
+    fail "research row: $(cat "$T/out")"
 wait_text=$(awk '$1 == "research" { print $7 }' "$T/out")
 age_ok "$wait_text" "$oldest" "$t0" "$t1" ||
     fail "research OLDEST_WAIT '$wait_text' is not the age of oldest_pending_at $oldest (seen $t0..$t1)"
-ok "queues: pending/running jobs and GPUs, oldest wait (table and json)"
+ok "queues: pending/running jobs and GPUs, oldest wait, fair-share usage (table and json)"
 
 # ---- pools ----------------------------------------------------------------------------------
 # A pool in cool-down, as musterd will publish it after a spot interruption (issue #4).
