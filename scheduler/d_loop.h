@@ -32,6 +32,16 @@ struct d_queue_stats {
 int d_run(struct musterd *d, struct mu_err *err);
 void d_deferred_free(struct musterd *d);
 
+/* d_state.c: the daemon's memory, for main.c and the unit tests.  d_state_init makes what comes
+ * from d->cfg alone (already loaded; d otherwise zeroed): the cluster of its pools and topology
+ * levels, the job table and the early cancels.  0, or -1 with err and nothing made.  Redis,
+ * ZeroMQ, d->store and d->out are the caller's. */
+int d_state_init(struct musterd *d, struct mu_err *err);
+/* Frees what d_state_init made and what the layers grew since (held worker messages, the pass's
+ * scratch, the jobs, the nodes); NULL-safe at every step, so also right after a failed or
+ * missing d_state_init. */
+void d_state_release(struct musterd *d);
+
 /* d_status.c: the status hashes (nodes, pools, queues) and the gauges behind the metrics. */
 void d_status_write(struct musterd *d);
 void d_jobs_gauges(struct musterd *d, struct d_gauges *g);

@@ -149,24 +149,6 @@ static int parse_args(int argc, char **argv, struct options *o)
     return -1;
 }
 
-static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err *err)
-{
-    struct sched_pool pools[CFG_MAX_POOLS];
-    for (int i = 0; i < c->npools; i++) {
-        memset(&pools[i], 0, sizeof(pools[i]));
-        mu_strlcpy(pools[i].name, c->pools[i].name, sizeof(pools[i].name));
-        mu_strlcpy(pools[i].gpu_type, c->pools[i].gpu_type, sizeof(pools[i].gpu_type));
-        pools[i].capacity =
-            c->pools[i].capacity == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
-        pools[i].price_per_hour = c->pools[i].price_per_hour;
-        pools[i].max_gpus = c->pools[i].max_gpus;
-    }
-    const char *levels[CFG_MAX_LEVELS];
-    for (int l = 0; l < c->nlevels; l++)
-        levels[l] = c->levels[l];
-    return sched_cluster_new(pools, c->npools, levels, c->nlevels, err);
-}
-
 /*
  * The workers' ROUTER, with CURVE when asked for: the ZAP handler (the allow-list) is bound in
  * the same context before the ROUTER, since libzmq lets every key in while no handler exists.
@@ -208,11 +190,8 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     if (o->metrics
         && mu_strlcpy(d->cfg.metrics, o->metrics, sizeof(d->cfg.metrics)) >= sizeof(d->cfg.metrics))
         return mu_errf(err, MU_E_INVAL, "--metrics: address too long");
-    d->cluster = cluster_from_cfg(&d->cfg, err);
-    d->jobs = mu_map_new();
-    d->early_cancels = mu_map_new();
-    if (!d->cluster || !d->jobs || !d->early_cancels)
-        return d->cluster ? mu_errf(err, MU_E_NOMEM, "out of memory") : -1;
+    if (d_state_init(d, err) != 0)
+        return -1;
     d->q = queue_new(d->cfg.redis, d->cfg.key_prefix, err);
     if (!d->q) {
         mu_err_prefix(err, "cannot reach redis: ");
@@ -253,11 +232,7 @@ static void teardown(struct musterd *d)
     proto_zap_free(d->zap);
     if (d->zctx)
         (void)zmq_ctx_term(d->zctx);
-    d_deferred_free(d);
-    d_pass_free(d);
-    d_jobs_free(d);
-    d_nodes_free(d);
-    sched_cluster_free(d->cluster);
+    d_state_release(d);
     queue_intake_free(d->qi);
     queue_free(d->q);
 }

@@ -1,0 +1,439 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's gang life without Redis or ZeroMQ (issue #19): a recording store and sender in the
+ * daemon's own seams (tests/unit/support/d_fake.h), nodes registered by HELLO, jobs submitted
+ * through the intake.  What is asserted is what users and workers see: the job's state and
+ * events as written, which messages go to which node, when GPUs are free again.  Covered: a gang
+ * started, running and succeeding; the write-ahead (a start whose write fails sends no BIND); a
+ * task failure (the other tasks killed, a retry, the resources held until the old attempt is
+ * gone, FAILED past max_retries) and the retry backoff; a node refusing a task; the bind
+ * deadline; a node judged lost; a worker's report taken while Redis is down.  Times are passed
+ * in, an hour or more ahead, never slept for.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/unit/support/d_fake.h"
+
+#include "common/mu_banned.h"
+
+/* One on-demand pool of 8-GPU nodes; no retry backoff unless a test's setup says so. */
+#define CONFIG_POOLS                                                                            \
+    "\"pools\":[{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"p5.48xlarge\"," \
+    "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":98.32}],"                     \
+    "\"heartbeat_s\":1,\"node_lost_after_s\":10,\"bind_timeout_s\":30,\"kill_grace_s\":10,"     \
+    "\"min_runtime_s\":0,"
+
+static const char config_now[] = "{" CONFIG_POOLS "\"retry_backoff_s\":0}";
+static const char config_backoff[] =
+    "{" CONFIG_POOLS "\"retry_backoff_s\":3600,\"retry_backoff_max_s\":7200}";
+
+#define J1 "1700000000001-0"
+#define J2 "1700000000002-0"
+
+#define GANG2    "{\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"./train\"]}"
+#define GANG2_R1 "{\"tasks\":2,\"gpus_per_task\":8,\"max_retries\":1,\"command\":[\"./train\"]}"
+#define HOUR_MS  UINT64_C(3600000)
+
+static int setup_now(void **state)
+{
+    *state = dfix_new(config_now);
+    return 0;
+}
+
+static int setup_backoff(void **state)
+{
+    *state = dfix_new(config_backoff);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    dfix_free(*state);
+    return 0;
+}
+
+/* Two idle 8-GPU nodes n1 and n2. */
+static void two_nodes(struct dfix *f)
+{
+    (void)dfix_hello(f, "n1", "od", 8);
+    (void)dfix_hello(f, "n2", "od", 8);
+}
+
+static const char *state_field(const struct dfix *f, const char *id)
+{
+    const char *s = fake_field(f->store, id, "state");
+    return s ? s : "(none)";
+}
+
+/* submit -> PENDING -> a BIND per task on its own node -> STARTING -> every BIND_ACK -> RUNNING
+ * -> every task exits 0 -> SUCCEEDED; the GPUs are free for the next gang only then. */
+static void test_gang_runs_to_success(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    char want[128];
+    struct fake_msg m;
+    const char *placement;
+
+    two_nodes(f);
+    dfix_submit(f, J1, GANG2);
+    expect_last_event(f, J1, "PENDING", 1, "submitted");
+    assert_true(fake_acked(f->store, QUEUE_STREAM_SUBMIT, J1));
+    assert_string_equal(fake_field(f->store, J1, "tasks"), "2");
+    assert_int_equal(fake_counter(f->store, "jobs_submitted"), 1);
+
+    d_schedule(&f->d);
+    for (int t = 0; t < 2; t++) {
+        expect_sent(f, PROTO_BIND, NULL, J1, t, 1, &m);
+        assert_int_equal(m.nbind_gpus, 8);
+        assert_int_equal(m.world_size, 2);
+        mu_strlcpy(node_of[t], m.node, sizeof(node_of[t]));
+    }
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    assert_string_not_equal(node_of[0], node_of[1]); /* 8 GPUs a node: one task each */
+    expect_last_event(f, J1, "STARTING", 1, "placed on");
+    assert_string_equal(state_field(f, J1), "STARTING");
+    /* The placement written is where the BINDs went. */
+    placement = fake_field(f->store, J1, "placement");
+    assert_non_null(placement);
+    for (int t = 0; t < 2; t++) {
+        (void)mu_snprintf(want, sizeof(want), "{\"task\":%d,\"node\":\"%s\"", t, node_of[t]);
+        assert_non_null(strstr(placement, want));
+    }
+
+    dfix_bind_ack(f, node_of[0], J1, 0, 1);
+    expect_last_event(f, J1, "STARTING", 1, NULL); /* not every task runs yet */
+    dfix_bind_ack(f, node_of[1], J1, 1, 1);
+    expect_last_event(f, J1, "RUNNING", 1, "every task started");
+    assert_string_equal(state_field(f, J1), "RUNNING");
+
+    /* A second gang of the same size waits: the GPUs are taken. */
+    dfix_submit(f, J2, GANG2);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J2, -1), 0);
+    expect_last_event(f, J2, "PENDING", 1, NULL);
+
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, 0);
+    assert_string_equal(state_field(f, J1), "RUNNING"); /* task 1 still runs */
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J2, -1), 0);
+
+    dfix_task_exit(f, node_of[1], J1, 1, 1, 0, 0);
+    expect_last_event(f, J1, "SUCCEEDED", 1, "all tasks exited 0");
+    assert_string_equal(state_field(f, J1), "SUCCEEDED");
+    assert_string_equal(fake_field(f->store, J1, "exit_code"), "0");
+    assert_non_null(fake_field(f->store, J1, "finished_at"));
+    assert_int_equal(fake_counter(f->store, "jobs_succeeded"), 1);
+    assert_int_equal(dfix_job_state(f, J1), -1); /* final and written: forgotten */
+    /* The workers keep each exit until told (KILL, no grace) that the outcome is stored. */
+    expect_sent(f, PROTO_KILL, node_of[0], J1, 0, 1, &m);
+    assert_int_equal(m.grace_s, 0);
+    expect_sent(f, PROTO_KILL, node_of[1], J1, 1, 1, &m);
+    assert_int_equal(m.grace_s, 0);
+
+    d_schedule(&f->d);
+    dfix_take_binds(f, J2, 2, 1, node_of);
+    expect_last_event(f, J2, "STARTING", 1, NULL);
+}
+
+/* The write-ahead: a start whose write fails sends no BIND, and the job stays PENDING; once the
+ * store is back the next pass starts it. */
+static void test_failed_start_write_sends_no_bind(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+
+    two_nodes(f);
+    dfix_submit(f, J1, GANG2);
+    fake_store_fail(f->store, true);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    assert_true(f->d.redis_down); /* the daemon noticed, as with Redis */
+    assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
+    expect_last_event(f, J1, "PENDING", 1, "submitted");
+    assert_string_equal(state_field(f, J1), "PENDING");
+
+    dfix_store_recover(f);
+    assert_int_equal(fake_sent_count(f->sent), 0); /* a start is decided again by a pass */
+    assert_string_equal(state_field(f, J1), "PENDING");
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 1, node_of);
+    expect_last_event(f, J1, "STARTING", 1, "placed on");
+    dfix_ack_all(f, J1, 2, 1, node_of);
+    expect_last_event(f, J1, "RUNNING", 1, NULL);
+}
+
+/* A task exits non-zero: the attempt ends (counted), the other task is killed, the job is
+ * PENDING with attempt 2; the new attempt starts only once the old one is gone, and a late
+ * report of the old attempt changes nothing; past max_retries the job FAILED with the task's
+ * exit code. */
+static void test_task_failure_retries_then_fails(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    char again[2][PROTO_NODE_MAX];
+    char why[128];
+    struct fake_msg kill;
+
+    two_nodes(f);
+    dfix_start_gang(f, J1, GANG2_R1, 2, node_of);
+
+    dfix_task_exit(f, node_of[1], J1, 1, 1, 3, 0);
+    (void)mu_snprintf(why, sizeof(why), "task 1 on node %s exited with code 3", node_of[1]);
+    expect_last_event(f, J1, "PENDING", 2, why);
+    assert_string_equal(fake_field(f->store, J1, "failures"), "1");
+    assert_string_equal(fake_field(f->store, J1, "attempt"), "2");
+    assert_int_equal(fake_counter(f->store, "gang_retries"), 1);
+    expect_sent(f, PROTO_KILL, node_of[0], J1, 0, 1, &kill); /* the other task stops */
+    assert_int_equal(kill.grace_s, f->d.cfg.kill_grace_s);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+
+    /* Task 0 still holds its GPUs: no new attempt beside the old one. */
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, SIGTERM);
+    /* Both exits acknowledged now that the outcome is stored. */
+    expect_sent(f, PROTO_KILL, node_of[0], J1, 0, 1, &kill);
+    assert_int_equal(kill.grace_s, 0);
+    expect_sent(f, PROTO_KILL, node_of[1], J1, 1, 1, &kill);
+    assert_int_equal(kill.grace_s, 0);
+    expect_last_event(f, J1, "PENDING", 2, why); /* nothing new: it was requeued already */
+
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 2, again);
+    expect_last_event(f, J1, "STARTING", 2, NULL);
+    dfix_ack_all(f, J1, 2, 2, again);
+    expect_last_event(f, J1, "RUNNING", 2, NULL);
+
+    /* A worker repeating attempt 1's exit is told to forget it; the job is unmoved. */
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, 0);
+    expect_sent(f, PROTO_KILL, node_of[0], J1, 0, 1, NULL);
+    expect_last_event(f, J1, "RUNNING", 2, NULL);
+
+    dfix_task_exit(f, again[0], J1, 0, 2, 3, 0);
+    (void)mu_snprintf(why, sizeof(why), "task 0 on node %s exited with code 3", again[0]);
+    expect_last_event(f, J1, "FAILED", 2, why);
+    assert_string_equal(state_field(f, J1), "FAILED");
+    assert_string_equal(fake_field(f->store, J1, "exit_code"), "3");
+    assert_non_null(strstr(fake_field(f->store, J1, "error"), why));
+    assert_int_equal(fake_counter(f->store, "jobs_failed"), 1);
+    expect_sent(f, PROTO_KILL, again[1], J1, 1, 2, NULL);
+
+    /* Its GPUs come back once task 1 is gone too. */
+    dfix_submit(f, J2, GANG2);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J2, -1), 0);
+    dfix_task_exit(f, again[1], J1, 1, 2, 0, SIGTERM);
+    assert_int_equal(dfix_job_state(f, J1), -1);
+    fake_sent_clear(f->sent);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J2, 2, 1, again);
+}
+
+/* max_retries 0: the first failure is final. */
+static void test_no_retries_fails_at_once(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[1][PROTO_NODE_MAX];
+
+    two_nodes(f);
+    dfix_start_gang(f, J1, "{\"gpus_per_task\":4,\"max_retries\":0,\"command\":[\"false\"]}", 1,
+                    node_of);
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 1, 0);
+    expect_last_event(f, J1, "FAILED", 1, "exited with code 1");
+    assert_string_equal(fake_field(f->store, J1, "exit_code"), "1");
+    assert_int_equal(dfix_job_state(f, J1), -1);
+    assert_int_equal(fake_counter(f->store, "gang_retries"), 0);
+}
+
+/* The retry backoff: after a counted failure the next attempt waits retry_backoff_s (an hour
+ * here), and the requeue says so. */
+static void test_retry_backoff_delays_next_attempt(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    char why[128];
+
+    two_nodes(f);
+    dfix_start_gang(f, J1, GANG2, 2, node_of);
+    dfix_task_exit(f, node_of[1], J1, 1, 1, 1, 0);
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, SIGTERM);
+    (void)mu_snprintf(why, sizeof(why), "after attempt 1 failed: task 1 on node %s exited",
+                      node_of[1]);
+    expect_last_event(f, J1, "PENDING", 2, "retrying in ");
+    expect_last_event(f, J1, "PENDING", 2, why);
+    fake_sent_clear(f->sent);
+
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J1, -1), 0);
+    assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
+    /* Other work is not held up by it. */
+    dfix_submit(f, J2, GANG2);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J2, 2, 1, node_of);
+}
+
+/* A node that refuses a task for its own reason (node_fault): the attempt is requeued without
+ * counting against the job, and the next attempt goes to other nodes. */
+static void test_node_refusal_requeues_elsewhere(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    char again[2][PROTO_NODE_MAX];
+    char why[128];
+
+    two_nodes(f);
+    (void)dfix_hello(f, "n3", "od", 8);
+    dfix_submit(f, J1, GANG2);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 1, node_of);
+    dfix_bind_ack(f, node_of[1], J1, 1, 1);
+    dfix_bind_refused(f, node_of[0], J1, 0, 1, true, "GPU 3 is not visible");
+    (void)mu_snprintf(why, sizeof(why), "task 0 on node %s did not start: GPU 3 is not visible",
+                      node_of[0]);
+    expect_last_event(f, J1, "PENDING", 2, why);
+    assert_string_equal(fake_field(f->store, J1, "failures"), "0");
+    assert_int_equal(fake_counter(f->store, "gang_requeues"), 1);
+    expect_sent(f, PROTO_KILL, node_of[1], J1, 1, 1, NULL);
+
+    dfix_task_exit(f, node_of[1], J1, 1, 1, 0, SIGTERM);
+    fake_sent_clear(f->sent);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 2, again);
+    assert_string_not_equal(again[0], node_of[0]);
+    assert_string_not_equal(again[1], node_of[0]);
+}
+
+/* BINDs not all acknowledged by the bind deadline: the attempt is given up (not counted) and its
+ * tasks killed; their GPUs stay taken until each node answers for its task, then the gang gets
+ * a new attempt. */
+static void test_bind_deadline_requeues(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    uint64_t before_ms = mu_time_mono_ms(); /* before the start; the deadline is 30 s after it */
+
+    two_nodes(f);
+    dfix_submit(f, J1, GANG2);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 1, node_of);
+    dfix_bind_ack(f, node_of[0], J1, 0, 1);
+
+    d_jobs_check_timeouts(&f->d, before_ms);
+    expect_last_event(f, J1, "STARTING", 1, NULL);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+
+    d_jobs_check_timeouts(&f->d, mu_time_mono_ms() + HOUR_MS);
+    expect_last_event(f, J1, "PENDING", 2, "did not start within 30 s");
+    assert_string_equal(fake_field(f->store, J1, "failures"), "0");
+    expect_sent(f, PROTO_KILL, node_of[0], J1, 0, 1, NULL);
+    expect_sent(f, PROTO_KILL, node_of[1], J1, 1, 1, NULL);
+
+    /* The silent node may still start task 1: its GPUs are not given away yet. */
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, SIGTERM);
+    fake_sent_clear(f->sent);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    /* Its worker refuses the expired BIND: now the gang runs again. */
+    dfix_bind_refused(f, node_of[1], J1, 1, 1, false, "BIND expired");
+    fake_sent_clear(f->sent);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 2, node_of);
+    expect_last_event(f, J1, "STARTING", 2, NULL);
+}
+
+/* A node judged lost (silent past node_lost_after_s): its gangs' attempts end (not counted), the
+ * tasks elsewhere are killed, and the next attempt waits for the lost node's fence (its
+ * supervisors stop the task once its lease runs out: grace_s + 6 s, an hour here). */
+static void test_node_lost_requeues_after_fence(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    char why[64];
+    const char *lost;
+    const char *other;
+    uint64_t heard_ms = mu_time_mono_ms();
+    int idx;
+
+    two_nodes(f);
+    dfix_start_gang(f, J1,
+                    "{\"tasks\":2,\"gpus_per_task\":8,\"checkpoint\":{\"signal\":\"SIGUSR1\","
+                    "\"grace_s\":3600},\"command\":[\"./train\"]}",
+                    2, node_of);
+    assert_int_equal(d_nodes_expire(&f->d, heard_ms), -1); /* not silent before it was heard */
+
+    idx = d_nodes_expire(&f->d, mu_time_mono_ms() + HOUR_MS);
+    assert_true(idx >= 0);
+    lost = d_node_name(&f->d, idx);
+    other = strcmp(lost, node_of[0]) == 0 ? node_of[1] : node_of[0];
+    d_node_lost_tasks(&f->d, idx);
+    (void)mu_snprintf(why, sizeof(why), "node %s lost", lost);
+    expect_last_event(f, J1, "PENDING", 2, why);
+    assert_string_equal(fake_field(f->store, J1, "failures"), "0");
+    assert_int_equal(fake_counter(f->store, "nodes_lost"), 1);
+    assert_null(d_node_get(&f->d, lost));
+    expect_sent(f, PROTO_KILL, other, J1, -1, 1, NULL);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_KILL, lost, NULL, -1), 0);
+
+    dfix_task_exit(f, other, J1, strcmp(other, node_of[0]) == 0 ? 0 : 1, 1, 0, SIGTERM);
+    fake_sent_clear(f->sent);
+    (void)dfix_hello(f, "n3", "od", 8);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J1, -1), 0);
+    assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
+}
+
+/* A worker's report that lands while Redis is down is not lost: the outcome it implies is
+ * written once the store is back, and the GPUs it freed are used again. */
+static void test_exit_reported_while_store_down(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+
+    two_nodes(f);
+    dfix_start_gang(f, J1, GANG2, 2, node_of);
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, 0);
+    fake_store_fail(f->store, true);
+    dfix_task_exit(f, node_of[1], J1, 1, 1, 0, 0); /* the first message after Redis died */
+    assert_true(f->d.redis_down);
+    assert_string_equal(state_field(f, J1), "RUNNING");
+    /* The exits stay with the workers until the outcome is stored. */
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_KILL, NULL, J1, -1), 0);
+
+    dfix_store_recover(f);
+    assert_string_equal(state_field(f, J1), "SUCCEEDED");
+    expect_last_event(f, J1, "SUCCEEDED", 1, NULL);
+    assert_int_equal(dfix_job_state(f, J1), -1);
+
+    dfix_submit(f, J2, GANG2);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J2, 2, 1, node_of);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_gang_runs_to_success, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_start_write_sends_no_bind, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_task_failure_retries_then_fails, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_no_retries_fails_at_once, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_backoff_delays_next_attempt, setup_backoff,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_node_refusal_requeues_elsewhere, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now, teardown),
+    };
+    mu_log_set_level(MU_LOG_ERROR);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
