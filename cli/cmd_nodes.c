@@ -2,8 +2,10 @@
 /*
  * musterctl nodes: the node status that musterd refreshes in the nodes hash (DESIGN §6), one row
  * per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an operator
- * looks at first when a node misbehaves; REASON says why musterd cordoned it (a node that
- * refused tasks again and again); LABELS, JOBS and REASON are cut to fit the terminal.
+ * looks at first when a node misbehaves; IDLE is how long no task has run there and RELEASABLE
+ * whether an autoscaler may take it away (idle for consolidate_after_s); REASON says why musterd
+ * cordoned it (a node that refused tasks again and again); LABELS, JOBS and REASON are cut to
+ * fit the terminal.
  */
 #include "cli/internal.h"
 
@@ -43,8 +45,10 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
     char reason[320];
     char gpus[48];
     char heartbeat[16] = "-";
+    char idle[16] = "-";
     int64_t hb = ctl_json_int(node, "heartbeat_at", 0);
-    const char *cells[9];
+    int64_t idle_since = ctl_json_int(node, "idle_since", 0);
+    const char *cells[11];
     int rc;
 
     mu_buf_init(&labels, 4096);
@@ -55,6 +59,8 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
                    (long long)ctl_json_int(node, "gpus", 0));
     if (hb > 0)
         ctl_format_age(now_ms, (uint64_t)hb, heartbeat, sizeof(heartbeat));
+    if (idle_since > 0)
+        ctl_format_age(now_ms, (uint64_t)idle_since, idle, sizeof(idle));
     cells[0] = ctl_json_text(node, "name", b[0], sizeof(b[0]));
     cells[1] = ctl_json_text(node, "pool", b[1], sizeof(b[1]));
     cells[2] = ctl_json_text(node, "capacity", b[2], sizeof(b[2]));
@@ -62,8 +68,10 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
     cells[4] = gpus;
     cells[5] = labels.data ? labels.data : "";
     cells[6] = heartbeat;
-    cells[7] = jobs.data ? jobs.data : "";
-    cells[8] = ctl_json_text(node, "reason", reason, sizeof(reason));
+    cells[7] = idle;
+    cells[8] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "releasable")) ? "yes" : "no";
+    cells[9] = jobs.data ? jobs.data : "";
+    cells[10] = ctl_json_text(node, "reason", reason, sizeof(reason));
     rc = ctl_table_add(t, cells);
     mu_buf_release(&labels);
     mu_buf_release(&jobs);
@@ -72,8 +80,9 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
 
 int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
 {
-    static const char *const headers[] = { "NAME",   "POOL",      "CAPACITY", "STATE", "GPUS",
-                                           "LABELS", "HEARTBEAT", "JOBS",     "REASON" };
+    static const char *const headers[] = { "NAME",       "POOL",   "CAPACITY",  "STATE",
+                                           "GPUS",       "LABELS", "HEARTBEAT", "IDLE",
+                                           "RELEASABLE", "JOBS",   "REASON" };
     struct mu_err err = { 0 };
     struct ctl_table *t = NULL;
     struct queue *q = ctl_queue(ctl);
@@ -98,8 +107,8 @@ int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
     }
     ctl_table_set_state(t, 3);
     ctl_table_set_flex(t, 5);
-    ctl_table_set_flex(t, 7);
-    ctl_table_set_flex(t, 8);
+    ctl_table_set_flex(t, 9);
+    ctl_table_set_flex(t, 10);
     cJSON_ArrayForEach(node, nodes)
     {
         if (nodes_row(t, node, now_ms) != 0) {

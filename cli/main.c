@@ -163,8 +163,11 @@ const struct ctl_cmd ctl_commands[] = {
       NULL, 0, 0, CTL_ARG_NONE },
     { "nodes", ctl_cmd_nodes, "list nodes", "",
       "Lists the nodes musterd knows: pool, capacity type, state, free/total GPUs, topology "
-      "labels, time since the last heartbeat, the jobs running there, and why musterd cordoned "
-      "the node when it did (it refused tasks of three attempts in a row for its own reasons).",
+      "labels, time since the last heartbeat, how long no task has run there (IDLE) and whether "
+      "an autoscaler may take it away (RELEASABLE: idle for the config's consolidate_after_s, "
+      "default 10m, and no spot notice; it turns back the moment a job lands there), the jobs "
+      "running there, and why musterd cordoned the node when it did (it refused tasks of three "
+      "attempts in a row for its own reasons).",
       NULL, 0, 0, CTL_ARG_NONE },
     { "top", ctl_cmd_top, "live view of queues, pools and running gangs", "[--once]",
       "Shows queues, pools and the running gangs, refreshed every second, until q or Ctrl-C.  "

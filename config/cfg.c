@@ -36,6 +36,7 @@ void cfg_init_defaults(struct cfg *c)
     c->retry_backoff_s = 10;
     c->retry_backoff_max_s = 300;
     c->fair_share_half_life_s = 7 * 86400; /* Slurm's PriorityDecayHalfLife default */
+    c->consolidate_after_s = 600;
     c->events_max = 100000;
 }
 

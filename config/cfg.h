@@ -62,6 +62,7 @@ struct cfg {
                                    failure; 0 = rerun at once */
     int retry_backoff_max_s;    /* cap on that wait, >= retry_backoff_s */
     int fair_share_half_life_s; /* queue usage halves in this time (docs/fair-share.md), 60..1 y */
+    int consolidate_after_s;    /* a node without tasks this long is releasable, 0..604800 */
 };
 
 /* Fills every field with its default (DESIGN §2a); one pool-less cluster, queue "default". */

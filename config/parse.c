@@ -273,6 +273,7 @@ static const struct {
     { "retry_backoff_s", offsetof(struct cfg, retry_backoff_s), 0, 86400 },
     { "retry_backoff_max_s", offsetof(struct cfg, retry_backoff_max_s), 0, 86400 },
     { "fair_share_half_life_s", offsetof(struct cfg, fair_share_half_life_s), 60, 31536000 },
+    { "consolidate_after_s", offsetof(struct cfg, consolidate_after_s), 0, 604800 },
 };
 
 static const char *const top_keys[] = {
@@ -295,6 +296,7 @@ static const char *const top_keys[] = {
     "retry_backoff_s",
     "retry_backoff_max_s",
     "fair_share_half_life_s",
+    "consolidate_after_s",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 

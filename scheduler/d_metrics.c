@@ -70,6 +70,42 @@ static int sample(struct mu_buf *b,
     return mu_buf_appendf(b, err, " %.17g\n", value);
 }
 
+/* The consolidation signal (issue #16): releasable nodes per pool, and each node's idle time. */
+static int render_releasable(const struct musterd *d, struct mu_buf *b, struct mu_err *err)
+{
+    uint64_t now_ms = mu_time_wall_ms();
+
+    if (head(b, "releasable_nodes", "gauge",
+             "Nodes an autoscaler may remove, by pool: online, no spot notice, and no task for "
+             "consolidate_after_s.",
+             err)
+        != 0)
+        return -1;
+    for (int p = 0; p < d->cfg.npools; p++) {
+        int n = 0;
+        for (int i = 0; i < d->nnodes; i++)
+            n += strcmp(d->nodes[i].pool, d->cfg.pools[p].name) == 0
+                 && d_node_releasable(d, &d->nodes[i], now_ms);
+        if (sample(b, "releasable_nodes", "pool", d->cfg.pools[p].name, NULL, NULL, n, err) != 0)
+            return -1;
+    }
+    if (head(b, "node_idle_seconds", "gauge",
+             "Seconds since the last task on each online node ended (0 while one runs).", err)
+        != 0)
+        return -1;
+    for (int i = 0; i < d->nnodes; i++) {
+        const struct d_node *node = &d->nodes[i];
+        uint64_t since = node->idle_since_ms;
+        if (!node->online)
+            continue;
+        if (sample(b, "node_idle_seconds", "node", node->name, "pool", node->pool,
+                   since && now_ms > since ? (double)(now_ms - since) / 1000.0 : 0, err)
+            != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
 {
     static const char *const help[D_COUNTER_COUNT] = {
@@ -175,6 +211,8 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
                    != 0)
             return -1;
     }
+    if (render_releasable(d, b, err) != 0)
+        return -1;
     if (head(b, "nodes", "gauge", "Registered nodes by pool (online ones).", err) != 0)
         return -1;
     for (int p = 0; p < d->cfg.npools; p++) {

@@ -21,6 +21,13 @@ enum sched_node_state d_node_state(const struct d_node *node)
     return node->terminating ? SCHED_NODE_TERMINATING : node->admin;
 }
 
+bool d_node_releasable(const struct musterd *d, const struct d_node *node, uint64_t now_ms)
+{
+    return node->online && !node->terminating && node->idle_since_ms
+           && now_ms >= node->idle_since_ms
+           && now_ms - node->idle_since_ms >= (uint64_t)d->cfg.consolidate_after_s * 1000u;
+}
+
 struct d_node *d_node_get(struct musterd *d, const char *name)
 {
     int idx = sched_cluster_node_find(d->cluster, name);

@@ -31,11 +31,16 @@ struct d_node {
     int refusals;                       /* node-side BIND refusals in a row, one per attempt */
     char refused_job[QUEUE_JOB_ID_MAX]; /* the attempt the last one counted for */
     int refused_attempt;
-    char reason[300]; /* why musterd cordoned it ("" = not musterd's doing) */
+    char reason[300];       /* why musterd cordoned it ("" = not musterd's doing) */
+    uint64_t idle_since_ms; /* wall: since when no task of ours runs here, as of the last status
+                               write (d_status.c); 0 = a task runs here */
 };
 
 /* The node's state for placement: terminating (spot notice) beats the operator's state. */
 enum sched_node_state d_node_state(const struct d_node *node);
+/* Whether an autoscaler may take node away (issue #16): online, no spot notice, and no task
+ * for consolidate_after_s.  A node that gets work stops being releasable at once. */
+bool d_node_releasable(const struct musterd *d, const struct d_node *node, uint64_t now_ms);
 /* The registered node called name, or NULL. */
 struct d_node *d_node_get(struct musterd *d, const char *name);
 const char *d_node_name(const struct musterd *d, int idx);

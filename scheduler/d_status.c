@@ -61,8 +61,12 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
     }
 }
 
-static int node_json(
-    const struct musterd *d, int i, const struct mu_buf *jobs, struct mu_buf *b, struct mu_err *err)
+static int node_json(const struct musterd *d,
+                     int i,
+                     const struct mu_buf *jobs,
+                     uint64_t now_ms,
+                     struct mu_buf *b,
+                     struct mu_err *err)
 {
     const struct d_node *node = &d->nodes[i];
     const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);
@@ -82,7 +86,10 @@ static int node_json(
                           (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
                != 0
         || mu_buf_append_json_str(b, node->addr, err) != 0
-        || mu_buf_appendf(b, err, ",\"at_risk\":%s", node->at_risk ? "true" : "false") != 0
+        || mu_buf_appendf(b, err, ",\"at_risk\":%s,\"idle_since\":%llu,\"releasable\":%s",
+                          node->at_risk ? "true" : "false", (unsigned long long)node->idle_since_ms,
+                          d_node_releasable(d, node, now_ms) ? "true" : "false")
+               != 0
         || (node->reason[0]
             && (mu_buf_append(b, ",\"reason\":", 10, err) != 0
                 || mu_buf_append_json_str(b, node->reason, err) != 0))
@@ -100,6 +107,7 @@ static int node_json(
 
 static void nodes_write(struct musterd *d)
 {
+    uint64_t now_ms = mu_time_wall_ms();
     struct queue_kv *kv = NULL;
     struct mu_buf *bufs = NULL;
     struct mu_buf *jobs = NULL;
@@ -120,7 +128,14 @@ static void nodes_write(struct musterd *d)
     if (jobs_by_node(d, jobs, &err) != 0)
         goto out;
     for (int i = 0; i < d->nnodes; i++) {
-        if (node_json(d, i, &jobs[i], &bufs[i], &err) != 0)
+        struct d_node *node = &d->nodes[i];
+        /* Idle since the first status write that found no task here (writes follow every start
+         * and release, so this is within a loop turn of the truth). */
+        if (jobs[i].len > 0)
+            node->idle_since_ms = 0;
+        else if (!node->idle_since_ms)
+            node->idle_since_ms = now_ms;
+        if (node_json(d, i, &jobs[i], now_ms, &bufs[i], &err) != 0)
             goto out;
         kv[i].key = d->nodes[i].name;
         kv[i].value = bufs[i].data;

@@ -277,11 +277,12 @@ jqo ".[0].jobs == [\"$A\"] and .[1].gpus_free == 6 and .[1].labels.rack == \"r2\
 t0=$(ms_now)
 expect_rc 0 ctl nodes
 t1=$(ms_now)
-head -1 "$T/out" | has -E '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +JOBS +REASON$' ||
+head -1 "$T/out" | has -E '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +IDLE +RELEASABLE +JOBS +REASON$' ||
     fail "nodes header: $(head -1 "$T/out")"
-grep -qE "^n1 +spot-a +spot +ready +0/8 +zone=z1,rack=r1 +[0-9]+[smhd] +$A$" "$T/out" ||
+# The seeded hashes have no idle_since/releasable (as an older musterd wrote): IDLE -, RELEASABLE no.
+grep -qE "^n1 +spot-a +spot +ready +0/8 +zone=z1,rack=r1 +[0-9]+[smhd] +- +no +$A$" "$T/out" ||
     fail "n1 row: $(grep '^n1' "$T/out")"
-grep -qE '^n2 +od-a +on-demand +cordoned +6/8 +zone=z1,rack=r2 +[0-9]+[smhd]$' "$T/out" ||
+grep -qE '^n2 +od-a +on-demand +cordoned +6/8 +zone=z1,rack=r2 +[0-9]+[smhd] +- +no$' "$T/out" ||
     fail "n2 row: $(grep '^n2' "$T/out")"
 # HEARTBEAT is the age of each node's last heartbeat (seeded 2 s and 1 s before `now`).
 for hb in n1:2000 n2:1000; do
