@@ -76,17 +76,20 @@ static char *job_state(struct queue *q, const char *id, char *buf, size_t size)
     return buf;
 }
 
+/* The stamp muster-stamp wrote (one number and a newline); 0, or -1 while it is not there. */
 static int read_stamp(const char *path, int64_t *out)
 {
     FILE *f = fopen(path, "r");
-    long long v = 0;
-    int ok;
+    char line[32];
+    bool got;
     if (!f)
         return -1;
-    ok = fscanf(f, "%lld", &v) == 1;
+    got = fgets(line, sizeof(line), f) != NULL;
     (void)fclose(f);
-    *out = v;
-    return ok ? 0 : -1;
+    if (!got)
+        return -1;
+    line[strcspn(line, "\n")] = '\0';
+    return mu_parse_i64(line, 0, INT64_MAX, out, NULL);
 }
 
 static int latency(struct queue *q, int argc, char **argv)
@@ -146,9 +149,10 @@ static int latency(struct queue *q, int argc, char **argv)
         }
     }
     qsort(lat, (size_t)runs, sizeof(*lat), cmp_i64);
+    long mid = runs / 2;
+    long p99 = runs * 99 / 100;
     (void)printf("latency gang=%ldx%ld runs=%ld p50_ms=%.2f p99_ms=%.2f max_ms=%.2f\n", tasks, gpus,
-                 runs, (double)lat[runs / 2] / 1e6, (double)lat[(runs * 99) / 100] / 1e6,
-                 (double)lat[runs - 1] / 1e6);
+                 runs, (double)lat[mid] / 1e6, (double)lat[p99] / 1e6, (double)lat[runs - 1] / 1e6);
     free(lat);
     return 0;
 }

@@ -334,7 +334,7 @@ static int bench_preempt(struct sched_cluster *c, struct fill *f, int nodes, int
     }
     for (size_t s = 0; s < MU_ARRAY_LEN(shapes); s++) {
         struct sched_request r = request(shapes[s][0], shapes[s][1]);
-        struct sched_preempt_plan plan;
+        struct sched_preempt_plan plan = { 0 };
         struct mu_err err;
         int got = 0;
         r.required_level = shapes[s][2];
@@ -391,6 +391,7 @@ static int bench_order(int runs)
     struct sched_share_queue queues[NQUEUES];
     struct sched_order *o = sched_order_new();
     struct mu_err err;
+    int mid = runs / 2;
     int rc = 1;
 
     if (!jobs || !copy || !order || !ns || !qs || !o)
@@ -419,8 +420,7 @@ static int bench_order(int runs)
     qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
     qsort(qs, (size_t)runs, sizeof(*qs), cmp_i64);
     printf("order pending=%d queues=%d p50_ms=%.2f max_ms=%.2f qsort_p50_ms=%.2f\n", NORDER,
-           NQUEUES, (double)ns[runs / 2] / 1e6, (double)ns[runs - 1] / 1e6,
-           (double)qs[runs / 2] / 1e6);
+           NQUEUES, (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6, (double)qs[mid] / 1e6);
     rc = 0;
 out:
     sched_order_free(o);
@@ -439,20 +439,21 @@ static int usage(void)
     return 2;
 }
 
-int main(int argc, char **argv)
+struct options {
+    int64_t nodes;
+    int64_t runs; /* 0: the benchmark's own default */
+    int64_t seed;
+    double occ;
+    bool pass;
+    bool preempt;
+    bool order;
+    bool occ_given;
+};
+
+/* Reads the command line into o; returns -1 to go on, else the exit status (0 after --help). */
+static int parse_args(int argc, char **argv, struct options *o)
 {
-    int64_t nodes = 4096;
-    int64_t runs = 0;
-    int64_t seed = 1;
-    double occ = 0.6;
-    bool pass = false;
-    bool preempt = false;
-    bool order = false;
-    bool occ_given = false;
-    struct fill f = { NULL, NULL, NULL, NULL, 0 };
-    struct sched_cluster *c;
     struct mu_err err;
-    int rc;
 
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -461,53 +462,66 @@ int main(int argc, char **argv)
                    "[--seed N] [--pass | --preempt | --order]\n");
             return 0;
         } else if (strcmp(argv[i], "--pass") == 0) {
-            pass = true;
+            o->pass = true;
         } else if (strcmp(argv[i], "--preempt") == 0) {
-            preempt = true;
+            o->preempt = true;
         } else if (strcmp(argv[i], "--order") == 0) {
-            order = true;
+            o->order = true;
         } else if (strcmp(argv[i], "--nodes") == 0 && v) {
-            if (mu_parse_i64(v, 16, 1 << 20, &nodes, &err) != 0)
+            if (mu_parse_i64(v, 16, 1 << 20, &o->nodes, &err) != 0)
                 return usage();
             i++;
         } else if (strcmp(argv[i], "--runs") == 0 && v) {
-            if (mu_parse_i64(v, 1, 1000000, &runs, &err) != 0)
+            if (mu_parse_i64(v, 1, 1000000, &o->runs, &err) != 0)
                 return usage();
             i++;
         } else if (strcmp(argv[i], "--seed") == 0 && v) {
-            if (mu_parse_i64(v, 1, INT64_MAX, &seed, &err) != 0)
+            if (mu_parse_i64(v, 1, INT64_MAX, &o->seed, &err) != 0)
                 return usage();
             i++;
         } else if (strcmp(argv[i], "--occupancy") == 0 && v) {
-            if (mu_parse_double(v, 0.0, 1.0, &occ, &err) != 0)
+            if (mu_parse_double(v, 0.0, 1.0, &o->occ, &err) != 0)
                 return usage();
-            occ_given = true;
+            o->occ_given = true;
             i++;
         } else {
             return usage();
         }
     }
-    if (pass + preempt + order > 1)
+    if (o->pass + o->preempt + o->order > 1)
         return usage();
-    if (order) {
-        rng_state ^= (uint64_t)seed * 0x2545F4914F6CDD1DULL;
-        return bench_order(runs ? (int)runs : 20);
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = { .nodes = 4096, .runs = 0, .seed = 1, .occ = 0.6 };
+    struct fill f = { NULL, NULL, NULL, NULL, 0 };
+    struct sched_cluster *c;
+    struct mu_err err;
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc >= 0)
+        return rc;
+    if (o.order) {
+        rng_state ^= (uint64_t)o.seed * 0x2545F4914F6CDD1DULL;
+        return bench_order(o.runs ? (int)o.runs : 20);
     }
-    if (preempt && !occ_given)
-        occ = 0.97;
-    rng_state ^= (uint64_t)seed * 0x2545F4914F6CDD1DULL;
-    c = build((int)nodes, occ, &f, &err);
+    if (o.preempt && !o.occ_given)
+        o.occ = 0.97;
+    rng_state ^= (uint64_t)o.seed * 0x2545F4914F6CDD1DULL;
+    c = build((int)o.nodes, o.occ, &f, &err);
     if (!c) {
         (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
         fill_free(&f);
         return 1;
     }
-    if (pass)
-        rc = bench_pass(c, &f, (int)nodes, occ, runs ? (int)runs : 20);
-    else if (preempt)
-        rc = bench_preempt(c, &f, (int)nodes, runs ? (int)runs : 50);
+    if (o.pass)
+        rc = bench_pass(c, &f, (int)o.nodes, o.occ, o.runs ? (int)o.runs : 20);
+    else if (o.preempt)
+        rc = bench_preempt(c, &f, (int)o.nodes, o.runs ? (int)o.runs : 50);
     else
-        rc = bench_place(c, (int)nodes, occ, runs ? (int)runs : 500);
+        rc = bench_place(c, (int)o.nodes, o.occ, o.runs ? (int)o.runs : 500);
     sched_cluster_free(c);
     fill_free(&f);
     return rc;

@@ -96,7 +96,7 @@ static const struct {
 
 int mu_signal_parse(const char *name)
 {
-    int64_t num;
+    int64_t num = 0;
     if (!name)
         return -1;
     if (mu_parse_i64(name, 1, 64, &num, NULL) == 0)

@@ -14,7 +14,7 @@
  * getopt and optarg are POSIX, not C11: with -std=c11 the C library declares them only when a
  * feature-test macro asks, so the file asks itself, before its first #include.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _POSIX_C_SOURCE 200809L /* NOLINT(bugprone-reserved-identifier): POSIX's own switch */
 
 #include <muster.h>
 
@@ -25,9 +25,27 @@
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: submit_and_wait [-g GPUS_PER_TASK] [-q QUEUE] [-t TIMEOUT_S] "
-                    "[-k IDEMPOTENCY_KEY] [-- COMMAND ARGS...]\n");
+    (void)fprintf(stderr, "usage: submit_and_wait [-g GPUS_PER_TASK] [-q QUEUE] [-t TIMEOUT_S] "
+                          "[-k IDEMPOTENCY_KEY] [-- COMMAND ARGS...]\n");
     return 2;
+}
+
+/* One line: how the job ended, where it ran and for how long. */
+static void print_outcome(const char *id, const struct muster_job *job)
+{
+    int code;
+
+    printf("job %s %s attempt %d", id, muster_job_state_name(job), muster_job_attempt(job));
+    if (muster_job_exit_code(job, &code))
+        printf(" exit %d", code);
+    if (muster_job_nodes(job)[0])
+        printf(" nodes %s", muster_job_nodes(job));
+    if (muster_job_error(job)[0])
+        printf(" error: %s", muster_job_error(job));
+    printf(" (ran %lld ms)\n",
+           muster_job_started_at_ms(job)
+               ? (long long)(muster_job_finished_at_ms(job) - muster_job_started_at_ms(job))
+               : 0LL);
 }
 
 int main(int argc, char **argv)
@@ -40,7 +58,7 @@ int main(int argc, char **argv)
     struct muster_job *job = NULL;
     const char *queue = NULL, *key = NULL;
     char id[MUSTER_ID_MAX];
-    int gpus = 1, timeout_s = 300, opt, rc = 1, code;
+    int gpus = 1, timeout_s = 300, opt, rc = 1;
     bool created = false;
 
     while ((opt = getopt(argc, argv, "g:q:t:k:h")) != -1) {
@@ -65,13 +83,13 @@ int main(int argc, char **argv)
         }
     }
     if (strcmp(muster_version(), MUSTER_VERSION) != 0)
-        fprintf(stderr, "warning: built with muster.h %s, running libmuster %s\n", MUSTER_VERSION,
-                muster_version());
+        (void)fprintf(stderr, "warning: built with muster.h %s, running libmuster %s\n",
+                      MUSTER_VERSION, muster_version());
 
     /* The builder keeps its first error; check once when submitting. */
     spec = muster_spec_new();
     if (!spec) {
-        fprintf(stderr, "submit_and_wait: out of memory\n");
+        (void)fprintf(stderr, "submit_and_wait: out of memory\n");
         return 1;
     }
     muster_spec_set_name(spec, "libmuster-example");
@@ -90,15 +108,15 @@ int main(int argc, char **argv)
 
     m = muster_connect(NULL, NULL, &err); /* MUSTER_REDIS_URL or redis://127.0.0.1:6379 */
     if (!m) {
-        fprintf(stderr, "submit_and_wait: %s\n", err.message);
+        (void)fprintf(stderr, "submit_and_wait: %s\n", err.message);
         goto out;
     }
     if (muster_spec_submit(m, spec, id, sizeof(id), &created, &err) != 0) {
-        fprintf(stderr, "submit_and_wait: submit: %s\n", err.message);
+        (void)fprintf(stderr, "submit_and_wait: submit: %s\n", err.message);
         goto out;
     }
     printf("job %s %s\n", id, created ? "submitted" : "already submitted (same idempotency key)");
-    fflush(stdout);
+    (void)fflush(stdout); /* show the id now: the wait may be long */
 
     switch (muster_job_wait(m, id, timeout_s * 1000, &job, &err)) {
     case 0:
@@ -109,20 +127,10 @@ int main(int argc, char **argv)
         rc = 3;
         goto out;
     default:
-        fprintf(stderr, "submit_and_wait: wait: %s\n", err.message);
+        (void)fprintf(stderr, "submit_and_wait: wait: %s\n", err.message);
         goto out;
     }
-    printf("job %s %s attempt %d", id, muster_job_state_name(job), muster_job_attempt(job));
-    if (muster_job_exit_code(job, &code))
-        printf(" exit %d", code);
-    if (muster_job_nodes(job)[0])
-        printf(" nodes %s", muster_job_nodes(job));
-    if (muster_job_error(job)[0])
-        printf(" error: %s", muster_job_error(job));
-    printf(" (ran %lld ms)\n",
-           muster_job_started_at_ms(job)
-               ? (long long)(muster_job_finished_at_ms(job) - muster_job_started_at_ms(job))
-               : 0LL);
+    print_outcome(id, job);
     rc = muster_job_state(job) == MUSTER_STATE_SUCCEEDED ? 0 : 1;
 out:
     muster_job_free(job);

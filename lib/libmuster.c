@@ -774,7 +774,9 @@ int muster_jobs_list(struct muster *m,
         return fail(err, &e);
     n = (size_t)cJSON_GetArraySize(arr);
     list = calloc(1, sizeof(*list));
-    if (!list || !(list->jobs = calloc(n + 1, sizeof(*list->jobs)))) {
+    if (list) /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        list->jobs = calloc(n + 1, sizeof(*list->jobs));
+    if (!list || !list->jobs) {
         failf(err, MUSTER_E_NOMEM, "out of memory");
         goto out;
     }

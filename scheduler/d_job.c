@@ -186,6 +186,7 @@ void d_job_pending_add(struct musterd *d, struct d_job *j)
 {
     if (d->npending == d->cap_pending) {
         int cap = d->cap_pending ? d->cap_pending * 2 : 256;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         struct d_job **p = realloc(d->pending, (size_t)cap * sizeof(*p));
         if (!p) {
             mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory queueing job", j->id);
@@ -202,8 +203,9 @@ void d_job_pending_remove(struct musterd *d, const struct d_job *j)
 {
     for (int i = 0; i < d->npending; i++) {
         if (d->pending[i] == j) {
-            memmove(&d->pending[i], &d->pending[i + 1],
-                    (size_t)(d->npending - i - 1) * sizeof(*d->pending));
+            size_t after = (size_t)(d->npending - i - 1);
+            /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+            memmove(&d->pending[i], &d->pending[i + 1], after * sizeof(*d->pending));
             d->npending--;
             return;
         }

@@ -106,9 +106,11 @@ static int render_releasable(const struct musterd *d, struct mu_buf *b, struct m
     return 0;
 }
 
-int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
+/* The counters, then the placement-latency histogram: what only grows while musterd runs. */
+static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_err *err)
 {
     static const char *const help[D_COUNTER_COUNT] = {
+        /* NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one text on two lines, as below */
         "Valid jobs taken in from the submit stream (rejected submissions are counted in "
         "muster_jobs_rejected_total, not here; duplicates of an idempotency key in neither).",
         "Submissions rejected as invalid.",
@@ -123,10 +125,8 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
         "Nodes declared lost after missing heartbeats.",
         "Jobs stopped at their time limit (state TIMEOUT).",
     };
-    struct d_gauges g;
     double cumulative = 0;
 
-    d_jobs_gauges(d, &g);
     for (int c = 0; c < D_COUNTER_COUNT; c++) {
         char name[64];
         (void)mu_snprintf(name, sizeof(name), "%s_total", d_counter_name((enum d_counter)c));
@@ -160,13 +160,21 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
             != 0
         || sample(b, "placement_latency_seconds_count", NULL, NULL, NULL, NULL, cumulative, err))
         return -1;
+    return 0;
+}
 
+/* The gauges, from g, the config and the node table. */
+static int render_gauges(const struct musterd *d,
+                         const struct d_gauges *g,
+                         struct mu_buf *b,
+                         struct mu_err *err)
+{
     if (head(b, "jobs", "gauge", "Jobs not yet finished, by state and queue.", err) != 0)
         return -1;
     for (int q = 0; q < d->cfg.nqueues; q++) {
         for (int s = 0; s < D_ACTIVE_STATES; s++) {
             if (sample(b, "jobs", "queue", d->cfg.queues[q].name, "state",
-                       queue_state_name((enum queue_state)s), g.jobs[q][s], err)
+                       queue_state_name((enum queue_state)s), g->jobs[q][s], err)
                 != 0)
                 return -1;
         }
@@ -194,10 +202,10 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
     for (int q = 0; q < d->cfg.nqueues; q++) {
         for (int p = 0; p <= d->cfg.npools; p++) {
             const char *pool = p < d->cfg.npools ? d->cfg.pools[p].name : "none";
-            if (g.pending_gpus[q][p] == 0 && p == d->cfg.npools)
+            if (g->pending_gpus[q][p] == 0 && p == d->cfg.npools)
                 continue;
             if (sample(b, "pending_gpus", "queue", d->cfg.queues[q].name, "pool", pool,
-                       (double)g.pending_gpus[q][p], err)
+                       (double)g->pending_gpus[q][p], err)
                 != 0)
                 return -1;
         }
@@ -205,9 +213,10 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
     if (head(b, "gpus", "gauge", "GPUs of ready and busy nodes, by pool and state.", err) != 0)
         return -1;
     for (int p = 0; p < d->cfg.npools; p++) {
-        if (sample(b, "gpus", "pool", d->cfg.pools[p].name, "state", "free", g.gpus_free[p], err)
+        if (sample(b, "gpus", "pool", d->cfg.pools[p].name, "state", "free", g->gpus_free[p], err)
                 != 0
-            || sample(b, "gpus", "pool", d->cfg.pools[p].name, "state", "used", g.gpus_used[p], err)
+            || sample(b, "gpus", "pool", d->cfg.pools[p].name, "state", "used", g->gpus_used[p],
+                      err)
                    != 0)
             return -1;
     }
@@ -216,9 +225,19 @@ int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
     if (head(b, "nodes", "gauge", "Registered nodes by pool (online ones).", err) != 0)
         return -1;
     for (int p = 0; p < d->cfg.npools; p++) {
-        if (sample(b, "nodes", "pool", d->cfg.pools[p].name, NULL, NULL, g.nodes[p], err) != 0)
+        if (sample(b, "nodes", "pool", d->cfg.pools[p].name, NULL, NULL, g->nodes[p], err) != 0)
             return -1;
     }
+    return 0;
+}
+
+int d_metrics_render(struct musterd *d, struct mu_buf *b, struct mu_err *err)
+{
+    struct d_gauges g;
+
+    d_jobs_gauges(d, &g);
+    if (render_counters(d, b, err) != 0 || render_gauges(d, &g, b, err) != 0)
+        return -1;
     return 0;
 }
 
@@ -243,6 +262,8 @@ static enum MHD_Result answer(struct MHD_Connection *conn,
     return rc;
 }
 
+/* The type is libmicrohttpd's MHD_AccessHandlerCallback, so upload_data_size stays non-const.
+ * NOLINTBEGIN(readability-non-const-parameter) */
 static enum MHD_Result on_request(void *cls,
                                   struct MHD_Connection *conn,
                                   const char *url,
@@ -278,6 +299,7 @@ static enum MHD_Result on_request(void *cls,
     len = b.len;
     return answer(conn, MHD_HTTP_OK, mu_buf_take(&b), len, MHD_RESPMEM_MUST_FREE);
 }
+/* NOLINTEND(readability-non-const-parameter) */
 
 int d_metrics_start(struct musterd *d, const char *addr_port, struct mu_err *err)
 {

@@ -33,14 +33,16 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
         int cap = npending * 2;
         struct sched_pass_job *jobs = realloc(d->pass.jobs, (size_t)cap * sizeof(*jobs));
         struct sched_decision *out = jobs ? realloc(d->pass.out, (size_t)cap * sizeof(*out)) : NULL;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         struct d_job **who = out ? realloc(d->pass.who, (size_t)cap * sizeof(*who)) : NULL;
         struct sched_request *reqs =
             who ? realloc(d->pass.reqs, (size_t)cap * sizeof(*reqs)) : NULL;
         struct sched_order_job *ojobs =
             reqs ? realloc(d->pass.order_jobs, (size_t)cap * sizeof(*ojobs)) : NULL;
         int *oidx = ojobs ? realloc(d->pass.order_idx, (size_t)cap * sizeof(*oidx)) : NULL;
-        struct d_job **sorted =
-            oidx ? realloc(d->pass.sorted, (size_t)cap * sizeof(*sorted)) : NULL;
+        struct d_job **sorted = NULL;
+        if (oidx) /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+            sorted = realloc(d->pass.sorted, (size_t)cap * sizeof(*sorted));
         if (jobs)
             d->pass.jobs = jobs;
         if (out)
@@ -127,6 +129,7 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
         return -1;
     for (int i = 0; i < d->npending; i++)
         d->pass.sorted[i] = d->pending[d->pass.order_idx[i]];
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     memcpy(d->pending, d->pass.sorted, (size_t)d->npending * sizeof(*d->pending));
     return 0;
 }
@@ -185,6 +188,66 @@ static void wake_plan(struct musterd *d,
         d_wake_at(d, now_mono_ms + REASON_REFRESH_MS);
 }
 
+/* The pending jobs this pass may start, in their order, into d->pass.jobs and d->pass.who;
+ * returns how many.  A held job, or one whose not_before_ms is still ahead (it gets its reason
+ * and *timed_reasons is set), sits this pass out.  While known nodes may come back (regrace),
+ * each job asks only for its first capacity choice. */
+static int pass_collect(struct musterd *d, uint64_t now_mono, bool regrace, bool *timed_reasons)
+{
+    int n = 0;
+
+    for (int i = 0; i < d->npending; i++) {
+        struct d_job *j = d->pending[i];
+        if (j->held)
+            continue;
+        if (j->not_before_ms) {
+            if (now_mono < j->not_before_ms) {
+                wait_reason(d, j, now_mono);
+                *timed_reasons = true;
+                continue;
+            }
+            j->not_before_ms = 0;
+            j->backoff = false;
+        }
+        if (!j->slots) {
+            j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
+            if (!j->slots)
+                continue;
+        }
+        d->pass.jobs[n].req = &j->req;
+        if (regrace && j->req.ncapacity > 1) {
+            d->pass.reqs[n] = j->req; /* first choice only while known nodes may come back */
+            d->pass.reqs[n].ncapacity = 1;
+            d->pass.jobs[n].req = &d->pass.reqs[n];
+        }
+        d->pass.jobs[n].run_s = d_job_run_s(d, j);
+        d->pass.jobs[n].slots = j->slots;
+        d->pass.who[n++] = j;
+    }
+    return n;
+}
+
+/* Acts on the pass's n decisions: starts the gangs it placed (each took per_job_s to place) and
+ * gives the others their reasons; *timed_reasons is set when a reason carries a time. */
+static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_reasons)
+{
+    for (int i = 0; i < n; i++) {
+        struct d_job *j = d->pass.who[i];
+        const struct sched_decision *dec = &d->pass.out[i];
+        if (dec->verdict != SCHED_START) {
+            d_job_set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
+            *timed_reasons = *timed_reasons || dec->est_start_s > 0;
+            continue;
+        }
+        j->place_s = per_job_s;
+        if (d_gang_start(d, j) != 0) {
+            sched_cluster_release(d->cluster, &j->req, j->slots);
+            d_job_set_reason(d, j, "out of memory starting the gang; retrying");
+            d->dirty = true;
+        }
+    }
+}
+
 void d_schedule(struct musterd *d)
 {
     int64_t now_ms = (int64_t)mu_time_wall_ms();
@@ -193,7 +256,7 @@ void d_schedule(struct musterd *d)
     bool regrace = d_nodes_regrace(d, now_mono);
     bool timed_reasons = false;
     int kept = 0;
-    int n = 0;
+    int n;
     int nrunning;
     double committed[SCHED_MAX_QUEUES] = { 0 };
     struct mu_err err;
@@ -215,34 +278,7 @@ void d_schedule(struct musterd *d)
         d->dirty = true;
         return;
     }
-    for (int i = 0; i < d->npending; i++) {
-        struct d_job *j = d->pending[i];
-        if (j->held)
-            continue;
-        if (j->not_before_ms) {
-            if (now_mono < j->not_before_ms) {
-                wait_reason(d, j, now_mono);
-                timed_reasons = true;
-                continue;
-            }
-            j->not_before_ms = 0;
-            j->backoff = false;
-        }
-        if (!j->slots) {
-            j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
-            if (!j->slots)
-                continue;
-        }
-        d->pass.jobs[n].req = &j->req;
-        if (regrace && j->req.ncapacity > 1) {
-            d->pass.reqs[n] = j->req; /* first choice only while known nodes may come back */
-            d->pass.reqs[n].ncapacity = 1;
-            d->pass.jobs[n].req = &d->pass.reqs[n];
-        }
-        d->pass.jobs[n].run_s = d_job_run_s(d, j);
-        d->pass.jobs[n].slots = j->slots;
-        d->pass.who[n++] = j;
-    }
+    n = pass_collect(d, now_mono, regrace, &timed_reasons);
     t0 = mu_time_mono_us();
     if (sched_pass(d->cluster, d->pass.jobs, n, d->pass.running, nrunning, now_s, d->pass.out, &err)
         < 0) {
@@ -251,21 +287,7 @@ void d_schedule(struct musterd *d)
         return;
     }
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
-    for (int i = 0; i < n; i++) {
-        struct d_job *j = d->pass.who[i];
-        const struct sched_decision *dec = &d->pass.out[i];
-        if (dec->verdict != SCHED_START) {
-            d_job_set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
-            timed_reasons = timed_reasons || dec->est_start_s > 0;
-            continue;
-        }
-        j->place_s = per_job_s;
-        if (d_gang_start(d, j) != 0) {
-            sched_cluster_release(d->cluster, &j->req, j->slots);
-            d_job_set_reason(d, j, "out of memory starting the gang; retrying");
-            d->dirty = true;
-        }
-    }
+    pass_apply(d, n, per_job_s, &timed_reasons);
     for (int i = 0; i < n && !regrace; i++) {
         struct d_job *j = d->pass.who[i];
         uint64_t retry = 0;

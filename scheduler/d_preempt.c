@@ -23,6 +23,7 @@ static int victims_scratch(struct musterd *d, int n)
     {
         int cap = n * 2;
         struct sched_victim *v = realloc(d->pass.victims, (size_t)cap * sizeof(*v));
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
         struct d_job **jobs = v ? realloc(d->pass.victim_jobs, (size_t)cap * sizeof(*jobs)) : NULL;
         int *idx = jobs ? realloc(d->pass.plan_victims, (size_t)cap * sizeof(*idx)) : NULL;
         if (v)

@@ -16,9 +16,9 @@
 
 #include "common/mu_banned.h"
 
-#define BIND_GIVE_UP_MS 1000 /* after a BIND's expires_ms, see d_jobs_check_timeouts */
-#define KILL_RESEND_MS  5000 /* a stopping attempt's KILLs are repeated this often */
-#define SPOT_MARGIN_S   15   /* stop gangs this long before a spot deadline */
+#define BIND_GIVE_UP_MS 1000  /* after a BIND's expires_ms, see d_jobs_check_timeouts */
+#define KILL_RESEND_MS  5000  /* a stopping attempt's KILLs are repeated this often */
+#define SPOT_MARGIN_MS  15000 /* stop gangs this long before a spot deadline */
 
 /* The job and task a report is about, when it belongs to the placed attempt on that node. */
 static struct d_job *task_lookup(struct musterd *d,
@@ -217,8 +217,8 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
     node->terminating = true;
     node->terminate_at_ms = m->deadline_ms;
     sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_TERMINATING);
-    if (m->deadline_ms > now_wall + SPOT_MARGIN_S * 1000u)
-        deadline = now + (m->deadline_ms - now_wall) - SPOT_MARGIN_S * 1000u;
+    if (m->deadline_ms > now_wall + SPOT_MARGIN_MS)
+        deadline = now + (m->deadline_ms - now_wall) - SPOT_MARGIN_MS;
     if (pool)
         sched_cluster_pool_cooldown(d->cluster, (int)(pool - d->cfg.pools),
                                     (int64_t)(now_wall / 1000) + d->cfg.spot_cooldown_s);

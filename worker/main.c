@@ -335,20 +335,11 @@ static int complete_islands(struct cli *c)
     return -1;
 }
 
-/* Environment fallbacks, required flags and defaults; returns -1 to go on, else 2. */
-static int complete_config(struct cli *c)
+/* --imds and --imds-interval-s or their variables; returns -1 to go on, else 2. */
+static int complete_imds(struct cli *c)
 {
     struct wrk_config *cfg = &c->cfg;
-    long n;
 
-    if (!cfg->scheduler)
-        cfg->scheduler = getenv("MUSTER_SCHEDULER");
-    if (!cfg->node)
-        cfg->node = getenv("MUSTER_NODE");
-    if (!cfg->pool)
-        cfg->pool = getenv("MUSTER_POOL");
-    if (!cfg->state_dir)
-        cfg->state_dir = getenv("MUSTER_STATE_DIR");
     if (!cfg->imds)
         cfg->imds = getenv("MUSTER_IMDS");
     if (cfg->imds_interval_s == 0) {
@@ -365,6 +356,25 @@ static int complete_config(struct cli *c)
                            cfg->imds);
     if (cfg->imds_interval_s && (!cfg->imds || !cfg->imds[0]))
         return usage_error("--imds-interval-s needs --imds URL");
+    return -1;
+}
+
+/* Environment fallbacks, required flags and defaults; returns -1 to go on, else 2. */
+static int complete_config(struct cli *c)
+{
+    struct wrk_config *cfg = &c->cfg;
+    long n;
+
+    if (!cfg->scheduler)
+        cfg->scheduler = getenv("MUSTER_SCHEDULER");
+    if (!cfg->node)
+        cfg->node = getenv("MUSTER_NODE");
+    if (!cfg->pool)
+        cfg->pool = getenv("MUSTER_POOL");
+    if (!cfg->state_dir)
+        cfg->state_dir = getenv("MUSTER_STATE_DIR");
+    if (complete_imds(c) >= 0)
+        return 2;
     if (!c->curve_server_arg)
         c->curve_server_arg = getenv("MUSTER_CURVE_SERVER_KEY");
     if (!c->curve_key_arg)

@@ -243,6 +243,11 @@ int wrk_spawn_start(const struct wrk_spawn *s,
     }
     if (pipe_cloexec(report, err) != 0)
         return -1;
+    /* vfork where shares_memory() allows it.  Its child writes nothing the parent reads later (pid
+     * is set again when vfork returns in the parent) and, in child_exec, makes only
+     * async-signal-safe calls until exec or _exit, as glibc's posix_spawn does in its CLONE_VFORK
+     * child; posix_spawn itself cannot do child_exec's deadline check or say which step failed. */
+    /* NOLINTNEXTLINE(clang-analyzer-security.insecureAPI.vfork,clang-analyzer-unix.Vfork) */
     pid = shares_memory(s) ? vfork() : fork();
     if (pid < 0) {
         int e = errno;

@@ -313,7 +313,7 @@ int main(int argc, char **argv)
         struct mu_err err;
 
         memset(&f, 0, sizeof(f));
-        mu_buf_init(&f.payload, PROTO_MAX_MSG_BYTES * 2);
+        mu_buf_init(&f.payload, (size_t)PROTO_MAX_MSG_BYTES * 2);
         mu_err_clear(&err);
         if (build_case(cases[i], &f, &err) != 0) {
             (void)fprintf(stderr, "hostile_zmq: case %s: %s\n", cases[i], err.msg);
