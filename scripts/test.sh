@@ -6,7 +6,9 @@
 #   scripts/test.sh            deps, then: build/ + all tests (unit, integration, fuzz replay),
 #                              the installed-library checks (cmake --install into a temp prefix,
 #                              examples/ built against it, t6000/t6001 run with it), lint
-#                              (scripts/lint.sh), fuzz (build-fuzz/: clang-14 libFuzzer with
+#                              (scripts/lint.sh --tidy: the cheap checks, then clang-tidy and
+#                              cppcheck over build/'s compile_commands.json, about 2 minutes on
+#                              2 cores), fuzz (build-fuzz/: clang-14 libFuzzer with
 #                              ASan+UBSan, each tests/fuzz target for MUSTER_FUZZ_SECONDS from a
 #                              temp copy of its seed corpus), valgrind (each unit test of build/
 #                              under valgrind; the daemons' steady state is integration/t0500),
@@ -14,6 +16,8 @@
 #                              included (a sanitizer report in any daemon's log fails its test)
 #   scripts/test.sh --quick    deps, build/ + all tests and the installed-library checks only
 #                              (no lint, fuzz, valgrind or ASan)
+#   scripts/test.sh --no-tidy  the default run with lint's cheap checks only (no clang-tidy or
+#                              cppcheck): a quicker local run; CI always runs them
 #   scripts/test.sh --asan     deps, build-asan/ + all tests, integration included (no lint)
 #   scripts/test.sh --asan --quick   build-asan/ + unit and fuzz only
 #
@@ -37,16 +41,18 @@ cd "$repo" || exit 1
 
 asan=0
 quick=0
+tidy=1
 for arg in "$@"; do
     case "$arg" in
     --asan) asan=1 ;;
     --quick) quick=1 ;;
+    --no-tidy) tidy=0 ;;
     -h | --help)
-        sed -n '3,32s/^# \{0,1\}//p' "$0"
+        sed -n '3,/^[^#]/s/^# \{0,1\}//p' "$0"
         exit 0
         ;;
     *)
-        echo "usage: scripts/test.sh [--asan] [--quick]" >&2
+        echo "usage: scripts/test.sh [--asan] [--quick] [--no-tidy]" >&2
         exit 2
         ;;
     esac
@@ -113,10 +119,13 @@ run_pass() {
     fi
 }
 
+# run_lint: scripts/lint.sh, with --tidy (clang-tidy and cppcheck over $build_dir) unless
+# --no-tidy; one failure in the summary when any of its checks fails.
 run_lint() {
-    local t0=$SECONDS out
-    say "lint: scripts/lint.sh"
-    out=$(bash scripts/lint.sh 2>&1)
+    local t0=$SECONDS out args=()
+    [ "$tidy" -eq 0 ] || args+=(--tidy)
+    say "lint: scripts/lint.sh ${args[*]}"
+    out=$(MUSTER_BUILD_DIR=$build_dir MUSTER_JOBS=$jobs bash scripts/lint.sh "${args[@]}" 2>&1)
     local rc=$?
     echo "$out"
     local line
