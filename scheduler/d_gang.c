@@ -122,7 +122,8 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
                           .reason = reason,
                           .fields = f,
                           .nfields = (int)MU_ARRAY_LEN(f),
-                          .tally = &tally };
+                          .tally = &tally,
+                          .attempt = j->attempt + 1 };
     struct d_job *preemptor = j->preempted_for[0] ? mu_map_get(d->jobs, j->preempted_for) : NULL;
 
     if (from && now > from)
@@ -233,7 +234,7 @@ void d_job_attempt_end(
         j->end = D_END_FINAL;
         tally.counter = D_C_FAILED;
         if (d_job_write(d, j, &c) != 0)
-            d_job_remember(j, QUEUE_FAILED); /* a reported fact: the tasks did end */
+            d_job_remember(d, j, &c); /* a reported fact: the tasks did end */
         mu_log(MU_LOG_INFO, "sched", "job=%s failed: %s", j->id, why);
     } else {
         char reason[300];
@@ -273,7 +274,7 @@ void d_job_attempt_end(
         /* Whatever ended it (an exit, a lost node, the bind timeout) has happened: a failed
          * write is kept and written whole once Redis is back; the KILLs below are idempotent. */
         if (d_job_write(d, j, &c) != 0)
-            d_job_remember(j, QUEUE_PENDING);
+            d_job_remember(d, j, &c);
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d ended, requeued: %s", j->id,
                j->placed_attempt, why);
     }
@@ -295,7 +296,7 @@ static void job_succeeded(struct musterd *d, struct d_job *j)
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)j->finished_ms);
     j->end = D_END_FINAL;
     if (d_job_write(d, j, &c) != 0)
-        d_job_remember(j, QUEUE_SUCCEEDED); /* a reported fact: every task exited 0 */
+        d_job_remember(d, j, &c); /* a reported fact: every task exited 0 */
     mu_log(MU_LOG_INFO, "sched", "job=%s succeeded", j->id);
     d_job_release_if_done(d, j);
 }
@@ -507,7 +508,7 @@ void d_job_running_if_all_acked(struct musterd *d, struct d_job *j)
     if (j->state == QUEUE_STARTING && j->end == D_END_NONE) {
         struct d_change c = { .to = QUEUE_RUNNING, .reason = "every task started" };
         if (d_job_write(d, j, &c) != 0)
-            d_job_remember(j, QUEUE_RUNNING); /* a reported fact: every task started */
+            d_job_remember(d, j, &c); /* a reported fact: every task started */
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d running", j->id, j->attempt);
     }
 }

@@ -154,6 +154,35 @@ void d_counters_tally(struct d_metrics *mx, const struct d_tally *t, struct queu
     }
 }
 
+void d_counters_owe(struct d_metrics *mx, struct d_owed *o, const struct d_tally *t)
+{
+    if (!t)
+        return;
+    if (t->counter >= 0 && t->counter < D_COUNTER_COUNT) {
+        mx->counters[t->counter] += 1;
+        if (o->n < (int)MU_ARRAY_LEN(o->counter))
+            o->counter[o->n++] = t->counter;
+        else
+            mu_log_limited(MU_LOG_WARN, "sched", "owed", 10,
+                           "more counts owed by one job than one write carries: %s not stored",
+                           counter_names[t->counter]);
+    }
+    if (t->lost_gpu_s > 0) {
+        mx->lost_gpu_seconds += t->lost_gpu_s;
+        o->lost_gpu_s += t->lost_gpu_s;
+    }
+}
+
+void d_counters_settle(const struct d_owed *o, struct queue_event *ev)
+{
+    for (int i = 0; i < o->n; i++)
+        event_incr(ev, counter_names[o->counter[i]]);
+    if (o->lost_gpu_s > 0) {
+        ev->incr_float_name = "lost_gpu_seconds";
+        ev->incr_float = o->lost_gpu_s;
+    }
+}
+
 int d_counters_incr(struct d_metrics *mx,
                     const struct d_store *store,
                     enum d_counter c,

@@ -121,6 +121,18 @@ struct d_tally {
 
 /* Adds t (NULL: nothing) to mx and names what ev must raise in the same round trip. */
 void d_counters_tally(struct d_metrics *mx, const struct d_tally *t, struct queue_event *ev);
+
+/* Counts of a job change Redis did not take yet: raised in memory at once, in Redis with the
+ * job's next whole write (d_jobs_resync).  At most the 4 increments an event carries. */
+struct d_owed {
+    int counter[4]; /* enum d_counter */
+    int n;
+    double lost_gpu_s;
+};
+/* Adds t to mx now and to o for later. */
+void d_counters_owe(struct d_metrics *mx, struct d_owed *o, const struct d_tally *t);
+/* Names what o owes in ev (to be cleared once ev's write landed). */
+void d_counters_settle(const struct d_owed *o, struct queue_event *ev);
 /* Raises one counter now, in memory and in Redis (for counts not tied to a job update). */
 int d_counters_incr(struct d_metrics *mx,
                     const struct d_store *store,

@@ -108,7 +108,7 @@ int d_record_write(struct musterd *d, const char *id, int attempt, const struct 
 /* The write-ahead (d_job.h): Redis first; j moves only once it landed. */
 int d_job_write(struct musterd *d, struct d_job *j, const struct d_change *c)
 {
-    if (d->redis_down || d_record_write(d, j->id, j->attempt, c) != 0) {
+    if (d->redis_down || d_record_write(d, j->id, c->attempt ? c->attempt : j->attempt, c) != 0) {
         j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
         return -1;
     }
@@ -117,10 +117,11 @@ int d_job_write(struct musterd *d, struct d_job *j, const struct d_change *c)
     return 0;
 }
 
-void d_job_remember(struct d_job *j, int to)
+void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c)
 {
-    if (to >= 0)
-        j->state = (enum queue_state)to;
+    if (c->to >= 0)
+        j->state = (enum queue_state)c->to;
+    d_counters_owe(&d->metrics, &j->owed, c->tally);
     j->unsynced = true; /* d_jobs_resync writes it whole before anything new is decided */
 }
 
@@ -334,6 +335,7 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j)
     (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
     (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
     (void)mu_snprintf(ckpt_at, sizeof(ckpt_at), "%llu", (unsigned long long)j->last_checkpoint_ms);
+    d_counters_settle(&j->owed, &ev);
     if (d->store.ops->job_update(d->store.ctx, j->id, f, (int)MU_ARRAY_LEN(f), 0, &ev,
                                  d->cfg.events_max, QUEUE_STREAM_SUBMIT, NULL, &err)
         != 0) {
@@ -356,6 +358,7 @@ int d_jobs_resync(struct musterd *d)
         if (job_snapshot_write(d, j) != 0)
             return -1;
         j->unsynced = false;
+        memset(&j->owed, 0, sizeof(j->owed));
         n++;
         if (j->forget_after_sync) {
             (void)mu_map_remove(d->jobs, j->id);

@@ -85,6 +85,7 @@ struct d_job {
                                  state to write once every task is gone (QUEUE_TIMEOUT) */
     bool unsynced;            /* a change could not be written (Redis down): write it whole later */
     bool cancel_wanted;       /* a cancel whose write failed: made once Redis is back */
+    struct d_owed owed;       /* counts of remembered changes, stored by d_jobs_resync */
     bool forget_after_sync;   /* final, freed once written */
     int exit_code;            /* final: the job's exit code */
     char error[256];          /* FAILED: why */
@@ -119,6 +120,8 @@ struct d_change {
     const struct queue_kv *fields; /* more fields of the hash (never "state": it is derived) */
     int nfields;
     const struct d_tally *tally; /* what it adds to the counters; NULL = nothing */
+    int attempt;                 /* the event's attempt when not the job's (a requeue names the
+                                    new one); 0 = the job's */
     uint64_t index_ms;           /* a new job: its place in the jobs index; 0 = not new */
     const char *ack_entry;       /* a submission entry acknowledged in the same round trip */
 };
@@ -141,9 +144,9 @@ MU_MUST_CHECK int d_record_write(struct musterd *d,
                                  const char *id,
                                  int attempt,
                                  const struct d_change *c);
-/* Keeps a reported fact whose write failed: j->state = to (unless D_SAME), written whole by
- * d_jobs_resync. */
-void d_job_remember(struct d_job *j, int to);
+/* Keeps a reported fact c whose write failed: j->state = c->to (unless D_SAME) and its counts
+ * raised in memory now and owed to Redis; d_jobs_resync writes the job whole with them. */
+void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c);
 /* Acknowledges a stream entry that is done with (in the consumer group), on the store. */
 void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id);
 /* Keeps j's pending reason; Redis gets it at once the first time, then at most once a second

@@ -242,7 +242,9 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
         j->place_s = per_job_s;
         if (d_gang_start(d, j) != 0) {
             sched_cluster_release(d->cluster, &j->req, j->slots);
-            d_job_set_reason(d, j, "out of memory starting the gang; retrying");
+            d_job_set_reason(d, j,
+                             d->redis_down ? "waiting for Redis to come back to start the gang"
+                                           : "out of memory starting the gang; retrying");
             d->dirty = true;
         }
     }

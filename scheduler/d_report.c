@@ -197,7 +197,7 @@ void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct prot
                               .fields = f,
                               .nfields = (int)MU_ARRAY_LEN(f) };
         if (d_job_write(d, j, &c) != 0)
-            d_job_remember(j, D_SAME); /* a reported fact: the checkpoint was written */
+            d_job_remember(d, j, &c); /* a reported fact: the checkpoint was written */
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint %s", j->id, m->path);
 }

@@ -76,14 +76,13 @@ static void both_killed(struct dfix *f, const char *id, int attempt, char node_o
 }
 
 /*
- * A stopped gang (drain, preemption, spot) requeued: PENDING with attempt 2 in the hash, the
- * event saying why.  The event's own attempt is not asserted: it names the attempt that ended
- * (1) here, where a retry's names the next one (2).
+ * A stopped gang (drain, preemption, spot) requeued: PENDING with attempt 2 in the hash and in
+ * the event (which names the next attempt, as a retry's does), the event saying why.
  */
 static void expect_requeued(const struct dfix *f, const char *id, const char *why)
 {
-    expect_last_event(f, id, "PENDING", -1, "requeued: ");
-    expect_last_event(f, id, "PENDING", -1, why);
+    expect_last_event(f, id, "PENDING", 2, "requeued: ");
+    expect_last_event(f, id, "PENDING", 2, why);
     assert_string_equal(state_field(f, id), "PENDING");
     assert_string_equal(fake_field(f->store, id, "attempt"), "2");
 }

@@ -413,6 +413,8 @@ static void test_exit_reported_while_store_down(void **state)
     dfix_store_recover(f);
     assert_string_equal(state_field(f, J1), "SUCCEEDED");
     expect_last_event(f, J1, "SUCCEEDED", 1, NULL);
+    /* Its count is stored with the whole write, once (not lost with the failed write). */
+    assert_true(fake_counter(f->store, "jobs_succeeded") == 1);
     assert_int_equal(dfix_job_state(f, J1), -1);
 
     dfix_submit(f, J2, GANG2);
