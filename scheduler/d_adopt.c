@@ -210,6 +210,7 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
             sched_cluster_commit(d->cluster, &one, &j->slots[t]);
             task->committed = true;
             d_usage_hold(d, j, 1);
+            node->idle_since_ms = 0;
             if (!r)
                 continue; /* answered for once adopt_finish rolls the gang back */
             task->acked = true;

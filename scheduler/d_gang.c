@@ -487,6 +487,8 @@ int d_gang_start(struct musterd *d, struct d_job *j)
     d_limit_watch(d, j);
     bind_send(d, j);
     d_usage_hold(d, j, j->spec.tasks);
+    for (int t = 0; t < j->spec.tasks; t++)
+        d->nodes[j->slots[t].node].idle_since_ms = 0; /* not releasable from now on */
     d->nodes_dirty = true;
     rc = 0;
 out:

@@ -40,15 +40,19 @@ wait_for "the metrics count 2 releasable nodes" 15 \
     "scrape | grep -qx 'muster_releasable_nodes{pool=\"spot-a\"} 2'"
 ok "idle nodes turn releasable after consolidate_after_s"
 
-# A job lands on one node: by the time it runs, that node is no longer releasable.
+# A job lands on one node: it stops being releasable at the placement (in /metrics at once, in
+# the hash with the next status write, every 0.2 s while something changed).
 gate=$(submit_json '{"name":"hold","tasks":1,"gpus_per_task":8,
   "command":["sh","-c","while [ ! -e '"$T"'/gate ]; do sleep 0.1; done"]}')
 wait_for "the job running" 15 job_state_is "$gate" RUNNING
 busy=$(rcli HGET "${MUSTER_KEY_PREFIX}job:$gate" nodes | tr -d '[]"' | cut -d, -f1)
 [ -n "$busy" ] || fail "no node in job $gate's hash"
-[ "$(node_field "$busy" releasable)" = false ] ||
-    fail "$busy still releasable while job $gate runs there: $(ctl -o json nodes)"
-[ "$(node_field "$busy" idle_since)" = 0 ] || fail "$busy idle_since while busy: $(node_field "$busy" idle_since)"
+scrape | grep -qx 'muster_releasable_nodes{pool="spot-a"} 1' ||
+    fail "releasable nodes while $gate runs: $(scrape | grep releasable)"
+scrape | grep -qx "muster_node_idle_seconds{node=\"$busy\",pool=\"spot-a\"} 0" ||
+    fail "idle seconds of $busy while $gate runs: $(scrape | grep idle_seconds)"
+wait_for "$busy not releasable in the hash" 5 \
+    "[ \"\$(node_field $busy releasable)\" = false ] && [ \"\$(node_field $busy idle_since)\" = 0 ]"
 ctl nodes >"$T/table" || fail "musterctl nodes failed"
 head -1 "$T/table" | grep -qE '^NAME +POOL +CAPACITY +STATE +GPUS +LABELS +HEARTBEAT +IDLE +RELEASABLE +JOBS +REASON' ||
     fail "nodes header: $(head -1 "$T/table")"
