@@ -49,6 +49,7 @@ static const char *const spec_opts[] = {
     "not-preemptible",
     "topology-required",
     "topology-preferred",
+    "topology-relax-after",
     "idempotency-key",
     "user",
 };
@@ -277,14 +278,16 @@ static int add_topology(struct ctl *ctl, const struct ctl_args *args, cJSON *spe
     cJSON *topo;
 
     if (!ctl_args_get(ctl, args, "topology-required")
-        && !ctl_args_get(ctl, args, "topology-preferred"))
+        && !ctl_args_get(ctl, args, "topology-preferred")
+        && !ctl_args_get(ctl, args, "topology-relax-after"))
         return 0;
     topo = cJSON_AddObjectToObject(spec, "topology");
     if (!topo) {
         ctl_fail(ctl, "out of memory");
         return -1;
     }
-    if (add_str(ctl, args, topo, "topology-required", "required", NULL) != 0)
+    if (add_str(ctl, args, topo, "topology-required", "required", NULL) != 0
+        || add_int(ctl, args, topo, "topology-relax-after", "relax_after_s", 1, 604800) != 0)
         return -1;
     return add_str(ctl, args, topo, "topology-preferred", "preferred", NULL);
 }

@@ -46,6 +46,8 @@ static const struct ctl_opt opts_submit[] = {
     { "not-preemptible", 0, NULL, "never preempt this job" },
     { "topology-required", 0, "L", "all tasks inside one domain of level L" },
     { "topology-preferred", 0, "L", "prefer one domain of level L" },
+    { "topology-relax-after", 0, "S",
+      "widen the required level by one after S s pending, again every S s" },
     { "idempotency-key", 'k', "K", "a second submit with key K returns the first job's id" },
     { "user", 'u', "U", "who submits (default $USER)" },
     { "wait", 'w', NULL, "follow the job until it ends; exit 0 if it succeeded, else 1" },

@@ -444,3 +444,19 @@ int sched_pass(struct sched_cluster *c,
         holds_clear(c);
     return started;
 }
+
+int sched_relaxed_level(int required_level, int64_t waited_s, int relax_after_s, int64_t *next_in_s)
+{
+    int64_t steps;
+
+    *next_in_s = 0;
+    if (relax_after_s <= 0 || required_level < 0)
+        return required_level;
+    if (waited_s < 0)
+        waited_s = 0;
+    steps = waited_s / relax_after_s;
+    if (steps > required_level)
+        return -1; /* past the widest level: anywhere */
+    *next_in_s = (steps + 1) * (int64_t)relax_after_s - waited_s;
+    return required_level - (int)steps;
+}

@@ -214,6 +214,18 @@ struct sched_decision {
 };
 
 /*
+ * Wait, then relax (spec "topology": {"required": L, "relax_after_s": R}): after waiting
+ * waited_s, the required level in force is L widened by one level for every R seconds waited
+ * (levels count widest first, 0..nlevels-1, nlevels = one node), and -1 (none) past the widest.
+ * *next_in_s gets the seconds until it widens again, 0 when it no longer will.  relax_after_s
+ * <= 0 or required_level < 0: required_level, unchanged.
+ */
+int sched_relaxed_level(int required_level,
+                        int64_t waited_s,
+                        int relax_after_s,
+                        int64_t *next_in_s);
+
+/*
  * One scheduling pass at now_s.  pending[0..npending) in priority order; running[0..nrunning)
  * every gang that holds resources now.  Starts, in order, every job that fits.  The first job
  * that does not fit now but would once running gangs end (by their end_s) gets the reservation:

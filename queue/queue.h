@@ -46,6 +46,8 @@ struct queue_spec {
     enum cfg_capacity capacity[2];      /* default spot, on-demand */
     char topo_required[CFG_LEVEL_MAX];  /* "" = none; a level name or "node" */
     char topo_preferred[CFG_LEVEL_MAX]; /* "" = none */
+    int topo_relax_after_s;             /* 0 = never; else each this long waited, required
+                                           widens by one level (to none past the widest) */
     int argc;                           /* command as argv; a string command becomes sh -c */
     char **argv;                        /* heap, NULL-terminated */
     int nenv;

@@ -106,8 +106,9 @@ static int set_capacity(struct queue_spec *s, const cJSON *arr, struct mu_err *e
 
 static int set_topology(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
 {
-    static const char *const keys[] = { "required", "preferred" };
+    static const char *const keys[] = { "required", "preferred", "relax_after_s" };
     unsigned seen = 0;
+    int64_t relax = 0;
 
     if (!cJSON_IsObject(obj))
         return mu_json_err_expected(
@@ -131,7 +132,15 @@ static int set_topology(struct queue_spec *s, const cJSON *obj, struct mu_err *e
                                 sizeof(s->topo_preferred), MU_E_SPEC, err)
                    != 0)
             return -1;
+        if (k == 2
+            && mu_json_get_int(it, "topology.relax_after_s", 1, 604800, MU_E_SPEC, &relax, err)
+                   != 0)
+            return -1;
     }
+    if (relax && !s->topo_required[0])
+        return mu_errf(err, MU_E_SPEC,
+                       "topology.relax_after_s: needs topology.required, the level it relaxes");
+    s->topo_relax_after_s = (int)relax;
     return 0;
 }
 
@@ -560,7 +569,8 @@ struct fit_info {
 static bool pools_fit(const struct queue_spec *s, const struct cfg *c, struct fit_info *fi)
 {
     int64_t gang = (int64_t)s->tasks * s->gpus_per_task;
-    bool node = strcmp(s->topo_required, "node") == 0;
+    /* A requirement that relaxes with time is no bar to fitting some day. */
+    bool node = strcmp(s->topo_required, "node") == 0 && !s->topo_relax_after_s;
 
     memset(fi, 0, sizeof(*fi));
     for (int t = 0; t < s->ncapacity && t < 2; t++) {
@@ -621,7 +631,7 @@ static int check_pools(const struct queue_spec *s, const struct cfg *c, struct m
         return mu_errf(err, MU_E_SPEC,
                        "gpus_per_task: needs %d GPUs per task; the largest %s node%s has %d",
                        s->gpus_per_task, caps, with, fi.largest);
-    if (strcmp(s->topo_required, "node") == 0) {
+    if (strcmp(s->topo_required, "node") == 0 && !s->topo_relax_after_s) {
         if (fi.largest < gang)
             return mu_errf(err, MU_E_SPEC,
                            "topology.required: 'node' needs %d tasks x %d GPUs = %lld GPUs on "

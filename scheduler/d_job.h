@@ -55,6 +55,8 @@ struct d_job {
     bool placed;        /* resources committed in the cluster (slots/tasks valid) */
     int placed_attempt; /* the attempt slots/tasks belong to (< attempt after a requeue) */
     int queue_idx;      /* its queue in the config; nqueues = no longer configured */
+    int relax_level;    /* the pass's required topology level after waiting (-1 none) */
+    int64_t relax_in_s; /* seconds until it widens again; 0 = it will not */
     enum d_end end;
     struct sched_slot *slots;  /* spec.tasks entries while placed: task t runs on node
                                   slots[t].node (-1 while an adopted gang waits for it), GPUs

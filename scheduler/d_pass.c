@@ -192,7 +192,39 @@ static void wake_plan(struct musterd *d,
  * returns how many.  A held job, or one whose not_before_ms is still ahead (it gets its reason
  * and *timed_reasons is set), sits this pass out.  While known nodes may come back (regrace),
  * each job asks only for its first capacity choice. */
-static int pass_collect(struct musterd *d, uint64_t now_mono, bool regrace, bool *timed_reasons)
+/* The name of topology level lvl for reasons: a configured level, "node", or "anywhere". */
+static const char *level_name(const struct musterd *d, int lvl)
+{
+    if (lvl < 0)
+        return "anywhere";
+    return lvl < d->cfg.nlevels ? d->cfg.levels[lvl] : "node";
+}
+
+/* j's request for this pass: j->req, or a copy in d->pass.reqs[n] with the first capacity type
+ * only while known nodes may come back (regrace), and the required level relaxed by the time
+ * waited (sched_relaxed_level). */
+static const struct sched_request *pass_request(
+    struct musterd *d, struct d_job *j, int n, int64_t now_ms, uint64_t now_mono, bool regrace)
+{
+    struct sched_request *r = &d->pass.reqs[n];
+    int64_t waited_s =
+        now_ms > (int64_t)j->submitted_ms ? (now_ms - (int64_t)j->submitted_ms) / 1000 : 0;
+
+    j->relax_level = sched_relaxed_level(j->req.required_level, waited_s,
+                                         j->spec.topo_relax_after_s, &j->relax_in_s);
+    if (j->relax_in_s > 0)
+        d_wake_at(d, now_mono + (uint64_t)j->relax_in_s * 1000u); /* a pass when it widens */
+    if (!(regrace && j->req.ncapacity > 1) && j->relax_level == j->req.required_level)
+        return &j->req;
+    *r = j->req;
+    if (regrace)
+        r->ncapacity = 1; /* first choice only while known nodes may come back */
+    r->required_level = j->relax_level;
+    return r;
+}
+
+static int pass_collect(
+    struct musterd *d, int64_t now_ms, uint64_t now_mono, bool regrace, bool *timed_reasons)
 {
     int n = 0;
 
@@ -214,12 +246,7 @@ static int pass_collect(struct musterd *d, uint64_t now_mono, bool regrace, bool
             if (!j->slots)
                 continue;
         }
-        d->pass.jobs[n].req = &j->req;
-        if (regrace && j->req.ncapacity > 1) {
-            d->pass.reqs[n] = j->req; /* first choice only while known nodes may come back */
-            d->pass.reqs[n].ncapacity = 1;
-            d->pass.jobs[n].req = &d->pass.reqs[n];
-        }
+        d->pass.jobs[n].req = pass_request(d, j, n, now_ms, now_mono, regrace);
         d->pass.jobs[n].run_s = d_job_run_s(d, j);
         d->pass.jobs[n].slots = j->slots;
         d->pass.who[n++] = j;
@@ -235,7 +262,19 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
         struct d_job *j = d->pass.who[i];
         const struct sched_decision *dec = &d->pass.out[i];
         if (dec->verdict != SCHED_START) {
-            d_job_set_reason(d, j, dec->reason[0] ? dec->reason : "waiting");
+            const char *why = dec->reason[0] ? dec->reason : "waiting";
+            char relaxed[SCHED_REASON_MAX + 160];
+            if (j->relax_in_s > 0) {
+                char in[24];
+                mu_duration_format(j->relax_in_s, in, sizeof(in));
+                (void)mu_snprintf(relaxed, sizeof(relaxed),
+                                  "%s; waiting %s more for one %s, then %s%s", why, in,
+                                  level_name(d, j->relax_level), j->relax_level > 0 ? "any " : "",
+                                  level_name(d, j->relax_level - 1));
+                why = relaxed;
+                *timed_reasons = true;
+            }
+            d_job_set_reason(d, j, why);
             *timed_reasons = *timed_reasons || dec->est_start_s > 0;
             continue;
         }
@@ -280,7 +319,7 @@ void d_schedule(struct musterd *d)
         d->dirty = true;
         return;
     }
-    n = pass_collect(d, now_mono, regrace, &timed_reasons);
+    n = pass_collect(d, now_ms, now_mono, regrace, &timed_reasons);
     t0 = mu_time_mono_us();
     if (sched_pass(d->cluster, d->pass.jobs, n, d->pass.running, nrunning, now_s, d->pass.out, &err)
         < 0) {

@@ -1307,6 +1307,32 @@ static void test_random_pass(void **state)
     assert_true(nevers > 100);
 }
 
+/* Wait, then relax: one level wider per relax_after_s waited, then none; the time to the next
+ * step counts down; no relax or no requirement leaves the level alone. */
+static void test_relaxed_level(void **state)
+{
+    int64_t next;
+    (void)state;
+    /* levels zone=0, rack=1, node=2: required rack, relax every 300 s */
+    assert_int_equal(sched_relaxed_level(1, 0, 300, &next), 1);
+    assert_int_equal(next, 300);
+    assert_int_equal(sched_relaxed_level(1, 299, 300, &next), 1);
+    assert_int_equal(next, 1);
+    assert_int_equal(sched_relaxed_level(1, 300, 300, &next), 0); /* any zone */
+    assert_int_equal(next, 300);
+    assert_int_equal(sched_relaxed_level(1, 600, 300, &next), -1); /* anywhere */
+    assert_int_equal(next, 0);
+    assert_int_equal(sched_relaxed_level(1, 100000, 300, &next), -1);
+    assert_int_equal(sched_relaxed_level(2, 450, 300, &next), 1); /* one node, then a rack */
+    assert_int_equal(next, 150);
+    assert_int_equal(sched_relaxed_level(1, 100000, 0, &next), 1); /* no relax */
+    assert_int_equal(next, 0);
+    assert_int_equal(sched_relaxed_level(-1, 100000, 300, &next), -1); /* nothing required */
+    assert_int_equal(next, 0);
+    assert_int_equal(sched_relaxed_level(1, -5, 300, &next), 1); /* a clock step back */
+    assert_int_equal(next, 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1332,6 +1358,7 @@ int main(void)
         cmocka_unit_test(test_random_brute_force),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_random_pass),
+        cmocka_unit_test(test_relaxed_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

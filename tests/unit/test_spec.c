@@ -118,7 +118,7 @@ static const char full_spec[] =
     "  \"memory_mb_per_task\": 65536,\n"
     "  \"gpu_type\": \"H100\",\n"
     "  \"capacity\": [\"on-demand\", \"spot\"],\n"
-    "  \"topology\": {\"required\": \"zone\", \"preferred\": \"rack\"},\n"
+    "  \"topology\": {\"required\": \"zone\", \"preferred\": \"rack\", \"relax_after_s\": 300},\n"
     "  \"command\": [\"python\", \"train.py\", \"--epochs\", \"3\"],\n"
     "  \"env\": {\"WANDB_MODE\": \"offline\", \"_X1\": \"a=b\", \"EMPTY\": \"\"},\n"
     "  \"workdir\": \"/data/run1\",\n"
@@ -149,6 +149,7 @@ static void test_full(void **state)
     assert_int_equal(s.capacity[1], CFG_CAPACITY_SPOT);
     assert_string_equal(s.topo_required, "zone");
     assert_string_equal(s.topo_preferred, "rack");
+    assert_int_equal(s.topo_relax_after_s, 300);
     assert_int_equal(s.argc, 4);
     assert_string_equal(s.argv[0], "python");
     assert_string_equal(s.argv[3], "3");
@@ -389,6 +390,12 @@ static const struct {
       "topology.required: expected a name of 1..31 characters" },
     { "{\"command\":[\"x\"],\"topology\":{\"preferred\":[\"rack\"]}}",
       "topology.preferred: expected a name of 1..31 characters" },
+    { "{\"command\":[\"x\"],\"topology\":{\"preferred\":\"rack\",\"relax_after_s\":60}}",
+      "topology.relax_after_s: needs topology.required, the level it relaxes" },
+    { "{\"command\":[\"x\"],\"topology\":{\"required\":\"rack\",\"relax_after_s\":0}}",
+      "topology.relax_after_s: expected an integer 1..604800, got 0" },
+    { "{\"command\":[\"x\"],\"topology\":{\"required\":\"rack\",\"relax_after_s\":\"5m\"}}",
+      "topology.relax_after_s: expected an integer 1..604800" },
     { "{\"command\":[\"x\"],\"env\":[]}", "env: expected an object of string values" },
     { "{\"command\":[\"x\"],\"env\":{\"1X\":\"a\"}}",
       "env: invalid name '1X'; expected [A-Za-z_][A-Za-z0-9_]*" },
@@ -506,6 +513,9 @@ static void test_check_dev(void **state)
               "\"topology\":{\"required\":\"node\"}}",
               "topology.required: 'node' needs 2 tasks x 4 GPUs = 8 GPUs on one node; the "
               "largest spot or on-demand node has 4");
+    /* The same gang with a requirement that relaxes after a wait fits some day: accepted. */
+    check_ok(&c, "{\"command\":[\"x\"],\"tasks\":2,\"gpus_per_task\":4,"
+                 "\"topology\":{\"required\":\"node\",\"relax_after_s\":300}}");
 }
 
 static void test_check_time_limit(void **state)
