@@ -277,6 +277,33 @@ int muster_spec_set_topology(struct muster_spec *s, const char *required, const 
     return put(s, "topology", topo);
 }
 
+int muster_spec_set_topology_relax(struct muster_spec *s, int relax_after_s)
+{
+    cJSON *topo;
+    cJSON *n;
+
+    if (!s)
+        return -1;
+    topo = cJSON_GetObjectItemCaseSensitive(s->obj, "topology");
+    if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(topo, "required")))
+        return spec_fail(s, MUSTER_E_SPEC,
+                         "topology.relax_after_s: set a required level first "
+                         "(muster_spec_set_topology)");
+    if (relax_after_s < 1 || relax_after_s > 604800)
+        return spec_fail(s, MUSTER_E_SPEC,
+                         "topology.relax_after_s: expected an integer 1..604800, got %d",
+                         relax_after_s);
+    n = cJSON_CreateNumber(relax_after_s);
+    if (!n)
+        return spec_fail(s, MUSTER_E_NOMEM, "topology.relax_after_s: out of memory");
+    cJSON_DeleteItemFromObjectCaseSensitive(topo, "relax_after_s");
+    if (!cJSON_AddItemToObject(topo, "relax_after_s", n)) {
+        cJSON_Delete(n);
+        return spec_fail(s, MUSTER_E_NOMEM, "topology.relax_after_s: out of memory");
+    }
+    return 0;
+}
+
 int muster_spec_set_checkpoint(struct muster_spec *s, const char *signal, int grace_s)
 {
     cJSON *ck;

@@ -160,6 +160,10 @@ int muster_spec_set_capacity(struct muster_spec *s, int n, const char *const *ty
 /* Topology: required and preferred level names ("zone", "rack", "node", …); either may be NULL,
  * not both. */
 int muster_spec_set_topology(struct muster_spec *s, const char *required, const char *preferred);
+/* Wait, then relax: after relax_after_s (1..604800) pending, the required level widens by one,
+ * and again after each relax_after_s more.  Call after muster_spec_set_topology with a required
+ * level (setting the topology again drops it). */
+int muster_spec_set_topology_relax(struct muster_spec *s, int relax_after_s);
 /* Checkpointable: signal ("SIGUSR1", …; NULL = SIGUSR1) and grace_s 0..3600. */
 int muster_spec_set_checkpoint(struct muster_spec *s, const char *signal, int grace_s);
 int muster_spec_set_preemptible(struct muster_spec *s, bool preemptible);

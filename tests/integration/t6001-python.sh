@@ -158,6 +158,28 @@ assert err.code == 12 and err.message.decode() == "name: control character 0x0a 
 lib.muster_spec_free(S)
 ok("builder keeps its first error: " + err.message.decode())
 
+# Wait, then relax: needs the required level first; then it joins the topology object.
+for fn in ("muster_spec_set_topology", "muster_spec_set_topology_relax"):
+    getattr(lib, fn).argtypes = None
+S = ctypes.c_void_p(lib.muster_spec_new())
+assert lib.muster_spec_set_topology_relax(S, 300) == -1
+lib.muster_spec_free(S)
+S = ctypes.c_void_p(lib.muster_spec_new())
+assert lib.muster_spec_set_command(S, 3, argv) == 0
+assert lib.muster_spec_set_topology(S, b"rack", None) == 0
+assert lib.muster_spec_set_topology_relax(S, 0) == -1
+lib.muster_spec_free(S)
+S = ctypes.c_void_p(lib.muster_spec_new())
+assert lib.muster_spec_set_command(S, 3, argv) == 0
+assert lib.muster_spec_set_topology(S, b"rack", None) == 0
+assert lib.muster_spec_set_topology_relax(S, 300) == 0
+text = ctypes.c_void_p(lib.muster_spec_json(S, ctypes.byref(err)))
+assert json.loads(ctypes.string_at(text).decode())["topology"] == {"required": "rack",
+                                                                   "relax_after_s": 300}
+lib.muster_free(text)
+lib.muster_spec_free(S)
+ok("builder: topology with relax_after_s, refused without a required level or out of range")
+
 S = ctypes.c_void_p(lib.muster_spec_new())
 assert lib.muster_spec_set_name(S, b"builder \xc3\xa9") == 0
 assert lib.muster_spec_set_env(S, b"WEIRD", weird.encode()) == 0
