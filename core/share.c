@@ -168,9 +168,11 @@ int sched_order_jobs(struct sched_order *o,
         o->keys[next[j->queue]++] =
             (struct order_key){ j->priority, j->submitted_ms, j->id, i, j->head_of_queue };
     }
-    for (int q = 0; q < nqueues; q++)
-        qsort(&o->keys[start[q]], (size_t)(start[q + 1] - start[q]), sizeof(*o->keys),
-              within_queue_cmp);
+    for (int q = 0; q < nqueues; q++) {
+        if (start[q + 1] - start[q] > 1) /* (keys is NULL while no job was ever ordered) */
+            qsort(&o->keys[start[q]], (size_t)(start[q + 1] - start[q]), sizeof(*o->keys),
+                  within_queue_cmp);
+    }
 
     for (int q = 0; q < nqueues; q++) {
         charged[q] = 0;
