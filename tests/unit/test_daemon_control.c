@@ -50,24 +50,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    dfix_free(*state);
-    return 0;
-}
-
-static void two_nodes(struct dfix *f)
-{
-    (void)dfix_hello(f, "n1", "od", 8);
-    (void)dfix_hello(f, "n2", "od", 8);
-}
-
-static const char *state_field(const struct dfix *f, const char *id)
-{
-    const char *s = fake_field(f->store, id, "state");
-    return s ? s : "(none)";
-}
-
 /* Both tasks of attempt of a 2-task gang report their SIGTERM exit. */
 static void both_killed(struct dfix *f, const char *id, int attempt, char node_of[][PROTO_NODE_MAX])
 {
@@ -83,7 +65,7 @@ static void expect_requeued(const struct dfix *f, const char *id, const char *wh
 {
     expect_last_event(f, id, "PENDING", 2, "requeued: ");
     expect_last_event(f, id, "PENDING", 2, why);
-    assert_string_equal(state_field(f, id), "PENDING");
+    assert_string_equal(dfix_state_field(f, id), "PENDING");
     assert_string_equal(fake_field(f->store, id, "attempt"), "2");
 }
 
@@ -96,13 +78,13 @@ static void test_cancel_pending(void **state)
     dfix_submit(f, J1, GANG2);
     dfix_control(f, C1, "cancel", J1, -1);
     expect_last_event(f, J1, "CANCELLED", 1, "cancelled by operator");
-    assert_string_equal(state_field(f, J1), "CANCELLED");
+    assert_string_equal(dfix_state_field(f, J1), "CANCELLED");
     assert_non_null(fake_field(f->store, J1, "finished_at"));
     assert_true(fake_acked(f->store, QUEUE_STREAM_CONTROL, C1));
     assert_int_equal(fake_counter(f->store, "jobs_cancelled"), 1);
     assert_int_equal(dfix_job_state(f, J1), -1);
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     d_schedule(&f->d);
     assert_int_equal(fake_sent_count(f->sent), 0);
 }
@@ -115,7 +97,7 @@ static void test_cancel_running_frees_gpus_when_gone(void **state)
     char node_of[2][PROTO_NODE_MAX];
     struct fake_msg kill;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, GANG2, 2, node_of);
     dfix_submit(f, J2, GANG2);
     dfix_control(f, C1, "cancel", J1, -1);
@@ -153,7 +135,7 @@ static void test_cancel_write_fails_not_acked(void **state)
     struct dfix *f = *state;
     char node_of[2][PROTO_NODE_MAX];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, GANG2, 2, node_of);
     fake_store_fail(f->store, true);
     dfix_control(f, C1, "cancel", J1, -1);
@@ -172,7 +154,7 @@ static void test_cancel_write_fails_not_acked(void **state)
 
     dfix_store_recover(f);
     assert_int_equal(fake_sent_count(f->sent), 0);
-    assert_string_equal(state_field(f, J1), "RUNNING");
+    assert_string_equal(dfix_state_field(f, J1), "RUNNING");
 
     dfix_control(f, C1, "cancel", J1, -1); /* the unacknowledged entry, read again */
     expect_last_event(f, J1, "CANCELLED", 1, "cancelled by operator");
@@ -187,7 +169,7 @@ static void test_cancel_before_submission_read(void **state)
 {
     struct dfix *f = *state;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_control(f, C1, "cancel", J1, -1);
     assert_true(fake_acked(f->store, QUEUE_STREAM_CONTROL, C1));
     assert_int_equal(fake_event_count(f->store, J1), 0);
@@ -206,14 +188,14 @@ static void test_hold_and_release(void **state)
     struct dfix *f = *state;
     char node_of[2][PROTO_NODE_MAX];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_submit(f, J1, GANG2);
     dfix_control(f, C1, "hold", J1, -1);
     assert_true(fake_acked(f->store, QUEUE_STREAM_CONTROL, C1));
     assert_string_equal(fake_field(f->store, J1, "held"), "1");
     d_schedule(&f->d);
     assert_int_equal(fake_sent_count(f->sent), 0);
-    assert_string_equal(state_field(f, J1), "PENDING");
+    assert_string_equal(dfix_state_field(f, J1), "PENDING");
 
     /* A release that cannot be written leaves it held and the command for later. */
     fake_store_fail_next(f->store, 1);
@@ -284,7 +266,7 @@ static void test_drain_checkpoints_and_requeues(void **state)
     struct fake_msg m;
     uint64_t before_ms;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     (void)dfix_hello(f, "n3", "od", 8);
     dfix_start_gang(f, J1, GANG2_CKPT, 2, node_of);
     dfix_checkpoint_done(f, node_of[0], J1, 0, 1, "/ckpt/step-100", 1700000000500u);
@@ -335,7 +317,7 @@ static void test_drain_during_outage_stops_after_recovery(void **state)
     char node_of[2][PROTO_NODE_MAX];
     char why[64];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, GANG2, 2, node_of);
     fake_store_fail(f->store, true);
     dfix_control(f, C1, "drain", node_of[1], -1);
@@ -367,7 +349,7 @@ static void test_time_limit_ends_timeout(void **state)
     char other[2][PROTO_NODE_MAX];
     uint64_t before_ms = mu_time_wall_ms(); /* every start is at or after it */
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     (void)dfix_hello(f, "n3", "od", 8);
     (void)dfix_hello(f, "n4", "od", 8);
     dfix_start_gang(f, J1,
@@ -383,7 +365,7 @@ static void test_time_limit_ends_timeout(void **state)
     d_limits_check(&f->d, before_ms + 3 * HOUR_MS);
     expect_last_event(f, J1, "STOPPING", 1, "time limit of ");
     expect_last_event(f, J1, "STOPPING", 1, "(time_limit_s)");
-    assert_string_equal(state_field(f, J1), "RUNNING"); /* until its tasks are gone */
+    assert_string_equal(dfix_state_field(f, J1), "RUNNING"); /* until its tasks are gone */
     expect_sent(f, PROTO_KILL, node_of[0], J1, 0, 1, NULL);
     expect_sent(f, PROTO_KILL, node_of[1], J1, 1, 1, NULL);
     expect_last_event(f, J2, "RUNNING", 1, NULL);
@@ -391,7 +373,7 @@ static void test_time_limit_ends_timeout(void **state)
 
     both_killed(f, J1, 1, node_of);
     expect_last_event(f, J1, "TIMEOUT", 1, "time limit of ");
-    assert_string_equal(state_field(f, J1), "TIMEOUT");
+    assert_string_equal(dfix_state_field(f, J1), "TIMEOUT");
     assert_string_equal(fake_field(f->store, J1, "exit_code"), "143");
     assert_int_equal(fake_counter(f->store, "jobs_timeout"), 1);
     assert_int_equal(dfix_job_state(f, J1), -1);
@@ -415,7 +397,7 @@ static void test_preemption_requeues_lower_priority(void **state)
     char why[64];
     struct fake_msg m;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1,
                     "{\"priority\":1,\"tasks\":2,\"gpus_per_task\":8,\"checkpoint\":{\"signal\":"
                     "\"SIGUSR1\",\"grace_s\":30},\"command\":[\"./train\"]}",
@@ -442,7 +424,7 @@ static void test_preemption_requeues_lower_priority(void **state)
     d_schedule(&f->d);
     dfix_take_binds(f, J2, 2, 1, high_on);
     assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J1, -1), 0);
-    assert_string_equal(state_field(f, J1), "PENDING");
+    assert_string_equal(dfix_state_field(f, J1), "PENDING");
 }
 
 /* A spot interruption notice: the gangs on the node are stopped and requeued (not a failure),
@@ -484,19 +466,21 @@ static void test_spot_notice_moves_gang(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_cancel_pending, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_running_frees_gpus_when_gone, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_write_fails_not_acked, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_cancel_before_submission_read, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_hold_and_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_pending, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_running_frees_gpus_when_gone, setup,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_write_fails_not_acked, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_before_submission_read, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_hold_and_release, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_refusing_node_cordoned_until_uncordon, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_drain_checkpoints_and_requeues, setup, teardown),
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_drain_checkpoints_and_requeues, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_drain_during_outage_stops_after_recovery, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_time_limit_ends_timeout, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_preemption_requeues_lower_priority, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_spot_notice_moves_gang, setup, teardown),
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_time_limit_ends_timeout, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_preemption_requeues_lower_priority, setup,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_spot_notice_moves_gang, setup, dfix_teardown),
     };
     mu_log_set_level(MU_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);

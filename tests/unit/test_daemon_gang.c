@@ -55,25 +55,6 @@ static int setup_backoff(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    dfix_free(*state);
-    return 0;
-}
-
-/* Two idle 8-GPU nodes n1 and n2. */
-static void two_nodes(struct dfix *f)
-{
-    (void)dfix_hello(f, "n1", "od", 8);
-    (void)dfix_hello(f, "n2", "od", 8);
-}
-
-static const char *state_field(const struct dfix *f, const char *id)
-{
-    const char *s = fake_field(f->store, id, "state");
-    return s ? s : "(none)";
-}
-
 /* submit -> PENDING -> a BIND per task on its own node -> STARTING -> every BIND_ACK -> RUNNING
  * -> every task exits 0 -> SUCCEEDED; the GPUs are free for the next gang only then. */
 static void test_gang_runs_to_success(void **state)
@@ -84,7 +65,7 @@ static void test_gang_runs_to_success(void **state)
     struct fake_msg m;
     const char *placement;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_submit(f, J1, GANG2);
     expect_last_event(f, J1, "PENDING", 1, "submitted");
     assert_true(fake_acked(f->store, QUEUE_STREAM_SUBMIT, J1));
@@ -101,7 +82,7 @@ static void test_gang_runs_to_success(void **state)
     assert_int_equal(fake_sent_count(f->sent), 0);
     assert_string_not_equal(node_of[0], node_of[1]); /* 8 GPUs a node: one task each */
     expect_last_event(f, J1, "STARTING", 1, "placed on");
-    assert_string_equal(state_field(f, J1), "STARTING");
+    assert_string_equal(dfix_state_field(f, J1), "STARTING");
     /* The placement written is where the BINDs went. */
     placement = fake_field(f->store, J1, "placement");
     assert_non_null(placement);
@@ -114,7 +95,7 @@ static void test_gang_runs_to_success(void **state)
     expect_last_event(f, J1, "STARTING", 1, NULL); /* not every task runs yet */
     dfix_bind_ack(f, node_of[1], J1, 1, 1);
     expect_last_event(f, J1, "RUNNING", 1, "every task started");
-    assert_string_equal(state_field(f, J1), "RUNNING");
+    assert_string_equal(dfix_state_field(f, J1), "RUNNING");
 
     /* A second gang of the same size waits: the GPUs are taken. */
     dfix_submit(f, J2, GANG2);
@@ -123,13 +104,13 @@ static void test_gang_runs_to_success(void **state)
     expect_last_event(f, J2, "PENDING", 1, NULL);
 
     dfix_task_exit(f, node_of[0], J1, 0, 1, 0, 0);
-    assert_string_equal(state_field(f, J1), "RUNNING"); /* task 1 still runs */
+    assert_string_equal(dfix_state_field(f, J1), "RUNNING"); /* task 1 still runs */
     d_schedule(&f->d);
     assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J2, -1), 0);
 
     dfix_task_exit(f, node_of[1], J1, 1, 1, 0, 0);
     expect_last_event(f, J1, "SUCCEEDED", 1, "all tasks exited 0");
-    assert_string_equal(state_field(f, J1), "SUCCEEDED");
+    assert_string_equal(dfix_state_field(f, J1), "SUCCEEDED");
     assert_string_equal(fake_field(f->store, J1, "exit_code"), "0");
     assert_non_null(fake_field(f->store, J1, "finished_at"));
     assert_int_equal(fake_counter(f->store, "jobs_succeeded"), 1);
@@ -152,7 +133,7 @@ static void test_failed_start_write_sends_no_bind(void **state)
     struct dfix *f = *state;
     char node_of[2][PROTO_NODE_MAX];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_submit(f, J1, GANG2);
     fake_store_fail(f->store, true);
     d_schedule(&f->d);
@@ -160,11 +141,11 @@ static void test_failed_start_write_sends_no_bind(void **state)
     assert_true(f->d.redis_down); /* the daemon noticed, as with Redis */
     assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
     expect_last_event(f, J1, "PENDING", 1, "submitted");
-    assert_string_equal(state_field(f, J1), "PENDING");
+    assert_string_equal(dfix_state_field(f, J1), "PENDING");
 
     dfix_store_recover(f);
     assert_int_equal(fake_sent_count(f->sent), 0); /* a start is decided again by a pass */
-    assert_string_equal(state_field(f, J1), "PENDING");
+    assert_string_equal(dfix_state_field(f, J1), "PENDING");
     d_schedule(&f->d);
     dfix_take_binds(f, J1, 2, 1, node_of);
     expect_last_event(f, J1, "STARTING", 1, "placed on");
@@ -184,7 +165,7 @@ static void test_task_failure_retries_then_fails(void **state)
     char why[128];
     struct fake_msg kill;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, GANG2_R1, 2, node_of);
 
     dfix_task_exit(f, node_of[1], J1, 1, 1, 3, 0);
@@ -223,7 +204,7 @@ static void test_task_failure_retries_then_fails(void **state)
     dfix_task_exit(f, again[0], J1, 0, 2, 3, 0);
     (void)mu_snprintf(why, sizeof(why), "task 0 on node %s exited with code 3", again[0]);
     expect_last_event(f, J1, "FAILED", 2, why);
-    assert_string_equal(state_field(f, J1), "FAILED");
+    assert_string_equal(dfix_state_field(f, J1), "FAILED");
     assert_string_equal(fake_field(f->store, J1, "exit_code"), "3");
     assert_non_null(strstr(fake_field(f->store, J1, "error"), why));
     assert_int_equal(fake_counter(f->store, "jobs_failed"), 1);
@@ -246,7 +227,7 @@ static void test_no_retries_fails_at_once(void **state)
     struct dfix *f = *state;
     char node_of[1][PROTO_NODE_MAX];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, "{\"gpus_per_task\":4,\"max_retries\":0,\"command\":[\"false\"]}", 1,
                     node_of);
     dfix_task_exit(f, node_of[0], J1, 0, 1, 1, 0);
@@ -264,7 +245,7 @@ static void test_retry_backoff_delays_next_attempt(void **state)
     char node_of[2][PROTO_NODE_MAX];
     char why[128];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, GANG2, 2, node_of);
     dfix_task_exit(f, node_of[1], J1, 1, 1, 1, 0);
     dfix_task_exit(f, node_of[0], J1, 0, 1, 0, SIGTERM);
@@ -292,7 +273,7 @@ static void test_node_refusal_requeues_elsewhere(void **state)
     char again[2][PROTO_NODE_MAX];
     char why[128];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     (void)dfix_hello(f, "n3", "od", 8);
     dfix_submit(f, J1, GANG2);
     d_schedule(&f->d);
@@ -323,7 +304,7 @@ static void test_bind_deadline_requeues(void **state)
     char node_of[2][PROTO_NODE_MAX];
     uint64_t before_ms = mu_time_mono_ms(); /* before the start; the deadline is 30 s after it */
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_submit(f, J1, GANG2);
     d_schedule(&f->d);
     dfix_take_binds(f, J1, 2, 1, node_of);
@@ -365,7 +346,7 @@ static void test_node_lost_requeues_after_fence(void **state)
     uint64_t heard_ms = mu_time_mono_ms();
     int idx;
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1,
                     "{\"tasks\":2,\"gpus_per_task\":8,\"checkpoint\":{\"signal\":\"SIGUSR1\","
                     "\"grace_s\":3600},\"command\":[\"./train\"]}",
@@ -400,18 +381,18 @@ static void test_exit_reported_while_store_down(void **state)
     struct dfix *f = *state;
     char node_of[2][PROTO_NODE_MAX];
 
-    two_nodes(f);
+    dfix_two_nodes(f);
     dfix_start_gang(f, J1, GANG2, 2, node_of);
     dfix_task_exit(f, node_of[0], J1, 0, 1, 0, 0);
     fake_store_fail(f->store, true);
     dfix_task_exit(f, node_of[1], J1, 1, 1, 0, 0); /* the first message after Redis died */
     assert_true(f->d.redis_down);
-    assert_string_equal(state_field(f, J1), "RUNNING");
+    assert_string_equal(dfix_state_field(f, J1), "RUNNING");
     /* The exits stay with the workers until the outcome is stored. */
     assert_int_equal(fake_sent_matching(f->sent, PROTO_KILL, NULL, J1, -1), 0);
 
     dfix_store_recover(f);
-    assert_string_equal(state_field(f, J1), "SUCCEEDED");
+    assert_string_equal(dfix_state_field(f, J1), "SUCCEEDED");
     expect_last_event(f, J1, "SUCCEEDED", 1, NULL);
     /* Its count is stored with the whole write, once (not lost with the failed write). */
     assert_true(fake_counter(f->store, "jobs_succeeded") == 1);
@@ -425,16 +406,21 @@ static void test_exit_reported_while_store_down(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_gang_runs_to_success, setup_now, teardown),
-        cmocka_unit_test_setup_teardown(test_failed_start_write_sends_no_bind, setup_now, teardown),
-        cmocka_unit_test_setup_teardown(test_task_failure_retries_then_fails, setup_now, teardown),
-        cmocka_unit_test_setup_teardown(test_no_retries_fails_at_once, setup_now, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_runs_to_success, setup_now, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_start_write_sends_no_bind, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_task_failure_retries_then_fails, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_no_retries_fails_at_once, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_retry_backoff_delays_next_attempt, setup_backoff,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_node_refusal_requeues_elsewhere, setup_now, teardown),
-        cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, teardown),
-        cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now, teardown),
-        cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now, teardown),
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_node_refusal_requeues_elsewhere, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now,
+                                        dfix_teardown),
     };
     mu_log_set_level(MU_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,12 +38,6 @@ static int setup(void **state)
     return 0;
 }
 
-static int teardown(void **state)
-{
-    dfix_free(*state);
-    return 0;
-}
-
 static void test_submission_stored_pending(void **state)
 {
     struct dfix *f = *state;
@@ -164,10 +158,11 @@ static void test_submission_write_fails_not_acked(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_submission_stored_pending, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_spec_rejected, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_idempotency_key_duplicate, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_submission_write_fails_not_acked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_submission_stored_pending, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_spec_rejected, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_idempotency_key_duplicate, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_submission_write_fails_not_acked, setup,
+                                        dfix_teardown),
     };
     mu_log_set_level(MU_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);

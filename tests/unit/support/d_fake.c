@@ -490,6 +490,24 @@ void dfix_free(struct dfix *f)
     free(f);
 }
 
+int dfix_teardown(void **state)
+{
+    dfix_free(*state);
+    return 0;
+}
+
+void dfix_two_nodes(struct dfix *f)
+{
+    (void)dfix_hello(f, "n1", "od", 8);
+    (void)dfix_hello(f, "n2", "od", 8);
+}
+
+const char *dfix_state_field(const struct dfix *f, const char *id)
+{
+    const char *s = fake_field(f->store, id, "state");
+    return s ? s : "(none)";
+}
+
 /* A worker message is taken in only while Redis is up: d_loop.c holds it otherwise. */
 static struct d_node *registered(struct dfix *f, const char *node)
 {

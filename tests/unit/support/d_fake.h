@@ -114,6 +114,12 @@ struct dfix {
 struct dfix *dfix_new(const char *config_json);
 /* Frees the daemon and the fakes; NULL does nothing. */
 void dfix_free(struct dfix *f);
+/* cmocka teardown: dfix_free(*state). */
+int dfix_teardown(void **state);
+/* Two idle 8-GPU nodes n1 and n2 of pool "od" register. */
+void dfix_two_nodes(struct dfix *f);
+/* Job id's "state" field in the fake store, "(none)" when it has none. */
+const char *dfix_state_field(const struct dfix *f, const char *id);
 
 /* A worker says HELLO (name, pool, ngpus GPUs in one NVLink island, no tasks) and the daemon
  * takes it in; its HEARTBEAT answer must say ok, and is taken. */
