@@ -8,8 +8,10 @@
  *
  *   placement nodes=4096 gang=64x8 occupancy=0.6 p50_us=… p99_us=… per_s=… placed=1
  *
- * --pass times one sched_pass over 10,000 pending jobs none of which fits now (the first that
- * could fit later gets the reservation), against the fill's running gangs.
+ * --pass times one sched_pass over 10,000 pending jobs (--pending N) none of which fits now (the
+ * first that could fit later gets the reservation), against the fill's running gangs.  With
+ * --queues Q the jobs are spread over Q queues and each run first puts them in fair-share order
+ * (sched_order_jobs, as musterd does), timed with the pass and on its own (order_p50_ms).
  *
  * --preempt fills the cluster to 97% (unless --occupancy says otherwise), makes the fill's gangs
  * preemption candidates (random priorities below the preemptor's, 80% preemptible, random
@@ -211,7 +213,8 @@ static int bench_place(struct sched_cluster *c, int nodes, double occ, int runs)
     return 0;
 }
 
-#define NPENDING 10000
+static int npending = 10000; /* --pending */
+static int nqueues = 0;      /* --queues: 0 = no fair-share order before the pass */
 
 /* 10,000 pending jobs that cannot start now, in a handful of shape families.  Returns the
  * total task count of the jobs with more than 8 tasks (they get their own slot buffers). */
@@ -224,7 +227,7 @@ static size_t make_pending(const struct sched_cluster *c,
     size_t nbig = 0;
     for (int i = 0; i < nodes; i++)
         free_nodes += sched_cluster_node_gpus_free(c, i) == GPUS;
-    for (int i = 0; i < NPENDING; i++) {
+    for (int i = 0; i < npending; i++) {
         struct sched_request *r = &reqs[i];
         int kind = rnd(5);
         *r = request(1, 8);
@@ -251,26 +254,52 @@ static size_t make_pending(const struct sched_cluster *c,
     return nbig;
 }
 
+/* The fair-share order's inputs for the pending jobs: random queues, weights, usages and
+ * priorities, each job's cost from its request. */
+static void order_inputs(const struct sched_request *reqs,
+                         const struct sched_pass_job *jobs,
+                         struct sched_order_job *ojobs,
+                         struct sched_share_queue *queues)
+{
+    for (int q = 0; q < nqueues; q++)
+        queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
+                                                .usage = (double)rnd(1000000),
+                                                .committed = (double)rnd(100000) };
+    for (int i = 0; i < npending; i++)
+        ojobs[i] = (struct sched_order_job){
+            .queue = nqueues ? rnd(nqueues) : 0,
+            .priority = rnd(5),
+            .submitted_ms = 1795000000000ULL + (uint64_t)i,
+            .cost = (double)reqs[i].tasks * reqs[i].gpus_per_task * (double)jobs[i].run_s,
+        };
+}
+
 static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double occ, int runs)
 {
-    struct sched_request *reqs = calloc(NPENDING, sizeof(*reqs));
-    struct sched_pass_job *jobs = calloc(NPENDING, sizeof(*jobs));
-    struct sched_decision *out = calloc(NPENDING, sizeof(*out));
-    struct sched_slot *slots = calloc((size_t)NPENDING * 8, sizeof(*slots));
+    struct sched_request *reqs = calloc(npending, sizeof(*reqs));
+    struct sched_pass_job *jobs = calloc(npending, sizeof(*jobs));
+    struct sched_decision *out = calloc(npending, sizeof(*out));
+    struct sched_slot *slots = calloc((size_t)npending * 8, sizeof(*slots));
     struct sched_slot *big = NULL;
     size_t used_big = 0;
     int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    int64_t *ons = calloc((size_t)runs, sizeof(*ons));
+    struct sched_order_job *ojobs = calloc((size_t)npending, sizeof(*ojobs));
+    struct sched_pass_job *ordered = calloc((size_t)npending, sizeof(*ordered));
+    int *order = calloc((size_t)npending, sizeof(*order));
+    struct sched_share_queue queues[SCHED_MAX_QUEUES];
+    struct sched_order *o = sched_order_new();
     int rc = 1;
     int counts[3] = { 0, 0, 0 };
     int mid = runs / 2;
 
-    if (!reqs || !jobs || !out || !slots || !ns)
+    if (!reqs || !jobs || !out || !slots || !ns || !ons || !ojobs || !ordered || !order || !o)
         goto out;
     /* Every job its own slot buffer: a pass may read a started job's slots again. */
     big = calloc(make_pending(c, nodes, reqs, jobs) + 1, sizeof(*big));
     if (!big)
         goto out;
-    for (int i = 0; i < NPENDING; i++) {
+    for (int i = 0; i < npending; i++) {
         if (reqs[i].tasks <= 8) {
             jobs[i].slots = &slots[(size_t)i * 8];
         } else {
@@ -278,9 +307,19 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
             used_big += (size_t)reqs[i].tasks;
         }
     }
+    order_inputs(reqs, jobs, ojobs, queues);
+    memcpy(ordered, jobs, (size_t)npending * sizeof(*ordered));
     for (int k = 0; k < runs; k++) {
         int64_t t0 = mono_ns();
-        int started = sched_pass(c, jobs, NPENDING, f->running, f->n, 0, out, NULL);
+        int started;
+        if (nqueues > 0) {
+            if (sched_order_jobs(o, ojobs, npending, queues, nqueues, order, NULL) != 0)
+                goto out;
+            for (int i = 0; i < npending; i++)
+                ordered[i] = jobs[order[i]];
+        }
+        ons[k] = mono_ns() - t0;
+        started = sched_pass(c, ordered, npending, f->running, f->n, 0, out, NULL);
         ns[k] = mono_ns() - t0;
         if (started != 0) {
             (void)fprintf(stderr, "muster-bench-placement: %d jobs started; expected none\n",
@@ -288,16 +327,22 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
             goto out;
         }
     }
-    for (int i = 0; i < NPENDING; i++)
+    for (int i = 0; i < npending; i++)
         counts[out[i].verdict]++;
     qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
-    printf("pass nodes=%d occupancy=%g pending=%d running=%d reserved=%d waiting=%d "
-           "p50_ms=%.2f max_ms=%.2f\n",
-           nodes, occ, NPENDING, f->n, counts[SCHED_RESERVED], counts[SCHED_WAIT],
-           (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6);
+    qsort(ons, (size_t)runs, sizeof(*ons), cmp_i64);
+    printf("pass nodes=%d occupancy=%g pending=%d queues=%d running=%d reserved=%d waiting=%d "
+           "p50_ms=%.2f max_ms=%.2f order_p50_ms=%.2f\n",
+           nodes, occ, npending, nqueues, f->n, counts[SCHED_RESERVED], counts[SCHED_WAIT],
+           (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6, (double)ons[mid] / 1e6);
     printf("  head: %s\n  e.g.: %s | %s\n", out[0].reason, out[1].reason, out[2].reason);
     rc = 0;
 out:
+    sched_order_free(o);
+    free(order);
+    free(ordered);
+    free(ojobs);
+    free(ons);
     free(ns);
     free(big);
     free(slots);
@@ -435,7 +480,7 @@ out:
 static int usage(void)
 {
     (void)fprintf(stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                          "[--seed N] [--pass | --preempt | --order]\n");
+                          "[--seed N] [--pass [--pending N] [--queues Q] | --preempt | --order]\n");
     return 2;
 }
 
@@ -459,7 +504,7 @@ static int parse_args(int argc, char **argv, struct options *o)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
             printf("usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                   "[--seed N] [--pass | --preempt | --order]\n");
+                   "[--seed N] [--pass [--pending N] [--queues Q] | --preempt | --order]\n");
             return 0;
         } else if (strcmp(argv[i], "--pass") == 0) {
             o->pass = true;
@@ -470,6 +515,18 @@ static int parse_args(int argc, char **argv, struct options *o)
         } else if (strcmp(argv[i], "--nodes") == 0 && v) {
             if (mu_parse_i64(v, 16, 1 << 20, &o->nodes, &err) != 0)
                 return usage();
+            i++;
+        } else if (strcmp(argv[i], "--pending") == 0 && v) {
+            int64_t n = 0;
+            if (mu_parse_i64(v, 3, 10000000, &n, &err) != 0)
+                return usage();
+            npending = (int)n;
+            i++;
+        } else if (strcmp(argv[i], "--queues") == 0 && v) {
+            int64_t n = 0;
+            if (mu_parse_i64(v, 1, SCHED_MAX_QUEUES, &n, &err) != 0)
+                return usage();
+            nqueues = (int)n;
             i++;
         } else if (strcmp(argv[i], "--runs") == 0 && v) {
             if (mu_parse_i64(v, 1, 1000000, &o->runs, &err) != 0)
