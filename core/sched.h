@@ -5,7 +5,7 @@
  * A struct sched_cluster is a snapshot of pools and nodes with their free GPUs, CPUs and memory,
  * arranged in a topology tree: the configured levels widest first (zone > block > rack), then the
  * node, then the node's NVLink islands.  sched_place answers "where would this gang go now";
- * sched_pass runs one scheduling pass over the pending jobs in priority order with a reservation
+ * sched_pass runs one scheduling pass over the pending jobs in the order given with a reservation
  * for the first job that cannot start and EASY backfill behind it.  sched_cluster_commit and
  * sched_cluster_release apply or undo a decision.  sched_preempt_plan picks the lower-priority
  * gangs whose stopping lets a waiting job start and loses the least work.  sched_order_jobs puts
@@ -226,8 +226,9 @@ int sched_relaxed_level(int required_level,
                         int64_t *next_in_s);
 
 /*
- * One scheduling pass at now_s.  pending[0..npending) in priority order; running[0..nrunning)
- * every gang that holds resources now.  Starts, in order, every job that fits.  The first job
+ * One scheduling pass at now_s.  pending[0..npending) in the order to serve them (musterd: the
+ * fair-share order of sched_order_jobs); running[0..nrunning) every gang that holds resources
+ * now.  Starts, in order, every job that fits.  The first job
  * that does not fit now but would once running gangs end (by their end_s) gets the reservation:
  * the earliest time and place it fits.  Later jobs start only if they do not delay it: they end
  * (now + run_s) by the reserved start, or they leave the reserved GPUs (and the CPUs/memory the
