@@ -57,10 +57,15 @@ double sched_usage_accrue(double usage, double gpus, double dt_s, double half_li
     return decayed + gpus * half_life_s / LN2 * (1 - exp2(-dt_s / half_life_s));
 }
 
+/* A weight <= 0 counts as 1 (sched.h). */
+static double weight_of(const struct sched_share_queue *q)
+{
+    return q->weight > 0 ? q->weight : 1;
+}
+
 double sched_share_standing(const struct sched_share_queue *q)
 {
-    double w = q->weight > 0 ? q->weight : 1;
-    return (q->usage + q->committed) / w;
+    return (q->usage + q->committed) / weight_of(q);
 }
 
 struct sched_order *sched_order_new(void)
@@ -186,11 +191,11 @@ int sched_order_jobs(struct sched_order *o,
         int q = heap[0].queue;
         int job = o->keys[next[q]++].job;
         const struct sched_order_job *j = &jobs[job];
-        double w = queues[q].weight > 0 ? queues[q].weight : 1;
         order[k++] = job;
         charged[q] += j->cost > 0 ? j->cost : 0;
         if (next[q] < start[q + 1]) {
-            heap[0].standing = sched_share_standing(&queues[q]) + charged[q] / w;
+            heap[0].standing =
+                sched_share_standing(&queues[q]) + charged[q] / weight_of(&queues[q]);
         } else {
             heap[0] = heap[--nheap];
         }

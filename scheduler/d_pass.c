@@ -188,16 +188,12 @@ static void wake_plan(struct musterd *d,
         d_wake_at(d, now_mono_ms + REASON_REFRESH_MS);
 }
 
-/* The pending jobs this pass may start, in their order, into d->pass.jobs and d->pass.who;
- * returns how many.  A held job, or one whose not_before_ms is still ahead (it gets its reason
- * and *timed_reasons is set), sits this pass out.  While known nodes may come back (regrace),
- * each job asks only for its first capacity choice. */
-/* The name of topology level lvl for reasons: a configured level, "node", or "anywhere". */
+/* The name of topology level lvl for reasons: the cluster's ("node" below the configured ones),
+ * or "anywhere" for no requirement. */
 static const char *level_name(const struct musterd *d, int lvl)
 {
-    if (lvl < 0)
-        return "anywhere";
-    return lvl < d->cfg.nlevels ? d->cfg.levels[lvl] : "node";
+    const char *name = sched_cluster_level_name(d->cluster, lvl);
+    return name ? name : "anywhere";
 }
 
 /* j's request for this pass: j->req, or a copy in d->pass.reqs[n] with the first capacity type
@@ -223,6 +219,10 @@ static const struct sched_request *pass_request(
     return r;
 }
 
+/* The pending jobs this pass may start, in their order, into d->pass.jobs and d->pass.who;
+ * returns how many.  A held job, or one whose not_before_ms is still ahead (it gets its reason
+ * and *timed_reasons is set), sits this pass out.  Each gets its request for this pass
+ * (pass_request). */
 static int pass_collect(
     struct musterd *d, int64_t now_ms, uint64_t now_mono, bool regrace, bool *timed_reasons)
 {
