@@ -139,6 +139,8 @@ static const struct field ref_fields[] = {
     F_INT(R, exit_code, INT_MIN, INT_MAX, ALL_TYPES, false),
     F_INT(R, signal, 0, 255, ALL_TYPES, false),
     { "fenced", FK_BOOL, offsetof(R, fenced), 0, 0, 0, ALL_TYPES, false },
+    F_STR(R, checkpoint, ALL_TYPES, false),
+    F_U64(R, checkpoint_at_ms, ALL_TYPES, false),
 };
 #undef R
 

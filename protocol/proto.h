@@ -81,6 +81,10 @@ struct proto_task_ref {
     int exit_code; /* when EXITED and signal == 0 */
     int signal;    /* terminating signal, 0 if it exited */
     bool fenced;   /* EXITED after its worker's self-fencing stopped it (not the task's doing) */
+    /* HELLO: the task's newest checkpoint ("" = none) and when it was written (wall ms), so the
+     * scheduler knows it before it decides anything about the attempt (see protocol/README.md). */
+    char checkpoint[PROTO_PATH_MAX];
+    uint64_t checkpoint_at_ms;
 };
 
 /*

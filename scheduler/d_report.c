@@ -79,6 +79,47 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
     d_job_task_exited(d, j, t->task, node->name);
 }
 
+/* A task's checkpoint: kept for the job's next attempt, once, the newest of its ranks'. */
+static void checkpoint_record(struct musterd *d,
+                              const struct d_node *node,
+                              const struct proto_task_ref *t,
+                              const char *path,
+                              uint64_t at_ms)
+{
+    struct d_job *j = mu_map_get(d->jobs, t->job);
+    char at[32];
+    char why[PROTO_PATH_MAX + 64];
+    struct queue_kv f[] = { { "last_checkpoint", path }, { "last_checkpoint_at", at } };
+
+    /* The current attempt's, or (it may arrive just after) the one that ended while the job
+     * waits for its next attempt, which is exactly when it matters. */
+    bool current = j && (j->placed || j->adopting) && t->attempt == j->placed_attempt;
+    bool just_ended = j && !j->placed && j->state == QUEUE_PENDING && t->attempt == j->attempt - 1;
+    if (!(current || just_ended) || !path[0]) {
+        mu_log(MU_LOG_DEBUG, "sched", "job=%s node=%s checkpoint of a stale attempt ignored",
+               t->job, node->name);
+        return;
+    }
+    if (at_ms && at_ms < j->last_checkpoint_ms)
+        return; /* an older one from another rank */
+    if (at_ms == j->last_checkpoint_ms && strcmp(path, j->last_checkpoint) == 0)
+        return; /* a repeat (every HELLO says it again) */
+    mu_strlcpy(j->last_checkpoint, path, sizeof(j->last_checkpoint));
+    j->last_checkpoint_ms = at_ms ? at_ms : mu_time_wall_ms();
+    (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)j->last_checkpoint_ms);
+    (void)mu_snprintf(why, sizeof(why), "task %d on %s wrote %s", t->task, node->name, path);
+    {
+        struct d_change c = { .to = D_SAME,
+                              .event = "CHECKPOINT",
+                              .reason = why,
+                              .fields = f,
+                              .nfields = (int)MU_ARRAY_LEN(f) };
+        if (d_job_write(d, j, &c) != 0)
+            d_job_remember(d, j, &c); /* a reported fact: the checkpoint was written */
+    }
+    mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint %s", j->id, path);
+}
+
 /* Reconciles the tasks a worker says it runs (HELLO) with what the scheduler believes. */
 static void node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
 {
@@ -116,6 +157,12 @@ void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m)
     struct d_node *node = d_node_register(d, identity, m);
     if (!node)
         return;
+    /* First the checkpoints: an attempt this HELLO ends must resume from them. */
+    for (int i = 0; i < m->ntasks; i++) {
+        if (m->tasks[i].checkpoint[0])
+            checkpoint_record(d, node, &m->tasks[i], m->tasks[i].checkpoint,
+                              m->tasks[i].checkpoint_at_ms);
+    }
     d_adopt_node(d, node, m); /* before the reconcile: those tasks are not stale */
     node_reconcile(d, node, m);
 }
@@ -166,40 +213,7 @@ void d_bind_ack(struct musterd *d, struct d_node *node, const struct proto_msg *
 
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m)
 {
-    struct d_job *j = mu_map_get(d->jobs, m->task.job);
-    char at[32];
-    char why[PROTO_PATH_MAX + 64];
-    struct queue_kv f[] = { { "last_checkpoint", m->path }, { "last_checkpoint_at", at } };
-
-    /* The current attempt's, or (it may arrive just after) the one that ended while the job
-     * waits for its next attempt, which is exactly when it matters. */
-    bool current = j && (j->placed || j->adopting) && m->task.attempt == j->placed_attempt;
-    bool just_ended =
-        j && !j->placed && j->state == QUEUE_PENDING && m->task.attempt == j->attempt - 1;
-    if (!(current || just_ended) || !m->path[0]) {
-        mu_log(MU_LOG_DEBUG, "sched", "job=%s node=%s checkpoint of a stale attempt ignored",
-               m->task.job, node->name);
-        return;
-    }
-    if (m->at_ms && m->at_ms < j->last_checkpoint_ms)
-        return; /* an older one from another rank */
-    if (m->at_ms == j->last_checkpoint_ms && strcmp(m->path, j->last_checkpoint) == 0)
-        return; /* a repeat (workers say it again after every HELLO) */
-    mu_strlcpy(j->last_checkpoint, m->path, sizeof(j->last_checkpoint));
-    j->last_checkpoint_ms = m->at_ms ? m->at_ms : mu_time_wall_ms();
-    (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)j->last_checkpoint_ms);
-    (void)mu_snprintf(why, sizeof(why), "task %d on %s wrote %s", m->task.task, node->name,
-                      m->path);
-    {
-        struct d_change c = { .to = D_SAME,
-                              .event = "CHECKPOINT",
-                              .reason = why,
-                              .fields = f,
-                              .nfields = (int)MU_ARRAY_LEN(f) };
-        if (d_job_write(d, j, &c) != 0)
-            d_job_remember(d, j, &c); /* a reported fact: the checkpoint was written */
-    }
-    mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint %s", j->id, m->path);
+    checkpoint_record(d, node, &m->task, m->path, m->at_ms);
 }
 
 void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m)

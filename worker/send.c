@@ -59,6 +59,17 @@ void wrk_send_checkpoint(struct wrk_agent *a, const struct wrk_task *t)
     proto_msg_release(&m);
 }
 
+/* A task as HELLO reports it: with its newest checkpoint, which the scheduler must know before it
+ * acts on the task's state (an attempt this HELLO ends resumes from it). */
+static void hello_ref(struct proto_task_ref *out, const struct wrk_task *t)
+{
+    *out = t->rec.ref;
+    if (t->ckpt_last) {
+        mu_strlcpy(out->checkpoint, t->ckpt_last, sizeof(out->checkpoint));
+        out->checkpoint_at_ms = t->ckpt_at_ms;
+    }
+}
+
 /* The tasks for HELLO: every running one, then the newest exited ones, PROTO_MAX_TASKS at most. */
 static int hello_tasks(struct wrk_agent *a, struct proto_task_ref **out, struct mu_err *err)
 {
@@ -79,13 +90,13 @@ static int hello_tasks(struct wrk_agent *a, struct proto_task_ref **out, struct 
     }
     for (int i = 0; i < a->ntasks; i++) {
         if (a->tasks[i].rec.ref.state == PROTO_TASK_RUNNING && n < PROTO_MAX_TASKS)
-            refs[n++] = a->tasks[i].rec.ref;
+            hello_ref(&refs[n++], &a->tasks[i]);
         else if (a->tasks[i].rec.ref.state != PROTO_TASK_RUNNING)
             exited[nex++] = &a->tasks[i]; /* EXITED, or LOST after a restart */
     }
     qsort(exited, (size_t)nex, sizeof(struct wrk_task *), exited_newest_first);
     for (int i = 0; i < nex && n < PROTO_MAX_TASKS; i++)
-        refs[n++] = exited[i]->rec.ref;
+        hello_ref(&refs[n++], exited[i]);
     if (n < a->ntasks)
         mu_log_limited(MU_LOG_WARN, WRK_MOD, "wrk-hello-cap", 60,
                        "node=%s HELLO carries %d of %d tasks (the protocol's cap)", a->node, n,
@@ -131,12 +142,6 @@ void wrk_send_hello(struct wrk_agent *a)
         wrk_send_notice(a, PROTO_SPOT_NOTICE, &a->spot);
     if (a->have_rebalance && !a->quiet)
         wrk_send_notice(a, PROTO_REBALANCE, &a->rebalance);
-    /* Checkpoints too: one sent while no scheduler knew this node was dropped, and a restarted
-     * scheduler needs the newest to resume a gang it requeues. */
-    for (int i = 0; i < a->ntasks && !a->quiet; i++) {
-        if (a->tasks[i].ckpt_last)
-            wrk_send_checkpoint(a, &a->tasks[i]);
-    }
 }
 
 void wrk_send_heartbeat(struct wrk_agent *a)

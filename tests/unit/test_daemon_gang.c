@@ -374,6 +374,41 @@ static void test_node_lost_requeues_after_fence(void **state)
     assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
 }
 
+/* A worker that restarted after its lease ran out reports in its HELLO that it stopped the
+ * task (fenced) and the checkpoint the task wrote.  That HELLO alone ends the attempt, and the
+ * next attempt resumes from that checkpoint: no later message is needed for it (one sent after
+ * the HELLO would come too late). */
+static void test_hello_checkpoint_resumes_fenced_gang(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[1][PROTO_NODE_MAX];
+    struct proto_task_ref r;
+    struct fake_msg bind;
+
+    dfix_two_nodes(f);
+    dfix_start_gang(f, J1,
+                    "{\"tasks\":1,\"gpus_per_task\":8,\"checkpoint\":{\"signal\":\"SIGUSR1\","
+                    "\"grace_s\":60},\"command\":[\"./train\"]}",
+                    1, node_of);
+    memset(&r, 0, sizeof(r));
+    mu_strlcpy(r.job, J1, sizeof(r.job));
+    r.attempt = 1;
+    r.state = PROTO_TASK_EXITED;
+    r.signal = SIGTERM;
+    r.fenced = true;
+    mu_strlcpy(r.checkpoint, "/ckpt/step-700", sizeof(r.checkpoint));
+    r.checkpoint_at_ms = 1700000000700u;
+    fake_sent_clear(f->sent);
+    (void)dfix_hello_tasks(f, node_of[0], "od", 8, &r, 1);
+
+    assert_string_equal(fake_field(f->store, J1, "last_checkpoint"), "/ckpt/step-700");
+    expect_last_event(f, J1, "PENDING", 2, NULL);
+    assert_string_equal(fake_field(f->store, J1, "failures"), "0"); /* not the job's doing */
+    d_schedule(&f->d);
+    expect_sent(f, PROTO_BIND, NULL, J1, 0, 2, &bind);
+    assert_string_equal(bind.resume_from, "/ckpt/step-700");
+}
+
 /* A worker's report that lands while Redis is down is not lost: the outcome it implies is
  * written once the store is back, and the GPUs it freed are used again. */
 static void test_exit_reported_while_store_down(void **state)
@@ -418,6 +453,8 @@ int main(void)
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_hello_checkpoint_resumes_fenced_gang, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now,
                                         dfix_teardown),

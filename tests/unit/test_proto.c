@@ -58,6 +58,10 @@ static void ref_fill(struct proto_task_ref *r, int i)
     r->exit_code = -3 - i; /* signed field: a negative value must survive */
     r->signal = (i % 60) + 1;
     r->fenced = i % 2 == 0; /* set and unset both survive */
+    if (i % 2 == 1) {       /* a checkpoint, and none */
+        (void)mu_snprintf(r->checkpoint, sizeof(r->checkpoint), "/ckpt/step-%d", i);
+        r->checkpoint_at_ms = 1732270000000ULL + (uint64_t)i;
+    }
 }
 
 static void ref_check(const struct proto_task_ref *r, int i)
@@ -72,6 +76,15 @@ static void ref_check(const struct proto_task_ref *r, int i)
     assert_int_equal(r->exit_code, -3 - i);
     assert_int_equal(r->signal, (i % 60) + 1);
     assert_int_equal(r->fenced, i % 2 == 0);
+    if (i % 2 == 1) {
+        char path[64];
+        (void)mu_snprintf(path, sizeof(path), "/ckpt/step-%d", i);
+        assert_string_equal(r->checkpoint, path);
+        assert_true(r->checkpoint_at_ms == 1732270000000ULL + (uint64_t)i);
+    } else {
+        assert_string_equal(r->checkpoint, "");
+        assert_true(r->checkpoint_at_ms == 0);
+    }
 }
 
 /* Sets every field of m (n entries in each heap array, capped per array). */

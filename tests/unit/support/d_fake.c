@@ -523,6 +523,16 @@ static struct d_node *registered(struct dfix *f, const char *node)
 
 struct d_node *dfix_hello(struct dfix *f, const char *node, const char *pool, int ngpus)
 {
+    return dfix_hello_tasks(f, node, pool, ngpus, NULL, 0);
+}
+
+struct d_node *dfix_hello_tasks(struct dfix *f,
+                                const char *node,
+                                const char *pool,
+                                int ngpus,
+                                const struct proto_task_ref *tasks,
+                                int ntasks)
+{
     struct proto_msg m;
     struct proto_gpu gpus[PROTO_MAX_GPUS];
     struct fake_msg answer;
@@ -540,7 +550,8 @@ struct d_node *dfix_hello(struct dfix *f, const char *node, const char *pool, in
     mu_strlcpy(m.pool, pool, sizeof(m.pool));
     m.cpus = 192;
     m.memory_mb = 2 << 20;
-    if (proto_msg_set_gpus(&m, ngpus, gpus, &err) != 0)
+    if (proto_msg_set_gpus(&m, ngpus, gpus, &err) != 0
+        || proto_msg_set_tasks(&m, ntasks, tasks, &err) != 0)
         fail_msg("%s", err.msg);
     m.nlabels = f->d.cfg.nlevels;
     for (int l = 0; l < f->d.cfg.nlevels; l++) {

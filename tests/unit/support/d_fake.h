@@ -124,6 +124,13 @@ const char *dfix_state_field(const struct dfix *f, const char *id);
 /* A worker says HELLO (name, pool, ngpus GPUs in one NVLink island, no tasks) and the daemon
  * takes it in; its HEARTBEAT answer must say ok, and is taken. */
 struct d_node *dfix_hello(struct dfix *f, const char *node, const char *pool, int ngpus);
+/* The same, with the tasks the worker reports (a worker that restarted, say). */
+struct d_node *dfix_hello_tasks(struct dfix *f,
+                                const char *node,
+                                const char *pool,
+                                int ngpus,
+                                const struct proto_task_ref *tasks,
+                                int ntasks);
 /* The daemon reads a submission: entry id (the job id, "1700000000001-0") with spec_json. */
 void dfix_submit(struct dfix *f, const char *id, const char *spec_json);
 /* The daemon reads a control entry (musterctl cancel/hold/release/drain/cordon/uncordon);
