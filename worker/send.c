@@ -4,10 +4,10 @@
  * BIND_ACK, TASK_STATUS, CHECKPOINT_DONE, SPOT_NOTICE and REBALANCE, each stamped with the next
  * seq, the highest epoch seen and the node's name.  A send that fails is logged (rate-limited)
  * and not retried here: what matters is repeated by design (an exit until its KILL, the tasks in
- * every HELLO).  HELLO and HEARTBEAT carry echo_ms, the monotonic clock at send, which the
- * scheduler's answer carries back to renew the lease (lease_watch.c).  After each HELLO the
- * latest spot notice, rebalance recommendation and each task's last checkpoint go out again,
- * so that a scheduler that restarted (or missed them while away) still learns them.
+ * every HELLO, with each task's newest checkpoint).  HELLO and HEARTBEAT carry echo_ms, the
+ * monotonic clock at send, which the scheduler's answer carries back to renew the lease
+ * (lease_watch.c).  After each HELLO the latest spot notice and rebalance recommendation go out
+ * again, so that a scheduler that restarted (or missed them while away) still learns them.
  */
 #include "worker/internal.h"
 
