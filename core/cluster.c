@@ -88,6 +88,7 @@ void sched_cluster_free(struct sched_cluster *c)
     if (!c)
         return;
     free(c->runs);
+    free(c->quota_reqs);
     free(c->events);
     free(c->pool_rank);
     free(c->pool_dsum);

@@ -130,6 +130,8 @@ struct sched_cluster {
     int cap_events;
     struct sched_running *runs; /* given running gangs plus those started in the pass */
     int cap_runs;
+    struct sched_request *quota_reqs; /* [cap_quota_reqs] pending requests cut to their quota */
+    int cap_quota_reqs;
 };
 
 /* Sorts the nodes into topology order if nodes were added since the last sort. */

@@ -360,6 +360,59 @@ static void held_back(int64_t res_s, int64_t now_s, struct sched_decision *d)
                       "%s); it could backfill now with a time limit under %s", in, in);
 }
 
+/* Job i's request as its queue's quota admits it: *r unchanged, or cut to the capacity types
+ * with room (in c->quota_reqs[i]).  False when there is none: d says so. */
+static bool quota_cut(struct sched_cluster *c,
+                      const struct sched_quota_queue *quota,
+                      int nquota,
+                      const struct sched_pass_job *j,
+                      int i,
+                      const struct sched_request **r,
+                      struct sched_decision *d)
+{
+    struct sched_request *cut = &c->quota_reqs[i];
+    if (!quota || j->queue < 0 || j->queue >= nquota)
+        return true;
+    if (sched_quota_filter(quota, nquota, j->queue, *r, cut) == 0) {
+        d->over_quota = true;
+        sched_quota_reason(quota, nquota, j->queue, *r, d->reason, sizeof(d->reason));
+        return false;
+    }
+    if (cut->ncapacity != (*r)->ncapacity)
+        *r = cut;
+    return true;
+}
+
+/* Charges a started job to its queue's quota in the capacity type it landed in. */
+static void quota_started(const struct sched_cluster *c,
+                          struct sched_quota_queue *quota,
+                          int nquota,
+                          const struct sched_pass_job *j,
+                          const struct sched_request *r,
+                          struct sched_decision *d)
+{
+    int cap;
+    int gpus = r->tasks * r->gpus_per_task;
+    if (!quota || j->queue < 0 || j->queue >= nquota || r->tasks < 1)
+        return;
+    cap = (int)c->pools[c->nodes[j->slots[0].node].pool].capacity;
+    d->borrowed = sched_quota_admits(quota, nquota, j->queue, cap, gpus) == SCHED_QUOTA_BORROWS;
+    sched_quota_charge(quota, nquota, j->queue, cap, gpus);
+}
+
+static int quota_scratch(struct sched_cluster *c, int npending, struct mu_err *err)
+{
+    struct sched_request *p;
+    if (npending <= c->cap_quota_reqs)
+        return 0;
+    p = realloc(c->quota_reqs, (size_t)npending * sizeof(*p));
+    if (!p)
+        return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
+    c->quota_reqs = p;
+    c->cap_quota_reqs = npending;
+    return 0;
+}
+
 int sched_pass(struct sched_cluster *c,
                const struct sched_pass_job *pending,
                int npending,
@@ -369,6 +422,20 @@ int sched_pass(struct sched_cluster *c,
                struct sched_decision *out,
                struct mu_err *err)
 {
+    return sched_pass_quota(c, NULL, 0, pending, npending, running, nrunning, now_s, out, err);
+}
+
+int sched_pass_quota(struct sched_cluster *c,
+                     struct sched_quota_queue *quota,
+                     int nquota,
+                     const struct sched_pass_job *pending,
+                     int npending,
+                     const struct sched_running *running,
+                     int nrunning,
+                     int64_t now_s,
+                     struct sched_decision *out,
+                     struct mu_err *err)
+{
     int nruns = nrunning;
     int started = 0;
     int reserved = -1;
@@ -377,7 +444,8 @@ int sched_pass(struct sched_cluster *c,
     if (npending < 0 || nrunning < 0 || (npending && (!pending || !out)) || (nrunning && !running)
         || npending > INT_MAX / 2 - nrunning)
         return mu_errf(err, MU_E_INVAL, "scheduling pass: bad arguments");
-    if (scratch_reserve(c, nrunning + npending, nrunning + npending + c->npools, err) != 0)
+    if (scratch_reserve(c, nrunning + npending, nrunning + npending + c->npools, err) != 0
+        || (quota && quota_scratch(c, npending, err) != 0))
         return -1;
     if (nrunning)
         memcpy(c->runs, running, (size_t)nrunning * sizeof(*running));
@@ -404,8 +472,11 @@ int sched_pass(struct sched_cluster *c,
             mu_strlcpy(d->reason, bad, sizeof(d->reason));
             continue;
         }
+        if (!quota_cut(c, quota, nquota, j, i, &r, d))
+            continue; /* over quota: not a reservation, blocks nobody */
         fam = family_hash(r);
         if (try_now(c, r, fam, mode, now_s, j->slots, &fail)) {
+            quota_started(c, quota, nquota, j, r, d);
             sched_cluster_commit(c, r, j->slots);
             c->runs[nruns].req = r;
             c->runs[nruns].slots = j->slots;

@@ -905,7 +905,7 @@ static void classify(struct pctx *x, int64_t priority, int min_runtime_s)
         struct cand *cd;
         if (!victim_useful(x, v))
             continue;
-        if (v->priority >= priority) {
+        if (v->priority >= priority && !v->reclaimable) {
             x->nhigher++;
             continue;
         }

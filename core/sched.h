@@ -191,6 +191,7 @@ struct sched_pass_job {
     int64_t run_s;                   /* expected run time once started: its time_limit_s, or the
                                         configured default; > 0 */
     struct sched_slot *slots;        /* caller's buffer of req->tasks entries, see sched_decision */
+    int queue;                       /* index into sched_pass_quota's queues; else unused */
 };
 
 /* A gang that holds resources now (committed in the cluster). */
@@ -211,6 +212,8 @@ struct sched_decision {
     int64_t est_start_s; /* RESERVED: when the reservation starts; WAIT held back by it: the same
                             time (it may start then); otherwise 0 = unknown */
     char reason[SCHED_REASON_MAX]; /* "" for START; for others, for users ("… in 5m") */
+    bool borrowed;                 /* START: beyond its queue's nominal quota (sched_pass_quota) */
+    bool over_quota;               /* WAIT: its queue's quota and cohort have no room for it */
 };
 
 /*
@@ -251,6 +254,26 @@ int sched_pass(struct sched_cluster *c,
                struct sched_decision *out,
                struct mu_err *err);
 
+struct sched_quota_queue;
+
+/*
+ * sched_pass with quotas: a job starts only where its queue's quota admits it (sched_quota_admits,
+ * in each capacity type of its request; pending[i].queue indexes quota[0..nquota)).  A job with no
+ * room waits (over_quota, with sched_quota_reason) and neither takes the reservation nor blocks
+ * anyone.  Each start is charged to quota[].used as the pass goes, and marked borrowed when it
+ * runs beyond its queue's nominal quota.  quota NULL: sched_pass.
+ */
+int sched_pass_quota(struct sched_cluster *c,
+                     struct sched_quota_queue *quota,
+                     int nquota,
+                     const struct sched_pass_job *pending,
+                     int npending,
+                     const struct sched_running *running,
+                     int nrunning,
+                     int64_t now_s,
+                     struct sched_decision *out,
+                     struct mu_err *err);
+
 /* ---- preemption planning (DESIGN §5) ---- */
 
 /* Up to this many candidate victims the planner finds the optimum exactly (2^n subsets at most,
@@ -270,6 +293,8 @@ struct sched_victim {
     int grace_s;           /* how long it may take to stop: its checkpoint grace_s or the kill
                               grace; >= 0 */
     int64_t end_s;         /* expected end: start + time limit (or the default); may be <= now */
+    bool reclaimable;      /* runs on quota the preemptor's queue may take back: eligible
+                              whatever its priority (sched_quota_victim_kind) */
 };
 
 /* The planner's answer.  The caller sets the two buffers before the call; the rest is output. */
@@ -306,7 +331,8 @@ int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms);
  * in ms; placements, end_s, ready_s and est_start_s use now_s = now_ms / 1000).  victims[0..n)
  * lists every gang that holds resources now.  Eligible victims are whole gangs that are
  * preemptible, of strictly lower priority than r, and started at least min_runtime_s ago
- * (now_ms - started_ms >= min_runtime_s * 1000; 0 allowed).  The plan is a set of eligible victims
+ * (now_ms - started_ms >= min_runtime_s * 1000; 0 allowed); a reclaimable victim need not be of
+ * lower priority.  The plan is a set of eligible victims
  * such that r is placeable by sched_place once they are released (topology, capacity order, GPU
  * type, pool caps, cool-downs all honoured), chosen for the least lost work; ties go to the set
  * whose highest victim priority is lowest, then whose oldest victim started last, then to fewer
@@ -386,5 +412,73 @@ int sched_order_jobs(struct sched_order *o,
                      int nqueues,
                      int *order,
                      struct mu_err *err);
+
+/* ---- quotas, cohorts and borrowing between queues (core/quota.c, docs/quotas.md) ---- */
+
+/* A queue as quotas see it; the by-capacity arrays are indexed by enum sched_capacity. */
+struct sched_quota_queue {
+    const char *name;        /* for reasons (borrowed) */
+    const char *cohort_name; /* for reasons (borrowed); NULL without a cohort */
+    bool limited;            /* false: no quota (not limited; best effort) */
+    int cohort;              /* -1 none; queues with the same number lend each other quota */
+    int nominal[2];          /* GPUs it may always use */
+    int borrow_limit;        /* most GPUs it may use beyond nominal (per capacity); -1 = any */
+    int lend_limit;          /* most of its unused nominal GPUs others may use; -1 = all */
+    int used[2];             /* GPUs its running gangs hold now */
+};
+
+enum sched_quota_fit {
+    SCHED_QUOTA_NO = 0,      /* beyond its quota and what its cohort can lend it */
+    SCHED_QUOTA_WITHIN = 1,  /* within nominal quota (or the queue is not limited) */
+    SCHED_QUOTA_BORROWS = 2, /* beyond nominal, on quota borrowed from its cohort */
+};
+
+/* Whether queue q may start gpus more GPUs of capacity cap now (core/quota.c has the rule). */
+enum sched_quota_fit sched_quota_admits(
+    const struct sched_quota_queue *qs, int nq, int q, int cap, int gpus);
+/* Idle quota of capacity cap its cohort can lend q now, in GPUs (0 without a cohort). */
+int sched_quota_lendable(const struct sched_quota_queue *qs, int nq, int q, int cap);
+/* *out = *r with only the capacity types q's quota admits r's GPUs in; returns how many. */
+int sched_quota_filter(const struct sched_quota_queue *qs,
+                       int nq,
+                       int q,
+                       const struct sched_request *r,
+                       struct sched_request *out);
+/* Counts gpus more as used by q in capacity cap. */
+void sched_quota_charge(struct sched_quota_queue *qs, int nq, int q, int cap, int gpus);
+/* Why r of queue q waits for quota, for users: "queue research at quota (64/64 spot GPUs; needs
+ * 16 more); cohort ml has 0 idle spot GPUs to lend". */
+void sched_quota_reason(const struct sched_quota_queue *qs,
+                        int nq,
+                        int q,
+                        const struct sched_request *r,
+                        char *out,
+                        size_t size);
+/* True when q is limited and r fits its nominal quota in one of r's capacity types. */
+bool sched_quota_within_nominal(const struct sched_quota_queue *qs,
+                                int nq,
+                                int q,
+                                const struct sched_request *r);
+
+enum sched_quota_victim {
+    SCHED_QUOTA_BY_PRIORITY = 0, /* the usual rule: preemptible and of lower priority */
+    SCHED_QUOTA_PROTECTED,       /* another queue's work within its quota: never a victim */
+    SCHED_QUOTA_RECLAIM,         /* runs on quota the preemptor's queue lent: a victim whatever
+                                    its priority (sched_victim.reclaimable) */
+};
+
+/*
+ * What quotas say about preempting a running gang of victim_q (borrowed: it started on borrowed
+ * quota) for a job of preemptor_q (within_nominal: sched_quota_within_nominal).  Work of a queue
+ * without quota, or of the preemptor's own queue, follows priority as before quotas; another
+ * limited queue's work within its quota is protected; borrowed work is reclaimed by a queue of
+ * its cohort that wants its own nominal quota back, and otherwise follows priority.
+ */
+enum sched_quota_victim sched_quota_victim_kind(const struct sched_quota_queue *qs,
+                                                int nq,
+                                                int preemptor_q,
+                                                bool preemptor_within_nominal,
+                                                int victim_q,
+                                                bool victim_borrowed);
 
 #endif

@@ -174,7 +174,7 @@ static int plan_for(struct world *w,
         for (int i = 0; i < plan->nvictims; i++) {
             const struct sched_victim *v = &w->v[victims[i]];
             assert_true(v->preemptible);
-            assert_true(v->priority < priority);
+            assert_true(v->priority < priority || v->reclaimable);
             assert_true(NOW_MS - v->started_ms >= S(min_run));
             if (i > 0)
                 assert_true(victims[i] > victims[i - 1]);
@@ -234,6 +234,36 @@ static void test_least_lost_work(void **state)
     assert_true(has_victim(&p, 1) && has_victim(&p, 3) && has_victim(&p, 4));
     assert_int_equal(p.lost_gpu_ms, S(3200));
     assert_int_equal(sched_preempt_lost_gpu_ms(&w.v[0], NOW_MS), S(8000));
+    sched_cluster_free(w.c);
+}
+
+/* Quota reclaim: a gang that runs on borrowed quota is a victim whatever its priority, and
+ * among such victims the one that loses least goes; a higher-priority gang that is not
+ * reclaimable stays. */
+static void test_reclaim_ignores_priority(void **state)
+{
+    struct world w;
+    struct sched_preempt_plan p;
+    int victims[MAX_GANGS];
+    struct sched_slot slots[1];
+    struct sched_request one = sched_request_make(1, 8);
+    struct sched_victim *a;
+    struct sched_victim *b;
+    (void)state;
+    world_init(&w, 0);
+    add_node(&w, "a", 0, 8, "");
+    add_node(&w, "b", 0, 8, "");
+    a = run1(&w, 0, 0xff, 50, 7200);
+    b = run1(&w, 1, 0xff, 50, 600);
+    assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 0); /* priority 5 < 50 */
+    a->reclaimable = true;
+    b->reclaimable = true;
+    assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
+    assert_int_equal(p.nvictims, 1);
+    assert_int_equal(victims[0], 1); /* 600 s of work lost, not 7200 */
+    b->reclaimable = false;
+    assert_int_equal(plan_for(&w, &one, 5, 60, victims, slots, &p), 1);
+    assert_int_equal(victims[0], 0);
     sched_cluster_free(w.c);
 }
 
@@ -694,6 +724,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_least_lost_work),
         cmocka_unit_test(test_checkpoint_cheaper),
+        cmocka_unit_test(test_reclaim_ignores_priority),
         cmocka_unit_test(test_ties),
         cmocka_unit_test(test_only_eligible),
         cmocka_unit_test(test_required_zone),

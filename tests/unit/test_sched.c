@@ -583,7 +583,7 @@ static void test_pass_starts_in_order(void **state)
     struct sched_slot sa[1];
     struct sched_slot sb[1];
     struct sched_slot sc[1];
-    struct sched_pass_job jobs[3] = { { &a, 60, sa }, { &b, 60, sb }, { &b, 60, sc } };
+    struct sched_pass_job jobs[3] = { { &a, 60, sa, 0 }, { &b, 60, sb, 0 }, { &b, 60, sc, 0 } };
     struct sched_decision out[3];
     (void)state;
     add_node(c, "n0", 0, 8, "");
@@ -617,7 +617,7 @@ static void test_pass_reservation_backfill(void **state)
     struct sched_slot s2[1];
     struct sched_slot s3[1];
     struct sched_pass_job jobs[4] = {
-        { &head, 1000, sh }, { &one, 500, s1 }, { &one, 500, s2 }, { &one, 50, s3 }
+        { &head, 1000, sh, 0 }, { &one, 500, s1, 0 }, { &one, 500, s2, 0 }, { &one, 50, s3, 0 }
     };
     struct sched_decision out[4];
     (void)state;
@@ -656,7 +656,7 @@ static void test_pass_never_fits_does_not_block(void **state)
     struct sched_request small = sched_request_make(1, 8);
     struct sched_slot sh[10];
     struct sched_slot ss[1];
-    struct sched_pass_job jobs[2] = { { &huge, 60, sh }, { &small, 6000, ss } };
+    struct sched_pass_job jobs[2] = { { &huge, 60, sh, 0 }, { &small, 6000, ss, 0 } };
     struct sched_decision out[2];
     (void)state;
     add_node(c, "n0", 0, 8, "");

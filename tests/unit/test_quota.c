@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Quota tests (issue #11, docs/quotas.md): admission within nominal quota, borrowing from a
+ * cohort within borrow_limit and lend_limit, a queue without quota left alone, the reasons; the
+ * pass with quotas (a queue at quota waits and blocks nobody, a start beyond nominal is marked
+ * borrowed and charged as the pass goes, a capacity type without room is skipped for the next);
+ * and which running gangs a preemptor may take (protected, by priority, reclaim).  The core
+ * only: no daemon, no clock.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/sched.h"
+
+#include "common/mu_banned.h"
+
+#define NOW 100000
+
+enum { RESEARCH, PROD, BATCH, SOLO, NQ };
+
+/* research and prod share cohort "ml"; batch has no quota; solo has quota and no cohort. */
+static void queues_init(struct sched_quota_queue *q)
+{
+    memset(q, 0, NQ * sizeof(*q));
+    q[RESEARCH] = (struct sched_quota_queue){ .name = "research",
+                                              .cohort_name = "ml",
+                                              .limited = true,
+                                              .cohort = 0,
+                                              .nominal = { 16, 8 },
+                                              .borrow_limit = -1,
+                                              .lend_limit = -1 };
+    q[PROD] = (struct sched_quota_queue){ .name = "prod",
+                                          .cohort_name = "ml",
+                                          .limited = true,
+                                          .cohort = 0,
+                                          .nominal = { 16, 8 },
+                                          .borrow_limit = -1,
+                                          .lend_limit = -1 };
+    q[BATCH] = (struct sched_quota_queue){ .name = "batch", .cohort = -1 };
+    q[SOLO] = (struct sched_quota_queue){ .name = "solo",
+                                          .limited = true,
+                                          .cohort = -1,
+                                          .nominal = { 8, 0 },
+                                          .borrow_limit = -1,
+                                          .lend_limit = -1 };
+}
+
+static void test_admission_and_borrowing(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    (void)state;
+    queues_init(q);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 16), SCHED_QUOTA_WITHIN);
+    /* Beyond nominal: prod's idle 16 spot GPUs can be lent. */
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 32), SCHED_QUOTA_BORROWS);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 33), SCHED_QUOTA_NO);
+    assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 16);
+    /* prod uses 10 of its own: 6 left to lend. */
+    q[PROD].used[SCHED_SPOT] = 10;
+    assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 6);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 22), SCHED_QUOTA_BORROWS);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 23), SCHED_QUOTA_NO);
+    /* prod always has its nominal quota, even while research borrows it (then: reclaim). */
+    q[RESEARCH].used[SCHED_SPOT] = 22;
+    assert_int_equal(sched_quota_lendable(q, NQ, PROD, SCHED_SPOT), 0);
+    assert_int_equal(sched_quota_admits(q, NQ, PROD, SCHED_SPOT, 6), SCHED_QUOTA_WITHIN);
+    assert_int_equal(sched_quota_admits(q, NQ, PROD, SCHED_SPOT, 7), SCHED_QUOTA_NO);
+    /* Capacity types are separate quotas. */
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_ON_DEMAND, 8), SCHED_QUOTA_WITHIN);
+    /* No quota: not limited.  Quota and no cohort: nothing to borrow. */
+    assert_int_equal(sched_quota_admits(q, NQ, BATCH, SCHED_SPOT, 100000), SCHED_QUOTA_WITHIN);
+    assert_int_equal(sched_quota_admits(q, NQ, SOLO, SCHED_SPOT, 8), SCHED_QUOTA_WITHIN);
+    assert_int_equal(sched_quota_admits(q, NQ, SOLO, SCHED_SPOT, 9), SCHED_QUOTA_NO);
+    assert_int_equal(sched_quota_admits(q, NQ, SOLO, SCHED_ON_DEMAND, 1), SCHED_QUOTA_NO);
+}
+
+static void test_borrow_and_lend_limits(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    (void)state;
+    queues_init(q);
+    q[RESEARCH].borrow_limit = 4;
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 20), SCHED_QUOTA_BORROWS);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 21), SCHED_QUOTA_NO);
+    q[RESEARCH].borrow_limit = -1;
+    q[PROD].lend_limit = 8; /* prod keeps 8 of its 16 spot GPUs to itself */
+    assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 8);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 24), SCHED_QUOTA_BORROWS);
+    assert_int_equal(sched_quota_admits(q, NQ, RESEARCH, SCHED_SPOT, 25), SCHED_QUOTA_NO);
+    /* prod's own use comes out of its guaranteed part first: lending stays 8 ... */
+    q[PROD].used[SCHED_SPOT] = 8;
+    assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 8);
+    /* ... and then out of what it lends. */
+    q[PROD].used[SCHED_SPOT] = 12;
+    assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 4);
+}
+
+static void test_reason(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    struct sched_request r = sched_request_make(2, 8);
+    char why[SCHED_REASON_MAX];
+    (void)state;
+    queues_init(q);
+    q[RESEARCH].used[SCHED_SPOT] = 32;
+    q[RESEARCH].used[SCHED_ON_DEMAND] = 8;
+    q[PROD].used[SCHED_ON_DEMAND] = 8;
+    sched_quota_reason(q, NQ, RESEARCH, &r, why, sizeof(why));
+    assert_string_equal(why, "queue research at quota (32/16 spot GPUs, 8/8 on-demand GPUs; "
+                             "needs 16 more); cohort ml has 0 idle spot, 0 idle on-demand GPUs "
+                             "to lend");
+    q[SOLO].used[SCHED_SPOT] = 8;
+    r.ncapacity = 1;
+    sched_quota_reason(q, NQ, SOLO, &r, why, sizeof(why));
+    assert_string_equal(why, "queue solo at quota (8/8 spot GPUs; needs 16 more)");
+}
+
+/* ---- the pass with quotas ---- */
+
+static struct sched_cluster *cluster_spot_od(int spot_nodes, int od_nodes)
+{
+    struct sched_pool pools[2] = {
+        { .name = "spot", .gpu_type = "H100", .price_per_hour = 30, .capacity = SCHED_SPOT },
+        { .name = "od", .gpu_type = "H100", .price_per_hour = 98, .capacity = SCHED_ON_DEMAND },
+    };
+    struct sched_cluster *c = sched_cluster_new(pools, 2, NULL, 0, NULL);
+    assert_non_null(c);
+    for (int i = 0; i < spot_nodes + od_nodes; i++) {
+        struct sched_node_spec s;
+        struct mu_err err;
+        memset(&s, 0, sizeof(s));
+        (void)mu_snprintf(s.name, sizeof(s.name), "n%d", i);
+        s.pool = i < spot_nodes ? 0 : 1;
+        s.ngpus = 8;
+        s.cpus = 96;
+        s.memory_mb = 1 << 20;
+        if (sched_cluster_node_add(c, &s, &err) < 0)
+            fail_msg("%s", err.msg);
+    }
+    return c;
+}
+
+static void test_pass_flood_then_other_queue(void **state)
+{
+    /* research floods four 1x8 jobs first in the order; prod's one job comes last. */
+    struct sched_cluster *c = cluster_spot_od(6, 0);
+    struct sched_quota_queue q[NQ];
+    struct sched_request r = sched_request_make(1, 8);
+    struct sched_slot slots[5][1] = { { { 0, 0 } } };
+    struct sched_pass_job jobs[5];
+    struct sched_decision out[5];
+    struct mu_err err;
+    (void)state;
+    queues_init(q);
+    q[PROD].lend_limit = 8; /* research may borrow one node's worth of prod's 16 */
+    r.ncapacity = 1;        /* spot only */
+    for (int i = 0; i < 5; i++)
+        jobs[i] = (struct sched_pass_job){ &r, 600, slots[i], i < 4 ? RESEARCH : PROD };
+    assert_int_equal(sched_pass_quota(c, q, NQ, jobs, 5, NULL, 0, NOW, out, &err), 4);
+    assert_int_equal(out[0].verdict, SCHED_START);
+    assert_false(out[0].borrowed);
+    assert_int_equal(out[1].verdict, SCHED_START);
+    assert_false(out[1].borrowed);
+    assert_int_equal(out[2].verdict, SCHED_START);
+    assert_true(out[2].borrowed); /* the 8 prod lends */
+    assert_int_equal(out[3].verdict, SCHED_WAIT);
+    assert_true(out[3].over_quota);
+    assert_non_null(strstr(out[3].reason, "queue research at quota (24/16 spot GPUs"));
+    /* Over quota, it took no reservation: prod's job behind it starts on the free node. */
+    assert_int_equal(out[4].verdict, SCHED_START);
+    assert_false(out[4].borrowed);
+    assert_int_equal(q[RESEARCH].used[SCHED_SPOT], 24);
+    assert_int_equal(q[PROD].used[SCHED_SPOT], 8);
+    sched_cluster_free(c);
+}
+
+static void test_pass_capacity_without_room_skipped(void **state)
+{
+    /* solo: 8 spot GPUs of quota, none on-demand.  Its second job may not fall back to
+     * on-demand, though on-demand nodes are idle. */
+    struct sched_cluster *c = cluster_spot_od(2, 2);
+    struct sched_quota_queue q[NQ];
+    struct sched_request r = sched_request_make(1, 8);
+    struct sched_slot slots[2][1] = { { { 0, 0 } } };
+    struct sched_pass_job jobs[2];
+    struct sched_decision out[2];
+    struct mu_err err;
+    (void)state;
+    queues_init(q);
+    q[SOLO].nominal[SCHED_ON_DEMAND] = 8;
+    q[SOLO].used[SCHED_SPOT] = 8; /* its spot quota is in use */
+    for (int i = 0; i < 2; i++)
+        jobs[i] = (struct sched_pass_job){ &r, 600, slots[i], SOLO };
+    assert_int_equal(sched_pass_quota(c, q, NQ, jobs, 2, NULL, 0, NOW, out, &err), 1);
+    assert_int_equal(out[0].verdict, SCHED_START);
+    assert_int_equal(sched_cluster_node_spec(c, slots[0][0].node)->pool, 1); /* on-demand */
+    assert_int_equal(out[1].verdict, SCHED_WAIT);
+    assert_true(out[1].over_quota);
+    assert_int_equal(q[SOLO].used[SCHED_ON_DEMAND], 8);
+    sched_cluster_free(c);
+}
+
+static void test_victim_kinds(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    (void)state;
+    queues_init(q);
+    /* Own queue, or a queue without quota: priority as before quotas. */
+    assert_int_equal(sched_quota_victim_kind(q, NQ, RESEARCH, true, RESEARCH, true),
+                     SCHED_QUOTA_BY_PRIORITY);
+    assert_int_equal(sched_quota_victim_kind(q, NQ, RESEARCH, true, BATCH, false),
+                     SCHED_QUOTA_BY_PRIORITY);
+    /* Another limited queue's work within its quota: never. */
+    assert_int_equal(sched_quota_victim_kind(q, NQ, PROD, true, RESEARCH, false),
+                     SCHED_QUOTA_PROTECTED);
+    assert_int_equal(sched_quota_victim_kind(q, NQ, BATCH, false, RESEARCH, false),
+                     SCHED_QUOTA_PROTECTED);
+    /* Borrowed work: reclaimed by its cohort's queue wanting its nominal quota back. */
+    assert_int_equal(sched_quota_victim_kind(q, NQ, PROD, true, RESEARCH, true),
+                     SCHED_QUOTA_RECLAIM);
+    assert_int_equal(sched_quota_victim_kind(q, NQ, PROD, false, RESEARCH, true),
+                     SCHED_QUOTA_BY_PRIORITY);
+    assert_int_equal(sched_quota_victim_kind(q, NQ, SOLO, true, RESEARCH, true),
+                     SCHED_QUOTA_BY_PRIORITY); /* not of its cohort */
+    {
+        struct sched_request r = sched_request_make(1, 8);
+        q[PROD].used[SCHED_SPOT] = 16;
+        q[PROD].used[SCHED_ON_DEMAND] = 0;
+        assert_true(sched_quota_within_nominal(q, NQ, PROD, &r)); /* on-demand has room */
+        r.ncapacity = 1;
+        assert_false(sched_quota_within_nominal(q, NQ, PROD, &r));
+        assert_false(sched_quota_within_nominal(q, NQ, BATCH, &r));
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_admission_and_borrowing),
+        cmocka_unit_test(test_borrow_and_lend_limits),
+        cmocka_unit_test(test_reason),
+        cmocka_unit_test(test_pass_flood_then_other_queue),
+        cmocka_unit_test(test_pass_capacity_without_room_skipped),
+        cmocka_unit_test(test_victim_kinds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
