@@ -6,7 +6,9 @@
  * to decide whether capacity is short.  USAGE_GPU_H is the queue's decayed usage that the
  * fair-share order weighs (docs/fair-share.md); SHARE is its part of all queues' usage and
  * TARGET its part of the weights, so SHARE above TARGET means the queue has had more than its
- * turn lately.  The table is shared with `top`.
+ * turn lately.  QUOTA is GPUs used of the nominal quota per capacity type ("-": no quota, not
+ * limited) and BORROWED the GPUs of its gangs that run on quota borrowed from its cohort
+ * (docs/quotas.md).  The table is shared with `top`.
  */
 #include "cli/internal.h"
 
@@ -14,12 +16,26 @@
 
 #include "common/mu_banned.h"
 
+/* "spot 16/64 od 0/16": GPUs used of the quota by capacity type; "-" without a quota. */
+static const char *quota_cell(const cJSON *qu, char *buf, size_t size)
+{
+    const cJSON *quota = cJSON_GetObjectItemCaseSensitive(qu, "quota");
+    const cJSON *used = cJSON_GetObjectItemCaseSensitive(qu, "used_gpus");
+    if (!cJSON_IsObject(quota) || !cJSON_IsObject(used))
+        return "-";
+    (void)mu_snprintf(
+        buf, size, "spot %lld/%lld od %lld/%lld", (long long)ctl_json_int(used, "spot", 0),
+        (long long)ctl_json_int(quota, "spot", 0), (long long)ctl_json_int(used, "on-demand", 0),
+        (long long)ctl_json_int(quota, "on-demand", 0));
+    return buf;
+}
+
 struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
 {
     static const char *const headers[] = { "QUEUE",       "WEIGHT",       "PENDING",
                                            "RUNNING",     "PENDING_GPUS", "RUNNING_GPUS",
                                            "OLDEST_WAIT", "USAGE_GPU_H",  "SHARE",
-                                           "TARGET" };
+                                           "TARGET",      "QUOTA",        "BORROWED" };
     struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
     const cJSON *qu;
     double weights = 0;
@@ -33,12 +49,12 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
     ctl_table_set_flex(t, 0);
     cJSON_ArrayForEach(qu, queues)
     {
-        char b[9][32];
+        char b[11][48];
         char wait[16] = "-";
         int64_t oldest = ctl_json_int(qu, "oldest_pending_at", 0);
         const cJSON *usage = cJSON_GetObjectItemCaseSensitive(qu, "usage_gpu_s");
         const cJSON *share = cJSON_GetObjectItemCaseSensitive(qu, "share");
-        const char *cells[10];
+        const char *cells[12];
 
         if (oldest > 0)
             ctl_format_age(now_ms, (uint64_t)oldest, wait, sizeof(wait));
@@ -61,6 +77,8 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
                           weights > 0 ? (double)ctl_json_int(qu, "weight", 0) * 100.0 / weights
                                       : 0.0);
         cells[9] = b[8];
+        cells[10] = quota_cell(qu, b[9], sizeof(b[9]));
+        cells[11] = ctl_json_text(qu, "borrowed_gpus", b[10], sizeof(b[10]));
         if (ctl_table_add(t, cells) != 0) {
             ctl_table_free(t);
             return NULL;

@@ -3,8 +3,8 @@
  * musterctl show ID: one job in full.  Every field of the job hash is printed, the well-known
  * ones first in a fixed order, then any others musterd added, so that nothing stored is hidden.
  * Times are ISO 8601 UTC with their age, the placement one line per task; attempts, failures,
- * the last checkpoint and the GPU time lost to preemption (lost_gpu_seconds) are shown when
- * musterd has written them.  A job still waiting
+ * the last checkpoint, the GPU time lost to preemption (lost_gpu_seconds) and whether the gang
+ * runs on borrowed quota are shown when musterd has written them.  A job still waiting
  * in the submit stream (musterd has not taken it in) shows as SUBMITTED with its spec.
  */
 #include "cli/internal.h"
@@ -33,6 +33,7 @@ static const char *const order[] = {
     "finished_at",
     "nodes",
     "placement",
+    "borrowed",
     "exit_code",
     "error",
     "last_checkpoint",
@@ -105,6 +106,9 @@ static void show_field(const cJSON *item, uint64_t now_ms)
     }
     if (strcmp(item->string, "spec") == 0 && cJSON_IsString(item)) {
         show_spec(item->valuestring);
+    } else if (strcmp(item->string, "borrowed") == 0) {
+        printf("yes: started beyond its queue's quota, on quota borrowed from its cohort (the "
+               "lender may reclaim it)");
     } else if (cJSON_IsString(item)) {
         ctl_print_clean(stdout, item->valuestring);
     } else if (cJSON_IsNumber(item) && strcmp(item->string, "lost_gpu_seconds") == 0) {

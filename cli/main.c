@@ -156,7 +156,10 @@ const struct ctl_cmd ctl_commands[] = {
       "of all queues' usage and TARGET its part of the weights.  The pass takes pending jobs "
       "from the queue whose (usage + what its running jobs will still use + what it was given "
       "in this pass) / weight is lowest, by priority then age within a queue "
-      "(docs/fair-share.md).  As musterd last published them.",
+      "(docs/fair-share.md).  QUOTA is the GPUs used of the queue's nominal quota per capacity "
+      "type ('-': no quota, not limited); BORROWED the GPUs of its gangs that started beyond it "
+      "on idle quota of its cohort, which the lenders may reclaim (docs/quotas.md).  As musterd "
+      "last published them.",
       NULL, 0, 0, CTL_ARG_NONE },
     { "pools", ctl_cmd_pools, "list pools", "",
       "Lists the configured pools: capacity type (spot or on-demand), instance type, GPU type, "

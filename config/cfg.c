@@ -25,6 +25,8 @@ void cfg_init_defaults(struct cfg *c)
     c->nqueues = 1;
     mu_strlcpy(c->queues[0].name, "default", sizeof(c->queues[0].name));
     c->queues[0].weight = 1;
+    c->queues[0].borrow_limit = -1;
+    c->queues[0].lend_limit = -1;
     c->heartbeat_s = 1;
     c->node_lost_after_s = 30;
     c->spot_cooldown_s = 600;

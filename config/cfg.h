@@ -32,9 +32,18 @@ struct cfg_pool {
     int max_gpus;          /* cap on GPUs in use in this pool; 0 = no cap */
 };
 
+#define CFG_QUOTA_MAX                                                           \
+    1000000 /* GPUs: a quota, borrow_limit or lend_limit above this is an error \
+             */
+
 struct cfg_queue {
     char name[CFG_NAME_MAX];
-    int weight; /* 1..1000 */
+    int weight;                /* 1..1000 */
+    bool has_quota;            /* false: not limited (best effort), as before quotas */
+    int quota[2];              /* nominal GPUs by enum cfg_capacity; a type not named is 0 */
+    char cohort[CFG_NAME_MAX]; /* "" = none; queues of one cohort lend each other idle quota */
+    int borrow_limit;          /* GPUs it may use beyond its quota; -1 = no limit */
+    int lend_limit;            /* of its unused quota, GPUs others may use; -1 = all of it */
 };
 
 struct cfg {

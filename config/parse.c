@@ -193,7 +193,61 @@ static int parse_pools(struct cfg *c, const cJSON *arr, struct mu_err *err)
     return 0;
 }
 
-static const char *const queue_keys[] = { "name", "weight" };
+static const char *const queue_keys[] = { "name",   "weight",       "quota",
+                                          "cohort", "borrow_limit", "lend_limit" };
+enum { QK_NAME, QK_WEIGHT, QK_QUOTA, QK_COHORT, QK_BORROW, QK_LEND };
+
+/* "quota": {"spot": N, "on-demand": M}, GPUs; a capacity type not named gets 0. */
+static int parse_quota(struct cfg_queue *q, const cJSON *obj, const char *path, struct mu_err *err)
+{
+    static const char *const keys[] = { "spot", "on-demand" };
+    char sub[PATH_LEN];
+    int64_t n;
+
+    if (!cJSON_IsObject(obj))
+        return mu_json_err_expected(err, MU_E_CONFIG, path,
+                                    "an object of GPUs by capacity type, such as "
+                                    "{\"spot\": 64, \"on-demand\": 16}",
+                                    obj);
+    for (const cJSON *it = obj->child; it; it = it->next) {
+        int k = mu_json_key_index(it->string, keys, MU_ARRAY_LEN(keys));
+        if (k < 0)
+            return mu_errf(err, MU_E_CONFIG,
+                           "%s: unknown key '%s': a quota is set per capacity type, \"spot\" or "
+                           "\"on-demand\" (per-pool quotas are not supported)",
+                           path, it->string);
+        mu_json_path_join(sub, sizeof(sub), path, keys[k]);
+        if (mu_json_get_int(it, sub, 0, CFG_QUOTA_MAX, MU_E_CONFIG, &n, err) != 0)
+            return -1;
+        q->quota[k] = (int)n;
+    }
+    q->has_quota = true;
+    return 0;
+}
+
+static int queue_field(
+    struct cfg_queue *q, int k, const cJSON *it, const char *path, struct mu_err *err)
+{
+    int64_t n;
+    switch (k) {
+    case QK_NAME:
+        return mu_json_get_name(it, path, q->name, sizeof(q->name), MU_E_CONFIG, err);
+    case QK_WEIGHT:
+        if (mu_json_get_int(it, path, 1, 1000, MU_E_CONFIG, &n, err) != 0)
+            return -1;
+        q->weight = (int)n;
+        return 0;
+    case QK_QUOTA:
+        return parse_quota(q, it, path, err);
+    case QK_COHORT:
+        return mu_json_get_name(it, path, q->cohort, sizeof(q->cohort), MU_E_CONFIG, err);
+    default:
+        if (mu_json_get_int(it, path, 0, CFG_QUOTA_MAX, MU_E_CONFIG, &n, err) != 0)
+            return -1;
+        *(k == QK_BORROW ? &q->borrow_limit : &q->lend_limit) = (int)n;
+        return 0;
+    }
+}
 
 static int parse_queue(struct cfg *c, int i, const cJSON *obj, struct mu_err *err)
 {
@@ -201,13 +255,14 @@ static int parse_queue(struct cfg *c, int i, const cJSON *obj, struct mu_err *er
     char base[PATH_LEN];
     char path[PATH_LEN];
     unsigned seen = 0;
-    int64_t n;
 
     (void)mu_snprintf(base, sizeof(base), "queues[%d]", i);
     if (!cJSON_IsObject(obj))
         return mu_json_err_expected(err, MU_E_CONFIG, base, "an object", obj);
     memset(q, 0, sizeof(*q));
     q->weight = 1;
+    q->borrow_limit = -1;
+    q->lend_limit = -1;
     for (const cJSON *it = obj->child; it; it = it->next) {
         int k = mu_json_key_index(it->string, queue_keys, MU_ARRAY_LEN(queue_keys));
         if (k < 0)
@@ -217,19 +272,50 @@ static int parse_queue(struct cfg *c, int i, const cJSON *obj, struct mu_err *er
         if (seen & (1u << k))
             return mu_errf(err, MU_E_CONFIG, "%s: duplicate key", path);
         seen |= 1u << k;
-        if (k == 0 && mu_json_get_name(it, path, q->name, sizeof(q->name), MU_E_CONFIG, err) != 0)
+        if (queue_field(q, k, it, path, err) != 0)
             return -1;
-        if (k == 1) {
-            if (mu_json_get_int(it, path, 1, 1000, MU_E_CONFIG, &n, err) != 0)
-                return -1;
-            q->weight = (int)n;
-        }
     }
-    if (!(seen & 1u))
+    if (!(seen & (1u << QK_NAME)))
         return mu_errf(err, MU_E_CONFIG, "%s: missing required key 'name'", base);
+    if ((seen & (1u << QK_COHORT)) && !q->has_quota)
+        return mu_errf(err, MU_E_CONFIG,
+                       "%s.cohort: queue '%s' has no quota; a cohort lends quota, so each member "
+                       "needs a 'quota'",
+                       base, q->name);
+    if ((seen & ((1u << QK_BORROW) | (1u << QK_LEND))) && !q->cohort[0])
+        return mu_errf(err, MU_E_CONFIG, "%s.%s: needs a 'cohort' to borrow from or lend to", base,
+                       (seen & (1u << QK_BORROW)) ? "borrow_limit" : "lend_limit");
     for (int j = 0; j < i; j++) {
         if (strcmp(c->queues[j].name, q->name) == 0)
             return mu_errf(err, MU_E_CONFIG, "%s.name: duplicate queue name '%s'", base, q->name);
+    }
+    return 0;
+}
+
+/* A borrow_limit above what the rest of its cohort could ever lend is a mistake (a typo). */
+static int check_cohorts(const struct cfg *c, struct mu_err *err)
+{
+    for (int i = 0; i < c->nqueues; i++) {
+        const struct cfg_queue *q = &c->queues[i];
+        int most = 0;
+        if (q->borrow_limit < 0)
+            continue;
+        for (int cap = 0; cap < 2; cap++) {
+            int others = 0;
+            for (int j = 0; j < c->nqueues; j++) {
+                const struct cfg_queue *o = &c->queues[j];
+                if (j == i || strcmp(o->cohort, q->cohort) != 0)
+                    continue;
+                others += o->lend_limit >= 0 && o->lend_limit < o->quota[cap] ? o->lend_limit
+                                                                              : o->quota[cap];
+            }
+            most = others > most ? others : most;
+        }
+        if (q->borrow_limit > most)
+            return mu_errf(err, MU_E_CONFIG,
+                           "queues[%d].borrow_limit: %d GPUs is more than the rest of cohort '%s' "
+                           "can lend (%d)",
+                           i, q->borrow_limit, q->cohort, most);
     }
     return 0;
 }
@@ -250,7 +336,7 @@ static int parse_queues(struct cfg *c, const cJSON *arr, struct mu_err *err)
             return -1;
     }
     c->nqueues = i;
-    return 0;
+    return check_cohorts(c, err);
 }
 
 /* ---- top level ---- */

@@ -264,6 +264,7 @@ struct queue_stored_job {
     char last_checkpoint[1024];
     uint64_t last_checkpoint_ms;
     double lost_gpu_s;
+    bool borrowed; /* its attempt started on quota borrowed from its cohort */
 };
 
 /* Reads every job of the active set (one pipelined round trip); free with

@@ -278,12 +278,12 @@ static uint64_t reply_u64(const redisReply *r)
 
 #define STORED_FIELDS                                                                           \
     "state attempt failures held spec placement started_at last_checkpoint last_checkpoint_at " \
-    "lost_gpu_seconds"
+    "lost_gpu_seconds borrowed"
 
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
     int64_t num = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 10)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 11)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
     if (r->element[0]->type == REDIS_REPLY_STRING)
         mu_strlcpy(s->state, r->element[0]->str, sizeof(s->state));
@@ -306,6 +306,8 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
     s->last_checkpoint_ms = reply_u64(r->element[8]);
     if (r->element[9]->type == REDIS_REPLY_STRING)
         (void)mu_parse_double(r->element[9]->str, 0, 1e300, &s->lost_gpu_s, NULL);
+    s->borrowed =
+        r->element[10]->type == REDIS_REPLY_STRING && strcmp(r->element[10]->str, "1") == 0;
     return 0;
 }
 

@@ -116,7 +116,8 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
     char reason[300];
     struct queue_kv f[] = { { "attempt", attempt },       { "reason", reason },
                             { "lost_gpu_seconds", lost }, { "nodes", NULL },
-                            { "placement", NULL },        { "started_at", NULL } };
+                            { "placement", NULL },        { "started_at", NULL },
+                            { "borrowed", NULL } };
     struct d_tally tally = { D_C_NONE, 0, 0 };
     struct d_change c = { .to = QUEUE_PENDING,
                           .reason = reason,
@@ -239,10 +240,10 @@ void d_job_attempt_end(
     } else {
         char reason[300];
         char failures[16];
-        struct queue_kv f[] = { { "attempt", attempt },      { "reason", reason },
-                                { "failures", failures },    { "nodes", NULL },
-                                { "placement", NULL },       { "started_at", NULL },
-                                { "lost_gpu_seconds", lost } };
+        struct queue_kv f[] = { { "attempt", attempt },   { "reason", reason },
+                                { "failures", failures }, { "nodes", NULL },
+                                { "placement", NULL },    { "started_at", NULL },
+                                { "borrowed", NULL },     { "lost_gpu_seconds", lost } };
         struct d_change c = { .to = QUEUE_PENDING,
                               .reason = reason,
                               .fields = f,
@@ -454,12 +455,15 @@ int d_gang_start(struct musterd *d, struct d_job *j)
         goto out;
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)started_ms);
     (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
-    (void)mu_snprintf(why, sizeof(why), "placed on %s", nodes.data);
+    (void)mu_snprintf(why, sizeof(why), "placed on %s%s%s", nodes.data,
+                      j->borrowed ? " on quota borrowed from cohort " : "",
+                      j->borrowed ? d->cfg.queues[j->queue_idx].cohort : "");
     {
         struct queue_kv f[] = { { "started_at", now },
                                 { "nodes", nodes.data },
                                 { "placement", json.data },
                                 { "attempt", attempt },
+                                { "borrowed", j->borrowed ? "1" : NULL },
                                 { "reason", NULL } };
         struct d_tally tally = { D_C_NONE, 0, j->place_s };
         struct d_change c = { .to = QUEUE_STARTING,

@@ -280,6 +280,15 @@ int64_t d_job_end_s(const struct musterd *d, const struct d_job *j)
     return (int64_t)(j->started_ms / 1000) + d_job_run_s(d, j);
 }
 
+int d_job_capacity(const struct musterd *d, const struct d_job *j)
+{
+    int node = j->slots && j->spec.tasks > 0 ? j->slots[0].node : -1;
+    if (node < 0)
+        return -1;
+    return (int)sched_cluster_pool(d->cluster, sched_cluster_node_spec(d->cluster, node)->pool)
+        ->capacity;
+}
+
 void d_limit_watch(struct musterd *d, const struct d_job *j)
 {
     uint64_t end_ms = j->started_ms + (uint64_t)d_job_run_s(d, j) * 1000u;

@@ -68,6 +68,8 @@ struct d_job {
     char last_checkpoint[PROTO_PATH_MAX]; /* newest checkpoint path, "" = none */
     uint64_t last_checkpoint_ms;          /* wall ms it was written */
     bool head_of_queue;    /* requeued by a spot interruption: first in its priority */
+    bool borrowed;         /* while placed: started beyond its queue's nominal quota (job hash
+                              field "borrowed"); its cohort may reclaim it */
     uint64_t kill_at_ms;   /* mono: a stopping gang gets KILL then (checkpoint grace over) */
     uint64_t kill_sent_ms; /* mono: the attempt's live tasks were last sent KILL; 0 = not yet.
                               Repeated until each task is answered for (d_stops_check) */
@@ -176,6 +178,8 @@ void d_task_record_end(struct d_task *task, const struct proto_task_ref *r);
 
 int64_t d_job_run_s(const struct musterd *d, const struct d_job *j); /* time limit or default */
 int64_t d_job_end_s(const struct musterd *d, const struct d_job *j); /* its attempt's end */
+/* A placed job's capacity type (enum sched_capacity, all its tasks share it), -1 if unplaced. */
+int d_job_capacity(const struct musterd *d, const struct d_job *j);
 /* A gang started (or was adopted): its time limit is watched from now on (d_limits_check). */
 void d_limit_watch(struct musterd *d, const struct d_job *j);
 /* The retry backoff after `failures` counted failures: retry_backoff_s doubling, capped. */

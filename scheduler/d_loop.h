@@ -10,15 +10,6 @@
 
 #define D_ACTIVE_STATES 4 /* PENDING, STARTING, RUNNING, PREEMPTING: enum queue_state 0..3 */
 
-/* Scrape-time gauges. */
-struct d_gauges {
-    double jobs[CFG_MAX_QUEUES][D_ACTIVE_STATES];
-    int64_t pending_gpus[CFG_MAX_QUEUES][CFG_MAX_POOLS + 1]; /* [npools] = no pool fits */
-    double gpus_free[CFG_MAX_POOLS];
-    double gpus_used[CFG_MAX_POOLS];
-    double nodes[CFG_MAX_POOLS];
-};
-
 /* Per-queue totals for the queues status hash (indexed like cfg.queues). */
 struct d_queue_stats {
     int pending_jobs;
@@ -26,6 +17,18 @@ struct d_queue_stats {
     int64_t pending_gpus;
     int64_t running_gpus;
     uint64_t oldest_pending_ms; /* wall ms of the oldest pending submission, 0 = none */
+    int64_t used_gpus[2];       /* GPUs its placed gangs hold, by enum sched_capacity */
+    int64_t borrowed_gpus;      /* of those, in gangs started on borrowed quota */
+};
+
+/* Scrape-time gauges. */
+struct d_gauges {
+    double jobs[CFG_MAX_QUEUES][D_ACTIVE_STATES];
+    int64_t pending_gpus[CFG_MAX_QUEUES][CFG_MAX_POOLS + 1]; /* [npools] = no pool fits */
+    double gpus_free[CFG_MAX_POOLS];
+    double gpus_used[CFG_MAX_POOLS];
+    double nodes[CFG_MAX_POOLS];
+    struct d_queue_stats queues[SCHED_MAX_QUEUES];
 };
 
 /* d_loop.c */

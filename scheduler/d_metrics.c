@@ -163,6 +163,52 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
     return 0;
 }
 
+/* Quotas (issue #11): each limited queue's nominal GPUs and all queues' use, by capacity type,
+ * and the GPUs of gangs running on borrowed quota. */
+static int render_quota(const struct musterd *d,
+                        const struct d_gauges *g,
+                        struct mu_buf *b,
+                        struct mu_err *err)
+{
+    static const char *const caps[] = { "spot", "on-demand" };
+    if (head(b, "queue_quota_gpus", "gauge",
+             "Each queue's nominal quota in GPUs, by capacity type (queues with a quota only).",
+             err)
+        != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        for (int c = 0; c < 2 && d->cfg.queues[q].has_quota; c++) {
+            if (sample(b, "queue_quota_gpus", "queue", d->cfg.queues[q].name, "capacity", caps[c],
+                       d->cfg.queues[q].quota[c], err)
+                != 0)
+                return -1;
+        }
+    }
+    if (head(b, "queue_used_gpus", "gauge",
+             "GPUs held by each queue's placed gangs, by capacity type.", err)
+        != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        for (int c = 0; c < 2; c++) {
+            if (sample(b, "queue_used_gpus", "queue", d->cfg.queues[q].name, "capacity", caps[c],
+                       (double)g->queues[q].used_gpus[c], err)
+                != 0)
+                return -1;
+        }
+    }
+    if (head(b, "queue_borrowed_gpus", "gauge",
+             "GPUs held by each queue's gangs that started on quota borrowed from its cohort.", err)
+        != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        if (sample(b, "queue_borrowed_gpus", "queue", d->cfg.queues[q].name, NULL, NULL,
+                   (double)g->queues[q].borrowed_gpus, err)
+            != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The gauges, from g, the config and the node table. */
 static int render_gauges(const struct musterd *d,
                          const struct d_gauges *g,
@@ -191,6 +237,8 @@ static int render_gauges(const struct musterd *d,
             != 0)
             return -1;
     }
+    if (render_quota(d, g, b, err) != 0)
+        return -1;
     if (head(b, "pending_gpus", "gauge",
              "GPUs asked for by pending jobs, by queue and by the pool each would go to first: "
              "the cheapest pool of its first capacity type that has its GPU type, is not cooling "

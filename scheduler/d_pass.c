@@ -72,8 +72,9 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
     return 0;
 }
 
-/* The gangs that hold resources now, with their expected ends, into d->pass.running; and into
- * committed (by queue index) the GPU-seconds each queue's gangs are still expected to use. */
+/* The gangs that hold resources now, with their expected ends, into d->pass.running; into
+ * committed (by queue index) the GPU-seconds each queue's gangs are still expected to use; and
+ * into d->pass.quota what each queue uses. */
 static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 {
     size_t pos = 0;
@@ -88,6 +89,8 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
         end_s = j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
+        sched_quota_charge(d->pass.quota, SCHED_MAX_QUEUES, j->queue_idx, d_job_capacity(d, j),
+                           j->spec.tasks * j->spec.gpus_per_task);
         d->pass.running[n].end_s = end_s;
         if (end_s > now_s)
             committed[j->queue_idx] +=
@@ -95,6 +98,33 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
         n++;
     }
     return n;
+}
+
+/* The queues' quotas with nothing used yet, into d->pass.quota (cohorts numbered by the first
+ * queue that names them); running_collect counts the use. */
+static void quota_init(struct musterd *d)
+{
+    for (int q = 0; q <= d->cfg.nqueues && q < SCHED_MAX_QUEUES; q++) {
+        struct sched_quota_queue *s = &d->pass.quota[q];
+        const struct cfg_queue *cq = q < d->cfg.nqueues ? &d->cfg.queues[q] : NULL;
+        memset(s, 0, sizeof(*s));
+        s->cohort = -1;
+        if (!cq || !cq->has_quota)
+            continue;
+        s->name = cq->name;
+        s->limited = true;
+        s->nominal[SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT];
+        s->nominal[SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND];
+        s->borrow_limit = cq->borrow_limit;
+        s->lend_limit = cq->lend_limit;
+        for (int o = 0; o <= q && cq->cohort[0]; o++) {
+            if (strcmp(d->cfg.queues[o].cohort, cq->cohort) == 0) {
+                s->cohort = o;
+                s->cohort_name = cq->cohort;
+                break;
+            }
+        }
+    }
 }
 
 /* Puts d->pending in the fair-share order (core/share.c); 0, or -1 with err. */
@@ -249,6 +279,7 @@ static int pass_collect(
         d->pass.jobs[n].req = pass_request(d, j, n, now_ms, now_mono, regrace);
         d->pass.jobs[n].run_s = d_job_run_s(d, j);
         d->pass.jobs[n].slots = j->slots;
+        d->pass.jobs[n].queue = j->queue_idx;
         d->pass.who[n++] = j;
     }
     return n;
@@ -279,6 +310,7 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
             continue;
         }
         j->place_s = per_job_s;
+        j->borrowed = dec->borrowed;
         if (d_gang_start(d, j) != 0) {
             sched_cluster_release(d->cluster, &j->req, j->slots);
             d_job_set_reason(d, j,
@@ -312,6 +344,7 @@ void d_schedule(struct musterd *d)
         d->dirty = true;
         return;
     }
+    quota_init(d);
     nrunning = running_collect(d, now_s, committed);
     if (pending_order(d, committed, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "cannot order the pending jobs: %s",
@@ -321,7 +354,8 @@ void d_schedule(struct musterd *d)
     }
     n = pass_collect(d, now_ms, now_mono, regrace, &timed_reasons);
     t0 = mu_time_mono_us();
-    if (sched_pass(d->cluster, d->pass.jobs, n, d->pass.running, nrunning, now_s, d->pass.out, &err)
+    if (sched_pass_quota(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->pass.jobs, n,
+                         d->pass.running, nrunning, now_s, d->pass.out, &err)
         < 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "scheduling pass failed: %s", err.msg);
         d->dirty = true;
@@ -332,7 +366,7 @@ void d_schedule(struct musterd *d)
     for (int i = 0; i < n && !regrace; i++) {
         struct d_job *j = d->pass.who[i];
         uint64_t retry = 0;
-        if (d->pass.out[i].verdict == SCHED_START || j->placed)
+        if (d->pass.out[i].verdict == SCHED_START || d->pass.out[i].over_quota || j->placed)
             continue;
         if (d_preempt_for(d, j, now_ms, &retry))
             break; /* one plan per pass: the first job that can preempt */

@@ -4,7 +4,9 @@
  * gangs go to the core's sched_preempt_plan, which picks the lower-priority, preemptible victims
  * old enough (min_runtime_s) whose stopping lets the job start and that lose the least work; the
  * victims are then stopped (checkpoint signal, grace, KILL) and the freed GPUs wait for the
- * preemptor.
+ * preemptor.  Quotas (core/quota.c) decide first which gangs may be victims at all: another
+ * queue's work within its quota never; borrowed work of the cohort whatever its priority when
+ * the preemptor's queue wants its own quota back (reclaim).
  */
 
 #include "scheduler/d_handlers.h"
@@ -39,23 +41,31 @@ static int victims_scratch(struct musterd *d, int n)
     return 0;
 }
 
-bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t *retry_mono_ms)
+/* What quotas say about each victim for preemptor p (sched_quota_victim_kind): another queue's
+ * work within its quota is not preemptible; borrowed work its cohort reclaims is reclaimable. */
+static void victim_quota(const struct musterd *d,
+                         const struct d_job *p,
+                         bool within_nominal,
+                         const struct d_job *j,
+                         struct sched_victim *v)
 {
-    int64_t now_s = now_ms / 1000;
-    struct sched_preempt_plan plan;
-    struct sched_slot *slots = NULL;
-    struct mu_err err;
+    enum sched_quota_victim kind = sched_quota_victim_kind(
+        d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, within_nominal, j->queue_idx, j->borrowed);
+    v->reclaimable = kind == SCHED_QUOTA_RECLAIM;
+    if (kind == SCHED_QUOTA_PROTECTED)
+        v->preemptible = false;
+}
+
+/* Every placed gang as a victim record for preemptor p, into d->pass.victims; returns how many. */
+static int victims_collect(struct musterd *d,
+                           const struct d_job *p,
+                           bool within_nominal,
+                           int64_t now_s)
+{
     size_t pos = 0;
     struct d_job *j;
-    char why[256];
     int n = 0;
-    int rc;
 
-    *retry_mono_ms = 0;
-    if (p->victims_stopping > 0)
-        return true; /* its victims are still stopping; the freed GPUs wait for it */
-    if (p->held || victims_scratch(d, (int)mu_map_count(d->jobs)) != 0)
-        return false;
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         struct sched_victim *v = &d->pass.victims[n];
         if (!j->placed || !d_job_fully_committed(j))
@@ -69,8 +79,62 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
         v->checkpoint_ms = (int64_t)j->last_checkpoint_ms;
         v->grace_s = j->spec.checkpointable ? j->spec.checkpoint_grace_s : d->cfg.kill_grace_s;
         v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : d_job_end_s(d, j);
+        victim_quota(d, p, within_nominal, j, v);
         d->pass.victim_jobs[n++] = j;
     }
+    return n;
+}
+
+/* Stops the plan's victims for p; returns how many of them are reclaimed quota (the others go
+ * by priority).  p->victims_stopping counts the stops written. */
+static int victims_stop(struct musterd *d, struct d_job *p, const struct sched_preempt_plan *plan)
+{
+    char why[256];
+    int nreclaim = 0;
+
+    p->victims_stopping = 0;
+    for (int i = 0; i < plan->nvictims; i++) {
+        struct d_job *v = d->pass.victim_jobs[plan->victims[i]];
+        if (d->pass.victims[plan->victims[i]].reclaimable) {
+            nreclaim++;
+            (void)mu_snprintf(why, sizeof(why),
+                              "preempted by job %s: queue %s reclaims the quota it lent", p->id,
+                              d->cfg.queues[p->queue_idx].name);
+        } else {
+            (void)mu_snprintf(why, sizeof(why), "preempted by job %s (priority %lld)", p->id,
+                              (long long)p->spec.priority);
+        }
+        if (d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS, QUEUE_PENDING) != 0)
+            continue; /* not written: the plan is made again once Redis is back */
+        mu_strlcpy(v->preempted_for, p->id, sizeof(v->preempted_for));
+        p->victims_stopping++;
+    }
+    return nreclaim;
+}
+
+bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t *retry_mono_ms)
+{
+    int64_t now_s = now_ms / 1000;
+    struct sched_preempt_plan plan;
+    struct sched_slot *slots = NULL;
+    struct mu_err err;
+    char why[256];
+    int n;
+    int rc;
+    int nreclaim;
+    struct sched_request req;
+
+    *retry_mono_ms = 0;
+    if (p->victims_stopping > 0)
+        return true; /* its victims are still stopping; the freed GPUs wait for it */
+    if (p->held || victims_scratch(d, (int)mu_map_count(d->jobs)) != 0)
+        return false;
+    /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
+    if (sched_quota_filter(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &p->req, &req) == 0)
+        return false;
+    n = victims_collect(
+        d, p, sched_quota_within_nominal(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &req),
+        now_s);
     if (n == 0)
         return false;
     slots = calloc((size_t)p->spec.tasks, sizeof(*slots));
@@ -79,7 +143,7 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
     memset(&plan, 0, sizeof(plan));
     plan.victims = d->pass.plan_victims;
     plan.slots = slots;
-    rc = sched_preempt_plan(d->cluster, &p->req, p->spec.priority, now_ms, d->cfg.min_runtime_s,
+    rc = sched_preempt_plan(d->cluster, &req, p->spec.priority, now_ms, d->cfg.min_runtime_s,
                             d->pass.victims, n, &plan, &err);
     free(slots);
     if (rc < 0) {
@@ -94,22 +158,17 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
             *retry_mono_ms = mu_time_mono_ms() + (uint64_t)(plan.retry_at_ms - now_ms);
         return false;
     }
-    (void)mu_snprintf(why, sizeof(why), "preempted by job %s (priority %lld)", p->id,
-                      (long long)p->spec.priority);
-    p->victims_stopping = 0;
-    for (int i = 0; i < plan.nvictims; i++) {
-        struct d_job *v = d->pass.victim_jobs[plan.victims[i]];
-        if (d_gang_stop(d, v, why, 0, D_C_PREEMPTIONS, QUEUE_PENDING) != 0)
-            continue; /* not written: the plan is made again once Redis is back */
-        mu_strlcpy(v->preempted_for, p->id, sizeof(v->preempted_for));
-        p->victims_stopping++;
-    }
+    nreclaim = victims_stop(d, p, &plan);
     if (p->victims_stopping == 0)
         return false;
     (void)mu_snprintf(why, sizeof(why),
-                      "preempting %d lower-priority gang(s) (%lld GPU-s of work at risk); starts "
-                      "once they stop (within %llds)",
-                      plan.nvictims, (long long)(plan.lost_gpu_ms / 1000),
+                      "preempting %d %s gang(s) (%lld GPU-s of work at risk); starts once they "
+                      "stop (within %llds)",
+                      plan.nvictims,
+                      nreclaim == plan.nvictims ? "borrowing"
+                      : nreclaim > 0            ? "borrowing or lower-priority"
+                                                : "lower-priority",
+                      (long long)(plan.lost_gpu_ms / 1000),
                       (long long)(plan.ready_s > now_s ? plan.ready_s - now_s : 0));
     d_job_set_reason(d, p, why);
     mu_log(MU_LOG_INFO, "sched", "job=%s %s", p->id, why);

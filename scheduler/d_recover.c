@@ -59,6 +59,7 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
         j->lost_gpu_s = s->lost_gpu_s;
         mu_strlcpy(j->last_checkpoint, s->last_checkpoint, sizeof(j->last_checkpoint));
         j->last_checkpoint_ms = s->last_checkpoint_ms;
+        j->borrowed = s->borrowed;
         d_job_request_build(d, j);
         if (mu_map_put(d->jobs, j->id, j, &perr) != 0) {
             d_job_free(j);
@@ -75,7 +76,8 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
             struct queue_kv f[] = { { "attempt", attempt },
                                     { "nodes", NULL },
                                     { "placement", NULL },
-                                    { "started_at", NULL } };
+                                    { "started_at", NULL },
+                                    { "borrowed", NULL } };
             struct d_tally tally = { D_C_REQUEUES, 0, 0 };
             struct d_change c = { .to = QUEUE_PENDING,
                                   .reason = "requeued after a scheduler restart",

@@ -82,6 +82,9 @@ struct musterd {
         struct d_job **victim_jobs;
         int *plan_victims;
         int cap_victims;
+        /* The queues' quotas as of the last pass (used, after its starts), for its preemption;
+         * cfg.nqueues + 1 entries (the last: queues no longer configured, not limited). */
+        struct sched_quota_queue quota[SCHED_MAX_QUEUES];
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
     /* After a restart: the nodes the last run knew (name -> d itself), until each registers

@@ -58,6 +58,10 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
             st->running_jobs++;
             st->running_gpus += gpus;
         }
+        if (j->placed && d_job_capacity(d, j) >= 0) {
+            st->used_gpus[d_job_capacity(d, j)] += gpus;
+            st->borrowed_gpus += j->borrowed ? gpus : 0;
+        }
     }
 }
 
@@ -207,8 +211,40 @@ out:
         mu_buf_release(&bufs[p]);
 }
 
-/* muster:queues: per queue, pending and running jobs and GPUs, the oldest wait, and its decayed
- * usage (the one stored copy of it: d_usage_recover reads it back after a restart). */
+/* A queue's quota part of its status (closing the object): GPUs used by capacity type and
+ * borrowed always; the quota, cohort and limits when it has a quota (null: not limited). */
+static int quota_json(const struct cfg_queue *cq,
+                      const struct d_queue_stats *st,
+                      struct mu_buf *b,
+                      struct mu_err *err)
+{
+    if (mu_buf_appendf(b, err,
+                       ",\"used_gpus\":{\"spot\":%lld,\"on-demand\":%lld},\"borrowed_gpus\":%lld",
+                       (long long)st->used_gpus[SCHED_SPOT],
+                       (long long)st->used_gpus[SCHED_ON_DEMAND], (long long)st->borrowed_gpus)
+        != 0)
+        return -1;
+    if (!cq->has_quota) {
+        static const char none[] = ",\"quota\":null,\"cohort\":null}";
+        return mu_buf_append(b, none, sizeof(none) - 1, err);
+    }
+    if (mu_buf_appendf(b, err,
+                       ",\"quota\":{\"spot\":%d,\"on-demand\":%d},\"borrow_limit\":%d,"
+                       "\"lend_limit\":%d,\"cohort\":",
+                       cq->quota[CFG_CAPACITY_SPOT], cq->quota[CFG_CAPACITY_ON_DEMAND],
+                       cq->borrow_limit, cq->lend_limit)
+        != 0)
+        return -1;
+    if (!cq->cohort[0])
+        return mu_buf_append(b, "null}", 5, err);
+    if (mu_buf_append_json_str(b, cq->cohort, err) != 0)
+        return -1;
+    return mu_buf_append(b, "}", 1, err);
+}
+
+/* muster:queues: per queue, pending and running jobs and GPUs, the oldest wait, its decayed
+ * usage (the one stored copy of it: d_usage_recover reads it back after a restart), and its
+ * quota and what it uses of it. */
 static void queues_write(struct musterd *d)
 {
     uint64_t now_ms = mu_time_wall_ms();
@@ -230,12 +266,13 @@ static void queues_write(struct musterd *d)
                               ",\"weight\":%d,\"pending_jobs\":%d,\"running_jobs\":%d,"
                               "\"pending_gpus\":%lld,\"running_gpus\":%lld,"
                               "\"oldest_pending_at\":%llu,\"usage_gpu_s\":%.3f,"
-                              "\"usage_at\":%llu,\"share\":%.6f}",
+                              "\"usage_at\":%llu,\"share\":%.6f",
                               cq->weight, stats[i].pending_jobs, stats[i].running_jobs,
                               (long long)stats[i].pending_gpus, (long long)stats[i].running_gpus,
                               (unsigned long long)stats[i].oldest_pending_ms, d->usage.gpu_s[i],
                               (unsigned long long)now_ms, d_usage_share(d, i))
-                   != 0)
+                   != 0
+            || quota_json(cq, &stats[i], &bufs[i], &err) != 0)
             goto out;
         kv[i].key = cq->name;
         kv[i].value = bufs[i].data;
@@ -288,6 +325,7 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
     struct d_job *j;
 
     memset(g, 0, sizeof(*g));
+    queue_stats(d, g->queues);
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
         int q;

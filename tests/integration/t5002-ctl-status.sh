@@ -79,11 +79,11 @@ oldest=$(jq '.[1].oldest_pending_at' "$T/out")
 t0=$(ms_now)
 expect_rc 0 ctl queues
 t1=$(ms_now)
-head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT +USAGE_GPU_H +SHARE +TARGET$' ||
+head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT +USAGE_GPU_H +SHARE +TARGET +QUOTA +BORROWED$' ||
     fail "queues header: $(head -1 "$T/out")"
-grep -qE '^default +1 +0 +1 +0 +8 +- +[0-9]+\.[0-9] +[0-9]+% +25%$' "$T/out" ||
+grep -qE '^default +1 +0 +1 +0 +8 +- +[0-9]+\.[0-9] +[0-9]+% +25% +- +0$' "$T/out" ||
     fail "default row: $(cat "$T/out")"
-grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd] +0\.0 +0% +75%$' "$T/out" ||
+grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd] +0\.0 +0% +75% +- +0$' "$T/out" ||
     fail "research row: $(cat "$T/out")"
 wait_text=$(awk '$1 == "research" { print $7 }' "$T/out")
 age_ok "$wait_text" "$oldest" "$t0" "$t1" ||

@@ -187,6 +187,9 @@ static void test_examples(void **state)
     assert_int_equal(c.npools, 2);
     assert_int_equal(c.pools[0].max_gpus, 64);
     assert_int_equal(c.pools[1].gpus_per_node, 8);
+    assert_false(c.queues[0].has_quota);
+    assert_int_equal(c.queues[1].quota[CFG_CAPACITY_SPOT], 32);
+    assert_int_equal(c.queues[2].lend_limit, 16);
 }
 
 static void test_load_file_errors(void **state)
@@ -346,7 +349,49 @@ static const struct {
     { "{\"queues\":[{\"name\":\"a\",\"weight\":0}]}",
       "queues[0].weight: expected an integer 1..1000, got 0" },
     { "{\"queues\":[{\"name\":\"a\",\"prio\":1}]}", "queues[0].prio: unknown key" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":{\"spot\":-8}}]}",
+      "queues[0].quota.spot: expected an integer 0..1000000, got -8" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":{\"spot\":1e12}}]}",
+      "queues[0].quota.spot: expected an integer 0..1000000" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":{\"p5-spot\":8}}]}",
+      "queues[0].quota: unknown key 'p5-spot': a quota is set per capacity type" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":64}]}", "queues[0].quota: expected an object" },
+    { "{\"queues\":[{\"name\":\"a\",\"cohort\":\"ml\"}]}",
+      "queues[0].cohort: queue 'a' has no quota" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":{\"spot\":8},\"borrow_limit\":8}]}",
+      "queues[0].borrow_limit: needs a 'cohort'" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":{\"spot\":8},\"lend_limit\":-1,"
+      "\"cohort\":\"ml\"}]}",
+      "queues[0].lend_limit: expected an integer 0..1000000, got -1" },
+    { "{\"queues\":[{\"name\":\"a\",\"quota\":{\"spot\":8},\"cohort\":\"ml\"},"
+      "{\"name\":\"b\",\"quota\":{\"spot\":8},\"cohort\":\"ml\",\"borrow_limit\":9}]}",
+      "queues[1].borrow_limit: 9 GPUs is more than the rest of cohort 'ml' can lend (8)" },
 };
+
+/* Quotas, cohorts and limits as the config gives them; a queue without quota is not limited. */
+static void test_quotas(void **state)
+{
+    struct cfg c;
+    struct mu_err err;
+    static const char json[] =
+        "{\"queues\":[{\"name\":\"research\",\"quota\":{\"spot\":64,\"on-demand\":16},"
+        "\"cohort\":\"ml\",\"borrow_limit\":32},"
+        "{\"name\":\"prod\",\"quota\":{\"spot\":64},\"cohort\":\"ml\",\"lend_limit\":32},"
+        "{\"name\":\"batch\"}]}";
+    (void)state;
+    assert_int_equal(cfg_parse(&c, json, strlen(json), &err), 0);
+    assert_true(c.queues[0].has_quota);
+    assert_int_equal(c.queues[0].quota[CFG_CAPACITY_SPOT], 64);
+    assert_int_equal(c.queues[0].quota[CFG_CAPACITY_ON_DEMAND], 16);
+    assert_string_equal(c.queues[0].cohort, "ml");
+    assert_int_equal(c.queues[0].borrow_limit, 32);
+    assert_int_equal(c.queues[0].lend_limit, -1);
+    assert_int_equal(c.queues[1].quota[CFG_CAPACITY_ON_DEMAND], 0);
+    assert_int_equal(c.queues[1].lend_limit, 32);
+    assert_int_equal(c.queues[1].borrow_limit, -1);
+    assert_false(c.queues[2].has_quota);
+    assert_string_equal(c.queues[2].cohort, "");
+}
 
 static void test_bad_table(void **state)
 {
@@ -368,15 +413,11 @@ static void test_bad_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_time_limits),
-        cmocka_unit_test(test_full),
-        cmocka_unit_test(test_examples),
-        cmocka_unit_test(test_load_file_errors),
-        cmocka_unit_test(test_too_big),
-        cmocka_unit_test(test_not_terminated),
-        cmocka_unit_test(test_capacity_names),
-        cmocka_unit_test(test_bad_table),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_time_limits),
+        cmocka_unit_test(test_quotas),         cmocka_unit_test(test_full),
+        cmocka_unit_test(test_examples),       cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_too_big),        cmocka_unit_test(test_not_terminated),
+        cmocka_unit_test(test_capacity_names), cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
