@@ -11,7 +11,9 @@
  * --pass times one sched_pass over 10,000 pending jobs (--pending N) none of which fits now (the
  * first that could fit later gets the reservation), against the fill's running gangs.  With
  * --queues Q the jobs are spread over Q queues and each run first puts them in fair-share order
- * (sched_order_jobs, as musterd does), timed with the pass and on its own (order_p50_ms).
+ * (sched_order_jobs, as musterd does), timed with the pass and on its own (order_p50_ms).  With
+ * --quota as well, every queue has a quota (cohorts of 5 queues, a random part of it in use, a
+ * fifth of the queues at or over it) and the pass is sched_pass_quota, as musterd runs it.
  *
  * --preempt fills the cluster to 97% (unless --occupancy says otherwise), makes the fill's gangs
  * preemption candidates (random priorities below the preemptor's, 80% preemptible, random
@@ -215,6 +217,7 @@ static int bench_place(struct sched_cluster *c, int nodes, double occ, int runs)
 
 static int npending = 10000; /* --pending */
 static int nqueues = 0;      /* --queues: 0 = no fair-share order before the pass */
+static bool with_quota;      /* --quota: the pass with queue quotas (sched_pass_quota) */
 
 /* 10,000 pending jobs that cannot start now, in a handful of shape families.  Returns the
  * total task count of the jobs with more than 8 tasks (they get their own slot buffers). */
@@ -257,14 +260,24 @@ static size_t make_pending(const struct sched_cluster *c,
 /* The fair-share order's inputs for the pending jobs: random queues, weights, usages and
  * priorities, each job's cost from its request. */
 static void order_inputs(const struct sched_request *reqs,
-                         const struct sched_pass_job *jobs,
+                         struct sched_pass_job *jobs,
                          struct sched_order_job *ojobs,
-                         struct sched_share_queue *queues)
+                         struct sched_share_queue *queues,
+                         struct sched_quota_queue *quota)
 {
     for (int q = 0; q < nqueues; q++)
         queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
                                                 .usage = (double)rnd(1000000),
                                                 .committed = (double)rnd(100000) };
+    for (int q = 0; q < nqueues && with_quota; q++) {
+        int spot = 64 + rnd(448);
+        quota[q] = (struct sched_quota_queue){ .limited = true,
+                                               .cohort = q / 5,
+                                               .nominal = { spot, 32 },
+                                               .borrow_limit = -1,
+                                               .lend_limit = -1,
+                                               .used = { rnd(5) == 0 ? spot : rnd(spot), 0 } };
+    }
     for (int i = 0; i < npending; i++)
         ojobs[i] = (struct sched_order_job){
             .queue = nqueues ? rnd(nqueues) : 0,
@@ -272,6 +285,8 @@ static void order_inputs(const struct sched_request *reqs,
             .submitted_ms = 1795000000000ULL + (uint64_t)i,
             .cost = (double)reqs[i].tasks * reqs[i].gpus_per_task * (double)jobs[i].run_s,
         };
+    for (int i = 0; i < npending; i++)
+        jobs[i].queue = ojobs[i].queue;
 }
 
 static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double occ, int runs)
@@ -288,6 +303,7 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
     struct sched_pass_job *ordered = calloc((size_t)npending, sizeof(*ordered));
     int *order = calloc((size_t)npending, sizeof(*order));
     struct sched_share_queue queues[SCHED_MAX_QUEUES];
+    struct sched_quota_queue quota[SCHED_MAX_QUEUES];
     struct sched_order *o = sched_order_new();
     int rc = 1;
     int counts[3] = { 0, 0, 0 };
@@ -307,7 +323,8 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
             used_big += (size_t)reqs[i].tasks;
         }
     }
-    order_inputs(reqs, jobs, ojobs, queues);
+    memset(quota, 0, sizeof(quota));
+    order_inputs(reqs, jobs, ojobs, queues, quota);
     memcpy(ordered, jobs, (size_t)npending * sizeof(*ordered));
     for (int k = 0; k < runs; k++) {
         int64_t t0 = mono_ns();
@@ -319,7 +336,9 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
                 ordered[i] = jobs[order[i]];
         }
         ons[k] = mono_ns() - t0;
-        started = sched_pass(c, ordered, npending, f->running, f->n, 0, out, NULL);
+        started = with_quota ? sched_pass_quota(c, quota, nqueues, ordered, npending, f->running,
+                                                f->n, 0, out, NULL)
+                             : sched_pass(c, ordered, npending, f->running, f->n, 0, out, NULL);
         ns[k] = mono_ns() - t0;
         if (started != 0) {
             (void)fprintf(stderr, "muster-bench-placement: %d jobs started; expected none\n",
@@ -331,10 +350,11 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
         counts[out[i].verdict]++;
     qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
     qsort(ons, (size_t)runs, sizeof(*ons), cmp_i64);
-    printf("pass nodes=%d occupancy=%g pending=%d queues=%d running=%d reserved=%d waiting=%d "
-           "p50_ms=%.2f max_ms=%.2f order_p50_ms=%.2f\n",
-           nodes, occ, npending, nqueues, f->n, counts[SCHED_RESERVED], counts[SCHED_WAIT],
-           (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6, (double)ons[mid] / 1e6);
+    printf("pass nodes=%d occupancy=%g pending=%d queues=%d quota=%d running=%d reserved=%d "
+           "waiting=%d p50_ms=%.2f max_ms=%.2f order_p50_ms=%.2f\n",
+           nodes, occ, npending, nqueues, with_quota, f->n, counts[SCHED_RESERVED],
+           counts[SCHED_WAIT], (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6,
+           (double)ons[mid] / 1e6);
     printf("  head: %s\n  e.g.: %s | %s\n", out[0].reason, out[1].reason, out[2].reason);
     rc = 0;
 out:
@@ -479,8 +499,9 @@ out:
 
 static int usage(void)
 {
-    (void)fprintf(stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                          "[--seed N] [--pass [--pending N] [--queues Q] | --preempt | --order]\n");
+    (void)fprintf(
+        stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
+                "[--seed N] [--pass [--pending N] [--queues Q [--quota]] | --preempt | --order]\n");
     return 2;
 }
 
@@ -503,11 +524,14 @@ static int parse_args(int argc, char **argv, struct options *o)
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                   "[--seed N] [--pass [--pending N] [--queues Q] | --preempt | --order]\n");
+            printf(
+                "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
+                "[--seed N] [--pass [--pending N] [--queues Q [--quota]] | --preempt | --order]\n");
             return 0;
         } else if (strcmp(argv[i], "--pass") == 0) {
             o->pass = true;
+        } else if (strcmp(argv[i], "--quota") == 0) {
+            with_quota = true;
         } else if (strcmp(argv[i], "--preempt") == 0) {
             o->preempt = true;
         } else if (strcmp(argv[i], "--order") == 0) {

@@ -89,6 +89,7 @@ void sched_cluster_free(struct sched_cluster *c)
         return;
     free(c->runs);
     free(c->quota_reqs);
+    free(c->quota_memo);
     free(c->events);
     free(c->pool_rank);
     free(c->pool_dsum);

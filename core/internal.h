@@ -132,6 +132,16 @@ struct sched_cluster {
     int cap_runs;
     struct sched_request *quota_reqs; /* [cap_quota_reqs] pending requests cut to their quota */
     int cap_quota_reqs;
+    /* Per queue, this pass: the fewest GPUs found over quota for one capacity list, and the
+     * reason; a queue's use only grows in a pass, so more GPUs fail the same way until the next
+     * start of that queue clears it. */
+    struct sched_quota_memo {
+        uint32_t pass;
+        int caps; /* the capacity list, encoded */
+        int min_gpus;
+        char reason[SCHED_REASON_MAX];
+    } * quota_memo;
+    int cap_quota_memo;
 };
 
 /* Sorts the nodes into topology order if nodes were added since the last sort. */

@@ -360,6 +360,12 @@ static void held_back(int64_t res_s, int64_t now_s, struct sched_decision *d)
                       "%s); it could backfill now with a time limit under %s", in, in);
 }
 
+static int caps_key(const struct sched_request *r)
+{
+    return r->ncapacity * 4 + (int)r->capacity[0] * 2
+           + (r->ncapacity > 1 ? (int)r->capacity[1] : 0);
+}
+
 /* Job i's request as its queue's quota admits it: *r unchanged, or cut to the capacity types
  * with room (in c->quota_reqs[i]).  False when there is none: d says so. */
 static bool quota_cut(struct sched_cluster *c,
@@ -371,11 +377,25 @@ static bool quota_cut(struct sched_cluster *c,
                       struct sched_decision *d)
 {
     struct sched_request *cut = &c->quota_reqs[i];
+    struct sched_quota_memo *m;
+    int gpus = (*r)->tasks * (*r)->gpus_per_task;
     if (!quota || j->queue < 0 || j->queue >= nquota)
         return true;
+    m = &c->quota_memo[j->queue];
+    if (m->pass == c->pass_id && m->caps == caps_key(*r) && gpus >= m->min_gpus) {
+        d->over_quota = true;
+        mu_strlcpy(d->reason, m->reason, sizeof(d->reason));
+        return false;
+    }
     if (sched_quota_filter(quota, nquota, j->queue, *r, cut) == 0) {
         d->over_quota = true;
         sched_quota_reason(quota, nquota, j->queue, *r, d->reason, sizeof(d->reason));
+        if (m->pass != c->pass_id || m->caps != caps_key(*r) || gpus < m->min_gpus) {
+            m->pass = c->pass_id;
+            m->caps = caps_key(*r);
+            m->min_gpus = gpus;
+            mu_strlcpy(m->reason, d->reason, sizeof(m->reason));
+        }
         return false;
     }
     if (cut->ncapacity != (*r)->ncapacity)
@@ -398,11 +418,21 @@ static void quota_started(const struct sched_cluster *c,
     cap = (int)c->pools[c->nodes[j->slots[0].node].pool].capacity;
     d->borrowed = sched_quota_admits(quota, nquota, j->queue, cap, gpus) == SCHED_QUOTA_BORROWS;
     sched_quota_charge(quota, nquota, j->queue, cap, gpus);
+    c->quota_memo[j->queue].pass = 0; /* its use grew: what failed may fail differently now */
 }
 
-static int quota_scratch(struct sched_cluster *c, int npending, struct mu_err *err)
+static int quota_scratch(struct sched_cluster *c, int npending, int nquota, struct mu_err *err)
 {
     struct sched_request *p;
+    if (nquota > c->cap_quota_memo) {
+        struct sched_quota_memo *m = realloc(c->quota_memo, (size_t)nquota * sizeof(*m));
+        if (!m)
+            return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
+        c->quota_memo = m;
+        c->cap_quota_memo = nquota;
+    }
+    for (int q = 0; q < nquota; q++)
+        c->quota_memo[q].pass = 0;
     if (npending <= c->cap_quota_reqs)
         return 0;
     p = realloc(c->quota_reqs, (size_t)npending * sizeof(*p));
@@ -445,7 +475,7 @@ int sched_pass_quota(struct sched_cluster *c,
         || npending > INT_MAX / 2 - nrunning)
         return mu_errf(err, MU_E_INVAL, "scheduling pass: bad arguments");
     if (scratch_reserve(c, nrunning + npending, nrunning + npending + c->npools, err) != 0
-        || (quota && quota_scratch(c, npending, err) != 0))
+        || (quota && quota_scratch(c, npending, nquota, err) != 0))
         return -1;
     if (nrunning)
         memcpy(c->runs, running, (size_t)nrunning * sizeof(*running));

@@ -124,7 +124,6 @@ void sched_quota_reason(const struct sched_quota_queue *qs,
                         size_t size)
 {
     const struct sched_quota_queue *me = &qs[q];
-    int gpus = r->tasks * r->gpus_per_task;
     size_t len;
 
     (void)snprintf(out, size, "queue %s at quota (", me->name ? me->name : "?");
@@ -136,10 +135,10 @@ void sched_quota_reason(const struct sched_quota_queue *qs,
     }
     len = strlen(out);
     if (me->cohort < 0) {
-        (void)snprintf(out + len, size - len, "; needs %d more)", gpus);
+        (void)snprintf(out + len, size - len, ")");
         return;
     }
-    (void)snprintf(out + len, size - len, "; needs %d more); cohort %s has ", gpus,
+    (void)snprintf(out + len, size - len, "); cohort %s has ",
                    me->cohort_name ? me->cohort_name : "?");
     for (int i = 0; i < r->ncapacity; i++) {
         int cap = (int)r->capacity[i];

@@ -446,8 +446,8 @@ int sched_quota_filter(const struct sched_quota_queue *qs,
                        struct sched_request *out);
 /* Counts gpus more as used by q in capacity cap. */
 void sched_quota_charge(struct sched_quota_queue *qs, int nq, int q, int cap, int gpus);
-/* Why r of queue q waits for quota, for users: "queue research at quota (64/64 spot GPUs; needs
- * 16 more); cohort ml has 0 idle spot GPUs to lend". */
+/* Why r of queue q waits for quota, for users: "queue research at quota (64/64 spot GPUs);
+ * cohort ml has 0 idle spot GPUs to lend" (the same for every larger job of q: no size in it). */
 void sched_quota_reason(const struct sched_quota_queue *qs,
                         int nq,
                         int q,

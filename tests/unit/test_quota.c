@@ -113,13 +113,12 @@ static void test_reason(void **state)
     q[RESEARCH].used[SCHED_ON_DEMAND] = 8;
     q[PROD].used[SCHED_ON_DEMAND] = 8;
     sched_quota_reason(q, NQ, RESEARCH, &r, why, sizeof(why));
-    assert_string_equal(why, "queue research at quota (32/16 spot GPUs, 8/8 on-demand GPUs; "
-                             "needs 16 more); cohort ml has 0 idle spot, 0 idle on-demand GPUs "
-                             "to lend");
+    assert_string_equal(why, "queue research at quota (32/16 spot GPUs, 8/8 on-demand GPUs); "
+                             "cohort ml has 0 idle spot, 0 idle on-demand GPUs to lend");
     q[SOLO].used[SCHED_SPOT] = 8;
     r.ncapacity = 1;
     sched_quota_reason(q, NQ, SOLO, &r, why, sizeof(why));
-    assert_string_equal(why, "queue solo at quota (8/8 spot GPUs; needs 16 more)");
+    assert_string_equal(why, "queue solo at quota (8/8 spot GPUs)");
 }
 
 /* ---- the pass with quotas ---- */
@@ -178,6 +177,41 @@ static void test_pass_flood_then_other_queue(void **state)
     assert_false(out[4].borrowed);
     assert_int_equal(q[RESEARCH].used[SCHED_SPOT], 24);
     assert_int_equal(q[PROD].used[SCHED_SPOT], 8);
+    sched_cluster_free(c);
+}
+
+/* Within one pass a queue's over-quota answer for a size holds for larger jobs only until the
+ * queue starts something: then smaller jobs are asked again, with the reason up to date. */
+static void test_pass_quota_memo(void **state)
+{
+    struct sched_cluster *c = cluster_spot_od(8, 0);
+    struct sched_quota_queue q[NQ];
+    struct sched_request big = sched_request_make(4, 8);
+    struct sched_request two = sched_request_make(2, 8);
+    struct sched_request one = sched_request_make(1, 8);
+    struct sched_slot slots[5][4] = { { { 0, 0 } } };
+    struct sched_pass_job jobs[5] = {
+        { &big, 600, slots[0], RESEARCH }, { &big, 600, slots[1], RESEARCH },
+        { &one, 600, slots[2], RESEARCH }, { &two, 600, slots[3], RESEARCH },
+        { &one, 600, slots[4], RESEARCH },
+    };
+    struct sched_decision out[5];
+    struct mu_err err;
+    (void)state;
+    queues_init(q);
+    q[PROD].lend_limit = 8;
+    big.ncapacity = two.ncapacity = one.ncapacity = 1;
+    assert_int_equal(sched_pass_quota(c, q, NQ, jobs, 5, NULL, 0, NOW, out, &err), 2);
+    assert_true(out[0].over_quota); /* 32 > 16 + 8 */
+    assert_true(out[1].over_quota);
+    assert_string_equal(out[1].reason, out[0].reason);
+    assert_non_null(strstr(out[0].reason, "(0/16 spot GPUs)"));
+    assert_int_equal(out[2].verdict, SCHED_START);
+    assert_false(out[2].borrowed);
+    assert_int_equal(out[3].verdict, SCHED_START); /* 8 + 16 = 24: borrows 8 */
+    assert_true(out[3].borrowed);
+    assert_true(out[4].over_quota);
+    assert_non_null(strstr(out[4].reason, "(24/16 spot GPUs)"));
     sched_cluster_free(c);
 }
 
@@ -247,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_borrow_and_lend_limits),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_pass_flood_then_other_queue),
+        cmocka_unit_test(test_pass_quota_memo),
         cmocka_unit_test(test_pass_capacity_without_room_skipped),
         cmocka_unit_test(test_victim_kinds),
     };
