@@ -289,6 +289,23 @@ static void order_inputs(const struct sched_request *reqs,
         jobs[i].queue = ojobs[i].queue;
 }
 
+/* One pass over the pending jobs in order (with quotas when --quota); 0, or -1 when any started
+ * (the bench's jobs are made so that none can). */
+static int one_pass(struct sched_cluster *c,
+                    const struct fill *f,
+                    struct sched_quota_queue *quota,
+                    const struct sched_pass_job *ordered,
+                    struct sched_decision *out)
+{
+    int started = with_quota ? sched_pass_quota(c, quota, nqueues, ordered, npending, f->running,
+                                                f->n, 0, out, NULL)
+                             : sched_pass(c, ordered, npending, f->running, f->n, 0, out, NULL);
+    if (started == 0)
+        return 0;
+    (void)fprintf(stderr, "muster-bench-placement: %d jobs started; expected none\n", started);
+    return -1;
+}
+
 static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double occ, int runs)
 {
     struct sched_request *reqs = calloc(npending, sizeof(*reqs));
@@ -328,7 +345,6 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
     memcpy(ordered, jobs, (size_t)npending * sizeof(*ordered));
     for (int k = 0; k < runs; k++) {
         int64_t t0 = mono_ns();
-        int started;
         if (nqueues > 0) {
             if (sched_order_jobs(o, ojobs, npending, queues, nqueues, order, NULL) != 0)
                 goto out;
@@ -336,15 +352,9 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
                 ordered[i] = jobs[order[i]];
         }
         ons[k] = mono_ns() - t0;
-        started = with_quota ? sched_pass_quota(c, quota, nqueues, ordered, npending, f->running,
-                                                f->n, 0, out, NULL)
-                             : sched_pass(c, ordered, npending, f->running, f->n, 0, out, NULL);
-        ns[k] = mono_ns() - t0;
-        if (started != 0) {
-            (void)fprintf(stderr, "muster-bench-placement: %d jobs started; expected none\n",
-                          started);
+        if (one_pass(c, f, quota, ordered, out) != 0)
             goto out;
-        }
+        ns[k] = mono_ns() - t0;
     }
     for (int i = 0; i < npending; i++)
         counts[out[i].verdict]++;
