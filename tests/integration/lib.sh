@@ -315,6 +315,14 @@ ctl() {
     "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" "$@"
 }
 
+# expect_rc RC CMD...: runs CMD (stdout -> $T/out, stderr -> $T/err) and checks its exit status.
+expect_rc() {
+    local want=$1 got=0
+    shift
+    "$@" >"$T/out" 2>"$T/err" || got=$?
+    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want; stdout: $(cat "$T/out"); stderr: $(cat "$T/err")"
+}
+
 # job_state ID: the job's state field in Redis ("" when the job does not exist).
 job_state() {
     rcli HGET "${MUSTER_KEY_PREFIX}job:$1" state

@@ -11,13 +11,6 @@ _mu_need_bin musterctl
 start_redis
 P=$MUSTER_KEY_PREFIX
 
-# expect_rc RC CMD...: runs CMD (stdout -> $T/out, stderr -> $T/err) and checks its exit status.
-expect_rc() {
-    local want=$1 got=0
-    shift
-    "$@" >"$T/out" 2>"$T/err" || got=$?
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want; stderr: $(cat "$T/err")"
-}
 # out_has TEXT / err_has TEXT: the last command's stdout / stderr contains TEXT.
 out_has() { grep -qF -- "$1" "$T/out" || fail "stdout lacks '$1': $(cat "$T/out")"; }
 err_has() { grep -qF -- "$1" "$T/err" || fail "stderr lacks '$1': $(cat "$T/err")"; }

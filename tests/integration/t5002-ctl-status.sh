@@ -12,12 +12,6 @@ command -v jq >/dev/null 2>&1 || fail "jq not found"
 _mu_need_bin musterctl
 P=$MUSTER_KEY_PREFIX
 
-expect_rc() {
-    local want=$1 got=0
-    shift
-    "$@" >"$T/out" 2>"$T/err" || got=$?
-    [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want; stdout: $(cat "$T/out"); stderr: $(cat "$T/err")"
-}
 out_has() { grep -qF -- "$1" "$T/out" || fail "stdout lacks '$1': $(cat "$T/out")"; }
 err_has() { grep -qF -- "$1" "$T/err" || fail "stderr lacks '$1': $(cat "$T/err")"; }
 jqo() { jq -e "$1" "$T/out" >/dev/null || fail "jq -e '$1' failed on: $(cat "$T/out")"; }
