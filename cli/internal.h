@@ -103,6 +103,7 @@ ctl_handler_fn ctl_cmd_uncordon;
 ctl_handler_fn ctl_cmd_hold;
 ctl_handler_fn ctl_cmd_release;
 ctl_handler_fn ctl_cmd_queues;
+ctl_handler_fn ctl_cmd_reload;
 ctl_handler_fn ctl_cmd_pools;
 ctl_handler_fn ctl_cmd_top;
 ctl_handler_fn ctl_cmd_logs;

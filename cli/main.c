@@ -81,6 +81,11 @@ static const struct ctl_opt opts_drain[] = {
     { NULL, 0, NULL, NULL },
 };
 
+static const struct ctl_opt opts_reload[] = {
+    { "timeout", 0, "S", "wait at most S seconds for musterd's answer (default 10)" },
+    { NULL, 0, NULL, NULL },
+};
+
 static const struct ctl_opt opts_top[] = {
     { "once", '1', NULL, "print one frame without clearing the screen, then exit" },
     { "interval", 'i', "S", "seconds between refreshes (default 1)" },
@@ -193,6 +198,14 @@ const struct ctl_cmd ctl_commands[] = {
       "waits until the node runs no job.  'cordon' stops new work but leaves running jobs; "
       "'uncordon' makes the node ready again.",
       opts_drain, 1, 1, CTL_ARG_NODE },
+    { "reload", ctl_cmd_reload, "make musterd read its config again", "",
+      "Asks musterd to read its config file again (as SIGHUP does) and prints its answer.  The "
+      "queues (weights, quotas, cohorts, borrow and lend limits) take effect at once; a file "
+      "that does not load is refused with the key path, and one that changes anything but the "
+      "queues (pools, topology, timers) is refused too: the running config stays in force and "
+      "this exits 1.  Running work is never stopped by a reload; a queue whose quota shrank "
+      "below its use drains as its gangs end (docs/quotas.md).",
+      opts_reload, 0, 0, CTL_ARG_NONE },
     { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
       "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",

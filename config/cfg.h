@@ -86,6 +86,10 @@ int cfg_parse(struct cfg *c, const char *json, size_t len, struct mu_err *err);
 /* Reads and parses a file (at most CFG_FILE_MAX bytes); errors are prefixed with the path. */
 int cfg_load_file(struct cfg *c, const char *path, struct mu_err *err);
 
+/* The first top-level key (or "pools", "topology_levels") whose value differs between a and b,
+ * leaving "queues" aside; NULL when only the queues differ (a reload may apply them). */
+const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b);
+
 /* Borrowed pointers into c, or NULL. */
 const struct cfg_pool *cfg_pool_find(const struct cfg *c, const char *name);
 const struct cfg_queue *cfg_queue_find(const struct cfg *c, const char *name);

@@ -362,6 +362,45 @@ static const struct {
     { "consolidate_after_s", offsetof(struct cfg, consolidate_after_s), 0, 604800 },
 };
 
+static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
+{
+    return strcmp(a->name, b->name) == 0 && a->capacity == b->capacity
+           && strcmp(a->instance_type, b->instance_type) == 0
+           && strcmp(a->gpu_type, b->gpu_type) == 0 && a->gpus_per_node == b->gpus_per_node
+           && a->price_per_hour == b->price_per_hour && a->max_gpus == b->max_gpus;
+}
+
+const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b)
+{
+    if (strcmp(a->redis, b->redis) != 0)
+        return "redis";
+    if (strcmp(a->bind, b->bind) != 0)
+        return "bind";
+    if (strcmp(a->metrics, b->metrics) != 0)
+        return "metrics";
+    if (strcmp(a->key_prefix, b->key_prefix) != 0)
+        return "key_prefix";
+    if (a->nlevels != b->nlevels)
+        return "topology_levels";
+    for (int i = 0; i < a->nlevels; i++) {
+        if (strcmp(a->levels[i], b->levels[i]) != 0)
+            return "topology_levels";
+    }
+    if (a->npools != b->npools)
+        return "pools";
+    for (int i = 0; i < a->npools; i++) {
+        if (!pool_same(&a->pools[i], &b->pools[i]))
+            return "pools";
+    }
+    for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
+        const int *x = (const int *)(const void *)((const char *)a + int_fields[i].offset);
+        const int *y = (const int *)(const void *)((const char *)b + int_fields[i].offset);
+        if (*x != *y)
+            return int_fields[i].key;
+    }
+    return NULL;
+}
+
 static const char *const top_keys[] = {
     "redis",
     "bind",

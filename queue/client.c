@@ -292,6 +292,37 @@ int queue_control_send_grace(
     return 0;
 }
 
+int queue_reload_request(struct queue *q, char *id, size_t id_size, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "XADD %scontrol * cmd reload", q->prefix);
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        queue_reply_free(r);
+        return mu_errf(err, MU_E_REDIS, "XADD %scontrol: unexpected reply", q->prefix);
+    }
+    mu_strlcpy(id, r->str, id_size);
+    queue_reply_free(r);
+    return 0;
+}
+
+int queue_reload_result(
+    struct queue *q, char *id, size_t id_size, char *result, size_t result_size, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "HMGET %sreload id result", q->prefix);
+    id[0] = result[0] = '\0';
+    if (!r)
+        return -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2) {
+        if (r->element[0]->type == REDIS_REPLY_STRING)
+            mu_strlcpy(id, r->element[0]->str, id_size);
+        if (r->element[1]->type == REDIS_REPLY_STRING)
+            mu_strlcpy(result, r->element[1]->str, result_size);
+    }
+    queue_reply_free(r);
+    return 0;
+}
+
 int queue_job_read(struct queue *q, const char *id, cJSON **out, struct mu_err *err)
 {
     redisReply *r;

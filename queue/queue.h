@@ -273,7 +273,8 @@ int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, st
 void queue_stored_jobs_free(struct queue_stored_job *jobs, int n);
 
 /* HSET <prefix><hash> with n name/JSON pairs in one command: the status hashes "nodes",
- * "pools" and "queues" that musterd refreshes for musterctl and dashboards. */
+ * "pools" and "queues" that musterd refreshes for musterctl and dashboards.  When kv[0].value is
+ * NULL the fields are removed instead (HDEL: a queue a reload took out). */
 int queue_status_write(
     struct queue *q, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err);
 
@@ -283,6 +284,17 @@ int queue_status_write(
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err);
 
+/* XADD prefix+"control" cmd reload: asks musterd to read its config file again; id gets the
+ * entry id, which musterd's answer names (queue_reload_result). */
+int queue_reload_request(struct queue *q, char *id, size_t id_size, struct mu_err *err);
+/* HMGET prefix+"reload" id result: the last reload's request id ("SIGHUP" for a signal) and its
+ * result ("ok: …" or "refused: …"); empty strings when there has been none. */
+int queue_reload_result(struct queue *q,
+                        char *id,
+                        size_t id_size,
+                        char *result,
+                        size_t result_size,
+                        struct mu_err *err);
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);
 /* The same with a grace_s field when grace_s >= 0 ("drain": cap on each gang's checkpoint

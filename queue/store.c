@@ -217,11 +217,12 @@ int queue_status_write(
         mu_errf(err, MU_E_INVAL, "status hash name '%s' too long", hash);
         goto out;
     }
-    argv[argc++] = "HSET";
+    argv[argc++] = kv[0].value ? "HSET" : "HDEL";
     argv[argc++] = key;
     for (int i = 0; i < n; i++) {
         argv[argc++] = kv[i].key;
-        argv[argc++] = kv[i].value;
+        if (kv[0].value)
+            argv[argc++] = kv[i].value ? kv[i].value : "";
     }
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);

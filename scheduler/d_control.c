@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Layer 3 of musterd (d_handlers.h): operator commands from the control stream (musterctl):
- * cancel, hold and release a job; drain, cordon and uncordon a node.  drain moves the node's
+ * cancel, hold and release a job; drain, cordon and uncordon a node; reload the config
+ * (d_reload.c).  drain moves the node's
  * gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without counting
  * a failure); cordon only stops new work.
  */
@@ -94,6 +95,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
             d->nodes_dirty = true;
             d->dirty = true;
         }
+    } else if (strcmp(e->cmd, "reload") == 0) {
+        d_config_reload(d, e->id);
     } else {
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);

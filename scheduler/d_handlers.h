@@ -15,8 +15,11 @@
 /* d_intake.c: one submission from the stream (stored and acknowledged, or rejected). */
 void d_intake_submit(struct musterd *d, const struct queue_entry *e);
 
-/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon). */
+/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload). */
 void d_control(struct musterd *d, const struct queue_entry *e);
+/* d_reload.c: reads d->config_path again; the queues take effect, any other change is refused.
+ * id names the request in the answer (the control entry's id, or "SIGHUP"). */
+void d_config_reload(struct musterd *d, const char *id);
 
 /* d_report.c: the workers' messages. */
 void d_hello(struct musterd *d, const char *identity, const struct proto_msg *m);

@@ -245,6 +245,10 @@ static void periodic(struct musterd *d, uint64_t now)
     d_limits_check(d, mu_time_wall_ms());
     d_adopt_check(d, now);
     d_wake_check(d, now);
+    if (d->reload && *d->reload) {
+        *d->reload = 0;
+        d_config_reload(d, "SIGHUP");
+    }
     d_jobs_flush_reasons(d);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;

@@ -64,6 +64,8 @@ struct musterd {
     int reason_budget;          /* pending-reason writes left in this tick */
     uint64_t redis_backoff_ms;
     volatile sig_atomic_t *stop;
+    volatile sig_atomic_t *reload; /* SIGHUP: read config_path again (d_reload.c); NULL = never */
+    const char *config_path;       /* the --config file (borrowed from argv); NULL in tests */
     struct d_metrics metrics;
     struct d_usage usage; /* the queues' fair-share usage (d_usage.h) */
     struct {

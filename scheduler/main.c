@@ -19,10 +19,14 @@
 
 static volatile sig_atomic_t stop_flag;
 
+static volatile sig_atomic_t reload_flag;
+
 static void on_signal(int sig)
 {
-    (void)sig;
-    stop_flag = 1;
+    if (sig == SIGHUP)
+        reload_flag = 1;
+    else
+        stop_flag = 1;
 }
 
 static const char usage_text[] =
@@ -50,6 +54,10 @@ static const char usage_text[] =
     "      --check-config    load and check the config, print the result, and exit\n"
     "  -h, --help            this help\n"
     "      --version         print the version\n"
+    "\n"
+    "SIGHUP (or 'musterctl reload') reads the config file again: the queues (weights, quotas,\n"
+    "cohorts, limits) take effect at once; a file that does not load, or changes anything but\n"
+    "the queues, is refused and the running config stays.  Running work is never stopped.\n"
     "\n"
     "exit status: 0 clean stop, 1 runtime failure (config, redis, bind), 2 usage error\n";
 
@@ -250,6 +258,8 @@ int main(int argc, char **argv)
     memset(&d, 0, sizeof(d));
     cfg_init_defaults(&d.cfg);
     d.stop = &stop_flag;
+    d.reload = &reload_flag;
+    d.config_path = o.config;
     d.reason_budget = 400;
     if (o.check_only) {
         if (cfg_load_file(&d.cfg, o.config, &err) != 0) {
@@ -265,6 +275,7 @@ int main(int argc, char **argv)
     (void)sigemptyset(&sa.sa_mask);
     (void)sigaction(SIGINT, &sa, NULL);
     (void)sigaction(SIGTERM, &sa, NULL);
+    (void)sigaction(SIGHUP, &sa, NULL);
     (void)signal(SIGPIPE, SIG_IGN);
 
     rc = 1;

@@ -368,6 +368,26 @@ static const struct {
       "queues[1].borrow_limit: 9 GPUs is more than the rest of cohort 'ml' can lend (8)" },
 };
 
+/* What a reload may apply: only queues; the first other key that differs is named. */
+static void test_diff_beyond_queues(void **state)
+{
+    struct cfg a;
+    struct cfg b;
+    struct mu_err err;
+    static const char one[] = "{\"queues\":[{\"name\":\"x\",\"quota\":{\"spot\":8}}]}";
+    static const char two[] = "{\"queues\":[{\"name\":\"y\"},{\"name\":\"z\"}]}";
+    static const char beat[] = "{\"heartbeat_s\":2}";
+    static const char pool[] = "{\"pools\":[" POOL("") "]}";
+    (void)state;
+    assert_int_equal(cfg_parse(&a, one, strlen(one), &err), 0);
+    assert_int_equal(cfg_parse(&b, two, strlen(two), &err), 0);
+    assert_null(cfg_diff_beyond_queues(&a, &b));
+    assert_int_equal(cfg_parse(&b, beat, strlen(beat), &err), 0);
+    assert_string_equal(cfg_diff_beyond_queues(&a, &b), "heartbeat_s");
+    assert_int_equal(cfg_parse(&b, pool, strlen(pool), &err), 0);
+    assert_string_equal(cfg_diff_beyond_queues(&a, &b), "pools");
+}
+
 /* Quotas, cohorts and limits as the config gives them; a queue without quota is not limited. */
 static void test_quotas(void **state)
 {
@@ -413,11 +433,17 @@ static void test_bad_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_time_limits),
-        cmocka_unit_test(test_quotas),         cmocka_unit_test(test_full),
-        cmocka_unit_test(test_examples),       cmocka_unit_test(test_load_file_errors),
-        cmocka_unit_test(test_too_big),        cmocka_unit_test(test_not_terminated),
-        cmocka_unit_test(test_capacity_names), cmocka_unit_test(test_bad_table),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_time_limits),
+        cmocka_unit_test(test_quotas),
+        cmocka_unit_test(test_diff_beyond_queues),
+        cmocka_unit_test(test_full),
+        cmocka_unit_test(test_examples),
+        cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_not_terminated),
+        cmocka_unit_test(test_capacity_names),
+        cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
