@@ -83,14 +83,19 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         int64_t end_s;
+        int cap = d_job_capacity(d, j);
+        /* Quota counts every gang that holds or may hold GPUs: one being adopted after a
+         * restart (its first capacity type until its nodes say), one being stopped. */
+        if (j->placed || j->adopting)
+            sched_quota_charge(d->pass.quota, SCHED_MAX_QUEUES, j->queue_idx,
+                               cap >= 0 ? cap : (int)j->req.capacity[0],
+                               j->spec.tasks * j->spec.gpus_per_task);
         if (!j->placed || !d_job_fully_committed(j))
             continue; /* a partly adopted gang is being stopped; its GPUs free soon */
         /* An attempt being stopped ends within the kill grace; a running one at its limit. */
         end_s = j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
-        sched_quota_charge(d->pass.quota, SCHED_MAX_QUEUES, j->queue_idx, d_job_capacity(d, j),
-                           j->spec.tasks * j->spec.gpus_per_task);
         d->pass.running[n].end_s = end_s;
         if (end_s > now_s)
             committed[j->queue_idx] +=

@@ -9,6 +9,8 @@
 #     requeued; prod's job runs.
 #  3. When prod's job ends, research borrows again: the reclaimed gang comes back first and
 #     resumes from its checkpoint.
+#  4. kill -9 of musterd: both gangs are adopted, the borrowed mark survives, and the quota still
+#     holds the flood back.
 # Standalone: tests/integration/t1003-queue-quota.sh (MUSTER_BIN defaults to build/bin).
 source "$(dirname "$0")/lib.sh"
 
@@ -94,4 +96,16 @@ wait_for "r2 resumed from its checkpoint" 30 "grep -q 'attempt 2 resumed from' '
 [ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$r2" borrowed)" = 1 ] || fail "r2's second attempt is not marked borrowed"
 [ "$(queue_field research pending_jobs)" = "$FLOOD" ] || fail "research pending: $(queue_field research pending_jobs)"
 ok "the reclaimed gang came back first on borrowed quota and resumed from its checkpoint"
+
+# ---- 4: kill -9 musterd: the gangs are adopted, still counted against the quota ----
+kill -9 "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null || true
+start_musterd "$CONFIG"
+wait_for "research shows 8 borrowed GPUs again" 30 "[ \"\$(queue_field research borrowed_gpus)\" = 8 ]"
+[ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$r2" attempt)" = 2 ] || fail "r2 was restarted, not adopted"
+[ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$r1" attempt)" = 1 ] || fail "r1 was restarted, not adopted"
+sleep 2 # a few passes of the new musterd: none may start a flooded job beyond the quota
+[ "$(queue_field research pending_jobs)" = "$FLOOD" ] ||
+    fail "after the restart research started beyond its quota: $(queue_field research pending_jobs) pending"
+ok "after kill -9 of musterd both gangs were adopted, r2 still borrowed, and the quota still held"
 for j in $r1 $r2; do ctl cancel "$j" >/dev/null; done
