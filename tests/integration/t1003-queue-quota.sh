@@ -94,7 +94,8 @@ wait_for "prod's job done" 30 job_state_is "$p1" SUCCEEDED
 wait_for "r2 running again" 30 job_state_is "$r2" RUNNING
 wait_for "r2 resumed from its checkpoint" 30 "grep -q 'attempt 2 resumed from' '$T/r2/resume.0'"
 [ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$r2" borrowed)" = 1 ] || fail "r2's second attempt is not marked borrowed"
-[ "$(queue_field research pending_jobs)" = "$FLOOD" ] || fail "research pending: $(queue_field research pending_jobs)"
+wait_for "research's status shows only the flood pending" 15 \
+    "[ \"\$(queue_field research pending_jobs)\" = $FLOOD ]"
 ok "the reclaimed gang came back first on borrowed quota and resumed from its checkpoint"
 
 # ---- 4: kill -9 musterd: the gangs are adopted, still counted against the quota ----
