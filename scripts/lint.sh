@@ -7,7 +7,7 @@
 #   banned    "common/mu_banned.h" is the LAST #include of every .c file
 #   private   a module shows the rest of the tree only its PUBLIC headers (STYLE §1.1):
 #                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   protocol: proto.h
-#                 queue: queue.h   lib: muster.h   core: sched.h   worker: wrk.h
+#                 queue: queue.h   lib: muster.h   core: sched.h   worker: wrk.h   sim: sim.h
 #                 cli, scheduler, bench, tests and any folder not in public_headers: none
 #             Any other header (internal.h, scheduler/d_job.h, ...) may be included only by files
 #             of its own folder.  One exception: tests/ may also include scheduler/*.h, the
@@ -53,7 +53,7 @@ done
 
 tidy_dir=${MUSTER_BUILD_DIR:-build}
 jobs=${MUSTER_JOBS:-$(nproc 2>/dev/null || echo 2)}
-code_dirs=(common config protocol queue lib core scheduler worker cli tests bench)
+code_dirs=(common config protocol queue lib core scheduler worker cli sim tests bench)
 failed=()
 passed=0
 
@@ -146,6 +146,7 @@ declare -A public_headers=(
     [lib]="muster.h"
     [core]="sched.h"
     [worker]="wrk.h"
+    [sim]="sim.h"
     [cli]=""
     [scheduler]=""
     [bench]=""

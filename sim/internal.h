@@ -1,0 +1,137 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * sim's helpers shared between its files (STYLE §1.1: private to sim/): the CSV splitter and
+ * the seeded random numbers.  Everything else is in sim.h.
+ */
+#ifndef MUSTER_SIM_INTERNAL_H
+#define MUSTER_SIM_INTERNAL_H
+
+#include <stdint.h>
+
+#include "sim/sim.h"
+
+/* The next line of text from *pos: its start and length without "\r\n"; false at the end. */
+bool sim_csv_next_line(const char *text, size_t len, size_t *pos, const char **line, size_t *n);
+
+/* Seeded random numbers (splitmix64): the same seed gives the same replay on every machine. */
+uint64_t sim_rng_next(uint64_t *state);
+double sim_rng_unit(uint64_t *state);             /* in (0, 1) */
+double sim_rng_exp(uint64_t *state, double mean); /* exponential with this mean */
+uint64_t sim_rng_mix(uint64_t a, uint64_t b);     /* a seed for stream b of seed a */
+
+/* ---- the replay's state, shared by engine.c (events), policy.c (passes), result.c ---- */
+
+enum sim_job_state { SJ_FUTURE = 0, SJ_PENDING, SJ_RUNNING, SJ_STOPPING, SJ_DONE, SJ_NEVER };
+enum sim_cause { SIM_CAUSE_NONE = 0, SIM_CAUSE_SPOT, SIM_CAUSE_PREEMPT };
+
+struct sim_sjob {
+    struct sched_request req;
+    struct sched_slot *slots; /* req.tasks entries of the engine's slot array */
+    enum sim_job_state state;
+    int64_t first_start_s; /* -1 until it starts */
+    int64_t att_start_s;   /* the current attempt's start */
+    int64_t overhead_s;    /* the current attempt's restart cost */
+    int64_t done_s;        /* progress kept by checkpoints of earlier attempts */
+    int64_t end_s;         /* DONE: when */
+    int64_t release_s;     /* STOPPING: when its GPUs free */
+    int64_t save_s;        /* STOPPING: progress of this attempt it keeps */
+    uint32_t gen;          /* attempt number; events of older attempts are ignored */
+    int run_idx;           /* index in the running array, -1 when holding nothing */
+    int victims_stopping;  /* preemptor: victims not yet stopped */
+    int preempted_for;     /* victim: the job it makes room for, -1 none */
+    bool head;             /* requeued by a spot notice: first among its priority */
+    bool timed_out;
+    enum sim_cause cause; /* why the last attempt stopped: its restart cost is charged there */
+};
+
+struct sim_event {
+    int64_t t;
+    uint32_t seq;
+    uint16_t kind; /* enum in engine.c; lower kinds first at the same time */
+    uint32_t gen;
+    int32_t id; /* job or node */
+};
+
+struct sim_result {
+    enum sim_policy policy;
+    struct sim_stats st;
+    struct sim_sample *samples;
+    int nsamples, cap_samples;
+    int *start_order;
+    int nstarted;
+    double *jcts;  /* of the jobs that ended, ascending once finished */
+    double *waits; /* submit to first start, of the same jobs */
+    int njcts;
+};
+
+struct sim_engine {
+    const struct sim_setup *s;
+    const struct sim_job *jobs;
+    int njobs;
+    enum sim_policy policy;
+    struct sched_cluster *c;
+    int nnodes;
+    struct sim_sjob *sj;
+    struct sched_slot *slot_pool;
+    int *pending; /* job indices; arrival (= index) order */
+    int npending;
+    int *running; /* RUNNING and STOPPING jobs */
+    int nrunning;
+    struct sim_event *heap;
+    int nheap, cap_heap;
+    uint32_t seq;
+    int active_events; /* events other than spot notices in the heap */
+    int next_arrival;
+    int64_t now;
+    int64_t last_t;
+    bool dirty;
+    int left; /* jobs neither DONE nor NEVER */
+    /* nodes */
+    uint8_t *node_up; /* 0 gone, 1 up */
+    int *node_used;   /* GPUs committed */
+    uint64_t *mask;   /* check mode: our own record of the committed GPUs */
+    uint64_t *rng;    /* per node: its interruptions, the same under every policy */
+    int up_gpus, ready_gpus, used_gpus, used_ready;
+    int busy_nodes[CFG_MAX_POOLS];
+    int up_nodes[CFG_MAX_POOLS];
+    /* fair share (as scheduler/d_usage.c) */
+    double usage[SCHED_MAX_QUEUES];
+    double held_gpus[SCHED_MAX_QUEUES];
+    /* pass scratch */
+    struct sched_pass_job *pj;
+    struct sched_decision *dec;
+    struct sched_running *run;
+    struct sched_victim *vic;
+    int *who;
+    int *vic_job;
+    struct sched_order_job *oj;
+    int *oidx;
+    int *plan_victims;
+    struct sched_slot *plan_slots;
+    struct sched_order *order;
+    /* accounting */
+    double cap_gpu_s, busy_gpu_s, idle_wait_gpu_s, cost_usd, cost_static_usd;
+    double lost_gpu_s[3]; /* by enum sim_cause */
+    int64_t next_sample_s, sample_step_s;
+    struct sim_result *res;
+    struct mu_err *err;
+    bool failed;
+};
+
+/* engine.c, for policy.c */
+int64_t sim_job_run_s(const struct sim_engine *e, int j); /* the pass's expected run time */
+int64_t sim_job_progress(const struct sim_engine *e, int j, int64_t t);
+int64_t sim_job_periodic(const struct sim_engine *e, int j, int64_t progress);
+int sim_job_start(struct sim_engine *e, int j); /* committed already; 0 or -1 (check failed) */
+void sim_job_stop(struct sim_engine *e, int j, int64_t release_s, int64_t save_s, enum sim_cause c);
+void sim_wake_at(struct sim_engine *e, int64_t t);
+
+/* policy.c: one pass of e->policy at e->now; 0 or -1 with e->err. */
+int sim_pass(struct sim_engine *e);
+
+/* result.c */
+struct sim_result *sim_result_new(enum sim_policy p, int njobs);
+int sim_result_sample(struct sim_result *r, const struct sim_sample *s);
+void sim_result_finish(struct sim_engine *e);
+
+#endif

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * One scheduling pass of the replayed policy (internal.h).  `muster` and `node-drain` are
+ * musterd's pass, step for step as scheduler/d_pass.c drives the core: the running gangs with
+ * their expected ends (a stopping gang ends within kill_grace_s), the fair-share order of
+ * sched_order_jobs over the queues' decayed usage plus what their running gangs still commit,
+ * sched_pass, then one preemption plan (sched_preempt_plan) for the first job that did not
+ * start, as d_preempt.c builds its victims.  `backfill` is sched_pass in arrival order without
+ * preemption; `fifo` places jobs in arrival order until the first that does not fit.  Every
+ * policy places with the core's sched_place, so the policies differ in order, reservation,
+ * preemption and spot handling, not in how a gang is fitted into the topology.
+ */
+#include "sim/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+static int scratch(struct sim_engine *e)
+{
+    size_t n = (size_t)e->njobs + 1;
+    size_t tasks = SIM_MAX_TASKS;
+    if (e->pj)
+        return 0;
+    e->pj = calloc(n, sizeof(*e->pj));
+    e->dec = calloc(n, sizeof(*e->dec));
+    e->run = calloc(n, sizeof(*e->run));
+    e->vic = calloc(n, sizeof(*e->vic));
+    e->who = calloc(n, sizeof(int));
+    e->vic_job = calloc(n, sizeof(int));
+    e->oj = calloc(n, sizeof(*e->oj));
+    e->oidx = calloc(n, sizeof(int));
+    e->plan_victims = calloc(n, sizeof(int));
+    e->plan_slots = calloc(tasks, sizeof(*e->plan_slots));
+    if (!e->pj || !e->dec || !e->run || !e->vic || !e->who || !e->vic_job || !e->oj || !e->oidx
+        || !e->plan_victims || !e->plan_slots)
+        return mu_errf(e->err, MU_E_NOMEM, "out of memory for a pass");
+    return 0;
+}
+
+/* The expected end of a gang holding resources, as d_pass.c's running_collect says it. */
+static int64_t running_end_s(const struct sim_engine *e, int j)
+{
+    const struct sim_sjob *s = &e->sj[j];
+    if (s->state == SJ_STOPPING)
+        return e->now + e->s->cfg.kill_grace_s;
+    return s->att_start_s + sim_job_run_s(e, j);
+}
+
+/* Every gang holding resources into e->run; committed[q] gets what they still expect to use. */
+static int running_collect(struct sim_engine *e, double *committed)
+{
+    for (int i = 0; i < e->nrunning; i++) {
+        int j = e->running[i];
+        int64_t end_s = running_end_s(e, j);
+        e->run[i].req = &e->sj[j].req;
+        e->run[i].slots = e->sj[j].slots;
+        e->run[i].end_s = end_s;
+        if (committed && end_s > e->now)
+            committed[e->jobs[j].queue] +=
+                (double)e->jobs[j].tasks * e->jobs[j].gpus_per_task * (double)(end_s - e->now);
+    }
+    return e->nrunning;
+}
+
+/* The pending jobs in musterd's fair-share order (d_pass.c pending_order) into e->who. */
+static int fair_order(struct sim_engine *e, const double *committed)
+{
+    struct sched_share_queue queues[SCHED_MAX_QUEUES];
+    const struct cfg *cfg = &e->s->cfg;
+    int nqueues = cfg->nqueues + 1;
+
+    for (int q = 0; q < nqueues; q++)
+        queues[q] = (struct sched_share_queue){
+            .weight = q < cfg->nqueues ? cfg->queues[q].weight : 1,
+            .usage = e->usage[q],
+            .committed = committed[q],
+        };
+    for (int i = 0; i < e->npending; i++) {
+        int j = e->pending[i];
+        e->oj[i] = (struct sched_order_job){
+            .queue = e->jobs[j].queue,
+            .priority = e->jobs[j].priority,
+            .head_of_queue = e->sj[j].head,
+            .submitted_ms = (uint64_t)e->jobs[j].submit_s * 1000u,
+            .id = NULL,
+            .cost =
+                (double)e->jobs[j].tasks * e->jobs[j].gpus_per_task * (double)sim_job_run_s(e, j),
+        };
+    }
+    if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, e->oidx, e->err) != 0)
+        return -1;
+    for (int i = 0; i < e->npending; i++)
+        e->who[i] = e->pending[e->oidx[i]];
+    return 0;
+}
+
+/* Drops the started jobs from the pending list, keeping its order. */
+static void pending_compact(struct sim_engine *e)
+{
+    int kept = 0;
+    for (int i = 0; i < e->npending; i++)
+        if (e->sj[e->pending[i]].state == SJ_PENDING)
+            e->pending[kept++] = e->pending[i];
+    e->npending = kept;
+}
+
+static int fifo_pass(struct sim_engine *e)
+{
+    char why[SCHED_REASON_MAX];
+    for (int i = 0; i < e->npending; i++) {
+        int j = e->pending[i];
+        struct sim_sjob *s = &e->sj[j];
+        if (sched_place(e->c, &s->req, e->now, s->slots, why, sizeof(why)) != 1)
+            break; /* the head blocks everyone behind it */
+        sched_cluster_commit(e->c, &s->req, s->slots);
+        if (sim_job_start(e, j) != 0)
+            return -1;
+    }
+    pending_compact(e);
+    return 0;
+}
+
+/* The victims as d_preempt.c builds them: every gang holding resources now. */
+static int victims_collect(struct sim_engine *e)
+{
+    for (int i = 0; i < e->nrunning; i++) {
+        int j = e->running[i];
+        const struct sim_sjob *s = &e->sj[j];
+        bool ckpt = e->jobs[j].ckpt_interval_s > 0;
+        int64_t saved = sim_job_periodic(e, j, sim_job_progress(e, j, e->now));
+        struct sched_victim *v = &e->vic[i];
+        v->req = &s->req;
+        v->slots = s->slots;
+        v->priority = e->jobs[j].priority;
+        v->preemptible = e->jobs[j].preemptible && s->state == SJ_RUNNING;
+        v->started_ms = s->att_start_s * 1000;
+        v->checkpoint_ms = saved > 0 ? (s->att_start_s + s->overhead_s + saved) * 1000 : 0;
+        v->grace_s = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
+        v->end_s =
+            s->state == SJ_STOPPING ? e->now + v->grace_s : s->att_start_s + sim_job_run_s(e, j);
+        e->vic_job[i] = j;
+    }
+    return e->nrunning;
+}
+
+/* One plan for job p (d_preempt.c d_preempt_for): true when p has its victims stopping. */
+static bool preempt_for(struct sim_engine *e, int p)
+{
+    struct sched_preempt_plan plan;
+    int n;
+    int rc;
+
+    if (e->sj[p].victims_stopping > 0)
+        return true; /* the freed GPUs wait for it */
+    n = victims_collect(e);
+    if (n == 0)
+        return false;
+    memset(&plan, 0, sizeof(plan));
+    plan.victims = e->plan_victims;
+    plan.slots = e->plan_slots;
+    rc = sched_preempt_plan(e->c, &e->sj[p].req, e->jobs[p].priority, e->now * 1000,
+                            e->s->cfg.min_runtime_s, e->vic, n, &plan, e->err);
+    if (rc < 0) {
+        e->failed = true;
+        return false;
+    }
+    if (rc == 0) {
+        if (plan.retry_at_ms > e->now * 1000)
+            sim_wake_at(e, (plan.retry_at_ms + 999) / 1000);
+        return false;
+    }
+    for (int i = 0; i < plan.nvictims; i++) {
+        int j = e->vic_job[plan.victims[i]];
+        bool ckpt = e->jobs[j].ckpt_interval_s > 0;
+        int64_t p_s = sim_job_progress(e, j, e->now);
+        int64_t grace = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
+        sim_job_stop(e, j, e->now + grace, ckpt ? p_s : 0, SIM_CAUSE_PREEMPT);
+        e->sj[j].preempted_for = p;
+        e->sj[p].victims_stopping++;
+        e->res->st.preemptions++;
+    }
+    return true;
+}
+
+/* sched_pass over e->who[0..n), starting what it placed; then, with preemption, one plan. */
+static int core_pass(struct sim_engine *e, int n, bool preempt)
+{
+    int nrunning = running_collect(e, NULL);
+    int started;
+
+    for (int i = 0; i < n; i++) {
+        struct sim_sjob *s = &e->sj[e->who[i]];
+        e->pj[i] = (struct sched_pass_job){ .req = &s->req,
+                                            .run_s = sim_job_run_s(e, e->who[i]),
+                                            .slots = s->slots };
+    }
+    started = sched_pass(e->c, e->pj, n, e->run, nrunning, e->now, e->dec, e->err);
+    if (started < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (e->dec[i].verdict == SCHED_START && sim_job_start(e, e->who[i]) != 0)
+            return -1;
+    for (int i = 0; i < n && preempt && !e->failed; i++) {
+        if (e->dec[i].verdict == SCHED_START)
+            continue;
+        if (preempt_for(e, e->who[i]))
+            break; /* one plan per pass: the first job that can preempt */
+    }
+    pending_compact(e);
+    return e->failed ? -1 : 0;
+}
+
+int sim_pass(struct sim_engine *e)
+{
+    double committed[SCHED_MAX_QUEUES] = { 0 };
+
+    if (scratch(e) != 0)
+        return -1;
+    switch (e->policy) {
+    case SIM_FIFO:
+        return fifo_pass(e);
+    case SIM_BACKFILL:
+        memcpy(e->who, e->pending, (size_t)e->npending * sizeof(int));
+        return core_pass(e, e->npending, false);
+    case SIM_NODE_DRAIN:
+    case SIM_MUSTER:
+    case SIM_NPOLICIES:
+        break;
+    }
+    (void)running_collect(e, committed);
+    if (fair_order(e, committed) != 0)
+        return -1;
+    return core_pass(e, e->npending, true);
+}
