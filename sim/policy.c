@@ -184,10 +184,29 @@ static bool preempt_for(struct sim_engine *e, int p)
     return true;
 }
 
+/* The lowest priority of the gangs that may be preempted (preemptible, not stopping); false
+ * when there is none.  Victims must have a strictly lower priority than the preemptor, so a job
+ * at or below it gets no plan: the pass does not ask the planner for it (same answer, less
+ * work). */
+static bool lowest_victim(const struct sim_engine *e, int64_t *lowest)
+{
+    bool any = false;
+    for (int i = 0; i < e->nrunning; i++) {
+        int j = e->running[i];
+        if (e->sj[j].state != SJ_RUNNING || !e->jobs[j].preemptible)
+            continue;
+        if (!any || e->jobs[j].priority < *lowest)
+            *lowest = e->jobs[j].priority;
+        any = true;
+    }
+    return any;
+}
+
 /* sched_pass over e->who[0..n), starting what it placed; then, with preemption, one plan. */
 static int core_pass(struct sim_engine *e, int n, bool preempt)
 {
     int nrunning = running_collect(e, NULL);
+    int64_t lowest = 0;
     int started;
 
     for (int i = 0; i < n; i++) {
@@ -202,9 +221,11 @@ static int core_pass(struct sim_engine *e, int n, bool preempt)
     for (int i = 0; i < n; i++)
         if (e->dec[i].verdict == SCHED_START && sim_job_start(e, e->who[i]) != 0)
             return -1;
+    if (preempt && !lowest_victim(e, &lowest))
+        preempt = false; /* no gang may be preempted at all */
     for (int i = 0; i < n && preempt && !e->failed; i++) {
-        if (e->dec[i].verdict == SCHED_START)
-            continue;
+        if (e->dec[i].verdict == SCHED_START || e->jobs[e->who[i]].priority <= lowest)
+            continue; /* the planner would find no eligible victim: skip its work */
         if (preempt_for(e, e->who[i]))
             break; /* one plan per pass: the first job that can preempt */
     }
