@@ -381,6 +381,11 @@ struct sched_share_queue {
  * used, so this is exact for any dt_s (gpus * half_life / ln 2 * (1 - 2^(-dt / half_life))). */
 double sched_usage_accrue(double usage, double gpus, double dt_s, double half_life_s);
 
+/* GPU-seconds a gang of tasks x gpus_per_task uses in dt_s seconds; 0 when dt_s <= 0.  The one
+ * rule for a pending job's cost (dt_s = its expected run time) and a running gang's commitment
+ * (dt_s = from now to its expected end), used by musterd's pass and by muster-sim. */
+double sched_share_gpu_s(int tasks, int gpus_per_task, int64_t dt_s);
+
 /* (usage + committed) / weight: lower stands first. */
 double sched_share_standing(const struct sched_share_queue *q);
 

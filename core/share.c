@@ -57,6 +57,11 @@ double sched_usage_accrue(double usage, double gpus, double dt_s, double half_li
     return decayed + gpus * half_life_s / LN2 * (1 - exp2(-dt_s / half_life_s));
 }
 
+double sched_share_gpu_s(int tasks, int gpus_per_task, int64_t dt_s)
+{
+    return dt_s > 0 ? (double)tasks * gpus_per_task * (double)dt_s : 0;
+}
+
 /* A weight <= 0 counts as 1 (sched.h). */
 static double weight_of(const struct sched_share_queue *q)
 {

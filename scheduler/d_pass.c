@@ -97,9 +97,8 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
         d->pass.running[n].end_s = end_s;
-        if (end_s > now_s)
-            committed[j->queue_idx] +=
-                (double)j->spec.tasks * j->spec.gpus_per_task * (double)(end_s - now_s);
+        committed[j->queue_idx] +=
+            sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, end_s - now_s);
         n++;
     }
     return n;
@@ -155,7 +154,7 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
             .head_of_queue = j->head_of_queue,
             .submitted_ms = j->submitted_ms,
             .id = j->id,
-            .cost = (double)j->spec.tasks * j->spec.gpus_per_task * (double)d_job_run_s(d, j),
+            .cost = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, d_job_run_s(d, j)),
         };
     }
     if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues,

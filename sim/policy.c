@@ -57,9 +57,9 @@ static int running_collect(struct sim_engine *e, double *committed)
         e->run[i].req = &e->sj[j].req;
         e->run[i].slots = e->sj[j].slots;
         e->run[i].end_s = end_s;
-        if (committed && end_s > e->now)
+        if (committed)
             committed[e->jobs[j].queue] +=
-                (double)e->jobs[j].tasks * e->jobs[j].gpus_per_task * (double)(end_s - e->now);
+                sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - e->now);
     }
     return e->nrunning;
 }
@@ -86,7 +86,7 @@ static int fair_order(struct sim_engine *e, const double *committed)
             .submitted_ms = (uint64_t)e->jobs[j].submit_s * 1000u,
             .id = NULL,
             .cost =
-                (double)e->jobs[j].tasks * e->jobs[j].gpus_per_task * (double)sim_job_run_s(e, j),
+                sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
         };
     }
     if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, e->oidx, e->err) != 0)

@@ -259,6 +259,17 @@ static void test_errors_and_empty(void **state)
     fx_free(f);
 }
 
+/* The one GPU-seconds rule of a pending job's cost and a running gang's commitment. */
+static void test_gpu_s(void **state)
+{
+    (void)state;
+    assert_true(sched_share_gpu_s(4, 8, 100) == 3200.0);
+    assert_true(sched_share_gpu_s(1, 1, 1) == 1.0);
+    assert_true(sched_share_gpu_s(4, 8, 0) == 0.0);   /* a gang past its expected end */
+    assert_true(sched_share_gpu_s(4, 8, -50) == 0.0); /* commits nothing more */
+    assert_true(sched_share_gpu_s(4096, 64, 31536000) == 4096.0 * 64 * 31536000); /* no overflow */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -271,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_within_queue),
         cmocka_unit_test(test_priority_is_per_queue),
         cmocka_unit_test(test_errors_and_empty),
+        cmocka_unit_test(test_gpu_s),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
