@@ -413,6 +413,19 @@ static void on_event(struct sim_engine *e, const struct sim_event *ev)
     }
 }
 
+/* With pass_interval_s, a pass only every so often: a change before then asks for one then. */
+static bool pass_due(struct sim_engine *e)
+{
+    int64_t at = e->last_pass_s + e->s->pass_interval_s;
+    if (e->s->pass_interval_s <= 0 || e->last_pass_s < 0 || e->now >= at)
+        return true;
+    if (e->pass_wake_s != at) {
+        e->pass_wake_s = at;
+        sim_wake_at(e, at);
+    }
+    return false;
+}
+
 /* One instant: its events, its arrivals, then a pass if anything changed. */
 static int instant(struct sim_engine *e, int64_t t)
 {
@@ -432,8 +445,9 @@ static int instant(struct sim_engine *e, int64_t t)
     }
     if (e->failed)
         return -1;
-    if (e->dirty && e->npending > 0) {
+    if (e->dirty && e->npending > 0 && pass_due(e)) {
         e->dirty = false;
+        e->last_pass_s = e->now;
         e->res->st.passes++;
         if (sim_pass(e) != 0)
             return -1;
@@ -577,9 +591,11 @@ struct sim_result *sim_run(const struct sim_setup *s,
 {
     struct sim_engine e;
     struct sim_result *r = NULL;
+    uint64_t instants = 0;
 
     memset(&e, 0, sizeof(e));
     e.s = s;
+    e.last_pass_s = -1;
     e.err = err;
     if (engine_init(&e, t, p) != 0)
         goto out;
@@ -593,6 +609,8 @@ struct sim_result *sim_run(const struct sim_setup *s,
             break;
         if (instant(&e, next) != 0)
             goto out;
+        if (s->progress_fn && (++instants & 4095) == 0)
+            s->progress_fn(s->progress_arg, 1.0 - (double)e.left / (e.njobs ? e.njobs : 1));
     }
     sim_result_finish(&e);
     r = e.res;

@@ -85,7 +85,9 @@ struct sim_engine {
     int64_t now;
     int64_t last_t;
     bool dirty;
-    int left; /* jobs neither DONE nor NEVER */
+    int64_t last_pass_s; /* with pass_interval_s: the last pass, -1 before the first */
+    int64_t pass_wake_s; /* with pass_interval_s: the pass already asked for, 0 none */
+    int left;            /* jobs neither DONE nor NEVER */
     /* nodes */
     uint8_t *node_up; /* 0 gone, 1 up */
     int *node_used;   /* GPUs committed */

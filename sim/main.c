@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sim/sim.h"
 
@@ -34,6 +35,8 @@ static const char usage_run[] =
     "  --ckpt-interval-s S      periodic checkpoints of rows without checkpoint_interval_s\n"
     "                           (default 0: such jobs never checkpoint)\n"
     "  --seed N                 spot interruptions (default 1)\n"
+    "  --pass-interval-s N      at most one pass every N virtual seconds (default 0: a pass\n"
+    "                           whenever something changed, as musterd)\n"
     "  --json                   one JSON document instead of the table\n"
     "  --check                  verify after every event that no GPU is committed twice\n"
     "  --plot-dir DIR           write JCT CDF, utilisation and queue plots (needs gnuplot)\n"
@@ -168,6 +171,7 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
         { "replace-s", required_argument, NULL, 'P' },
         { "ckpt-interval-s", required_argument, NULL, 'I' },
         { "seed", required_argument, NULL, 's' },
+        { "pass-interval-s", required_argument, NULL, 'i' },
         { "json", no_argument, NULL, 'j' },
         { "check", no_argument, NULL, 'C' },
         { "plot-dir", required_argument, NULL, 'o' },
@@ -217,6 +221,9 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
         case 'I':
             field = &a->ckpt_interval_s;
             break;
+        case 'i':
+            field = &s->pass_interval_s;
+            break;
         case 's':
             if (parse_int("--seed", optarg, 2147483647, &v) != 0)
                 return 2;
@@ -239,18 +246,42 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
     return 0;
 }
 
+/* The progress bar on stderr when it is a terminal: the policy and the share of jobs ended. */
+struct progress {
+    const char *policy;
+    int shown; /* percent last drawn */
+};
+
+static void progress_draw(void *arg, double done)
+{
+    struct progress *p = arg;
+    int pct = (int)(done * 100);
+    if (pct == p->shown)
+        return;
+    p->shown = pct;
+    (void)fprintf(stderr, "\r%-10s [%-40.*s] %3d%%", p->policy, pct * 40 / 100,
+                  "########################################", pct);
+}
+
 /* Runs each policy of the set; results into r (as many as returned), -1 on failure. */
-static int run_all(const struct sim_setup *s,
+static int run_all(struct sim_setup *s,
                    const struct sim_trace *t,
                    unsigned set,
                    struct sim_result **r,
                    struct mu_err *err)
 {
+    struct progress bar;
     int n = 0;
+    bool tty = isatty(STDERR_FILENO) == 1;
     for (int p = 0; p < SIM_NPOLICIES; p++) {
         if (!(set & (1u << p)))
             continue;
+        bar = (struct progress){ .policy = sim_policy_name((enum sim_policy)p), .shown = -1 };
+        s->progress_fn = tty ? progress_draw : NULL;
+        s->progress_arg = &bar;
         r[n] = sim_run(s, t, (enum sim_policy)p, err);
+        if (tty && bar.shown >= 0)
+            (void)fprintf(stderr, "\r%60s\r", "");
         if (!r[n]) {
             mu_err_prefix(err, "%s: ", sim_policy_name((enum sim_policy)p));
             return -1;

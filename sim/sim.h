@@ -112,6 +112,14 @@ struct sim_setup {
     int replace_s;                   /* an interrupted spot node comes back after, default 600 */
     uint64_t seed;
     bool check; /* verify after every event that no GPU is committed twice */
+    /* 0 (default): a pass at every instant something changed, as musterd does.  N > 0: at most
+     * one pass every N virtual seconds, changes in between wait for it (Slurm's sched_interval);
+     * faster on huge traces, no longer musterd's timing. */
+    int pass_interval_s;
+    /* Called now and then with the fraction of the jobs that ended (for a progress bar); NULL
+     * for none.  It must not touch the replay. */
+    void (*progress_fn)(void *arg, double done);
+    void *progress_arg;
 };
 
 /* Defaults for everything but cfg and nodes. */

@@ -388,6 +388,30 @@ static void test_spot_checkpoint_on_notice(void **state)
     sim_trace_free(t);
 }
 
+/* With a pass interval the replay passes less often and still accounts for every job. */
+static void test_pass_interval(void **state)
+{
+    static struct sim_setup s;
+    struct sim_trace *t;
+    struct mu_err err;
+    struct sim_result *every, *coarse;
+    (void)state;
+    setup_make(&s, "spot=12,od=4");
+    assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
+    t = gen_trace(&s, 200, 5);
+    every = sim_run(&s, t, SIM_MUSTER, &err);
+    s.pass_interval_s = 300;
+    coarse = sim_run(&s, t, SIM_MUSTER, &err);
+    assert_non_null(every);
+    assert_non_null(coarse);
+    assert_true(sim_result_stats(coarse)->passes < sim_result_stats(every)->passes);
+    assert_int_equal(sim_result_stats(coarse)->completed + sim_result_stats(coarse)->timed_out,
+                     sim_result_stats(coarse)->jobs);
+    sim_result_free(coarse);
+    sim_result_free(every);
+    sim_trace_free(t);
+}
+
 /* A job larger than the cluster is reported, not replayed (and does not hang the replay). */
 static void test_never_fit(void **state)
 {
@@ -466,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_setup_and_cluster),
         cmocka_unit_test(test_run_policies_checked),
         cmocka_unit_test(test_spot_checkpoint_on_notice),
+        cmocka_unit_test(test_pass_interval),
         cmocka_unit_test(test_never_fit),
         cmocka_unit_test(test_gen_and_report),
     };
