@@ -159,6 +159,7 @@ int sim_job_start(struct sim_engine *e, int j)
     if (slots_account(e, j, +1) != 0)
         return -1;
     s->state = SJ_RUNNING;
+    s->head = false; /* as d_gang_start: first in its queue only until it starts */
     s->att_start_s = e->now;
     s->overhead_s = s->gen > 0 ? e->s->restart_s : 0;
     s->run_idx = e->nrunning;
