@@ -18,6 +18,7 @@ packages=(
     clang-tidy cppcheck         # scripts/lint.sh --tidy, which scripts/test.sh (CI) runs
     clang-14 libclang-rt-14-dev # scripts/test.sh fuzz pass (libFuzzer, ASan+UBSan runtimes)
     valgrind                    # scripts/test.sh valgrind pass, tests/integration/t0500
+    gnuplot-nox                 # muster-sim --plot-dir (SVG plots); t2006 draws them when present
 )
 
 check_only=0

@@ -94,17 +94,17 @@ static int write_script(const char *dir, struct sim_result *const *r, int n, str
     if (!f)
         return -1;
     (void)fprintf(f, "# muster-sim plots: run 'gnuplot plots.gp' in this directory\n"
-                     "set terminal pngcairo size 900,540 noenhanced\nset key bottom right\n"
+                     "set terminal svg size 900,540 noenhanced dynamic\nset key bottom right\n"
                      "set grid\n");
-    (void)fprintf(f, "set output 'jct_cdf.png'\nset title 'Job completion time (CDF)'\n"
+    (void)fprintf(f, "set output 'jct_cdf.svg'\nset title 'Job completion time (CDF)'\n"
                      "set logscale x\nset xlabel 'hours from submission to end'\n"
                      "set ylabel 'fraction of jobs'\n");
     plot_lines(f, r, n, "jct.dat", "1:2");
     (void)fprintf(f, "unset logscale x\nset key top right\nset xlabel 'hours'\n"
-                     "set output 'utilisation.png'\nset title 'GPUs in use'\n"
+                     "set output 'utilisation.svg'\nset title 'GPUs in use'\n"
                      "set ylabel 'GPUs'\n");
     plot_lines(f, r, n, "timeline.dat", "1:4");
-    (void)fprintf(f, "set output 'queue.png'\nset title 'Pending jobs'\nset ylabel 'jobs'\n");
+    (void)fprintf(f, "set output 'queue.svg'\nset title 'Pending jobs'\nset ylabel 'jobs'\n");
     plot_lines(f, r, n, "timeline.dat", "1:2");
     return close_checked(f, "plots.gp", err);
 }
@@ -154,6 +154,6 @@ int sim_plot(const char *dir,
                           dir, dir);
     else
         (void)mu_snprintf(note, note_size,
-                          "plots: %s/jct_cdf.png, %s/utilisation.png, %s/queue.png", dir, dir, dir);
+                          "plots: %s/jct_cdf.svg, %s/utilisation.svg, %s/queue.svg", dir, dir, dir);
     return 0;
 }

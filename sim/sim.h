@@ -224,8 +224,8 @@ int sim_report_skips(const struct sim_trace *t, struct mu_buf *out, struct mu_er
 
 /*
  * Plots for people (plot.c): writes DIR/jct.dat, DIR/timeline.dat and DIR/plots.gp, then runs
- * gnuplot on it for DIR/jct_cdf.png (JCT CDF per policy), DIR/utilisation.png and
- * DIR/queue.png.  Without gnuplot on PATH the data and script are still written and *note says
+ * gnuplot on it for DIR/jct_cdf.svg (JCT CDF per policy), DIR/utilisation.svg and
+ * DIR/queue.svg.  Without gnuplot on PATH the data and script are still written and *note says
  * so (a sentence for stderr; "" when the plots were drawn).  0, or -1 with err (the directory,
  * a write, gnuplot failing).
  */

@@ -52,7 +52,7 @@ for f in jct.dat timeline.dat plots.gp; do
     [ -s "$T/plots/$f" ] || fail "plots: $f missing"
 done
 if command -v gnuplot >/dev/null; then
-    [ -s "$T/plots/jct_cdf.png" ] || fail "gnuplot ran but drew no jct_cdf.png"
+    [ -s "$T/plots/jct_cdf.svg" ] || fail "gnuplot ran but drew no jct_cdf.svg"
 else
     grep -q 'gnuplot not found' "$T/plot.err" || fail "no note without gnuplot: $(cat "$T/plot.err")"
 fi
