@@ -59,8 +59,11 @@ struct sim_result {
     int nsamples, cap_samples;
     int *start_order;
     int nstarted;
-    double *jcts;  /* of the jobs that ended, ascending once finished */
-    double *waits; /* submit to first start, of the same jobs */
+    double *jcts;           /* of the jobs that ended, ascending once finished */
+    double *waits;          /* submit to first start, of the same jobs */
+    int64_t *first_start_s; /* [job] -1 never started */
+    int64_t *end_s;         /* [job] -1 did not end */
+    uint8_t *outcome;       /* [job] enum sim_outcome */
     int njcts;
 };
 

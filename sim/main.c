@@ -38,6 +38,7 @@ static const char usage_run[] =
     "  --pass-interval-s N      at most one pass every N virtual seconds (default 0: a pass\n"
     "                           whenever something changed, as musterd)\n"
     "  --json                   one JSON document instead of the table\n"
+    "  --jobs-out FILE          every job's start, end and outcome per policy, as CSV\n"
     "  --check                  verify after every event that no GPU is committed twice\n"
     "  --plot-dir DIR           write JCT CDF, utilisation and queue plots (needs gnuplot)\n"
     "  -h, --help               this help\n"
@@ -143,7 +144,7 @@ static int cmd_gen(int argc, char **argv)
 }
 
 struct run_args {
-    const char *config, *nodes, *trace, *policies, *spot_rate, *plot_dir;
+    const char *config, *nodes, *trace, *policies, *spot_rate, *plot_dir, *jobs_out;
     int ckpt_interval_s;
     bool json;
 };
@@ -172,6 +173,7 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
         { "ckpt-interval-s", required_argument, NULL, 'I' },
         { "seed", required_argument, NULL, 's' },
         { "pass-interval-s", required_argument, NULL, 'i' },
+        { "jobs-out", required_argument, NULL, 'J' },
         { "json", no_argument, NULL, 'j' },
         { "check", no_argument, NULL, 'C' },
         { "plot-dir", required_argument, NULL, 'o' },
@@ -199,6 +201,9 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
             break;
         case 'o':
             a->plot_dir = optarg;
+            break;
+        case 'J':
+            a->jobs_out = optarg;
             break;
         case 'j':
             a->json = true;
@@ -291,6 +296,33 @@ static int run_all(struct sim_setup *s,
     return n;
 }
 
+/* --jobs-out: the per-job CSV into path; 0 or -1 with err. */
+static int write_jobs(const char *path,
+                      const struct sim_trace *t,
+                      struct sim_result *const *r,
+                      int n,
+                      struct mu_err *err)
+{
+    struct mu_buf b;
+    FILE *f = NULL;
+    int rc = -1;
+
+    mu_buf_init(&b, (size_t)1 << 30);
+    if (sim_report_jobs(t, r, n, &b, err) != 0)
+        goto out;
+    f = fopen(path, "w");
+    if (!f || (b.len > 0 && fwrite(b.data, 1, b.len, f) != b.len)) {
+        mu_errf(err, MU_E_IO, "cannot write '%s'", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (f && fclose(f) != 0 && rc == 0)
+        rc = mu_errf(err, MU_E_IO, "cannot write '%s'", path);
+    mu_buf_release(&b);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static struct sim_setup s; /* large: not on the stack */
@@ -333,6 +365,10 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     (void)fwrite(out.data, 1, out.len, stdout);
+    if (a.jobs_out && write_jobs(a.jobs_out, t, r, n, &err) != 0) {
+        (void)fprintf(stderr, "muster-sim: %s\n", err.msg);
+        goto out;
+    }
     if (a.plot_dir) {
         char note[600];
         if (sim_plot(a.plot_dir, r, n, note, sizeof(note), &err) != 0) {

@@ -172,6 +172,30 @@ int sim_report_json(const struct sim_trace *t,
     return mu_buf_append(out, "]}\n", 3, err);
 }
 
+int sim_report_jobs(const struct sim_trace *t,
+                    struct sim_result *const *r,
+                    int n,
+                    struct mu_buf *out,
+                    struct mu_err *err)
+{
+    const struct sim_job *jobs = sim_trace_jobs(t);
+    if (mu_buf_appendf(out, err, "policy,line,submit_s,start_s,end_s,outcome\n") != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < sim_trace_count(t); j++) {
+            int64_t start, end;
+            enum sim_outcome o = sim_result_job(r[i], j, &start, &end);
+            if (mu_buf_appendf(out, err, "%s,%d,%lld,%lld,%lld,%s\n",
+                               sim_policy_name(sim_result_policy(r[i])), jobs[j].line,
+                               (long long)jobs[j].submit_s, (long long)start, (long long)end,
+                               sim_outcome_name(o))
+                != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 int sim_report_skips(const struct sim_trace *t, struct mu_buf *out, struct mu_err *err)
 {
     if (mu_buf_appendf(out, err, "trace: %s layout, %d rows, %d jobs used",

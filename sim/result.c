@@ -22,7 +22,10 @@ struct sim_result *sim_result_new(enum sim_policy p, int njobs)
     r->start_order = calloc((size_t)njobs + 1, sizeof(int));
     r->jcts = calloc((size_t)njobs + 1, sizeof(double));
     r->waits = calloc((size_t)njobs + 1, sizeof(double));
-    if (!r->start_order || !r->jcts || !r->waits) {
+    r->first_start_s = calloc((size_t)njobs + 1, sizeof(int64_t));
+    r->end_s = calloc((size_t)njobs + 1, sizeof(int64_t));
+    r->outcome = calloc((size_t)njobs + 1, 1);
+    if (!r->start_order || !r->jcts || !r->waits || !r->first_start_s || !r->end_s || !r->outcome) {
         sim_result_free(r);
         return NULL;
     }
@@ -34,6 +37,9 @@ void sim_result_free(struct sim_result *r)
     if (!r)
         return;
     free(r->samples);
+    free(r->outcome);
+    free(r->end_s);
+    free(r->first_start_s);
     free(r->waits);
     free(r->jcts);
     free(r->start_order);
@@ -95,6 +101,12 @@ void sim_result_finish(struct sim_engine *e)
     for (int j = 0; j < e->njobs; j++) {
         const struct sim_sjob *s = &e->sj[j];
         double run;
+        r->first_start_s[j] = s->first_start_s;
+        r->end_s[j] = s->state == SJ_DONE ? s->end_s : -1;
+        r->outcome[j] = s->state == SJ_NEVER  ? SIM_NEVER_FIT
+                        : s->state != SJ_DONE ? SIM_UNFINISHED
+                        : s->timed_out        ? SIM_TIMED_OUT
+                                              : SIM_COMPLETED;
         if (s->state == SJ_NEVER)
             continue;
         if (s->state != SJ_DONE) {
@@ -148,6 +160,28 @@ int sim_result_start_order(const struct sim_result *r, const int **out)
 {
     *out = r->start_order;
     return r->nstarted;
+}
+
+const char *sim_outcome_name(enum sim_outcome o)
+{
+    switch (o) {
+    case SIM_COMPLETED:
+        return "completed";
+    case SIM_TIMED_OUT:
+        return "timed_out";
+    case SIM_UNFINISHED:
+        return "unfinished";
+    case SIM_NEVER_FIT:
+        return "never_fit";
+    }
+    return "?";
+}
+
+enum sim_outcome sim_result_job(const struct sim_result *r, int j, int64_t *start_s, int64_t *end_s)
+{
+    *start_s = r->first_start_s[j];
+    *end_s = r->end_s[j];
+    return (enum sim_outcome)r->outcome[j];
 }
 
 int sim_result_jcts(const struct sim_result *r, const double **out)

@@ -206,6 +206,14 @@ enum sim_policy sim_result_policy(const struct sim_result *r);
 int sim_result_samples(const struct sim_result *r, const struct sim_sample **out);
 /* Each replayed job's start order: job indices of the trace in the order they first started. */
 int sim_result_start_order(const struct sim_result *r, const int **out);
+enum sim_outcome { SIM_COMPLETED = 0, SIM_TIMED_OUT, SIM_UNFINISHED, SIM_NEVER_FIT };
+const char *sim_outcome_name(enum sim_outcome o); /* "completed", "timed_out", ... */
+/* Job j of the trace (0..count-1): its outcome, first start and end (-1 when none). */
+enum sim_outcome sim_result_job(const struct sim_result *r,
+                                int j,
+                                int64_t *start_s,
+                                int64_t *end_s);
+
 /* Completion times (s) of the jobs that ended, ascending. */
 int sim_result_jcts(const struct sim_result *r, const double **out);
 
@@ -215,6 +223,13 @@ int sim_result_jcts(const struct sim_result *r, const double **out);
 int sim_report_table(struct sim_result *const *r, int n, struct mu_buf *out, struct mu_err *err);
 /* One JSON document: {"trace":{...},"policies":[{...}]}; 0 or -1 with err. */
 int sim_report_json(const struct sim_trace *t,
+                    struct sim_result *const *r,
+                    int n,
+                    struct mu_buf *out,
+                    struct mu_err *err);
+/* Every job under every policy as CSV (policy,line,submit_s,start_s,end_s,outcome; times -1
+ * when none) into out: per-job results, e.g. to compare with musterd's own start times. */
+int sim_report_jobs(const struct sim_trace *t,
                     struct sim_result *const *r,
                     int n,
                     struct mu_buf *out,

@@ -46,8 +46,12 @@ ok "philly and alibaba layouts replayed under every policy"
 "$sim" gen --jobs 300 --seed 9 --max-nodes 4 >"$T/g2.csv"
 cmp -s "$T/g1.csv" "$T/g2.csv" || fail "gen is not deterministic for a seed"
 "$sim" --config "$cfg" --nodes p5-spot=12,p5-od=4 --trace "$T/g1.csv" --spot-rate 0.2 \
-    --check --plot-dir "$T/plots" >"$T/table.txt" 2>"$T/plot.err" || fail "gen replay: $(cat "$T/plot.err")"
+    --check --plot-dir "$T/plots" --jobs-out "$T/jobs.csv" >"$T/table.txt" 2>"$T/plot.err" || fail "gen replay: $(cat "$T/plot.err")"
 grep -q '^JCT p99' "$T/table.txt" || fail "table: $(cat "$T/table.txt")"
+# one row per job and policy, each ended, started no sooner than submitted
+awk -F, 'NR > 1 { n++; if ($6 != "completed" && $6 != "timed_out") bad++;
+    if ($4 < $3 || $5 < $4) bad++ } END { exit !(n == 4 * 300 && bad == 0) }' "$T/jobs.csv" ||
+    fail "jobs.csv: $(head -5 "$T/jobs.csv")"
 for f in jct.dat timeline.dat plots.gp; do
     [ -s "$T/plots/$f" ] || fail "plots: $f missing"
 done

@@ -345,6 +345,13 @@ static void test_run_policies_checked(void **state)
         assert_int_equal(n1, st->jobs);
         assert_int_equal(n1, n2);
         assert_memory_equal(o1, o2, (size_t)n1 * sizeof(int));
+        for (int j = 0; j < sim_trace_count(t); j++) {
+            int64_t start, end;
+            enum sim_outcome o = sim_result_job(r1, j, &start, &end);
+            assert_true(o == SIM_COMPLETED || o == SIM_TIMED_OUT || o == SIM_NEVER_FIT);
+            if (o != SIM_NEVER_FIT)
+                assert_true(start >= sim_trace_jobs(t)[j].submit_s && end >= start);
+        }
         if (p == SIM_FIFO) {
             for (int i = 1; i < n1; i++)
                 assert_true(o1[i - 1] < o1[i]); /* strict arrival order */
