@@ -58,10 +58,14 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err);
  * failed (releases, RUNNING, the stops a drain or a spot notice asked for). */
 void d_outage_recheck(struct musterd *d);
 
-/* d_preempt.c: plans a preemption for pending job p (strictly lower-priority, preemptible
- * victims) and starts stopping the victims.  True when a plan was made or one is in flight.
- * Without a plan because the useful victims are too young, *retry_mono_ms (0 otherwise) says
- * when to plan again. */
+/* d_preempt.c: collects the running gangs a pass may preempt, once per pass before it offers
+ * preemption to its pending jobs (no victim changes until a plan is made, which ends the
+ * offers); d_preempt_for uses them.  Without memory there are none this pass. */
+void d_preempt_collect(struct musterd *d, int64_t now_ms);
+/* Plans a preemption for pending job p (victims from the last d_preempt_collect: strictly
+ * lower-priority preemptible gangs, or quota p's queue reclaims) and starts stopping the
+ * victims.  True when a plan was made or one is in flight.  Without a plan because the useful
+ * victims are too young, *retry_mono_ms (0 otherwise) says when to plan again. */
 bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t *retry_mono_ms);
 /* The drain of node: checkpoints and requeues every gang running on it (not counted as a
  * failure), the checkpoint grace capped at grace_s when >= 0. */

@@ -367,6 +367,8 @@ void d_schedule(struct musterd *d)
     }
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
     pass_apply(d, n, per_job_s, &timed_reasons);
+    if (!regrace)
+        d_preempt_collect(d, now_ms);
     for (int i = 0; i < n && !regrace; i++) {
         struct d_job *j = d->pass.who[i];
         uint64_t retry = 0;

@@ -56,16 +56,16 @@ static void victim_quota(const struct musterd *d,
         v->preemptible = false;
 }
 
-/* Every placed gang as a victim record for preemptor p, into d->pass.victims; returns how many. */
-static int victims_collect(struct musterd *d,
-                           const struct d_job *p,
-                           bool within_nominal,
-                           int64_t now_s)
+void d_preempt_collect(struct musterd *d, int64_t now_ms)
 {
+    int64_t now_s = now_ms / 1000;
     size_t pos = 0;
     struct d_job *j;
     int n = 0;
 
+    d->pass.nvictims = 0;
+    if (victims_scratch(d, (int)mu_map_count(d->jobs)) != 0)
+        return;
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         struct sched_victim *v = &d->pass.victims[n];
         if (!j->placed || !d_job_fully_committed(j))
@@ -73,16 +73,26 @@ static int victims_collect(struct musterd *d,
         v->req = &j->req;
         v->slots = j->slots;
         v->priority = j->spec.priority;
-        /* A gang already stopping frees its GPUs anyway: not a victim again. */
-        v->preemptible = j->spec.preemptible && j->end == D_END_NONE;
         v->started_ms = (int64_t)j->started_ms;
         v->checkpoint_ms = (int64_t)j->last_checkpoint_ms;
         v->grace_s = j->spec.checkpointable ? j->spec.checkpoint_grace_s : d->cfg.kill_grace_s;
         v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : d_job_end_s(d, j);
-        victim_quota(d, p, within_nominal, j, v);
         d->pass.victim_jobs[n++] = j;
     }
-    return n;
+    d->pass.nvictims = n;
+}
+
+/* The pass's victims as preemptor p sees them: whether each may be stopped for it depends on
+ * p's queue and quota (victim_quota).  O(placed gangs), not O(jobs). */
+static void victims_for(struct musterd *d, const struct d_job *p, bool within_nominal)
+{
+    for (int i = 0; i < d->pass.nvictims; i++) {
+        const struct d_job *j = d->pass.victim_jobs[i];
+        struct sched_victim *v = &d->pass.victims[i];
+        /* A gang already stopping frees its GPUs anyway: not a victim again. */
+        v->preemptible = j->spec.preemptible && j->end == D_END_NONE;
+        victim_quota(d, p, within_nominal, j, v);
+    }
 }
 
 /* Stops the plan's victims for p; returns how many of them are reclaimed quota (the others go
@@ -119,7 +129,7 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
     struct sched_slot *slots = NULL;
     struct mu_err err;
     char why[256];
-    int n;
+    int n = d->pass.nvictims;
     int rc;
     int nreclaim;
     struct sched_request req;
@@ -127,16 +137,15 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
     *retry_mono_ms = 0;
     if (p->victims_stopping > 0)
         return true; /* its victims are still stopping; the freed GPUs wait for it */
-    if (p->held || victims_scratch(d, (int)mu_map_count(d->jobs)) != 0)
+    /* Nothing placed, nothing to stop: with many pending jobs and few gangs running this keeps
+     * the pass's preemption step linear (issue #15). */
+    if (p->held || n == 0)
         return false;
     /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
     if (sched_quota_filter(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &p->req, &req) == 0)
         return false;
-    n = victims_collect(
-        d, p, sched_quota_within_nominal(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &req),
-        now_s);
-    if (n == 0)
-        return false;
+    victims_for(d, p,
+                sched_quota_within_nominal(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &req));
     slots = calloc((size_t)p->spec.tasks, sizeof(*slots));
     if (!slots)
         return false;
