@@ -250,27 +250,38 @@ int queue_idem_claim(struct queue *q,
                      bool *won,
                      struct mu_err *err);
 
-/* What a restarted scheduler needs of an active job. */
+/* What a restarted scheduler needs of an active job, as queue_active_each hands it over: every
+ * pointer is borrowed from the Redis reply and valid during the callback only. */
 struct queue_stored_job {
-    char id[QUEUE_JOB_ID_MAX];
-    char state[16];
-    int attempt;
+    const char *id;
+    const char *state; /* never NULL or "" (a job without a hash is not handed over) */
+    int attempt;       /* 0 if none */
     int failures;
     bool held;
-    char *spec; /* heap; NULL if the hash has none */
+    const char *spec; /* NULL if the hash has none */
     size_t spec_len;
-    char *placement;     /* heap JSON [{"task","node","gpus"}...]; NULL if none */
-    uint64_t started_ms; /* 0 if none */
-    char last_checkpoint[1024];
+    const char *placement;       /* JSON [{"task","node","gpus"}...]; NULL if none */
+    uint64_t started_ms;         /* 0 if none */
+    const char *last_checkpoint; /* "" if none */
     uint64_t last_checkpoint_ms;
     double lost_gpu_s;
     bool borrowed; /* its attempt started on quota borrowed from its cohort */
 };
 
-/* Reads every job of the active set (one pipelined round trip); free with
- * queue_stored_jobs_free.  Ids whose hash is gone are dropped from the set. */
-int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, struct mu_err *err);
-void queue_stored_jobs_free(struct queue_stored_job *jobs, int n);
+/* Called for each stored active job; returns 0 to go on, 1 to stop early, -1 to fail (with
+ * err filled). */
+typedef int (*queue_stored_job_fn)(void *ctx, const struct queue_stored_job *s, struct mu_err *err);
+
+/*
+ * Reads every job of the active set and hands each to fn, in no particular order.  The hashes
+ * are read with HMGET pipelined QUEUE_LOAD_WINDOW at a time, a window ahead, so Redis answers
+ * one while fn works through the other, and nothing is copied or held for all jobs at once.
+ * fn must not use q (its connection carries the pipeline).  Ids whose hash is gone are dropped
+ * from the set.  Returns 0 when every job was handed over, 1 when fn stopped early, -1 on a
+ * Redis error or fn's failure (err filled).
+ */
+#define QUEUE_LOAD_WINDOW 1024
+int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct mu_err *err);
 
 /* HSET <prefix><hash> with n name/JSON pairs in one command: the status hashes "nodes",
  * "pools" and "queues" that musterd refreshes for musterctl and dashboards.  When kv[0].value is

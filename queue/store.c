@@ -245,30 +245,6 @@ out:
     return rc;
 }
 
-void queue_stored_jobs_free(struct queue_stored_job *jobs, int n)
-{
-    if (!jobs)
-        return;
-    for (int i = 0; i < n; i++) {
-        free(jobs[i].spec);
-        free(jobs[i].placement);
-    }
-    free(jobs);
-}
-
-static char *reply_dup(const redisReply *r)
-{
-    char *s;
-    if (r->type != REDIS_REPLY_STRING)
-        return NULL;
-    s = malloc(r->len + 1);
-    if (s) {
-        memcpy(s, r->str, r->len);
-        s[r->len] = '\0';
-    }
-    return s;
-}
-
 static uint64_t reply_u64(const redisReply *r)
 {
     int64_t v = 0;
@@ -277,34 +253,39 @@ static uint64_t reply_u64(const redisReply *r)
     return (uint64_t)v;
 }
 
+static const char *reply_str(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_STRING ? r->str : NULL;
+}
+
 #define STORED_FIELDS                                                                           \
     "state attempt failures held spec placement started_at last_checkpoint last_checkpoint_at " \
     "lost_gpu_seconds borrowed"
 
+/* s from an HMGET reply of STORED_FIELDS (s->id set); borrows the reply's strings.  A hash that
+ * is gone leaves s->state NULL. */
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
     int64_t num = 0;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 11)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
-    if (r->element[0]->type == REDIS_REPLY_STRING)
-        mu_strlcpy(s->state, r->element[0]->str, sizeof(s->state));
+    s->state = reply_str(r->element[0]);
+    s->attempt = 0;
     if (r->element[1]->type == REDIS_REPLY_STRING
         && mu_parse_i64(r->element[1]->str, 1, 1000000, &num, NULL) == 0)
         s->attempt = (int)num;
+    s->failures = 0;
     if (r->element[2]->type == REDIS_REPLY_STRING
         && mu_parse_i64(r->element[2]->str, 0, 1000000, &num, NULL) == 0)
         s->failures = (int)num;
     s->held = r->element[3]->type == REDIS_REPLY_STRING && strcmp(r->element[3]->str, "1") == 0;
-    s->spec = reply_dup(r->element[4]);
+    s->spec = reply_str(r->element[4]);
     s->spec_len = s->spec ? r->element[4]->len : 0;
-    s->placement = reply_dup(r->element[5]);
-    if ((r->element[4]->type == REDIS_REPLY_STRING && !s->spec)
-        || (r->element[5]->type == REDIS_REPLY_STRING && !s->placement))
-        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    s->placement = reply_str(r->element[5]);
     s->started_ms = reply_u64(r->element[6]);
-    if (r->element[7]->type == REDIS_REPLY_STRING)
-        mu_strlcpy(s->last_checkpoint, r->element[7]->str, sizeof(s->last_checkpoint));
+    s->last_checkpoint = r->element[7]->type == REDIS_REPLY_STRING ? r->element[7]->str : "";
     s->last_checkpoint_ms = reply_u64(r->element[8]);
+    s->lost_gpu_s = 0;
     if (r->element[9]->type == REDIS_REPLY_STRING)
         (void)mu_parse_double(r->element[9]->str, 0, 1e300, &s->lost_gpu_s, NULL);
     s->borrowed =
@@ -312,15 +293,69 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
     return 0;
 }
 
-int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, struct mu_err *err)
+/* Appends HMGETs for ids[*sent..] until 2 windows are in flight past done. */
+static void load_refill(struct queue *q, const redisReply *ids, size_t done, size_t *sent)
+{
+    if (*sent > done + QUEUE_LOAD_WINDOW)
+        return;
+    while (*sent < ids->elements && *sent < done + (size_t)2 * QUEUE_LOAD_WINDOW) {
+        (void)redisAppendCommand(q->ctx, "HMGET %sjob:%s " STORED_FIELDS, q->prefix,
+                                 ids->element[*sent]->str);
+        (*sent)++;
+    }
+}
+
+/* Reads every id's hash, a window ahead, and hands each job to fn; *vanished (heap,
+ * ids->elements flags, made at the first) marks ids whose hash is gone.  0, 1 (fn stopped) or
+ * -1 (err filled). */
+static int load_run(struct queue *q,
+                    const redisReply *ids,
+                    queue_stored_job_fn fn,
+                    void *ctx,
+                    bool **vanished,
+                    struct mu_err *err)
+{
+    size_t sent = 0;
+    int rc = 0;
+
+    for (size_t done = 0; done < ids->elements; done++) {
+        struct queue_stored_job s;
+        void *reply = NULL;
+        load_refill(q, ids, done, &sent);
+        if (redisGetReply(q->ctx, &reply) != REDIS_OK) {
+            mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
+            queue_conn_drop(q);
+            return -1;
+        }
+        memset(&s, 0, sizeof(s));
+        s.id = ids->element[done]->str;
+        if (rc == 0 && stored_job_fill(&s, reply, err) != 0)
+            rc = -1;
+        else if (rc == 0 && (!s.state || !s.state[0])) {
+            if (!*vanished)
+                *vanished = calloc(ids->elements, sizeof(**vanished));
+            if (*vanished)
+                (*vanished)[done] = true;
+        } else if (rc == 0)
+            rc = fn(ctx, &s, err);
+        freeReplyObject(reply);
+        if (rc != 0) {
+            /* Stopped or failed: the replies still in flight go with the connection, which
+             * is cheaper than reading them (the next call reconnects). */
+            if (done + 1 < sent)
+                queue_conn_drop(q);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct mu_err *err)
 {
     redisReply *ids = NULL;
-    struct queue_stored_job *jobs = NULL;
-    int count = 0;
+    bool *vanished = NULL;
     int rc = -1;
 
-    *out = NULL;
-    *n = 0;
     ids = queue_command(q, err, "SMEMBERS %sactive", q->prefix);
     if (!ids)
         return -1;
@@ -328,48 +363,21 @@ int queue_active_load(struct queue *q, struct queue_stored_job **out, int *n, st
         mu_errf(err, MU_E_REDIS, "SMEMBERS %sactive: unexpected reply", q->prefix);
         goto out;
     }
-    jobs = calloc(ids->elements + 1, sizeof(*jobs));
-    if (!jobs) {
-        mu_errf(err, MU_E_NOMEM, "out of memory loading %zu jobs", ids->elements);
-        goto out;
-    }
-    for (size_t i = 0; i < ids->elements; i++)
-        (void)redisAppendCommand(q->ctx, "HMGET %sjob:%s " STORED_FIELDS, q->prefix,
-                                 ids->element[i]->str);
     for (size_t i = 0; i < ids->elements; i++) {
-        void *reply = NULL;
-        struct queue_stored_job *s = &jobs[i];
-        if (redisGetReply(q->ctx, &reply) != REDIS_OK) {
-            mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
-            queue_conn_drop(q);
-            count = (int)ids->elements;
+        if (ids->element[i]->type != REDIS_REPLY_STRING) {
+            mu_errf(err, MU_E_REDIS, "SMEMBERS %sactive: unexpected reply", q->prefix);
             goto out;
         }
-        mu_strlcpy(s->id, ids->element[i]->str, sizeof(s->id));
-        if (stored_job_fill(s, reply, err) != 0) {
-            freeReplyObject(reply);
-            queue_conn_drop(q); /* replies still queued on it */
-            count = (int)ids->elements;
-            goto out;
-        }
-        freeReplyObject(reply);
     }
-    /* Compact; an id whose hash vanished (deleted by hand) leaves the active set. */
-    for (size_t i = 0; i < ids->elements; i++) {
-        if (jobs[i].state[0]) {
-            jobs[count++] = jobs[i];
-            continue;
-        }
-        free(jobs[i].spec);
-        free(jobs[i].placement);
-        queue_reply_free(queue_command(q, NULL, "SREM %sactive %s", q->prefix, jobs[i].id));
+    rc = load_run(q, ids, fn, ctx, &vanished, err);
+    /* An id whose hash vanished (deleted by hand) leaves the active set. */
+    for (size_t i = 0; rc == 0 && vanished && i < ids->elements; i++) {
+        if (vanished[i])
+            queue_reply_free(
+                queue_command(q, NULL, "SREM %sactive %s", q->prefix, ids->element[i]->str));
     }
-    *out = jobs;
-    *n = count;
-    jobs = NULL;
-    rc = 0;
 out:
-    queue_stored_jobs_free(jobs, count);
+    free(vanished);
     queue_reply_free(ids);
     return rc;
 }

@@ -4,7 +4,9 @@
  * queue again as they were.  A gang that was starting, running or being stopped is adopted from
  * its stored placement (d_adopt.c).  One whose placement cannot be read is requeued; workers
  * that still run its tasks are told to stop them when they register, because their attempt is
- * no longer current.
+ * no longer current.  The jobs stream in from queue_active_each (nothing held for all of them
+ * at once); the requeue writes wait until the load is over, since its pipeline holds the
+ * connection.  A stop signal ends recovery at the next job (issue #15).
  */
 
 #include "scheduler/d_handlers.h"
@@ -16,90 +18,143 @@
 
 #include "common/mu_banned.h"
 
+/* One recovery's progress (queue_active_each's context). */
+struct recovery {
+    struct musterd *d;
+    int n;                  /* stored jobs handed over */
+    int adopting;           /* placed gangs to adopt */
+    struct d_job **requeue; /* heap: placed gangs that cannot be adopted, requeued once the
+                               load is over (its pipeline holds the connection) */
+    int nrequeue;
+    int cap_requeue;
+};
+
+static int requeue_later(struct recovery *r, struct d_job *j, struct mu_err *err)
+{
+    if (r->nrequeue == r->cap_requeue) {
+        int cap = r->cap_requeue ? r->cap_requeue * 2 : 64;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        struct d_job **p = realloc(r->requeue, (size_t)cap * sizeof(*p));
+        if (!p)
+            return mu_errf(err, MU_E_NOMEM, "out of memory recovering jobs");
+        r->requeue = p;
+        r->cap_requeue = cap;
+    }
+    r->requeue[r->nrequeue++] = j;
+    return 0;
+}
+
+/* A stored job back into d->jobs: queued again as it was, adopted, or set aside for requeue.
+ * Stops (1) once a signal asked musterd to stop: what is not read yet stays stored as it is. */
+static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_err *err)
+{
+    struct recovery *r = arg;
+    struct musterd *d = r->d;
+    struct mu_err perr;
+    struct d_job *j;
+    enum queue_state st = QUEUE_PENDING;
+
+    if (*d->stop)
+        return 1;
+    r->n++;
+    j = calloc(1, sizeof(*j));
+    if (!j)
+        return mu_errf(err, MU_E_NOMEM, "out of memory recovering jobs");
+    mu_strlcpy(j->id, s->id, sizeof(j->id));
+    if (!s->spec || queue_spec_parse(s->spec, s->spec_len, &j->spec, &perr) != 0
+        || queue_state_parse(s->state, &st) != 0) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s stored record unreadable, skipped", s->id);
+        d_job_free(j);
+        return 0;
+    }
+    j->state = QUEUE_PENDING;
+    j->attempt = s->attempt > 0 ? s->attempt : 1;
+    j->failures = s->failures;
+    j->held = s->held;
+    j->submitted_ms = d_job_id_ms(j->id);
+    j->started_ms = s->started_ms;
+    j->lost_gpu_s = s->lost_gpu_s;
+    mu_strlcpy(j->last_checkpoint, s->last_checkpoint, sizeof(j->last_checkpoint));
+    j->last_checkpoint_ms = s->last_checkpoint_ms;
+    j->borrowed = s->borrowed;
+    d_job_request_build(d, j);
+    if (mu_map_put(d->jobs, j->id, j, &perr) != 0) {
+        d_job_free(j);
+        return 0;
+    }
+    /* A placed gang keeps running: it is adopted when its nodes report its tasks. */
+    if ((st == QUEUE_STARTING || st == QUEUE_RUNNING || st == QUEUE_PREEMPTING) && s->placement
+        && d_adopt_prepare(d, j, s->placement, st) == 0) {
+        r->adopting++;
+        return 0;
+    }
+    if (st != QUEUE_PENDING)
+        return requeue_later(r, j, err);
+    d_job_pending_add(d, j);
+    return 0;
+}
+
+/* Writes the set-aside gangs PENDING with a new attempt, then queues them. */
+static int requeue_all(struct recovery *r, struct mu_err *err)
+{
+    struct musterd *d = r->d;
+
+    for (int i = 0; i < r->nrequeue; i++) {
+        struct d_job *j = r->requeue[i];
+        char attempt[16];
+        struct queue_kv f[] = { { "attempt", attempt },
+                                { "nodes", NULL },
+                                { "placement", NULL },
+                                { "started_at", NULL },
+                                { "borrowed", NULL } };
+        struct d_tally tally = { D_C_REQUEUES, 0, 0 };
+        struct d_change c = { .to = QUEUE_PENDING,
+                              .reason = "requeued after a scheduler restart",
+                              .fields = f,
+                              .nfields = (int)MU_ARRAY_LEN(f),
+                              .tally = &tally };
+        if (*d->stop)
+            return 1; /* the rest stay stored as they were: the next start requeues them */
+        j->attempt++; /* the event names the new attempt */
+        (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
+        if (d_job_write(d, j, &c) != 0)
+            return mu_errf(err, MU_E_REDIS, "job %s: cannot requeue it after the restart", j->id);
+        d_job_pending_add(d, j);
+    }
+    return 0;
+}
+
 /*
  * Takes the jobs of the active set back after a restart.  PENDING jobs queue again as they were.
  * A gang that was starting, running or being stopped is adopted from its stored placement
  * (d_adopt.c).  One whose placement cannot be read is requeued; workers that still run its
  * tasks are told to stop them when they register, because their attempt is no longer current.
+ * A stop signal ends it early (issue #15: a service manager waits on musterd's exit): what was
+ * not read yet is still stored as it was and the next start takes it back.
  */
 int d_jobs_recover(struct musterd *d, struct mu_err *err)
 {
-    struct queue_stored_job *stored = NULL;
-    int n = 0;
-    int requeued = 0;
-    int adopting = 0;
+    struct recovery r = { .d = d };
+    int rc;
 
-    if (d_nodes_recover(d, err) != 0 || d_usage_recover(d, err) != 0
-        || queue_active_load(d->q, &stored, &n, err) != 0)
+    if (d_nodes_recover(d, err) != 0 || d_usage_recover(d, err) != 0)
         return -1;
-    for (int i = 0; i < n; i++) {
-        struct queue_stored_job *s = &stored[i];
-        struct mu_err perr;
-        struct d_job *j = calloc(1, sizeof(*j));
-        enum queue_state st = QUEUE_PENDING;
-
-        if (!j) {
-            mu_errf(err, MU_E_NOMEM, "out of memory recovering jobs");
-            queue_stored_jobs_free(stored, n);
-            return -1;
-        }
-        mu_strlcpy(j->id, s->id, sizeof(j->id));
-        if (!s->spec || queue_spec_parse(s->spec, s->spec_len, &j->spec, &perr) != 0
-            || queue_state_parse(s->state, &st) != 0) {
-            mu_log(MU_LOG_ERROR, "sched", "job=%s stored record unreadable, skipped", s->id);
-            d_job_free(j);
-            continue;
-        }
-        j->state = QUEUE_PENDING;
-        j->attempt = s->attempt > 0 ? s->attempt : 1;
-        j->failures = s->failures;
-        j->held = s->held;
-        j->submitted_ms = d_job_id_ms(j->id);
-        j->started_ms = s->started_ms;
-        j->lost_gpu_s = s->lost_gpu_s;
-        mu_strlcpy(j->last_checkpoint, s->last_checkpoint, sizeof(j->last_checkpoint));
-        j->last_checkpoint_ms = s->last_checkpoint_ms;
-        j->borrowed = s->borrowed;
-        d_job_request_build(d, j);
-        if (mu_map_put(d->jobs, j->id, j, &perr) != 0) {
-            d_job_free(j);
-            continue;
-        }
-        /* A placed gang keeps running: it is adopted when its nodes report its tasks. */
-        if ((st == QUEUE_STARTING || st == QUEUE_RUNNING || st == QUEUE_PREEMPTING) && s->placement
-            && d_adopt_prepare(d, j, s->placement, st) == 0) {
-            adopting++;
-            continue;
-        }
-        if (st != QUEUE_PENDING) {
-            char attempt[16];
-            struct queue_kv f[] = { { "attempt", attempt },
-                                    { "nodes", NULL },
-                                    { "placement", NULL },
-                                    { "started_at", NULL },
-                                    { "borrowed", NULL } };
-            struct d_tally tally = { D_C_REQUEUES, 0, 0 };
-            struct d_change c = { .to = QUEUE_PENDING,
-                                  .reason = "requeued after a scheduler restart",
-                                  .fields = f,
-                                  .nfields = (int)MU_ARRAY_LEN(f),
-                                  .tally = &tally };
-            j->attempt++; /* the event names the new attempt */
-            (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
-            if (d_job_write(d, j, &c) != 0) {
-                queue_stored_jobs_free(stored, n);
-                return mu_errf(err, MU_E_REDIS, "job %s: cannot requeue it after the restart",
-                               j->id);
-            }
-            requeued++;
-        }
-        d_job_pending_add(d, j);
-    }
-    if (n)
+    rc = queue_active_each(d->q, recover_one, &r, err);
+    if (rc == 0)
+        rc = requeue_all(&r, err);
+    free(r.requeue);
+    if (rc == 1) {
         mu_log(MU_LOG_INFO, "sched",
-               "recovered %d active job(s): %d placed gang(s) to adopt, %d requeued", n, adopting,
-               requeued);
-    queue_stored_jobs_free(stored, n);
+               "stop asked during recovery: stopped after %d active job(s); the rest stay stored",
+               r.n);
+        return 0;
+    }
+    if (rc != 0)
+        return -1;
+    if (r.n)
+        mu_log(MU_LOG_INFO, "sched",
+               "recovered %d active job(s): %d placed gang(s) to adopt, %d requeued", r.n,
+               r.adopting, r.nrequeue);
     return 0;
 }
 
