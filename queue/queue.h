@@ -31,6 +31,7 @@
 #define QUEUE_MAX_ARGS       1024
 #define QUEUE_MAX_ENV        1024
 #define QUEUE_MAX_STR        (64u << 10) /* one argv/env string */
+#define QUEUE_WORKDIR_MAX    1023        /* bytes of the spec's workdir */
 #define QUEUE_JOB_ID_MAX     48
 
 struct queue_spec {
@@ -52,7 +53,9 @@ struct queue_spec {
     char **argv;                        /* heap, NULL-terminated */
     int nenv;
     char **env;             /* heap "KEY=VALUE" strings */
-    char workdir[1024];     /* "" = the worker's state dir */
+    char *workdir;          /* heap, at most QUEUE_WORKDIR_MAX bytes; NULL = the worker's
+                               state dir (off the struct: most jobs have none, and a restart
+                               holds every active job's spec, issue #15) */
     bool checkpointable;    /* a "checkpoint" block was given */
     int checkpoint_signal;  /* default SIGUSR1 */
     int checkpoint_grace_s; /* default 60, 0..3600 */

@@ -349,11 +349,16 @@ static int set_workdir(struct queue_spec *s, const cJSON *v, struct mu_err *err)
 {
     const char *str;
 
-    if (get_str(v, "workdir", sizeof(s->workdir) - 1, &str, err) != 0)
+    char *copy;
+
+    if (get_str(v, "workdir", QUEUE_WORKDIR_MAX, &str, err) != 0)
         return -1;
     if (str[0] != '/')
         return mu_json_err_expected(err, MU_E_SPEC, "workdir", "an absolute path", v);
-    mu_strlcpy(s->workdir, str, sizeof(s->workdir));
+    copy = strdup(str);
+    if (!copy)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    s->workdir = copy;
     return 0;
 }
 
@@ -485,6 +490,7 @@ void queue_spec_release(struct queue_spec *s)
     for (char **p = s->env; p && *p; p++)
         free(*p);
     free(s->env);
+    free(s->workdir);
     memset(s, 0, sizeof(*s));
 }
 

@@ -417,7 +417,7 @@ static void bind_send(struct musterd *d, struct d_job *j)
             if (j->slots[t].gpus & (UINT64_C(1) << g))
                 m.bind_gpus[m.nbind_gpus++] = g;
         }
-        mu_strlcpy(m.workdir, j->spec.workdir, sizeof(m.workdir));
+        mu_strlcpy(m.workdir, j->spec.workdir ? j->spec.workdir : "", sizeof(m.workdir));
         mu_strlcpy(m.resume_from, j->last_checkpoint, sizeof(m.resume_from));
         m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
         m.grace_s = j->spec.checkpoint_grace_s;

@@ -92,7 +92,7 @@ static void test_defaults(void **state)
     assert_null(s.argv[1]);
     assert_int_equal(s.nenv, 0);
     assert_null(s.env);
-    assert_string_equal(s.workdir, "");
+    assert_null(s.workdir);
     assert_false(s.checkpointable);
     assert_int_equal(s.checkpoint_signal, SIGUSR1);
     assert_int_equal(s.checkpoint_grace_s, 60);
