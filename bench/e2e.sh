@@ -77,7 +77,7 @@ floor)
     run_drain 1000 >"$T/drain.txt"
     cat "$T/drain.txt"
     floor_ms=$(sed -n 's/^floor latency_ms=\([0-9.]*\).*/\1/p' "$T/floor.txt")
-    cycles=$(sed -n 's/^floor spawn_cycles_per_s=\([0-9.]*\).*/\1/p' "$T/floor.txt")
+    cycles=$(sed -n 's/^floor drain_cycles_per_s=\([0-9.]*\).*/\1/p' "$T/floor.txt")
     p50=$(sed -n 's/^latency .*p50_ms=\([0-9.]*\).*/\1/p' "$T/latency.txt")
     read -r jobs tasks jps < <(sed -n 's/^drain jobs=\([0-9]*\) tasks=\([0-9]*\) .*jobs_per_s=\([0-9.]*\).*/\1 \2 \3/p' "$T/drain.txt")
     python3 - "$floor_ms" "$p50" "$cycles" "$jobs" "$tasks" "$jps" <<'PY'
