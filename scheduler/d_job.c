@@ -282,11 +282,10 @@ int64_t d_job_end_s(const struct musterd *d, const struct d_job *j)
 
 int d_job_capacity(const struct musterd *d, const struct d_job *j)
 {
-    int node = j->slots && j->spec.tasks > 0 ? j->slots[0].node : -1;
-    if (node < 0)
-        return -1;
-    return (int)sched_cluster_pool(d->cluster, sched_cluster_node_spec(d->cluster, node)->pool)
-        ->capacity;
+    int node = (j->placed || j->adopting) && j->slots && j->spec.tasks > 0 ? j->slots[0].node : -1;
+    const struct sched_node_spec *spec =
+        node >= 0 ? sched_cluster_node_spec(d->cluster, node) : NULL;
+    return spec ? (int)sched_cluster_pool(d->cluster, spec->pool)->capacity : -1;
 }
 
 void d_limit_watch(struct musterd *d, const struct d_job *j)

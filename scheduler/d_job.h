@@ -178,7 +178,8 @@ void d_task_record_end(struct d_task *task, const struct proto_task_ref *r);
 
 int64_t d_job_run_s(const struct musterd *d, const struct d_job *j); /* time limit or default */
 int64_t d_job_end_s(const struct musterd *d, const struct d_job *j); /* its attempt's end */
-/* A placed job's capacity type (enum sched_capacity, all its tasks share it), -1 if unplaced. */
+/* A placed (or adopted) job's capacity type (enum sched_capacity, all its tasks share it); -1
+ * for a pending job, or an adopted one whose first task's node has not registered yet. */
 int d_job_capacity(const struct musterd *d, const struct d_job *j);
 /* A gang started (or was adopted): its time limit is watched from now on (d_limits_check). */
 void d_limit_watch(struct musterd *d, const struct d_job *j);

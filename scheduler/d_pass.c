@@ -83,13 +83,14 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         int64_t end_s;
-        int cap = d_job_capacity(d, j);
         /* Quota counts every gang that holds or may hold GPUs: one being adopted after a
          * restart (its first capacity type until its nodes say), one being stopped. */
-        if (j->placed || j->adopting)
+        if (j->placed || j->adopting) {
+            int cap = d_job_capacity(d, j);
             sched_quota_charge(d->pass.quota, SCHED_MAX_QUEUES, j->queue_idx,
                                cap >= 0 ? cap : (int)j->req.capacity[0],
                                j->spec.tasks * j->spec.gpus_per_task);
+        }
         if (!j->placed || !d_job_fully_committed(j))
             continue; /* a partly adopted gang is being stopped; its GPUs free soon */
         /* An attempt being stopped ends within the kill grace; a running one at its limit. */

@@ -47,7 +47,7 @@ write_config 16 '{"name": "batch"}'
 expect_rc 0 ctl reload
 grep -q "^ok: .*2 queue(s) in force" "$T/out" || fail "reload answer: $(cat "$T/out")"
 wait_for "b running after the reload" 15 job_state_is "$b" RUNNING
-[ "$(queue_field research quota.spot)" = 16 ] || fail "queues status quota: $(queue_field research quota)"
+wait_for "the queues status shows the new quota" 15 "[ \"\$(queue_field research quota.spot)\" = 16 ]"
 ok "musterctl reload raised research's quota from 8 to 16 GPUs and its waiting job started"
 
 # ---- 2 ----

@@ -374,6 +374,21 @@ static void test_node_lost_requeues_after_fence(void **state)
     assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
 }
 
+/* A pass before any node registered (a job submitted first) waits; it used to read node 0. */
+static void test_pass_before_any_node(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+
+    dfix_submit(f, J1, GANG2);
+    d_schedule(&f->d);
+    d_schedule(&f->d); /* the second sees the slots the first gave the job */
+    assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
+    dfix_two_nodes(f);
+    d_schedule(&f->d);
+    dfix_take_binds(f, J1, 2, 1, node_of);
+}
+
 /* A worker that restarted after its lease ran out reports in its HELLO that it stopped the
  * task (fenced) and the checkpoint the task wrote.  That HELLO alone ends the attempt, and the
  * next attempt resumes from that checkpoint: no later message is needed for it (one sent after
@@ -454,6 +469,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
                                         dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_pass_before_any_node, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_hello_checkpoint_resumes_fenced_gang, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now,
