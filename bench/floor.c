@@ -29,36 +29,11 @@
 
 #include "common/mu.h"
 
+#include "bench/timing.h"
+
 #include "common/mu_banned.h"
 
 #define SPAWNERS_MAX 256
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int64_t wall_ns(void)
-{
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static void sleep_us(long us)
-{
-    struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
-    (void)nanosleep(&ts, NULL);
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a;
-    int64_t y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* The median of v[0..n) in microseconds (sorts v). */
 static double p50_us(int64_t *v, int n)

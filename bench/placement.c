@@ -38,6 +38,8 @@
 #include "common/mu.h"
 #include "core/sched.h"
 
+#include "bench/timing.h"
+
 #include "common/mu_banned.h"
 
 #define GPUS 8
@@ -55,20 +57,6 @@ static uint64_t rnd64(void)
 static int rnd(int n)
 {
     return (int)(rnd64() % (uint64_t)n);
-}
-
-static int64_t mono_ns(void)
-{
-    struct timespec ts;
-    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a;
-    int64_t y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 static struct sched_request request(int tasks, int gpus)
