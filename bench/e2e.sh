@@ -9,7 +9,7 @@
 #   bench/e2e.sh floor [RUNS]     this machine's floor (muster-bench-floor: Redis and ZeroMQ round
 #                                 trips, XREADGROUP wake-up, process starts), then latency and
 #                                 drain 1000, and muster's figures against the floor (issue #15;
-#                                 bench/README.md says what each floor is made of)
+#                                 docs/benchmarks.md says what each floor is made of)
 #
 # Build first (scripts/test.sh --quick or cmake); MUSTER_BIN points at the binaries.
 source "$(dirname "$0")/../tests/integration/lib.sh"

@@ -4,7 +4,7 @@
  * Times move from machine to machine (process creation on a VM can be 10x a bare host's), so
  * muster's figures are judged against this floor measured on the same box, in the same run.
  * bench/e2e.sh floor runs it, then muster's latency and drain benchmarks, and prints the ratios;
- * the composition of each floor is written out in bench/README.md.  Prints numbers; asserts
+ * the composition of each floor is written out in docs/benchmarks.md.  Prints numbers; asserts
  * nothing.
  *
  *   muster-bench-floor --stamp PATH --dir DIR [--drain-cmd CMD] [--runs N]
@@ -540,7 +540,7 @@ int main(int argc, char **argv)
         || (arg(argc, argv, "--runs", NULL)
             && mu_parse_i64(arg(argc, argv, "--runs", NULL), 10, 100000, &runs, NULL) != 0)) {
         (void)fputs("usage: muster-bench-floor --stamp PATH --dir DIR [--drain-cmd CMD] "
-                    "[--runs N]\n(see bench/README.md; bench/e2e.sh floor runs it)\n",
+                    "[--runs N]\n(see docs/benchmarks.md; bench/e2e.sh floor runs it)\n",
                     stderr);
         return 2;
     }
