@@ -32,10 +32,12 @@ now_ns() { date +%s%N; }
 # ---- 1: mid-bind ----
 # Each (attempt, rank) marks itself with noclobber; attempt 1 runs until stopped and notes when
 # (once: a stop may signal it again, as KILL is idempotent, and the note must not be cut short).
+# The start mark appears whole (written aside, then renamed) and only once the trap is set, so
+# the test never stops a task that could not yet note its stop.
 cmd1='set -C; : > '"$T"'/ran/half.$MUSTER_ATTEMPT.$RANK || echo dup >> '"$T"'/dup
-date +%s%N > '"$T"'/half.start.$MUSTER_ATTEMPT.$RANK
+[ $MUSTER_ATTEMPT != 1 ] || trap "trap '' TERM; set +C; date +%s%N > '"$T"'/half.stop.\$RANK; exit 143" TERM
+date +%s%N > '"$T"'/half.mark.$MUSTER_ATTEMPT.$RANK && mv '"$T"'/half.mark.$MUSTER_ATTEMPT.$RANK '"$T"'/half.start.$MUSTER_ATTEMPT.$RANK
 [ $MUSTER_ATTEMPT = 1 ] || exit 0
-trap "trap '' TERM; set +C; date +%s%N > '"$T"'/half.stop.\$RANK; exit 143" TERM
 while :; do sleep 0.1; done'
 kill -STOP "${WORKER_PID[n2]}"
 half=$(submit_json "$(jq -cn --arg c "$cmd1" '{name: "half", tasks: 2, gpus_per_task: 8, command: $c}')")
