@@ -71,7 +71,7 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
         task->pid = t->pid;
         if (j->end == D_END_NONE)
             d_job_running_if_all_acked(d, j);
-        else if (j->kill_sent_ms)
+        else if (j->kill_sent_ms && mu_time_mono_ms() - j->kill_sent_ms >= KILL_RESEND_MS)
             d_task_kill(d, j, t->task, d->cfg.kill_grace_s); /* our KILL may have been lost */
         return;
     }
