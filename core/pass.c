@@ -379,10 +379,14 @@ static bool quota_cut(struct sched_cluster *c,
     struct sched_request *cut = &c->quota_reqs[i];
     struct sched_quota_memo *m;
     int gpus = (*r)->tasks * (*r)->gpus_per_task;
+    int key;
+    bool known; /* the memo is about this queue and capacity list in this pass */
     if (!quota || j->queue < 0 || j->queue >= nquota)
         return true;
     m = &c->quota_memo[j->queue];
-    if (m->pass == c->pass_id && m->caps == caps_key(*r) && gpus >= m->min_gpus) {
+    key = caps_key(*r);
+    known = m->pass == c->pass_id && m->caps == key;
+    if (known && gpus >= m->min_gpus) {
         d->over_quota = true;
         mu_strlcpy(d->reason, m->reason, sizeof(d->reason));
         return false;
@@ -390,12 +394,10 @@ static bool quota_cut(struct sched_cluster *c,
     if (sched_quota_filter(quota, nquota, j->queue, *r, cut) == 0) {
         d->over_quota = true;
         sched_quota_reason(quota, nquota, j->queue, *r, d->reason, sizeof(d->reason));
-        if (m->pass != c->pass_id || m->caps != caps_key(*r) || gpus < m->min_gpus) {
-            m->pass = c->pass_id;
-            m->caps = caps_key(*r);
-            m->min_gpus = gpus;
-            mu_strlcpy(m->reason, d->reason, sizeof(m->reason));
-        }
+        m->pass = c->pass_id; /* !known, or fewer GPUs than it knew of */
+        m->caps = key;
+        m->min_gpus = gpus;
+        mu_strlcpy(m->reason, d->reason, sizeof(m->reason));
         return false;
     }
     if (cut->ncapacity != (*r)->ncapacity)
