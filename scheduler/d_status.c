@@ -48,6 +48,7 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         struct d_queue_stats *st = &stats[j->queue_idx]; /* nqueues: no longer configured */
         int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+        int cap;
         if (j->state == QUEUE_PENDING) {
             st->pending_jobs++;
             st->pending_gpus += gpus;
@@ -58,8 +59,9 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
             st->running_jobs++;
             st->running_gpus += gpus;
         }
-        if (j->placed && d_job_capacity(d, j) >= 0) {
-            st->used_gpus[d_job_capacity(d, j)] += gpus;
+        cap = j->placed ? d_job_capacity(d, j) : -1;
+        if (cap >= 0) {
+            st->used_gpus[cap] += gpus;
             st->borrowed_gpus += j->borrowed ? gpus : 0;
         }
     }
