@@ -323,6 +323,11 @@ expect_rc() {
     [ "$got" = "$want" ] || fail "'$*' exited $got, expected $want; stdout: $(cat "$T/out"); stderr: $(cat "$T/err")"
 }
 
+# queue_field QUEUE FIELD: FIELD (a jq path such as quota.spot) of QUEUE in musterctl -o json queues.
+queue_field() {
+    ctl -o json queues | jq -r ".[] | select(.name == \"$1\") | .$2"
+}
+
 # job_state ID: the job's state field in Redis ("" when the job does not exist).
 job_state() {
     rcli HGET "${MUSTER_KEY_PREFIX}job:$1" state

@@ -30,9 +30,6 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "n1 registered" 10 '[ "$(rcli HLEN "${MUSTER_KEY_PREFIX}nodes")" = 1 ]'
 
-queue_field() { # queue_field QUEUE FIELD: the field of QUEUE in musterctl -o json queues
-    ctl -o json queues | jq -r ".[] | select(.name == \"$1\") | .$2"
-}
 
 # A's first gang holds all 8 GPUs until the gate file appears.
 gate=$(submit_json '{"name":"a-gate","queue":"team-a","tasks":1,"gpus_per_task":8,

@@ -37,9 +37,6 @@ start_worker n1 spot-a 8
 start_worker n2 spot-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN "${MUSTER_KEY_PREFIX}nodes")" = 2 ]'
 
-queue_field() { # queue_field QUEUE FIELD: the field of QUEUE in musterctl -o json queues
-    ctl -o json queues | jq -r ".[] | select(.name == \"$1\") | .$2"
-}
 train="$MUSTER_SRC/tests/integration/tasks/train.sh"
 mkdir -p "$T/r1" "$T/r2"
 train_spec() { # QUEUE NAME OUTDIR

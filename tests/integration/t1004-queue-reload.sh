@@ -32,9 +32,6 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 start_worker n2 spot-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN "${MUSTER_KEY_PREFIX}nodes")" = 2 ]'
-queue_field() { # QUEUE FIELD
-    ctl -o json queues | jq -r ".[] | select(.name == \"$1\") | .$2"
-}
 gated='"tasks":1,"gpus_per_task":8,"command":["sh","-c","while [ ! -e '"$T"'/gate ]; do sleep 0.1; done"]'
 
 # ---- 1 ----
