@@ -8,21 +8,27 @@
 #  3. SIGHUP with the quota back at 8: both running gangs keep running (a reload never stops
 #     work), a third job waits at quota (16/8) until they end; a queue taken out of the file
 #     leaves musterctl queues.
+#  4. Cohort limits, changed by reload: research (8 GPUs) in cohort ml with prod (8, idle); with
+#     borrow_limit 0 its second job waits though prod lends 8; without it, prod's lend_limit 0
+#     keeps it waiting; with lend_limit 8 it starts, on borrowed quota.
 # Standalone: tests/integration/t1004-queue-reload.sh (MUSTER_BIN defaults to build/bin).
 source "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null 2>&1 || fail "jq not found"
 _mu_need_bin musterctl
 
-write_config() { # QUOTA [EXTRA_QUEUE_JSON] [GPUS_PER_NODE]
+write_queues() { # QUEUES_JSON [GPUS_PER_NODE]: the config with these queues
     cat >"$T/config.json" <<JSON
 {
   "pools": [{"name": "spot-a", "capacity": "spot", "gpu_type": "A100",
-             "gpus_per_node": ${3:-8}, "price_per_hour": 3}],
-  "queues": [{"name": "research", "quota": {"spot": $1}}${2:+, $2}],
+             "gpus_per_node": ${2:-8}, "price_per_hour": 3}],
+  "queues": [$1],
   "heartbeat_s": 1, "node_lost_after_s": 10, "kill_grace_s": 2
 }
 JSON
+}
+write_config() { # QUOTA [EXTRA_QUEUE_JSON] [GPUS_PER_NODE]: research with a spot quota first
+    write_queues "{\"name\": \"research\", \"quota\": {\"spot\": $1}}${2:+, $2}" "${3:-8}"
 }
 
 start_redis
@@ -77,3 +83,28 @@ ok "SIGHUP shrank the quota below the queue's use: running gangs kept running, a
 touch "$T/gate"
 wait_for "c done once the others ended" 30 job_state_is "$c" SUCCEEDED
 ok "the queue drained by attrition and the waiting job then ran"
+
+# ---- 4 ----
+gated2='"tasks":1,"gpus_per_task":8,"command":["sh","-c","while [ ! -e '"$T"'/gate2 ]; do sleep 0.1; done"]'
+write_queues '{"name": "research", "quota": {"spot": 8}, "cohort": "ml", "borrow_limit": 0},
+              {"name": "prod", "quota": {"spot": 8}, "cohort": "ml"}'
+expect_rc 0 ctl reload
+d=$(submit_json '{"name":"d","queue":"research",'"$gated2"'}')
+wait_for "d running" 15 job_state_is "$d" RUNNING
+e=$(submit_json '{"name":"e","queue":"research",'"$gated2"'}')
+wait_for "e waits at its borrow limit" 15 \
+    "rcli HGET \"${MUSTER_KEY_PREFIX}job:$e\" reason | grep -q 'cohort ml has 8 idle spot.*(borrow limit 0)'"
+write_queues '{"name": "research", "quota": {"spot": 8}, "cohort": "ml"},
+              {"name": "prod", "quota": {"spot": 8}, "cohort": "ml", "lend_limit": 0}'
+expect_rc 0 ctl reload
+wait_for "e waits: prod lends nothing" 15 \
+    "rcli HGET \"${MUSTER_KEY_PREFIX}job:$e\" reason | grep -q 'cohort ml has 0 idle spot'"
+job_state_is "$e" PENDING || fail "e is $(job_state "$e") though prod's lend_limit is 0"
+write_queues '{"name": "research", "quota": {"spot": 8}, "cohort": "ml"},
+              {"name": "prod", "quota": {"spot": 8}, "cohort": "ml", "lend_limit": 8}'
+expect_rc 0 ctl reload
+wait_for "e running on borrowed quota" 15 job_state_is "$e" RUNNING
+[ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$e" borrowed)" = 1 ] || fail "e is not marked borrowed"
+ok "borrow_limit 0 and lend_limit 0 each kept research from borrowing; lend_limit 8 let it borrow"
+touch "$T/gate2"
+wait_for "d and e done" 30 "job_state_is $d SUCCEEDED && job_state_is $e SUCCEEDED"
