@@ -23,10 +23,11 @@
  *   preempt nodes=4096 running=… candidates=… p50_us=… p99_us=… gang=32x8 victims=… lost_gpu_s=…
  *
  * --order times the fair-share order alone (sched_order_jobs, core/share.c) of 100,000 pending
- * jobs in 50 queues with random weights, usages, priorities and sizes, next to a plain qsort of
- * the same jobs by priority and age (the order before fair share), in the same run:
+ * jobs in 50 queues of 20 users each with random weights, usages, priorities and sizes, next to
+ * a plain qsort of the same jobs by priority and age (the order before fair share), in the same
+ * run (the --pass order has the same users):
  *
- *   order pending=100000 queues=50 p50_ms=… max_ms=… qsort_p50_ms=…
+ *   order pending=100000 queues=50 users=1000 p50_ms=… max_ms=… qsort_p50_ms=…
  *
  * Numbers are printed, never asserted (STYLE §1.8).
  */
@@ -205,6 +206,7 @@ static int bench_place(struct sched_cluster *c, int nodes, double occ, int runs)
 
 static int npending = 10000; /* --pending */
 static int nqueues = 0;      /* --queues: 0 = no fair-share order before the pass */
+#define USERS_PER_QUEUE 20   /* each queue's users, with random usages */
 static bool with_quota;      /* --quota: the pass with queue quotas (sched_pass_quota) */
 
 /* 10,000 pending jobs that cannot start now, in a handful of shape families.  Returns the
@@ -245,14 +247,24 @@ static size_t make_pending(const struct sched_cluster *c,
     return nbig;
 }
 
+/* n users of random usages and commitments (a user of queue q is q * USERS_PER_QUEUE + k). */
+static void users_random(struct sched_share_user *users, int n)
+{
+    for (int u = 0; u < n; u++)
+        users[u] = (struct sched_share_user){ .usage = (double)rnd(100000),
+                                              .committed = (double)rnd(10000) };
+}
+
 /* The fair-share order's inputs for the pending jobs: random queues, weights, usages and
  * priorities, each job's cost from its request. */
 static void order_inputs(const struct sched_request *reqs,
                          struct sched_pass_job *jobs,
                          struct sched_order_job *ojobs,
                          struct sched_share_queue *queues,
+                         struct sched_share_user *users,
                          struct sched_quota_queue *quota)
 {
+    users_random(users, nqueues * USERS_PER_QUEUE);
     for (int q = 0; q < nqueues; q++)
         queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
                                                 .usage = (double)rnd(1000000),
@@ -273,8 +285,10 @@ static void order_inputs(const struct sched_request *reqs,
             .submitted_ms = 1795000000000ULL + (uint64_t)i,
             .cost = (double)reqs[i].tasks * reqs[i].gpus_per_task * (double)jobs[i].run_s,
         };
-    for (int i = 0; i < npending; i++)
+    for (int i = 0; i < npending; i++) {
         jobs[i].queue = ojobs[i].queue;
+        ojobs[i].user = ojobs[i].queue * USERS_PER_QUEUE + rnd(USERS_PER_QUEUE);
+    }
 }
 
 /* One pass over the pending jobs in order (with quotas when --quota); 0, or -1 when any started
@@ -308,6 +322,7 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
     struct sched_pass_job *ordered = calloc((size_t)npending, sizeof(*ordered));
     int *order = calloc((size_t)npending, sizeof(*order));
     struct sched_share_queue queues[SCHED_MAX_QUEUES];
+    struct sched_share_user users[SCHED_MAX_QUEUES * USERS_PER_QUEUE];
     struct sched_quota_queue quota[SCHED_MAX_QUEUES];
     struct sched_order *o = sched_order_new();
     int rc = 1;
@@ -329,12 +344,14 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
         }
     }
     memset(quota, 0, sizeof(quota));
-    order_inputs(reqs, jobs, ojobs, queues, quota);
+    order_inputs(reqs, jobs, ojobs, queues, users, quota);
     memcpy(ordered, jobs, (size_t)npending * sizeof(*ordered));
     for (int k = 0; k < runs; k++) {
         int64_t t0 = mono_ns();
         if (nqueues > 0) {
-            if (sched_order_jobs(o, ojobs, npending, queues, nqueues, order, NULL) != 0)
+            if (sched_order_jobs(o, ojobs, npending, queues, nqueues, users,
+                                 nqueues * USERS_PER_QUEUE, order, NULL)
+                != 0)
                 goto out;
             for (int i = 0; i < npending; i++)
                 ordered[i] = jobs[order[i]];
@@ -452,6 +469,7 @@ static int bench_order(int runs)
     int64_t *ns = calloc((size_t)runs, sizeof(*ns));
     int64_t *qs = calloc((size_t)runs, sizeof(*qs));
     struct sched_share_queue queues[NQUEUES];
+    struct sched_share_user users[NQUEUES * USERS_PER_QUEUE];
     struct sched_order *o = sched_order_new();
     struct mu_err err;
     int mid = runs / 2;
@@ -463,14 +481,20 @@ static int bench_order(int runs)
         queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
                                                 .usage = (double)rnd(1000000),
                                                 .committed = (double)rnd(100000) };
-    for (int i = 0; i < NORDER; i++)
-        jobs[i] = (struct sched_order_job){ .queue = rnd(NQUEUES),
+    users_random(users, NQUEUES * USERS_PER_QUEUE);
+    for (int i = 0; i < NORDER; i++) {
+        int q = rnd(NQUEUES);
+        jobs[i] = (struct sched_order_job){ .queue = q,
+                                            .user = q * USERS_PER_QUEUE + rnd(USERS_PER_QUEUE),
                                             .priority = rnd(5),
                                             .submitted_ms = 1795000000000ULL + (uint64_t)i,
                                             .cost = (double)(1 + rnd(64)) * (600 + rnd(86400)) };
+    }
     for (int k = 0; k < runs; k++) {
         int64_t t0 = mono_ns();
-        if (sched_order_jobs(o, jobs, NORDER, queues, NQUEUES, order, &err) != 0) {
+        if (sched_order_jobs(o, jobs, NORDER, queues, NQUEUES, users, NQUEUES * USERS_PER_QUEUE,
+                             order, &err)
+            != 0) {
             (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
             goto out;
         }
@@ -482,8 +506,9 @@ static int bench_order(int runs)
     }
     qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
     qsort(qs, (size_t)runs, sizeof(*qs), cmp_i64);
-    printf("order pending=%d queues=%d p50_ms=%.2f max_ms=%.2f qsort_p50_ms=%.2f\n", NORDER,
-           NQUEUES, (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6, (double)qs[mid] / 1e6);
+    printf("order pending=%d queues=%d users=%d p50_ms=%.2f max_ms=%.2f qsort_p50_ms=%.2f\n",
+           NORDER, NQUEUES, NQUEUES * USERS_PER_QUEUE, (double)ns[mid] / 1e6,
+           (double)ns[runs - 1] / 1e6, (double)qs[mid] / 1e6);
     rc = 0;
 out:
     sched_order_free(o);

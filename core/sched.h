@@ -389,9 +389,17 @@ double sched_share_gpu_s(int tasks, int gpus_per_task, int64_t dt_s);
 /* (usage + committed) / weight: lower stands first. */
 double sched_share_standing(const struct sched_share_queue *q);
 
+/* A user of one queue as the order sees it (Slurm's fair-share tree: every user of a queue has
+ * the same share of it, so standing within the queue is usage + committed). */
+struct sched_share_user {
+    double usage;     /* GPU-seconds the user's gangs in this queue used, decayed to now */
+    double committed; /* GPU-seconds the user's running gangs there are still expected to use */
+};
+
 /* A pending job as the order sees it. */
 struct sched_order_job {
     int queue;             /* index into the queues */
+    int user;              /* index into the users (a user of this queue); unused without users */
     int64_t priority;      /* larger first, within its queue */
     bool head_of_queue;    /* requeued by a spot interruption: first among its priority */
     uint64_t submitted_ms; /* older first */
@@ -405,16 +413,22 @@ struct sched_order *sched_order_new(void); /* NULL when out of memory */
 void sched_order_free(struct sched_order *o);
 
 /*
- * The pass's order: order[0..n-1] gets each index of jobs once.  The next job is always the
- * first (priority, head_of_queue, age, id) of the queue whose standing plus what it was charged
- * so far in this order, over its weight, is lowest (ties: the lower queue index); taking a job
- * charges its queue the job's cost.  0, or -1 with err (a job naming no queue, out of memory).
+ * The pass's order: order[0..n-1] gets each index of jobs once.  The next job is always the next
+ * job of the queue whose standing plus what it was charged so far in this order, over its weight,
+ * is lowest (ties: the lower queue index); taking a job charges its queue the job's cost.
+ * Within a queue: priority (higher first), then gangs requeued by a spot interruption; among
+ * jobs equal in both, the next job of the user whose usage + committed + charged is lowest
+ * (ties: the user whose next job is older), then age, then id.  users[0..nusers) may be NULL/0:
+ * then every job of a queue counts as one user's.  0, or -1 with err (a job naming no queue or
+ * no user, out of memory).
  */
 int sched_order_jobs(struct sched_order *o,
                      const struct sched_order_job *jobs,
                      int n,
                      const struct sched_share_queue *queues,
                      int nqueues,
+                     const struct sched_share_user *users,
+                     int nusers,
                      int *order,
                      struct mu_err *err);
 
@@ -443,6 +457,10 @@ enum sched_quota_fit sched_quota_admits(
     const struct sched_quota_queue *qs, int nq, int q, int cap, int gpus);
 /* Idle quota of capacity cap its cohort can lend q now, in GPUs (0 without a cohort). */
 int sched_quota_lendable(const struct sched_quota_queue *qs, int nq, int q, int cap);
+/* GPUs of q's idle quota of capacity cap that its cohort's borrowers use now: what the members
+ * use beyond their nominal quota, covered by the lenders' idle lendable parts in queue order
+ * (so the cohort's lent GPUs add up to its borrowed ones).  0 without a cohort. */
+int sched_quota_lent(const struct sched_quota_queue *qs, int nq, int q, int cap);
 /* *out = *r with only the capacity types q's quota admits r's GPUs in; returns how many. */
 int sched_quota_filter(const struct sched_quota_queue *qs,
                        int nq,

@@ -158,7 +158,7 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
             .cost = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, d_job_run_s(d, j)),
         };
     }
-    if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues,
+    if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues, NULL, 0,
                          d->pass.order_idx, err)
         != 0)
         return -1;

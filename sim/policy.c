@@ -89,7 +89,8 @@ static int fair_order(struct sim_engine *e, const double *committed)
                 sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
         };
     }
-    if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, e->oidx, e->err) != 0)
+    if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, NULL, 0, e->oidx, e->err)
+        != 0)
         return -1;
     for (int i = 0; i < e->npending; i++)
         e->who[i] = e->pending[e->oidx[i]];

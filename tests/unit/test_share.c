@@ -2,8 +2,8 @@
 /*
  * Fair-share order tests (issue #11, docs/fair-share.md): usage decay at chosen times, a flood
  * from one queue does not keep a later queue waiting, weights share turns in proportion, past
- * usage puts a queue behind, the order within a queue (priority, spot requeue, age), and the
- * errors.  The core only: no daemon, no clock.
+ * usage puts a queue behind, the order within a queue (priority, spot requeue, then fair share
+ * between its users, then age), and the errors.  The core only: no daemon, no clock.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +27,7 @@ struct fixture {
     struct sched_order *o;
     struct sched_order_job jobs[MAXJOBS];
     struct sched_share_queue queues[4];
+    struct sched_share_user users[8];
     int order[MAXJOBS];
     int n;
 };
@@ -63,7 +64,8 @@ static void order(struct fixture *f, int nqueues)
 {
     struct mu_err err;
     mu_err_clear(&err);
-    assert_int_equal(sched_order_jobs(f->o, f->jobs, f->n, f->queues, nqueues, f->order, &err), 0);
+    assert_int_equal(
+        sched_order_jobs(f->o, f->jobs, f->n, f->queues, nqueues, NULL, 0, f->order, &err), 0);
     /* A permutation: every job exactly once. */
     {
         char seen[MAXJOBS] = { 0 };
@@ -73,6 +75,23 @@ static void order(struct fixture *f, int nqueues)
             seen[f->order[i]] = 1;
         }
     }
+}
+
+/* The order with users[0..nusers) (each job's .user set by the test). */
+static void order_users(struct fixture *f, int nqueues, int nusers)
+{
+    struct mu_err err;
+    mu_err_clear(&err);
+    assert_int_equal(
+        sched_order_jobs(f->o, f->jobs, f->n, f->queues, nqueues, f->users, nusers, f->order, &err),
+        0);
+}
+
+static int add_user(struct fixture *f, int q, int user, uint64_t ms, int64_t prio, int gpus)
+{
+    int i = add(f, q, ms, prio, gpus);
+    f->jobs[i].user = user;
+    return i;
 }
 
 static int position(const struct fixture *f, int job)
@@ -244,18 +263,110 @@ static void test_priority_is_per_queue(void **state)
     fx_free(f);
 }
 
+/* One user floods a queue with 100 jobs; a colleague submits one later: it is second, not 101st,
+ * and then their jobs alternate while their charges stay equal. */
+static void test_user_flood_within_queue(void **state)
+{
+    struct fixture *f = fx_new(1);
+    int b[2];
+    (void)state;
+    for (int i = 0; i < 100; i++)
+        (void)add_user(f, 0, 0, 1000 + (uint64_t)i, 0, 8);
+    b[0] = add_user(f, 0, 1, 5000, 0, 8);
+    b[1] = add_user(f, 0, 1, 5001, 0, 8);
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[0], 0); /* equal standing: the older job first */
+    assert_int_equal(position(f, b[0]), 1);
+    assert_int_equal(f->order[2], 1);
+    assert_int_equal(position(f, b[1]), 3);
+    assert_int_equal(f->order[4], 2);
+    /* Without users (nusers 0), the same jobs go by age alone. */
+    order(f, 1);
+    assert_int_equal(position(f, b[0]), 100);
+    fx_free(f);
+}
+
+/* Past usage and running gangs put a user behind within the queue; priority still comes first;
+ * a job taken at a higher priority is charged to its user in the bands below. */
+static void test_user_usage_and_priority(void **state)
+{
+    struct fixture *f = fx_new(1);
+    int a_old, b_new, a_prio, c;
+    (void)state;
+    a_old = add_user(f, 0, 0, 1000, 0, 8);
+    b_new = add_user(f, 0, 1, 2000, 0, 8);
+    f->users[0].usage = 10 * HOUR;
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[0], b_new);
+    f->users[0].usage = 0;
+    f->users[0].committed = 10 * HOUR; /* running now: the same */
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[0], b_new);
+    f->users[0].committed = 0;
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[0], a_old); /* equal: age */
+
+    /* User 0 also has a priority job: it goes first whatever user 1's standing, and its cost then
+     * puts user 0 behind in the lower band, so user 1's job comes before user 0's older one. */
+    a_prio = add_user(f, 0, 0, 9000, 5, 8);
+    f->users[0].usage = 100 * HOUR;
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[0], a_prio);
+    f->users[0].usage = 0;
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[0], a_prio);
+    assert_int_equal(f->order[1], b_new);
+    assert_int_equal(f->order[2], a_old);
+
+    /* A requeued gang still leads its priority, whichever user it belongs to. */
+    f->users[0].usage = 0;
+    c = add_user(f, 0, 0, 9500, 0, 8);
+    f->jobs[c].head_of_queue = true;
+    f->users[0].usage = 100 * HOUR;
+    order_users(f, 1, 2);
+    assert_int_equal(f->order[1], c);
+    fx_free(f);
+}
+
+/* Users are per queue: the queues' turns are unchanged by how their users split them. */
+static void test_users_within_queues(void **state)
+{
+    struct fixture *f = fx_new(2);
+    int a, b;
+    (void)state;
+    for (int i = 0; i < 10; i++)
+        (void)add_user(f, 0, i % 3, 1000 + (uint64_t)i, 0, 8); /* queue 0: users 0..2 */
+    a = add_user(f, 1, 3, 100, 0, 8);                          /* queue 1: users 3 and 4 */
+    b = add_user(f, 1, 4, 200, 0, 8);
+    f->users[3].usage = 50 * HOUR;
+    order_users(f, 2, 5);
+    /* Turns alternate between the queues (equal weights and costs), queue 0 first. */
+    assert_int_equal(position(f, b), 1);
+    assert_int_equal(position(f, a), 3);
+    fx_free(f);
+}
+
 static void test_errors_and_empty(void **state)
 {
     struct fixture *f = fx_new(2);
     struct mu_err err;
     (void)state;
     mu_err_clear(&err);
-    assert_int_equal(sched_order_jobs(f->o, f->jobs, 0, f->queues, 2, f->order, &err), 0);
+    assert_int_equal(sched_order_jobs(f->o, f->jobs, 0, f->queues, 2, NULL, 0, f->order, &err), 0);
     (void)add(f, 2, 0, 0, 1);
-    assert_int_equal(sched_order_jobs(f->o, f->jobs, f->n, f->queues, 2, f->order, &err), -1);
+    assert_int_equal(sched_order_jobs(f->o, f->jobs, f->n, f->queues, 2, NULL, 0, f->order, &err),
+                     -1);
     assert_int_equal(err.code, MU_E_INVAL);
     assert_non_null(strstr(err.msg, "queue 2 of 2"));
-    assert_int_equal(sched_order_jobs(f->o, f->jobs, f->n, f->queues, 0, f->order, &err), -1);
+    assert_int_equal(sched_order_jobs(f->o, f->jobs, f->n, f->queues, 0, NULL, 0, f->order, &err),
+                     -1);
+    f->jobs[0].queue = 0;
+    f->jobs[0].user = 3;
+    assert_int_equal(
+        sched_order_jobs(f->o, f->jobs, f->n, f->queues, 2, f->users, 3, f->order, &err), -1);
+    assert_non_null(strstr(err.msg, "user 3 of 3"));
+    assert_int_equal(sched_order_jobs(f->o, f->jobs, f->n, f->queues, 2, NULL, 3, f->order, &err),
+                     -1);
     fx_free(f);
 }
 
@@ -281,6 +392,9 @@ int main(void)
         cmocka_unit_test(test_decay_changes_the_order),
         cmocka_unit_test(test_within_queue),
         cmocka_unit_test(test_priority_is_per_queue),
+        cmocka_unit_test(test_user_flood_within_queue),
+        cmocka_unit_test(test_user_usage_and_priority),
+        cmocka_unit_test(test_users_within_queues),
         cmocka_unit_test(test_errors_and_empty),
         cmocka_unit_test(test_gpu_s),
     };
