@@ -7,8 +7,10 @@
  * fair-share order weighs (docs/fair-share.md); SHARE is its part of all queues' usage and
  * TARGET its part of the weights, so SHARE above TARGET means the queue has had more than its
  * turn lately.  QUOTA is GPUs used of the nominal quota per capacity type ("-": no quota, not
- * limited) and BORROWED the GPUs of its gangs that run on quota borrowed from its cohort
- * (docs/quotas.md).  The table is shared with `top`.
+ * limited), BORROWED the GPUs of its gangs that run on quota borrowed from its cohort and LENT
+ * the GPUs of its idle quota that its cohort's borrowers use (docs/quotas.md).  The table is
+ * shared with `top`.  --users lists each queue's users instead: within a queue the pass takes
+ * the next job of the user standing lowest, so an operator sees who has had the queue lately.
  */
 #include "cli/internal.h"
 
@@ -35,7 +37,8 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
     static const char *const headers[] = { "QUEUE",       "WEIGHT",       "PENDING",
                                            "RUNNING",     "PENDING_GPUS", "RUNNING_GPUS",
                                            "OLDEST_WAIT", "USAGE_GPU_H",  "SHARE",
-                                           "TARGET",      "QUOTA",        "BORROWED" };
+                                           "TARGET",      "QUOTA",        "BORROWED",
+                                           "LENT" };
     struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
     const cJSON *qu;
     double weights = 0;
@@ -49,12 +52,12 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
     ctl_table_set_flex(t, 0);
     cJSON_ArrayForEach(qu, queues)
     {
-        char b[11][48];
+        char b[12][48];
         char wait[16] = "-";
         int64_t oldest = ctl_json_int(qu, "oldest_pending_at", 0);
         const cJSON *usage = cJSON_GetObjectItemCaseSensitive(qu, "usage_gpu_s");
         const cJSON *share = cJSON_GetObjectItemCaseSensitive(qu, "share");
-        const char *cells[12];
+        const char *cells[13];
 
         if (oldest > 0)
             ctl_format_age(now_ms, (uint64_t)oldest, wait, sizeof(wait));
@@ -79,6 +82,7 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
         cells[9] = b[8];
         cells[10] = quota_cell(qu, b[9], sizeof(b[9]));
         cells[11] = ctl_json_text(qu, "borrowed_gpus", b[10], sizeof(b[10]));
+        cells[12] = ctl_json_text(qu, "lent_gpus", b[11], sizeof(b[11]));
         if (ctl_table_add(t, cells) != 0) {
             ctl_table_free(t);
             return NULL;
@@ -87,8 +91,49 @@ struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms)
     return t;
 }
 
+/* One row per user of each queue: GPUs its gangs hold, decayed usage and its part of the
+ * queue's users' usage. */
+static struct ctl_table *users_table(const cJSON *queues, uint64_t now_ms)
+{
+    static const char *const headers[] = { "QUEUE", "USER", "RUNNING_GPUS", "USAGE_GPU_H",
+                                           "SHARE" };
+    struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
+    const cJSON *qu;
+
+    (void)now_ms;
+    if (!t)
+        return NULL;
+    ctl_table_set_flex(t, 1);
+    cJSON_ArrayForEach(qu, queues)
+    {
+        const cJSON *users = cJSON_GetObjectItemCaseSensitive(qu, "users");
+        const cJSON *u;
+        double total = 0;
+        char b_name[64];
+        const char *name = ctl_json_text(qu, "name", b_name, sizeof(b_name));
+        cJSON_ArrayForEach(u, users)
+        {
+            total += (double)ctl_json_int(u, "usage_gpu_s", 0);
+        }
+        cJSON_ArrayForEach(u, users)
+        {
+            char b[3][48];
+            double usage = (double)ctl_json_int(u, "usage_gpu_s", 0);
+            const char *cells[5] = { name, u->string[0] ? u->string : "(none)", b[0], b[1], b[2] };
+            (void)ctl_json_text(u, "running_gpus", b[0], sizeof(b[0]));
+            (void)mu_snprintf(b[1], sizeof(b[1]), "%.1f", usage / 3600.0);
+            (void)mu_snprintf(b[2], sizeof(b[2]), "%.0f%%", total > 0 ? usage * 100.0 / total : 0);
+            if (ctl_table_add(t, cells) != 0) {
+                ctl_table_free(t);
+                return NULL;
+            }
+        }
+    }
+    return t;
+}
+
 int ctl_cmd_queues(struct ctl *ctl, const struct ctl_args *args)
 {
-    (void)args;
-    return ctl_status_show(ctl, "queues", ctl_queues_table);
+    return ctl_status_show(ctl, "queues",
+                           ctl_args_get(ctl, args, "users") ? users_table : ctl_queues_table);
 }

@@ -86,6 +86,11 @@ static const struct ctl_opt opts_reload[] = {
     { NULL, 0, NULL, NULL },
 };
 
+static const struct ctl_opt opts_queues[] = {
+    { "users", 'u', NULL, "list each queue's users: running GPUs, usage and share of the queue" },
+    { NULL, 0, NULL, NULL },
+};
+
 static const struct ctl_opt opts_top[] = {
     { "once", '1', NULL, "print one frame without clearing the screen, then exit" },
     { "interval", 'i', "S", "seconds between refreshes (default 1)" },
@@ -154,18 +159,21 @@ const struct ctl_cmd ctl_commands[] = {
       "from --state-root or MUSTER_STATE_ROOT.  Reading logs through the worker is not "
       "available yet.  With -f the file is followed until the job ends.",
       opts_logs, 1, 1, CTL_ARG_JOB },
-    { "queues", ctl_cmd_queues, "list queues", "",
+    { "queues", ctl_cmd_queues, "list queues", "[--users]",
       "Lists the configured queues with their weight, pending and running jobs and GPUs, how "
       "long the oldest pending job has waited, and fair share: USAGE_GPU_H is the queue's "
       "GPU-hours, each halved every fair_share_half_life_s (default 7 days); SHARE is its part "
       "of all queues' usage and TARGET its part of the weights.  The pass takes pending jobs "
       "from the queue whose (usage + what its running jobs will still use + what it was given "
-      "in this pass) / weight is lowest, by priority then age within a queue "
-      "(docs/fair-share.md).  QUOTA is the GPUs used of the queue's nominal quota per capacity "
-      "type ('-': no quota, not limited); BORROWED the GPUs of its gangs that started beyond it "
-      "on idle quota of its cohort, which the lenders may reclaim (docs/quotas.md).  As musterd "
-      "last published them.",
-      NULL, 0, 0, CTL_ARG_NONE },
+      "in this pass) / weight is lowest; within a queue by priority, then from the user whose "
+      "usage + running + given in this queue is lowest, then by age (docs/fair-share.md).  "
+      "QUOTA is the GPUs used of the queue's nominal quota per capacity type ('-': no quota, "
+      "not limited); BORROWED the GPUs of its gangs that started beyond it on idle quota of its "
+      "cohort, which the lenders may reclaim; LENT the GPUs of its own idle quota that the "
+      "cohort's borrowers use (docs/quotas.md).  --users lists each queue's users instead, with "
+      "the GPUs they hold, their usage and their SHARE of the queue's usage; -o json has them "
+      "as each queue's users member.  As musterd last published them.",
+      opts_queues, 0, 0, CTL_ARG_NONE },
     { "pools", ctl_cmd_pools, "list pools", "",
       "Lists the configured pools: capacity type (spot or on-demand), instance type, GPU type, "
       "registered nodes, GPUs free/used, price per node-hour, GPU cap (max_gpus) and, after a "

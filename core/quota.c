@@ -69,6 +69,32 @@ int sched_quota_lendable(const struct sched_quota_queue *qs, int nq, int q, int 
     return room > 0 ? room : 0;
 }
 
+int sched_quota_lent(const struct sched_quota_queue *qs, int nq, int q, int cap)
+{
+    int borrowed = 0;
+
+    if (!qs[q].limited || qs[q].cohort < 0)
+        return 0;
+    for (int i = 0; i < nq; i++) {
+        if (qs[i].limited && qs[i].cohort == qs[q].cohort)
+            borrowed += over(qs[i].used[cap], qs[i].nominal[cap]);
+    }
+    /* The lenders' idle lendable parts cover it in queue order. */
+    for (int i = 0; i < nq && borrowed > 0; i++) {
+        int idle;
+        int lent;
+        if (!qs[i].limited || qs[i].cohort != qs[q].cohort)
+            continue;
+        idle = lendable(&qs[i], cap)
+               - over(qs[i].used[cap], qs[i].nominal[cap] - lendable(&qs[i], cap));
+        lent = idle < 0 ? 0 : idle < borrowed ? idle : borrowed;
+        if (i == q)
+            return lent;
+        borrowed -= lent;
+    }
+    return 0;
+}
+
 enum sched_quota_fit sched_quota_admits(
     const struct sched_quota_queue *qs, int nq, int q, int cap, int gpus)
 {

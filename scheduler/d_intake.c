@@ -136,7 +136,11 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     j->state = QUEUE_PENDING;
     j->attempt = 1;
     j->submitted_ms = d_job_id_ms(j->id);
-    d_job_request_build(d, j);
+    if (d_job_request_build(d, j, &err) != 0) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s %s; left pending in the stream", j->id, err.msg);
+        d_job_free(j);
+        return;
+    }
     fields_of_new_job(j, e->spec, bufs, f, &nf);
     c = (struct d_change){ .to = QUEUE_PENDING,
                            .reason = "submitted",

@@ -55,7 +55,7 @@ void d_job_free(struct d_job *j)
     free(j);
 }
 
-void d_job_request_build(const struct musterd *d, struct d_job *j)
+int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err)
 {
     struct sched_request *r = &j->req;
     const struct cfg_queue *q = cfg_queue_find(&d->cfg, j->spec.queue);
@@ -72,6 +72,7 @@ void d_job_request_build(const struct musterd *d, struct d_job *j)
         j->spec.topo_required[0] ? cfg_level_index(&d->cfg, j->spec.topo_required) : -1;
     r->preferred_level =
         j->spec.topo_preferred[0] ? cfg_level_index(&d->cfg, j->spec.topo_preferred) : -1;
+    return d_usage_user(d, j, err) ? 0 : -1;
 }
 
 int d_record_write(struct musterd *d, const char *id, int attempt, const struct d_change *c)

@@ -52,11 +52,12 @@ struct d_job {
     uint64_t submitted_ms; /* wall */
     uint64_t started_ms;   /* wall, current attempt */
     bool held;
-    bool placed;        /* resources committed in the cluster (slots/tasks valid) */
-    int placed_attempt; /* the attempt slots/tasks belong to (< attempt after a requeue) */
-    int queue_idx;      /* its queue in the config; nqueues = no longer configured */
-    int relax_level;    /* the pass's required topology level after waiting (-1 none) */
-    int64_t relax_in_s; /* seconds until it widens again; 0 = it will not */
+    bool placed;         /* resources committed in the cluster (slots/tasks valid) */
+    int placed_attempt;  /* the attempt slots/tasks belong to (< attempt after a requeue) */
+    int queue_idx;       /* its queue in the config; nqueues = no longer configured */
+    struct d_user *user; /* its user in its queue (d_usage_user; borrowed); NULL until asked */
+    int relax_level;     /* the pass's required topology level after waiting (-1 none) */
+    int64_t relax_in_s;  /* seconds until it widens again; 0 = it will not */
     enum d_end end;
     struct sched_slot *slots;  /* spec.tasks entries while placed: task t runs on node
                                   slots[t].node (-1 while an adopted gang waits for it), GPUs
@@ -109,8 +110,9 @@ uint64_t d_job_id_ms(const char *id);
 /* A new record for id (heap, zeroed, state PENDING, attempt 1); NULL without memory. */
 struct d_job *d_job_new(const char *id);
 void d_job_free(struct d_job *j);
-/* Fills j->req from j->spec (topology levels by the config's names), and j->queue_idx. */
-void d_job_request_build(const struct musterd *d, struct d_job *j);
+/* Fills j->req from j->spec (topology levels by the config's names), j->queue_idx and j->user.
+ * 0, or -1 with err when out of memory. */
+int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err);
 
 #define D_SAME              (-1) /* d_change.to: no state change */
 #define D_CHANGE_FIELDS_MAX 16   /* fields of one d_change besides the derived "state" */

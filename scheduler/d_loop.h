@@ -19,6 +19,7 @@ struct d_queue_stats {
     uint64_t oldest_pending_ms; /* wall ms of the oldest pending submission, 0 = none */
     int64_t used_gpus[2];       /* GPUs its placed gangs hold, by enum sched_capacity */
     int64_t borrowed_gpus;      /* of those, in gangs started on borrowed quota */
+    int64_t lent_gpus;          /* of its idle quota, used by its cohort's borrowers */
 };
 
 /* Scrape-time gauges. */

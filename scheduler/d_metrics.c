@@ -164,7 +164,7 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
 }
 
 /* Quotas (issue #11): each limited queue's nominal GPUs and all queues' use, by capacity type,
- * and the GPUs of gangs running on borrowed quota. */
+ * the GPUs of gangs running on borrowed quota, and the idle quota lent to them. */
 static int render_quota(const struct musterd *d,
                         const struct d_gauges *g,
                         struct mu_buf *b,
@@ -203,6 +203,16 @@ static int render_quota(const struct musterd *d,
     for (int q = 0; q < d->cfg.nqueues; q++) {
         if (sample(b, "queue_borrowed_gpus", "queue", d->cfg.queues[q].name, NULL, NULL,
                    (double)g->queues[q].borrowed_gpus, err)
+            != 0)
+            return -1;
+    }
+    if (head(b, "queue_lent_gpus", "gauge",
+             "GPUs of each queue's idle quota that its cohort's borrowers use.", err)
+        != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        if (sample(b, "queue_lent_gpus", "queue", d->cfg.queues[q].name, NULL, NULL,
+                   (double)g->queues[q].lent_gpus, err)
             != 0)
             return -1;
     }

@@ -26,6 +26,20 @@
 
 #define REASON_REFRESH_MS 10000
 
+/* Grows the pass's users table to every user musterd knows; 0 or -1. */
+static int users_scratch(struct musterd *d)
+{
+    if (d->usage.nusers > d->pass.cap_users) {
+        int cap = d->usage.nusers * 2;
+        struct sched_share_user *users = realloc(d->pass.users, (size_t)cap * sizeof(*users));
+        if (!users)
+            return -1;
+        d->pass.users = users;
+        d->pass.cap_users = cap;
+    }
+    return 0;
+}
+
 /* Grows the pass's scratch arrays to hold n jobs; 0 or -1. */
 static int pass_scratch(struct musterd *d, int npending, int nrunning)
 {
@@ -73,16 +87,20 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
 }
 
 /* The gangs that hold resources now, with their expected ends, into d->pass.running; into
- * committed (by queue index) the GPU-seconds each queue's gangs are still expected to use; and
- * into d->pass.quota what each queue uses. */
+ * committed (by queue index) and d->pass.users (by user) the GPU-seconds each queue's and each
+ * user's gangs are still expected to use; and into d->pass.quota what each queue uses. */
 static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 {
     size_t pos = 0;
     struct d_job *j;
     int n = 0;
 
+    for (int u = 0; u < d->usage.nusers; u++)
+        d->pass.users[u] = (struct sched_share_user){ .usage = d->usage.users[u]->gpu_s };
+
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         int64_t end_s;
+        double gpu_s;
         /* Quota counts every gang that holds or may hold GPUs: one being adopted after a
          * restart (its first capacity type until its nodes say), one being stopped. */
         if (j->placed || j->adopting) {
@@ -98,19 +116,19 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
         d->pass.running[n].req = &j->req;
         d->pass.running[n].slots = j->slots;
         d->pass.running[n].end_s = end_s;
-        committed[j->queue_idx] +=
-            sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, end_s - now_s);
+        gpu_s = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, end_s - now_s);
+        committed[j->queue_idx] += gpu_s;
+        if (!MU_NEVER(!j->user))
+            d->pass.users[j->user->slot].committed += gpu_s;
         n++;
     }
     return n;
 }
 
-/* The queues' quotas with nothing used yet, into d->pass.quota (cohorts numbered by the first
- * queue that names them); running_collect counts the use. */
-static void quota_init(struct musterd *d)
+void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs)
 {
     for (int q = 0; q <= d->cfg.nqueues && q < SCHED_MAX_QUEUES; q++) {
-        struct sched_quota_queue *s = &d->pass.quota[q];
+        struct sched_quota_queue *s = &qs[q];
         const struct cfg_queue *cq = q < d->cfg.nqueues ? &d->cfg.queues[q] : NULL;
         memset(s, 0, sizeof(*s));
         s->cohort = -1;
@@ -151,6 +169,7 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
         const struct d_job *j = d->pending[i];
         d->pass.order_jobs[i] = (struct sched_order_job){
             .queue = j->queue_idx,
+            .user = MU_NEVER(!j->user) ? 0 : j->user->slot,
             .priority = j->spec.priority,
             .head_of_queue = j->head_of_queue,
             .submitted_ms = j->submitted_ms,
@@ -158,8 +177,8 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
             .cost = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, d_job_run_s(d, j)),
         };
     }
-    if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues, NULL, 0,
-                         d->pass.order_idx, err)
+    if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues,
+                         d->pass.users, d->usage.nusers, d->pass.order_idx, err)
         != 0)
         return -1;
     for (int i = 0; i < d->npending; i++)
@@ -344,12 +363,12 @@ void d_schedule(struct musterd *d)
     d->dirty = false;
     if (d->npending == 0)
         return;
-    if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0) {
+    if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0 || users_scratch(d) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
         d->dirty = true;
         return;
     }
-    quota_init(d);
+    d_quota_queues(d, d->pass.quota);
     nrunning = running_collect(d, now_s, committed);
     if (pending_order(d, committed, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "cannot order the pending jobs: %s",
@@ -404,6 +423,7 @@ void d_pass_free(struct musterd *d)
     free(d->pass.plan_victims);
     free(d->pass.reqs);
     free(d->pass.order_jobs);
+    free(d->pass.users);
     free(d->pass.order_idx);
     free(d->pass.sorted);
     sched_order_free(d->pass.order);

@@ -77,7 +77,10 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     mu_strlcpy(j->last_checkpoint, s->last_checkpoint, sizeof(j->last_checkpoint));
     j->last_checkpoint_ms = s->last_checkpoint_ms;
     j->borrowed = s->borrowed;
-    d_job_request_build(d, j);
+    if (d_job_request_build(d, j, err) != 0) {
+        d_job_free(j);
+        return -1;
+    }
     if (mu_map_put(d->jobs, j->id, j, &perr) != 0) {
         d_job_free(j);
         return 0;

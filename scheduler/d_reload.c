@@ -41,6 +41,7 @@ static void queues_remap(struct musterd *d, const struct cfg *next)
         for (int t = 0; j->tasks && t < j->spec.tasks; t++)
             d->usage.held_gpus[j->queue_idx] += j->tasks[t].committed ? j->spec.gpus_per_task : 0;
     }
+    d_usage_recount_users(d); /* by queue name: unchanged, but recounted the same way */
 }
 
 /* The queues status fields of queues the new config no longer has. */

@@ -68,6 +68,7 @@ void d_state_release(struct musterd *d)
     d_deferred_free(d);
     d_pass_free(d);
     d_jobs_free(d);
+    d_usage_free(d);
     d_nodes_free(d);
     sched_cluster_free(d->cluster);
     d->cluster = NULL;

@@ -78,9 +78,11 @@ struct musterd {
         int cap_running;
         struct sched_order *order;          /* the fair-share order's scratch */
         struct sched_order_job *order_jobs; /* cap_pending entries */
-        int *order_idx;                     /* cap_pending entries */
-        struct d_job **sorted;              /* cap_pending entries */
-        struct sched_victim *victims;       /* d_preempt_for's scratch, cap_running entries */
+        struct sched_share_user *users;     /* by user slot, cap_users entries */
+        int cap_users;
+        int *order_idx;               /* cap_pending entries */
+        struct d_job **sorted;        /* cap_pending entries */
+        struct sched_victim *victims; /* d_preempt_for's scratch, cap_running entries */
         struct d_job **victim_jobs;
         int *plan_victims;
         int cap_victims;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scheduler/d_pass.h"
 #include "scheduler/d_state.h"
 
 #include "common/mu_banned.h"
@@ -39,6 +40,22 @@ static int jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_er
     return 0;
 }
 
+/* Each queue's lent GPUs from what every queue uses (the core's sched_quota_lent). */
+static void lent_count(const struct musterd *d, struct d_queue_stats *stats)
+{
+    struct sched_quota_queue qs[SCHED_MAX_QUEUES];
+    int nq = d->cfg.nqueues + 1;
+
+    d_quota_queues(d, qs);
+    for (int q = 0; q < nq; q++) {
+        qs[q].used[SCHED_SPOT] = (int)stats[q].used_gpus[SCHED_SPOT];
+        qs[q].used[SCHED_ON_DEMAND] = (int)stats[q].used_gpus[SCHED_ON_DEMAND];
+    }
+    for (int q = 0; q < nq; q++)
+        stats[q].lent_gpus =
+            sched_quota_lent(qs, nq, q, SCHED_SPOT) + sched_quota_lent(qs, nq, q, SCHED_ON_DEMAND);
+}
+
 static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
 {
     size_t pos = 0;
@@ -65,6 +82,7 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
             st->borrowed_gpus += j->borrowed ? gpus : 0;
         }
     }
+    lent_count(d, stats);
 }
 
 static int node_json(const struct musterd *d,
@@ -221,9 +239,11 @@ static int quota_json(const struct cfg_queue *cq,
                       struct mu_err *err)
 {
     if (mu_buf_appendf(b, err,
-                       ",\"used_gpus\":{\"spot\":%lld,\"on-demand\":%lld},\"borrowed_gpus\":%lld",
+                       ",\"used_gpus\":{\"spot\":%lld,\"on-demand\":%lld},\"borrowed_gpus\":%lld,"
+                       "\"lent_gpus\":%lld",
                        (long long)st->used_gpus[SCHED_SPOT],
-                       (long long)st->used_gpus[SCHED_ON_DEMAND], (long long)st->borrowed_gpus)
+                       (long long)st->used_gpus[SCHED_ON_DEMAND], (long long)st->borrowed_gpus,
+                       (long long)st->lent_gpus)
         != 0)
         return -1;
     if (!cq->has_quota) {
@@ -241,6 +261,33 @@ static int quota_json(const struct cfg_queue *cq,
         return mu_buf_append(b, "null}", 5, err);
     if (mu_buf_append_json_str(b, cq->cohort, err) != 0)
         return -1;
+    return mu_buf_append(b, "}", 1, err);
+}
+
+/* A queue's users with their decayed usage and the GPUs their gangs hold now:
+ * ,"users":{"alice":{"usage_gpu_s":…,"running_gpus":…},…}.  A user with neither (less than one
+ * GPU-second left) is left out, so it is forgotten at the next restart. */
+static int users_json(const struct musterd *d,
+                      const struct cfg_queue *cq,
+                      struct mu_buf *b,
+                      struct mu_err *err)
+{
+    bool first = true;
+
+    if (mu_buf_append(b, ",\"users\":{", 10, err) != 0)
+        return -1;
+    for (int i = 0; i < d->usage.nusers; i++) {
+        const struct d_user *u = d->usage.users[i];
+        if ((u->gpu_s < 1 && u->held_gpus == 0) || strcmp(u->queue, cq->name) != 0)
+            continue;
+        if ((!first && mu_buf_append(b, ",", 1, err) != 0)
+            || mu_buf_append_json_str(b, u->name, err) != 0
+            || mu_buf_appendf(b, err, ":{\"usage_gpu_s\":%.3f,\"running_gpus\":%lld}", u->gpu_s,
+                              (long long)u->held_gpus)
+                   != 0)
+            return -1;
+        first = false;
+    }
     return mu_buf_append(b, "}", 1, err);
 }
 
@@ -274,6 +321,7 @@ static void queues_write(struct musterd *d)
                               (unsigned long long)stats[i].oldest_pending_ms, d->usage.gpu_s[i],
                               (unsigned long long)now_ms, d_usage_share(d, i))
                    != 0
+            || users_json(d, cq, &bufs[i], &err) != 0
             || quota_json(cq, &stats[i], &bufs[i], &err) != 0)
             goto out;
         kv[i].key = cq->name;

@@ -3,8 +3,10 @@
 # Fair share between queues (issue #11, docs/fair-share.md) through real musterd and a worker:
 # team A floods the queue while its first gang holds the only node; team B submits one job
 # after the flood; when the node frees, B's job starts next, before the rest of A's flood.
-# Then the queues' usage survives a kill -9 of musterd (read back, decayed by the configured
-# fair_share_half_life_s of 60 s for the time it was down: less, never reset, never grown).
+# Within one queue the same holds between users: alice's gate and flood, then bob's one job,
+# which starts right after the gate.  Then the queues' and users' usage survives a kill -9 of
+# musterd (read back, decayed by the configured fair_share_half_life_s of 60 s for the time it
+# was down: less, never reset, never grown).
 # Standalone: tests/integration/t1002-queue-fair.sh (MUSTER_BIN defaults to build/bin).
 source "$(dirname "$0")/lib.sh"
 
@@ -65,6 +67,32 @@ printf '%s\n' "${flood[@]}" | diff - <(sed -n '3,$p' "$T/starts") >/dev/null ||
     fail "team A's flood did not start in submission order: $(tr '\n' ' ' <"$T/starts")"
 ok "team B's job started right after the gate, before team A's $FLOOD flooded jobs"
 
+# ---- users within one queue: alice floods team-a behind her own gate; bob's later job is next ----
+gate=$(submit_json '{"name":"alice-gate","queue":"team-a","user":"alice","tasks":1,"gpus_per_task":8,
+  "command":["sh","-c","while [ ! -e '"$T"'/gate2 ]; do sleep 0.1; done"]}')
+wait_for "alice's gate running" 15 job_state_is "$gate" RUNNING
+flood=()
+for i in $(seq 1 5); do
+    flood+=("$(submit_json '{"name":"alice-'"$i"'","queue":"team-a","user":"alice","tasks":1,"gpus_per_task":8,"command":["true"]}')")
+done
+bob=$(submit_json '{"name":"bob-1","queue":"team-a","user":"bob","tasks":1,"gpus_per_task":8,"command":["true"]}')
+wait_for "alice's flood and bob's job pending" 15 "[ \"\$(queue_field team-a pending_jobs)\" = 6 ]"
+touch "$T/gate2"
+wait_for "bob's and alice's jobs done" 60 \
+    "[ \"\$(ctl -o json jobs --all | jq '[.[] | select(.state == \"SUCCEEDED\")] | length')\" = $((FLOOD + 2 + 7)) ]"
+ctl -o json events --count 100000 >"$T/events" || fail "musterctl events failed"
+jq -r '.[] | select(.state == "STARTING") | .job' "$T/events" | tail -n 7 >"$T/starts"
+[ "$(sed -n 1p "$T/starts")" = "$gate" ] || fail "alice's gate is not first: $(cat "$T/starts")"
+[ "$(sed -n 2p "$T/starts")" = "$bob" ] ||
+    fail "bob's job did not start next after alice's gate (starts: $(tr '\n' ' ' <"$T/starts"); bob is $bob)"
+printf '%s\n' "${flood[@]}" | diff - <(sed -n '3,$p' "$T/starts") >/dev/null ||
+    fail "alice's flood did not start in submission order: $(tr '\n' ' ' <"$T/starts")"
+ok "in one queue, bob's job started right after alice's gate, before alice's 5 flooded jobs"
+wait_for "alice's usage of 8 GPU-seconds or more" 15 \
+    "[ \"\$(queue_field team-a users.alice.usage_gpu_s | awk '{ print (\$1 >= 8) }')\" = 1 ]"
+ctl queues --users | grep -E '^team-a +alice +0 +[0-9.]+ +[0-9]+%$' >/dev/null ||
+    fail "musterctl queues --users does not list alice: $(ctl queues --users)"
+
 # Usage is stored with the queues' status and read back after a kill -9, decayed, not reset.
 wait_for "team-b usage above 0" 15 \
     "[ \"\$(queue_field team-b usage_gpu_s | awk '{ print (\$1 > 0) }')\" = 1 ]"
@@ -72,6 +100,7 @@ kill -9 "$MUSTERD_PID"
 wait "$MUSTERD_PID" 2>/dev/null || true
 killed_ms=$(date +%s%3N)
 before_a=$(queue_field team-a usage_gpu_s) # the last the killed musterd wrote
+before_alice=$(queue_field team-a users.alice.usage_gpu_s)
 sleep 1 # down for 1 s at least: a 60 s half-life takes over 1 % of the usage
 start_musterd "$CONFIG"
 wait_for "the new musterd publishes the queues" 15 \
@@ -80,3 +109,7 @@ after_a=$(queue_field team-a usage_gpu_s)
 awk -v a="$after_a" -v b="$before_a" 'BEGIN { exit !(a > 0 && a < b) }' ||
     fail "team-a usage after the restart is $after_a, before it was $before_a (want less, > 0)"
 ok "queue usage survives kill -9 of musterd, decayed ($before_a -> $after_a GPU-seconds)"
+after_alice=$(queue_field team-a users.alice.usage_gpu_s)
+awk -v a="$after_alice" -v b="$before_alice" 'BEGIN { exit !(a > 0 && a < b) }' ||
+    fail "alice's usage after the restart is $after_alice, before it was $before_alice (want less, > 0)"
+ok "a user's usage survives kill -9 of musterd, decayed ($before_alice -> $after_alice GPU-seconds)"

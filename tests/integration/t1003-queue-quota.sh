@@ -3,7 +3,8 @@
 # Quotas, borrowing and reclaim (issue #11, docs/quotas.md) through real musterd and workers.
 # Two 8-GPU spot nodes; queues research and prod each own 8 spot GPUs in cohort "ml".
 #  1. research floods 200 jobs: its first gang runs within its quota, its second on the 8 GPUs
-#     prod lends while idle (marked borrowed), the other 198 wait "at quota", blocking nobody.
+#     prod lends while idle (marked borrowed; prod shows it as lent), the other 198 wait "at
+#     quota", blocking nobody.
 #  2. prod submits one job: it wants its own quota back, so the borrowed gang (and only it, not
 #     research's gang within quota, though prod's job has no higher priority) is checkpointed and
 #     requeued; prod's job runs.
@@ -60,8 +61,12 @@ wait_for "the flood pending" 20 "[ \"\$(queue_field research pending_jobs)\" = $
 wait_for "research shows 8 borrowed GPUs" 15 "[ \"\$(queue_field research borrowed_gpus)\" = 8 ]"
 [ "$(queue_field research quota.spot)" = 8 ] || fail "research quota: $(queue_field research quota)"
 [ "$(queue_field research used_gpus.spot)" = 16 ] || fail "research used: $(queue_field research used_gpus)"
-ctl queues | grep -E '^research .*spot 16/8 od 0/0 +8$' >/dev/null ||
+[ "$(queue_field prod lent_gpus)" = 8 ] || fail "prod lent: $(queue_field prod lent_gpus), want 8"
+[ "$(queue_field research lent_gpus)" = 0 ] || fail "research lent: $(queue_field research lent_gpus)"
+ctl queues | grep -E '^research .*spot 16/8 od 0/0 +8 +0$' >/dev/null ||
     fail "musterctl queues does not show research's quota use: $(ctl queues)"
+ctl queues | grep -E '^prod .*spot 0/8 od 0/0 +0 +8$' >/dev/null ||
+    fail "musterctl queues does not show what prod lends: $(ctl queues)"
 f1=$(rcli XREVRANGE "${MUSTER_KEY_PREFIX}submit" + - COUNT 1 | head -1)
 wait_for "a flooded job says why it waits" 15 \
     "rcli HGET \"${MUSTER_KEY_PREFIX}job:$f1\" reason | grep -q 'queue research at quota (16/8 spot GPUs'"

@@ -73,16 +73,23 @@ oldest=$(jq '.[1].oldest_pending_at' "$T/out")
 t0=$(ms_now)
 expect_rc 0 ctl queues
 t1=$(ms_now)
-head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT +USAGE_GPU_H +SHARE +TARGET +QUOTA +BORROWED$' ||
+head -1 "$T/out" | has -E '^QUEUE +WEIGHT +PENDING +RUNNING +PENDING_GPUS +RUNNING_GPUS +OLDEST_WAIT +USAGE_GPU_H +SHARE +TARGET +QUOTA +BORROWED +LENT$' ||
     fail "queues header: $(head -1 "$T/out")"
-grep -qE '^default +1 +0 +1 +0 +8 +- +[0-9]+\.[0-9] +[0-9]+% +25% +- +0$' "$T/out" ||
+grep -qE '^default +1 +0 +1 +0 +8 +- +[0-9]+\.[0-9] +[0-9]+% +25% +- +0 +0$' "$T/out" ||
     fail "default row: $(cat "$T/out")"
-grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd] +0\.0 +0% +75% +- +0$' "$T/out" ||
+grep -qE '^research +3 +1 +0 +16 +0 +[0-9]+[smhd] +0\.0 +0% +75% +- +0 +0$' "$T/out" ||
     fail "research row: $(cat "$T/out")"
 wait_text=$(awk '$1 == "research" { print $7 }' "$T/out")
 age_ok "$wait_text" "$oldest" "$t0" "$t1" ||
     fail "research OLDEST_WAIT '$wait_text' is not the age of oldest_pending_at $oldest (seen $t0..$t1)"
-ok "queues: pending/running jobs and GPUs, oldest wait, fair-share usage (table and json)"
+# Users within a queue: alice holds default's 8 GPUs; bob has only a pending job in research.
+expect_rc 0 ctl -o json queues
+jqo '.[0].users.alice.running_gpus == 8 and .[0].users.alice.usage_gpu_s >= 0'
+expect_rc 0 ctl queues --users
+head -1 "$T/out" | has -E '^QUEUE +USER +RUNNING_GPUS +USAGE_GPU_H +SHARE$' ||
+    fail "queues --users header: $(head -1 "$T/out")"
+grep -qE '^default +alice +8 +[0-9]+\.[0-9] +(0|100)%$' "$T/out" || fail "alice's row: $(cat "$T/out")"
+ok "queues: pending/running jobs and GPUs, oldest wait, fair-share usage, users (table and json)"
 
 # ---- pools ----------------------------------------------------------------------------------
 # A pool in cool-down, as musterd will publish it after a spot interruption (issue #4).

@@ -102,6 +102,29 @@ static void test_borrow_and_lend_limits(void **state)
     assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 4);
 }
 
+/* Lent: what the cohort's borrowers use of a member's idle quota; it adds up to what the members
+ * use beyond nominal, and a queue without cohort or quota lends nothing. */
+static void test_lent(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    (void)state;
+    queues_init(q);
+    assert_int_equal(sched_quota_lent(q, NQ, PROD, SCHED_SPOT), 0);
+    q[RESEARCH].used[SCHED_SPOT] = 24; /* 8 beyond its 16 */
+    assert_int_equal(sched_quota_lent(q, NQ, PROD, SCHED_SPOT), 8);
+    assert_int_equal(sched_quota_lent(q, NQ, RESEARCH, SCHED_SPOT), 0); /* no idle quota */
+    assert_int_equal(sched_quota_lent(q, NQ, PROD, SCHED_ON_DEMAND), 0);
+    /* prod uses 12 of its own: 4 idle, and the borrowing stays covered as far as it goes. */
+    q[PROD].used[SCHED_SPOT] = 12;
+    assert_int_equal(sched_quota_lent(q, NQ, PROD, SCHED_SPOT), 4);
+    /* lend_limit: prod keeps 12 to itself and lends at most 4. */
+    q[PROD].used[SCHED_SPOT] = 0;
+    q[PROD].lend_limit = 4;
+    assert_int_equal(sched_quota_lent(q, NQ, PROD, SCHED_SPOT), 4);
+    assert_int_equal(sched_quota_lent(q, NQ, BATCH, SCHED_SPOT), 0);
+    assert_int_equal(sched_quota_lent(q, NQ, SOLO, SCHED_SPOT), 0);
+}
+
 static void test_reason(void **state)
 {
     struct sched_quota_queue q[NQ];
@@ -279,6 +302,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission_and_borrowing),
         cmocka_unit_test(test_borrow_and_lend_limits),
+        cmocka_unit_test(test_lent),
         cmocka_unit_test(test_reason),
         cmocka_unit_test(test_pass_flood_then_other_queue),
         cmocka_unit_test(test_pass_quota_memo),
