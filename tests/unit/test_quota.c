@@ -144,6 +144,35 @@ static void test_reason(void **state)
     assert_string_equal(why, "queue solo at quota (8/8 spot GPUs)");
 }
 
+/* A reload that shrinks a quota below the queue's use: nothing more starts (with a reason), the
+ * queue lends nothing, and its running gangs, started within the old quota, stay protected from
+ * other queues: it drains by attrition. */
+static void test_shrunk_quota(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    struct sched_request r = sched_request_make(1, 8);
+    char why[SCHED_REASON_MAX];
+    (void)state;
+    queues_init(q);
+    q[PROD].used[SCHED_SPOT] = 16;   /* all of its 16 */
+    q[PROD].nominal[SCHED_SPOT] = 8; /* the reloaded quota */
+    r.ncapacity = 1;
+    assert_int_equal(sched_quota_admits(q, NQ, PROD, SCHED_SPOT, 8), SCHED_QUOTA_BORROWS);
+    q[RESEARCH].used[SCHED_SPOT] = 16; /* research uses its own: nothing left to lend */
+    assert_int_equal(sched_quota_admits(q, NQ, PROD, SCHED_SPOT, 1), SCHED_QUOTA_NO);
+    assert_int_equal(sched_quota_lendable(q, NQ, RESEARCH, SCHED_SPOT), 0);
+    assert_int_equal(sched_quota_lent(q, NQ, PROD, SCHED_SPOT), 0);
+    sched_quota_reason(q, NQ, PROD, &r, why, sizeof(why));
+    assert_string_equal(why, "queue prod at quota (16/8 spot GPUs); cohort ml has 0 idle spot "
+                             "GPUs to lend");
+    assert_false(sched_quota_within_nominal(q, NQ, PROD, &r));
+    assert_int_equal(sched_quota_victim_kind(q, NQ, RESEARCH, true, PROD, false),
+                     SCHED_QUOTA_PROTECTED);
+    /* As its gangs end, it is back within the smaller quota. */
+    q[PROD].used[SCHED_SPOT] = 0;
+    assert_int_equal(sched_quota_admits(q, NQ, PROD, SCHED_SPOT, 8), SCHED_QUOTA_WITHIN);
+}
+
 /* ---- the pass with quotas ---- */
 
 static struct sched_cluster *cluster_spot_od(int spot_nodes, int od_nodes)
@@ -304,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_borrow_and_lend_limits),
         cmocka_unit_test(test_lent),
         cmocka_unit_test(test_reason),
+        cmocka_unit_test(test_shrunk_quota),
         cmocka_unit_test(test_pass_flood_then_other_queue),
         cmocka_unit_test(test_pass_quota_memo),
         cmocka_unit_test(test_pass_capacity_without_room_skipped),
