@@ -29,8 +29,8 @@
 
 #define LN2 0.69314718055994530942 /* ln 2 (M_LN2 is not in C11) */
 
-/* A job's sort key within its queue, copied so that qsort needs no context (and the core no
- * global); 32 bytes, as glibc's qsort sorts larger elements indirectly. */
+/* A job's sort key within its queue, copied so that sorting reads no job (and the core has no
+ * global); 32 bytes, a cache line holds two. */
 struct order_key {
     int64_t rank; /* priority, then requeued by a spot interruption: larger first */
     uint64_t submitted_ms;
@@ -114,10 +114,8 @@ void sched_order_free(struct sched_order *o)
     free(o);
 }
 
-static int within_queue_cmp(const void *a, const void *b)
+static inline int within_queue_cmp(const struct order_key *x, const struct order_key *y)
 {
-    const struct order_key *x = a;
-    const struct order_key *y = b;
     if (x->rank != y->rank)
         return x->rank > y->rank ? -1 : 1;
     if (x->user != y->user)
@@ -130,6 +128,48 @@ static int within_queue_cmp(const void *a, const void *b)
             return c;
     }
     return x->job < y->job ? -1 : x->job > y->job;
+}
+
+/* keys[0..n) sorted by within_queue_cmp, a stable merge sort through tmp[0..n) with the
+ * comparison inlined: about twice as fast as qsort's calls through a pointer on 100,000 keys.
+ * Runs of 16 are sorted by insertion first. */
+static void keys_sort(struct order_key *keys, struct order_key *tmp, int n)
+{
+    enum { RUN = 16 };
+    struct order_key *src = keys;
+    struct order_key *dst = tmp;
+
+    for (int lo = 0; lo < n; lo += RUN) {
+        int hi = lo + RUN < n ? lo + RUN : n;
+        for (int i = lo + 1; i < hi; i++) {
+            struct order_key k = keys[i];
+            int j = i;
+            for (; j > lo && within_queue_cmp(&k, &keys[j - 1]) < 0; j--)
+                keys[j] = keys[j - 1];
+            keys[j] = k;
+        }
+    }
+    for (int width = RUN; width < n; width *= 2) {
+        struct order_key *t;
+        for (int lo = 0; lo < n; lo += 2 * width) {
+            int mid = lo + width < n ? lo + width : n;
+            int hi = lo + 2 * width < n ? lo + 2 * width : n;
+            int a = lo;
+            int b = mid;
+            int k = lo;
+            while (a < mid && b < hi)
+                dst[k++] = within_queue_cmp(&src[b], &src[a]) < 0 ? src[b++] : src[a++];
+            while (a < mid)
+                dst[k++] = src[a++];
+            while (b < hi)
+                dst[k++] = src[b++];
+        }
+        t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != keys)
+        memcpy(keys, src, (size_t)n * sizeof(*keys));
 }
 
 /* Priority, then a spot requeue first, as one key (priorities are far inside +-2^61). */
@@ -219,8 +259,7 @@ static int bucket_sort(struct sched_order *o,
     }
     for (int q = 0; q < nqueues; q++) {
         if (start[q + 1] - start[q] > 1) /* (keys is NULL while no job was ever ordered) */
-            qsort(&o->keys[start[q]], (size_t)(start[q + 1] - start[q]), sizeof(*o->keys),
-                  within_queue_cmp);
+            keys_sort(&o->keys[start[q]], o->band, start[q + 1] - start[q]);
     }
     return 0;
 }
