@@ -137,10 +137,13 @@ struct sched_cluster {
      * start of that queue clears it. */
     struct sched_quota_memo {
         uint32_t pass;
-        int caps; /* the capacity list, encoded */
-        int min_gpus;
+        uint32_t admit_gen; /* admit_max holds while c->quota_gen is this */
+        int admit_max[2];   /* by capacity type: the most GPUs admitted; -1 none */
+        int refuse_min[2];  /* by capacity type: the fewest GPUs refused; INT_MAX none */
+        int reason_caps;    /* the capacity list reason is about, encoded; -1 none */
         char reason[SCHED_REASON_MAX];
     } * quota_memo;
+    uint32_t quota_gen; /* a start in this pass: every queue's admissions may have shrunk */
     int cap_quota_memo;
 };
 

@@ -267,6 +267,40 @@ static void test_pass_quota_memo(void **state)
     sched_cluster_free(c);
 }
 
+/* A size the quota admitted holds for smaller jobs only until a start anywhere in the cohort:
+ * research's 2x8 that cannot be placed was admitted on prod's idle quota; prod then starts
+ * within its own quota, so research's next 2x8 is refused, not admitted from the stale answer. */
+static void test_pass_quota_admit_after_cohort_start(void **state)
+{
+    struct sched_cluster *c = cluster_spot_od(6, 0);
+    struct sched_quota_queue q[NQ];
+    struct sched_request never = sched_request_make(2, 8);
+    struct sched_request two = sched_request_make(2, 8);
+    struct sched_request one = sched_request_make(1, 8);
+    struct sched_slot slots[3][2] = { { { 0, 0 } } };
+    struct sched_pass_job jobs[3] = {
+        { &never, 600, slots[0], RESEARCH },
+        { &one, 600, slots[1], PROD },
+        { &two, 600, slots[2], RESEARCH },
+    };
+    struct sched_decision out[3];
+    struct mu_err err;
+    (void)state;
+    queues_init(q);
+    q[RESEARCH].nominal[SCHED_SPOT] = 8;
+    q[PROD].nominal[SCHED_SPOT] = 8;
+    never.ncapacity = two.ncapacity = one.ncapacity = 1;
+    never.gpu_type = "B200"; /* no such node: admitted by quota, never placed */
+    assert_int_equal(sched_pass_quota(c, q, NQ, jobs, 3, NULL, 0, NOW, out, &err), 1);
+    assert_false(out[0].over_quota);
+    assert_int_equal(out[1].verdict, SCHED_START);
+    assert_int_equal(out[2].verdict, SCHED_WAIT);
+    assert_true(out[2].over_quota);
+    assert_non_null(strstr(out[2].reason, "queue research at quota (0/8 spot GPUs"));
+    assert_int_equal(q[RESEARCH].used[SCHED_SPOT], 0);
+    sched_cluster_free(c);
+}
+
 static void test_pass_capacity_without_room_skipped(void **state)
 {
     /* solo: 8 spot GPUs of quota, none on-demand.  Its second job may not fall back to
@@ -336,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_shrunk_quota),
         cmocka_unit_test(test_pass_flood_then_other_queue),
         cmocka_unit_test(test_pass_quota_memo),
+        cmocka_unit_test(test_pass_quota_admit_after_cohort_start),
         cmocka_unit_test(test_pass_capacity_without_room_skipped),
         cmocka_unit_test(test_victim_kinds),
     };
