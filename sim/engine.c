@@ -146,6 +146,7 @@ static int slots_account(struct sim_engine *e, int j, int sign)
             e->used_ready += sign * g;
     }
     e->held_gpus[e->jobs[j].queue] += sign * job_gpus(e, j);
+    e->user_held[e->jobs[j].user] += sign * job_gpus(e, j);
     return 0;
 }
 
@@ -359,6 +360,9 @@ static void advance(struct sim_engine *e, int64_t t)
     for (int q = 0; q <= cfg->nqueues; q++)
         e->usage[q] =
             sched_usage_accrue(e->usage[q], e->held_gpus[q], dt, cfg->fair_share_half_life_s);
+    for (int u = 0; u < e->nusers; u++)
+        e->user_usage[u] =
+            sched_usage_accrue(e->user_usage[u], e->user_held[u], dt, cfg->fair_share_half_life_s);
     while (e->next_sample_s <= t) {
         struct sim_sample sm = { (double)e->next_sample_s, e->npending, e->nrunning,
                                  (double)e->used_gpus };
@@ -526,8 +530,13 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     e->mask = e->s->check ? calloc((size_t)e->nnodes, sizeof(uint64_t)) : NULL;
     e->res = sim_result_new(p, n);
     e->order = sched_order_new();
+    e->nusers = sim_trace_users(t);
+    e->user_usage = calloc((size_t)e->nusers + 1, sizeof(*e->user_usage));
+    e->user_held = calloc((size_t)e->nusers + 1, sizeof(*e->user_held));
+    e->users = calloc((size_t)e->nusers + 1, sizeof(*e->users));
     if (!e->sj || !e->slot_pool || !e->pending || !e->running || !e->node_up || !e->node_used
-        || !e->rng || (e->s->check && !e->mask) || !e->res || !e->order)
+        || !e->rng || (e->s->check && !e->mask) || !e->res || !e->order || !e->user_usage
+        || !e->user_held || !e->users)
         return mu_errf(e->err, MU_E_NOMEM, "out of memory for %d jobs", n);
     ntasks = 0;
     for (int j = 0; j < n; j++) {
@@ -557,6 +566,9 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
 static void engine_release(struct sim_engine *e)
 {
     sched_order_free(e->order);
+    free(e->users);
+    free(e->user_held);
+    free(e->user_usage);
     free(e->plan_slots);
     free(e->plan_victims);
     free(e->oidx);

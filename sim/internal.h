@@ -99,9 +99,13 @@ struct sim_engine {
     int up_gpus, ready_gpus, used_gpus, used_ready;
     int busy_nodes[CFG_MAX_POOLS];
     int up_nodes[CFG_MAX_POOLS];
-    /* fair share (as scheduler/d_usage.c) */
+    /* fair share (as scheduler/d_usage.c): by queue, and by user (sim_job.user) */
     double usage[SCHED_MAX_QUEUES];
     double held_gpus[SCHED_MAX_QUEUES];
+    int nusers;
+    double *user_usage;
+    double *user_held;
+    struct sched_share_user *users; /* the pass's table */
     /* pass scratch */
     struct sched_pass_job *pj;
     struct sched_decision *dec;

@@ -3,7 +3,8 @@
  * One scheduling pass of the replayed policy (internal.h).  `muster` and `node-drain` are
  * musterd's pass, step for step as scheduler/d_pass.c drives the core: the running gangs with
  * their expected ends (a stopping gang ends within kill_grace_s), the fair-share order of
- * sched_order_jobs over the queues' decayed usage plus what their running gangs still commit,
+ * sched_order_jobs over the queues' and their users' decayed usage plus what their running gangs
+ * still commit,
  * sched_pass, then one preemption plan (sched_preempt_plan) for the first job that did not
  * start, as d_preempt.c builds its victims.  `backfill` is sched_pass in arrival order without
  * preemption; `fifo` places jobs in arrival order until the first that does not fit.  Every
@@ -48,18 +49,24 @@ static int64_t running_end_s(const struct sim_engine *e, int j)
     return s->att_start_s + sim_job_run_s(e, j);
 }
 
-/* Every gang holding resources into e->run; committed[q] gets what they still expect to use. */
+/* Every gang holding resources into e->run; committed[q] and e->users[u].committed get what
+ * they still expect to use (with each user's usage, for the order). */
 static int running_collect(struct sim_engine *e, double *committed)
 {
+    for (int u = 0; committed && u < e->nusers; u++)
+        e->users[u] = (struct sched_share_user){ .usage = e->user_usage[u] };
     for (int i = 0; i < e->nrunning; i++) {
         int j = e->running[i];
         int64_t end_s = running_end_s(e, j);
+        double gpu_s;
         e->run[i].req = &e->sj[j].req;
         e->run[i].slots = e->sj[j].slots;
         e->run[i].end_s = end_s;
-        if (committed)
-            committed[e->jobs[j].queue] +=
-                sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - e->now);
+        if (!committed)
+            continue;
+        gpu_s = sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - e->now);
+        committed[e->jobs[j].queue] += gpu_s;
+        e->users[e->jobs[j].user].committed += gpu_s;
     }
     return e->nrunning;
 }
@@ -81,6 +88,7 @@ static int fair_order(struct sim_engine *e, const double *committed)
         int j = e->pending[i];
         e->oj[i] = (struct sched_order_job){
             .queue = e->jobs[j].queue,
+            .user = e->jobs[j].user,
             .priority = e->jobs[j].priority,
             .head_of_queue = e->sj[j].head,
             .submitted_ms = (uint64_t)e->jobs[j].submit_s * 1000u,
@@ -89,7 +97,8 @@ static int fair_order(struct sim_engine *e, const double *committed)
                 sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
         };
     }
-    if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, NULL, 0, e->oidx, e->err)
+    if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, e->users, e->nusers,
+                         e->oidx, e->err)
         != 0)
         return -1;
     for (int i = 0; i < e->npending; i++)

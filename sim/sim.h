@@ -42,6 +42,7 @@ struct sim_job {
     int tasks;         /* 1..SIM_MAX_TASKS */
     int gpus_per_task; /* 1..SCHED_MAX_GPUS_NODE */
     int queue;         /* index into the config's queues */
+    int user;          /* index into the trace's users (one per queue and user name) */
     int ncapacity;     /* 1..2 */
     enum sched_capacity capacity[2];
     bool preemptible;
@@ -89,6 +90,9 @@ void sim_trace_free(struct sim_trace *t);
 
 enum sim_format sim_trace_format(const struct sim_trace *t);
 int sim_trace_count(const struct sim_trace *t);
+/* The distinct (queue, user) pairs of the jobs: sim_job.user is below it.  Jobs without a user
+ * column are one user per queue, as musterd counts a spec without "user". */
+int sim_trace_users(const struct sim_trace *t);
 /* Borrowed: the jobs, sorted by submit_s; valid until sim_trace_free. */
 const struct sim_job *sim_trace_jobs(const struct sim_trace *t);
 int sim_trace_rows(const struct sim_trace *t); /* data rows read, used or not */

@@ -14,6 +14,7 @@
 #include "sim/internal.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,8 @@ struct sim_trace {
     int rounded;
     int nskips;
     struct skip_kind skips[SIM_MAX_SKIP_KINDS];
+    struct mu_map *users; /* "queue\x1fuser" -> 1 + index */
+    int nusers;
 };
 
 /* The columns any layout may use; a layout's reader looks them up by these indices. */
@@ -466,8 +469,29 @@ static int read_header(struct sim_trace *t, char **fields, int n, int *at, struc
     return 0;
 }
 
-static int job_add(struct sim_trace *t, const struct sim_job *j, struct mu_err *err)
+/* j's user index for the name `user` in its queue, numbered in order of first sight. */
+static int user_index(struct sim_trace *t, struct sim_job *j, const char *user, struct mu_err *err)
 {
+    char key[128];
+    void *v;
+
+    (void)mu_snprintf(key, sizeof(key), "%d\x1f%.100s", j->queue, user);
+    if (!t->users && !(t->users = mu_map_new()))
+        return mu_errf(err, MU_E_NOMEM, "out of memory for the trace's users");
+    if ((v = mu_map_get(t->users, key)) != NULL) {
+        j->user = (int)((intptr_t)v - 1);
+        return 0;
+    }
+    if (mu_map_put(t->users, key, (void *)(intptr_t)(t->nusers + 1), err) != 0)
+        return -1;
+    j->user = t->nusers++;
+    return 0;
+}
+
+static int job_add(struct sim_trace *t, struct sim_job *j, const char *user, struct mu_err *err)
+{
+    if (user_index(t, j, user, err) != 0)
+        return -1;
     if (t->n == t->cap) {
         int cap = t->cap ? t->cap * 2 : 1024;
         struct sim_job *jobs = realloc(t->jobs, (size_t)cap * sizeof(*jobs));
@@ -531,7 +555,7 @@ static int read_rows(struct sim_trace *t,
             rc = read_philly(&r, &j);
         else
             rc = read_alibaba(&r, &j);
-        if (rc == 0 && job_add(t, &j, err) != 0)
+        if (rc == 0 && job_add(t, &j, field(&r, C_USER), err) != 0)
             return -1;
     }
     return 0;
@@ -619,6 +643,7 @@ void sim_trace_free(struct sim_trace *t)
     if (!t)
         return;
     free(t->jobs);
+    mu_map_free(t->users);
     free(t);
 }
 
@@ -630,6 +655,11 @@ enum sim_format sim_trace_format(const struct sim_trace *t)
 int sim_trace_count(const struct sim_trace *t)
 {
     return t->n;
+}
+
+int sim_trace_users(const struct sim_trace *t)
+{
+    return t->nusers;
 }
 
 const struct sim_job *sim_trace_jobs(const struct sim_trace *t)

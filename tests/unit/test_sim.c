@@ -395,6 +395,46 @@ static void test_spot_checkpoint_on_notice(void **state)
     sim_trace_free(t);
 }
 
+/* Users within a queue, as musterd orders them: alice's four jobs arrive first on one node, bob's
+ * later one starts right after alice's first under the muster policy (arrival order under fifo). */
+static void test_users_fair_share(void **state)
+{
+    static struct sim_setup s;
+    struct sim_trace *t;
+    struct mu_err err;
+    struct sim_result *r;
+    const int *order;
+    static const int want[] = { 0, 4, 1, 2, 3 };
+    (void)state;
+    setup_make(&s, "spot=1");
+    t = parse(&s,
+              "submit_s,duration_s,tasks,gpus_per_task,user\n"
+              "0,100,1,8,alice\n1,100,1,8,alice\n2,100,1,8,alice\n3,100,1,8,alice\n"
+              "10,100,1,8,bob\n",
+              &err);
+    assert_non_null(t);
+    assert_int_equal(sim_trace_users(t), 2);
+    assert_int_not_equal(sim_trace_jobs(t)[4].user, sim_trace_jobs(t)[0].user);
+    r = sim_run(&s, t, SIM_MUSTER, &err);
+    assert_non_null(r);
+    assert_int_equal(sim_result_start_order(r, &order), 5);
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(order[i], want[i]);
+    sim_result_free(r);
+    r = sim_run(&s, t, SIM_FIFO, &err);
+    assert_non_null(r);
+    assert_int_equal(sim_result_start_order(r, &order), 5);
+    assert_int_equal(order[1], 1);
+    sim_result_free(r);
+    sim_trace_free(t);
+    /* Without a user column: one user per queue. */
+    t = parse(&s, "submit_s,duration_s,tasks,gpus_per_task,queue\n0,1,1,1,\n0,1,1,1,research\n",
+              &err);
+    assert_non_null(t);
+    assert_int_equal(sim_trace_users(t), 2);
+    sim_trace_free(t);
+}
+
 /* With a pass interval the replay passes less often and still accounts for every job. */
 static void test_pass_interval(void **state)
 {
@@ -497,6 +537,7 @@ int main(void)
         cmocka_unit_test(test_setup_and_cluster),
         cmocka_unit_test(test_run_policies_checked),
         cmocka_unit_test(test_spot_checkpoint_on_notice),
+        cmocka_unit_test(test_users_fair_share),
         cmocka_unit_test(test_pass_interval),
         cmocka_unit_test(test_never_fit),
         cmocka_unit_test(test_gen_and_report),
