@@ -34,6 +34,7 @@ static const char *const order[] = {
     "nodes",
     "placement",
     "borrowed",
+    "spot_return",
     "exit_code",
     "error",
     "last_checkpoint",

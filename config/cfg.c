@@ -39,6 +39,8 @@ void cfg_init_defaults(struct cfg *c)
     c->retry_backoff_max_s = 300;
     c->fair_share_half_life_s = 7 * 86400; /* Slurm's PriorityDecayHalfLife default */
     c->consolidate_after_s = 600;
+    c->spot_return_horizon_s = 3600;
+    c->spot_return_overhead_s = 120;
     c->events_max = 100000;
 }
 

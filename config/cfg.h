@@ -72,6 +72,9 @@ struct cfg {
     int retry_backoff_max_s;    /* cap on that wait, >= retry_backoff_s */
     int fair_share_half_life_s; /* queue usage halves in this time (docs/fair-share.md), 60..1 y */
     int consolidate_after_s;    /* a node without tasks this long is releasable, 0..604800 */
+    int spot_return_horizon_s;  /* back to spot: the most run time a move may count on saving;
+                                   0 = gangs stay on the on-demand capacity they fell back to */
+    int spot_return_overhead_s; /* back to spot: what a restart costs, in run time, 0..86400 */
 };
 
 /* Fills every field with its default (DESIGN §2a); one pool-less cluster, queue "default". */

@@ -360,6 +360,8 @@ static const struct {
     { "retry_backoff_max_s", offsetof(struct cfg, retry_backoff_max_s), 0, 86400 },
     { "fair_share_half_life_s", offsetof(struct cfg, fair_share_half_life_s), 60, 31536000 },
     { "consolidate_after_s", offsetof(struct cfg, consolidate_after_s), 0, 604800 },
+    { "spot_return_horizon_s", offsetof(struct cfg, spot_return_horizon_s), 0, 31536000 },
+    { "spot_return_overhead_s", offsetof(struct cfg, spot_return_overhead_s), 0, 86400 },
 };
 
 static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
@@ -422,6 +424,8 @@ static const char *const top_keys[] = {
     "retry_backoff_max_s",
     "fair_share_half_life_s",
     "consolidate_after_s",
+    "spot_return_horizon_s",
+    "spot_return_overhead_s",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 

@@ -361,6 +361,19 @@ int sched_preempt_plan(struct sched_cluster *c,
                        struct sched_preempt_plan *plan,
                        struct mu_err *err);
 
+/* ---- back to spot (core/spot.c) ---- */
+
+/*
+ * What moving a gang from capacity costing from_per_h (the sum over its nodes, per hour) to
+ * capacity costing to_per_h gains: the saving over remaining_s, less the lost_s of work (since its
+ * last checkpoint, plus a restart) redone at the new price.  > 0: the move pays.  0 when it saves
+ * nothing (the new capacity costs as much or more, or nothing remains).
+ */
+double sched_spot_return_gain(double from_per_h,
+                              double to_per_h,
+                              int64_t remaining_s,
+                              int64_t lost_s);
+
 /* ---- fair share between queues (core/share.c, docs/fair-share.md) ---- */
 
 #define SCHED_MAX_QUEUES                                                    \

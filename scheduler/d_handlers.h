@@ -4,7 +4,7 @@
  * operator commands (d_control.c), the workers' messages (d_report.c: registration, task
  * reports, checkpoints, spot notices, nodes lost, bind timeouts), adoption of running gangs
  * after a restart (d_adopt.c), restart recovery (d_recover.c), preemption planning for a pending
- * job (d_preempt.c) and time limits (d_clock.c).
+ * job (d_preempt.c), moves back to spot (d_spot_return.c) and time limits (d_clock.c).
  */
 #ifndef MUSTER_SCHEDULER_D_HANDLERS_H
 #define MUSTER_SCHEDULER_D_HANDLERS_H
@@ -28,6 +28,10 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+
+/* d_spot_return.c: after a checkpoint of j landed, moves j from the on-demand capacity it fell
+ * back to onto spot capacity that is free now, when that pays (issue #16). */
+void d_spot_return_check(struct musterd *d, struct d_job *j);
 /* Node idx was judged lost: its tasks are gone (their supervisors stop them); their gangs end
  * their attempts and wait for the fence before the next one. */
 void d_node_lost_tasks(struct musterd *d, int node_idx);

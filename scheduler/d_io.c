@@ -97,7 +97,7 @@ void d_send(struct d_sender *s, const char *node, struct proto_msg *m)
 static const char *const counter_names[D_COUNTER_COUNT] = {
     "jobs_submitted",     "jobs_rejected", "jobs_succeeded", "jobs_failed",
     "jobs_cancelled",     "gang_retries",  "gang_requeues",  "preemptions",
-    "spot_interruptions", "nodes_lost",    "jobs_timeout",
+    "spot_interruptions", "nodes_lost",    "jobs_timeout",   "spot_returns",
 };
 
 /* Placement latency histogram bucket upper bounds, seconds. */

@@ -98,7 +98,8 @@ enum d_counter {
     D_C_PREEMPTIONS,
     D_C_SPOT,
     D_C_NODES_LOST,
-    D_C_TIMEOUT, /* stopped at the time limit */
+    D_C_TIMEOUT,      /* stopped at the time limit */
+    D_C_SPOT_RETURNS, /* moved from on-demand back to spot after a checkpoint */
     D_COUNTER_COUNT,
     D_C_NONE = -1 /* counts nothing */
 };

@@ -118,6 +118,8 @@ static void checkpoint_record(struct musterd *d,
             d_job_remember(d, j, &c); /* a reported fact: the checkpoint was written */
     }
     mu_log(MU_LOG_INFO, "sched", "job=%s checkpoint %s", j->id, path);
+    if (current)
+        d_spot_return_check(d, j);
 }
 
 /* Reconciles the tasks a worker says it runs (HELLO) with what the scheduler believes. */

@@ -60,6 +60,8 @@ static void assert_defaults(const struct cfg *c)
     assert_int_equal(c->retry_backoff_max_s, 300);
     assert_int_equal(c->fair_share_half_life_s, 604800);
     assert_int_equal(c->consolidate_after_s, 600);
+    assert_int_equal(c->spot_return_horizon_s, 3600);
+    assert_int_equal(c->spot_return_overhead_s, 120);
 }
 
 /* A max_time_limit_s below the built-in default lowers it; one given explicitly must fit. */
@@ -305,6 +307,10 @@ static const struct {
       "fair_share_half_life_s: expected an integer 60..31536000, got 59" },
     { "{\"consolidate_after_s\":-1}",
       "consolidate_after_s: expected an integer 0..604800, got -1" },
+    { "{\"spot_return_horizon_s\":-1}",
+      "spot_return_horizon_s: expected an integer 0..31536000, got -1" },
+    { "{\"spot_return_overhead_s\":86401}",
+      "spot_return_overhead_s: expected an integer 0..86400, got 86401" },
     { "{\"heartbeat\":1}", "heartbeat: unknown key; did you mean 'heartbeat_s'?" },
     { "{\"colour\":1}", "colour: unknown key" },
     { "{\"heartbeat_s\":1,\"heartbeat_s\":2}", "heartbeat_s: duplicate key" },

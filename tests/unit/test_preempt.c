@@ -719,9 +719,26 @@ static void test_random_greedy_valid(void **state)
     random_rounds(100, 8, 20, false);
 }
 
+/* Back to spot: the saving over the remaining time against the lost work redone on spot. */
+static void test_spot_return_gain(void **state)
+{
+    (void)state;
+    /* 10/h on-demand to 3/h spot, 1 h left, 2 min lost: 7 - 0.1 */
+    assert_true(sched_spot_return_gain(10, 3, 3600, 120) > 6.89);
+    assert_true(sched_spot_return_gain(10, 3, 3600, 120) < 6.91);
+    /* Too little time left to pay for the restart. */
+    assert_true(sched_spot_return_gain(10, 3, 60, 3600) < 0);
+    /* Nothing to save: as dear or dearer, or nothing left. */
+    assert_true(sched_spot_return_gain(10, 10, 3600, 0) == 0);
+    assert_true(sched_spot_return_gain(3, 10, 3600, 0) == 0);
+    assert_true(sched_spot_return_gain(10, 3, 0, 0) == 0);
+    assert_true(sched_spot_return_gain(10, 3, 3600, -5) > 6.99); /* a clock step: no loss */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_spot_return_gain),
         cmocka_unit_test(test_least_lost_work),
         cmocka_unit_test(test_checkpoint_cheaper),
         cmocka_unit_test(test_reclaim_ignores_priority),
