@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,6 +164,25 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
     return 0;
 }
 
+/* One gauge of one sample per configured queue: the int64_t at `field` of its d_queue_stats. */
+static int per_queue(const struct musterd *d,
+                     const struct d_gauges *g,
+                     const char *name,
+                     const char *help,
+                     size_t field,
+                     struct mu_buf *b,
+                     struct mu_err *err)
+{
+    if (head(b, name, "gauge", help, err) != 0)
+        return -1;
+    for (int q = 0; q < d->cfg.nqueues; q++) {
+        const int64_t *v = (const int64_t *)(const void *)((const char *)&g->queues[q] + field);
+        if (sample(b, name, "queue", d->cfg.queues[q].name, NULL, NULL, (double)*v, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Quotas (issue #11): each limited queue's nominal GPUs and all queues' use, by capacity type,
  * the GPUs of gangs running on borrowed quota, and the idle quota lent to them. */
 static int render_quota(const struct musterd *d,
@@ -196,26 +216,15 @@ static int render_quota(const struct musterd *d,
                 return -1;
         }
     }
-    if (head(b, "queue_borrowed_gpus", "gauge",
-             "GPUs held by each queue's gangs that started on quota borrowed from its cohort.", err)
-        != 0)
+    if (per_queue(d, g, "queue_borrowed_gpus",
+                  "GPUs held by each queue's gangs that started on quota borrowed from its cohort.",
+                  offsetof(struct d_queue_stats, borrowed_gpus), b, err)
+            != 0
+        || per_queue(d, g, "queue_lent_gpus",
+                     "GPUs of each queue's idle quota that its cohort's borrowers use.",
+                     offsetof(struct d_queue_stats, lent_gpus), b, err)
+               != 0)
         return -1;
-    for (int q = 0; q < d->cfg.nqueues; q++) {
-        if (sample(b, "queue_borrowed_gpus", "queue", d->cfg.queues[q].name, NULL, NULL,
-                   (double)g->queues[q].borrowed_gpus, err)
-            != 0)
-            return -1;
-    }
-    if (head(b, "queue_lent_gpus", "gauge",
-             "GPUs of each queue's idle quota that its cohort's borrowers use.", err)
-        != 0)
-        return -1;
-    for (int q = 0; q < d->cfg.nqueues; q++) {
-        if (sample(b, "queue_lent_gpus", "queue", d->cfg.queues[q].name, NULL, NULL,
-                   (double)g->queues[q].lent_gpus, err)
-            != 0)
-            return -1;
-    }
     return 0;
 }
 

@@ -33,7 +33,8 @@ make_config - >/dev/null <<'JSON'
   "heartbeat_s": 1, "node_lost_after_s": 10, "min_runtime_s": 0, "kill_grace_s": 2
 }
 JSON
-start_musterd "$CONFIG"
+MPORT=$(free_port)
+start_musterd "$CONFIG" --metrics "127.0.0.1:$MPORT"
 start_worker n1 spot-a 8
 start_worker n2 spot-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN "${MUSTER_KEY_PREFIX}nodes")" = 2 ]'
@@ -67,6 +68,14 @@ ctl queues | grep -E '^research .*spot 16/8 od 0/0 +8 +0$' >/dev/null ||
     fail "musterctl queues does not show research's quota use: $(ctl queues)"
 ctl queues | grep -E '^prod .*spot 0/8 od 0/0 +0 +8$' >/dev/null ||
     fail "musterctl queues does not show what prod lends: $(ctl queues)"
+command -v curl >/dev/null 2>&1 || fail "curl not found"
+curl -sf "http://127.0.0.1:$MPORT/metrics" >"$T/metrics" || fail "no /metrics"
+for line in 'muster_queue_quota_gpus{queue="research",capacity="spot"} 8' \
+    'muster_queue_used_gpus{queue="research",capacity="spot"} 16' \
+    'muster_queue_borrowed_gpus{queue="research"} 8' 'muster_queue_lent_gpus{queue="prod"} 8' \
+    'muster_queue_lent_gpus{queue="research"} 0'; do
+    grep -qxF "$line" "$T/metrics" || fail "metrics lack '$line': $(grep muster_queue_ "$T/metrics")"
+done
 f1=$(rcli XREVRANGE "${MUSTER_KEY_PREFIX}submit" + - COUNT 1 | head -1)
 wait_for "a flooded job says why it waits" 15 \
     "rcli HGET \"${MUSTER_KEY_PREFIX}job:$f1\" reason | grep -q 'queue research at quota (16/8 spot GPUs'"
