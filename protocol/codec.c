@@ -44,6 +44,7 @@ enum field_kind {
     FK_BIND_GPUS,
     FK_ARGV,
     FK_ENV,
+    FK_DATA, /* binary, heap (data, data_len), at most PROTO_LOG_CHUNK_MAX bytes */
 };
 
 struct field {
@@ -57,10 +58,11 @@ struct field {
 };
 
 #define TB(t)     (1u << (t))
-#define ALL_TYPES ((1u << (PROTO_DRAIN + 1)) - 2u)
+#define ALL_TYPES ((1u << (PROTO_TYPE_LAST + 1)) - 2u)
+#define LOG_TYPES (TB(PROTO_LOG_READ) | TB(PROTO_LOG_DATA))
 #define TASK_TYPES                                                                      \
     (TB(PROTO_BIND) | TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_CHECKPOINT) \
-     | TB(PROTO_KILL) | TB(PROTO_CHECKPOINT_DONE))
+     | TB(PROTO_KILL) | TB(PROTO_CHECKPOINT_DONE) | LOG_TYPES)
 #define MSZ(s, m) sizeof(((s *)NULL)->m)
 
 #define F_U64(s, m, types, always)                         \
@@ -117,15 +119,26 @@ static const struct field msg_fields[] = {
     F_STR(M, resume_from, TB(PROTO_BIND), false),
     F_U64(M, expires_ms, TB(PROTO_BIND), false),
     F_STR(M, job_user, TB(PROTO_BIND), false),
-    { "ok", FK_BOOL, offsetof(M, ok), 0, 0, 0, TB(PROTO_BIND_ACK) | TB(PROTO_HEARTBEAT), true },
-    F_STR(M, error, TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_HEARTBEAT), false),
+    { "ok", FK_BOOL, offsetof(M, ok), 0, 0, 0,
+      TB(PROTO_BIND_ACK) | TB(PROTO_HEARTBEAT) | TB(PROTO_LOG_DATA), true },
+    F_STR(M,
+          error,
+          TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_HEARTBEAT) | TB(PROTO_LOG_DATA),
+          false),
     { "node_fault", FK_BOOL, offsetof(M, node_fault), 0, 0, 0, TB(PROTO_BIND_ACK), false },
     F_INT(M, signal, 0, 255, TB(PROTO_BIND) | TB(PROTO_CHECKPOINT) | TB(PROTO_KILL), false),
     F_INT(M, grace_s, 0, INT_MAX, TB(PROTO_BIND) | TB(PROTO_CHECKPOINT) | TB(PROTO_KILL), false),
-    F_STR(M, path, TB(PROTO_CHECKPOINT_DONE), false),
+    F_STR(M, path, TB(PROTO_CHECKPOINT_DONE) | TB(PROTO_LOG_DATA), false),
     F_U64(M, at_ms, TB(PROTO_CHECKPOINT_DONE), false),
     F_STR(M, action, TB(PROTO_SPOT_NOTICE) | TB(PROTO_REBALANCE), false),
     F_U64(M, deadline_ms, TB(PROTO_SPOT_NOTICE) | TB(PROTO_REBALANCE), false),
+    F_STR(M, req, LOG_TYPES, false),
+    F_STR(M, stream, LOG_TYPES, false),
+    F_U64(M, offset, LOG_TYPES, false),
+    F_INT(M, max_bytes, 0, (int)PROTO_LOG_CHUNK_MAX, TB(PROTO_LOG_READ), false),
+    F_U64(M, size, TB(PROTO_LOG_DATA), false),
+    { "absent", FK_BOOL, offsetof(M, absent), 0, 0, 0, TB(PROTO_LOG_DATA), false },
+    F_SPECIAL("data", FK_DATA, TB(PROTO_LOG_DATA), false),
 };
 #undef M
 
@@ -283,6 +296,8 @@ static bool field_is_set(const struct field *f, const void *base)
         return m->argc != 0;
     case FK_ENV:
         return m->nenv != 0;
+    case FK_DATA:
+        return m->data_len != 0;
     case FK_VERSION:
     case FK_TYPE:
     case FK_TASK:
@@ -386,6 +401,14 @@ static int enc_special(struct enc *e, const struct field *f, const struct proto_
         return enc_strv(e, m->argv, m->argc, PROTO_MAX_ARGS, f->name);
     case FK_ENV:
         return enc_strv(e, m->env, m->nenv, PROTO_MAX_ENV, f->name);
+    case FK_DATA:
+        if (m->data_len > PROTO_LOG_CHUNK_MAX)
+            return enc_bad(e, MU_E_TOOBIG, "", f->name, "longer than the log chunk cap");
+        if (!m->data)
+            return enc_bad(e, MU_E_INVAL, "", f->name, "length set but no buffer");
+        (void)msgpack_pack_bin(&e->pk, m->data_len);
+        (void)msgpack_pack_bin_body(&e->pk, m->data, m->data_len);
+        return 0;
     default:
         break;
     }
@@ -911,13 +934,31 @@ static int dec_labels(const msgpack_object *o, struct proto_msg *m, struct mu_er
     return 0;
 }
 
+/* The log chunk: binary of at most PROTO_LOG_CHUNK_MAX bytes, copied to the heap. */
+static int dec_data(const msgpack_object *o, struct proto_msg *m, struct mu_err *err)
+{
+    if (o->type != MSGPACK_OBJECT_BIN)
+        return bad_type(err, "", "data", "binary", o);
+    if (o->via.bin.size > PROTO_LOG_CHUNK_MAX)
+        return mu_errf(err, MU_E_PROTO, "field 'data': %" PRIu32 " bytes, at most %u",
+                       o->via.bin.size, PROTO_LOG_CHUNK_MAX);
+    if (o->via.bin.size == 0)
+        return 0;
+    m->data = malloc(o->via.bin.size);
+    if (!m->data)
+        return mu_errf(err, MU_E_NOMEM, "field 'data': out of memory");
+    memcpy(m->data, o->via.bin.ptr, o->via.bin.size);
+    m->data_len = o->via.bin.size;
+    return 0;
+}
+
 static int dec_type(const msgpack_object *o, struct proto_msg *m, struct mu_err *err)
 {
     char shown[48];
 
     if (o->type != MSGPACK_OBJECT_STR)
         return bad_type(err, "", "type", "string", o);
-    for (int t = PROTO_HELLO; t <= PROTO_DRAIN; t++) {
+    for (int t = PROTO_HELLO; t <= PROTO_TYPE_LAST; t++) {
         if (str_eq(o, proto_type_name((enum proto_type)t))) {
             m->type = (enum proto_type)t;
             return 0;
@@ -992,6 +1033,8 @@ static int dec_top_field(
         return dec_strv(o, f->name, PROTO_MAX_ARGS, false, &m->argv, &m->argc, err);
     case FK_ENV:
         return dec_strv(o, f->name, PROTO_MAX_ENV, true, &m->env, &m->nenv, err);
+    case FK_DATA:
+        return dec_data(o, m, err);
     default:
         return dec_scalar(f, o, base, pfx, err);
     }

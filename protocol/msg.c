@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto message lifecycle: init/release, the setters for the four heap arrays, and type names
+ * proto message lifecycle: init/release, the setters for the heap arrays (and the log chunk), and
+ * type names
  * (DESIGN §7, protocol/README.md).
  *
  * Invariants every other file of the module relies on: after proto_msg_init or
@@ -28,6 +29,8 @@ static const char *const proto_type_names[] = {
     [PROTO_SPOT_NOTICE] = "SPOT_NOTICE",
     [PROTO_REBALANCE] = "REBALANCE",
     [PROTO_DRAIN] = "DRAIN",
+    [PROTO_LOG_READ] = "LOG_READ",
+    [PROTO_LOG_DATA] = "LOG_DATA",
 };
 
 const char *proto_type_name(enum proto_type type)
@@ -61,6 +64,7 @@ void proto_msg_release(struct proto_msg *m)
     free(m->tasks);
     strv_free(m->argv, m->argc);
     strv_free(m->env, m->nenv);
+    free(m->data);
     proto_msg_init(m, type);
 }
 
@@ -188,5 +192,25 @@ int proto_msg_set_tasks(struct proto_msg *m,
     free(m->tasks);
     m->tasks = copy;
     m->ntasks = ntasks;
+    return 0;
+}
+
+int proto_msg_set_data(struct proto_msg *m, const void *data, size_t len, struct mu_err *err)
+{
+    char *copy = NULL;
+
+    if (len > PROTO_LOG_CHUNK_MAX)
+        return mu_errf(err, MU_E_TOOBIG, "data: %zu bytes, at most %u", len, PROTO_LOG_CHUNK_MAX);
+    if (len > 0 && !data)
+        return mu_errf(err, MU_E_INVAL, "data: %zu bytes but no buffer", len);
+    if (len > 0) {
+        copy = malloc(len);
+        if (!copy)
+            return mu_errf(err, MU_E_NOMEM, "data: out of memory");
+        memcpy(copy, data, len);
+    }
+    free(m->data);
+    m->data = copy;
+    m->data_len = len;
     return 0;
 }

@@ -33,6 +33,7 @@
 #define PROTO_NODE_MAX      64          /* node and pool names, NUL included */
 #define PROTO_JOB_MAX       48          /* job ids ("1732270000123-0"), NUL included */
 #define PROTO_PATH_MAX      1024
+#define PROTO_LOG_CHUNK_MAX (64u << 10) /* bytes of a task log in one LOG_DATA */
 
 enum proto_type {
     PROTO_HELLO = 1,   /* worker -> sched: inventory, labels, tasks it runs; every (re)connect */
@@ -46,6 +47,9 @@ enum proto_type {
     PROTO_SPOT_NOTICE,     /* worker -> sched: EC2 interruption notice with a deadline */
     PROTO_REBALANCE,       /* worker -> sched: EC2 rebalance recommendation */
     PROTO_DRAIN,           /* sched -> worker: node drained (informational) */
+    PROTO_LOG_READ,        /* sched -> worker: read a bounded chunk of one task's log */
+    PROTO_LOG_DATA,        /* worker -> sched: that chunk, or why there is none */
+    PROTO_TYPE_LAST = PROTO_LOG_DATA,
 };
 
 /* "HELLO", …; "UNKNOWN" for anything else. */
@@ -88,8 +92,8 @@ struct proto_task_ref {
 };
 
 /*
- * One decoded message.  Plain fields hold what every type may carry; the four heap arrays
- * (gpus, tasks, argv, env) are owned by the struct and freed by proto_msg_release.
+ * One decoded message.  Plain fields hold what every type may carry; the heap arrays (gpus,
+ * tasks, argv, env, data) are owned by the struct and freed by proto_msg_release.
  */
 struct proto_msg {
     int v;
@@ -160,6 +164,16 @@ struct proto_msg {
     /* SPOT_NOTICE, REBALANCE */
     char action[16];      /* "terminate" | "stop" | "hibernate" */
     uint64_t deadline_ms; /* wall ms */
+
+    /* LOG_READ, LOG_DATA (task names the log; LOG_DATA's path is the file the worker read) */
+    char req[PROTO_JOB_MAX]; /* the request's id, echoed back (musterd's log request entry) */
+    char stream[8];          /* "out" (stdout) or "err" (stderr) */
+    uint64_t offset;         /* byte offset in the file the chunk starts at */
+    int max_bytes;           /* LOG_READ: at most this many bytes (1..PROTO_LOG_CHUNK_MAX) */
+    uint64_t size;           /* LOG_DATA: the file's size when it was read */
+    bool absent;             /* LOG_DATA, !ok: the file does not exist (not yet, or not here) */
+    char *data;              /* LOG_DATA: heap, data_len bytes (binary, not NUL-terminated) */
+    size_t data_len;         /* 0..PROTO_LOG_CHUNK_MAX */
 };
 
 /* Zeroes m and sets v = PROTO_VERSION. */
@@ -178,6 +192,9 @@ int proto_msg_set_tasks(struct proto_msg *m,
                         int ntasks,
                         const struct proto_task_ref *tasks,
                         struct mu_err *err);
+
+/* Copies len bytes (at most PROTO_LOG_CHUNK_MAX) into m->data; on failure m is unchanged. */
+int proto_msg_set_data(struct proto_msg *m, const void *data, size_t len, struct mu_err *err);
 
 /* Appends the msgpack encoding of m to out. */
 int proto_msg_encode(const struct proto_msg *m, struct mu_buf *out, struct mu_err *err);

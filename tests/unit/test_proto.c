@@ -157,6 +157,20 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     m->at_ms = UINT64_C(1732270000123);
     mu_strlcpy(m->action, "terminate", sizeof(m->action));
     m->deadline_ms = UINT64_C(1732270120000);
+    mu_strlcpy(m->req, "1732270000999-3", sizeof(m->req));
+    mu_strlcpy(m->stream, "err", sizeof(m->stream));
+    m->offset = UINT64_C(5) << 32;
+    m->max_bytes = (int)PROTO_LOG_CHUNK_MAX;
+    m->size = (UINT64_C(5) << 32) + PROTO_LOG_CHUNK_MAX;
+    m->absent = true;
+    {
+        char *chunk = malloc(PROTO_LOG_CHUNK_MAX);
+        assert_non_null(chunk);
+        for (size_t i = 0; i < PROTO_LOG_CHUNK_MAX; i++)
+            chunk[i] = (char)(i * 7u); /* every byte value, NUL included */
+        assert_int_equal(proto_msg_set_data(m, chunk, PROTO_LOG_CHUNK_MAX, &err), 0);
+        free(chunk);
+    }
     strv_drop(argv, nargs);
     strv_drop(env, nenv);
     free(tasks);
@@ -223,12 +237,40 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
     check_task_fields(m, type, n);
 }
 
+/* LOG_READ and LOG_DATA's own fields. */
+static void check_log_fields(const struct proto_msg *m, enum proto_type type)
+{
+    if (carries(type, T(LOG_READ) | T(LOG_DATA))) {
+        assert_string_equal(m->req, "1732270000999-3");
+        assert_string_equal(m->stream, "err");
+        assert_true(m->offset == UINT64_C(5) << 32);
+    } else {
+        assert_string_equal(m->req, "");
+        assert_string_equal(m->stream, "");
+        assert_true(m->offset == 0);
+    }
+    assert_int_equal(m->max_bytes, carries(type, T(LOG_READ)) ? (int)PROTO_LOG_CHUNK_MAX : 0);
+    if (carries(type, T(LOG_DATA))) {
+        assert_true(m->size == (UINT64_C(5) << 32) + PROTO_LOG_CHUNK_MAX);
+        assert_true(m->absent);
+        assert_int_equal(m->data_len, PROTO_LOG_CHUNK_MAX);
+        assert_non_null(m->data);
+        for (size_t i = 0; i < PROTO_LOG_CHUNK_MAX; i += 997)
+            assert_int_equal((unsigned char)m->data[i], (unsigned char)(i * 7u));
+    } else {
+        assert_true(m->size == 0);
+        assert_false(m->absent);
+        assert_int_equal(m->data_len, 0);
+        assert_null(m->data);
+    }
+}
+
 /* The second half of check_all: task, BIND and the small per-type fields. */
 static void check_task_fields(const struct proto_msg *m, enum proto_type type, int n)
 {
     int nargs = n < PROTO_MAX_ARGS ? n : PROTO_MAX_ARGS;
-    unsigned task_types =
-        T(BIND) | T(BIND_ACK) | T(TASK_STATUS) | T(CHECKPOINT) | T(KILL) | T(CHECKPOINT_DONE);
+    unsigned task_types = T(BIND) | T(BIND_ACK) | T(TASK_STATUS) | T(CHECKPOINT) | T(KILL)
+                          | T(CHECKPOINT_DONE) | T(LOG_READ) | T(LOG_DATA);
 
     if (carries(type, task_types))
         ref_check(&m->task, 7);
@@ -270,21 +312,20 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         assert_null(m->env);
         assert_string_equal(m->workdir, "");
     }
-    assert_int_equal(m->ok, carries(type, T(BIND_ACK) | T(HEARTBEAT)));
+    assert_int_equal(m->ok, carries(type, T(BIND_ACK) | T(HEARTBEAT) | T(LOG_DATA)));
     assert_int_equal(m->node_fault, carries(type, T(BIND_ACK)));
-    if (carries(type, T(BIND_ACK) | T(TASK_STATUS) | T(HEARTBEAT)))
+    if (carries(type, T(BIND_ACK) | T(TASK_STATUS) | T(HEARTBEAT) | T(LOG_DATA)))
         assert_string_equal(m->error, "no such file 'train.py'");
     else
         assert_string_equal(m->error, "");
     assert_int_equal(m->signal, carries(type, T(BIND) | T(CHECKPOINT) | T(KILL)) ? 10 : 0);
     assert_int_equal(m->grace_s, carries(type, T(BIND) | T(CHECKPOINT) | T(KILL)) ? 30 : 0);
-    if (carries(type, T(CHECKPOINT_DONE))) {
+    check_log_fields(m, type);
+    if (carries(type, T(CHECKPOINT_DONE) | T(LOG_DATA)))
         assert_string_equal(m->path, "/ckpt/step-200");
-        assert_true(m->at_ms == UINT64_C(1732270000123));
-    } else {
+    else
         assert_string_equal(m->path, "");
-        assert_true(m->at_ms == 0);
-    }
+    assert_true(m->at_ms == (carries(type, T(CHECKPOINT_DONE)) ? UINT64_C(1732270000123) : 0));
     if (carries(type, T(SPOT_NOTICE) | T(REBALANCE))) {
         assert_string_equal(m->action, "terminate");
         assert_true(m->deadline_ms == UINT64_C(1732270120000));
@@ -318,6 +359,7 @@ static void expect_bad(const void *data, size_t len, const char *want)
     assert_null(m.tasks);
     assert_null(m.argv);
     assert_null(m.env);
+    assert_null(m.data);
     proto_msg_release(&m);
 }
 
@@ -370,6 +412,8 @@ static void test_type_names(void **state)
     assert_string_equal(proto_type_name(PROTO_HELLO), "HELLO");
     assert_string_equal(proto_type_name(PROTO_BIND_ACK), "BIND_ACK");
     assert_string_equal(proto_type_name(PROTO_DRAIN), "DRAIN");
+    assert_string_equal(proto_type_name(PROTO_LOG_READ), "LOG_READ");
+    assert_string_equal(proto_type_name(PROTO_LOG_DATA), "LOG_DATA");
     assert_string_equal(proto_type_name((enum proto_type)0), "UNKNOWN");
     assert_string_equal(proto_type_name((enum proto_type)99), "UNKNOWN");
     assert_string_equal(proto_type_name((enum proto_type) - 1), "UNKNOWN");
@@ -426,7 +470,7 @@ static void test_roundtrip_all_types_at_caps(void **state)
     int big = PROTO_MAX_TASKS; /* argv, env and tasks at 1024, gpus capped at 64 */
 
     (void)state;
-    for (int t = PROTO_HELLO; t <= PROTO_DRAIN; t++) {
+    for (int t = PROTO_HELLO; t <= PROTO_TYPE_LAST; t++) {
         struct proto_msg m;
         struct proto_msg d;
         struct mu_buf b1;
@@ -537,11 +581,85 @@ static void test_encode_errors(void **state)
     mu_buf_release(&b);
 }
 
+/* LOG_READ / LOG_DATA: the chunk setter's cap, a failed LOG_DATA, and hostile chunks. */
+static void test_log_messages(void **state)
+{
+    static char chunk[PROTO_LOG_CHUNK_MAX + 1];
+    struct proto_msg m;
+    struct proto_msg d;
+    struct mu_buf b;
+    struct mu_err err;
+    struct raw r;
+
+    (void)state;
+    proto_msg_init(&m, PROTO_LOG_DATA);
+    assert_int_equal(proto_msg_set_data(&m, "abc", 3, &err), 0);
+    assert_int_equal(proto_msg_set_data(&m, chunk, sizeof(chunk), &err), -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+    assert_int_equal(proto_msg_set_data(&m, NULL, 2, &err), -1);
+    assert_int_equal(m.data_len, 3); /* failures leave m as it was */
+    assert_memory_equal(m.data, "abc", 3);
+    assert_int_equal(proto_msg_set_data(&m, NULL, 0, &err), 0);
+    assert_null(m.data);
+
+    /* A refusal: ok false, absent, no data; the task ref and request id still go out. */
+    mu_strlcpy(m.req, "17-0", sizeof(m.req));
+    mu_strlcpy(m.task.job, "17-0", sizeof(m.task.job));
+    m.task.attempt = 1;
+    m.absent = true;
+    mu_strlcpy(m.error, "no log file", sizeof(m.error));
+    encode_ok(&m, &b);
+    assert_int_equal(proto_msg_decode(b.data, b.len, &d, &err), 0);
+    assert_false(d.ok);
+    assert_true(d.absent);
+    assert_null(d.data);
+    assert_string_equal(d.req, "17-0");
+    assert_string_equal(d.task.job, "17-0");
+    assert_string_equal(d.error, "no log file");
+    proto_msg_release(&d);
+    mu_buf_release(&b);
+
+    /* An encoder never sends what the decoder must refuse. */
+    m.data_len = 5; /* counted but no buffer */
+    mu_buf_init(&b, 0);
+    assert_int_equal(proto_msg_encode(&m, &b, &err), -1);
+    assert_non_null(strstr(err.msg, "field 'data'"));
+    m.data_len = 0;
+    m.max_bytes = (int)PROTO_LOG_CHUNK_MAX + 1;
+    m.type = PROTO_LOG_READ;
+    assert_int_equal(proto_msg_encode(&m, &b, &err), -1);
+    assert_non_null(strstr(err.msg, "field 'max_bytes': value 65537 out of range"));
+    mu_buf_release(&b);
+    proto_msg_release(&m);
+
+    raw_header(&r, 1, "LOG_DATA");
+    raw_str(&r, "data");
+    (void)msgpack_pack_bin(&r.pk, sizeof(chunk));
+    (void)msgpack_pack_bin_body(&r.pk, chunk, sizeof(chunk));
+    expect_bad_raw(&r, "field 'data': 65537 bytes, at most 65536");
+    raw_header(&r, 1, "LOG_DATA");
+    raw_str(&r, "data");
+    raw_str(&r, "text, not binary");
+    expect_bad_raw(&r, "field 'data': expected binary, got string");
+    raw_header(&r, 1, "LOG_READ");
+    raw_str(&r, "max_bytes");
+    (void)msgpack_pack_uint64(&r.pk, PROTO_LOG_CHUNK_MAX + 1);
+    expect_bad_raw(&r, "field 'max_bytes': value 65537 out of range [0, 65536]");
+    raw_header(&r, 1, "LOG_READ");
+    raw_str(&r, "stream");
+    raw_str(&r, "stdout-x");
+    expect_bad_raw(&r, "field 'stream': string longer than 7 bytes");
+    raw_header(&r, 1, "LOG_DATA");
+    raw_str(&r, "offset");
+    (void)msgpack_pack_int64(&r.pk, -1);
+    expect_bad_raw(&r, "field 'offset': expected unsigned integer, got negative integer");
+}
+
 /* Every strict prefix of valid messages fails cleanly. */
 static void test_truncated_every_prefix(void **state)
 {
     (void)state;
-    for (int t = PROTO_HELLO; t <= PROTO_DRAIN; t++) {
+    for (int t = PROTO_HELLO; t <= PROTO_TYPE_LAST; t++) {
         struct proto_msg m;
         struct mu_buf b;
 
@@ -1124,7 +1242,7 @@ static void test_random_garbage(void **state)
         decode_any(buf, len, &accepted);
     }
     /* Valid messages with a few bytes flipped, inserted or cut. */
-    for (int t = PROTO_HELLO; t <= PROTO_DRAIN; t++) {
+    for (int t = PROTO_HELLO; t <= PROTO_TYPE_LAST; t++) {
         struct proto_msg m;
         struct mu_buf b;
         fill_all(&m, (enum proto_type)t, 2);
@@ -1340,6 +1458,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_all_types_at_caps),
         cmocka_unit_test(test_roundtrip_minimal),
         cmocka_unit_test(test_encode_errors),
+        cmocka_unit_test(test_log_messages),
         cmocka_unit_test(test_truncated_every_prefix),
         cmocka_unit_test(test_trailing_bytes),
         cmocka_unit_test(test_version),
