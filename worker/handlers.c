@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler's commands (DESIGN §7, protocol/README.md): BIND, KILL, CHECKPOINT, HEARTBEAT
- * and DRAIN, behind one dispatcher that fences epochs first: the highest epoch seen wins, and a
- * command from an older one comes from a scheduler that has been replaced and is ignored.
+ * The scheduler's commands (DESIGN §7, protocol/README.md): BIND, KILL, CHECKPOINT, HEARTBEAT,
+ * DRAIN and LOG_READ (logread.c), behind one dispatcher that fences epochs first: the highest epoch
+ * seen wins, and a command from an older one comes from a scheduler that has been replaced and is
+ * ignored.
  *
  * Every command is keyed by (job, task, attempt) and idempotent: a repeated BIND re-sends the
  * BIND_ACK, a repeated KILL re-signals, a KILL of an exited task forgets it (the scheduler's
@@ -234,6 +235,9 @@ void wrk_handle_message(struct wrk_agent *a, const struct proto_msg *m, uint64_t
         break;
     case PROTO_CHECKPOINT:
         handle_checkpoint(a, m);
+        break;
+    case PROTO_LOG_READ:
+        wrk_handle_log_read(a, m);
         break;
     case PROTO_DRAIN:
         mu_log(MU_LOG_INFO, WRK_MOD, "node=%s drained by the scheduler: no new tasks will come",

@@ -177,6 +177,8 @@ int wrk_ident_for_bind(const struct wrk_agent *a,
 
 /* Handles m, which arrived at recv_ms (monotonic): epoch fencing, then its type's handler. */
 void wrk_handle_message(struct wrk_agent *a, const struct proto_msg *m, uint64_t recv_ms);
+/* logread.c: answers a LOG_READ with one LOG_DATA (wrk_log_read). */
+void wrk_handle_log_read(struct wrk_agent *a, const struct proto_msg *m);
 
 /* ---- send.c: messages to the scheduler (each stamped with seq, epoch and node) ---- */
 
@@ -193,6 +195,8 @@ void wrk_send_bind_ack(struct wrk_agent *a,
 void wrk_send_notice(struct wrk_agent *a, enum proto_type type, const struct wrk_imds_event *ev);
 /* CHECKPOINT_DONE with t's last checkpoint path (t->ckpt_last must be set). */
 void wrk_send_checkpoint(struct wrk_agent *a, const struct wrk_task *t);
+/* A LOG_DATA built by wrk_log_read (stamped here; m stays the caller's). */
+void wrk_send_log_data(struct wrk_agent *a, struct proto_msg *m);
 
 /* ---- lease_watch.c: the agent's side of the lease ---- */
 

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the worker tells the scheduler (DESIGN §7, protocol/README.md): HELLO, HEARTBEAT,
- * BIND_ACK, TASK_STATUS, CHECKPOINT_DONE, SPOT_NOTICE and REBALANCE, each stamped with the next
- * seq, the highest epoch seen and the node's name.  A send that fails is logged (rate-limited)
- * and not retried here: what matters is repeated by design (an exit until its KILL, the tasks in
- * every HELLO, with each task's newest checkpoint).  HELLO and HEARTBEAT carry echo_ms, the
- * monotonic clock at send, which the scheduler's answer carries back to renew the lease
- * (lease_watch.c).  After each HELLO the latest spot notice and rebalance recommendation go out
- * again, so that a scheduler that restarted (or missed them while away) still learns them.
+ * BIND_ACK, TASK_STATUS, CHECKPOINT_DONE, SPOT_NOTICE, REBALANCE and LOG_DATA, each stamped with
+ * the next seq, the highest epoch seen and the node's name.  A send that fails is logged
+ * (rate-limited) and not retried here: what matters is repeated by design (an exit until its KILL,
+ * the tasks in every HELLO, with each task's newest checkpoint).  HELLO and HEARTBEAT carry
+ * echo_ms, the monotonic clock at send, which the scheduler's answer carries back to renew the
+ * lease (lease_watch.c).  After each HELLO the latest spot notice and rebalance recommendation go
+ * out again, so that a scheduler that restarted (or missed them while away) still learns them.
  */
 #include "worker/internal.h"
 
@@ -57,6 +57,11 @@ void wrk_send_checkpoint(struct wrk_agent *a, const struct wrk_task *t)
     m.at_ms = t->ckpt_at_ms;
     agent_send(a, &m);
     proto_msg_release(&m);
+}
+
+void wrk_send_log_data(struct wrk_agent *a, struct proto_msg *m)
+{
+    agent_send(a, m);
 }
 
 /* A task as HELLO reports it: with its newest checkpoint, which the scheduler must know before it

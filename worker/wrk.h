@@ -223,6 +223,15 @@ int wrk_task_path(const char *state_dir,
                   size_t size,
                   struct mu_err *err);
 
+/*
+ * LOG_READ req -> LOG_DATA *out (logread.c, protocol/README.md "Task logs"): checks the job id,
+ * task, attempt and stream, builds the log's path under state_dir itself, and reads at most
+ * min(req->max_bytes, PROTO_LOG_CHUNK_MAX) bytes at req->offset (0 = the cap).  *out is
+ * initialised here and always filled (ok, or error with absent when there is no such file);
+ * release it with proto_msg_release.
+ */
+void wrk_log_read(const char *state_dir, const struct proto_msg *req, struct proto_msg *out);
+
 /* Creates dir and its parents (mode 0755); an existing directory is fine. */
 int wrk_mkdir_p(const char *dir, struct mu_err *err);
 

@@ -479,6 +479,131 @@ static void test_shim_cmdline(void **state)
     assert_false(wrk_shim_is_running(1, "/s/tasks/1-0.1.0"));
 }
 
+/* ---- task logs for LOG_READ (logread.c) ---- */
+
+/* A LOG_READ for job 17-0 task 1 attempt 2. */
+static void log_req(struct proto_msg *m, const char *stream, uint64_t offset, int max_bytes)
+{
+    proto_msg_init(m, PROTO_LOG_READ);
+    mu_strlcpy(m->task.job, "17-0", sizeof(m->task.job));
+    m->task.task = 1;
+    m->task.attempt = 2;
+    mu_strlcpy(m->req, "99-1", sizeof(m->req));
+    mu_strlcpy(m->stream, stream, sizeof(m->stream));
+    m->offset = offset;
+    m->max_bytes = max_bytes;
+}
+
+static void test_log_read(void **state)
+{
+    char *dir = make_tmpdir();
+    char *big = malloc(PROTO_LOG_CHUNK_MAX + 5000);
+    char path[512];
+    struct proto_msg req;
+    struct proto_msg out;
+
+    (void)state;
+    assert_non_null(big);
+    (void)mu_snprintf(path, sizeof(path), "%s/logs", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    (void)mu_snprintf(path, sizeof(path), "%s/logs/17-0.2.1.out", dir);
+    write_file(path, "hello\nworld\n", 0644);
+
+    log_req(&req, "out", 0, 5);
+    wrk_log_read(dir, &req, &out);
+    assert_true(out.ok);
+    assert_int_equal(out.type, PROTO_LOG_DATA);
+    assert_int_equal(out.data_len, 5);
+    assert_memory_equal(out.data, "hello", 5);
+    assert_true(out.size == 12);
+    assert_string_equal(out.req, "99-1");
+    assert_string_equal(out.task.job, "17-0");
+    assert_string_equal(out.path, path);
+    proto_msg_release(&out);
+
+    log_req(&req, "out", 6, 0); /* the rest; 0 = up to the cap */
+    wrk_log_read(dir, &req, &out);
+    assert_true(out.ok && out.data_len == 6 && out.offset == 6);
+    assert_memory_equal(out.data, "world\n", 6);
+    proto_msg_release(&out);
+    log_req(&req, "out", 12, 0); /* at the end: ok, nothing */
+    wrk_log_read(dir, &req, &out);
+    assert_true(out.ok && out.data_len == 0 && out.data == NULL && out.size == 12);
+    proto_msg_release(&out);
+    log_req(&req, "out", UINT64_MAX, 0); /* past it, even beyond off_t */
+    wrk_log_read(dir, &req, &out);
+    assert_true(out.ok && out.data_len == 0);
+    proto_msg_release(&out);
+
+    /* A log bigger than a chunk: one chunk at most, whatever max_bytes asks. */
+    memset(big, 'x', PROTO_LOG_CHUNK_MAX + 4999);
+    big[PROTO_LOG_CHUNK_MAX + 4999] = '\0';
+    (void)mu_snprintf(path, sizeof(path), "%s/logs/17-0.2.1.err", dir);
+    write_file(path, big, 0644);
+    log_req(&req, "err", 0, 0);
+    wrk_log_read(dir, &req, &out);
+    assert_true(out.ok && out.data_len == PROTO_LOG_CHUNK_MAX);
+    assert_true(out.size == PROTO_LOG_CHUNK_MAX + 4999);
+    proto_msg_release(&out);
+
+    /* No such log: absent.  Not a log name: refused before any file is touched. */
+    log_req(&req, "out", 0, 0);
+    req.task.attempt = 3;
+    wrk_log_read(dir, &req, &out);
+    assert_false(out.ok);
+    assert_true(out.absent);
+    assert_non_null(strstr(out.error, "17-0.3.1.out"));
+    proto_msg_release(&out);
+    {
+        static const char *const bad_jobs[] = {
+            "../../etc/passwd", "17-0/../x", "17", "-1", "17-", "a-1", ""
+        };
+        for (size_t i = 0; i < MU_ARRAY_LEN(bad_jobs); i++) {
+            log_req(&req, "out", 0, 0);
+            mu_strlcpy(req.task.job, bad_jobs[i], sizeof(req.task.job));
+            wrk_log_read(dir, &req, &out);
+            assert_false(out.ok);
+            assert_false(out.absent);
+            assert_non_null(strstr(out.error, "is not a job id"));
+            assert_string_equal(out.path, "");
+            proto_msg_release(&out);
+        }
+    }
+    log_req(&req, "../x", 0, 0);
+    wrk_log_read(dir, &req, &out);
+    assert_false(out.ok);
+    assert_non_null(strstr(out.error, "expected \"out\" or \"err\""));
+    proto_msg_release(&out);
+    log_req(&req, "out", 0, 0);
+    req.task.attempt = 0;
+    wrk_log_read(dir, &req, &out);
+    assert_false(out.ok);
+    assert_non_null(strstr(out.error, "out of range"));
+    proto_msg_release(&out);
+
+    /* A symlink in the log's place is not followed; a directory is not a log. */
+    (void)mu_snprintf(path, sizeof(path), "%s/logs/17-0.4.1.out", dir);
+    assert_int_equal(symlink("/etc/hostname", path), 0);
+    log_req(&req, "out", 0, 0);
+    req.task.attempt = 4;
+    wrk_log_read(dir, &req, &out);
+    assert_false(out.ok);
+    assert_false(out.absent);
+    proto_msg_release(&out);
+    (void)mu_snprintf(path, sizeof(path), "%s/logs/17-0.5.1.out", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    req.task.attempt = 5;
+    wrk_log_read(dir, &req, &out);
+    assert_false(out.ok);
+    assert_non_null(strstr(out.error, "not a regular file"));
+    proto_msg_release(&out);
+
+    proto_msg_release(&req);
+    free(big);
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,7 +611,7 @@ int main(void)
         cmocka_unit_test(test_taskrec_roundtrip), cmocka_unit_test(test_taskrec_bad),
         cmocka_unit_test(test_taskexit),          cmocka_unit_test(test_taskrec_files),
         cmocka_unit_test(test_taskrec_remove),    cmocka_unit_test(test_shim_spec),
-        cmocka_unit_test(test_shim_cmdline),
+        cmocka_unit_test(test_shim_cmdline),      cmocka_unit_test(test_log_read),
     };
     /* WRK_TEST_FILTER=test_x* runs a subset by hand. */
     if (getenv("WRK_TEST_FILTER"))
