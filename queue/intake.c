@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler's intake (DESIGN §6): XREADGROUP on the submit and control streams over a
+ * The scheduler's intake (DESIGN §6): XREADGROUP on the submit and control streams (and the
+ * log requests of queue/logs.c) over a
  * connection of its own, so the daemon can keep a blocking read outstanding and learn of new
  * entries by polling a socket instead of asking Redis in a loop.  Nothing is acknowledged here:
  * the caller acknowledges a submission only once its job is stored (queue_job_update).
@@ -21,8 +22,8 @@
 struct queue_intake {
     struct queue conn; /* its own connection; conn.ctx is NULL while down */
     char consumer[64];
-    char stream_keys[2][CFG_NAME_MAX + 16];
-    bool waiting;    /* an XREADGROUP ... > is outstanding */
+    char stream_keys[3][CFG_NAME_MAX + 16]; /* by enum queue_stream */
+    bool waiting;                           /* an XREADGROUP ... > is outstanding */
     bool need_setup; /* group creation and pending re-read still to do on this connection */
 };
 
@@ -83,6 +84,8 @@ static int entries_append(const redisReply *list,
                 qe->spec[v->len] = '\0';
                 qe->spec_len = v->len;
             }
+        } else if (stream == QUEUE_STREAM_LOGS) {
+            queue_log_req_parse(e->element[1], &qe->log);
         } else {
             v = field_value(e->element[1], "cmd");
             if (v && v->type == REDIS_REPLY_STRING)
@@ -122,6 +125,8 @@ static int read_reply_parse(const struct queue_intake *qi,
             continue;
         stream = strcmp(s->element[0]->str, qi->stream_keys[QUEUE_STREAM_SUBMIT]) == 0
                      ? QUEUE_STREAM_SUBMIT
+                 : strcmp(s->element[0]->str, qi->stream_keys[QUEUE_STREAM_LOGS]) == 0
+                     ? QUEUE_STREAM_LOGS
                      : QUEUE_STREAM_CONTROL;
         if (entries_append(s->element[1], stream, out, n, err) != 0)
             return -1;
@@ -136,7 +141,7 @@ static int intake_setup(struct queue_intake *qi,
 {
     redisReply *r = NULL;
 
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 3; s++) {
         r = queue_command(&qi->conn, err, "XGROUP CREATE %s %s 0 MKSTREAM", qi->stream_keys[s],
                           QUEUE_GROUP);
         if (!r && strstr(err->msg, "BUSYGROUP") == NULL)
@@ -144,8 +149,9 @@ static int intake_setup(struct queue_intake *qi,
         queue_reply_free(r);
     }
     /* Our own pending entries: delivered before a crash, never acknowledged. */
-    r = queue_command(&qi->conn, err, "XREADGROUP GROUP %s %s COUNT %d STREAMS %s %s 0 0",
-                      QUEUE_GROUP, qi->consumer, 100000, qi->stream_keys[0], qi->stream_keys[1]);
+    r = queue_command(&qi->conn, err, "XREADGROUP GROUP %s %s COUNT %d STREAMS %s %s %s 0 0 0",
+                      QUEUE_GROUP, qi->consumer, 100000, qi->stream_keys[0], qi->stream_keys[1],
+                      qi->stream_keys[2]);
     if (!r)
         return -1;
     if (read_reply_parse(qi, r, out, n, err) != 0) {
@@ -172,6 +178,7 @@ struct queue_intake *queue_intake_new(const char *url,
     mu_strlcpy(qi->consumer, consumer, sizeof(qi->consumer));
     (void)mu_snprintf(qi->stream_keys[0], sizeof(qi->stream_keys[0]), "%ssubmit", prefix);
     (void)mu_snprintf(qi->stream_keys[1], sizeof(qi->stream_keys[1]), "%scontrol", prefix);
+    (void)mu_snprintf(qi->stream_keys[2], sizeof(qi->stream_keys[2]), "%slogreq", prefix);
     if (queue_conn_open(&qi->conn, err) != 0)
         goto fail;
     qi->need_setup = true;
@@ -251,9 +258,9 @@ int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
         }
         freeReplyObject(reply);
     }
-    if (redisAppendCommand(ctx, "XREADGROUP GROUP %s %s COUNT %d BLOCK %d STREAMS %s %s > >",
+    if (redisAppendCommand(ctx, "XREADGROUP GROUP %s %s COUNT %d BLOCK %d STREAMS %s %s %s > > >",
                            QUEUE_GROUP, qi->consumer, INTAKE_BATCH, INTAKE_BLOCK_MS,
-                           qi->stream_keys[0], qi->stream_keys[1])
+                           qi->stream_keys[0], qi->stream_keys[1], qi->stream_keys[2])
         != REDIS_OK) {
         intake_fail(qi, err, "send");
         goto fail_entries;

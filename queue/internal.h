@@ -17,5 +17,9 @@ struct queue {
 int queue_conn_open(struct queue *q, struct mu_err *err);
 /* Frees a dead context so the next command reconnects. */
 void queue_conn_drop(struct queue *q);
+/* Reads the replies of n pipelined commands; the first error wins, all are drained. */
+int queue_pipeline_finish(struct queue *q, int n, struct mu_err *err);
+/* logs.c: a logreq entry's fields (a redisReply array) into *out, checked (out->error). */
+void queue_log_req_parse(const void *fields, struct queue_log_req *out);
 
 #endif

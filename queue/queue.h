@@ -137,17 +137,35 @@ void queue_reply_free(void *reply);
 
 #define QUEUE_GROUP "muster-scheduler" /* consumer group on the submit and control streams */
 
-enum queue_stream { QUEUE_STREAM_SUBMIT = 0, QUEUE_STREAM_CONTROL = 1 };
+enum queue_stream { QUEUE_STREAM_SUBMIT = 0, QUEUE_STREAM_CONTROL = 1, QUEUE_STREAM_LOGS = 2 };
+
+/* ---- task logs through musterd (queue/logs.c; README "Logs from any machine") ---- */
+
+#define QUEUE_LOG_CHUNK_MAX   (64u << 10) /* bytes of log in one answer (= PROTO_LOG_CHUNK_MAX) */
+#define QUEUE_LOG_REPLY_TTL_S 30          /* an answer nobody popped expires after this */
+
+/* One request for a chunk of a task's log (the fields of a <prefix>logreq entry). */
+struct queue_log_req {
+    char node[64]; /* the node whose worker ran the task */
+    char job[QUEUE_JOB_ID_MAX];
+    int task;        /* 0..QUEUE_MAX_TASKS-1 */
+    int attempt;     /* 1.. */
+    char stream[8];  /* "out" or "err" */
+    uint64_t offset; /* byte offset in the log */
+    int max_bytes;   /* 1..QUEUE_LOG_CHUNK_MAX (a larger max is lowered to it) */
+    char error[160]; /* as read by musterd: "" = valid, else what is wrong */
+};
 
 /* One stream entry taken in by the scheduler. */
 struct queue_entry {
     char id[QUEUE_JOB_ID_MAX];
     enum queue_stream stream;
-    char *spec;      /* submit: the spec field (heap, NUL-terminated), NULL if missing */
-    size_t spec_len; /* its length (it may hold NUL bytes) */
-    char cmd[32];    /* control: cmd field */
-    char arg[256];   /* control: arg field */
-    int grace_s;     /* control: grace_s field (drain), -1 when absent or not a number */
+    char *spec;               /* submit: the spec field (heap, NUL-terminated), NULL if missing */
+    size_t spec_len;          /* its length (it may hold NUL bytes) */
+    char cmd[32];             /* control: cmd field */
+    char arg[256];            /* control: arg field */
+    int grace_s;              /* control: grace_s field (drain), -1 when absent or not a number */
+    struct queue_log_req log; /* logs: the request, checked (log.error says what is wrong) */
 };
 
 /* Frees an entry array from queue_intake_read. */
@@ -189,6 +207,19 @@ int queue_intake_claim(struct queue *q,
                        struct queue_entry **out,
                        int *n,
                        struct mu_err *err);
+
+/*
+ * Answers log request req_id (the logreq entry id) in one round trip: RPUSH
+ * <prefix>logreply:<req_id> with head (one line of JSON, no '\n'), '\n' and len bytes of data
+ * (at most QUEUE_LOG_CHUNK_MAX), EXPIRE it after QUEUE_LOG_REPLY_TTL_S, XACK and XDEL the
+ * request.
+ */
+int queue_log_reply(struct queue *q,
+                    const char *req_id,
+                    const char *head,
+                    const void *data,
+                    size_t len,
+                    struct mu_err *err);
 
 /* A field of the job hash. */
 struct queue_kv {
@@ -309,6 +340,23 @@ int queue_reload_result(struct queue *q,
                         char *result,
                         size_t result_size,
                         struct mu_err *err);
+/* XADD prefix+"logreq" MAXLEN ~ 1000 with r's fields (error is not sent); id_out gets the entry
+ * id, which names the answer's key (queue_log_wait). */
+int queue_log_request(struct queue *q,
+                      const struct queue_log_req *r,
+                      char *id_out,
+                      size_t id_size,
+                      struct mu_err *err);
+/* BLPOP prefix+"logreply:"+req_id for up to block_ms (keep it under the connection's 2 s
+ * timeout).  *value is the answer (heap, NUL-terminated after *len bytes; free() it), or NULL
+ * when none came in time.  The answer is a JSON header line, '\n', then the chunk's bytes. */
+int queue_log_wait(struct queue *q,
+                   const char *req_id,
+                   int block_ms,
+                   char **value,
+                   size_t *len,
+                   struct mu_err *err);
+
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);
 /* The same with a grace_s field when grace_s >= 0 ("drain": cap on each gang's checkpoint

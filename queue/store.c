@@ -31,7 +31,7 @@ static void argv_add(struct argv_builder *b, const char *s)
 }
 
 /* Sends the queued pipeline's n commands' replies; the first error wins, all are drained. */
-static int pipeline_finish(struct queue *q, int n, struct mu_err *err)
+int queue_pipeline_finish(struct queue *q, int n, struct mu_err *err)
 {
     int rc = 0;
     for (int i = 0; i < n; i++) {
@@ -134,7 +134,7 @@ int queue_job_update(struct queue *q,
             == REDIS_OK)
             sent++;
     }
-    if (pipeline_finish(q, sent, err) != 0) {
+    if (queue_pipeline_finish(q, sent, err) != 0) {
         mu_err_prefix(err, "job %s: ", id);
         return -1;
     }
