@@ -75,6 +75,15 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
  * failure), the checkpoint grace capped at grace_s when >= 0. */
 void d_node_drain(struct musterd *d, struct d_node *node, int grace_s);
 
+/* d_logs.c: task logs for musterctl logs (README "Logs from any machine"). */
+/* A log request from the logreq stream: relayed to its node as a LOG_READ, or answered at once
+ * (bad request, node not connected, too many requests). */
+void d_logs_request(struct musterd *d, const struct queue_entry *e);
+/* A LOG_DATA from node: written to the request's answer key. */
+void d_logs_data(struct musterd *d, const struct d_node *node, const struct proto_msg *m);
+/* Requests whose node did not answer in time: answered with that. */
+void d_logs_check(struct musterd *d, uint64_t now_ms);
+
 /* d_clock.c: stops running gangs that reached their time limit (ending TIMEOUT). */
 void d_limits_check(struct musterd *d, uint64_t now_wall_ms);
 

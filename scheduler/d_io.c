@@ -53,11 +53,18 @@ static int redis_counter_incr(void *ctx, const char *name, struct mu_err *err)
     return 0;
 }
 
+static int redis_log_reply(void *ctx,
+                           const char *req_id,
+                           const char *head,
+                           const void *data,
+                           size_t len,
+                           struct mu_err *err)
+{
+    return queue_log_reply(ctx, req_id, head, data, len, err);
+}
+
 static const struct d_store_ops redis_ops = {
-    redis_job_update,
-    redis_idem_claim,
-    redis_status_write,
-    redis_counter_incr,
+    redis_job_update, redis_idem_claim, redis_status_write, redis_counter_incr, redis_log_reply,
 };
 
 void d_store_redis(struct d_store *s, struct queue *q)

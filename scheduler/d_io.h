@@ -55,6 +55,13 @@ struct d_store_ops {
         void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err);
     /* HINCRBY <prefix>counters name 1, for counters not tied to a job update */
     int (*counter_incr)(void *ctx, const char *name, struct mu_err *err);
+    /* queue_log_reply: the answer to log request req_id (head line, then len bytes of data) */
+    int (*log_reply)(void *ctx,
+                     const char *req_id,
+                     const char *head,
+                     const void *data,
+                     size_t len,
+                     struct mu_err *err);
 };
 
 struct d_store {

@@ -100,6 +100,12 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
         return;
     }
     node->seen_ms = mu_time_mono_ms();
+    if (m->type == PROTO_LOG_DATA) {
+        /* Changes no job: answered now, or lost with Redis (musterctl asks again). */
+        if (!d->redis_down)
+            d_logs_data(d, node, m);
+        return;
+    }
     if (d->redis_down) {
         /* What it reports changes jobs, and a change we cannot write must not happen yet. */
         if (!defer(d, identity, m))
@@ -161,6 +167,8 @@ static void apply_entries(struct musterd *d, struct queue_entry *entries, int n)
     for (int i = 0; i < n; i++) {
         if (entries[i].stream == QUEUE_STREAM_CONTROL)
             d_control(d, &entries[i]);
+        else if (entries[i].stream == QUEUE_STREAM_LOGS)
+            d_logs_request(d, &entries[i]);
     }
     queue_entries_free(entries, n);
 }
@@ -243,6 +251,7 @@ static void periodic(struct musterd *d, uint64_t now)
     d_jobs_check_timeouts(d, now);
     d_stops_check(d, now);
     d_limits_check(d, mu_time_wall_ms());
+    d_logs_check(d, now);
     d_adopt_check(d, now);
     d_wake_check(d, now);
     if (d->reload && *d->reload) {

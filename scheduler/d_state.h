@@ -25,6 +25,20 @@ struct d_deferred {
     struct proto_msg msg; /* owns its heap arrays */
 };
 
+/* Log requests relayed to workers and not answered yet (d_logs.c). */
+#define D_LOG_WAITS 64
+struct d_log_wait {
+    char req[QUEUE_JOB_ID_MAX]; /* the request's logreq entry id */
+    char node[PROTO_NODE_MAX];  /* asked; only its LOG_DATA answers it */
+    uint64_t deadline_ms;       /* mono: answered "did not answer" then */
+};
+struct d_logs {
+    struct d_log_wait wait[D_LOG_WAITS];
+    int nwait;
+    uint64_t window_ms; /* mono: start of the current one-second rate window */
+    int window_n;       /* requests relayed in it */
+};
+
 struct musterd {
     struct cfg cfg;
     struct queue *q;
@@ -68,6 +82,7 @@ struct musterd {
     const char *config_path;       /* the --config file (borrowed from argv); NULL in tests */
     struct d_metrics metrics;
     struct d_usage usage; /* the queues' fair-share usage (d_usage.h) */
+    struct d_logs logs;   /* log requests in flight and their rate (d_logs.c) */
     struct {
         struct sched_pass_job *jobs; /* scratch of d_schedule, grown as needed */
         struct sched_request *reqs;  /* requests changed for one pass (first choice only) */

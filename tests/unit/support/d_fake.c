@@ -244,11 +244,29 @@ static int fake_counter_incr(void *ctx, const char *name, struct mu_err *err)
     return 0;
 }
 
+/* Log answers land in the status map as "logreply <id>" -> the header line. */
+static int fake_log_reply(void *ctx,
+                          const char *req_id,
+                          const char *head,
+                          const void *data,
+                          size_t len,
+                          struct mu_err *err)
+{
+    struct fake_store *s = ctx;
+    char key[256];
+
+    (void)data;
+    (void)len;
+    if (failing(s))
+        return store_down(err);
+    assert_int_equal(mu_snprintf(key, sizeof(key), "logreply %s", req_id), 0);
+    free(mu_map_remove(s->status, key));
+    assert_int_equal(mu_map_put(s->status, key, copy(head), NULL), 0);
+    return 0;
+}
+
 static const struct d_store_ops fake_ops = {
-    fake_job_update,
-    fake_idem_claim,
-    fake_status_write,
-    fake_counter_incr,
+    fake_job_update, fake_idem_claim, fake_status_write, fake_counter_incr, fake_log_reply,
 };
 
 struct fake_store *fake_store_new(struct d_store *out)

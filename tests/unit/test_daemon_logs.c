@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * musterd's log relay (scheduler/d_logs.c, issue #18) without Redis or ZeroMQ, through the
+ * recording store and sender of tests/unit/support/d_fake.h: a request goes to the node it names
+ * as a LOG_READ and its LOG_DATA becomes the answer; only that node can answer it; a node that is
+ * not registered, a bad request, too many requests in flight and a node that does not answer are
+ * each answered at once with their code.  Times are passed in, never slept for.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/unit/support/d_fake.h"
+
+#include "common/mu_banned.h"
+
+static const char config_json[] =
+    "{\"pools\":["
+    "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"p5.48xlarge\","
+    "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":98.32}],"
+    "\"heartbeat_s\":1,\"node_lost_after_s\":10}";
+
+#define J1 "1700000000001-0"
+
+static int setup(void **state)
+{
+    struct dfix *f = dfix_new(config_json);
+    dfix_two_nodes(f);
+    *state = f;
+    return 0;
+}
+
+/* The daemon reads log request entry_id for node's log of J1 task 1 attempt 2. */
+static void request(struct dfix *f, const char *entry_id, const char *node, const char *error)
+{
+    struct queue_entry e;
+
+    memset(&e, 0, sizeof(e));
+    mu_strlcpy(e.id, entry_id, sizeof(e.id));
+    e.stream = QUEUE_STREAM_LOGS;
+    mu_strlcpy(e.log.node, node, sizeof(e.log.node));
+    mu_strlcpy(e.log.job, J1, sizeof(e.log.job));
+    e.log.task = 1;
+    e.log.attempt = 2;
+    mu_strlcpy(e.log.stream, "out", sizeof(e.log.stream));
+    e.log.offset = 4096;
+    e.log.max_bytes = 65536;
+    mu_strlcpy(e.log.error, error, sizeof(e.log.error));
+    d_logs_request(&f->d, &e);
+}
+
+/* node's LOG_DATA for request req: 5 bytes at 4096 of a 5000-byte file. */
+static void data_from(struct dfix *f, const char *node, const char *req)
+{
+    struct proto_msg m;
+    struct mu_err err;
+
+    proto_msg_init(&m, PROTO_LOG_DATA);
+    mu_strlcpy(m.req, req, sizeof(m.req));
+    mu_strlcpy(m.task.job, J1, sizeof(m.task.job));
+    m.task.task = 1;
+    m.task.attempt = 2;
+    m.ok = true;
+    m.offset = 4096;
+    m.size = 5000;
+    mu_strlcpy(m.path, "/state/logs/" J1 ".2.1.out", sizeof(m.path));
+    assert_int_equal(proto_msg_set_data(&m, "hello", 5, &err), 0);
+    d_logs_data(&f->d, d_node_get(&f->d, node), &m);
+    proto_msg_release(&m);
+}
+
+/* The answer to req, which must contain each of the parts. */
+static void expect_answer(const struct dfix *f,
+                          const char *req,
+                          const char *part1,
+                          const char *part2)
+{
+    const char *head = fake_status(f->store, "logreply", req);
+
+    if (!head) {
+        fail_msg("no answer to %s", req);
+        return;
+    }
+    if (!strstr(head, part1) || (part2 && !strstr(head, part2)))
+        fail_msg("answer to %s: %s", req, head);
+}
+
+static void test_relay_and_answer(void **state)
+{
+    struct dfix *f = *state;
+    struct fake_msg m;
+
+    request(f, "1700000000100-0", "n1", "");
+    expect_sent(f, PROTO_LOG_READ, "n1", J1, 1, 2, &m);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    assert_null(fake_status(f->store, "logreply", "1700000000100-0"));
+
+    data_from(f, "n2", "1700000000100-0"); /* not the node asked: ignored */
+    assert_null(fake_status(f->store, "logreply", "1700000000100-0"));
+    data_from(f, "n1", "1700000000100-0");
+    expect_answer(f, "1700000000100-0", "\"ok\":true", "\"len\":5");
+    expect_answer(f, "1700000000100-0", "\"offset\":4096", "\"size\":5000");
+    expect_answer(f, "1700000000100-0", "\"node\":\"n1\"", ".2.1.out");
+    assert_int_equal(f->d.logs.nwait, 0);
+    d_logs_check(&f->d, mu_time_mono_ms() + 60000); /* answered: no timeout later */
+    expect_answer(f, "1700000000100-0", "\"ok\":true", NULL);
+}
+
+static void test_refusals(void **state)
+{
+    struct dfix *f = *state;
+
+    request(f, "1700000000100-0", "n9", "");
+    expect_answer(f, "1700000000100-0", "\"code\":\"gone\"", "'n9' has not registered");
+    request(f, "1700000000101-0", "n1", "field 'stream': expected out or err");
+    expect_answer(f, "1700000000101-0", "\"code\":\"bad\"", "expected out or err");
+    assert_int_equal(fake_sent_count(f->sent), 0);
+}
+
+static void test_limits_and_timeout(void **state)
+{
+    struct dfix *f = *state;
+    char id[32];
+
+    for (int i = 0; i < D_LOG_WAITS; i++) {
+        (void)mu_snprintf(id, sizeof(id), "1700000000200-%d", i);
+        request(f, id, i % 2 ? "n1" : "n2", "");
+    }
+    assert_int_equal(fake_sent_count(f->sent), D_LOG_WAITS);
+    request(f, "1700000000300-0", "n1", ""); /* one too many in flight */
+    expect_answer(f, "1700000000300-0", "\"code\":\"busy\"", NULL);
+    assert_int_equal(fake_sent_count(f->sent), D_LOG_WAITS);
+
+    d_logs_check(&f->d, mu_time_mono_ms() + 60000); /* nobody answered */
+    assert_int_equal(f->d.logs.nwait, 0);
+    expect_answer(f, "1700000000200-0", "\"code\":\"timeout\"", "'n2' did not answer");
+    expect_answer(f, "1700000000200-1", "\"code\":\"timeout\"", "'n1' did not answer");
+    data_from(f, "n1", "1700000000200-1"); /* too late: the timeout stays the answer */
+    expect_answer(f, "1700000000200-1", "\"code\":\"timeout\"", NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_relay_and_answer, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_refusals, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_limits_and_timeout, setup, dfix_teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
