@@ -30,7 +30,6 @@ static const struct {
     { "capacity", "-W \"spot on-demand spot,on-demand on-demand,spot\"" },
     { "checkpoint-signal", "-W \"SIGUSR1 SIGUSR2 SIGTERM SIGINT SIGHUP\"" },
     { "workdir", "-d" },
-    { "state-root", "-d" },
     { "list", "-W \"jobs nodes queues\"" },
 };
 

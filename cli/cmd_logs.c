@@ -1,29 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterctl logs ID: one task's stdout (or stderr) as the worker wrote it to
- * <state-dir>/logs/<job>.<attempt>.<task>.out|.err.
+ * musterctl logs ID: one task's stdout (or stderr) as its worker wrote it to
+ * <state-dir>/logs/<job>.<attempt>.<task>.out|.err, read from any machine that reaches Redis
+ * (README "Logs from any machine", issue #18).
  *
- * The logs stay on the worker that ran the task; reading them through the worker needs a
- * protocol message that does not exist yet (issue #6).  Until then musterctl reads them where
- * the workers' state dirs are reachable from this machine: --state-root DIR (or
- * MUSTER_STATE_ROOT) holds one directory per node, DIR/<node>, which is that node's state dir
- * (a shared mount, or every worker of a one-machine cluster started with
- * --state-dir DIR/<node>).  The node comes from the job's placement; for an attempt whose
- * placement is gone (a retried gang) every DIR/<node>/logs is searched.  -f polls the file and
- * stops once the job has ended and the file has been read to its end.
+ * The log stays on the worker's disk.  musterctl asks musterd for it one chunk at a time
+ * (queue/logs.c): each request names the node, the task, the stream and an offset, musterd
+ * relays it to that node's worker (LOG_READ), and the answer comes back on a short-lived Redis
+ * list holding one chunk of at most 64 KiB, which is written to stdout before the next one is
+ * asked for.  So a log of any size is never held whole anywhere (but with -o json, which prints
+ * one document and is capped).  -f asks again from the last offset until the job's attempt has
+ * ended and the end of the file has been read.  The node comes from the job's placement; for an
+ * earlier attempt, whose placement is gone, every registered node is asked.
  */
 #include "cli/internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/mu_banned.h"
 
-#define CTL_LOGS_POLL_MS  250
+#define CTL_LOGS_POLL_MS  250         /* -f: between reads that found nothing new */
+#define CTL_LOGS_BUSY_MS  100         /* musterd too busy: ask again after this */
+#define CTL_LOGS_ANSWER_S 10          /* no answer from musterd in this long: give up */
 #define CTL_LOGS_JSON_MAX (64u << 20) /* -o json holds the whole log in memory */
+#define CTL_LOGS_NODE_MAX 64          /* node names, NUL included (as the protocol's) */
+#define CTL_LOGS_PATH_MAX 1024        /* the worker's path of the log, NUL included */
+
+/* What `logs` is asked for, and where the log is. */
+struct logs_req {
+    const char *id;
+    const char *ext; /* "out" or "err" */
+    bool follow;
+    int64_t task;
+    int64_t attempt; /* 0 = the job's current one, until logs_locate sets it */
+    char node[CTL_LOGS_NODE_MAX];
+    char path[CTL_LOGS_PATH_MAX]; /* as the worker reported it */
+    uint64_t offset;              /* next byte to ask for */
+    struct mu_buf json;           /* -o json: the text so far */
+};
+
+/* One answer of musterd: ok, or code ("gone", "absent", "busy", "timeout", "bad", "io"). */
+struct logs_answer {
+    bool ok;
+    char code[16];
+    char error[512];
+    uint64_t size; /* the file's size when read */
+    const char *data;
+    size_t len;
+};
 
 /* The node of task `task` in the job's placement, into node; false when not placed. */
 static bool placement_node(const cJSON *job, int64_t task, char *node, size_t size)
@@ -33,7 +59,7 @@ static bool placement_node(const cJSON *job, int64_t task, char *node, size_t si
 
     cJSON_ArrayForEach(t, placement)
     {
-        char b[64];
+        char b[CTL_LOGS_NODE_MAX];
         if (ctl_json_int(t, "task", -1) == task) {
             mu_strlcpy(node, ctl_json_text(t, "node", b, sizeof(b)), size);
             return node[0] != '\0';
@@ -42,146 +68,225 @@ static bool placement_node(const cJSON *job, int64_t task, char *node, size_t si
     return false;
 }
 
-/* Searches root/<any node>/logs/<file>; fills path and node when found. */
-static bool search_nodes(
-    const char *root, const char *file, char *path, size_t size, char *node, size_t node_size)
+/* Splits value (header line, '\n', data) into a; -1 when it is not an answer. */
+static int answer_parse(const char *value, size_t len, struct logs_answer *a, struct logs_req *r)
 {
-    DIR *d = opendir(root);
-    const struct dirent *e;
-    bool found = false;
+    const char *nl = memchr(value, '\n', len);
+    cJSON *head = nl ? cJSON_ParseWithLength(value, (size_t)(nl - value)) : NULL;
+    char b[CTL_LOGS_PATH_MAX];
 
-    if (!d)
-        return false;
-    while (!found && (e = readdir(d)) != NULL) {
-        struct stat st;
-        if (e->d_name[0] == '.')
-            continue;
-        if (mu_snprintf(path, size, "%s/%s/logs/%s", root, e->d_name, file) != 0)
-            continue;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-            mu_strlcpy(node, e->d_name, node_size);
-            found = true;
+    memset(a, 0, sizeof(*a));
+    if (!cJSON_IsObject(head)) {
+        cJSON_Delete(head);
+        return -1;
+    }
+    a->ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(head, "ok"));
+    mu_strlcpy(a->code, ctl_json_text(head, "code", b, sizeof(b)), sizeof(a->code));
+    mu_strlcpy(a->error, ctl_json_text(head, "error", b, sizeof(b)), sizeof(a->error));
+    if (ctl_json_text(head, "path", b, sizeof(b))[0])
+        mu_strlcpy(r->path, ctl_json_text(head, "path", b, sizeof(b)), sizeof(r->path));
+    a->size = (uint64_t)ctl_json_int(head, "size", 0);
+    a->data = nl + 1;
+    a->len = len - (size_t)(nl + 1 - value);
+    cJSON_Delete(head);
+    return 0;
+}
+
+/*
+ * Asks node for the chunk of r at r->offset and waits for the answer (*value: free() it; a
+ * points into it).  Asks again while musterd is busy.  -1 when there is no answer (printed).
+ */
+static int logs_ask(struct ctl *ctl,
+                    struct queue *q,
+                    struct logs_req *r,
+                    const char *node,
+                    char **value,
+                    struct logs_answer *a)
+{
+    struct queue_log_req lr = { 0 };
+    struct mu_err err = { 0 };
+    char id[QUEUE_JOB_ID_MAX];
+    size_t len = 0;
+
+    mu_strlcpy(lr.node, node, sizeof(lr.node));
+    mu_strlcpy(lr.job, r->id, sizeof(lr.job));
+    lr.task = (int)r->task;
+    lr.attempt = (int)r->attempt;
+    mu_strlcpy(lr.stream, r->ext, sizeof(lr.stream));
+    lr.offset = r->offset;
+    lr.max_bytes = (int)QUEUE_LOG_CHUNK_MAX;
+    for (int busy = 0; busy < 100; busy++) {
+        if (queue_log_request(q, &lr, id, sizeof(id), &err) != 0) {
+            (void)ctl_fail(ctl, "log request: %s", err.msg);
+            return -1;
         }
+        for (int s = 0; s < CTL_LOGS_ANSWER_S && !*value; s++)
+            if (queue_log_wait(q, id, 1000, value, &len, &err) != 0) {
+                (void)ctl_fail(ctl, "log answer: %s", err.msg);
+                return -1;
+            }
+        if (!*value) {
+            (void)ctl_fail(ctl,
+                           "musterd did not answer log request %s in %d s; is musterd running?", id,
+                           CTL_LOGS_ANSWER_S);
+            return -1;
+        }
+        if (answer_parse(*value, len, a, r) != 0) {
+            (void)ctl_fail(ctl, "log request %s: musterd's answer is not one", id);
+            return -1;
+        }
+        if (a->ok || strcmp(a->code, "busy") != 0)
+            return 0;
+        free(*value);
+        *value = NULL;
+        ctl_sleep_ms(CTL_LOGS_BUSY_MS);
     }
-    (void)closedir(d);
-    return found;
-}
-
-/* Copies the file from *offset to its current end to stdout; advances *offset.  0 or -1. */
-static int copy_from(const char *path, long *offset)
-{
-    FILE *f = fopen(path, "rb");
-    char buf[8192];
-    size_t n;
-
-    if (!f)
+    {
+        (void)ctl_fail(ctl, "musterd stayed too busy to relay log requests; try again later");
         return -1;
-    if (fseek(f, *offset, SEEK_SET) != 0) {
-        (void)fclose(f);
+    }
+}
+
+/* Writes a chunk to stdout, or keeps it for -o json; 0 or -1 (printed). */
+static int logs_put(struct ctl *ctl, struct logs_req *r, const struct logs_answer *a)
+{
+    struct mu_err err;
+
+    r->offset += a->len;
+    if (ctl->output != CTL_OUT_JSON) {
+        if (a->len > 0 && (fwrite(a->data, 1, a->len, stdout) != a->len || fflush(stdout) != 0)) {
+            (void)ctl_fail(ctl, "writing the log: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (r->json.len + a->len > CTL_LOGS_JSON_MAX) {
+        (void)ctl_fail(ctl, "the log is larger than -o json's %u MiB; read it without -o json",
+                       CTL_LOGS_JSON_MAX >> 20);
         return -1;
     }
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
-        (void)fwrite(buf, 1, n, stdout);
-        *offset += (long)n;
+    if (mu_buf_append(&r->json, a->data, a->len, &err) != 0) {
+        (void)ctl_fail(ctl, "%s", err.msg);
+        return -1;
     }
-    (void)fclose(f);
-    return fflush(stdout) == 0 ? 0 : -1;
+    return 0;
 }
 
-/* Follows path until job id has ended and its file is read to the end. */
-static int follow(struct ctl *ctl, struct queue *q, const char *id, const char *path, long offset)
+/* The error of an answer that is not ok, in words a user can act on. */
+static void logs_refused(struct ctl *ctl, const struct logs_req *r, const struct logs_answer *a)
 {
-    for (;;) {
-        struct mu_err err = { 0 };
-        cJSON *job = NULL;
-        char b[32];
-        bool done;
-
-        if (copy_from(path, &offset) != 0 && errno != ENOENT)
-            return ctl_fail(ctl, "%s: %s", path, strerror(errno));
-        if (queue_job_read(q, id, &job, &err) != 0)
-            return ctl_fail(ctl, "job '%s': %s", id, err.msg);
-        done = !job || ctl_state_is_final(ctl_json_text(job, "state", b, sizeof(b)));
-        cJSON_Delete(job);
-        if (done) /* one last read: the task may have written its last lines just before */
-            return copy_from(path, &offset) == 0 || errno == ENOENT ? CTL_EXIT_OK : CTL_EXIT_FAIL;
-        ctl_sleep_ms(CTL_LOGS_POLL_MS);
-    }
+    if (strcmp(a->code, "absent") == 0)
+        ctl_fail(ctl, "job %s task %lld attempt %lld has no std%s log on node %s (%s)", r->id,
+                 (long long)r->task, (long long)r->attempt, r->ext, r->node, a->error);
+    else
+        ctl_fail(ctl, "job %s task %lld on node %s: %s", r->id, (long long)r->task, r->node,
+                 a->error);
 }
 
-/* -o json: {"job", "task", "attempt", "node", "path", "stream", "text"}. */
-static int logs_json(struct ctl *ctl,
-                     const char *id,
-                     int64_t task,
-                     int64_t attempt,
-                     const char *node,
-                     const char *path,
-                     const char *ext)
+/* Whether -f is over: the job is final, or its current attempt is no longer ours. */
+static int follow_over(struct ctl *ctl, struct queue *q, const struct logs_req *r, bool *over)
 {
     struct mu_err err = { 0 };
-    size_t len = 0;
-    char *text = mu_file_read(path, CTL_LOGS_JSON_MAX, &len, &err);
-    cJSON *doc = NULL;
-    int rc;
+    cJSON *job = NULL;
+    char b[32];
 
-    if (!text)
-        return ctl_fail(ctl, "%s", err.msg);
-    doc = cJSON_CreateObject();
-    if (!doc || !cJSON_AddStringToObject(doc, "job", id)
-        || !cJSON_AddNumberToObject(doc, "task", (double)task)
-        || !cJSON_AddNumberToObject(doc, "attempt", (double)attempt)
-        || !cJSON_AddStringToObject(doc, "node", node)
-        || !cJSON_AddStringToObject(doc, "path", path)
-        || !cJSON_AddStringToObject(doc, "stream", strcmp(ext, "err") == 0 ? "stderr" : "stdout")
-        || !cJSON_AddStringToObject(doc, "text", text))
-        rc = ctl_fail(ctl, "out of memory");
-    else
-        rc = ctl_json_print(ctl, doc);
-    cJSON_Delete(doc);
-    free(text);
+    if (queue_job_read(q, r->id, &job, &err) != 0) {
+        (void)ctl_fail(ctl, "job '%s': %s", r->id, err.msg);
+        return -1;
+    }
+    *over = !job || ctl_state_is_final(ctl_json_text(job, "state", b, sizeof(b)))
+            || ctl_json_int(job, "attempt", 1) != r->attempt;
+    cJSON_Delete(job);
+    return 0;
+}
+
+/*
+ * Reads r's log from r->node chunk by chunk to its end; with -f goes on until follow_over and
+ * one last read found nothing new.  An absent file is waited for under -f.
+ */
+static int logs_page(struct ctl *ctl, struct queue *q, struct logs_req *r)
+{
+    bool over = false;
+
+    for (;;) {
+        struct logs_answer a;
+        char *value = NULL;
+        bool more;
+
+        if (logs_ask(ctl, q, r, r->node, &value, &a) != 0)
+            return CTL_EXIT_FAIL;
+        if (!a.ok && !(r->follow && !over && strcmp(a.code, "absent") == 0)) {
+            logs_refused(ctl, r, &a);
+            free(value);
+            return CTL_EXIT_FAIL;
+        }
+        if (a.ok && logs_put(ctl, r, &a) != 0) {
+            free(value);
+            return CTL_EXIT_FAIL;
+        }
+        more = a.ok && a.len > 0 && r->offset < a.size;
+        free(value);
+        if (more)
+            continue;
+        if (!r->follow || over)
+            return CTL_EXIT_OK;
+        /* Decided before the next read, so that the last lines written are still read. */
+        if (follow_over(ctl, q, r, &over) != 0)
+            return CTL_EXIT_FAIL;
+        if (!over)
+            ctl_sleep_ms(CTL_LOGS_POLL_MS);
+    }
+}
+
+/* An attempt without a recorded placement: asks every registered node for its first byte. */
+static int logs_search(struct ctl *ctl, struct queue *q, struct logs_req *r, const char *state)
+{
+    struct mu_err err = { 0 };
+    cJSON *nodes = NULL;
+    const cJSON *n;
+    int rc = -1;
+
+    if (queue_nodes_read(q, &nodes, &err) != 0) {
+        (void)ctl_fail(ctl,
+                       "job %s (%s) has no placement for attempt %lld, and the nodes to search "
+                       "cannot be read: %s",
+                       r->id, state, (long long)r->attempt, err.msg);
+        return -1;
+    }
+    cJSON_ArrayForEach(n, nodes)
+    {
+        struct logs_answer a;
+        char *value = NULL;
+        char name[CTL_LOGS_NODE_MAX];
+        char st[32];
+
+        if (strcmp(ctl_json_text(n, "state", st, sizeof(st)), "lost") == 0)
+            continue;
+        mu_strlcpy(name, ctl_json_text(n, "name", st, sizeof(st)), sizeof(name));
+        if (logs_ask(ctl, q, r, name, &value, &a) != 0) {
+            cJSON_Delete(nodes);
+            return -1;
+        }
+        free(value);
+        if (a.ok) {
+            mu_strlcpy(r->node, name, sizeof(r->node));
+            rc = 0;
+            break;
+        }
+    }
+    if (rc != 0)
+        ctl_fail(ctl, "job %s (%s): no connected node has the std%s log of task %lld attempt %lld",
+                 r->id, state, r->ext, (long long)r->task, (long long)r->attempt);
+    cJSON_Delete(nodes);
     return rc;
 }
 
-/* What `logs` is asked for, and where the file was found. */
-struct logs_req {
-    const char *id;
-    const char *root; /* NULL or "" = no reachable state dirs */
-    const char *ext;  /* "out" or "err" */
-    bool follow;
-    int64_t task;
-    int64_t attempt; /* 0 = the job's current one, until logs_locate sets it */
-    char node[128];
-    char path[4096];
-};
-
-/* Explains why there is nothing to read without a state root. */
-static void no_root(struct ctl *ctl, const struct logs_req *r, const cJSON *job, const char *file)
-{
-    char b[32];
-
-    if (r->node[0])
-        ctl_fail(ctl,
-                 "the log of job %s task %lld is on node %s as <state-dir>/logs/%s; musterctl "
-                 "cannot read it through the worker yet: give --state-root DIR (or set "
-                 "MUSTER_STATE_ROOT) where DIR/%s is that node's state dir",
-                 r->id, (long long)r->task, r->node, file, r->node);
-    else
-        ctl_fail(ctl,
-                 "job %s (%s) has no placement for attempt %lld; give --state-root DIR (or set "
-                 "MUSTER_STATE_ROOT) to search DIR/*/logs for %s",
-                 r->id, ctl_json_text(job, "state", b, sizeof(b)), (long long)r->attempt, file);
-}
-
-/* Finds the log file of r in the job's placement or under the state root; 0 or -1 (printed). */
+/* Finds the node of r's log; 0 or -1 (printed). */
 static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struct logs_req *r)
 {
-    struct mu_err err = { 0 };
     int64_t current = ctl_json_int(job, "attempt", 1);
-    cJSON *status = NULL;
-    char file[256];
     char b[32];
-    struct stat st;
-    int saved;
+    const char *state = ctl_json_text(job, "state", b, sizeof(b)); /* borrowed from job */
 
     if (r->task >= ctl_json_int(job, "tasks", 1)) {
         ctl_fail(ctl, "job '%s' has %lld task(s); --task %lld does not exist", r->id,
@@ -190,38 +295,39 @@ static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struc
     }
     if (r->attempt == 0)
         r->attempt = current;
-    (void)snprintf(file, sizeof(file), "%s.%lld.%lld.%s", r->id, (long long)r->attempt,
-                   (long long)r->task, r->ext);
-    if (r->attempt == current)
-        (void)placement_node(job, r->task, r->node, sizeof(r->node));
-    if (!r->root || !r->root[0]) {
-        no_root(ctl, r, job, file);
+    if (r->attempt > current) {
+        ctl_fail(ctl, "job '%s' is at attempt %lld; --attempt %lld has not happened", r->id,
+                 (long long)current, (long long)r->attempt);
         return -1;
     }
-    if (r->node[0]) {
-        (void)snprintf(r->path, sizeof(r->path), "%s/%s/logs/%s", r->root, r->node, file);
-    } else if (!search_nodes(r->root, file, r->path, sizeof(r->path), r->node, sizeof(r->node))) {
-        const char *state = ctl_json_text(job, "state", b, sizeof(b));
-        if (strcmp(state, "PENDING") == 0 && r->attempt == current)
-            ctl_fail(ctl, "job %s is PENDING: attempt %lld has not started, so it has no log yet",
-                     r->id, (long long)r->attempt);
-        else
-            ctl_fail(ctl, "no %s under %s/*/logs (job %s is %s)", file, r->root, r->id, state);
-        return -1;
-    }
-    if (stat(r->path, &st) == 0)
+    if (r->attempt == current && placement_node(job, r->task, r->node, sizeof(r->node)))
         return 0;
-    saved = errno;
-    if (r->follow && saved == ENOENT)
-        return 0; /* placed, not started yet: follow waits for it */
-    if (queue_node_read(q, r->node, &status, &err) == 0 && status)
-        mu_strlcpy(b, ctl_json_text(status, "state", file, sizeof(file)), sizeof(b));
+    if (strcmp(state, "PENDING") == 0 && r->attempt == current) {
+        ctl_fail(ctl, "job %s is PENDING: attempt %lld has not started, so it has no log yet",
+                 r->id, (long long)r->attempt);
+        return -1;
+    }
+    return logs_search(ctl, q, r, state);
+}
+
+/* -o json: {"job", "task", "attempt", "node", "path", "stream", "text"}. */
+static int logs_json(struct ctl *ctl, const struct logs_req *r)
+{
+    cJSON *doc = cJSON_CreateObject();
+    int rc;
+
+    if (!doc || !cJSON_AddStringToObject(doc, "job", r->id)
+        || !cJSON_AddNumberToObject(doc, "task", (double)r->task)
+        || !cJSON_AddNumberToObject(doc, "attempt", (double)r->attempt)
+        || !cJSON_AddStringToObject(doc, "node", r->node)
+        || !cJSON_AddStringToObject(doc, "path", r->path)
+        || !cJSON_AddStringToObject(doc, "stream", strcmp(r->ext, "err") == 0 ? "stderr" : "stdout")
+        || !cJSON_AddStringToObject(doc, "text", r->json.data ? r->json.data : ""))
+        rc = ctl_fail(ctl, "out of memory");
     else
-        b[0] = '\0';
-    ctl_fail(ctl, "%s: %s; is %s/%s node %s's state dir%s%s%s?", r->path, strerror(saved), r->root,
-             r->node, r->node, b[0] ? " (node state " : "", b, b[0] ? ")" : "");
-    cJSON_Delete(status);
-    return -1;
+        rc = ctl_json_print(ctl, doc);
+    cJSON_Delete(doc);
+    return rc;
 }
 
 int ctl_cmd_logs(struct ctl *ctl, const struct ctl_args *args)
@@ -230,11 +336,9 @@ int ctl_cmd_logs(struct ctl *ctl, const struct ctl_args *args)
     struct mu_err err = { 0 };
     struct queue *q;
     cJSON *job = NULL;
-    long offset = 0;
     int rc = CTL_EXIT_FAIL;
 
     r.id = args->argv[0];
-    r.root = ctl_args_get(ctl, args, "state-root");
     r.ext = ctl_args_get(ctl, args, "stderr") ? "err" : "out";
     r.follow = ctl_args_get(ctl, args, "follow") != NULL;
     if (ctl->output == CTL_OUT_JSON && r.follow)
@@ -242,8 +346,6 @@ int ctl_cmd_logs(struct ctl *ctl, const struct ctl_args *args)
     if (ctl_args_int(ctl, args, "task", 0, QUEUE_MAX_TASKS - 1, &r.task) != 0
         || ctl_args_int(ctl, args, "attempt", 1, 1000000, &r.attempt) != 0)
         return CTL_EXIT_USAGE;
-    if (!r.root || !r.root[0])
-        r.root = getenv("MUSTER_STATE_ROOT");
     q = ctl_queue(ctl);
     if (!q)
         return CTL_EXIT_FAIL;
@@ -251,17 +353,13 @@ int ctl_cmd_logs(struct ctl *ctl, const struct ctl_args *args)
         return ctl_fail(ctl, "job '%s': %s", r.id, err.msg);
     if (!job)
         return ctl_fail(ctl, "job '%s' not found (or not taken in by musterd yet)", r.id);
-    if (logs_locate(ctl, q, job, &r) != 0)
-        goto out;
-    if (r.follow)
-        rc = follow(ctl, q, r.id, r.path, offset);
-    else if (ctl->output == CTL_OUT_JSON)
-        rc = logs_json(ctl, r.id, r.task, r.attempt, r.node, r.path, r.ext);
-    else if (copy_from(r.path, &offset) != 0)
-        rc = ctl_fail(ctl, "%s: %s", r.path, strerror(errno));
-    else
-        rc = CTL_EXIT_OK;
-out:
+    mu_buf_init(&r.json, 0);
+    if (logs_locate(ctl, q, job, &r) == 0) {
+        rc = logs_page(ctl, q, &r);
+        if (rc == CTL_EXIT_OK && ctl->output == CTL_OUT_JSON)
+            rc = logs_json(ctl, &r);
+    }
+    mu_buf_release(&r.json);
     cJSON_Delete(job);
     return rc;
 }

@@ -101,10 +101,7 @@ static const struct ctl_opt opts_logs[] = {
     { "task", 't', "N", "the task whose log to show (default 0)" },
     { "attempt", 'A', "N", "the attempt (default the job's current one)" },
     { "stderr", 'E', NULL, "show the task's standard error instead of its standard output" },
-    { "follow", 'f', NULL, "keep printing what the task writes until the job ends" },
-    { "state-root", 'R', "DIR",
-      "DIR/<node> is that node's worker state dir "
-      "(env MUSTER_STATE_ROOT)" },
+    { "follow", 'f', NULL, "keep printing what the task writes until its attempt ends" },
     { NULL, 0, NULL, NULL },
 };
 
@@ -151,13 +148,17 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd to cancel each job.  A job that has already finished is left alone.  Exits 1 "
       "if any job was not found (the others are still cancelled).",
       NULL, 1, -1, CTL_ARG_JOB },
-    { "logs", ctl_cmd_logs, "print a task's log", "ID [--task N] [--stderr] [-f]",
-      "Prints the standard output (or with --stderr the standard error) of one task of job ID. "
-      "Task logs stay on the worker that ran the task, in <state-dir>/logs/JOB.ATTEMPT.TASK.out "
-      "and .err; musterctl reads them where the workers' state dirs are reachable from this "
-      "machine (a shared mount, or a single-machine cluster) as DIR/<node>/logs/... with DIR "
-      "from --state-root or MUSTER_STATE_ROOT.  Reading logs through the worker is not "
-      "available yet.  With -f the file is followed until the job ends.",
+    { "logs", ctl_cmd_logs, "print a task's log", "ID [--task N] [--attempt N] [--stderr] [-f]",
+      "Prints the standard output (or with --stderr the standard error) of one task of job ID, "
+      "from any machine that reaches Redis.  Task logs stay on the worker that ran the task, in "
+      "<state-dir>/logs/JOB.ATTEMPT.TASK.out and .err; musterctl asks musterd for them 64 KiB at "
+      "a time (the logreq stream), musterd relays each request to that node's worker, and each "
+      "chunk is printed as it comes, so a log of any size is never held whole.  The node comes "
+      "from the job's placement; for an earlier attempt every registered node is asked.  With "
+      "-f it keeps asking from where it stopped until the attempt has ended and the whole file "
+      "has been read.  Exits 1 when the node is not connected (its worker is gone), when the "
+      "file does not exist, or when musterd does not answer.  The Redis user needs XADD on "
+      "<prefix>logreq and BLPOP on <prefix>logreply:* (docs/security.md).",
       opts_logs, 1, 1, CTL_ARG_JOB },
     { "queues", ctl_cmd_queues, "list queues", "[--users]",
       "Lists the configured queues with their weight, pending and running jobs and GPUs, how "

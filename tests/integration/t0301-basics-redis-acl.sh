@@ -4,6 +4,7 @@
 # the default user.  musterd runs as its ACL user; a submitter submits with redis-cli XADD, with
 # `musterctl submit` and with libmuster, and reads its jobs; it can NOT XADD muster:control, DEL
 # or HSET job keys (NOPERM).  The operator user cancels through musterctl but cannot delete keys.
+# Both read task logs through musterd (XADD muster:logreq, BLPOP muster:logreply:*).
 # The password-only form (redis://:PASS@host) works for musterctl and libmuster; a wrong password
 # is a clear error (exit 1) for musterd and musterctl.
 source "$(dirname "$0")/lib.sh"
@@ -156,6 +157,18 @@ case "$out" in NOPERM*) ;; *) fail "operator DEL was not refused: $out" ;; esac
 out=$(as operator operator-secret HSET "muster:job:$hold" state RUNNING 2>&1) || true
 case "$out" in NOPERM*) ;; *) fail "operator HSET was not refused: $out" ;; esac
 ok "musterctl cancel: NOPERM and exit 1 as the submitter; works as the operator, who cannot DEL or HSET"
+
+# ---- task logs through musterd, for both users (issue #18) ------------------------------------
+lid=$("$MUSTER_BIN/musterctl" --redis "$URL_ALICE" submit --name logs -- sh -c 'echo hello-from-acl') ||
+    fail "musterctl submit as the submitter (logs)"
+wait_for "job $lid succeeded" 30 job_state_is "$lid" SUCCEEDED
+for url in "$URL_ALICE" "$URL_OPERATOR"; do
+    out=$("$MUSTER_BIN/musterctl" --redis "$url" logs "$lid" 2>&1) || fail "musterctl logs as ${url%%@*}@…: $out"
+    [ "$out" = hello-from-acl ] || fail "musterctl logs as ${url%%@*}@…: $out"
+done
+out=$(as alice alice-secret RPUSH "muster:logreply:$lid" forged 2>&1) || true
+case "$out" in NOPERM*) ;; *) fail "submitter RPUSH of a log answer was not refused: $out" ;; esac
+ok "musterctl logs works as the submitter and the operator, who cannot forge an answer"
 
 # musterd itself never hit a NOPERM with its ACL user.
 ! grep -q NOPERM "$T/musterd.log" || fail "musterd hit NOPERM: $(grep NOPERM "$T/musterd.log" | head -n 3)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # musterctl's status commands against a real redis-server, musterd and workers: queues, pools
-# (with a seeded cool-down), top --once, logs (--task, --stderr, -f, -o json, the error without a
-# reachable state dir), jobs --user/--sort and show's extra fields on seeded jobs, and the bash
+# (with a seeded cool-down), top --once, logs through musterd (--task, --stderr, -f, -o json, the
+# refused --state-root of old), jobs --user/--sort and show's extra fields on seeded jobs, and the bash
 # completion script (syntax, the contrib copy, completing commands, options and node names).
 # Every command in both output forms, JSON checked with jq -e.
 # Standalone: tests/integration/t5002-ctl-status.sh (MUSTER_BIN defaults to build/bin).
@@ -158,26 +158,24 @@ fi
 expect_rc 0 ctl submit --tasks 2 --gpus-per-task 1 --capacity on-demand --wait -- \
     sh -c 'echo "out of rank $RANK"; echo "err of rank $RANK" >&2'
 lid=$(head -1 "$T/out")
-expect_rc 0 ctl logs "$lid" --state-root "$T/w"
+expect_rc 0 ctl logs "$lid"
 [ "$(cat "$T/out")" = "out of rank 0" ] || fail "logs: $(cat "$T/out")"
-expect_rc 0 env MUSTER_STATE_ROOT="$T/w" "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" \
-    logs "$lid" --task 1 --stderr
+expect_rc 0 ctl logs "$lid" --task 1 --stderr
 [ "$(cat "$T/out")" = "err of rank 1" ] || fail "logs --task 1 --stderr: $(cat "$T/out")"
-expect_rc 0 ctl -o json logs "$lid" --task 1 --state-root "$T/w"
+expect_rc 0 ctl -o json logs "$lid" --task 1
 jqo ".job == \"$lid\" and .task == 1 and .attempt == 1 and .node == \"n2\" and .stream == \"stdout\" and .text == \"out of rank 1\\n\""
-expect_rc 1 env -u MUSTER_STATE_ROOT "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" logs "$lid"
-err_has "is on node n2 as <state-dir>/logs/$lid.1.0.out"
-err_has "give --state-root DIR (or set MUSTER_STATE_ROOT)"
-expect_rc 1 ctl logs "$lid" --task 5 --state-root "$T/w"
+expect_rc 2 ctl logs "$lid" --state-root "$T/w"
+err_has "usage:"
+expect_rc 1 ctl logs "$lid" --task 5
 err_has "has 2 task(s)"
-expect_rc 1 ctl logs "$lid" --state-root "$T/nowhere"
-err_has "$T/nowhere/n2/logs/$lid.1.0.out"
-expect_rc 1 ctl logs "$pend_id" --state-root "$T/w"
+expect_rc 1 ctl logs "$lid" --attempt 2
+err_has "--attempt 2 has not happened"
+expect_rc 1 ctl logs "$pend_id"
 err_has "PENDING"
-expect_rc 1 ctl logs 1-1 --state-root "$T/w"
+expect_rc 1 ctl logs 1-1
 err_has "job '1-1' not found"
 expect_rc 2 ctl -o json logs "$lid" -f
-ok "logs: task stdout/stderr from DIR/<node>/logs, -o json, clear errors"
+ok "logs: task stdout/stderr through musterd, -o json, clear errors"
 
 # hold and release of a job musterd has finished: not active, exit 1, nothing sent.
 nctl=$(rcli XLEN "${P}control")
@@ -191,7 +189,7 @@ ok "hold and release of a finished job exit 1: not active"
 expect_rc 0 ctl submit --capacity on-demand -- sh -c 'for i in 1 2 3 4 5; do echo "line $i"; sleep 0.3; done'
 fid=$(cat "$T/out")
 wait_for "job $fid running" 15 job_state_is "$fid" RUNNING
-expect_rc 0 timeout 20 "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" logs -f "$fid" --state-root "$T/w"
+expect_rc 0 timeout 20 "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" logs -f "$fid"
 [ "$(cat "$T/out")" = "$(printf 'line %s\n' 1 2 3 4 5)" ] || fail "logs -f: $(cat "$T/out")"
 [ "$(job_state "$fid")" = SUCCEEDED ] || fail "logs -f ended before the job did"
 ok "logs -f follows the task's output until the job ends"
