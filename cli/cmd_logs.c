@@ -303,8 +303,9 @@ static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struc
     if (r->attempt == current && placement_node(job, r->task, r->node, sizeof(r->node)))
         return 0;
     if (strcmp(state, "PENDING") == 0 && r->attempt == current) {
-        ctl_fail(ctl, "job %s is PENDING: attempt %lld has not started, so it has no log yet",
-                 r->id, (long long)r->attempt);
+        ctl_fail(ctl, "job %s is PENDING: attempt %lld has not started, so it has no log yet%s",
+                 r->id, (long long)r->attempt,
+                 r->attempt > 1 ? "; hint: --attempt N shows an earlier attempt's" : "");
         return -1;
     }
     return logs_search(ctl, q, r, state);
