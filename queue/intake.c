@@ -290,8 +290,12 @@ int queue_intake_claim(struct queue *q,
 {
     *out = NULL;
     *n = 0;
-    for (int s = 0; s < 2; s++) {
-        const char *name = s == QUEUE_STREAM_SUBMIT ? "submit" : "control";
+    static const char *const names[] = { [QUEUE_STREAM_SUBMIT] = "submit",
+                                         [QUEUE_STREAM_CONTROL] = "control",
+                                         [QUEUE_STREAM_LOGS] = "logreq" };
+
+    for (int s = 0; s < 3; s++) {
+        const char *name = names[s];
         redisReply *r = queue_command(q, err, "XAUTOCLAIM %s%s %s %s %d 0-0 COUNT %d", q->prefix,
                                       name, QUEUE_GROUP, consumer, min_idle_ms, INTAKE_BATCH);
         int rc = 0;
