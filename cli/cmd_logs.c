@@ -293,6 +293,10 @@ static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struc
                  (long long)ctl_json_int(job, "tasks", 1), (long long)r->task);
         return -1;
     }
+    if (strcmp(state, "REJECTED") == 0) {
+        ctl_fail(ctl, "job %s was REJECTED: it never ran, so it has no log", r->id);
+        return -1;
+    }
     if (r->attempt == 0)
         r->attempt = current;
     if (r->attempt > current) {

@@ -9,7 +9,8 @@
 #    request per 64 KiB, and a request that asks for more than 64 KiB gets 64 KiB at most;
 #    nothing is left in Redis afterwards (requests deleted, answers popped);
 #  - -o json; --attempt of a retried job (its placement gone: every node is asked);
-#  - clear errors, exit 1: a bad task index, a missing log file, a node whose worker is gone.
+#  - clear errors, exit 1: a bad task index, a missing log file, a rejected job, a node whose
+#    worker is gone.
 source "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null 2>&1 || fail "jq not found"
@@ -133,7 +134,13 @@ rc=0
 far logs "$lid" >"$T/out" 2>"$T/err" || rc=$?
 [ "$rc" = 1 ] || fail "logs of a deleted log file exited $rc"
 grep -q "job $lid task 0 attempt 1 has no stdout log on node $lnode" "$T/err" || fail "no file: $(cat "$T/err")"
-ok "a bad task index and a missing log file: clear errors, exit 1"
+xid=$(submit_json '{"queue":"no-such-queue","command":["true"]}')
+wait_for "job $xid rejected" 20 job_state_is "$xid" REJECTED
+rc=0
+far logs "$xid" >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" = 1 ] || fail "logs of a rejected job exited $rc"
+grep -q "job $xid was REJECTED: it never ran" "$T/err" || fail "rejected: $(cat "$T/err")"
+ok "a bad task index, a missing log file, a rejected job: clear errors, exit 1"
 
 # The worker of the big job's node dies; once musterd has judged the node lost, its logs are gone.
 stop_worker "$bnode" KILL
