@@ -221,6 +221,14 @@ int queue_log_reply(struct queue *q,
                     size_t len,
                     struct mu_err *err);
 
+/* ---- questions to musterd with an answer (queue/answer.c; musterctl why) ---- */
+
+#define QUEUE_ANSWER_TTL_S 30 /* an answer nobody popped expires after this */
+
+/* RPUSH <prefix><key> value and EXPIRE it after QUEUE_ANSWER_TTL_S, in one round trip. */
+int queue_answer_push(
+    struct queue *q, const char *key, const char *value, size_t len, struct mu_err *err);
+
 /* A field of the job hash. */
 struct queue_kv {
     const char *key;
@@ -356,6 +364,19 @@ int queue_log_wait(struct queue *q,
                    char **value,
                    size_t *len,
                    struct mu_err *err);
+
+/* XADD prefix+"control" cmd <cmd> arg <arg> for a question ("why" + job id); id gets the entry
+ * id, which names the answer's key. */
+int queue_control_ask(struct queue *q,
+                      const char *cmd,
+                      const char *arg,
+                      char *id,
+                      size_t id_size,
+                      struct mu_err *err);
+/* BLPOP prefix+key ("why:<entry id>") for up to block_ms (under the connection's 2 s timeout).
+ * *value is the answer (heap, NUL-terminated after *len bytes; free() it), NULL when none came. */
+int queue_answer_wait(
+    struct queue *q, const char *key, int block_ms, char **value, size_t *len, struct mu_err *err);
 
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);

@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Questions to musterd that want an answer (musterctl why, issue #18): the question is a
+ * control entry (XADD <prefix>control cmd <cmd> arg <arg>), so it reaches musterd the way every
+ * operator command does and the same ACL governs it; the answer is one value that musterd
+ * pushes on <prefix><kind>:<entry id>, a list the asker pops (BLPOP) and that expires after
+ * QUEUE_ANSWER_TTL_S when nobody does.  The key is named by the entry id, never by a client.
+ */
+#include "queue/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+int queue_control_ask(
+    struct queue *q, const char *cmd, const char *arg, char *id, size_t id_size, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s", q->prefix, cmd, arg);
+    int rc = 0;
+
+    if (!r)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING)
+        rc = mu_errf(err, MU_E_REDIS, "XADD %scontrol: unexpected reply", q->prefix);
+    else
+        mu_strlcpy(id, r->str, id_size);
+    queue_reply_free(r);
+    return rc;
+}
+
+int queue_answer_push(
+    struct queue *q, const char *key, const char *value, size_t len, struct mu_err *err)
+{
+    int sent = 0;
+
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return -1;
+    sent += redisAppendCommand(q->ctx, "RPUSH %s%s %b", q->prefix, key, value, len) == REDIS_OK;
+    sent += redisAppendCommand(q->ctx, "EXPIRE %s%s %d", q->prefix, key, QUEUE_ANSWER_TTL_S)
+            == REDIS_OK;
+    if (queue_pipeline_finish(q, sent, err) != 0)
+        return -1;
+    if (sent != 2)
+        return mu_errf(err, MU_E_REDIS, "answer %s: cannot queue the commands", key);
+    return 0;
+}
+
+int queue_answer_wait(
+    struct queue *q, const char *key, int block_ms, char **value, size_t *len, struct mu_err *err)
+{
+    char timeout[32];
+    redisReply *r;
+    int rc = 0;
+
+    *value = NULL;
+    *len = 0;
+    (void)mu_snprintf(timeout, sizeof(timeout), "%d.%03d", block_ms / 1000, block_ms % 1000);
+    r = queue_command(q, err, "BLPOP %s%s %s", q->prefix, key, timeout);
+    if (!r)
+        return -1;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2
+        && r->element[1]->type == REDIS_REPLY_STRING) {
+        *value = malloc(r->element[1]->len + 1);
+        if (!*value) {
+            rc = mu_errf(err, MU_E_NOMEM, "out of memory for an answer");
+        } else {
+            memcpy(*value, r->element[1]->str, r->element[1]->len);
+            (*value)[r->element[1]->len] = '\0';
+            *len = r->element[1]->len;
+        }
+    } else if (r->type != REDIS_REPLY_NIL) {
+        rc = mu_errf(err, MU_E_REDIS, "BLPOP %s%s: unexpected reply", q->prefix, key);
+    }
+    queue_reply_free(r);
+    return rc;
+}
