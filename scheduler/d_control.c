@@ -97,6 +97,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         }
     } else if (strcmp(e->cmd, "reload") == 0) {
         d_config_reload(d, e->id);
+    } else if (strcmp(e->cmd, "why") == 0) {
+        d_why(d, e->id, e->arg);
     } else {
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);

@@ -62,6 +62,19 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err);
  * failed (releases, RUNNING, the stops a drain or a spot notice asked for). */
 void d_outage_recheck(struct musterd *d);
 
+/* d_preempt.c: the planner's dry run for pending job p (musterctl why): the plan d_preempt_for
+ * would make now, victims as indices into d->pass.victim_jobs (valid until the next pass),
+ * stopping nothing and leaving the cluster as it was.  slots: p->spec.tasks entries.  Returns
+ * sched_preempt_plan's 1 (a plan) or 0 (none; plan->reason says why), -1 (plan->reason too). */
+int d_preempt_preview(struct musterd *d,
+                      const struct d_job *p,
+                      int64_t now_ms,
+                      struct sched_preempt_plan *plan,
+                      struct sched_slot *slots);
+/* d_why.c: answers "why" for job_id (a control question, entry_id names the answer): its
+ * reason, the core's placement per capacity type, the pools' limits, and a preemption preview,
+ * as one JSON document on <prefix>why:<entry_id>. */
+void d_why(struct musterd *d, const char *entry_id, const char *job_id);
 /* d_preempt.c: collects the running gangs a pass may preempt, once per pass before it offers
  * preemption to its pending jobs (no victim changes until a plan is made, which ends the
  * offers); d_preempt_for uses them.  Without memory there are none this pass. */

@@ -63,8 +63,15 @@ static int redis_log_reply(void *ctx,
     return queue_log_reply(ctx, req_id, head, data, len, err);
 }
 
+static int redis_answer_push(
+    void *ctx, const char *key, const char *value, size_t len, struct mu_err *err)
+{
+    return queue_answer_push(ctx, key, value, len, err);
+}
+
 static const struct d_store_ops redis_ops = {
-    redis_job_update, redis_idem_claim, redis_status_write, redis_counter_incr, redis_log_reply,
+    redis_job_update,   redis_idem_claim, redis_status_write,
+    redis_counter_incr, redis_log_reply,  redis_answer_push,
 };
 
 void d_store_redis(struct d_store *s, struct queue *q)

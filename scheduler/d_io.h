@@ -62,6 +62,9 @@ struct d_store_ops {
                      const void *data,
                      size_t len,
                      struct mu_err *err);
+    /* queue_answer_push: an answer (musterctl why) on <prefix><key>, expiring */
+    int (*answer_push)(
+        void *ctx, const char *key, const char *value, size_t len, struct mu_err *err);
 };
 
 struct d_store {

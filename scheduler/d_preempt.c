@@ -183,3 +183,35 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
     mu_log(MU_LOG_INFO, "sched", "job=%s %s", p->id, why);
     return true;
 }
+
+int d_preempt_preview(struct musterd *d,
+                      const struct d_job *p,
+                      int64_t now_ms,
+                      struct sched_preempt_plan *plan,
+                      struct sched_slot *slots)
+{
+    struct sched_request req;
+    struct mu_err err;
+    int rc;
+
+    memset(plan, 0, sizeof(*plan));
+    d_preempt_collect(d, now_ms);
+    if (d->pass.nvictims == 0) {
+        mu_strlcpy(plan->reason, "no gang runs: there is nothing to preempt", sizeof(plan->reason));
+        return 0;
+    }
+    if (sched_quota_filter(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &p->req, &req) == 0) {
+        mu_strlcpy(plan->reason, "its queue's quota admits it on no capacity type",
+                   sizeof(plan->reason));
+        return 0;
+    }
+    victims_for(d, p,
+                sched_quota_within_nominal(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &req));
+    plan->victims = d->pass.plan_victims;
+    plan->slots = slots;
+    rc = sched_preempt_plan(d->cluster, &req, p->spec.priority, now_ms, d->cfg.min_runtime_s,
+                            d->pass.victims, d->pass.nvictims, plan, &err);
+    if (rc < 0)
+        (void)mu_snprintf(plan->reason, sizeof(plan->reason), "planning failed: %s", err.msg);
+    return rc;
+}

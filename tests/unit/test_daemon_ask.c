@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterd's log relay (scheduler/d_logs.c, issue #18) without Redis or ZeroMQ, through the
- * recording store and sender of tests/unit/support/d_fake.h: a request goes to the node it names
- * as a LOG_READ and its LOG_DATA becomes the answer; only that node can answer it; a node that is
- * not registered, a bad request, too many requests in flight and a node that does not answer are
- * each answered at once with their code.  Times are passed in, never slept for.
+ * musterd's answers to musterctl (issue #18) without Redis or ZeroMQ, through the recording
+ * store and sender of tests/unit/support/d_fake.h.  The log relay (scheduler/d_logs.c): a request
+ * goes to the node it names as a LOG_READ and its LOG_DATA becomes the answer; only that node can
+ * answer it; a node that is not registered, a bad request, too many requests in flight and a node
+ * that does not answer are each answered at once with their code.  why (scheduler/d_why.c): a
+ * held job's reasons per capacity type and its preemption preview name the victim, and nothing is
+ * sent or written for the victim.  Times are passed in, never slept for.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +26,7 @@ static const char config_json[] =
     "{\"pools\":["
     "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"p5.48xlarge\","
     "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":98.32}],"
-    "\"heartbeat_s\":1,\"node_lost_after_s\":10}";
+    "\"heartbeat_s\":1,\"node_lost_after_s\":10,\"min_runtime_s\":0}";
 
 #define J1 "1700000000001-0"
 
@@ -145,12 +147,50 @@ static void test_limits_and_timeout(void **state)
     expect_answer(f, "1700000000200-1", "\"code\":\"timeout\"", NULL);
 }
 
+/* ---- why ---- */
+
+static void test_why_preview_changes_nothing(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    const char *answer;
+    int victim_events;
+
+    dfix_start_gang(f, J1, "{\"priority\":1,\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"x\"]}",
+                    2, node_of);
+    dfix_submit(f, "1700000000002-0",
+                "{\"priority\":10,\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"y\"]}");
+    dfix_control(f, "1700000000100-0", "hold", "1700000000002-0", -1);
+    d_schedule(&f->d);
+    fake_sent_clear(f->sent);
+    victim_events = fake_event_count(f->store, J1);
+
+    dfix_control(f, "1700000000101-0", "why", "1700000000002-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000101-0");
+    assert_non_null(answer);
+    assert_non_null(strstr(answer, "\"state\":\"PENDING\""));
+    assert_non_null(strstr(answer, "\"type\":\"on-demand\",\"fits\":false"));
+    assert_non_null(strstr(answer, "\"plan\":true"));
+    assert_non_null(strstr(answer, "\"victims\":[{\"job\":\"" J1 "\""));
+    assert_true(fake_acked(f->store, QUEUE_STREAM_CONTROL, "1700000000101-0"));
+    /* A dry run: no message to any worker, nothing written for the victim, still placed. */
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    assert_int_equal(fake_event_count(f->store, J1), victim_events);
+    assert_int_equal(dfix_job_state(f, J1), QUEUE_RUNNING);
+
+    dfix_control(f, "1700000000102-0", "why", "1700000000009-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000102-0");
+    assert_non_null(answer);
+    assert_non_null(strstr(answer, "not active in musterd"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_relay_and_answer, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_refusals, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_limits_and_timeout, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_why_preview_changes_nothing, setup, dfix_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -265,8 +265,25 @@ static int fake_log_reply(void *ctx,
     return 0;
 }
 
+/* Answers land in the status map as "answer <key>" -> the value. */
+static int fake_answer_push(
+    void *ctx, const char *key, const char *value, size_t len, struct mu_err *err)
+{
+    struct fake_store *s = ctx;
+    char k[256];
+
+    (void)len;
+    if (failing(s))
+        return store_down(err);
+    assert_int_equal(mu_snprintf(k, sizeof(k), "answer %s", key), 0);
+    free(mu_map_remove(s->status, k));
+    assert_int_equal(mu_map_put(s->status, k, copy(value), NULL), 0);
+    return 0;
+}
+
 static const struct d_store_ops fake_ops = {
-    fake_job_update, fake_idem_claim, fake_status_write, fake_counter_incr, fake_log_reply,
+    fake_job_update,   fake_idem_claim, fake_status_write,
+    fake_counter_incr, fake_log_reply,  fake_answer_push,
 };
 
 struct fake_store *fake_store_new(struct d_store *out)

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Layer 3 of musterd (d_handlers.h): "why is my job pending?" on demand (musterctl why, issue
+ * #18).  The question is a control entry (cmd why, arg the job id); the answer is one JSON
+ * document on <prefix>why:<entry id> (queue/answer.c), computed now by the same pure core that
+ * schedules, never in every pass:
+ *
+ *  - the job's state and its pending reason as the last pass wrote it;
+ *  - per capacity type of the job, in its order: sched_place on that type alone (fits now, or
+ *    the core's reason: no node with enough free GPUs, the largest free domain, ...);
+ *  - per pool: whether the job may use it (capacity type, gpu_type), its cool-down left, its
+ *    max_gpus cap against what it uses;
+ *  - a preemption preview: the plan sched_preempt_plan would make now (victims and the work each
+ *    would lose) or why there is none (too young for min_runtime_s, not lower priority, waiting is
+ *    sooner with its estimated start), a dry run that stops nothing and leaves the cluster as it
+ *    was.
+ */
+
+#include "scheduler/d_handlers.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scheduler/d_state.h"
+
+#include "common/mu_banned.h"
+
+static const char *capacity_name(enum sched_capacity c)
+{
+    return c == SCHED_SPOT ? "spot" : "on-demand";
+}
+
+/* The core's placement per capacity type of the job, in its order. */
+static bool add_capacity(
+    cJSON *doc, struct musterd *d, const struct d_job *j, int64_t now_s, struct sched_slot *slots)
+{
+    cJSON *arr = cJSON_AddArrayToObject(doc, "capacity");
+
+    for (int c = 0; arr && c < j->req.ncapacity; c++) {
+        struct sched_request one = j->req;
+        char reason[SCHED_REASON_MAX] = "";
+        cJSON *o = cJSON_CreateObject();
+        int fits;
+
+        one.capacity[0] = j->req.capacity[c];
+        one.ncapacity = 1;
+        fits = sched_place(d->cluster, &one, now_s, slots, reason, sizeof(reason));
+        if (!o || !cJSON_AddItemToArray(arr, o)
+            || !cJSON_AddStringToObject(o, "type", capacity_name(one.capacity[0]))
+            || !cJSON_AddBoolToObject(o, "fits", fits == 1)
+            || !cJSON_AddStringToObject(o, "reason", fits == 1 ? "fits now" : reason))
+            return false;
+    }
+    return arr != NULL;
+}
+
+/* One pool's limits for the job: usable by it, cool-down left, cap against use. */
+static cJSON *pool_facts(struct musterd *d, const struct d_job *j, int p, int64_t now_s)
+{
+    const struct sched_pool *pool = sched_cluster_pool(d->cluster, p);
+    int64_t until = sched_cluster_pool_cooldown_until(d->cluster, p);
+    bool type_ok = false;
+    cJSON *o = cJSON_CreateObject();
+
+    for (int c = 0; c < j->req.ncapacity; c++)
+        type_ok = type_ok || j->req.capacity[c] == pool->capacity;
+    if (!o || !cJSON_AddStringToObject(o, "pool", pool->name)
+        || !cJSON_AddStringToObject(o, "capacity", capacity_name(pool->capacity))
+        || !cJSON_AddBoolToObject(o, "capacity_allowed", type_ok)
+        || !cJSON_AddBoolToObject(
+            o, "gpu_type_ok", !j->spec.gpu_type[0] || strcmp(j->spec.gpu_type, pool->gpu_type) == 0)
+        || !cJSON_AddNumberToObject(o, "cooldown_s", (double)(until > now_s ? until - now_s : 0))
+        || !cJSON_AddNumberToObject(o, "max_gpus", pool->max_gpus)
+        || !cJSON_AddNumberToObject(o, "gpus_used", sched_cluster_pool_gpus_used(d->cluster, p))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
+static bool add_pools(cJSON *doc, struct musterd *d, const struct d_job *j, int64_t now_s)
+{
+    cJSON *arr = cJSON_AddArrayToObject(doc, "pools");
+
+    for (int p = 0; arr && p < sched_cluster_pool_count(d->cluster); p++) {
+        cJSON *o = pool_facts(d, j, p, now_s);
+        if (!o || !cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            return false;
+        }
+    }
+    return arr != NULL;
+}
+
+/* The planner's dry run: {"plan", "reason", "victims": [{job, priority, lost_gpu_s}], ...}. */
+static bool add_preview(
+    cJSON *doc, struct musterd *d, const struct d_job *j, int64_t now_ms, struct sched_slot *slots)
+{
+    int64_t now_s = now_ms / 1000;
+    struct sched_preempt_plan plan;
+    int rc = d_preempt_preview(d, j, now_ms, &plan, slots);
+    cJSON *o = cJSON_AddObjectToObject(doc, "preemption");
+    cJSON *victims = o ? cJSON_AddArrayToObject(o, "victims") : NULL;
+
+    if (!victims || !cJSON_AddBoolToObject(o, "plan", rc == 1)
+        || !cJSON_AddStringToObject(o, "reason", plan.reason)
+        || !cJSON_AddNumberToObject(o, "lost_gpu_s", (double)plan.lost_gpu_ms / 1000.0)
+        || (plan.est_start_s > 0
+            && !cJSON_AddNumberToObject(o, "est_start_in_s", (double)(plan.est_start_s - now_s)))
+        || (plan.retry_at_ms > now_ms
+            && !cJSON_AddNumberToObject(o, "victims_of_age_in_s",
+                                        (double)(plan.retry_at_ms - now_ms) / 1000.0)))
+        return false;
+    for (int i = 0; rc == 1 && i < plan.nvictims; i++) {
+        const struct d_job *v = d->pass.victim_jobs[plan.victims[i]];
+        cJSON *vo = cJSON_CreateObject();
+        if (!vo || !cJSON_AddItemToArray(victims, vo) || !cJSON_AddStringToObject(vo, "job", v->id)
+            || !cJSON_AddNumberToObject(vo, "priority", (double)v->spec.priority)
+            || !cJSON_AddNumberToObject(
+                vo, "lost_gpu_s",
+                (double)sched_preempt_lost_gpu_ms(&d->pass.victims[plan.victims[i]], now_ms)
+                    / 1000.0))
+            return false;
+    }
+    return true;
+}
+
+/* The document for job j (NULL without memory). */
+static cJSON *why_doc(struct musterd *d, const struct d_job *j)
+{
+    int64_t now_ms = (int64_t)mu_time_wall_ms();
+    struct sched_slot *slots = calloc((size_t)j->spec.tasks, sizeof(*slots));
+    cJSON *doc = slots ? cJSON_CreateObject() : NULL;
+    bool ok = doc && cJSON_AddStringToObject(doc, "job", j->id)
+              && cJSON_AddStringToObject(doc, "state", queue_state_name(j->state))
+              && cJSON_AddStringToObject(doc, "reason", j->reason)
+              && cJSON_AddBoolToObject(doc, "held", j->held);
+
+    if (ok && j->state == QUEUE_PENDING && !j->placed)
+        ok = add_capacity(doc, d, j, now_ms / 1000, slots) && add_pools(doc, d, j, now_ms / 1000)
+             && add_preview(doc, d, j, now_ms, slots);
+    free(slots);
+    if (!ok) {
+        cJSON_Delete(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+void d_why(struct musterd *d, const char *entry_id, const char *job_id)
+{
+    const struct d_job *j = mu_map_get(d->jobs, job_id);
+    cJSON *doc = j ? why_doc(d, j) : cJSON_CreateObject();
+    char key[QUEUE_JOB_ID_MAX + 8];
+    char *text = NULL;
+    struct mu_err err;
+
+    if (doc && !j
+        && (!cJSON_AddStringToObject(doc, "job", job_id)
+            || !cJSON_AddStringToObject(doc, "error",
+                                        "not active in musterd (finished, or not taken in yet)"))) {
+        cJSON_Delete(doc);
+        doc = NULL;
+    }
+    text = doc ? cJSON_PrintUnformatted(doc) : NULL;
+    cJSON_Delete(doc);
+    (void)mu_snprintf(key, sizeof(key), "why:%s", entry_id);
+    if (!text)
+        mu_log(MU_LOG_ERROR, "sched", "why %s: out of memory for the answer", job_id);
+    else if (d->store.ops->answer_push(d->store.ctx, key, text, strlen(text), &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "why", 5, "why %s: %s", job_id, err.msg);
+        d->redis_down = true;
+    }
+    free(text);
+}
