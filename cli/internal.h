@@ -94,6 +94,7 @@ void ctl_help_print(FILE *out, const struct ctl_cmd *cmd);
 ctl_handler_fn ctl_cmd_submit;
 ctl_handler_fn ctl_cmd_jobs;
 ctl_handler_fn ctl_cmd_show;
+ctl_handler_fn ctl_cmd_why;
 ctl_handler_fn ctl_cmd_cancel;
 ctl_handler_fn ctl_cmd_nodes;
 ctl_handler_fn ctl_cmd_events;

@@ -219,6 +219,18 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
       "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1, CTL_ARG_NODE },
+    { "why", ctl_cmd_why, "explain why a pending job waits", "ID",
+      "Asks musterd why pending job ID waits, computed now by the scheduler's own core: the "
+      "job's reason; for each capacity type of the job, in its order, whether the gang fits "
+      "there now or the core's reason (e.g. the largest free rack); each pool's limits for it "
+      "(capacity type or gpu_type not allowed, cool-down left after a spot interruption, "
+      "max_gpus cap against use); and a preemption preview: the running gangs the planner would "
+      "preempt for it now and the work each would lose, or why it would not (victims younger "
+      "than min_runtime_s, none of lower priority, waiting is sooner: with the expected start).  "
+      "The preview is a dry run: nothing is stopped and nothing changes.  The question goes on "
+      "the control stream (cmd why), so the Redis user needs XADD on <prefix>control and BLPOP "
+      "on <prefix>why:* (docs/security.md).  A job that has ended exits 1.",
+      NULL, 1, 1, CTL_ARG_JOB },
     { "hold", ctl_cmd_hold, "keep a job from starting until released", "ID",
       "Asks musterd not to start job ID until it is released.  A pending job stays pending (the "
       "jobs table says 'held'); a running job keeps running, but is not started again if it is "

@@ -4,7 +4,8 @@
 # the default user.  musterd runs as its ACL user; a submitter submits with redis-cli XADD, with
 # `musterctl submit` and with libmuster, and reads its jobs; it can NOT XADD muster:control, DEL
 # or HSET job keys (NOPERM).  The operator user cancels through musterctl but cannot delete keys.
-# Both read task logs through musterd (XADD muster:logreq, BLPOP muster:logreply:*).
+# Both read task logs through musterd (XADD muster:logreq, BLPOP muster:logreply:*); only the
+# operator may ask musterctl why (a control command, answered on muster:why:*).
 # The password-only form (redis://:PASS@host) works for musterctl and libmuster; a wrong password
 # is a clear error (exit 1) for musterd and musterctl.
 source "$(dirname "$0")/lib.sh"
@@ -169,6 +170,19 @@ done
 out=$(as alice alice-secret RPUSH "muster:logreply:$lid" forged 2>&1) || true
 case "$out" in NOPERM*) ;; *) fail "submitter RPUSH of a log answer was not refused: $out" ;; esac
 ok "musterctl logs works as the submitter and the operator, who cannot forge an answer"
+
+# ---- musterctl why: an operator's question (control stream), issue #18 --------------------------
+wid=$(as alice alice-secret XADD muster:submit '*' spec '{"tasks":2,"gpus_per_task":8,"command":["true"]}')
+wait_for "job $wid pending" 20 job_state_is "$wid" PENDING
+"$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json why "$wid" >"$T/why.json" 2>"$T/why.err" ||
+    fail "musterctl why as the operator: $(cat "$T/why.err")"
+jq -e '.state == "PENDING" and (.capacity | length) == 2' "$T/why.json" >/dev/null ||
+    fail "musterctl why as the operator: $(cat "$T/why.json")"
+rc=0
+"$MUSTER_BIN/musterctl" --redis "$URL_ALICE" why "$wid" >/dev/null 2>"$T/why.err" || rc=$?
+[ "$rc" = 1 ] && grep -q NOPERM "$T/why.err" || fail "musterctl why as the submitter: exit $rc, $(cat "$T/why.err")"
+"$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" cancel "$wid" >/dev/null || fail "cancel $wid"
+ok "musterctl why works as the operator; the submitter gets NOPERM"
 
 # musterd itself never hit a NOPERM with its ACL user.
 ! grep -q NOPERM "$T/musterd.log" || fail "musterd hit NOPERM: $(grep NOPERM "$T/musterd.log" | head -n 3)"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# musterctl why (issue #18), computed by musterd with the scheduler's core on demand: a job
+# pending on a spot pool cooling down after an interruption and a busy on-demand rack shows a
+# reason per capacity type and the spot pool's cool-down; the preemption preview lists the
+# victim the planner would take (the job is held, so musterd itself preempts nothing), and
+# nothing changes after it.  A finished job and an unknown one exit 1.
+source "$(dirname "$0")/lib.sh"
+
+command -v jq >/dev/null 2>&1 || fail "jq not found"
+command -v curl >/dev/null 2>&1 || fail "curl not found"
+P=$MUSTER_KEY_PREFIX
+
+start_imds() { # NAME: a stand-in metadata service; sets IMDS_PORT
+    python3 "$MUSTER_SRC/tests/imds/imds_mock.py" --port 0 --port-file "$T/imds-$1.port" \
+        --zone z1 --lifecycle spot >>"$T/imds-$1.log" 2>&1 &
+    _mu_pids+=("$!")
+    wait_for "imds mock $1 up" 10 "[ -s '$T/imds-$1.port' ]"
+    IMDS_PORT=$(cat "$T/imds-$1.port")
+}
+
+start_redis
+make_config - >/dev/null <<'EOF'
+{
+  "topology_levels": ["zone", "rack"],
+  "pools": [
+    {"name": "spot-a", "capacity": "spot", "instance_type": "p4d.24xlarge",
+     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 3},
+    {"name": "od-a", "capacity": "on-demand", "instance_type": "p4d.24xlarge",
+     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 10}
+  ],
+  "heartbeat_s": 1,
+  "node_lost_after_s": 5,
+  "min_runtime_s": 0,
+  "spot_cooldown_s": 600
+}
+EOF
+start_musterd "$CONFIG"
+start_imds s1
+start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$IMDS_PORT" --imds-interval-s 1
+start_worker o1 od-a 8 --label zone=z1 --label rack=r2
+wait_for "2 nodes registered" 10 '[ "$(rcli HLEN "${P}nodes")" = 2 ]'
+
+# The spot pool cools down after an interruption notice.
+curl -sf -X POST -d '{"action":"terminate","in_s":120}' "http://127.0.0.1:$IMDS_PORT/mock/notice" >/dev/null
+wait_for "s1 terminating" 10 '[ "$(rcli HGET "${P}nodes" s1 | jq -r .state)" = terminating ]'
+
+# A low-priority gang fills the on-demand rack.
+vid=$(submit_json '{"name":"victim","priority":0,"tasks":1,"gpus_per_task":8,"capacity":["on-demand"],"command":["sleep","300"]}')
+wait_for "victim running" 20 job_state_is "$vid" RUNNING
+
+# A held high-priority gang that wants one rack.  musterd must never see it unheld (it would
+# preempt the victim itself), and a blocked XREADGROUP is answered stream by stream: so the
+# submission and the hold go in while musterd is stopped, and its first read takes both in,
+# submissions before commands.  It adopts the running victim when it starts again.
+stop_musterd
+pid=$(submit_json '{"name":"big","priority":10,"tasks":1,"gpus_per_task":8,"topology":{"required":"rack"},"command":["true"]}')
+rcli XADD "${P}control" '*' cmd hold arg "$pid" >/dev/null
+start_musterd "$CONFIG"
+wait_for "job $pid held and pending" 20 '[ "$(rcli HGET "${P}job:$pid" held)" = 1 ] && job_state_is "$pid" PENDING'
+
+expect_rc 0 ctl -o json why "$pid"
+cp "$T/out" "$T/why.json"
+jq -e --arg v "$vid" '
+    .state == "PENDING" and .held == true
+    and (.capacity | map(.type)) == ["spot", "on-demand"]
+    and (.capacity | all(.fits == false and (.reason | length) > 0))
+    and (.pools[] | select(.pool == "spot-a") | .cooldown_s > 0)
+    and (.pools[] | select(.pool == "od-a") | .cooldown_s == 0 and .capacity_allowed)
+    and .preemption.plan == true
+    and (.preemption.victims | map(.job)) == [$v]
+    and .preemption.lost_gpu_s >= 0' "$T/why.json" >/dev/null ||
+    fail "why -o json: $(cat "$T/why.json")"
+ok "why: a reason per capacity type, the spot pool's cool-down, the victim the planner would take"
+
+expect_rc 0 ctl why "$pid"
+grep -q "^job $pid is PENDING (held)" "$T/out" || fail "why: $(cat "$T/out")"
+grep -qE "^  spot-a +spot +cooling down for [0-9]+m[0-9]+s more" "$T/out" || fail "why, cool-down: $(cat "$T/out")"
+grep -q "^    $vid (priority 0): loses" "$T/out" || fail "why, preview: $(cat "$T/out")"
+grep -q "a dry run: nothing was stopped" "$T/out" || fail "why: $(cat "$T/out")"
+ok "why as text"
+
+# Nothing changed: the victim runs its first attempt, untouched; the held job still waits.
+job_state_is "$vid" RUNNING || fail "victim is $(job_state "$vid") after why"
+[ "$(rcli HGET "${P}job:$vid" attempt)" = 1 ] || fail "victim attempt $(rcli HGET "${P}job:$vid" attempt)"
+job_state_is "$pid" PENDING || fail "held job is $(job_state "$pid") after why"
+! rcli XRANGE "${P}events" - + | has "preempted by job $pid" || fail "why preempted the victim"
+ok "the preview changed nothing"
+
+expect_rc 1 ctl why 1-1
+grep -q "job '1-1' not found" "$T/err" || fail "why of an unknown job: $(cat "$T/err")"
+did=$(submit_json '{"capacity":["on-demand"],"gpus_per_task":0,"command":["true"]}')
+wait_for "job $did done" 20 job_state_is "$did" SUCCEEDED
+expect_rc 1 ctl why "$did"
+grep -q "is SUCCEEDED, not waiting for anything" "$T/err" || fail "why of a finished job: $(cat "$T/err")"
+ok "why of an unknown or finished job: exit 1"
