@@ -94,7 +94,8 @@ static int answer_parse(const char *value, size_t len, struct logs_answer *a, st
 
 /*
  * Asks node for the chunk of r at r->offset and waits for the answer (*value: free() it; a
- * points into it).  Asks again while musterd is busy.  -1 when there is no answer (printed).
+ * points into it).  Asks again while musterd is busy.  -1 when there is no answer (printed;
+ * *value is then NULL).
  */
 static int logs_ask(struct ctl *ctl,
                     struct queue *q,
@@ -133,6 +134,8 @@ static int logs_ask(struct ctl *ctl,
         }
         if (answer_parse(*value, len, a, r) != 0) {
             (void)ctl_fail(ctl, "log request %s: musterd's answer is not one", id);
+            free(*value);
+            *value = NULL;
             return -1;
         }
         if (a->ok || strcmp(a->code, "busy") != 0)
@@ -141,10 +144,8 @@ static int logs_ask(struct ctl *ctl,
         *value = NULL;
         ctl_sleep_ms(CTL_LOGS_BUSY_MS);
     }
-    {
-        (void)ctl_fail(ctl, "musterd stayed too busy to relay log requests; try again later");
-        return -1;
-    }
+    (void)ctl_fail(ctl, "musterd stayed too busy to relay log requests; try again later");
+    return -1;
 }
 
 /* Writes a chunk to stdout, or keeps it for -o json; 0 or -1 (printed). */
