@@ -57,6 +57,7 @@ pid=$(submit_json '{"name":"big","priority":10,"tasks":1,"gpus_per_task":8,"topo
 rcli XADD "${P}control" '*' cmd hold arg "$pid" >/dev/null
 start_musterd "$CONFIG"
 wait_for "job $pid held and pending" 20 '[ "$(rcli HGET "${P}job:$pid" held)" = 1 ] && job_state_is "$pid" PENDING'
+wait_for "the victim adopted by the new musterd" 20 grep -q "job=$vid attempt=1 adopted after the restart" "$T/musterd.log"
 
 expect_rc 0 ctl -o json why "$pid"
 cp "$T/out" "$T/why.json"
