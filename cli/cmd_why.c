@@ -105,6 +105,12 @@ static void print_why(const cJSON *doc)
            ctl_json_text(doc, "reason", b, sizeof(b)));
     if (!cJSON_GetObjectItemCaseSensitive(doc, "capacity"))
         return;
+    {
+        const cJSON *q = cJSON_GetObjectItemCaseSensitive(doc, "queue");
+        printf("queue %s: %s\n", ctl_json_text(q, "name", s, sizeof(s)),
+               flag(q, "quota_ok") ? "its quota admits the gang"
+                                   : ctl_json_text(q, "quota_reason", b, sizeof(b)));
+    }
     printf("capacity types, in the job's order:\n");
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(doc, "capacity"))
     {

@@ -6,6 +6,8 @@
  * schedules, never in every pass:
  *
  *  - the job's state and its pending reason as the last pass wrote it;
+ *  - its queue's quota: whether it admits the gang now, or the core's reason (at quota, what the
+ *    cohort can lend);
  *  - per capacity type of the job, in its order: sched_place on that type alone (fits now, or
  *    the core's reason: no node with enough free GPUs, the largest free domain, ...);
  *  - per pool: whether the job may use it (capacity type, gpu_type), its cool-down left, its
@@ -93,6 +95,24 @@ static bool add_pools(cJSON *doc, struct musterd *d, const struct d_job *j, int6
     return arr != NULL;
 }
 
+/* The job's queue: whether its quota (and its cohort's lending) admits the gang now, and why not
+ * (as of the last pass's use). */
+static bool add_queue(cJSON *doc, const struct musterd *d, const struct d_job *j)
+{
+    struct sched_request req;
+    char why[SCHED_REASON_MAX] = "";
+    cJSON *o = cJSON_AddObjectToObject(doc, "queue");
+    bool ok =
+        sched_quota_filter(d->pass.quota, d->cfg.nqueues + 1, j->queue_idx, &j->req, &req) > 0;
+
+    if (!ok)
+        sched_quota_reason(d->pass.quota, d->cfg.nqueues + 1, j->queue_idx, &j->req, why,
+                           sizeof(why));
+    return o && cJSON_AddStringToObject(o, "name", j->spec.queue)
+           && cJSON_AddBoolToObject(o, "quota_ok", ok)
+           && cJSON_AddStringToObject(o, "quota_reason", why);
+}
+
 /* The planner's dry run: {"plan", "reason", "victims": [{job, priority, lost_gpu_s}], ...}. */
 static bool add_preview(
     cJSON *doc, struct musterd *d, const struct d_job *j, int64_t now_ms, struct sched_slot *slots)
@@ -138,8 +158,8 @@ static cJSON *why_doc(struct musterd *d, const struct d_job *j)
               && cJSON_AddBoolToObject(doc, "held", j->held);
 
     if (ok && j->state == QUEUE_PENDING && !j->placed)
-        ok = add_capacity(doc, d, j, now_ms / 1000, slots) && add_pools(doc, d, j, now_ms / 1000)
-             && add_preview(doc, d, j, now_ms, slots);
+        ok = add_queue(doc, d, j) && add_capacity(doc, d, j, now_ms / 1000, slots)
+             && add_pools(doc, d, j, now_ms / 1000) && add_preview(doc, d, j, now_ms, slots);
     free(slots);
     if (!ok) {
         cJSON_Delete(doc);

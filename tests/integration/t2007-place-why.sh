@@ -63,6 +63,7 @@ expect_rc 0 ctl -o json why "$pid"
 cp "$T/out" "$T/why.json"
 jq -e --arg v "$vid" '
     .state == "PENDING" and .held == true
+    and .queue.name == "default" and .queue.quota_ok == true
     and (.capacity | map(.type)) == ["spot", "on-demand"]
     and (.capacity | all(.fits == false and (.reason | length) > 0))
     and (.pools[] | select(.pool == "spot-a") | .cooldown_s > 0)
@@ -75,6 +76,7 @@ ok "why: a reason per capacity type, the spot pool's cool-down, the victim the p
 
 expect_rc 0 ctl why "$pid"
 grep -q "^job $pid is PENDING (held)" "$T/out" || fail "why: $(cat "$T/out")"
+grep -q "^queue default: its quota admits the gang" "$T/out" || fail "why, queue: $(cat "$T/out")"
 grep -qE "^  spot-a +spot +cooling down for [0-9]+m[0-9]+s more" "$T/out" || fail "why, cool-down: $(cat "$T/out")"
 grep -q "^    $vid (priority 0): loses" "$T/out" || fail "why, preview: $(cat "$T/out")"
 grep -q "a dry run: nothing was stopped" "$T/out" || fail "why: $(cat "$T/out")"

@@ -171,6 +171,7 @@ static void test_why_preview_changes_nothing(void **state)
     assert_non_null(strstr(answer, "\"state\":\"PENDING\""));
     assert_non_null(strstr(answer, "\"type\":\"on-demand\",\"fits\":false"));
     assert_non_null(strstr(answer, "\"plan\":true"));
+    assert_non_null(strstr(answer, "\"queue\":{\"name\":\"default\",\"quota_ok\":true"));
     assert_non_null(strstr(answer, "\"victims\":[{\"job\":\"" J1 "\""));
     assert_true(fake_acked(f->store, QUEUE_STREAM_CONTROL, "1700000000101-0"));
     /* A dry run: no message to any worker, nothing written for the victim, still placed. */
@@ -184,6 +185,30 @@ static void test_why_preview_changes_nothing(void **state)
     assert_non_null(strstr(answer, "not active in musterd"));
 }
 
+/* A queue at its quota: why says so, with the core's quota reason. */
+static void test_why_at_quota(void **state)
+{
+    struct dfix *f = dfix_new(
+        "{\"pools\":[{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"p5\","
+        "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":98.32}],"
+        "\"queues\":[{\"name\":\"default\",\"quota\":{\"on-demand\":8}}],\"heartbeat_s\":1}");
+    char node_of[1][PROTO_NODE_MAX];
+    const char *answer;
+
+    (void)state;
+    dfix_two_nodes(f);
+    dfix_start_gang(f, J1, "{\"tasks\":1,\"gpus_per_task\":8,\"command\":[\"x\"]}", 1, node_of);
+    dfix_submit(f, "1700000000002-0", "{\"tasks\":1,\"gpus_per_task\":8,\"command\":[\"y\"]}");
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, "1700000000002-0", -1), 0);
+    dfix_control(f, "1700000000101-0", "why", "1700000000002-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000101-0");
+    assert_non_null(answer);
+    if (!strstr(answer, "\"quota_ok\":false") || !strstr(answer, "at quota"))
+        fail_msg("why at quota: %s", answer);
+    dfix_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +216,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_limits_and_timeout, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_why_preview_changes_nothing, setup, dfix_teardown),
+        cmocka_unit_test(test_why_at_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
