@@ -11,6 +11,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/mu_banned.h"
 
@@ -103,6 +104,16 @@ static void print_why(const cJSON *doc)
            ctl_json_text(doc, "state", s, sizeof(s)), flag(doc, "held") ? " (held)" : "");
     printf("%s%s\n", ctl_json_text(doc, "reason", b, sizeof(b))[0] ? ": " : "",
            ctl_json_text(doc, "reason", b, sizeof(b)));
+    if (num(doc, "est_start_in_s") > 0) {
+        char at[32];
+        time_t t = (time_t)num(doc, "est_start_s");
+        struct tm tm;
+        fmt_s(num(doc, "est_start_in_s"), s, sizeof(s));
+        if (gmtime_r(&t, &tm) && strftime(at, sizeof(at), "%Y-%m-%d %H:%M UTC", &tm) > 0)
+            printf("expected start: %s, in %s (its reservation, from running gangs' time "
+                   "limits)\n",
+                   at, s);
+    }
     if (!cJSON_GetObjectItemCaseSensitive(doc, "capacity"))
         return;
     {

@@ -221,7 +221,9 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1, CTL_ARG_NODE },
     { "why", ctl_cmd_why, "explain why a pending job waits", "ID",
       "Asks musterd why pending job ID waits, computed now by the scheduler's own core: the "
-      "job's reason; whether its queue's quota admits it (or the quota's reason); for each "
+      "job's reason and, when the last pass reserved room for it, its expected start (from the "
+      "running gangs' time limits); whether its queue's quota admits it (or the quota's reason); "
+      "for each "
       "capacity type of the job, in its order, whether the gang fits "
       "there now or the core's reason (e.g. the largest free rack); each pool's limits for it "
       "(capacity type or gpu_type not allowed, cool-down left after a spot interruption, "

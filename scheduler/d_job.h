@@ -103,6 +103,7 @@ struct d_job {
     char reason_written[256];            /* as last written to Redis */
     bool reason_stored;                  /* a reason was written for this pending spell */
     uint64_t reason_at_ms;               /* mono: when */
+    int64_t est_start_s; /* wall s: the last pass's estimated start (its reservation), 0 = none */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */

@@ -330,6 +330,7 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
                 *timed_reasons = true;
             }
             d_job_set_reason(d, j, why);
+            j->est_start_s = dec->est_start_s; /* for musterctl why */
             *timed_reasons = *timed_reasons || dec->est_start_s > 0;
             continue;
         }

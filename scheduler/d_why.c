@@ -5,7 +5,8 @@
  * document on <prefix>why:<entry id> (queue/answer.c), computed now by the same pure core that
  * schedules, never in every pass:
  *
- *  - the job's state and its pending reason as the last pass wrote it;
+ *  - the job's state and its pending reason as the last pass wrote it, with the estimated start
+ *    of its reservation (from the running gangs' time limits) when the last pass gave it one;
  *  - its queue's quota: whether it admits the gang now, or the core's reason (at quota, what the
  *    cohort can lend);
  *  - per capacity type of the job, in its order: sched_place on that type alone (fits now, or
@@ -150,6 +151,7 @@ static bool add_preview(
 static cJSON *why_doc(struct musterd *d, const struct d_job *j)
 {
     int64_t now_ms = (int64_t)mu_time_wall_ms();
+    int64_t now_s = now_ms / 1000;
     struct sched_slot *slots = calloc((size_t)j->spec.tasks, sizeof(*slots));
     cJSON *doc = slots ? cJSON_CreateObject() : NULL;
     bool ok = doc && cJSON_AddStringToObject(doc, "job", j->id)
@@ -157,9 +159,13 @@ static cJSON *why_doc(struct musterd *d, const struct d_job *j)
               && cJSON_AddStringToObject(doc, "reason", j->reason)
               && cJSON_AddBoolToObject(doc, "held", j->held);
 
+    if (ok && j->state == QUEUE_PENDING && !j->held && j->est_start_s > now_s)
+        ok = cJSON_AddNumberToObject(doc, "est_start_s", (double)j->est_start_s)
+             && cJSON_AddNumberToObject(doc, "est_start_in_s", (double)(j->est_start_s - now_s));
+
     if (ok && j->state == QUEUE_PENDING && !j->placed)
-        ok = add_queue(doc, d, j) && add_capacity(doc, d, j, now_ms / 1000, slots)
-             && add_pools(doc, d, j, now_ms / 1000) && add_preview(doc, d, j, now_ms, slots);
+        ok = add_queue(doc, d, j) && add_capacity(doc, d, j, now_s, slots)
+             && add_pools(doc, d, j, now_s) && add_preview(doc, d, j, now_ms, slots);
     free(slots);
     if (!ok) {
         cJSON_Delete(doc);

@@ -3,7 +3,8 @@
 # pending on a spot pool cooling down after an interruption and a busy on-demand rack shows a
 # reason per capacity type and the spot pool's cool-down; the preemption preview lists the
 # victim the planner would take (the job is held, so musterd itself preempts nothing), and
-# nothing changes after it.  A finished job and an unknown one exit 1.
+# nothing changes after it.  A job behind the victim shows its estimated start.  A finished job
+# and an unknown one exit 1.
 source "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null 2>&1 || fail "jq not found"
@@ -88,6 +89,15 @@ job_state_is "$vid" RUNNING || fail "victim is $(job_state "$vid") after why"
 job_state_is "$pid" PENDING || fail "held job is $(job_state "$pid") after why"
 ! rcli XRANGE "${P}events" - + | has "preempted by job $pid" || fail "why preempted the victim"
 ok "the preview changed nothing"
+
+# A job of the victim's priority behind it gets the pass's reservation: the estimated start from
+# the victim's time limit (the default, a day), and no preemption plan (not lower priority).
+qid=$(submit_json '{"name":"next","priority":0,"tasks":1,"gpus_per_task":8,"capacity":["on-demand"],"command":["true"]}')
+wait_for "job $qid has an estimated start" 20 \
+    'ctl -o json why "'"$qid"'" | jq -e ".est_start_in_s > 3600 and .preemption.plan == false"'
+expect_rc 0 ctl why "$qid"
+grep -qE "^expected start: [0-9-]+ [0-9:]+ UTC, in [0-9]+h[0-9]+m " "$T/out" || fail "why, expected start: $(cat "$T/out")"
+ok "why gives a reserved job its estimated start"
 
 expect_rc 1 ctl why 1-1
 grep -q "job '1-1' not found" "$T/err" || fail "why of an unknown job: $(cat "$T/err")"

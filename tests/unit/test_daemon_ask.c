@@ -185,6 +185,33 @@ static void test_why_preview_changes_nothing(void **state)
     assert_non_null(strstr(answer, "not active in musterd"));
 }
 
+/* A pending job behind a running gang of the same priority: the pass's reservation, with its
+ * estimated start from the running gang's time limit. */
+static void test_why_estimated_start(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    const char *answer;
+    const char *at;
+    long in_s;
+
+    dfix_start_gang(f, J1,
+                    "{\"tasks\":2,\"gpus_per_task\":8,\"time_limit_s\":600,\"command\":[\"x\"]}", 2,
+                    node_of);
+    dfix_submit(f, "1700000000002-0", "{\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"y\"]}");
+    d_schedule(&f->d);
+    dfix_control(f, "1700000000101-0", "why", "1700000000002-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000101-0");
+    assert_non_null(answer);
+    at = strstr(answer, "\"est_start_in_s\":");
+    if (!at) {
+        fail_msg("why without an estimated start: %s", answer);
+        return;
+    }
+    in_s = strtol(at + strlen("\"est_start_in_s\":"), NULL, 10);
+    assert_true(in_s > 0 && in_s <= 600); /* the running gang's time limit, from its start */
+}
+
 /* A queue at its quota: why says so, with the core's quota reason. */
 static void test_why_at_quota(void **state)
 {
@@ -216,6 +243,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refusals, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_limits_and_timeout, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_why_preview_changes_nothing, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_why_estimated_start, setup, dfix_teardown),
         cmocka_unit_test(test_why_at_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
