@@ -276,6 +276,40 @@ int sched_cluster_node_add(struct sched_cluster *c,
     return idx;
 }
 
+int sched_cluster_node_relabel(struct sched_cluster *c,
+                               int node,
+                               const char (*labels)[SCHED_NAME_MAX],
+                               int nlabels,
+                               struct mu_err *err)
+{
+    struct sched_node_spec *spec;
+    bool changed = false;
+
+    if (node < 0 || node >= c->nnodes)
+        return mu_errf(err, MU_E_INVAL, "relabel: no node %d", node);
+    spec = &c->specs[node];
+    if (nlabels != c->nlevels)
+        return mu_errf(err, MU_E_INVAL, "node '%s': %d topology labels, the cluster has %d levels",
+                       spec->name, nlabels, c->nlevels);
+    for (int l = 0; l < nlabels; l++) {
+        size_t len = strnlen(labels[l], SCHED_NAME_MAX);
+        if (len == 0 || len == SCHED_NAME_MAX)
+            return mu_errf(err, MU_E_INVAL, "node '%s': topology label '%s' is %s", spec->name,
+                           c->level_names[l], len ? "too long" : "empty");
+    }
+    for (int l = 0; l < nlabels; l++) {
+        if (strcmp(spec->labels[l], labels[l]) == 0)
+            continue;
+        memcpy(spec->labels[l], labels[l], strlen(labels[l]) + 1);
+        changed = true;
+    }
+    if (!changed)
+        return 0;
+    c->topo_dirty = true; /* the node's place in the label order, and the domains, change */
+    c->generation++;
+    return 1;
+}
+
 int sched_cluster_node_count(const struct sched_cluster *c)
 {
     return c->nnodes;

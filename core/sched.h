@@ -104,6 +104,20 @@ int sched_cluster_node_add(struct sched_cluster *c,
                            struct mu_err *err);
 /* Index of the node called name, or -1. */
 int sched_cluster_node_find(const struct sched_cluster *c, const char *name);
+/*
+ * Gives node new topology labels, one per level (labels[0..nlabels), nlabels equal to the
+ * level count, each non-empty and NUL-terminated within SCHED_NAME_MAX), as an EC2 topology
+ * import does for a registered node.  Work placed on the node stays where it is (it fitted its
+ * domain when it was placed); later placements see the new domains, the topology order being
+ * redone lazily.  Returns 1 when a label changed (the generation grows: a gang that did not fit
+ * may fit now), 0 when the labels were already these, -1 with err (no such node, a wrong label
+ * count, an empty or overlong label) and nothing changed.
+ */
+int sched_cluster_node_relabel(struct sched_cluster *c,
+                               int node,
+                               const char (*labels)[SCHED_NAME_MAX],
+                               int nlabels,
+                               struct mu_err *err);
 int sched_cluster_node_count(const struct sched_cluster *c);
 /* Borrowed, valid until the next sched_cluster_node_add or the cluster is freed. */
 const struct sched_node_spec *sched_cluster_node_spec(const struct sched_cluster *c, int node);

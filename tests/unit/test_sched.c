@@ -548,6 +548,72 @@ static void test_nvlink_islands(void **state)
     sched_cluster_free(c);
 }
 
+/* An EC2 topology import relabels registered nodes: placements follow the new domains at once,
+ * placed work stays put, and a bad label set changes nothing. */
+static void test_relabel(void **state)
+{
+    struct sched_cluster *c = cluster(3);
+    struct sched_request r = sched_request_make(2, 8);
+    struct sched_request one = sched_request_make(1, 4);
+    struct sched_slot slots[2];
+    struct sched_slot held;
+    char labels[3][SCHED_NAME_MAX] = { "z0", "b0", "r1" };
+    char empty[3][SCHED_NAME_MAX] = { "z0", "", "r1" };
+    char reason[256];
+    struct mu_err err;
+    uint64_t gen;
+    (void)state;
+    add_node(c, "a", 0, 8, "z0/b0/r0");
+    add_node(c, "b", 0, 8, "z0/b1/r1");
+    add_node(c, "c", 0, 8, "z1/b2/r2");
+    r.required_level = 2; /* one rack */
+    assert_int_equal(place_why(c, &r, slots, reason), 0);
+    assert_string_equal(reason, "needs 2x8 GPUs in one rack; largest free rack has 1x8");
+
+    /* c joins b's rack (and block and zone): the gang fits there, and only there. */
+    gen = sched_cluster_generation(c);
+    memcpy(labels[1], "b1", 3);
+    memcpy(labels[0], "z0", 3);
+    assert_int_equal(
+        sched_cluster_node_relabel(c, 2, (const char(*)[SCHED_NAME_MAX])labels, 3, &err), 1);
+    assert_true(sched_cluster_generation(c) > gen);
+    assert_string_equal(label(c, 2, 0), "z0");
+    assert_string_equal(label(c, 2, 2), "r1");
+    assert_int_equal(place(c, &r, slots), 1);
+    assert_int_equal(distinct_nodes(slots, 2), 2);
+    assert_true(slots[0].node != 0 && slots[1].node != 0);
+
+    /* The same labels again: nothing changes, the generation stays. */
+    gen = sched_cluster_generation(c);
+    assert_int_equal(
+        sched_cluster_node_relabel(c, 2, (const char(*)[SCHED_NAME_MAX])labels, 3, &err), 0);
+    assert_int_equal(sched_cluster_generation(c), gen);
+
+    /* Work placed on a node stays when it moves; its GPUs are freed as they were taken. */
+    held = (struct sched_slot){ 1, 0xf };
+    sched_cluster_commit(c, &one, &held);
+    memcpy(labels[2], "r9", 3);
+    assert_int_equal(
+        sched_cluster_node_relabel(c, 1, (const char(*)[SCHED_NAME_MAX])labels, 3, &err), 1);
+    assert_int_equal(sched_cluster_node_gpus_free(c, 1), 4);
+    assert_int_equal(place_why(c, &r, slots, reason), 0); /* b and c no longer share a rack */
+    sched_cluster_release(c, &one, &held);
+    assert_int_equal(sched_cluster_node_gpus_free(c, 1), 8);
+
+    /* Refused, and nothing changed: a wrong count, an empty label, no such node. */
+    assert_int_equal(
+        sched_cluster_node_relabel(c, 1, (const char(*)[SCHED_NAME_MAX])labels, 2, &err), -1);
+    assert_non_null(strstr(err.msg, "2 topology labels, the cluster has 3 levels"));
+    assert_int_equal(
+        sched_cluster_node_relabel(c, 1, (const char(*)[SCHED_NAME_MAX])empty, 3, &err), -1);
+    assert_non_null(strstr(err.msg, "'block' is empty"));
+    assert_int_equal(
+        sched_cluster_node_relabel(c, 7, (const char(*)[SCHED_NAME_MAX])labels, 3, &err), -1);
+    assert_string_equal(label(c, 1, 1), "b1");
+    assert_string_equal(label(c, 1, 2), "r9");
+    sched_cluster_free(c);
+}
+
 static void test_registration_errors(void **state)
 {
     struct sched_cluster *c = cluster(2);
@@ -1349,6 +1415,7 @@ int main(void)
         cmocka_unit_test(test_pack_fewest_nodes),
         cmocka_unit_test(test_nvlink_islands),
         cmocka_unit_test(test_registration_errors),
+        cmocka_unit_test(test_relabel),
         cmocka_unit_test(test_pass_starts_in_order),
         cmocka_unit_test(test_pass_reservation_backfill),
         cmocka_unit_test(test_pass_never_fits_does_not_block),
