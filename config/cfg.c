@@ -122,3 +122,8 @@ int cfg_capacity_parse(const char *text, enum cfg_capacity *out)
     }
     return -1;
 }
+
+bool cfg_instance_topology_is_set(const struct cfg *c)
+{
+    return c->instance_topology.nlayers > 0 || c->instance_topology.availability_zone[0];
+}

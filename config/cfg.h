@@ -46,6 +46,17 @@ struct cfg_queue {
     int lend_limit;            /* of its unused quota, GPUs others may use; -1 = all of it */
 };
 
+/*
+ * What an EC2 instance topology import (musterctl topology import, docs/deploy.md) sets: the
+ * topology level that each layer of an instance's NetworkNodes takes, top layer first, and the
+ * level that takes its AvailabilityZone.  Levels not named here keep the worker's labels.
+ */
+struct cfg_instance_topology {
+    int nlayers;                                /* NetworkNodes layers mapped; 0 = none */
+    char layers[CFG_MAX_LEVELS][CFG_LEVEL_MAX]; /* level of NetworkNodes[i]; "" = not used */
+    char availability_zone[CFG_LEVEL_MAX];      /* level of AvailabilityZone; "" = none */
+};
+
 struct cfg {
     char redis[CFG_URL_MAX];       /* "redis://[user:pass@]host:port[/db]" */
     char bind[CFG_URL_MAX];        /* ZeroMQ endpoint the scheduler binds, "tcp://127.0.0.1:7070" */
@@ -53,6 +64,8 @@ struct cfg {
     char key_prefix[CFG_NAME_MAX]; /* "muster:" */
     int nlevels;                   /* topology levels, widest first; node is implicit below */
     char levels[CFG_MAX_LEVELS][CFG_LEVEL_MAX];
+    struct cfg_instance_topology instance_topology; /* "instance_topology"; all empty = the
+                                                       import is off */
     int npools;
     struct cfg_pool pools[CFG_MAX_POOLS];
     int nqueues; /* always >= 1: "default" exists when the file names no queues */
@@ -93,6 +106,9 @@ int cfg_load_file(struct cfg *c, const char *path, struct mu_err *err);
  * leaving "queues" aside; NULL when only the queues differ (a reload may apply them). */
 const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b);
 
+/* True when the config maps at least one level for instance topology imports. */
+bool cfg_instance_topology_is_set(const struct cfg *c);
+
 /* Borrowed pointers into c, or NULL. */
 const struct cfg_pool *cfg_pool_find(const struct cfg *c, const char *name);
 const struct cfg_queue *cfg_queue_find(const struct cfg *c, const char *name);
@@ -101,5 +117,70 @@ int cfg_level_index(const struct cfg *c, const char *level);
 
 const char *cfg_capacity_name(enum cfg_capacity cap);             /* "spot" | "on-demand" */
 int cfg_capacity_parse(const char *text, enum cfg_capacity *out); /* 0 or -1 */
+
+/* ---- EC2 instance topology files (config/ec2topo.c) ---- */
+
+#define CFG_TOPO_FILE_MAX      (16u << 20) /* a larger describe-instance-topology file is refused */
+#define CFG_TOPO_MAX_INSTANCES 16384       /* per file; imports add up, so split bigger fleets */
+#define CFG_TOPO_MAX_NODES     CFG_MAX_LEVELS /* NetworkNodes layers (AWS reports 3 or 4) */
+#define CFG_TOPO_ID_MAX        64             /* ids, zones and node ids, NUL included */
+
+/* One entry of the Instances array of `aws ec2 describe-instance-topology`.  Plain record. */
+struct cfg_topo_instance {
+    char instance_id[CFG_TOPO_ID_MAX];       /* "i-1111111111example" */
+    char instance_type[CFG_TOPO_ID_MAX];     /* "" when absent, as every field below */
+    char availability_zone[CFG_TOPO_ID_MAX]; /* "us-west-2a" */
+    char zone_id[CFG_TOPO_ID_MAX];           /* "usw2-az2" */
+    char capacity_block_id[CFG_TOPO_ID_MAX];
+    char group_name[256];                            /* placement group, up to 255 characters */
+    int nnodes;                                      /* 1..CFG_TOPO_MAX_NODES */
+    char nodes[CFG_TOPO_MAX_NODES][CFG_TOPO_ID_MAX]; /* NetworkNodes, top layer first */
+};
+
+struct cfg_topo;
+
+/*
+ * Parses the JSON that `aws ec2 describe-instance-topology` prints: an object with a non-empty
+ * array "Instances" (at most CFG_TOPO_MAX_INSTANCES) and an optional "NextToken".  Each instance
+ * needs "InstanceId" and a non-empty "NetworkNodes" array of ids; "InstanceType",
+ * "AvailabilityZone", "ZoneId", "GroupName" and "CapacityBlockId" are optional strings (null
+ * allowed); ids and zones are names of [A-Za-z0-9._:-] of at most 63 bytes.  Keys muster does
+ * not know are ignored (AWS adds fields), a repeated InstanceId is an error.  Errors
+ * (MU_E_CONFIG, MU_E_TOOBIG, MU_E_NOMEM) name the key path and, for a problem in the text, the
+ * line: "Instances[2].NetworkNodes: empty (the instance is not running, or its type reports no
+ * topology)".  Returns the parsed file (cfg_topo_free) or NULL with err.
+ */
+struct cfg_topo *cfg_topo_parse(const char *json, size_t len, struct mu_err *err);
+void cfg_topo_free(struct cfg_topo *t);
+int cfg_topo_count(const struct cfg_topo *t);
+/* Instance i (0..count-1), in file order; borrowed until cfg_topo_free. */
+const struct cfg_topo_instance *cfg_topo_get(const struct cfg_topo *t, int i);
+/* The file's NextToken when it had a non-empty one (the answer may have more pages), else "". */
+const char *cfg_topo_next_token(const struct cfg_topo *t);
+
+/*
+ * One instance as a compact JSON object of the same shape (the keys above, empty ones left
+ * out): how an import is passed to musterd and kept in Redis.  Free with free(); NULL with err
+ * on no memory.  cfg_topo_instance_parse reads it back (the same checks as one entry of a file;
+ * 0 or -1 with err, *out untouched).
+ */
+char *cfg_topo_instance_format(const struct cfg_topo_instance *in, struct mu_err *err);
+int cfg_topo_instance_parse(const char *json,
+                            size_t len,
+                            struct cfg_topo_instance *out,
+                            struct mu_err *err);
+
+/*
+ * The topology labels c's instance_topology gives instance in: for each level index l of
+ * c->levels, set[l] says whether the import sets it and labels[l] is the value.  -1 with err
+ * (MU_E_CONFIG) when the config has no instance_topology, or in lacks what it maps: fewer
+ * NetworkNodes than the mapped layers, or no AvailabilityZone when one is mapped; nothing is
+ * set then.
+ */
+int cfg_topo_labels(const struct cfg *c,
+                    const struct cfg_topo_instance *in,
+                    char (*labels)[CFG_TOPO_ID_MAX],
+                    bool *set,
+                    struct mu_err *err);
 
 #endif

@@ -100,6 +100,96 @@ static int parse_levels(struct cfg *c, const cJSON *arr, struct mu_err *err)
     return 0;
 }
 
+/*
+ * "instance_topology": {"levels": ["block", "spine", "rack"], "availability_zone": "zone"}:
+ * levels[i] is the level that NetworkNodes[i] sets (null: that layer is not used).  The names
+ * are checked against topology_levels after the walk (instance_topology_check), so key order is
+ * free.
+ */
+static int parse_instance_topology(struct cfg *c, const cJSON *obj, struct mu_err *err)
+{
+    static const char *const keys[] = { "levels", "availability_zone" };
+    struct cfg_instance_topology *it = &c->instance_topology;
+    char path[PATH_LEN];
+    unsigned seen = 0;
+
+    if (!cJSON_IsObject(obj))
+        return mu_json_err_expected(err, MU_E_CONFIG, "instance_topology",
+                                    "an object such as {\"levels\": [\"block\", \"spine\", "
+                                    "\"rack\"]}",
+                                    obj);
+    for (const cJSON *v = obj->child; v; v = v->next) {
+        int k = mu_json_key_index(v->string, keys, MU_ARRAY_LEN(keys));
+        int i = 0;
+        if (k < 0)
+            return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH,
+                                           "instance_topology", v->string, keys,
+                                           MU_ARRAY_LEN(keys));
+        if (seen & (1u << k))
+            return mu_errf(err, MU_E_CONFIG, "instance_topology.%s: duplicate key", keys[k]);
+        seen |= 1u << k;
+        if (k == 1) {
+            if (mu_json_get_name(v, "instance_topology.availability_zone", it->availability_zone,
+                                 sizeof(it->availability_zone), MU_E_CONFIG, err)
+                != 0)
+                return -1;
+            continue;
+        }
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > CFG_MAX_LEVELS)
+            return mu_json_err_expected(err, MU_E_CONFIG, "instance_topology.levels",
+                                        "an array of at most 6 level names (or null), one per "
+                                        "NetworkNodes layer, top layer first",
+                                        v);
+        for (const cJSON *l = v->child; l; l = l->next, i++) {
+            (void)mu_snprintf(path, sizeof(path), "instance_topology.levels[%d]", i);
+            if (cJSON_IsNull(l))
+                it->layers[i][0] = '\0';
+            else if (mu_json_get_name(l, path, it->layers[i], sizeof(it->layers[i]), MU_E_CONFIG,
+                                      err)
+                     != 0)
+                return -1;
+        }
+        it->nlayers = i;
+    }
+    return 0;
+}
+
+/* Every level instance_topology names is one of topology_levels, and none is named twice. */
+static int instance_topology_check(const struct cfg *c, struct mu_err *err)
+{
+    const struct cfg_instance_topology *it = &c->instance_topology;
+    const char *names[CFG_MAX_LEVELS + 1];
+    char paths[CFG_MAX_LEVELS + 1][PATH_LEN];
+    int n = 0;
+
+    for (int i = 0; i < it->nlayers; i++) {
+        if (!it->layers[i][0])
+            continue;
+        names[n] = it->layers[i];
+        (void)mu_snprintf(paths[n++], PATH_LEN, "instance_topology.levels[%d]", i);
+    }
+    if (it->availability_zone[0]) {
+        names[n] = it->availability_zone;
+        (void)mu_snprintf(paths[n++], PATH_LEN, "instance_topology.availability_zone");
+    }
+    if (it->nlayers > 0 && n == 0)
+        return mu_errf(err, MU_E_CONFIG,
+                       "instance_topology.levels: every layer is null; name at least one level");
+    for (int i = 0; i < n; i++) {
+        int level = cfg_level_index(c, names[i]);
+        if (level < 0 || level == c->nlevels)
+            return mu_errf(err, MU_E_CONFIG,
+                           "%s: unknown level '%s'; hint: it must be one of topology_levels",
+                           paths[i], names[i]);
+        for (int j = 0; j < i; j++) {
+            if (strcmp(names[j], names[i]) == 0)
+                return mu_errf(err, MU_E_CONFIG, "%s: level '%s' is already set by %s", paths[i],
+                               names[i], paths[j]);
+        }
+    }
+    return 0;
+}
+
 static const char *const pool_keys[] = { "name",     "capacity",      "instance_type",
                                          "gpu_type", "gpus_per_node", "price_per_hour",
                                          "max_gpus" };
@@ -388,6 +478,8 @@ const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b)
         if (strcmp(a->levels[i], b->levels[i]) != 0)
             return "topology_levels";
     }
+    if (memcmp(&a->instance_topology, &b->instance_topology, sizeof(a->instance_topology)) != 0)
+        return "instance_topology";
     if (a->npools != b->npools)
         return "pools";
     for (int i = 0; i < a->npools; i++) {
@@ -426,6 +518,7 @@ static const char *const top_keys[] = {
     "consolidate_after_s",
     "spot_return_horizon_s",
     "spot_return_overhead_s",
+    "instance_topology",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 
@@ -454,9 +547,12 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
         return parse_pools(c, v, err);
     case TK_QUEUES:
         return parse_queues(c, v, err);
+
     default:
         break;
     }
+    if (strcmp(top_keys[key], "instance_topology") == 0)
+        return parse_instance_topology(c, v, err);
     for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
         if (strcmp(int_fields[i].key, top_keys[key]) != 0)
             continue;
@@ -510,6 +606,8 @@ static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
                        "node_lost_after_s: expected at least 3 x heartbeat_s (%d), got %d; hint: "
                        "it is also the workers' lease, renewed once per heartbeat",
                        3 * c->heartbeat_s, c->node_lost_after_s);
+    if (instance_topology_check(c, err) != 0)
+        return -1;
     return limits_check(c, seen, err);
 }
 
