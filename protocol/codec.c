@@ -96,6 +96,7 @@ static const struct field msg_fields[] = {
     F_U64(M, sent_ms, ALL_TYPES, false),
     F_STR(M, pool, TB(PROTO_HELLO), false),
     F_STR(M, addr, TB(PROTO_HELLO), false),
+    F_STR(M, instance_id, TB(PROTO_HELLO), false),
     F_INT(M, cpus, 0, INT_MAX, TB(PROTO_HELLO), false),
     F_I64(M, memory_mb, 0, INT64_MAX, TB(PROTO_HELLO), false),
     F_SPECIAL("gpus", FK_GPUS, TB(PROTO_HELLO), false),

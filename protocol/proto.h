@@ -107,7 +107,9 @@ struct proto_msg {
 
     /* HELLO */
     char pool[PROTO_NODE_MAX];
-    char addr[128]; /* address other nodes reach this one at (MASTER_ADDR) */
+    char addr[128];       /* address other nodes reach this one at (MASTER_ADDR) */
+    char instance_id[64]; /* EC2 instance id ("i-..."); "" = not given (optional: older
+                             workers send none) */
     int cpus;
     int64_t memory_mb;
     int ngpus;

@@ -217,6 +217,28 @@ static int copy_field(char *dst, size_t size, const char *src, const char *what,
 
 /* ---- the spot watcher ---- */
 
+/* Takes the instance id from the metadata service when --instance-id gave none (an imported EC2
+ * instance topology labels the node by it, issue #16). */
+static void apply_instance_id(struct wrk_agent *a, const char *id)
+{
+    if (!id[0])
+        return;
+    if (a->instance_id[0]) {
+        if (strcmp(a->instance_id, id) != 0)
+            mu_log(MU_LOG_WARN, WRK_MOD,
+                   "node=%s keeping --instance-id %s; the metadata service says '%s'", a->node,
+                   a->instance_id, id);
+        return;
+    }
+    if (!mu_name_is_valid(id, sizeof(a->instance_id) - 1)) {
+        mu_log(MU_LOG_WARN, WRK_MOD, "node=%s cannot use instance id '%s'", a->node, id);
+        return;
+    }
+    mu_strlcpy(a->instance_id, id, sizeof(a->instance_id));
+    if (a->hello_sent)
+        wrk_send_hello(a); /* so that musterd applies the imported topology now */
+}
+
 /* Takes the zone for the "zone" label when no --label gave one; logs type and lifecycle. */
 static void apply_identity(struct wrk_agent *a)
 {
@@ -226,8 +248,10 @@ static void apply_identity(struct wrk_agent *a)
     if (!id || a->identity_applied)
         return;
     a->identity_applied = true;
-    mu_log(MU_LOG_INFO, WRK_MOD, "node=%s imds: instance type '%s', zone '%s', lifecycle '%s'",
-           a->node, id->instance_type, id->zone, id->lifecycle);
+    mu_log(MU_LOG_INFO, WRK_MOD,
+           "node=%s imds: instance '%s', type '%s', zone '%s', lifecycle '%s'", a->node,
+           id->instance_id, id->instance_type, id->zone, id->lifecycle);
+    apply_instance_id(a, id->instance_id);
     if (!id->zone[0])
         return;
     for (int i = 0; i < a->nlabels; i++) {
@@ -419,6 +443,11 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         || copy_field(a->pool, sizeof(a->pool), cfg->pool, "--pool", err) != 0
         || copy_field(a->state_dir, sizeof(a->state_dir), cfg->state_dir, "--state-dir", err) != 0
         || copy_field(a->addr, sizeof(a->addr), cfg->addr, "--addr", err) != 0)
+        goto fail;
+    if (cfg->instance_id && cfg->instance_id[0]
+        && copy_field(a->instance_id, sizeof(a->instance_id), cfg->instance_id, "--instance-id",
+                      err)
+               != 0)
         goto fail;
     if (cfg->nlabels < 0 || cfg->nlabels > PROTO_MAX_LABELS) {
         mu_errf(err, MU_E_RANGE, "at most %d labels", PROTO_MAX_LABELS);

@@ -44,6 +44,7 @@ enum req_kind {
     REQ_TYPE,
     REQ_ZONE,
     REQ_LIFECYCLE,
+    REQ_ID,
     REQ_ACTION,
     REQ_REBALANCE,
 };
@@ -53,6 +54,7 @@ static const char *const req_paths[] = {
     [REQ_TYPE] = "/latest/meta-data/instance-type",
     [REQ_ZONE] = "/latest/meta-data/placement/availability-zone",
     [REQ_LIFECYCLE] = "/latest/meta-data/instance-life-cycle",
+    [REQ_ID] = "/latest/meta-data/instance-id",
     [REQ_ACTION] = "/latest/meta-data/spot/instance-action",
     [REQ_REBALANCE] = "/latest/meta-data/events/recommendations/rebalance",
 };
@@ -95,6 +97,7 @@ struct wrk_imds {
     bool have_type;
     bool have_zone;
     bool have_lifecycle;
+    bool have_id;
     bool identity_reported;
     struct wrk_imds_identity id;
 
@@ -288,6 +291,8 @@ static void start_cycle(struct wrk_imds *w, uint64_t now)
             w->plan[w->nplan++] = REQ_ZONE;
         if (!w->have_lifecycle)
             w->plan[w->nplan++] = REQ_LIFECYCLE;
+        if (!w->have_id)
+            w->plan[w->nplan++] = REQ_ID;
     }
     w->plan[w->nplan++] = REQ_ACTION;
     w->plan[w->nplan++] = REQ_REBALANCE;
@@ -359,16 +364,20 @@ static void got_identity(struct wrk_imds *w, enum req_kind kind, long code)
 {
     static const char *const names[] = { [REQ_TYPE] = "instance-type",
                                          [REQ_ZONE] = "placement/availability-zone",
-                                         [REQ_LIFECYCLE] = "instance-life-cycle" };
-    char *dst = kind == REQ_TYPE   ? w->id.instance_type
-                : kind == REQ_ZONE ? w->id.zone
-                                   : w->id.lifecycle;
-    size_t size = kind == REQ_TYPE   ? sizeof(w->id.instance_type)
-                  : kind == REQ_ZONE ? sizeof(w->id.zone)
-                                     : sizeof(w->id.lifecycle);
-    bool *have = kind == REQ_TYPE   ? &w->have_type
-                 : kind == REQ_ZONE ? &w->have_zone
-                                    : &w->have_lifecycle;
+                                         [REQ_LIFECYCLE] = "instance-life-cycle",
+                                         [REQ_ID] = "instance-id" };
+    char *dst = kind == REQ_TYPE        ? w->id.instance_type
+                : kind == REQ_ZONE      ? w->id.zone
+                : kind == REQ_LIFECYCLE ? w->id.lifecycle
+                                        : w->id.instance_id;
+    size_t size = kind == REQ_TYPE        ? sizeof(w->id.instance_type)
+                  : kind == REQ_ZONE      ? sizeof(w->id.zone)
+                  : kind == REQ_LIFECYCLE ? sizeof(w->id.lifecycle)
+                                          : sizeof(w->id.instance_id);
+    bool *have = kind == REQ_TYPE        ? &w->have_type
+                 : kind == REQ_ZONE      ? &w->have_zone
+                 : kind == REQ_LIFECYCLE ? &w->have_lifecycle
+                                         : &w->have_id;
 
     if (code == 404) {
         /* Not every instance has every item: known to be absent, not asked again. */
@@ -381,7 +390,7 @@ static void got_identity(struct wrk_imds *w, enum req_kind kind, long code)
         (void)mu_snprintf(why, sizeof(why), "HTTP %ld", code);
         garbled(w, names[kind], why);
     }
-    if (w->have_type && w->have_zone && w->have_lifecycle && !w->identity_reported) {
+    if (w->have_type && w->have_zone && w->have_lifecycle && w->have_id && !w->identity_reported) {
         struct wrk_imds_event ev;
         memset(&ev, 0, sizeof(ev));
         ev.type = WRK_IMDS_IDENTITY;

@@ -53,6 +53,7 @@ struct wrk_agent {
     char pool[PROTO_NODE_MAX];
     char state_dir[PROTO_PATH_MAX];
     char addr[128];
+    char instance_id[64]; /* sent in HELLO; "" = none (yet: --imds may fill it) */
     int cpus;
     int64_t memory_mb;
     int nlabels;

@@ -49,10 +49,14 @@ static const char usage_text[] =
     "                      (default: this machine's hostname)\n"
     "  --cpus N            CPUs to offer (default: online processors)\n"
     "  --memory-mb N       memory to offer in MiB (default: physical memory)\n"
+    "  --instance-id ID    this node's EC2 instance id, e.g. i-0123456789abcdef0: an instance\n"
+    "                      topology imported with 'musterctl topology import' then sets\n"
+    "                      this node's labels for the levels it maps (default: from --imds,\n"
+    "                      else none)  [MUSTER_INSTANCE_ID]\n"
     "  --imds URL          watch the EC2 instance metadata service (IMDSv2) at URL, e.g.\n"
     "                      http://169.254.169.254, for spot interruption notices and\n"
     "                      rebalance recommendations; also takes the zone label, instance\n"
-    "                      type and lifecycle from it  [MUSTER_IMDS]\n"
+    "                      id, instance type and lifecycle from it  [MUSTER_IMDS]\n"
     "  --imds-interval-s S seconds between two polls of the metadata service, 1..300\n"
     "                      (default 5)  [MUSTER_IMDS_INTERVAL_S]\n"
     "  --curve-server-key KEY|FILE  the scheduler's CURVE public key (40 Z85 characters, or a\n"
@@ -107,6 +111,7 @@ enum opt_id {
     OPT_MEMORY,
     OPT_IMDS,
     OPT_IMDS_INTERVAL,
+    OPT_INSTANCE_ID,
     OPT_LOG_LEVEL,
     OPT_CURVE_SERVER_KEY,
     OPT_CURVE_KEY,
@@ -130,6 +135,7 @@ static const struct option long_opts[] = {
     { "memory-mb", required_argument, NULL, OPT_MEMORY },
     { "imds", required_argument, NULL, OPT_IMDS },
     { "imds-interval-s", required_argument, NULL, OPT_IMDS_INTERVAL },
+    { "instance-id", required_argument, NULL, OPT_INSTANCE_ID },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
     { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
     { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
@@ -214,6 +220,37 @@ static int parse_num(const char *flag, const char *arg, int64_t min, int64_t max
     return 0;
 }
 
+/* Where an option whose value is kept as given goes; NULL for the others. */
+static const char **text_option(struct cli *c, int opt)
+{
+    switch (opt) {
+    case OPT_SCHEDULER:
+        return &c->cfg.scheduler;
+    case OPT_NODE:
+        return &c->cfg.node;
+    case OPT_POOL:
+        return &c->cfg.pool;
+    case OPT_GPU_ISLANDS:
+        return &c->gpu_islands;
+    case OPT_STATE_DIR:
+        return &c->cfg.state_dir;
+    case OPT_ADDR:
+        return &c->cfg.addr;
+    case OPT_INSTANCE_ID:
+        return &c->cfg.instance_id;
+    case OPT_IMDS:
+        return &c->cfg.imds;
+    case OPT_CURVE_SERVER_KEY:
+        return &c->curve_server_arg;
+    case OPT_CURVE_KEY:
+        return &c->curve_key_arg;
+    case OPT_RUN_AS:
+        return &c->cfg.run_as;
+    default:
+        return NULL;
+    }
+}
+
 /* Parses argv into c; returns -1 to go on, else the exit code (0 for --help/--version). */
 static int parse_args(int argc, char **argv, struct cli *c)
 {
@@ -222,33 +259,20 @@ static int parse_args(int argc, char **argv, struct cli *c)
 
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+        const char **slot = text_option(c, opt);
+        if (slot) {
+            *slot = optarg;
+            continue;
+        }
         switch (opt) {
-        case OPT_SCHEDULER:
-            c->cfg.scheduler = optarg;
-            break;
-        case OPT_NODE:
-            c->cfg.node = optarg;
-            break;
-        case OPT_POOL:
-            c->cfg.pool = optarg;
-            break;
         case OPT_GPUS:
             if (parse_num("--gpus", optarg, 0, PROTO_MAX_GPUS, &v) != 0)
                 return 2;
             c->cfg.sim_gpus = (int)v;
             break;
-        case OPT_GPU_ISLANDS:
-            c->gpu_islands = optarg;
-            break;
         case OPT_LABEL:
             if (parse_label(c, optarg) != 0)
                 return 2;
-            break;
-        case OPT_STATE_DIR:
-            c->cfg.state_dir = optarg;
-            break;
-        case OPT_ADDR:
-            c->cfg.addr = optarg;
             break;
         case OPT_CPUS:
             if (parse_num("--cpus", optarg, 1, 1 << 20, &v) != 0)
@@ -260,9 +284,6 @@ static int parse_args(int argc, char **argv, struct cli *c)
                 return 2;
             c->cfg.memory_mb = v;
             break;
-        case OPT_IMDS:
-            c->cfg.imds = optarg;
-            break;
         case OPT_IMDS_INTERVAL:
             if (parse_num("--imds-interval-s", optarg, 1, 300, &v) != 0)
                 return 2;
@@ -271,15 +292,6 @@ static int parse_args(int argc, char **argv, struct cli *c)
         case OPT_LOG_LEVEL:
             if (mu_log_level_parse(optarg, &c->level) != 0)
                 return usage_error("--log-level '%s': expected debug, info, warn or error", optarg);
-            break;
-        case OPT_CURVE_SERVER_KEY:
-            c->curve_server_arg = optarg;
-            break;
-        case OPT_CURVE_KEY:
-            c->curve_key_arg = optarg;
-            break;
-        case OPT_RUN_AS:
-            c->cfg.run_as = optarg;
             break;
         case OPT_ALLOW_USER:
             if (c->cfg.nallow_users >= (int)MU_ARRAY_LEN(c->allow_users))
@@ -413,6 +425,13 @@ static int complete_config(struct cli *c)
     }
     if (!cfg->addr[0] || strlen(cfg->addr) >= sizeof(c->addr))
         return usage_error("--addr '%s': expected a host name or address", cfg->addr);
+    if (!cfg->instance_id)
+        cfg->instance_id = getenv("MUSTER_INSTANCE_ID");
+    if (cfg->instance_id && cfg->instance_id[0]
+        && !mu_name_is_valid(cfg->instance_id, PROTO_NODE_MAX - 1))
+        return usage_error("--instance-id '%s': expected an EC2 instance id such as "
+                           "i-0123456789abcdef0 (1..%d characters of [A-Za-z0-9._:-])",
+                           cfg->instance_id, PROTO_NODE_MAX - 1);
     if (cfg->cpus <= 0) {
         n = sysconf(_SC_NPROCESSORS_ONLN);
         cfg->cpus = n > 0 ? (int)n : 1;

@@ -122,6 +122,7 @@ void wrk_send_hello(struct wrk_agent *a)
     m.echo_ms = mu_time_mono_ms(); /* carried back, it renews the lease (lease_watch.c) */
     mu_strlcpy(m.pool, a->pool, sizeof(m.pool));
     mu_strlcpy(m.addr, a->addr, sizeof(m.addr));
+    mu_strlcpy(m.instance_id, a->instance_id, sizeof(m.instance_id));
     m.cpus = a->cpus;
     m.memory_mb = a->memory_mb;
     m.nlabels = a->nlabels;

@@ -543,7 +543,8 @@ struct wrk_imds_config {
     int interval_s;     /* 1..300 between the starts of two polls */
     int token_ttl_s;    /* 0 = WRK_IMDS_TOKEN_TTL_S; tests ask for a few seconds */
     int timeout_ms;     /* per request; 0 = WRK_IMDS_TIMEOUT_MS */
-    bool want_identity; /* also read instance type, zone and lifecycle until known */
+    bool want_identity; /* also read instance type, zone, lifecycle and instance id until
+                           known */
 };
 
 enum wrk_imds_event_type {
@@ -562,6 +563,7 @@ struct wrk_imds_identity {
     char instance_type[64]; /* "p5.48xlarge"; "" when the service has none (404) */
     char zone[64];          /* "us-east-1a"; "" when none */
     char lifecycle[16];     /* "spot" | "on-demand"; "" when none */
+    char instance_id[64];   /* "i-0123456789abcdef0"; "" when none */
 };
 
 struct wrk_imds_stats {
@@ -613,6 +615,7 @@ struct wrk_config {
     const char *pool;
     const char *state_dir;          /* created with its parents */
     const char *addr;               /* MASTER_ADDR other nodes use to reach this one */
+    const char *instance_id;        /* EC2 instance id for HELLO; NULL = from --imds, or none */
     const char *imds;               /* metadata service URL; NULL or "" = no spot watcher */
     int imds_interval_s;            /* 0 = WRK_IMDS_INTERVAL_S */
     int imds_token_ttl_s;           /* 0 = WRK_IMDS_TOKEN_TTL_S (tests use less) */

@@ -13,6 +13,7 @@ It follows the real protocol as muster-worker meets it (DESIGN §5, issue 4):
     /latest/meta-data/instance-type                      text/plain   (--instance-type)
     /latest/meta-data/placement/availability-zone        text/plain   (--zone)
     /latest/meta-data/instance-life-cycle                text/plain   (--lifecycle)
+    /latest/meta-data/instance-id                        text/plain   (--instance-id)
     /latest/meta-data/spot/instance-action               404 until a notice, then 200
         {"action": "terminate", "time": "2026-11-22T08:22:00Z"}
     /latest/meta-data/events/recommendations/rebalance   404 until a recommendation, then 200
@@ -35,6 +36,7 @@ Control (tests only; POST with an optional JSON body, answered 200 {"ok": true, 
 Usage:
   python3 tests/imds/imds_mock.py [--port 0] [--port-file FILE] [--instance-type p5.48xlarge]
                                   [--zone us-east-1a] [--lifecycle spot]
+                                  [--instance-id i-0123456789abcdef0]
   It prints "imds_mock listening on 127.0.0.1:PORT" on stdout and writes PORT to --port-file
   (written to a temp file and renamed, so a reader never sees half a number).  SIGTERM or
   SIGINT stops it.  Example:
@@ -86,6 +88,7 @@ class State:
             "/latest/meta-data/instance-type": args.instance_type,
             "/latest/meta-data/placement/availability-zone": args.zone,
             "/latest/meta-data/instance-life-cycle": args.lifecycle,
+            "/latest/meta-data/instance-id": args.instance_id,
         }
         self.tokens = {}  # token -> monotonic expiry (s)
         self.notice = None  # JSON text of the instance action
@@ -267,6 +270,7 @@ def main():
     p.add_argument("--instance-type", default="p5.48xlarge")
     p.add_argument("--zone", default="us-east-1a")
     p.add_argument("--lifecycle", default="spot", choices=["spot", "on-demand"])
+    p.add_argument("--instance-id", default="i-0123456789abcdef0")
     p.add_argument("--verbose", action="store_true", help="log every request on stderr")
     args = p.parse_args()
 

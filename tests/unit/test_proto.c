@@ -108,6 +108,7 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     mu_strlcpy(m->node, "gpu-node-017.us-east-1", sizeof(m->node));
     mu_strlcpy(m->pool, "p5-spot", sizeof(m->pool));
     mu_strlcpy(m->addr, "10.0.3.17", sizeof(m->addr));
+    mu_strlcpy(m->instance_id, "i-0123456789abcdef0", sizeof(m->instance_id));
     m->cpus = 192;
     m->memory_mb = INT64_C(2048) * 1024;
     for (int i = 0; i < ngpus; i++) {
@@ -202,6 +203,7 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
     if (carries(type, T(HELLO))) {
         assert_string_equal(m->pool, "p5-spot");
         assert_string_equal(m->addr, "10.0.3.17");
+        assert_string_equal(m->instance_id, "i-0123456789abcdef0");
         assert_int_equal(m->cpus, 192);
         assert_true(m->memory_mb == INT64_C(2048) * 1024);
         assert_int_equal(m->ngpus, ngpus);

@@ -183,6 +183,7 @@ static void watcher_tokens(struct wrk_imds *w, const struct mock_imds *mk)
     assert_string_equal(id->instance_type, "g6e.12xlarge");
     assert_string_equal(id->zone, "us-west-2b");
     assert_string_equal(id->lifecycle, "on-demand");
+    assert_string_equal(id->instance_id, "i-0fedcba9876543210");
     assert_true(imds_turn(w, 100, WRK_IMDS_IDENTITY, &ev, NULL));
     assert_int_equal(mock_stat(mk, "ttl_last"), 2);
 
@@ -262,8 +263,9 @@ static void watcher_trouble(struct wrk_imds *w, const struct mock_imds *mk)
 
 static void test_imds_watcher(void **state)
 {
-    static const char *const extra[] = { "--instance-type", "g6e.12xlarge", "--zone",
-                                         "us-west-2b",      "--lifecycle",  "on-demand" };
+    static const char *const extra[] = { "--instance-type", "g6e.12xlarge",       "--zone",
+                                         "us-west-2b",      "--lifecycle",        "on-demand",
+                                         "--instance-id",   "i-0fedcba9876543210" };
     struct mock_imds mk;
     struct wrk_imds_config cfg;
     struct wrk_imds_stats st;
