@@ -385,6 +385,36 @@ int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct
 int queue_control_send_grace(
     struct queue *q, const char *cmd, const char *arg, int grace_s, struct mu_err *err);
 
+/* ---- EC2 instance topology imports (queue/topo.c, issue #16) ----
+ *
+ * `musterctl topology import` stages the instances in the hash prefix+"topology:import:"+TOKEN
+ * (field instance id, value the instance's JSON, cfg_topo_instance_format), sends the control
+ * command "topology" with arg TOKEN and waits for musterd's answer ("ok: ..." or "refused: ...")
+ * in the hash prefix+"topology:results", field TOKEN.  musterd keeps what it accepted in the hash
+ * prefix+"topology" (instance id -> instance JSON) and reads it again at start.
+ */
+
+/* INCR prefix+"topology:seq": a token no other import uses, as text, into token. */
+int queue_topology_token(struct queue *q, char *token, size_t size, struct mu_err *err);
+/* The staging hash's name without the prefix ("topology:import:TOKEN"), into buf. */
+void queue_topology_staging(const char *token, char *buf, size_t size);
+/* HGET prefix+"topology:results" token into result ("" while musterd has not answered). */
+int queue_topology_result(
+    struct queue *q, const char *token, char *result, size_t size, struct mu_err *err);
+/* Deletes the staging hash and the answer of token (best effort, errors ignored). */
+void queue_topology_forget(struct queue *q, const char *token);
+/* EXPIRE prefix+hash ttl_s: a staging hash outlives no crashed client for long. */
+int queue_hash_expire(struct queue *q, const char *hash, int ttl_s, struct mu_err *err);
+
+/* Called with each field of a hash and its value (len bytes, NUL-terminated, borrowed for the
+ * call); returns 0 to go on or -1 with err to stop. */
+typedef int (*queue_hash_fn)(
+    void *ctx, const char *field, const char *value, size_t len, struct mu_err *err);
+/* HGETALL prefix+hash, handing each field to fn; *count (may be NULL) gets how many there were.
+ * 0, or -1 on a Redis error or fn's failure (err filled). */
+int queue_hash_each(
+    struct queue *q, const char *hash, queue_hash_fn fn, void *ctx, int *count, struct mu_err *err);
+
 /*
  * Reads and the other client calls below return JSON built with cJSON (struct cJSON is cJSON's
  * own type; include <cjson/cJSON.h> to use it).  Field names are the Redis fields.  Values that

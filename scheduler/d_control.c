@@ -2,7 +2,7 @@
 /*
  * Layer 3 of musterd (d_handlers.h): operator commands from the control stream (musterctl):
  * cancel, hold and release a job; drain, cordon and uncordon a node; reload the config
- * (d_reload.c).  drain moves the node's
+ * (d_reload.c); import an EC2 instance topology (d_topo.c).  drain moves the node's
  * gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without counting
  * a failure); cordon only stops new work.
  */
@@ -99,6 +99,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         d_config_reload(d, e->id);
     } else if (strcmp(e->cmd, "why") == 0) {
         d_why(d, e->id, e->arg);
+    } else if (strcmp(e->cmd, "topology") == 0) {
+        d_topo_import(d, e->arg);
     } else {
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);

@@ -61,6 +61,19 @@ static void reply_heartbeat(
     proto_msg_release(&m);
 }
 
+/* Whether instance_topology maps level l (an import can give it). */
+static bool level_is_imported(const struct cfg *c, int l)
+{
+    const struct cfg_instance_topology *it = &c->instance_topology;
+    if (strcmp(it->availability_zone, c->levels[l]) == 0)
+        return true;
+    for (int i = 0; i < it->nlayers; i++) {
+        if (strcmp(it->layers[i], c->levels[l]) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* Builds the core's view of a worker from its HELLO; -1 with err when it cannot join. */
 static int hello_spec(const struct musterd *d,
                       const struct proto_msg *m,
@@ -68,6 +81,7 @@ static int hello_spec(const struct musterd *d,
                       struct mu_err *err)
 {
     const struct cfg_pool *pool = cfg_pool_find(&d->cfg, m->pool);
+    bool imported[CFG_MAX_LEVELS];
 
     memset(spec, 0, sizeof(*spec));
     if (!mu_name_is_valid(m->node, SCHED_NAME_MAX - 1))
@@ -89,8 +103,10 @@ static int hello_spec(const struct musterd *d,
         spec->island[g] = (uint8_t)m->gpus[g].island;
     }
     spec->nlabels = d->cfg.nlevels;
+    /* The imported instance topology (d_topo.c) wins over the worker's flags for its levels. */
+    (void)d_topo_node_labels(d, m->instance_id, spec->labels, imported);
     for (int l = 0; l < d->cfg.nlevels; l++) {
-        bool found = false;
+        bool found = imported[l];
         for (int i = 0; i < m->nlabels && !found; i++) {
             if (strcmp(m->labels[i].level, d->cfg.levels[l]) == 0) {
                 mu_strlcpy(spec->labels[l], m->labels[i].value, sizeof(spec->labels[l]));
@@ -100,8 +116,12 @@ static int hello_spec(const struct musterd *d,
         if (!found)
             return mu_errf(err, MU_E_CONFIG,
                            "missing topology label '%s'; hint: start the worker with --label "
-                           "%s=VALUE",
-                           d->cfg.levels[l], d->cfg.levels[l]);
+                           "%s=VALUE%s",
+                           d->cfg.levels[l], d->cfg.levels[l],
+                           level_is_imported(&d->cfg, l)
+                               ? ", or import the instance topology of its --instance-id "
+                                 "(musterctl topology import)"
+                               : "");
     }
     return 0;
 }
@@ -147,6 +167,7 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     mu_strlcpy(node->name, m->node, sizeof(node->name));
     mu_strlcpy(node->pool, m->pool, sizeof(node->pool));
     mu_strlcpy(node->addr, m->addr[0] ? m->addr : m->node, sizeof(node->addr));
+    mu_strlcpy(node->instance_id, m->instance_id, sizeof(node->instance_id));
     node->idx = idx;
     if (!node->online)
         mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",
@@ -223,7 +244,7 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
     cJSON *nodes = NULL;
     const cJSON *node;
 
-    if (queue_status_read(d->q, "nodes", &nodes, err) != 0)
+    if (d_topo_load(d, err) != 0 || queue_status_read(d->q, "nodes", &nodes, err) != 0)
         return -1;
     d->expected_nodes = mu_map_new();
     if (!d->expected_nodes) {
@@ -267,6 +288,7 @@ bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms)
 
 void d_nodes_free(struct musterd *d)
 {
+    d_topo_free(d);
     mu_map_free(d->expected_nodes);
     d->expected_nodes = NULL;
     free(d->nodes);

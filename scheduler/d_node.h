@@ -21,8 +21,9 @@ struct d_node {
     int idx; /* cluster node index */
     char pool[PROTO_NODE_MAX];
     char addr[128];
-    bool online;      /* registered and not lost */
-    uint64_t seen_ms; /* mono: last message */
+    char instance_id[64]; /* EC2 instance id from HELLO; "" = not given */
+    bool online;          /* registered and not lost */
+    uint64_t seen_ms;     /* mono: last message */
     uint64_t seen_wall_ms;
     enum sched_node_state admin;        /* operator state: ready, cordoned or draining */
     bool terminating;                   /* spot notice received: never ready again */
@@ -65,5 +66,29 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err);
 /* True while known nodes may still come back (placement then uses first choices only). */
 bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms);
 void d_nodes_free(struct musterd *d);
+
+/* ---- the imported EC2 instance topology (d_topo.c, issue #16, docs/deploy.md) ---- */
+
+/* Reads what earlier imports stored (<prefix>topology) into d->topology; an entry that does not
+ * read is logged and skipped.  At start, before any worker registers.  0 or -1 (Redis). */
+int d_topo_load(struct musterd *d, struct mu_err *err);
+/*
+ * The labels the imported topology gives the node of instance_id (NULL or "" = none): for each
+ * level l, set[l] tells whether labels[l] was filled.  Returns how many levels were set; 0 when
+ * the instance was never imported or the config no longer maps what was (logged).
+ */
+int d_topo_node_labels(const struct musterd *d,
+                       const char *instance_id,
+                       char (*labels)[SCHED_NAME_MAX],
+                       bool *set);
+/*
+ * The control command "topology" (musterctl topology import): reads the instances staged under
+ * token, checks every one against the config's instance_topology, and only when all pass stores
+ * them (<prefix>topology, merged with earlier imports) and relabels the registered nodes of
+ * those instances at once.  The answer ("ok: N node(s) relabelled, ..." or "refused: why",
+ * nothing changed) goes to <prefix>topology:results, field token.
+ */
+void d_topo_import(struct musterd *d, const char *token);
+void d_topo_free(struct musterd *d);
 
 #endif

@@ -112,6 +112,9 @@ struct musterd {
      * type, so a spot job is not put on on-demand because the spot workers are a moment late. */
     struct mu_map *expected_nodes;
     uint64_t regrace_until_ms;
+    /* The imported EC2 instance topology (d_topo.c): instance id -> struct cfg_topo_instance *
+     * (owned); NULL until the first load or import. */
+    struct mu_map *topology;
 };
 
 #endif

@@ -117,6 +117,9 @@ static int node_json(const struct musterd *d,
         || (node->reason[0]
             && (mu_buf_append(b, ",\"reason\":", 10, err) != 0
                 || mu_buf_append_json_str(b, node->reason, err) != 0))
+        || (node->instance_id[0]
+            && (mu_buf_append(b, ",\"instance_id\":", 15, err) != 0
+                || mu_buf_append_json_str(b, node->instance_id, err) != 0))
         || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
     for (int l = 0; l < d->cfg.nlevels; l++) {
