@@ -123,6 +123,8 @@ static const char *kind_action(enum ctl_arg_kind kind)
         return "-f";
     case CTL_ARG_SHELL:
         return "-W \"bash\"";
+    case CTL_ARG_IMPORT:
+        return "-W \"import\" -f";
     case CTL_ARG_COMMAND:
         return NULL; /* the command list, printed by the caller */
     case CTL_ARG_NONE:

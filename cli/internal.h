@@ -67,6 +67,7 @@ enum ctl_arg_kind {
     CTL_ARG_FILE,    /* a file (or -) */
     CTL_ARG_COMMAND, /* a musterctl command */
     CTL_ARG_SHELL,   /* a shell name (completion) */
+    CTL_ARG_IMPORT,  /* "import", then a file (topology) */
 };
 
 typedef int ctl_handler_fn(struct ctl *ctl, const struct ctl_args *args);
@@ -105,6 +106,7 @@ ctl_handler_fn ctl_cmd_hold;
 ctl_handler_fn ctl_cmd_release;
 ctl_handler_fn ctl_cmd_queues;
 ctl_handler_fn ctl_cmd_reload;
+ctl_handler_fn ctl_cmd_topology;
 ctl_handler_fn ctl_cmd_pools;
 ctl_handler_fn ctl_cmd_top;
 ctl_handler_fn ctl_cmd_logs;

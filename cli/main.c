@@ -86,6 +86,11 @@ static const struct ctl_opt opts_reload[] = {
     { NULL, 0, NULL, NULL },
 };
 
+static const struct ctl_opt opts_topology[] = {
+    { "timeout", 0, "S", "wait at most S seconds for musterd's answer (default 10)" },
+    { NULL, 0, NULL, NULL },
+};
+
 static const struct ctl_opt opts_queues[] = {
     { "users", 'u', NULL, "list each queue's users: running GPUs, usage and share of the queue" },
     { NULL, 0, NULL, NULL },
@@ -215,6 +220,21 @@ const struct ctl_cmd ctl_commands[] = {
       "this exits 1.  Running work is never stopped by a reload; a queue whose quota shrank "
       "below its use drains as its gangs end (docs/quotas.md).",
       opts_reload, 0, 0, CTL_ARG_NONE },
+    { "topology", ctl_cmd_topology, "label nodes from an EC2 instance topology",
+      "import FILE|- [--timeout S]",
+      "Labels nodes from the JSON that 'aws ec2 describe-instance-topology' prints (FILE, or - "
+      "for standard input; docs/deploy.md).  Each instance's NetworkNodes, top layer first, "
+      "set the topology levels that musterd's config maps in instance_topology.levels, and its "
+      "AvailabilityZone the level instance_topology.availability_zone names; a node is the "
+      "instance whose id its worker reports (--instance-id, or IMDS).  Registered nodes are "
+      "relabelled at once and nodes that register later get their labels then; nodes not in "
+      "the file keep theirs, and imports add up.  The file is taken whole or not at all: one "
+      "that is not JSON, lacks InstanceId or NetworkNodes, names an instance twice, has an "
+      "instance with fewer network nodes than the config maps, or meets a musterd without "
+      "instance_topology is refused with the reason, nothing changes and this exits 1.  "
+      "Prints musterd's answer: the nodes relabelled and the instances that match no "
+      "registered node.",
+      opts_topology, 1, 2, CTL_ARG_IMPORT },
     { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
       "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
