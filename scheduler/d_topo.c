@@ -53,7 +53,7 @@ static int load_one(void *ctx, const char *field, const char *value, size_t len,
 {
     struct musterd *d = ctx;
     struct cfg_topo_instance in;
-    struct mu_err bad;
+    struct mu_err bad = { 0 };
 
     if (cfg_topo_instance_parse(value, len, &in, &bad) != 0 || strcmp(in.instance_id, field) != 0) {
         mu_log_limited(MU_LOG_WARN, "sched", "topo-load", 5,
