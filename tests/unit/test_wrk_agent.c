@@ -227,6 +227,7 @@ static void test_agent_protocol(void **state)
     assert_string_equal(m.node, "n1");
     assert_string_equal(m.pool, "p5-spot");
     assert_string_equal(m.addr, "10.0.0.9");
+    assert_string_equal(m.instance_id, "i-0123456789abcdef0"); /* --instance-id */
     assert_int_equal(m.cpus, 4);
     assert_int_equal(m.memory_mb, 1000);
     assert_int_equal(m.ngpus, 2);

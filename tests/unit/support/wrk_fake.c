@@ -390,6 +390,7 @@ void fake_sched_start_with(struct fake_sched *f,
     cfg.pool = "p5-spot";
     cfg.state_dir = f->dir;
     cfg.addr = "10.0.0.9";
+    cfg.instance_id = "i-0123456789abcdef0";
     cfg.sim_gpus = sim_gpus;
     cfg.nvidia_smi = nvidia_smi;
     if (islands && wrk_gpu_islands_parse(islands, sim_gpus, cfg.sim_island, &err) != 0)
