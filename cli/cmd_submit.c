@@ -52,6 +52,8 @@ static const char *const spec_opts[] = {
     "topology-relax-after",
     "idempotency-key",
     "user",
+    "after",
+    "singleton",
 };
 
 /* Describes where parsing stopped as "byte N (line L, column C)". */
@@ -273,6 +275,82 @@ static int add_checkpoint(struct ctl *ctl, const struct ctl_args *args, cJSON *s
     return add_int(ctl, args, ck, "checkpoint-grace", "grace_s", 0, 3600);
 }
 
+/* One --after value into a condition: "ID", "ID:when", "key=KEY" or "key=KEY:when" (a ":when"
+ * suffix counts only when it is one of the four words, so a key may hold colons). */
+static cJSON *after_item(struct ctl *ctl, const char *text)
+{
+    static const char *const whens[] = { "ok", "notok", "any", "started" };
+    const char *colon = strrchr(text, ':');
+    const char *when = NULL;
+    bool by_key = strncmp(text, "key=", 4) == 0;
+    const char *ref = by_key ? text + 4 : text;
+    size_t n = strlen(ref);
+    char buf[QUEUE_KEY_MAX];
+    cJSON *o;
+
+    for (size_t i = 0; colon && i < MU_ARRAY_LEN(whens); i++) {
+        if (strcmp(colon + 1, whens[i]) == 0) {
+            when = whens[i];
+            n = (size_t)(colon - ref);
+        }
+    }
+    if (n == 0 || n >= sizeof(buf) || (!when && colon && !by_key)) {
+        ctl_usage(ctl, "--after: expected ID[:ok|notok|any|started] or key=KEY[:WHEN], got '%s'",
+                  text);
+        return NULL;
+    }
+    memcpy(buf, ref, n);
+    buf[n] = '\0';
+    if (!by_key && !queue_job_id_is_valid(buf)) {
+        ctl_usage(ctl,
+                  "--after: '%s' is not a job id (such as 1732270000123-0); use key=KEY for "
+                  "an idempotency key",
+                  buf);
+        return NULL;
+    }
+    o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, by_key ? "key" : "job", buf)
+        || (when && !cJSON_AddStringToObject(o, "when", when))) {
+        cJSON_Delete(o);
+        ctl_fail(ctl, "out of memory");
+        return NULL;
+    }
+    return o;
+}
+
+/* --after COND ... -> [{"job": ID, "when": W}, ...]. */
+static int add_after(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+{
+    size_t n = ctl_args_all(ctl, args, "after", NULL, 0);
+    const char **vals;
+    cJSON *arr;
+    int rc = -1;
+
+    if (n == 0)
+        return 0;
+    vals = calloc(n, sizeof(*vals));
+    arr = cJSON_AddArrayToObject(spec, "after");
+    if (!vals || !arr) {
+        ctl_fail(ctl, "out of memory");
+        goto out;
+    }
+    (void)ctl_args_all(ctl, args, "after", vals, n);
+    for (size_t i = 0; i < n; i++) {
+        cJSON *o = after_item(ctl, vals[i]);
+        if (!o)
+            goto out;
+        if (!cJSON_AddItemToArray(arr, o)) {
+            cJSON_Delete(o);
+            ctl_fail(ctl, "out of memory");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    free(vals);
+    return rc;
+}
+
 static int add_topology(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
 {
     cJSON *topo;
@@ -327,8 +405,13 @@ static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
         || add_int(ctl, args, spec, "time-limit", "time_limit_s", 1, INT64_C(1) << 40) != 0
         || add_int(ctl, args, spec, "max-retries", "max_retries", 0, 100) != 0
         || add_str(ctl, args, spec, "idempotency-key", "idempotency_key", NULL) != 0
-        || add_str(ctl, args, spec, "user", "user", user && user[0] ? user : NULL) != 0)
+        || add_str(ctl, args, spec, "user", "user", user && user[0] ? user : NULL) != 0
+        || add_after(ctl, args, spec) != 0)
         goto fail;
+    if (ctl_args_get(ctl, args, "singleton") && !cJSON_AddTrueToObject(spec, "singleton")) {
+        ctl_fail(ctl, "out of memory");
+        goto fail;
+    }
     if (ctl_args_get(ctl, args, "not-preemptible")
         && !cJSON_AddFalseToObject(spec, "preemptible")) {
         ctl_fail(ctl, "out of memory");

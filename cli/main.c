@@ -50,6 +50,10 @@ static const struct ctl_opt opts_submit[] = {
       "widen the required level by one after S s pending, again every S s" },
     { "idempotency-key", 'k', "K", "a second submit with key K returns the first job's id" },
     { "user", 'u', "U", "who submits (default $USER)" },
+    { "after", 0, "ID[:WHEN]",
+      "start only after job ID succeeds (WHEN ok), fails (notok), ends (any) or starts "
+      "(started); key=KEY names a job by idempotency key (repeatable)" },
+    { "singleton", 0, NULL, "run only when no other job of this name and user is active" },
     { "wait", 'w', NULL, "follow the job until it ends; exit 0 if it succeeded, else 1" },
     { "dry-run", 0, NULL, "print the spec the flags build and submit nothing" },
     { NULL, 0, NULL, NULL },

@@ -33,6 +33,27 @@
 #define QUEUE_MAX_STR        (64u << 10) /* one argv/env string */
 #define QUEUE_WORKDIR_MAX    1023        /* bytes of the spec's workdir */
 #define QUEUE_JOB_ID_MAX     48
+#define QUEUE_MAX_AFTER      64  /* conditions in a spec's "after" list */
+#define QUEUE_KEY_MAX        256 /* an idempotency key with its NUL */
+
+/* When a dependency is met (spec "after", issue #12). */
+enum queue_when {
+    QUEUE_WHEN_OK = 0, /* the job SUCCEEDED (the default) */
+    QUEUE_WHEN_NOTOK,  /* it ended in any other final state */
+    QUEUE_WHEN_ANY,    /* it ended */
+    QUEUE_WHEN_STARTED /* it started (STARTING or later) */
+};
+
+/* "ok", "notok", "any", "started"; queue_when_parse: 0, or -1 for another word. */
+const char *queue_when_name(enum queue_when w);
+int queue_when_parse(const char *text, enum queue_when *out);
+
+/* One condition of "after": a job named by id, or by its idempotency key (by_key). */
+struct queue_after {
+    char ref[QUEUE_KEY_MAX]; /* a job id, or an idempotency key when by_key */
+    bool by_key;
+    enum queue_when when;
+};
 
 struct queue_spec {
     char name[128];
@@ -62,8 +83,11 @@ struct queue_spec {
     bool preemptible;       /* default true */
     int64_t time_limit_s;   /* 0 = none given */
     int max_retries;        /* default 3, 0..100 */
-    char idempotency_key[256];
+    char idempotency_key[QUEUE_KEY_MAX];
     char user[64];
+    int nafter;                /* 0..QUEUE_MAX_AFTER */
+    struct queue_after *after; /* heap, nafter entries; NULL when none */
+    bool singleton;            /* at most one job of this name and user runs at a time */
 };
 
 /*
@@ -283,6 +307,14 @@ int queue_idem_get(struct queue *q,
                    size_t id_size,
                    bool *found,
                    struct mu_err *err);
+/* HMGET job:<id> state started_at: *found false when the job has no hash (or no readable
+ * state); *started when its hash has a started_at. */
+int queue_job_state_get(struct queue *q,
+                        const char *id,
+                        enum queue_state *state,
+                        bool *started,
+                        bool *found,
+                        struct mu_err *err);
 /* SET idem:<key> <id> NX; *won false when another id holds the key (its id is in id_out). */
 int queue_idem_claim(struct queue *q,
                      const char *key,
@@ -307,7 +339,9 @@ struct queue_stored_job {
     const char *last_checkpoint; /* "" if none */
     uint64_t last_checkpoint_ms;
     double lost_gpu_s;
-    bool borrowed; /* its attempt started on quota borrowed from its cohort */
+    bool borrowed;     /* its attempt started on quota borrowed from its cohort */
+    const char *after; /* its dependencies, "ID:when,..." (NULL if none) */
+    bool after_met;    /* they were all met: it joined the queue */
 };
 
 /* Called for each stored active job; returns 0 to go on, 1 to stop early, -1 to fail (with

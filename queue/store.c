@@ -168,6 +168,28 @@ int queue_idem_get(
     return 0;
 }
 
+int queue_job_state_get(struct queue *q,
+                        const char *id,
+                        enum queue_state *state,
+                        bool *started,
+                        bool *found,
+                        struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "HMGET %sjob:%s state started_at", q->prefix, id);
+    if (!r)
+        return -1;
+    *found = false;
+    *started = false;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2
+        && r->element[0]->type == REDIS_REPLY_STRING
+        && queue_state_parse(r->element[0]->str, state) == 0) {
+        *found = true;
+        *started = r->element[1]->type == REDIS_REPLY_STRING;
+    }
+    queue_reply_free(r);
+    return 0;
+}
+
 int queue_idem_claim(struct queue *q,
                      const char *key,
                      const char *id,
@@ -260,14 +282,14 @@ static const char *reply_str(const redisReply *r)
 
 #define STORED_FIELDS                                                                           \
     "state attempt failures held spec placement started_at last_checkpoint last_checkpoint_at " \
-    "lost_gpu_seconds borrowed"
+    "lost_gpu_seconds borrowed after after_met"
 
 /* s from an HMGET reply of STORED_FIELDS (s->id set); borrows the reply's strings.  A hash that
  * is gone leaves s->state NULL. */
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
     int64_t num = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 11)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 13)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
     s->state = reply_str(r->element[0]);
     s->attempt = 0;
@@ -290,6 +312,9 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
         (void)mu_parse_double(r->element[9]->str, 0, 1e300, &s->lost_gpu_s, NULL);
     s->borrowed =
         r->element[10]->type == REDIS_REPLY_STRING && strcmp(r->element[10]->str, "1") == 0;
+    s->after = reply_str(r->element[11]);
+    s->after_met =
+        r->element[12]->type == REDIS_REPLY_STRING && strcmp(r->element[12]->str, "1") == 0;
     return 0;
 }
 

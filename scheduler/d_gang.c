@@ -583,15 +583,18 @@ int d_gang_stop(struct musterd *d,
 
 int d_job_cancel(struct musterd *d, struct d_job *j)
 {
+    return d_job_cancel_why(d, j, "cancelled by operator");
+}
+
+int d_job_cancel_why(struct musterd *d, struct d_job *j, const char *why)
+{
     uint64_t finished_ms = mu_time_wall_ms();
     char now[32];
-    struct queue_kv f[] = { { "finished_at", now } };
+    struct queue_kv f[] = { { "finished_at", now }, { "error", why } };
     struct d_tally tally = { D_C_CANCELLED, 0, 0 };
-    struct d_change c = { .to = QUEUE_CANCELLED,
-                          .reason = "cancelled by operator",
-                          .fields = f,
-                          .nfields = 1,
-                          .tally = &tally };
+    struct d_change c = {
+        .to = QUEUE_CANCELLED, .reason = why, .fields = f, .nfields = 2, .tally = &tally
+    };
 
     if (queue_state_is_final(j->state))
         return 0;
@@ -599,7 +602,8 @@ int d_job_cancel(struct musterd *d, struct d_job *j)
     if (d_job_write(d, j, &c) != 0)
         return -1; /* not cancelled: the command is read again (it is not acknowledged) */
     j->finished_ms = finished_ms;
-    mu_log(MU_LOG_INFO, "sched", "job=%s cancelled", j->id);
+    mu_strlcpy(j->error, why, sizeof(j->error));
+    mu_log(MU_LOG_INFO, "sched", "job=%s cancelled: %s", j->id, why);
     if (!j->placed) {
         d_job_forget(d, j);
         return 0;

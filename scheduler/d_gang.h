@@ -49,6 +49,9 @@ int d_gang_stop(struct musterd *d,
 /* Cancels j (CANCELLED written; a placed gang is killed and released once gone).  -1 when the
  * write failed: not cancelled. */
 MU_MUST_CHECK int d_job_cancel(struct musterd *d, struct d_job *j);
+/* The same with why as the event's reason and the job's error ("cancelled by operator" for
+ * d_job_cancel; a dependency that can never be met names it). */
+MU_MUST_CHECK int d_job_cancel_why(struct musterd *d, struct d_job *j, const char *why);
 /* True when task of j still runs on node idx. */
 bool d_gang_runs_on(const struct d_job *j, int idx);
 

@@ -15,6 +15,31 @@
 /* d_intake.c: one submission from the stream (stored and acknowledged, or rejected). */
 void d_intake_submit(struct musterd *d, const struct queue_entry *e);
 
+/* d_deps.c: dependencies between jobs (spec "after" and "singleton", issue #12). */
+/* At intake, before j is stored: resolves its conditions to job ids (j->deps) and judges each
+ * against the state of the job it names now.  -1 with MU_E_SPEC (reject the submission: an
+ * unknown job or key, the job itself, a singleton without a name), MU_E_REDIS or MU_E_NOMEM.
+ * When some condition can never be met, never gets the reason (else "") and j is to be
+ * cancelled once stored. */
+int d_deps_resolve(
+    struct musterd *d, struct d_job *j, char *never, size_t never_size, struct mu_err *err);
+/* j's deps as stored in its hash's "after" field, "ID:when,..." (heap: free()); NULL without
+ * memory.  d_deps_parse reads it back into j->deps (a restart); -1 with err when unreadable. */
+char *d_deps_format(const struct d_job *j);
+int d_deps_parse(struct d_job *j, const char *text, struct mu_err *err);
+/* The pending reason of j while it waits: "after 1795-0 succeeds (and 2 more conditions)". */
+void d_deps_reason(const struct d_job *j, char *buf, size_t size);
+/* A new job, stored: onto the pending list when nothing is open, else into the waiters of what
+ * it waits for.  -1 without memory. */
+int d_deps_start(struct musterd *d, struct d_job *j, struct mu_err *err);
+/* Looks at the dependents of the jobs that started or ended since the last call (d->woken):
+ * releases those whose conditions are all met, cancels those that can never be (which wakes
+ * their own dependents, looked at in the same call).  Stops early when Redis is down. */
+void d_deps_wake(struct musterd *d);
+/* After a restart's recovery: registers every waiting job and judges it against the states
+ * now.  -1 with err on a Redis error. */
+int d_deps_recover(struct musterd *d, struct mu_err *err);
+
 /* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload). */
 void d_control(struct musterd *d, const struct queue_entry *e);
 /* d_reload.c: reads d->config_path again; the queues take effect, any other change is refused.

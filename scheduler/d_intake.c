@@ -49,8 +49,12 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
     mu_log_limited(MU_LOG_INFO, "sched", "rejected", 1, "job=%s rejected: %s", e->id, why);
 }
 
-static void fields_of_new_job(
-    const struct d_job *j, const char *spec_json, char bufs[6][32], struct queue_kv *f, int *n)
+static void fields_of_new_job(const struct d_job *j,
+                              const char *spec_json,
+                              const char *after,
+                              char bufs[6][32],
+                              struct queue_kv *f,
+                              int *n)
 {
     int i = 0;
     (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
@@ -70,8 +74,105 @@ static void fields_of_new_job(
     f[i++] = (struct queue_kv){ "max_retries", bufs[4] };
     f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
     f[i++] = (struct queue_kv){ "spec", spec_json };
-    f[i++] = (struct queue_kv){ "reason", "waiting for the scheduler" };
+    f[i++] = (struct queue_kv){ "reason", j->deps_open ? j->reason : "waiting for the scheduler" };
+    if (after) {
+        f[i++] = (struct queue_kv){ "after", after };
+        if (!j->deps_open)
+            f[i++] = (struct queue_kv){ "after_met", "1" };
+    }
     *n = i;
+}
+
+/* The idempotency key of j: 0 when it is j's to use (go on), 1 when another job holds it (a
+ * DUPLICATE event, nothing queued) or Redis failed (not acknowledged: read again later). */
+static int idem_claim(struct musterd *d, const struct queue_entry *e, const struct d_job *j)
+{
+    char owner[QUEUE_JOB_ID_MAX];
+    bool won = false;
+    struct mu_err err;
+    char why[400];
+    struct d_change dup = { .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id };
+
+    if (!j->spec.idempotency_key[0])
+        return 0;
+    if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner, sizeof(owner),
+                                 &won, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
+                       err.msg);
+        d->redis_down = true;
+        return 1;
+    }
+    if (won || strcmp(owner, j->id) == 0)
+        return 0;
+    (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
+                      j->spec.idempotency_key, owner);
+    if (d_record_write(d, j->id, 0, &dup) == 0)
+        mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
+    return 1; /* not acknowledged when the write failed: read again later */
+}
+
+/* j's conditions (spec "after", "singleton"): 0 to go on, with *after the text to store (heap,
+ * NULL when none) and never the reason to cancel it at once ("" when none); 1 when the
+ * submission was rejected or must be read again (Redis down, no memory). */
+static int deps_take(struct musterd *d,
+                     const struct queue_entry *e,
+                     struct d_job *j,
+                     char **after,
+                     char *never,
+                     size_t never_size)
+{
+    struct mu_err err;
+
+    *after = NULL;
+    if (!j->spec.nafter && !j->spec.singleton)
+        return 0;
+    if (d_deps_resolve(d, j, never, never_size, &err) != 0) {
+        if (err.code == MU_E_SPEC) {
+            reject(d, e, err.msg);
+            return 1;
+        }
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s dependencies: %s", j->id,
+                       err.msg);
+        d->redis_down = d->redis_down || err.code == MU_E_REDIS;
+        return 1; /* not acknowledged: read again once Redis is back */
+    }
+    if (j->ndeps > 0 && !(*after = d_deps_format(j))) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
+        return 1;
+    }
+    if (j->deps_open > 0)
+        d_deps_reason(j, j->reason, sizeof(j->reason));
+    return 0;
+}
+
+/* The job parsed from e, or NULL when e was rejected (or no memory: left in the stream). */
+static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
+{
+    struct mu_err err;
+    struct d_job *j;
+
+    if (!e->spec) {
+        reject(d, e, "submission has no 'spec' field; hint: XADD muster:submit '*' spec '{...}'");
+        return NULL;
+    }
+    if (strlen(e->spec) != e->spec_len) {
+        reject(d, e, "spec: contains a NUL byte");
+        return NULL;
+    }
+    j = calloc(1, sizeof(*j));
+    if (!j) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
+        return NULL;
+    }
+    mu_strlcpy(j->id, e->id, sizeof(j->id));
+    if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0
+        || queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
+        reject(d, e, err.msg);
+        d_job_free(j);
+        return NULL;
+    }
+    return j;
 }
 
 void d_intake_submit(struct musterd *d, const struct queue_entry *e)
@@ -83,56 +184,17 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     int nf = 0;
     struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
     struct d_change c;
+    char never[400] = "";
+    char *after = NULL;
+    bool early;
 
     if (mu_map_get(d->jobs, e->id)) {
         d_stream_ack(d, QUEUE_STREAM_SUBMIT, e->id); /* stored before a crash, ack was lost */
         return;
     }
-    if (!e->spec) {
-        reject(d, e, "submission has no 'spec' field; hint: XADD muster:submit '*' spec '{...}'");
-        return;
-    }
-    if (strlen(e->spec) != e->spec_len) {
-        reject(d, e, "spec: contains a NUL byte");
-        return;
-    }
-    j = calloc(1, sizeof(*j));
-    if (!j) {
-        mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
-        return;
-    }
-    mu_strlcpy(j->id, e->id, sizeof(j->id));
-    if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0
-        || queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
-        reject(d, e, err.msg);
-        d_job_free(j);
-        return;
-    }
-    if (j->spec.idempotency_key[0]) {
-        char owner[QUEUE_JOB_ID_MAX];
-        bool won = false;
-        if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner,
-                                     sizeof(owner), &won, &err)
-            != 0) {
-            mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
-                           err.msg);
-            d->redis_down = true;
-            d_job_free(j);
-            return; /* not acknowledged: read again once Redis is back */
-        }
-        if (!won && strcmp(owner, j->id) != 0) {
-            char why[400];
-            struct d_change dup = {
-                .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id
-            };
-            (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
-                              j->spec.idempotency_key, owner);
-            if (d_record_write(d, j->id, 0, &dup) == 0)
-                mu_log(MU_LOG_INFO, "sched", "job=%s duplicate of %s, not queued", j->id, owner);
-            d_job_free(j); /* not acknowledged when the write failed: read again later */
-            return;
-        }
-    }
+    j = job_parse(d, e);
+    if (!j || deps_take(d, e, j, &after, never, sizeof(never)) != 0 || idem_claim(d, e, j) != 0)
+        goto out;
     j->state = QUEUE_PENDING;
     j->attempt = 1;
     j->submitted_ms = d_job_id_ms(j->id);
@@ -141,7 +203,7 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         d_job_free(j);
         return;
     }
-    fields_of_new_job(j, e->spec, bufs, f, &nf);
+    fields_of_new_job(j, e->spec, after, bufs, f, &nf);
     c = (struct d_change){ .to = QUEUE_PENDING,
                            .reason = "submitted",
                            .fields = f,
@@ -151,17 +213,24 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
                            .ack_entry = e->id };
     if (mu_map_put(d->jobs, j->id, j, &err) != 0) {
         mu_log(MU_LOG_ERROR, "sched", "job=%s %s; left pending in the stream", j->id, err.msg);
-        d_job_free(j);
-        return;
+        goto out;
     }
     if (d_record_write(d, j->id, j->attempt, &c) != 0) {
         (void)mu_map_remove(d->jobs, j->id);
-        d_job_free(j);
-        return; /* not acknowledged: read again once Redis is back */
+        goto out; /* not acknowledged: read again once Redis is back */
     }
-    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld", j->id,
-           j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority);
-    d_job_pending_add(d, j);
-    if (mu_map_remove(d->early_cancels, j->id) && d_job_cancel(d, j) != 0)
-        j->cancel_wanted = true; /* its control entry is acknowledged: d_outage_recheck cancels */
+    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld%s%s", j->id,
+           j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority,
+           j->deps_open ? "; waits: " : "", j->deps_open ? j->reason : "");
+    if (d_deps_start(d, j, &err) != 0 && !never[0])
+        (void)mu_snprintf(never, sizeof(never), "%s", err.msg); /* cannot wait: cancelled */
+    early = mu_map_remove(d->early_cancels, j->id) != NULL;
+    if (never[0] || early) {
+        if ((never[0] ? d_job_cancel_why(d, j, never) : d_job_cancel(d, j)) != 0)
+            j->cancel_wanted = true; /* d_outage_recheck cancels it once Redis is back */
+    }
+    j = NULL; /* the job table's */
+out:
+    free(after);
+    d_job_free(j);
 }

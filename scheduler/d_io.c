@@ -38,6 +38,22 @@ static int redis_idem_claim(void *ctx,
     return queue_idem_claim(ctx, key, id, owner, owner_size, won, err);
 }
 
+static int redis_idem_get(
+    void *ctx, const char *key, char *id, size_t id_size, bool *found, struct mu_err *err)
+{
+    return queue_idem_get(ctx, key, id, id_size, found, err);
+}
+
+static int redis_job_state(void *ctx,
+                           const char *id,
+                           enum queue_state *state,
+                           bool *started,
+                           bool *found,
+                           struct mu_err *err)
+{
+    return queue_job_state_get(ctx, id, state, started, found, err);
+}
+
 static int redis_status_write(
     void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err)
 {
@@ -70,8 +86,8 @@ static int redis_answer_push(
 }
 
 static const struct d_store_ops redis_ops = {
-    redis_job_update,   redis_idem_claim, redis_status_write,
-    redis_counter_incr, redis_log_reply,  redis_answer_push,
+    redis_job_update,  redis_idem_claim,   redis_idem_get, redis_job_state,
+    redis_status_write, redis_counter_incr, redis_log_reply, redis_answer_push,
 };
 
 void d_store_redis(struct d_store *s, struct queue *q)

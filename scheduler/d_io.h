@@ -28,8 +28,9 @@
 
 /* ---- the store ---- */
 
-/* The Redis writes musterd makes; each returns 0 or -1 with err (the connection is then
- * considered down until the loop reconnects).  ctx is the implementation's. */
+/* The Redis writes musterd makes (and the two reads a dependency needs); each returns 0 or -1 with
+ * err (the connection is then considered down until the loop reconnects).  ctx is the
+ * implementation's. */
 struct d_store_ops {
     /* queue_job_update */
     int (*job_update)(void *ctx,
@@ -50,6 +51,16 @@ struct d_store_ops {
                       size_t owner_size,
                       bool *won,
                       struct mu_err *err);
+    /* queue_idem_get */
+    int (*idem_get)(
+        void *ctx, const char *key, char *id, size_t id_size, bool *found, struct mu_err *err);
+    /* queue_job_state_get (reads a job's stored state: a dependency at intake or restart) */
+    int (*job_state)(void *ctx,
+                     const char *id,
+                     enum queue_state *state,
+                     bool *started,
+                     bool *found,
+                     struct mu_err *err);
     /* queue_status_write */
     int (*status_write)(
         void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err);

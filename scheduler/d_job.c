@@ -50,6 +50,7 @@ void d_job_free(struct d_job *j)
         return;
     queue_spec_release(&j->spec);
     free(j->adopt_nodes);
+    free(j->deps);
     free(j->slots);
     free(j->tasks);
     free(j);
@@ -113,15 +114,19 @@ int d_job_write(struct musterd *d, struct d_job *j, const struct d_change *c)
         j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
         return -1;
     }
-    if (c->to >= 0)
+    if (c->to >= 0) {
         j->state = (enum queue_state)c->to;
+        d_job_wake_dependents(d, j);
+    }
     return 0;
 }
 
 void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c)
 {
-    if (c->to >= 0)
+    if (c->to >= 0) {
         j->state = (enum queue_state)c->to;
+        d_job_wake_dependents(d, j);
+    }
     d_counters_owe(&d->metrics, &j->owed, c->tally);
     j->unsynced = true; /* d_jobs_resync writes it whole before anything new is decided */
 }
@@ -182,6 +187,31 @@ void d_jobs_flush_reasons(struct musterd *d)
             d_job_set_reason(d, j, reason);
         }
     }
+}
+
+void d_job_wake_dependents(struct musterd *d, const struct d_job *j)
+{
+    bool started = j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING;
+
+    if (!started && !queue_state_is_final(j->state))
+        return;
+    if (!d->waiters || !mu_map_get(d->waiters, j->id))
+        return; /* nobody waits for it: the common case, one lookup */
+    if (d->nwoken == d->cap_woken) {
+        int cap = d->cap_woken ? d->cap_woken * 2 : 64;
+        struct d_wake *p = realloc(d->woken, (size_t)cap * sizeof(*p));
+        if (!p) {
+            mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory waking its dependents", j->id);
+            return;
+        }
+        d->woken = p;
+        d->cap_woken = cap;
+    }
+    mu_strlcpy(d->woken[d->nwoken].id, j->id, sizeof(d->woken[0].id));
+    d->woken[d->nwoken].state = j->state;
+    d->woken[d->nwoken].started = started || j->started_ms != 0;
+    d->nwoken++;
+    d->dirty = true; /* the pass begins with d_deps_wake */
 }
 
 void d_job_pending_add(struct musterd *d, struct d_job *j)
@@ -389,6 +419,19 @@ void d_jobs_free(struct musterd *d)
     d->jobs = NULL;
     mu_map_free(d->early_cancels);
     d->early_cancels = NULL;
+    pos = 0;
+    {
+        struct d_waiters *w;
+        while (d->waiters && (w = mu_map_next(d->waiters, &pos)) != NULL) {
+            free(w->ids);
+            free(w);
+        }
+    }
+    mu_map_free(d->waiters);
+    d->waiters = NULL;
+    free(d->woken);
+    d->woken = NULL;
+    d->nwoken = d->cap_woken = 0;
     free(d->pending);
     d->pending = NULL;
 }

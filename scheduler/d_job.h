@@ -42,6 +42,20 @@ enum d_end {
     D_END_FINAL,    /* job reached a final state; forget it once every task is gone */
 };
 
+/* One dependency of a job (spec "after" resolved to an id, or "singleton"; d_deps.c). */
+struct d_dep {
+    char id[QUEUE_JOB_ID_MAX]; /* the job waited for */
+    enum queue_when when;
+    bool met;
+};
+
+/* A job's end (or start) that jobs wait for, noted by d_job_write for d_deps_wake. */
+struct d_wake {
+    char id[QUEUE_JOB_ID_MAX];
+    enum queue_state state;
+    bool started; /* it had started an attempt (for "started" and the final states) */
+};
+
 struct d_job {
     char id[QUEUE_JOB_ID_MAX];
     struct queue_spec spec;
@@ -104,6 +118,10 @@ struct d_job {
     bool reason_stored;                  /* a reason was written for this pending spell */
     uint64_t reason_at_ms;               /* mono: when */
     int64_t est_start_s; /* wall s: the last pass's estimated start (its reservation), 0 = none */
+    struct d_dep *deps;                  /* heap, ndeps entries: what it waits for (d_deps.c) */
+    int ndeps;
+    int deps_open; /* conditions not met yet; while > 0 the job is PENDING but off the pending
+                      list, so the pass never sees it (woken by d_deps_wake) */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
@@ -161,6 +179,11 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
 /* Writes pending reasons that changed since their last (rate-limited) write. */
 void d_jobs_flush_reasons(struct musterd *d);
+
+/* Notes that j reached a state jobs may wait for (started, or final), when some job waits for
+ * it: d_deps_wake (called by the pass) then looks at its dependents.  Called by d_job_write and
+ * d_job_remember; costs one map lookup. */
+void d_job_wake_dependents(struct musterd *d, const struct d_job *j);
 
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);

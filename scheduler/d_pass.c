@@ -362,6 +362,7 @@ void d_schedule(struct musterd *d)
     double per_job_s;
 
     d->dirty = false;
+    d_deps_wake(d); /* jobs whose dependencies started or ended since the last pass */
     if (d->npending == 0)
         return;
     if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0 || users_scratch(d) != 0) {

@@ -93,7 +93,11 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     }
     if (st != QUEUE_PENDING)
         return requeue_later(r, j, err);
-    d_job_pending_add(d, j);
+    if (s->after && !s->after_met && d_deps_parse(j, s->after, &perr) != 0)
+        mu_log(MU_LOG_ERROR, "sched", "job=%s %s; queued without its dependencies", j->id,
+               perr.msg);
+    if (j->deps_open == 0)
+        d_job_pending_add(d, j); /* else d_deps_recover judges it once every job is back */
     return 0;
 }
 
@@ -145,6 +149,8 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     rc = queue_active_each(d->q, recover_one, &r, err);
     if (rc == 0)
         rc = requeue_all(&r, err);
+    if (rc == 0)
+        rc = d_deps_recover(d, err);
     free(r.requeue);
     if (rc == 1) {
         mu_log(MU_LOG_INFO, "sched",

@@ -38,6 +38,7 @@ int d_state_init(struct musterd *d, struct mu_err *err)
     struct sched_cluster *cluster = NULL;
     struct mu_map *jobs = NULL;
     struct mu_map *early_cancels = NULL;
+    struct mu_map *waiters = NULL;
     int rc = -1;
 
     cluster = cluster_from_cfg(&d->cfg, err);
@@ -45,18 +46,22 @@ int d_state_init(struct musterd *d, struct mu_err *err)
         goto out;
     jobs = mu_map_new();
     early_cancels = mu_map_new();
-    if (!jobs || !early_cancels) {
+    waiters = mu_map_new();
+    if (!jobs || !early_cancels || !waiters) {
         (void)mu_errf(err, MU_E_NOMEM, "out of memory");
         goto out;
     }
     d->cluster = cluster;
     d->jobs = jobs;
     d->early_cancels = early_cancels;
+    d->waiters = waiters;
     cluster = NULL;
+    waiters = NULL;
     jobs = NULL;
     early_cancels = NULL;
     rc = 0;
 out:
+    mu_map_free(waiters);
     mu_map_free(early_cancels);
     mu_map_free(jobs);
     sched_cluster_free(cluster);

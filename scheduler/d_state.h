@@ -39,6 +39,13 @@ struct d_logs {
     int window_n;       /* requests relayed in it */
 };
 
+/* The ids of the jobs waiting for one job (d_deps.c). */
+struct d_waiters {
+    char (*ids)[QUEUE_JOB_ID_MAX]; /* heap, n used of cap */
+    int n;
+    int cap;
+};
+
 struct musterd {
     struct cfg cfg;
     struct queue *q;
@@ -52,7 +59,13 @@ struct musterd {
     struct d_sender out;          /* every message to a worker */
     struct mu_map *jobs;          /* id -> struct d_job * (owned) */
     struct mu_map *early_cancels; /* ids cancelled before their submission was read */
-    struct d_job **pending;       /* PENDING jobs not held back by a running old attempt */
+    struct mu_map *waiters;       /* id -> struct d_waiters * (owned): the jobs waiting for it
+                                     (d_deps.c); an entry goes once its job ended */
+    struct d_wake *woken;         /* jobs others wait for that started or ended, in order;
+                                     d_deps_wake works through them */
+    int nwoken;
+    int cap_woken;
+    struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
     int npending;
     int cap_pending;
     struct d_node *nodes; /* by cluster index */

@@ -421,7 +421,86 @@ static const struct {
       "idempotency_key: expected 1..255 printable ASCII characters, got ''" },
     { "{\"command\":[\"x\"],\"idempotency_key\":\"caf\\u00e9\"}",
       "idempotency_key: expected 1..255 printable ASCII characters" },
+    { "{\"command\":[\"x\"],\"after\":\"1-0\"}",
+      "after: expected an array of job ids or {\"job\": ID, \"when\": \"ok\"} objects, got '1-0'" },
+    { "{\"command\":[\"x\"],\"after\":[\"step1\"]}",
+      "after[0]: expected a job id such as \"1732270000123-0\", got 'step1'" },
+    { "{\"command\":[\"x\"],\"after\":[\"1-0\",7]}", "after[1]: expected a job id" },
+    { "{\"command\":[\"x\"],\"after\":[\"1-\"]}", "after[0]: expected a job id" },
+    { "{\"command\":[\"x\"],\"after\":[\"-0\"]}", "after[0]: expected a job id" },
+    { "{\"command\":[\"x\"],\"after\":[{}]}",
+      "after[0]: missing 'job' (a job id) or 'key' (an idempotency key)" },
+    { "{\"command\":[\"x\"],\"after\":[{\"job\":\"1-0\",\"key\":\"k\"}]}",
+      "after[0]: give 'job' or 'key', not both" },
+    { "{\"command\":[\"x\"],\"after\":[{\"job\":\"1-0\",\"job\":\"2-0\"}]}",
+      "after[0]: duplicate key 'job'" },
+    { "{\"command\":[\"x\"],\"after\":[{\"job\":\"1-0\",\"when\":\"OK\"}]}",
+      "after[0].when: expected \"ok\", \"notok\", \"any\" or \"started\", got 'OK'" },
+    { "{\"command\":[\"x\"],\"after\":[{\"job\":\"1-0\",\"when\":1}]}",
+      "after[0].when: expected \"ok\"" },
+    { "{\"command\":[\"x\"],\"after\":[{\"jobs\":\"1-0\"}]}",
+      "after[0]: unknown key 'jobs'; did you mean 'job'?" },
+    { "{\"command\":[\"x\"],\"after\":[{\"key\":\"\"}]}",
+      "after[0].key: expected 1..255 printable ASCII characters, got ''" },
+    { "{\"command\":[\"x\"],\"after\":[{\"job\":1}]}", "after[0].job: expected a job id" },
+    { "{\"command\":[\"x\"],\"singleton\":\"yes\"}",
+      "singleton: expected true or false, got 'yes'" },
 };
+
+/* "after" (issue #12): both forms, the default "when", keys, and the cap on conditions. */
+static void test_after(void **state)
+{
+    struct queue_spec s;
+    enum queue_when w;
+    char big[64 * 24 + 64];
+    size_t n;
+    (void)state;
+
+    parse_ok("{\"command\":[\"x\"],\"after\":[\"1732270000123-0\",{\"job\":\"5-1\","
+             "\"when\":\"notok\"},{\"key\":\"step 1\",\"when\":\"started\"},{\"job\":\"6-0\","
+             "\"when\":\"any\"}],\"singleton\":true}",
+             &s);
+    assert_int_equal(s.nafter, 4);
+    assert_string_equal(s.after[0].ref, "1732270000123-0");
+    assert_false(s.after[0].by_key);
+    assert_int_equal(s.after[0].when, QUEUE_WHEN_OK);
+    assert_string_equal(s.after[1].ref, "5-1");
+    assert_int_equal(s.after[1].when, QUEUE_WHEN_NOTOK);
+    assert_string_equal(s.after[2].ref, "step 1");
+    assert_true(s.after[2].by_key);
+    assert_int_equal(s.after[2].when, QUEUE_WHEN_STARTED);
+    assert_int_equal(s.after[3].when, QUEUE_WHEN_ANY);
+    assert_true(s.singleton);
+    queue_spec_release(&s);
+
+    parse_ok("{\"command\":[\"x\"],\"after\":[]}", &s);
+    assert_int_equal(s.nafter, 0);
+    assert_null(s.after);
+    assert_false(s.singleton);
+    queue_spec_release(&s);
+
+    /* QUEUE_MAX_AFTER conditions pass, one more is refused with the count. */
+    for (int extra = 0; extra < 2; extra++) {
+        n = (size_t)snprintf(big, sizeof(big), "{\"command\":[\"x\"],\"after\":[");
+        for (int i = 0; i < QUEUE_MAX_AFTER + extra; i++)
+            n += (size_t)snprintf(big + n, sizeof(big) - n, "%s\"%d-0\"", i ? "," : "", 100 + i);
+        (void)snprintf(big + n, sizeof(big) - n, "]}");
+        if (extra) {
+            parse_bad(big, strlen(big), "after: 65 conditions, at most 64");
+        } else {
+            parse_ok(big, &s);
+            assert_int_equal(s.nafter, QUEUE_MAX_AFTER);
+            queue_spec_release(&s);
+        }
+    }
+
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(queue_when_parse(queue_when_name((enum queue_when)i), &w), 0);
+        assert_int_equal(w, i);
+    }
+    assert_int_equal(queue_when_parse("afterok", &w), -1);
+    assert_int_equal(queue_when_parse("", &w), -1);
+}
 
 static void test_bad_table(void **state)
 {
@@ -623,7 +702,7 @@ int main(void)
         cmocka_unit_test(test_variants),   cmocka_unit_test(test_caps),
         cmocka_unit_test(test_bad_table),  cmocka_unit_test(test_check_dev),
         cmocka_unit_test(test_check_caps), cmocka_unit_test(test_check_time_limit),
-        cmocka_unit_test(test_states),
+        cmocka_unit_test(test_states),     cmocka_unit_test(test_after),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -219,6 +219,37 @@ static int fake_idem_claim(void *ctx,
     return 0;
 }
 
+static int fake_idem_get(
+    void *ctx, const char *key, char *id, size_t id_size, bool *found, struct mu_err *err)
+{
+    struct fake_store *s = ctx;
+    const char *held;
+    if (failing(s))
+        return store_down(err);
+    held = mu_map_get(s->idem, key);
+    *found = held != NULL;
+    if (held)
+        mu_strlcpy(id, held, id_size);
+    return 0;
+}
+
+static int fake_job_state(void *ctx,
+                          const char *id,
+                          enum queue_state *state,
+                          bool *started,
+                          bool *found,
+                          struct mu_err *err)
+{
+    struct fake_store *s = ctx;
+    const char *st;
+    if (failing(s))
+        return store_down(err);
+    st = fake_field(s, id, "state");
+    *found = st && queue_state_parse(st, state) == 0;
+    *started = fake_field(s, id, "started_at") != NULL;
+    return 0;
+}
+
 static int fake_status_write(
     void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err)
 {
@@ -282,8 +313,8 @@ static int fake_answer_push(
 }
 
 static const struct d_store_ops fake_ops = {
-    fake_job_update,   fake_idem_claim, fake_status_write,
-    fake_counter_incr, fake_log_reply,  fake_answer_push,
+    fake_job_update,  fake_idem_claim,   fake_idem_get, fake_job_state,
+    fake_status_write, fake_counter_incr, fake_log_reply, fake_answer_push,
 };
 
 struct fake_store *fake_store_new(struct d_store *out)
