@@ -19,8 +19,113 @@ enum jobs_sort { SORT_SUBMIT = 0, SORT_ID, SORT_PRIORITY, SORT_AGE, SORT_STATE, 
 
 static const char *const sort_names[] = { "submit", "id", "priority", "age", "state", "queue" };
 
+/* The parent array (in jobs, not final) of element job, or NULL. */
+static const cJSON *array_parent(const cJSON *jobs, const cJSON *job)
+{
+    const cJSON *base = cJSON_GetObjectItemCaseSensitive(job, "array_job");
+    const cJSON *p;
+    char b[2][32];
+
+    if (!cJSON_IsString(base))
+        return NULL;
+    cJSON_ArrayForEach(p, jobs)
+    {
+        if (strcmp(ctl_json_text(p, "id", b[0], sizeof(b[0])), base->valuestring) == 0)
+            return ctl_state_is_final(ctl_json_text(p, "state", b[1], sizeof(b[1]))) ? NULL : p;
+    }
+    return NULL;
+}
+
+/* Appends index to the ranges text in buf ("3-7,9"), extending the last range when it follows
+ * on; "..." once buf is full.  *last is the last index appended (-2 before the first). */
+static void ranges_add(char *buf, size_t size, int64_t index, int64_t *last, int64_t *start)
+{
+    size_t n = strlen(buf);
+
+    if (n >= size - 4 || (n > 3 && strcmp(buf + n - 3, "...") == 0))
+        return;
+    if (index == *last + 1 && *last >= 0) {
+        /* Rewrite the tail "start-last" (or "start") as "start-index". */
+        char *tail = strrchr(buf, ',');
+        tail = tail ? tail + 1 : buf;
+        (void)snprintf(tail, size - (size_t)(tail - buf), "%lld-%lld", (long long)*start,
+                       (long long)index);
+    } else {
+        *start = index;
+        (void)snprintf(buf + n, size - n, "%s%lld", n ? "," : "", (long long)index);
+    }
+    if (strlen(buf) >= size - 4)
+        (void)snprintf(buf + n, size - n, "%s...", n ? "," : "");
+    *last = index;
+}
+
+/* True when the comma list skip ("3,17") holds index. */
+static bool skip_has(const char *skip, int64_t index)
+{
+    for (const char *p = skip; p && *p;) {
+        char *end = NULL;
+        long long v = strtoll(p, &end, 10);
+        if (end == p)
+            return false;
+        if (v == index)
+            return true;
+        p = *end == ',' ? end + 1 : NULL;
+    }
+    return false;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a;
+    int64_t y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* "ID_[12-99]": an active array's pending elements, made (PENDING rows of jobs) or not yet,
+ * collapsed into one id (true); the plain id when none is pending (false). */
+static bool array_id_text(const cJSON *jobs, const cJSON *parent, char *buf, size_t size)
+{
+    char b[3][32];
+    char ranges[48] = "";
+    const char *id = ctl_json_text(parent, "id", b[0], sizeof(b[0]));
+    const char *skip = ctl_json_text(parent, "array_skip", b[2], sizeof(b[2]));
+    struct queue_array *a = malloc(sizeof(*a));
+    int64_t *made = calloc((size_t)cJSON_GetArraySize(jobs) + 1, sizeof(*made));
+    size_t nmade = 0;
+    int64_t last = -2;
+    int64_t start = 0;
+    struct mu_err err;
+    const cJSON *j;
+
+    (void)snprintf(buf, size, "%s", id);
+    if (!a || !made
+        || queue_array_parse(ctl_json_text(parent, "array", b[1], sizeof(b[1])), a, &err) != 0)
+        goto out;
+    cJSON_ArrayForEach(j, jobs)
+    {
+        char c[2][32];
+        if (strcmp(ctl_json_text(j, "state", c[0], sizeof(c[0])), "PENDING") == 0
+            && array_parent(jobs, j) == parent)
+            made[nmade++] = ctl_json_int(j, "array_index", -1);
+    }
+    qsort(made, nmade, sizeof(*made), cmp_i64);
+    for (size_t i = 0; i < nmade; i++)
+        ranges_add(ranges, sizeof(ranges), made[i], &last, &start);
+    for (int64_t pos = ctl_json_int(parent, "array_next", 0); pos < a->count; pos++) {
+        int64_t index = queue_array_index(a, pos);
+        if (!skip_has(skip, index))
+            ranges_add(ranges, sizeof(ranges), index, &last, &start);
+    }
+    if (ranges[0])
+        (void)snprintf(buf, size, "%s_[%s]", id, ranges);
+out:
+    free(made);
+    free(a);
+    return ranges[0] != '\0';
+}
+
 /* Adds one job's row. */
-static int jobs_row(struct ctl_table *t, const cJSON *job, uint64_t now_ms)
+static int jobs_row(struct ctl_table *t, const cJSON *jobs, const cJSON *job, uint64_t now_ms)
 {
     char b[7][32];
     char shape[48];
@@ -28,6 +133,14 @@ static int jobs_row(struct ctl_table *t, const cJSON *job, uint64_t now_ms)
     const char *state = ctl_json_text(job, "state", b[0], sizeof(b[0]));
     const char *reason = "";
     const char *cells[9];
+    char idtext[96];
+
+    /* An active array's row stands for its pending elements: PENDING, its progress as reason. */
+    if (cJSON_GetObjectItemCaseSensitive(job, "array") && !ctl_state_is_final(state)
+        && array_id_text(jobs, job, idtext, sizeof(idtext)))
+        state = "PENDING";
+    else
+        (void)snprintf(idtext, sizeof(idtext), "%s", ctl_json_text(job, "id", b[2], sizeof(b[2])));
 
     (void)snprintf(shape, sizeof(shape), "%lldx%lld", (long long)ctl_json_int(job, "tasks", 1),
                    (long long)ctl_json_int(job, "gpus_per_task", 1));
@@ -41,7 +154,7 @@ static int jobs_row(struct ctl_table *t, const cJSON *job, uint64_t now_ms)
     else if (strcmp(state, "FAILED") == 0 || strcmp(state, "REJECTED") == 0
              || strcmp(state, "TIMEOUT") == 0)
         reason = ctl_json_text(job, "error", b[1], sizeof(b[1]));
-    cells[0] = ctl_json_text(job, "id", b[2], sizeof(b[2]));
+    cells[0] = idtext;
     cells[1] = ctl_json_text(job, "name", b[3], sizeof(b[3]));
     cells[2] = ctl_json_text(job, "queue", b[4], sizeof(b[4]));
     cells[3] = state;
@@ -71,7 +184,12 @@ struct ctl_table *ctl_jobs_table(const cJSON *jobs, uint64_t now_ms, size_t max_
     {
         if (max_rows && n++ >= max_rows)
             break;
-        if (jobs_row(t, job, now_ms) != 0) {
+        char st[32];
+        /* A pending element shows in its array's row ("ID_[12-99]"). */
+        if (strcmp(ctl_json_text(job, "state", st, sizeof(st)), "PENDING") == 0
+            && array_parent(jobs, job))
+            continue;
+        if (jobs_row(t, jobs, job, now_ms) != 0) {
             ctl_table_free(t);
             return NULL;
         }

@@ -54,6 +54,7 @@ static const char *const spec_opts[] = {
     "user",
     "after",
     "singleton",
+    "array",
 };
 
 /* Describes where parsing stopped as "byte N (line L, column C)". */
@@ -406,7 +407,7 @@ static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
         || add_int(ctl, args, spec, "max-retries", "max_retries", 0, 100) != 0
         || add_str(ctl, args, spec, "idempotency-key", "idempotency_key", NULL) != 0
         || add_str(ctl, args, spec, "user", "user", user && user[0] ? user : NULL) != 0
-        || add_after(ctl, args, spec) != 0)
+        || add_after(ctl, args, spec) != 0 || add_str(ctl, args, spec, "array", "array", NULL) != 0)
         goto fail;
     if (ctl_args_get(ctl, args, "singleton") && !cJSON_AddTrueToObject(spec, "singleton")) {
         ctl_fail(ctl, "out of memory");

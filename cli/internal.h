@@ -168,6 +168,9 @@ void ctl_print_clean(FILE *out, const char *s);
  * (may be NULL) receives the state ("SUBMITTED" while only in the stream).  0 or -1 (printed).
  */
 int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out, size_t size);
+/* *found: id is an element ("<array id>_<index>") of an active array that musterd has not made
+ * yet (it has no hash of its own; it counts as PENDING).  -1 on a Redis error (printed). */
+int ctl_array_element_unmade(struct ctl *ctl, const char *id, bool *found);
 
 /* The job states in lifecycle order; the first four are not final. */
 extern const char *const ctl_job_states[9];

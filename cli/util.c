@@ -176,6 +176,35 @@ void ctl_print_clean(FILE *out, const char *s)
         (void)fputc(*p < 0x20 || *p == 0x7f ? '?' : *p, out);
 }
 
+int ctl_array_element_unmade(struct ctl *ctl, const char *id, bool *found)
+{
+    struct mu_err err = { 0 };
+    struct queue *q = ctl_queue(ctl);
+    char base[QUEUE_JOB_ID_MAX];
+    char b[2][32];
+    int64_t index;
+    cJSON *parent = NULL;
+    struct queue_array *a = NULL;
+
+    *found = false;
+    if (!q)
+        return -1;
+    if (!queue_job_id_split(id, base, sizeof(base), &index))
+        return 0;
+    if (queue_job_read(q, base, &parent, &err) != 0) {
+        ctl_fail(ctl, "job '%s': %s", base, err.msg);
+        return -1;
+    }
+    a = parent ? malloc(sizeof(*a)) : NULL;
+    if (a && !ctl_state_is_final(ctl_json_text(parent, "state", b[0], sizeof(b[0])))
+        && queue_array_parse(ctl_json_text(parent, "array", b[1], sizeof(b[1])), a, &err) == 0
+        && queue_array_position(a, index) >= ctl_json_int(parent, "array_next", 0))
+        *found = queue_array_position(a, index) >= 0;
+    free(a);
+    cJSON_Delete(parent);
+    return 0;
+}
+
 int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out, size_t size)
 {
     struct mu_err err = { 0 };
@@ -196,6 +225,13 @@ int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out
         if (state_out)
             mu_strlcpy(state_out, ctl_json_text(job, "state", num, sizeof(num)), size);
         cJSON_Delete(job);
+        return 0;
+    }
+    if (ctl_array_element_unmade(ctl, id, found) != 0)
+        return -1;
+    if (*found) {
+        if (state_out)
+            mu_strlcpy(state_out, "PENDING", size);
         return 0;
     }
     if (queue_submission_read(q, id, &spec, &err) != 0) {

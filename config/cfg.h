@@ -80,6 +80,7 @@ struct cfg {
                                    <= max_time_limit_s when that is set */
     int max_time_limit_s;       /* a spec asking for more is rejected; 0 = no maximum */
     int events_max;             /* approximate cap on the events stream length, >= 1000 */
+    int max_array_size;         /* elements of a job array at most (spec "array"), default 10000 */
     int retry_backoff_s;        /* wait before the first rerun of a failed gang, doubling per
                                    failure; 0 = rerun at once */
     int retry_backoff_max_s;    /* cap on that wait, >= retry_backoff_s */

@@ -452,6 +452,7 @@ static const struct {
     { "consolidate_after_s", offsetof(struct cfg, consolidate_after_s), 0, 604800 },
     { "spot_return_horizon_s", offsetof(struct cfg, spot_return_horizon_s), 0, 31536000 },
     { "spot_return_overhead_s", offsetof(struct cfg, spot_return_overhead_s), 0, 86400 },
+    { "max_array_size", offsetof(struct cfg, max_array_size), 1, 1000000 },
 };
 
 static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
@@ -519,6 +520,7 @@ static const char *const top_keys[] = {
     "spot_return_horizon_s",
     "spot_return_overhead_s",
     "instance_topology",
+    "max_array_size",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 

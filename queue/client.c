@@ -80,7 +80,18 @@ bool queue_job_id_is_valid(const char *id)
         p++;
         digits++;
     }
-    return digits > 0 && digits <= 20 && *p == '\0';
+    if (digits == 0 || digits > 20)
+        return false;
+    if (*p == '_') { /* an array element: "<array id>_<index>" */
+        p++;
+        digits = 0;
+        while (*p >= '0' && *p <= '9') {
+            p++;
+            digits++;
+        }
+        return digits > 0 && digits <= 7 && *p == '\0';
+    }
+    return *p == '\0';
 }
 
 static bool name_in(const char *name, const char *const *list, size_t n)

@@ -13,6 +13,22 @@ struct queue {
     char prefix[CFG_NAME_MAX];
 };
 
+struct cJSON;
+
+/* The spec's helpers shared by spec.c and spec_deps.c. */
+/* A string of 1..size-1 bytes, none of them a control character (ASCII only when ascii), copied
+ * into dst; MU_E_SPEC naming path otherwise. */
+int queue_json_printable(const struct cJSON *v,
+                         const char *path,
+                         bool ascii,
+                         char *dst,
+                         size_t size,
+                         struct mu_err *err);
+/* The "after" and "array" keys into s; MU_E_SPEC naming the key path.  Heap parts are s's
+ * (queue_spec_release frees them, also after a failure). */
+int queue_spec_after_set(struct queue_spec *s, const struct cJSON *arr, struct mu_err *err);
+int queue_spec_array_set(struct queue_spec *s, const struct cJSON *v, struct mu_err *err);
+
 /* Opens q->ctx from q->url (AUTH, SELECT/PING). */
 int queue_conn_open(struct queue *q, struct mu_err *err);
 /* Frees a dead context so the next command reconnects. */

@@ -55,6 +55,35 @@ struct queue_after {
     enum queue_when when;
 };
 
+/* Job arrays (spec "array", issue #12; queue/array.c). */
+#define QUEUE_ARRAY_RANGES    64      /* items of an array spec ("1,3,5-7" has 3) */
+#define QUEUE_ARRAY_INDEX_MAX 9999999 /* largest element index */
+
+struct queue_array_range {
+    int32_t first;
+    int32_t last; /* on the step: first + k * step */
+    int32_t step; /* >= 1 */
+};
+
+struct queue_array {
+    char text[128]; /* as submitted, "0-99%8" */
+    int nranges;    /* 1..QUEUE_ARRAY_RANGES, strictly increasing */
+    struct queue_array_range ranges[QUEUE_ARRAY_RANGES];
+    int64_t count; /* elements */
+    int throttle;  /* at most this many elements active at once; 0 = no limit */
+};
+
+/* Parses Slurm's --array syntax: items "A", "A-B", "A-B:S" separated by commas, each starting
+ * after the last one ended, then optionally "%N".  MU_E_SPEC with the problem and the syntax. */
+int queue_array_parse(const char *text, struct queue_array *out, struct mu_err *err);
+/* The index of the element at position pos (0..count-1), -1 when out of range. */
+int64_t queue_array_index(const struct queue_array *a, int64_t pos);
+/* The position of element index, -1 when the array has no such index. */
+int64_t queue_array_position(const struct queue_array *a, int64_t index);
+/* Splits an element id "<array id>_<index>" into base (size base_size) and *index; false when id
+ * has no "_<index>" suffix. */
+bool queue_job_id_split(const char *id, char *base, size_t base_size, int64_t *index);
+
 struct queue_spec {
     char name[128];
     char queue[CFG_NAME_MAX];           /* default "default" */
@@ -88,6 +117,7 @@ struct queue_spec {
     int nafter;                /* 0..QUEUE_MAX_AFTER */
     struct queue_after *after; /* heap, nafter entries; NULL when none */
     bool singleton;            /* at most one job of this name and user runs at a time */
+    struct queue_array *array; /* heap; NULL = not an array */
 };
 
 /*
@@ -342,6 +372,12 @@ struct queue_stored_job {
     bool borrowed;     /* its attempt started on quota borrowed from its cohort */
     const char *after; /* its dependencies, "ID:when,..." (NULL if none) */
     bool after_met;    /* they were all met: it joined the queue */
+    /* An array's progress (0 / NULL for other jobs): the next position to make, the indices
+     * cancelled before they were made ("3,17"), elements ended, of which not succeeded. */
+    int64_t array_next;
+    const char *array_skip;
+    int64_t array_done;
+    int64_t array_failed;
 };
 
 /* Called for each stored active job; returns 0 to go on, 1 to stop early, -1 to fail (with
@@ -458,7 +494,8 @@ int queue_hash_each(
  */
 struct cJSON;
 
-/* True if id looks like a stream entry id ("1732270000123-0"); only such ids are looked up. */
+/* True if id looks like a stream entry id ("1732270000123-0"), or an array element's
+ * ("1732270000123-0_7"); only such ids are looked up. */
 bool queue_job_id_is_valid(const char *id);
 
 /*

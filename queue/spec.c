@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "common/mu_json.h"
+#include "queue/internal.h"
 
 #include "common/mu_banned.h"
 
@@ -57,7 +58,7 @@ static int get_str(
 }
 
 /* 1..size-1 bytes, none of them a control character (ASCII only when ascii is set). */
-static int get_printable(
+int queue_json_printable(
     const cJSON *v, const char *path, bool ascii, char *dst, size_t size, struct mu_err *err)
 {
     const char *s;
@@ -298,105 +299,6 @@ static int set_checkpoint(struct queue_spec *s, const cJSON *obj, struct mu_err 
     return 0;
 }
 
-/* ---- dependencies (issue #12) ---- */
-
-static const char *const when_names[] = { "ok", "notok", "any", "started" };
-
-const char *queue_when_name(enum queue_when w)
-{
-    return (unsigned)w < MU_ARRAY_LEN(when_names) ? when_names[w] : "?";
-}
-
-int queue_when_parse(const char *text, enum queue_when *out)
-{
-    int k = mu_json_key_index(text, when_names, MU_ARRAY_LEN(when_names));
-    if (k < 0)
-        return -1;
-    *out = (enum queue_when)k;
-    return 0;
-}
-
-/* A job id as "after" takes it: a stream entry id. */
-static int get_job_ref(const cJSON *v, const char *path, char *dst, size_t size, struct mu_err *err)
-{
-    if (!cJSON_IsString(v) || strlen(v->valuestring) >= size
-        || strlen(v->valuestring) >= QUEUE_JOB_ID_MAX || !queue_job_id_is_valid(v->valuestring))
-        return mu_json_err_expected(err, MU_E_SPEC, path, "a job id such as \"1732270000123-0\"",
-                                    v);
-    mu_strlcpy(dst, v->valuestring, size);
-    return 0;
-}
-
-/* One condition in its object form: {"job": ID} or {"key": KEY}, with an optional "when". */
-static int set_after_object(struct queue_after *a,
-                            const cJSON *obj,
-                            const char *path,
-                            struct mu_err *err)
-{
-    static const char *const keys[] = { "job", "key", "when" };
-    char sub[PATH_LEN];
-    unsigned seen = 0;
-
-    for (const cJSON *it = obj->child; it; it = it->next) {
-        int k = mu_json_key_index(it->string, keys, MU_ARRAY_LEN(keys));
-        if (k < 0)
-            return mu_json_err_unknown_key(err, MU_E_SPEC, MU_JSON_KEY_QUOTED, path, it->string,
-                                           keys, MU_ARRAY_LEN(keys));
-        if (seen & (1u << k))
-            return mu_errf(err, MU_E_SPEC, "%s: duplicate key '%s'", path, keys[k]);
-        seen |= 1u << k;
-        (void)mu_snprintf(sub, sizeof(sub), "%s.%s", path, keys[k]);
-        if (k == 0 && get_job_ref(it, sub, a->ref, sizeof(a->ref), err) != 0)
-            return -1;
-        if (k == 1 && get_printable(it, sub, true, a->ref, sizeof(a->ref), err) != 0)
-            return -1;
-        if (k == 2 && (!cJSON_IsString(it) || queue_when_parse(it->valuestring, &a->when) != 0))
-            return mu_json_err_expected(err, MU_E_SPEC, sub,
-                                        "\"ok\", \"notok\", \"any\" or \"started\"", it);
-    }
-    if ((seen & 3u) == 3u)
-        return mu_errf(err, MU_E_SPEC, "%s: give 'job' or 'key', not both", path);
-    if (!(seen & 3u))
-        return mu_errf(err, MU_E_SPEC, "%s: missing 'job' (a job id) or 'key' (an idempotency key)",
-                       path);
-    a->by_key = (seen & 2u) != 0;
-    return 0;
-}
-
-static int set_after(struct queue_spec *s, const cJSON *arr, struct mu_err *err)
-{
-    static const char expected[] = "an array of job ids or {\"job\": ID, \"when\": \"ok\"} objects";
-    char path[PATH_LEN];
-    int n = 0;
-
-    if (!cJSON_IsArray(arr))
-        return mu_json_err_expected(err, MU_E_SPEC, "after", expected, arr);
-    n = cJSON_GetArraySize(arr);
-    if (n > QUEUE_MAX_AFTER)
-        return mu_errf(err, MU_E_SPEC,
-                       "after: %d conditions, at most %d; hint: make one job depend on the many "
-                       "and the rest depend on it",
-                       n, QUEUE_MAX_AFTER);
-    if (n == 0)
-        return 0;
-    s->after = calloc((size_t)n, sizeof(*s->after));
-    if (!s->after)
-        return mu_errf(err, MU_E_NOMEM, "out of memory copying the job spec");
-    n = 0;
-    for (const cJSON *it = arr->child; it; it = it->next, n++) {
-        struct queue_after *a = &s->after[n];
-        (void)mu_snprintf(path, sizeof(path), "after[%d]", n);
-        if (cJSON_IsObject(it)) {
-            if (set_after_object(a, it, path, err) != 0)
-                return -1;
-        } else if (get_job_ref(it, path, a->ref, sizeof(a->ref), err) != 0) {
-            return -1;
-        }
-        s->nafter = n + 1;
-    }
-    return 0;
-}
-
 /* ---- top level ---- */
 
 enum spec_key {
@@ -421,6 +323,7 @@ enum spec_key {
     SK_USER,
     SK_AFTER,
     SK_SINGLETON,
+    SK_ARRAY,
     SK_COUNT
 };
 
@@ -446,6 +349,7 @@ static const char *const spec_keys[SK_COUNT] = {
     "user",
     "after",
     "singleton",
+    "array",
 };
 
 static int set_workdir(struct queue_spec *s, const cJSON *v, struct mu_err *err)
@@ -471,7 +375,7 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
 
     switch (k) {
     case SK_NAME:
-        return get_printable(v, path, false, s->name, sizeof(s->name), err);
+        return queue_json_printable(v, path, false, s->name, sizeof(s->name), err);
     case SK_QUEUE:
         return mu_json_get_name(v, path, s->queue, sizeof(s->queue), MU_E_SPEC, err);
     case SK_PRIORITY:
@@ -512,16 +416,19 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
     case SK_MAX_RETRIES:
         return get_int32(v, path, 0, 100, &s->max_retries, err);
     case SK_IDEMPOTENCY:
-        return get_printable(v, path, true, s->idempotency_key, sizeof(s->idempotency_key), err);
+        return queue_json_printable(v, path, true, s->idempotency_key, sizeof(s->idempotency_key),
+                                    err);
     case SK_USER:
         return mu_json_get_name(v, path, s->user, sizeof(s->user), MU_E_SPEC, err);
     case SK_AFTER:
-        return set_after(s, v, err);
+        return queue_spec_after_set(s, v, err);
     case SK_SINGLETON:
         if (!cJSON_IsBool(v))
             return mu_json_err_expected(err, MU_E_SPEC, path, "true or false", v);
         s->singleton = cJSON_IsTrue(v);
         return 0;
+    case SK_ARRAY:
+        return queue_spec_array_set(s, v, err);
     case SK_COUNT:
         break;
     }
@@ -602,6 +509,7 @@ void queue_spec_release(struct queue_spec *s)
     free(s->env);
     free(s->workdir);
     free(s->after);
+    free(s->array);
     memset(s, 0, sizeof(*s));
 }
 
@@ -787,6 +695,16 @@ int queue_spec_check(const struct queue_spec *s, const struct cfg *c, struct mu_
                        "time_limit_s: %lld is over the cluster's max_time_limit_s (%d); hint: ask "
                        "for %d or less, or split the work and resume from a checkpoint",
                        (long long)s->time_limit_s, c->max_time_limit_s, c->max_time_limit_s);
+    if (s->array && s->array->count > c->max_array_size)
+        return mu_errf(err, MU_E_SPEC,
+                       "array: '%s' has %lld elements, over the cluster's max_array_size (%d); "
+                       "hint: split it into arrays of at most %d",
+                       s->array->text, (long long)s->array->count, c->max_array_size,
+                       c->max_array_size);
+    if (s->array && s->singleton)
+        return mu_errf(err, MU_E_SPEC,
+                       "singleton: not with an array; hint: \"%%1\" after the indices runs one "
+                       "element at a time");
     if (c->npools == 0)
         return 0;
     return check_pools(s, c, err);

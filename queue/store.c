@@ -282,14 +282,14 @@ static const char *reply_str(const redisReply *r)
 
 #define STORED_FIELDS                                                                           \
     "state attempt failures held spec placement started_at last_checkpoint last_checkpoint_at " \
-    "lost_gpu_seconds borrowed after after_met"
+    "lost_gpu_seconds borrowed after after_met array_next array_skip array_done array_failed"
 
 /* s from an HMGET reply of STORED_FIELDS (s->id set); borrows the reply's strings.  A hash that
  * is gone leaves s->state NULL. */
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
     int64_t num = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 13)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 17)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
     s->state = reply_str(r->element[0]);
     s->attempt = 0;
@@ -315,6 +315,10 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
     s->after = reply_str(r->element[11]);
     s->after_met =
         r->element[12]->type == REDIS_REPLY_STRING && strcmp(r->element[12]->str, "1") == 0;
+    s->array_next = (int64_t)reply_u64(r->element[13]);
+    s->array_skip = reply_str(r->element[14]);
+    s->array_done = (int64_t)reply_u64(r->element[15]);
+    s->array_failed = (int64_t)reply_u64(r->element[16]);
     return 0;
 }
 

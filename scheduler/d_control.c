@@ -27,6 +27,8 @@ static int job_hold(struct musterd *d, struct d_job *j, bool hold)
     if (!hold) {
         j->reason[0] = '\0';
         d->dirty = true;
+        if (j->array)
+            d_array_fill(d, j); /* may free j */
     }
     return 0;
 }
@@ -61,8 +63,11 @@ void d_control(struct musterd *d, const struct queue_entry *e)
                     || strcmp(e->cmd, "uncordon") == 0;
 
     if (job_cmd) {
+        bool unmade = false;
         j = mu_map_get(d->jobs, e->arg);
-        if (!j && strcmp(e->cmd, "cancel") == 0 && queue_job_id_is_valid(e->arg)) {
+        if (!j && strcmp(e->cmd, "cancel") == 0 && d_array_has_unmade(d, e->arg)) {
+            applied = d_array_cancel_unmade(d, e->arg, &unmade) == 0;
+        } else if (!j && strcmp(e->cmd, "cancel") == 0 && queue_job_id_is_valid(e->arg)) {
             /* A long submit backlog can be read after a cancel that names one of its entries:
              * remember it, and the job is cancelled when its submission is taken in. */
             struct mu_err err;
@@ -71,6 +76,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
                 mu_log(MU_LOG_INFO, "sched", "job=%s cancel noted before its submission", e->arg);
         } else if (!j)
             mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
+        else if (strcmp(e->cmd, "cancel") == 0 && j->array)
+            applied = d_array_cancel(d, j, "cancelled by operator") == 0;
         else if (strcmp(e->cmd, "cancel") == 0)
             applied = d_job_cancel(d, j) == 0;
         else

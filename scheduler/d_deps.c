@@ -130,9 +130,9 @@ static int state_of(struct musterd *d,
                     struct mu_err *err)
 {
     const struct d_job *o = mu_map_get(d->jobs, id);
-    if (o) {
-        *st = o->state;
-        *started = o->started_ms != 0;
+    if (o || d_array_has_unmade(d, id)) { /* an element not made yet is pending */
+        *st = o ? o->state : QUEUE_PENDING;
+        *started = o && o->started_ms != 0;
         *found = true;
         return 0;
     }
@@ -268,7 +268,7 @@ static int deps_register(struct musterd *d, struct d_job *j, struct mu_err *err)
 
 /* Every condition met: the job joins the pending list ("after_met" stored, so a restart does
  * not look at its conditions again). */
-static void deps_release(struct musterd *d, struct d_job *j)
+static void deps_release(struct musterd *d, struct d_job *j, bool fill)
 {
     struct queue_kv f[] = { { "after_met", "1" }, { "reason", "dependencies met" } };
     struct d_change c = { .to = D_SAME, .fields = f, .nfields = 2 };
@@ -276,13 +276,19 @@ static void deps_release(struct musterd *d, struct d_job *j)
         d_job_remember(d, j, &c); /* the conditions are met in memory; a restart judges again */
     mu_strlcpy(j->reason, "dependencies met", sizeof(j->reason));
     mu_log(MU_LOG_INFO, "sched", "job=%s dependencies met, queued", j->id);
-    d_job_pending_add(d, j);
+    if (!j->array)
+        d_job_pending_add(d, j);
+    else if (fill)
+        d_array_fill(d, j); /* may free j */
 }
 
 int d_deps_start(struct musterd *d, struct d_job *j, struct mu_err *err)
 {
     if (j->deps_open == 0) {
-        d_job_pending_add(d, j);
+        if (j->array)
+            d_array_fill(d, j); /* an array is never queued itself: its elements are */
+        else
+            d_job_pending_add(d, j);
         return 0;
     }
     return deps_register(d, j, err);
@@ -292,7 +298,11 @@ int d_deps_start(struct musterd *d, struct d_job *j, struct mu_err *err)
  * the wake stays to be looked at again. */
 static int wake_one(struct musterd *d, const struct d_wake *wake)
 {
-    struct d_waiters *w = mu_map_get(d->waiters, wake->id);
+    struct d_waiters *w;
+
+    if (wake->element)
+        d_array_element_event(d, wake);
+    w = mu_map_get(d->waiters, wake->id);
 
     for (int k = 0; w && k < w->n; k++) {
         struct d_job *j = mu_map_get(d->jobs, w->ids[k]);
@@ -310,7 +320,7 @@ static int wake_one(struct musterd *d, const struct d_wake *wake)
             continue;
         }
         if (j->deps_open == 0) {
-            deps_release(d, j);
+            deps_release(d, j, true);
         } else {
             struct queue_kv f[] = { { "reason", j->reason } };
             struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
@@ -408,12 +418,13 @@ int d_deps_recover(struct musterd *d, struct mu_err *err)
             if (d_job_cancel_why(d, j, why) != 0) /* may free j; iteration allows removal */
                 return mu_errf(err, MU_E_REDIS, "job %s: cannot cancel it", j->id);
         } else if (j->deps_open == 0) {
-            deps_release(d, j);
+            deps_release(d, j, false); /* an array fills below: not while iterating */
         } else {
             waiting++;
         }
     }
     if (waiting)
         mu_log(MU_LOG_INFO, "sched", "%d job(s) wait for other jobs", waiting);
+    d_array_fill_all(d);
     return 0;
 }

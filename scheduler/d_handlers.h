@@ -40,6 +40,37 @@ void d_deps_wake(struct musterd *d);
  * now.  -1 with err on a Redis error. */
 int d_deps_recover(struct musterd *d, struct mu_err *err);
 
+/* d_array.c: job arrays (spec "array", issue #12). */
+/* Sets j up as an array: its progress, with a copy of the submitted spec text (each element's
+ * spec).  -1 without memory. */
+int d_array_prepare(struct d_job *j, const char *spec, size_t spec_len, struct mu_err *err);
+/* Turns an array's parsed spec s into its element's: MUSTER_ARRAY_JOB_ID and
+ * MUSTER_ARRAY_INDEX added to env, the array's own keys (array, after, singleton, idempotency
+ * key) dropped.  -1 without memory. */
+int d_array_element_spec(struct queue_spec *s,
+                         const char *array_id,
+                         int64_t index,
+                         struct mu_err *err);
+/* Makes the array's next elements while its window and throttle allow (none while it waits for
+ * dependencies or is held); ends the array once every element ended (frees p then). */
+void d_array_fill(struct musterd *d, struct d_job *p);
+/* d_array_fill for every array (after a restart, after a Redis outage). */
+void d_array_fill_all(struct musterd *d);
+/* An element started or ended (its wake): its array counts it and makes the next ones. */
+void d_array_element_event(struct musterd *d, const struct d_wake *w);
+/* Cancels the array's active elements, then the array itself, with why.  -1 when a write
+ * failed. */
+int d_array_cancel(struct musterd *d, struct d_job *p, const char *why);
+/* Cancels element id of an active array before it was made (*found false when id is no such
+ * element).  -1 when a write failed. */
+int d_array_cancel_unmade(struct musterd *d, const char *id, bool *found);
+/* True when id is an element of an active array that has not been made yet. */
+bool d_array_has_unmade(struct musterd *d, const char *id);
+/* The stored array_skip ("3,17") back into p->array; -1 when unreadable or without memory. */
+int d_array_skip_parse(struct d_job *p, const char *text);
+/* After a restart's load: each array counts its recovered elements and makes the next ones. */
+void d_array_recover(struct musterd *d);
+
 /* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload). */
 void d_control(struct musterd *d, const struct queue_entry *e);
 /* d_reload.c: reads d->config_path again; the queues take effect, any other change is refused.

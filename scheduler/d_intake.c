@@ -52,7 +52,7 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
 static void fields_of_new_job(const struct d_job *j,
                               const char *spec_json,
                               const char *after,
-                              char bufs[6][32],
+                              char bufs[7][32],
                               struct queue_kv *f,
                               int *n)
 {
@@ -75,6 +75,12 @@ static void fields_of_new_job(const struct d_job *j,
     f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
     f[i++] = (struct queue_kv){ "spec", spec_json };
     f[i++] = (struct queue_kv){ "reason", j->deps_open ? j->reason : "waiting for the scheduler" };
+    if (j->spec.array) {
+        (void)mu_snprintf(bufs[6], 32, "%lld", (long long)j->spec.array->count);
+        f[i++] = (struct queue_kv){ "array", j->spec.array->text };
+        f[i++] = (struct queue_kv){ "array_size", bufs[6] };
+        f[i++] = (struct queue_kv){ "array_next", "0" };
+    }
     if (after) {
         f[i++] = (struct queue_kv){ "after", after };
         if (!j->deps_open)
@@ -172,6 +178,11 @@ static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
         d_job_free(j);
         return NULL;
     }
+    if (j->spec.array && d_array_prepare(j, e->spec, e->spec_len, &err) != 0) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s %s; left pending in the stream", e->id, err.msg);
+        d_job_free(j);
+        return NULL;
+    }
     return j;
 }
 
@@ -179,8 +190,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
 {
     struct mu_err err;
     struct d_job *j = NULL;
-    struct queue_kv f[16];
-    char bufs[6][32];
+    struct queue_kv f[D_CHANGE_FIELDS_MAX];
+    char bufs[7][32];
     int nf = 0;
     struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
     struct d_change c;
@@ -219,14 +230,17 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         (void)mu_map_remove(d->jobs, j->id);
         goto out; /* not acknowledged: read again once Redis is back */
     }
-    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %dx%d GPUs, queue %s, priority %lld%s%s", j->id,
-           j->spec.tasks, j->spec.gpus_per_task, j->spec.queue, (long long)j->spec.priority,
-           j->deps_open ? "; waits: " : "", j->deps_open ? j->reason : "");
+    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %s%s%s%dx%d GPUs, queue %s, priority %lld%s%s",
+           j->id, j->spec.array ? "array " : "", j->spec.array ? j->spec.array->text : "",
+           j->spec.array ? ", " : "", j->spec.tasks, j->spec.gpus_per_task, j->spec.queue,
+           (long long)j->spec.priority, j->deps_open ? "; waits: " : "",
+           j->deps_open ? j->reason : "");
     if (d_deps_start(d, j, &err) != 0 && !never[0])
         (void)mu_snprintf(never, sizeof(never), "%s", err.msg); /* cannot wait: cancelled */
     early = mu_map_remove(d->early_cancels, j->id) != NULL;
     if (never[0] || early) {
-        if ((never[0] ? d_job_cancel_why(d, j, never) : d_job_cancel(d, j)) != 0)
+        const char *why = never[0] ? never : "cancelled by operator";
+        if ((j->array ? d_array_cancel(d, j, why) : d_job_cancel_why(d, j, why)) != 0)
             j->cancel_wanted = true; /* d_outage_recheck cancels it once Redis is back */
     }
     j = NULL; /* the job table's */

@@ -51,6 +51,11 @@ void d_job_free(struct d_job *j)
     queue_spec_release(&j->spec);
     free(j->adopt_nodes);
     free(j->deps);
+    if (j->array) {
+        free(j->array->spec);
+        free(j->array->skip);
+        free(j->array);
+    }
     free(j->slots);
     free(j->tasks);
     free(j);
@@ -189,13 +194,14 @@ void d_jobs_flush_reasons(struct musterd *d)
     }
 }
 
-void d_job_wake_dependents(struct musterd *d, const struct d_job *j)
+void d_job_wake_dependents(struct musterd *d, struct d_job *j)
 {
     bool started = j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING;
+    bool element = j->array_of[0] != '\0';
 
     if (!started && !queue_state_is_final(j->state))
         return;
-    if (!d->waiters || !mu_map_get(d->waiters, j->id))
+    if (!element && (!d->waiters || !mu_map_get(d->waiters, j->id)))
         return; /* nobody waits for it: the common case, one lookup */
     if (d->nwoken == d->cap_woken) {
         int cap = d->cap_woken ? d->cap_woken * 2 : 64;
@@ -210,6 +216,9 @@ void d_job_wake_dependents(struct musterd *d, const struct d_job *j)
     mu_strlcpy(d->woken[d->nwoken].id, j->id, sizeof(d->woken[0].id));
     d->woken[d->nwoken].state = j->state;
     d->woken[d->nwoken].started = started || j->started_ms != 0;
+    d->woken[d->nwoken].element = element;
+    d->woken[d->nwoken].was_unstarted = j->array_unstarted;
+    j->array_unstarted = false; /* its array counts the start (or end) once */
     d->nwoken++;
     d->dirty = true; /* the pass begins with d_deps_wake */
 }

@@ -49,11 +49,31 @@ struct d_dep {
     bool met;
 };
 
-/* A job's end (or start) that jobs wait for, noted by d_job_write for d_deps_wake. */
+/* A job's end (or start) that jobs wait for, or of an array's element, noted by d_job_write
+ * for d_deps_wake. */
 struct d_wake {
     char id[QUEUE_JOB_ID_MAX];
     enum queue_state state;
-    bool started; /* it had started an attempt (for "started" and the final states) */
+    bool started;       /* it had started an attempt (for "started" and the final states) */
+    bool element;       /* an array's element (its array counts it: d_array.c) */
+    bool was_unstarted; /* an element that was counted in its array's pending until now */
+};
+
+/* An array's progress (spec "array", issue #12; d_array.c).  Its elements are made a few at a
+ * time, in index order: at most D_ARRAY_WINDOW of them pending (made, not started yet), and with
+ * "%N" at most N active (made, not final), so the pass never sees more of an array than can
+ * start soon. */
+struct d_array {
+    char *spec;      /* heap: the submitted text, each element's spec */
+    size_t spec_len; /* its length */
+    int64_t next;    /* position of the next element to make (0..count) */
+    int active;      /* elements made and not final */
+    int pending;     /* of those, not started yet */
+    int64_t ok;      /* elements ended SUCCEEDED */
+    int64_t notok;   /* elements ended otherwise, or cancelled before they were made */
+    int64_t *skip;   /* heap: indices cancelled before they were made, nskip of them */
+    int nskip;
+    bool fill_failed; /* a write failed making an element: d_deps_wake tries again */
 };
 
 struct d_job {
@@ -122,6 +142,10 @@ struct d_job {
     int ndeps;
     int deps_open; /* conditions not met yet; while > 0 the job is PENDING but off the pending
                       list, so the pass never sees it (woken by d_deps_wake) */
+    struct d_array *array;           /* an array: its elements' progress; never on the pending
+                                        list itself.  NULL for other jobs */
+    char array_of[QUEUE_JOB_ID_MAX]; /* an array's element: the array's id; "" otherwise */
+    bool array_unstarted;            /* an element counted in its array's pending */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
@@ -134,7 +158,7 @@ void d_job_free(struct d_job *j);
 int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err);
 
 #define D_SAME              (-1) /* d_change.to: no state change */
-#define D_CHANGE_FIELDS_MAX 16   /* fields of one d_change besides the derived "state" */
+#define D_CHANGE_FIELDS_MAX 20   /* fields of one d_change besides the derived "state" */
 
 /* One write of a job: what changes. */
 struct d_change {
@@ -183,7 +207,7 @@ void d_jobs_flush_reasons(struct musterd *d);
 /* Notes that j reached a state jobs may wait for (started, or final), when some job waits for
  * it: d_deps_wake (called by the pass) then looks at its dependents.  Called by d_job_write and
  * d_job_remember; costs one map lookup. */
-void d_job_wake_dependents(struct musterd *d, const struct d_job *j);
+void d_job_wake_dependents(struct musterd *d, struct d_job *j);
 
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);

@@ -44,6 +44,27 @@ static int requeue_later(struct recovery *r, struct d_job *j, struct mu_err *err
     return 0;
 }
 
+/* A stored array (its spec has "array") back: an element ("<array id>_<index>") gets its
+ * element's spec; the array itself its progress.  -1 with err. */
+static int array_recover(struct d_job *j, const struct queue_stored_job *s, struct mu_err *err)
+{
+    char base[QUEUE_JOB_ID_MAX];
+    int64_t index;
+
+    if (queue_job_id_split(j->id, base, sizeof(base), &index)) {
+        mu_strlcpy(j->array_of, base, sizeof(j->array_of));
+        return d_array_element_spec(&j->spec, base, index, err);
+    }
+    if (d_array_prepare(j, s->spec, s->spec_len, err) != 0)
+        return -1;
+    j->array->next = s->array_next;
+    j->array->notok = s->array_failed;
+    j->array->ok = s->array_done - s->array_failed;
+    if (s->array_skip && d_array_skip_parse(j, s->array_skip) != 0)
+        return mu_errf(err, MU_E_PARSE, "unreadable array_skip '%.40s'", s->array_skip);
+    return 0;
+}
+
 /* A stored job back into d->jobs: queued again as it was, adopted, or set aside for requeue.
  * Stops (1) once a signal asked musterd to stop: what is not read yet stays stored as it is. */
 static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_err *err)
@@ -77,6 +98,11 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     mu_strlcpy(j->last_checkpoint, s->last_checkpoint, sizeof(j->last_checkpoint));
     j->last_checkpoint_ms = s->last_checkpoint_ms;
     j->borrowed = s->borrowed;
+    if (j->spec.array && array_recover(j, s, &perr) != 0) {
+        mu_log(MU_LOG_ERROR, "sched", "job=%s array: %s; skipped", s->id, perr.msg);
+        d_job_free(j);
+        return 0;
+    }
     if (d_job_request_build(d, j, err) != 0) {
         d_job_free(j);
         return -1;
@@ -91,12 +117,14 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
         r->adopting++;
         return 0;
     }
-    if (st != QUEUE_PENDING)
+    if (st != QUEUE_PENDING && !j->array)
         return requeue_later(r, j, err);
+    if (j->array)
+        j->state = st; /* PENDING or RUNNING: its elements run, it is never queued itself */
     if (s->after && !s->after_met && d_deps_parse(j, s->after, &perr) != 0)
         mu_log(MU_LOG_ERROR, "sched", "job=%s %s; queued without its dependencies", j->id,
                perr.msg);
-    if (j->deps_open == 0)
+    if (j->deps_open == 0 && !j->array)
         d_job_pending_add(d, j); /* else d_deps_recover judges it once every job is back */
     return 0;
 }
@@ -149,8 +177,10 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     rc = queue_active_each(d->q, recover_one, &r, err);
     if (rc == 0)
         rc = requeue_all(&r, err);
-    if (rc == 0)
+    if (rc == 0) {
+        d_array_recover(d);
         rc = d_deps_recover(d, err);
+    }
     free(r.requeue);
     if (rc == 1) {
         mu_log(MU_LOG_INFO, "sched",
@@ -206,4 +236,5 @@ void d_outage_recheck(struct musterd *d)
             (void)d_gang_stop(d, j, why, 0, D_C_REQUEUES, QUEUE_PENDING);
         }
     }
+    d_array_fill_all(d); /* elements whose making failed while Redis was down */
 }

@@ -68,7 +68,7 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
         int cap;
         if (j->state == QUEUE_PENDING) {
             st->pending_jobs++;
-            st->pending_gpus += j->deps_open ? 0 : gpus; /* demand: not while it waits */
+            st->pending_gpus += j->deps_open || j->array ? 0 : gpus; /* demand: its own */
             if (!st->oldest_pending_ms || j->submitted_ms < st->oldest_pending_ms)
                 st->oldest_pending_ms = j->submitted_ms;
         } else if (j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING
@@ -386,7 +386,7 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
             continue;
         q = (int)(cq - d->cfg.queues);
         g->jobs[q][j->state] += 1;
-        if (j->state == QUEUE_PENDING && !j->deps_open)
+        if (j->state == QUEUE_PENDING && !j->deps_open && !j->array)
             g->pending_gpus[q][first_pool(d, j, now_s)] +=
                 (int64_t)j->spec.tasks * j->spec.gpus_per_task;
     }

@@ -443,6 +443,8 @@ static const struct {
     { "{\"command\":[\"x\"],\"after\":[{\"key\":\"\"}]}",
       "after[0].key: expected 1..255 printable ASCII characters, got ''" },
     { "{\"command\":[\"x\"],\"after\":[{\"job\":1}]}", "after[0].job: expected a job id" },
+    { "{\"command\":[\"x\"],\"array\":\"0-\"}", "array: a range's end (0..9999999) missing" },
+    { "{\"command\":[\"x\"],\"array\":[0,1]}", "array: expected a string such as \"0-99\"" },
     { "{\"command\":[\"x\"],\"singleton\":\"yes\"}",
       "singleton: expected true or false, got 'yes'" },
 };
@@ -500,6 +502,102 @@ static void test_after(void **state)
     }
     assert_int_equal(queue_when_parse("afterok", &w), -1);
     assert_int_equal(queue_when_parse("", &w), -1);
+}
+
+/* "array" (issue #12): Slurm's syntax, the positions and indices, the bad-input table. */
+static void test_array(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *prefix;
+    } bad_arrays[] = {
+        { "", "array: an index (0..9999999) missing in ''" },
+        { "5-1", "array: a range ends before it starts in '5-1'" },
+        { "1,1", "array: indices not increasing" },
+        { "3,1", "array: indices not increasing" },
+        { "0-9,5-20", "array: indices not increasing" },
+        { "0-9:0", "array: a step of 1..9999999 missing" },
+        { "0-9:", "array: a step of 1..9999999 missing" },
+        { "1:2", "array: unexpected character in '1:2'" },
+        { "0-", "array: a range's end (0..9999999) missing" },
+        { "-3", "array: an index (0..9999999) missing" },
+        { "10000000", "array: an index (0..9999999) missing" },
+        { "0-9%", "array: '%' needs a count of 1..1000000 after it" },
+        { "0-9%0", "array: '%' needs a count" },
+        { "0-9%2x", "array: unexpected character" },
+        { "0-9%%2", "array: '%' needs a count" },
+        { "1, 2", "array: an index (0..9999999) missing" },
+        { "a", "array: an index" },
+    };
+    struct queue_array a;
+    struct mu_err err;
+    struct queue_spec s;
+    char many[400];
+    size_t n = 0;
+    (void)state;
+
+    assert_int_equal(queue_array_parse("1,3,5-7,20-41:10%4", &a, &err), 0);
+    assert_int_equal(a.count, 1 + 1 + 3 + 3);
+    assert_int_equal(a.throttle, 4);
+    assert_int_equal(a.nranges, 4);
+    assert_int_equal(a.ranges[3].last, 40); /* on the step */
+    {
+        static const int64_t want[] = { 1, 3, 5, 6, 7, 20, 30, 40 };
+        for (int64_t pos = 0; pos < a.count; pos++) {
+            assert_int_equal(queue_array_index(&a, pos), want[pos]);
+            assert_int_equal(queue_array_position(&a, want[pos]), pos);
+        }
+    }
+    assert_int_equal(queue_array_index(&a, 8), -1);
+    assert_int_equal(queue_array_position(&a, 2), -1);
+    assert_int_equal(queue_array_position(&a, 25), -1);
+    assert_int_equal(queue_array_parse("0-9999999", &a, &err), 0);
+    assert_int_equal(a.count, 10000000);
+    assert_int_equal(a.throttle, 0);
+    assert_int_equal(queue_array_parse("7", &a, &err), 0);
+    assert_int_equal(a.count, 1);
+    for (size_t i = 0; i < MU_ARRAY_LEN(bad_arrays); i++) {
+        memset(&a, 0x5a, sizeof(a));
+        if (queue_array_parse(bad_arrays[i].text, &a, &err) == 0)
+            fail_msg("accepted '%s'", bad_arrays[i].text);
+        assert_int_equal(err.code, MU_E_SPEC);
+        assert_prefix(err.msg, bad_arrays[i].prefix);
+        assert_int_equal(a.count, 0);
+        assert_int_equal(a.nranges, 0);
+    }
+    /* 65 items, and text over 127 characters. */
+    for (int i = 0; i < 65; i++)
+        n += (size_t)snprintf(many + n, sizeof(many) - n, "%s%d", i ? "," : "", i);
+    assert_int_equal(queue_array_parse(many, &a, &err), -1);
+    assert_prefix(err.msg, "array: longer than 127 characters");
+    assert_int_equal(queue_array_parse("0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,"
+                                       "42,44,46,48,50,52,54,56,58,60,62,64,66,68,70,72,74,76,78,"
+                                       "80,82,84,86,88,90,92,94,96,98,100,102,104,106,108,110,112,"
+                                       "114,116,118,120,122,124,126,128",
+                                       &a, &err),
+                     -1);
+
+    /* Element ids. */
+    {
+        char base[QUEUE_JOB_ID_MAX];
+        int64_t index = 0;
+        assert_true(queue_job_id_split("1732270000123-0_17", base, sizeof(base), &index));
+        assert_string_equal(base, "1732270000123-0");
+        assert_int_equal(index, 17);
+        assert_false(queue_job_id_split("1732270000123-0", base, sizeof(base), &index));
+        assert_false(queue_job_id_split("1732270000123-0_", base, sizeof(base), &index));
+        assert_false(queue_job_id_split("1732270000123-0_1x", base, sizeof(base), &index));
+        assert_true(queue_job_id_is_valid("1732270000123-0_17"));
+        assert_false(queue_job_id_is_valid("1732270000123-0_"));
+        assert_false(queue_job_id_is_valid("1732270000123-0_12345678"));
+    }
+
+    /* In a spec. */
+    parse_ok("{\"command\":[\"x\"],\"array\":\"0-99%8\"}", &s);
+    assert_non_null(s.array);
+    assert_int_equal(s.array->count, 100);
+    assert_string_equal(s.array->text, "0-99%8");
+    queue_spec_release(&s);
 }
 
 static void test_bad_table(void **state)
@@ -703,6 +801,7 @@ int main(void)
         cmocka_unit_test(test_bad_table),  cmocka_unit_test(test_check_dev),
         cmocka_unit_test(test_check_caps), cmocka_unit_test(test_check_time_limit),
         cmocka_unit_test(test_states),     cmocka_unit_test(test_after),
+        cmocka_unit_test(test_array),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

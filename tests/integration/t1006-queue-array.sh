@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Job arrays (spec "array", issue #12) through real daemons: each element a gang with
+# MUSTER_ARRAY_JOB_ID and MUSTER_ARRAY_INDEX, ids <array id>_<index>; "%2" never runs more than
+# two elements at once (checked from the timestamps the tasks write); Slurm's index syntax;
+# the array ends FAILED when an element failed; dependencies on an array and on one element;
+# cancelling one element (made or not yet) and the whole array; bad arrays are REJECTED.
+source "$(dirname "$0")/lib.sh"
+
+start_redis
+make_config >/dev/null
+start_musterd "$CONFIG"
+start_worker n1 spot-a 8
+wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
+
+field() { # ID FIELD
+    rcli HGET "muster:job:$1" "$2"
+}
+expect_field() { # ID FIELD PATTERN
+    field "$1" "$2" | has -F -- "$3" || fail "job $1: $2 '$(field "$1" "$2")' lacks '$3'"
+}
+
+# ---- a throttled array: never more than 2 elements at once -------------------------------------
+mkdir -p "$T/thr"
+thr=$(submit_json "{\"name\":\"sweep\",\"array\":\"0-7%2\",\"command\":\"d=$T/thr/\$MUSTER_ARRAY_INDEX; date +%s%N > \$d.start; echo \$MUSTER_ARRAY_JOB_ID > \$d.id; sleep 0.3; date +%s%N > \$d.end\"}")
+wait_for "array $thr succeeded" 60 job_state_is "$thr" SUCCEEDED
+[ "$(ls "$T/thr"/*.end | wc -l)" = 8 ] || fail "elements that ran: $(ls "$T/thr")"
+for i in 0 1 2 3 4 5 6 7; do
+    [ "$(cat "$T/thr/$i.id")" = "$thr" ] || fail "element $i saw MUSTER_ARRAY_JOB_ID $(cat "$T/thr/$i.id")"
+    [ "$(job_state "${thr}_$i")" = SUCCEEDED ] || fail "element ${thr}_$i is $(job_state "${thr}_$i")"
+done
+# At each element's start, how many elements had started and not yet ended (itself included).
+most=$(for i in 0 1 2 3 4 5 6 7; do echo "$(cat "$T/thr/$i.start") $(cat "$T/thr/$i.end")"; done |
+    awk '{ s[NR] = $1; e[NR] = $2 } END { m = 0; for (i = 1; i <= NR; i++) { n = 0;
+        for (k = 1; k <= NR; k++) if (s[k] <= s[i] && e[k] > s[i]) n++; if (n > m) m = n }; print m }')
+[ "$most" -le 2 ] || fail "$most elements ran at once under %2"
+expect_field "$thr" array "0-7%2"
+expect_field "$thr" array_done 8
+ok "array 0-7%2: 8 elements, each with MUSTER_ARRAY_JOB_ID, at most $most running at once (task timestamps)"
+
+# ---- index syntax, a failing element ------------------------------------------------------------
+mkdir -p "$T/idx"
+idx=$(submit_json "{\"array\":\"1,3,5-7,20-40:10\",\"command\":\"touch $T/idx/\$MUSTER_ARRAY_INDEX\"}")
+bad=$(submit_json "{\"array\":\"0-2\",\"max_retries\":0,\"command\":\"[ \$MUSTER_ARRAY_INDEX != 1 ] || exit 3\"}")
+wait_for "array $idx succeeded" 30 job_state_is "$idx" SUCCEEDED
+[ "$(ls "$T/idx" | sort -n | tr '\n' ' ')" = "1 3 5 6 7 20 30 40 " ] || fail "indices run: $(ls "$T/idx")"
+wait_for "array $bad failed" 30 job_state_is "$bad" FAILED
+expect_field "$bad" error "1 of 3 elements did not succeed"
+[ "$(job_state "${bad}_1")" = FAILED ] || fail "element 1 is $(job_state "${bad}_1")"
+[ "$(job_state "${bad}_2")" = SUCCEEDED ] || fail "element 2 is $(job_state "${bad}_2")"
+ok "indices 1,3,5-7,20-40:10 ran exactly; an array with a failed element ended FAILED"
+
+# ---- dependencies on an array and on one element -------------------------------------------------
+gated=$(submit_json "{\"array\":\"0-3\",\"command\":\"while [ ! -e $T/arr-go ]; do sleep 0.1; done; echo \$MUSTER_ARRAY_INDEX >> $T/arr-ran\"}")
+all=$(submit_json "{\"after\":[\"$gated\"],\"command\":\"cat $T/arr-ran | wc -l > $T/after-all\"}")
+one=$(submit_json "{\"after\":[{\"job\":\"${gated}_2\",\"when\":\"any\"}],\"command\":[\"true\"]}")
+wait_for "dependents stored" 10 '[ "$(job_state '"$one"')" = PENDING ]'
+expect_field "$all" reason "after $gated succeeds"
+: >"$T/arr-go"
+wait_for "the job after the array succeeded" 30 job_state_is "$all" SUCCEEDED
+[ "$(tr -d ' ' <"$T/after-all")" = 4 ] || fail "ran after $(cat "$T/after-all") of 4 elements"
+wait_for "the job after element 2 succeeded" 10 job_state_is "$one" SUCCEEDED
+ok "a job after an array ran once every element succeeded; one after an element ran"
+
+# ---- cancelling an element and the array ---------------------------------------------------------
+big=$(submit_json "{\"array\":\"0-99%1\",\"command\":\"while [ ! -e $T/never ]; do sleep 0.1; done\"}")
+wait_for "element 0 running" 20 job_state_is "${big}_0" RUNNING
+ctl cancel "${big}_50" >/dev/null
+wait_for "element 50 cancelled before it was made" 10 job_state_is "${big}_50" CANCELLED
+ctl jobs >"$T/jobs.txt"
+grep -qE "^${big}_\[1-49,51-99\] +[^ ]* +default +PENDING" "$T/jobs.txt" || fail "no collapsed row: $(cat "$T/jobs.txt")"
+grep -qE "^${big}_0 .* RUNNING" "$T/jobs.txt" || fail "no running element row: $(cat "$T/jobs.txt")"
+[ "$(grep -c "^${big}" "$T/jobs.txt")" = 2 ] || fail "more rows than the running element and the rest: $(cat "$T/jobs.txt")"
+ctl -o json show "${big}_0" | jq -e --arg a "$big" '.array_job == $a and .state == "RUNNING"' >/dev/null ||
+    fail "show of element 0: $(ctl -o json show "${big}_0")"
+ctl cancel "${big}_0" >/dev/null
+wait_for "element 1 running after element 0 was cancelled" 20 job_state_is "${big}_1" RUNNING
+[ "$(job_state "${big}_0")" = CANCELLED ] || fail "element 0 is $(job_state "${big}_0")"
+[ "$(job_state "$big")" = RUNNING ] || fail "array is $(job_state "$big")"
+ctl cancel "$big" >/dev/null
+wait_for "array cancelled" 10 job_state_is "$big" CANCELLED
+wait_for "element 1 cancelled" 10 job_state_is "${big}_1" CANCELLED
+[ -z "$(job_state "${big}_2")" ] || fail "element 2 was made: $(job_state "${big}_2")"
+wait_for "no task left" 10 '! pgrep -f "$T/never" >/dev/null'
+ok "cancel of an element (made or not) goes on with the next; cancel of the array ends it all"
+
+# ---- bad arrays are REJECTED ---------------------------------------------------------------------
+expect_rejected() { # ID PATTERN
+    wait_for "job $1 rejected" 10 job_state_is "$1" REJECTED
+    expect_field "$1" error "$2"
+}
+r1=$(submit_json '{"array":"5-1","command":["true"]}')
+r2=$(submit_json '{"array":"a-b","command":["true"]}')
+r3=$(submit_json '{"array":"0-10000","command":["true"]}')
+r4=$(submit_json '{"array":"0-9%0","command":["true"]}')
+r5=$(submit_json '{"array":"1,1","command":["true"]}')
+r6=$(submit_json '{"array":7,"command":["true"]}')
+r7=$(submit_json '{"array":"0-3","singleton":true,"name":"x","command":["true"]}')
+good=$(submit_json '{"array":"0-1","command":["true"]}')
+expect_rejected "$r1" "array: a range ends before it starts in '5-1'"
+expect_rejected "$r2" "array: an index (0..9999999) missing in 'a-b'"
+expect_rejected "$r3" "array: '0-10000' has 10001 elements, over the cluster's max_array_size (10000)"
+expect_rejected "$r4" "array: '%' needs a count of 1..1000000"
+expect_rejected "$r5" "array: indices not increasing"
+expect_rejected "$r6" "array: expected a string"
+expect_rejected "$r7" "singleton: not with an array"
+wait_for "the good array after them succeeded" 20 job_state_is "$good" SUCCEEDED
+kill -0 "$MUSTERD_PID" || fail "musterd died"
+ok "bad syntax, reversed range, over max_array_size, %0, repeated index, not a string: REJECTED"
+
+# ---- an array survives kill -9 of musterd --------------------------------------------------------
+surv=$(submit_json "{\"array\":\"0-5%2\",\"command\":\"echo \$MUSTER_ARRAY_INDEX >> $T/surv; while [ ! -e $T/surv-go ]; do sleep 0.1; done\"}")
+wait_for "two elements running" 20 'job_state_is '"${surv}_0"' RUNNING && job_state_is '"${surv}_1"' RUNNING'
+kill -9 "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null || true
+start_musterd "$CONFIG"
+wait_for "musterd took the array back" 10 'grep -q "recovered" "$T/musterd.log"'
+[ "$(job_state "$surv")" = RUNNING ] || fail "array is $(job_state "$surv") after the restart"
+[ -z "$(job_state "${surv}_2")" ] || fail "element 2 made while 0 and 1 run under %2"
+: >"$T/surv-go"
+wait_for "array succeeded after the restart" 40 job_state_is "$surv" SUCCEEDED
+[ "$(sort -n "$T/surv" | tr '\n' ' ')" = "0 1 2 3 4 5 " ] || fail "elements ran: $(sort -n "$T/surv" | tr '\n' ' ')"
+ok "after kill -9 the array went on: each element ran once, still at most 2 at a time"
+
+# ---- musterctl submit --array --wait waits for every element -------------------------------------
+expect_rc 0 ctl submit --array 0-3%2 --max-retries 0 --wait -- sh -c "touch $T/w.\$MUSTER_ARRAY_INDEX"
+[ "$(ls "$T"/w.* | wc -l)" = 4 ] || fail "--wait returned before every element ran: $(ls "$T")"
+expect_rc 1 ctl submit --array 0-1 --max-retries 0 --wait -- sh -c '[ "$MUSTER_ARRAY_INDEX" = 0 ]'
+has -F "1 of 2 elements did not succeed" <"$T/err" || fail "--wait error: $(cat "$T/err")"
+ok "musterctl submit --array --wait exits 0 once all succeeded, 1 when one failed"
