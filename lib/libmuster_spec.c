@@ -360,6 +360,71 @@ int muster_spec_set_idempotency_key(struct muster_spec *s, const char *key)
     return put_str(s, "idempotency_key", key, 255);
 }
 
+/* Adds one "after" condition: {"job"|"key": ref, "when": when}. */
+static int after_add(struct muster_spec *s, const char *field, const char *ref, const char *when)
+{
+    static const char *const whens[] = { "ok", "notok", "any", "started" };
+    cJSON *arr;
+    cJSON *o;
+    bool known = when == NULL;
+
+    if (!s)
+        return -1;
+    for (size_t i = 0; when && i < MU_ARRAY_LEN(whens); i++)
+        known = known || strcmp(when, whens[i]) == 0;
+    if (!known)
+        return spec_fail(s, MUSTER_E_SPEC,
+                         "after: when must be \"ok\", \"notok\", \"any\" or \"started\"");
+    if (!ref || !ref[0] || strlen(ref) >= QUEUE_KEY_MAX)
+        return spec_fail(s, MUSTER_E_SPEC, "after: expected a %s", field);
+    if (strcmp(field, "job") == 0 && !queue_job_id_is_valid(ref))
+        return spec_fail(s, MUSTER_E_SPEC, "after: '%.64s' is not a job id", ref);
+    arr = cJSON_GetObjectItemCaseSensitive(s->obj, "after");
+    if (!arr) {
+        arr = cJSON_CreateArray();
+        if (put(s, "after", arr) != 0)
+            return -1;
+    }
+    if (cJSON_GetArraySize(arr) >= QUEUE_MAX_AFTER)
+        return spec_fail(s, MUSTER_E_SPEC, "after: more than %d conditions", QUEUE_MAX_AFTER);
+    o = cJSON_CreateObject();
+    if (!o || !cJSON_AddStringToObject(o, field, ref)
+        || (when && !cJSON_AddStringToObject(o, "when", when)) || !cJSON_AddItemToArray(arr, o)) {
+        cJSON_Delete(o);
+        return spec_fail(s, MUSTER_E_NOMEM, "after: out of memory");
+    }
+    return 0;
+}
+
+int muster_spec_add_after(struct muster_spec *s, const char *job_id, const char *when)
+{
+    return after_add(s, "job", job_id, when);
+}
+
+int muster_spec_add_after_key(struct muster_spec *s, const char *idempotency_key, const char *when)
+{
+    return after_add(s, "key", idempotency_key, when);
+}
+
+int muster_spec_set_singleton(struct muster_spec *s, bool singleton)
+{
+    if (!s)
+        return -1;
+    return put(s, "singleton", cJSON_CreateBool(singleton));
+}
+
+int muster_spec_set_array(struct muster_spec *s, const char *indices)
+{
+    struct queue_array a;
+    struct mu_err err;
+
+    if (!s)
+        return -1;
+    if (!indices || queue_array_parse(indices, &a, &err) != 0)
+        return spec_fail(s, MUSTER_E_SPEC, "%s", indices ? err.msg : "array: NULL");
+    return put(s, "array", cJSON_CreateString(indices));
+}
+
 char *muster_spec_json(const struct muster_spec *s, struct muster_error *err)
 {
     char *text;

@@ -171,6 +171,18 @@ int muster_spec_set_time_limit_s(struct muster_spec *s, int64_t time_limit_s); /
 int muster_spec_set_max_retries(struct muster_spec *s, int max_retries);       /* 0..100 */
 /* 1..255 printable ASCII characters; muster_spec_submit is then idempotent. */
 int muster_spec_set_idempotency_key(struct muster_spec *s, const char *key);
+/* Dependencies (README "Pipelines"): start only once job_id (a job id, an array's or one
+ * element's "<array id>_<index>") has met when: "ok" (succeeded; NULL means "ok"), "notok",
+ * "any" or "started".  The _key form names the job by its idempotency key, so a pipeline can
+ * submit every step at once.  Repeatable, up to 64 conditions. */
+int muster_spec_add_after(struct muster_spec *s, const char *job_id, const char *when);
+int muster_spec_add_after_key(struct muster_spec *s, const char *idempotency_key, const char *when);
+/* Run only when no other job of the same name and user is active (needs a name). */
+int muster_spec_set_singleton(struct muster_spec *s, bool singleton);
+/* A job array (README "Job arrays"): one gang per index, Slurm's syntax ("0-99", "1,3,5-7",
+ * "0-999:10", "%N" for at most N at once); each task sees MUSTER_ARRAY_JOB_ID and
+ * MUSTER_ARRAY_INDEX. */
+int muster_spec_set_array(struct muster_spec *s, const char *indices);
 
 /*
  * The spec as compact JSON (free with muster_free), or NULL with err: the first setter failure

@@ -15,6 +15,13 @@ else ctypes.util.find_library("muster") (the system's library path).
         job = m.wait(job_id, timeout=3600)  # a dict of the job's Redis fields
         print(job["state"], job.get("exit_code"))
 
+A pipeline submits its steps at once; each waits for the one before (README "Pipelines"):
+
+        prep = m.submit({"command": ["python", "prep.py"]})
+        train = m.submit({"tasks": 4, "command": ["torchrun", "train.py"]}, after=[prep])
+        m.wait(m.submit({"command": ["python", "eval.py"]}, after=[train]))
+        sweep = m.submit({"command": ["python", "sweep.py"]}, array="0-99%8")
+
 Errors raise muster.Error (with .code and .code_name); a wait that runs out of time raises
 muster.Timeout (a TimeoutError) carrying the latest snapshot in .job.
 """
@@ -169,13 +176,27 @@ class Client:
     def _raise(err):
         raise Error(err.code, err.message.decode(errors="replace"))
 
-    def submit(self, spec, idempotency_key=None, return_created=False):
+    def submit(self, spec, idempotency_key=None, return_created=False, after=None, array=None,
+               singleton=None):
         """Submits a spec (a dict, or JSON text) and returns the job id.
 
         With idempotency_key (or an "idempotency_key" in the spec), submitting the same key
         again returns the first job's id and makes no new job.  return_created=True returns
         (id, created) instead, created being False when the key already named a job.
+
+        after, array and singleton set the spec keys of the same names (README "Pipelines" and
+        "Job arrays"): after is a list of conditions, each a job id, "ID:when",
+        "key=IDEMPOTENCY_KEY[:when]", an (id, when) pair or a spec-form dict, when being "ok"
+        (the default), "notok", "any" or "started"; array is Slurm's syntax ("0-99%8").
         """
+        if after is not None or array is not None or singleton is not None:
+            spec = json.loads(spec) if isinstance(spec, str) else dict(spec)
+            if after is not None:
+                spec["after"] = [_after_item(a) for a in after]
+            if array is not None:
+                spec["array"] = array
+            if singleton is not None:
+                spec["singleton"] = bool(singleton)
         text = spec if isinstance(spec, str) else json.dumps(spec)
         out = ctypes.create_string_buffer(ID_MAX)
         created = ctypes.c_bool(False)
@@ -247,6 +268,26 @@ class Client:
         err = _Err()
         if self._lib.muster_job_cancel(self._handle(), job_id.encode(), ctypes.byref(err)) != 0:
             self._raise(err)
+
+
+_WHENS = ("ok", "notok", "any", "started")
+
+
+def _after_item(a):
+    """One condition of submit(after=...) in the spec's form."""
+    if isinstance(a, dict):
+        return a
+    if isinstance(a, (tuple, list)):
+        ref, when = a
+        return {"job": ref, "when": when}
+    ref, when = a, None
+    head, sep, tail = a.rpartition(":")
+    if sep and tail in _WHENS:
+        ref, when = head, tail
+    item = {"key": ref[4:]} if ref.startswith("key=") else {"job": ref}
+    if when:
+        item["when"] = when
+    return item
 
 
 def connect(url=None, prefix=None):

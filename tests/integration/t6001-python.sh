@@ -249,6 +249,64 @@ wait_for "raced job taken in" 10 job_state_is "$ids" SUCCEEDED
 [ "$(rcli ZCARD muster:jobs)" = $((before + 1)) ] || fail "racing submissions made more than one job"
 ok "8 racing processes, one key: one job $ids"
 
+# Pipelines and arrays (issue #12): Client.submit(after=, array=) through musterd, and the C
+# builder's muster_spec_add_after / _add_after_key / _set_singleton / _set_array.
+pyrun - <<'PYEOF' || fail "pipeline checks failed"
+import ctypes, json, os, muster
+T = os.environ["T"]
+with muster.connect() as m:
+    prep = m.submit({"command": "echo prep >> %s/py-pipe" % T}, idempotency_key="py-prep")
+    train = m.submit({"command": "echo train >> %s/py-pipe; exit 3" % T, "max_retries": 0},
+                     after=["key=py-prep"])
+    evaluate = m.submit({"command": "echo eval >> %s/py-pipe" % T}, after=[train + ":ok"])
+    cleanup = m.submit({"command": ["true"]}, after=[(train, "notok")])
+    job = m.wait(evaluate, timeout=60)
+    assert job["state"] == "CANCELLED" and train in job["error"], job
+    assert m.wait(cleanup, timeout=60)["state"] == "SUCCEEDED"
+    assert open(T + "/py-pipe").read() == "prep\ntrain\n"
+    print("ok - submit(after=...): key=, ID:ok and (ID, notok); step 3 CANCELLED when step 2 failed")
+    arr = m.submit({"command": "touch %s/py-arr.$MUSTER_ARRAY_INDEX" % T}, array="0-3%2")
+    assert m.wait(arr, timeout=60)["state"] == "SUCCEEDED"
+    assert sorted(f for f in os.listdir(T) if f.startswith("py-arr.")) == \
+        ["py-arr.%d" % i for i in range(4)]
+    print("ok - submit(array=\"0-3%2\") ran 4 elements; wait() waited for all")
+
+lib = ctypes.CDLL(os.environ["MUSTER_LIB"])
+lib.muster_spec_new.restype = ctypes.c_void_p
+lib.muster_spec_json.restype = ctypes.c_void_p
+lib.muster_spec_json.argtypes = [ctypes.c_void_p, ctypes.POINTER(muster._Err)]
+for fn in ("muster_spec_add_after", "muster_spec_add_after_key"):
+    getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
+lib.muster_spec_set_singleton.argtypes = [ctypes.c_void_p, ctypes.c_bool]
+lib.muster_spec_set_array.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+lib.muster_spec_set_shell_command.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+lib.muster_spec_free.argtypes = [ctypes.c_void_p]
+lib.muster_free.argtypes = [ctypes.c_void_p]
+S = lib.muster_spec_new()
+assert lib.muster_spec_set_shell_command(S, b"true") == 0
+assert lib.muster_spec_add_after(S, b"1732270000123-0", None) == 0
+assert lib.muster_spec_add_after(S, b"1732270000123-0_7", b"any") == 0
+assert lib.muster_spec_add_after_key(S, b"pipe:42", b"started") == 0
+assert lib.muster_spec_set_singleton(S, True) == 0
+assert lib.muster_spec_set_array(S, b"0-99%8") == 0
+err = muster._Err()
+p = lib.muster_spec_json(S, ctypes.byref(err))
+spec = json.loads(ctypes.string_at(p).decode())
+lib.muster_free(p)
+assert spec["after"] == [{"job": "1732270000123-0"}, {"job": "1732270000123-0_7", "when": "any"},
+                         {"key": "pipe:42", "when": "started"}], spec
+assert spec["singleton"] is True and spec["array"] == "0-99%8", spec
+assert lib.muster_spec_add_after(S, b"1-0", b"sometimes") == -1
+assert lib.muster_spec_json(S, ctypes.byref(err)) is None
+assert b"when must be" in err.message, err.message
+lib.muster_spec_free(S)
+S = lib.muster_spec_new()
+assert lib.muster_spec_set_array(S, b"5-1") == -1
+assert lib.muster_spec_add_after(S, b"step-1", None) == -1
+lib.muster_spec_free(S)
+print("ok - the C builder: add_after, add_after_key, set_singleton, set_array; bad input refused")
+PYEOF
+
 # AUTH: a password, then a Redis 6 ACL user, in the URL.  (Existing connections stay logged in.)
 rcli CONFIG SET requirepass s3cret >/dev/null
 rcli -a s3cret --no-auth-warning ACL SETUSER alice on '>wonderland' '~*' '&*' +@all >/dev/null
