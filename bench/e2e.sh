@@ -6,6 +6,11 @@
 #   bench/e2e.sh drain [JOBS]     JOBS gangs of 1-4 x 8 GPUs (sleep 0) queued while musterd is
 #                                 stopped, 32 nodes x 8 GPUs; scheduler start -> all SUCCEEDED
 #   bench/e2e.sh recover [JOBS]   JOBS stored pending jobs; musterd start -> all taken back
+#   bench/e2e.sh array [N] [NODES]
+#                                 an N-element array of 1-task jobs (true) on NODES simulated
+#                                 8-GPU nodes (default 10000 on 512): submit -> every element
+#                                 SUCCEEDED, jobs/s and the scheduling passes' time; then the
+#                                 baseline in the same run: N separate 1-task jobs the same way
 #   bench/e2e.sh floor [RUNS]     this machine's floor (muster-bench-floor: Redis and ZeroMQ round
 #                                 trips, XREADGROUP wake-up, process starts), then latency and
 #                                 drain 1000, and muster's figures against the floor (issue #15;
@@ -27,10 +32,10 @@ make_config - >/dev/null <<'JSON'
 JSON
 
 start_workers() {
-    for i in $(seq 1 $nodes); do
+    for i in $(seq 1 "$nodes"); do
         start_worker "n$i" p4d-spot 8 --label zone=z$((i % 4)) --log-level warn
     done
-    wait_for "$nodes nodes registered" 30 '[ "$(rcli HLEN muster:nodes)" = '$nodes' ]'
+    wait_for "$nodes nodes registered" $((nodes / 4 + 30)) '[ "$(rcli HLEN muster:nodes)" = '$nodes' ]'
 }
 
 # run_latency RUNS: XADD -> every task of a 4x8 gang started (musterd and workers running).
@@ -50,6 +55,53 @@ run_drain() {
     "$MUSTER_BIN/muster-bench" drain-wait --jobs "$jobs" --tasks "$tasks" --t0-ns "$t0"
     bad=$(rcli --raw EVAL "local n=0 for _,id in ipairs(redis.call('ZRANGE','muster:jobs',0,-1)) do if redis.call('HGET','muster:job:'..id,'state')~='SUCCEEDED' then n=n+1 end end return n" 0)
     echo "drain not_succeeded=$bad"
+}
+
+# metric NAME: one sample of musterd's metrics endpoint (0 when absent).
+metric() {
+    curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v n="muster_$1" '$1 == n { v = $2 } END { print v + 0 }'
+}
+
+# run_array_case LABEL N: submits the jobs (one array, or N plain jobs) and waits until N more
+# jobs succeeded; prints jobs/s and the passes' mean time, largest job count seen in a pass.
+run_array_case() {
+    local label=$1 n=$2 t0 t1 s0 c0 s1 c1 k0 k1 done0 most=0 jobs succeeded
+    done0=$(rcli HGET muster:counters jobs_succeeded)
+    done0=${done0:-0}
+    s0=$(metric scheduling_pass_seconds)
+    c0=$(metric scheduling_passes)
+    k0=$(metric scheduling_pass_core_seconds)
+    t0=$(date +%s%N)
+    if [ "$label" = array ]; then
+        rcli XADD muster:submit '*' spec "{\"array\":\"0-$((n - 1))\",\"command\":[\"true\"]}" >/dev/null
+    else
+        for ((i = 0; i < n; i++)); do
+            echo "XADD muster:submit * spec '{\"command\":[\"true\"]}'"
+        done | rcli >/dev/null
+    fi
+    while :; do
+        jobs=$(metric scheduling_pass_jobs)
+        [ "${jobs%.*}" -gt "$most" ] && most=${jobs%.*}
+        succeeded=$(rcli HGET muster:counters jobs_succeeded)
+        [ "${succeeded:-0}" -ge $((done0 + n)) ] && break
+        [ $(($(date +%s%N) - t0)) -lt 1200000000000 ] || fail "$label: not done after 20 minutes"
+        sleep 0.05
+    done
+    t1=$(date +%s%N)
+    s1=$(metric scheduling_pass_seconds)
+    c1=$(metric scheduling_passes)
+    k1=$(metric scheduling_pass_core_seconds)
+    python3 - "$label" "$n" "$nodes" "$t0" "$t1" "$s0" "$c0" "$s1" "$c1" "$k0" "$k1" "$most" <<'PY'
+import sys
+label, n, nodes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+t0, t1, s0, c0, s1, c1, k0, k1, most = map(float, sys.argv[4:])
+secs = (t1 - t0) / 1e9
+passes = max(c1 - c0, 1)
+print("array-bench %s jobs=%d nodes=%d seconds=%.2f jobs_per_s=%.0f passes=%d pass_mean_ms=%.3f "
+      "pass_core_mean_ms=%.3f pass_jobs_max_seen=%d"
+      % (label, n, nodes, secs, n / secs, c1 - c0, 1000 * (s1 - s0) / passes,
+         1000 * (k1 - k0) / passes, most))
+PY
 }
 
 start_redis
@@ -99,8 +151,25 @@ recover)
     line=$(grep -o "recovered [0-9]* active job.*" "$T/musterd.log")
     echo "recover jobs=$jobs seconds=$(python3 -c "print('%.3f' % (($t1 - $t0) / 1e9))") ($line; includes process start and the wait poll)"
     ;;
+array)
+    n=${2:-10000}
+    nodes=${3:-512}
+    METRICS_PORT=$(free_port)
+    make_config - >/dev/null <<JSON
+{
+  "topology_levels": ["zone"],
+  "pools": [{"name": "p4d-spot", "capacity": "spot", "instance_type": "p4d.24xlarge",
+             "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 9.8}],
+  "heartbeat_s": 5, "node_lost_after_s": 60, "events_max": 1000000, "max_array_size": $n
+}
+JSON
+    start_musterd "$CONFIG" --log-level warn --metrics "127.0.0.1:$METRICS_PORT"
+    start_workers
+    run_array_case array "$n"
+    run_array_case plain "$n"
+    ;;
 *)
-    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS] | recover [JOBS] | floor [RUNS]" >&2
+    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS] | recover [JOBS] | floor [RUNS] | array [N] [NODES]" >&2
     exit 2
     ;;
 esac

@@ -161,6 +161,28 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
             != 0
         || sample(b, "placement_latency_seconds_count", NULL, NULL, NULL, NULL, cumulative, err))
         return -1;
+    if (head(b, "scheduling_passes", "gauge", "Scheduling passes since this musterd started.", err)
+            != 0
+        || sample(b, "scheduling_passes", NULL, NULL, NULL, NULL, d->metrics.passes, err) != 0
+        || head(b, "scheduling_pass_seconds", "gauge",
+                "Time those passes took, all told (their Redis writes included).", err)
+               != 0
+        || sample(b, "scheduling_pass_seconds", NULL, NULL, NULL, NULL, d->metrics.pass_sum_s, err)
+               != 0
+        || head(b, "scheduling_pass_core_seconds", "gauge",
+                "Of that, the time in the placement core (what grows with the pending jobs).", err)
+               != 0
+        || sample(b, "scheduling_pass_core_seconds", NULL, NULL, NULL, NULL,
+                  d->metrics.pass_core_sum_s, err)
+               != 0
+        || head(b, "scheduling_pass_jobs", "gauge",
+                "Pending jobs the last scheduling pass looked at (an array's elements not made "
+                "yet and jobs waiting for dependencies are not among them).",
+                err)
+               != 0
+        || sample(b, "scheduling_pass_jobs", NULL, NULL, NULL, NULL, d->metrics.pass_jobs, err)
+               != 0)
+        return -1;
     return 0;
 }
 

@@ -346,7 +346,24 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
     }
 }
 
+static void schedule(struct musterd *d);
+
+/* One pass, timed for the metrics (muster_scheduling_pass_seconds). */
 void d_schedule(struct musterd *d)
+{
+    uint64_t t0;
+
+    d->dirty = false;
+    d_deps_wake(d); /* jobs whose dependencies started or ended since the last pass */
+    if (d->npending == 0)
+        return;
+    t0 = mu_time_mono_us();
+    schedule(d);
+    d->metrics.pass_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
+    d->metrics.passes += 1;
+}
+
+static void schedule(struct musterd *d)
 {
     int64_t now_ms = (int64_t)mu_time_wall_ms();
     int64_t now_s = now_ms / 1000;
@@ -361,10 +378,6 @@ void d_schedule(struct musterd *d)
     uint64_t t0;
     double per_job_s;
 
-    d->dirty = false;
-    d_deps_wake(d); /* jobs whose dependencies started or ended since the last pass */
-    if (d->npending == 0)
-        return;
     if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0 || users_scratch(d) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
         d->dirty = true;
@@ -379,6 +392,7 @@ void d_schedule(struct musterd *d)
         return;
     }
     n = pass_collect(d, now_ms, now_mono, regrace, &timed_reasons);
+    d->metrics.pass_jobs = n;
     t0 = mu_time_mono_us();
     if (sched_pass_quota(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->pass.jobs, n,
                          d->pass.running, nrunning, now_s, d->pass.out, &err)
@@ -387,6 +401,7 @@ void d_schedule(struct musterd *d)
         d->dirty = true;
         return;
     }
+    d->metrics.pass_core_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
     pass_apply(d, n, per_job_s, &timed_reasons);
     if (!regrace)

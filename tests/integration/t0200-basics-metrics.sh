@@ -56,6 +56,7 @@ wait_for "succeeded counter" 5 '[ "$(value muster_jobs_succeeded_total)" = 1 ]'
 [ "$(value 'muster_jobs{queue="default",state="PENDING"}')" = 1 ] || fail "jobs gauge: $(scrape | grep '^muster_jobs{')"
 [ "$(value 'muster_gpus{pool="spot-a",state="free"}')" = 8 ] || fail "free gpus: $(scrape | grep '^muster_gpus')"
 [ "$(value muster_placement_latency_seconds_count)" = 1 ] || fail "placement histogram: $(scrape | grep placement)"
+[ "$(value muster_scheduling_passes)" -ge 1 ] || fail "passes: $(scrape | grep scheduling_pass)"
 ok "counters and gauges follow the jobs"
 
 scrape >"$T/before.txt"
