@@ -148,6 +148,28 @@ static int show_submitted(struct ctl *ctl, const char *id, const char *spec)
     return CTL_EXIT_OK;
 }
 
+/* What is known of an array's element that musterd has not made yet (it has no hash): its
+ * array, and that it is pending.  NULL without memory. */
+static cJSON *unmade_element(const char *id)
+{
+    char base[QUEUE_JOB_ID_MAX];
+    int64_t index = 0;
+    cJSON *job = cJSON_CreateObject();
+
+    (void)queue_job_id_split(id, base, sizeof(base), &index);
+    if (!job || !cJSON_AddStringToObject(job, "id", id)
+        || !cJSON_AddStringToObject(job, "state", "PENDING")
+        || !cJSON_AddStringToObject(job, "array_job", base)
+        || !cJSON_AddNumberToObject(job, "array_index", (double)index)
+        || !cJSON_AddStringToObject(job, "reason",
+                                    "not made yet: its array makes elements in index order, a "
+                                    "few at a time (and at most %N active)")) {
+        cJSON_Delete(job);
+        return NULL;
+    }
+    return job;
+}
+
 int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
 {
     const char *id = args->argv[0];
@@ -163,6 +185,13 @@ int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
         return CTL_EXIT_FAIL;
     if (queue_job_read(q, id, &job, &err) != 0)
         return ctl_fail(ctl, "job '%s': %s", id, err.msg);
+    if (!job) {
+        bool unmade = false;
+        if (ctl_array_element_unmade(ctl, id, &unmade) != 0)
+            return CTL_EXIT_FAIL;
+        if (unmade)
+            job = unmade_element(id);
+    }
     if (!job) {
         if (queue_submission_read(q, id, &spec, &err) != 0)
             return ctl_fail(ctl, "job '%s': %s", id, err.msg);

@@ -355,8 +355,8 @@ int queue_submission_read(struct queue *q, const char *id, char **spec_out, stru
     int rc = -1;
 
     *spec_out = NULL;
-    if (!queue_job_id_is_valid(id))
-        return 0; /* XRANGE would reject it; it cannot name an entry */
+    if (!queue_job_id_is_valid(id) || strchr(id, '_'))
+        return 0; /* XRANGE would reject it (an array's element is no entry of its own) */
     r = queue_command(q, err, "XRANGE %ssubmit %s %s", q->prefix, id, id);
     if (!r)
         return -1;

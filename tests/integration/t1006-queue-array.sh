@@ -64,6 +64,10 @@ ok "a job after an array ran once every element succeeded; one after an element 
 # ---- cancelling an element and the array ---------------------------------------------------------
 big=$(submit_json "{\"array\":\"0-99%1\",\"command\":\"while [ ! -e $T/never ]; do sleep 0.1; done\"}")
 wait_for "element 0 running" 20 job_state_is "${big}_0" RUNNING
+ctl -o json show "${big}_70" | jq -e --arg a "$big" '.state == "PENDING" and .array_job == $a and .array_index == 70' >/dev/null ||
+    fail "show of an element not made yet: $(ctl -o json show "${big}_70")"
+expect_rc 1 ctl show "${big}_100"
+has -F "not found" <"$T/err" || fail "show of no such element: $(cat "$T/err")"
 ctl cancel "${big}_50" >/dev/null
 wait_for "element 50 cancelled before it was made" 10 job_state_is "${big}_50" CANCELLED
 ctl jobs >"$T/jobs.txt"
