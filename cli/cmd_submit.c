@@ -280,8 +280,8 @@ static int add_checkpoint(struct ctl *ctl, const struct ctl_args *args, cJSON *s
  * suffix counts only when it is one of the four words, so a key may hold colons). */
 static cJSON *after_item(struct ctl *ctl, const char *text)
 {
-    static const char *const whens[] = { "ok", "notok", "any", "started" };
     const char *colon = strrchr(text, ':');
+    enum queue_when w;
     const char *when = NULL;
     bool by_key = strncmp(text, "key=", 4) == 0;
     const char *ref = by_key ? text + 4 : text;
@@ -289,11 +289,9 @@ static cJSON *after_item(struct ctl *ctl, const char *text)
     char buf[QUEUE_KEY_MAX];
     cJSON *o;
 
-    for (size_t i = 0; colon && i < MU_ARRAY_LEN(whens); i++) {
-        if (strcmp(colon + 1, whens[i]) == 0) {
-            when = whens[i];
-            n = (size_t)(colon - ref);
-        }
+    if (colon && queue_when_parse(colon + 1, &w) == 0) {
+        when = queue_when_name(w);
+        n = (size_t)(colon - ref);
     }
     if (n == 0 || n >= sizeof(buf) || (!when && colon && !by_key)) {
         ctl_usage(ctl, "--after: expected ID[:ok|notok|any|started] or key=KEY[:WHEN], got '%s'",

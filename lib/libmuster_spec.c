@@ -363,16 +363,13 @@ int muster_spec_set_idempotency_key(struct muster_spec *s, const char *key)
 /* Adds one "after" condition: {"job"|"key": ref, "when": when}. */
 static int after_add(struct muster_spec *s, const char *field, const char *ref, const char *when)
 {
-    static const char *const whens[] = { "ok", "notok", "any", "started" };
+    enum queue_when w;
     cJSON *arr;
     cJSON *o;
-    bool known = when == NULL;
 
     if (!s)
         return -1;
-    for (size_t i = 0; when && i < MU_ARRAY_LEN(whens); i++)
-        known = known || strcmp(when, whens[i]) == 0;
-    if (!known)
+    if (when && queue_when_parse(when, &w) != 0)
         return spec_fail(s, MUSTER_E_SPEC,
                          "after: when must be \"ok\", \"notok\", \"any\" or \"started\"");
     if (!ref || !ref[0] || strlen(ref) >= QUEUE_KEY_MAX)

@@ -139,31 +139,16 @@ static int element_make(struct musterd *d, struct d_job *p, int64_t index, struc
     mu_strlcpy(j->array_of, p->id, sizeof(j->array_of));
     j->submitted_ms = p->submitted_ms;
     d_job_request_build(d, j);
-    (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
-    (void)mu_snprintf(bufs[1], 32, "%d", j->spec.tasks);
-    (void)mu_snprintf(bufs[2], 32, "%d", j->spec.gpus_per_task);
-    (void)mu_snprintf(bufs[3], 32, "%d", j->spec.max_retries);
-    (void)mu_snprintf(bufs[4], 32, "%llu", (unsigned long long)j->submitted_ms);
-    (void)mu_snprintf(bufs[5], 32, "%lld", (long long)index);
+    (void)mu_snprintf(bufs[6], 32, "%lld", (long long)index);
     {
-        struct queue_kv f[] = { { "id", j->id },
-                                { "name", j->spec.name },
-                                { "queue", j->spec.queue },
-                                { "user", j->spec.user },
-                                { "priority", bufs[0] },
-                                { "tasks", bufs[1] },
-                                { "gpus_per_task", bufs[2] },
-                                { "attempt", "1" },
-                                { "max_retries", bufs[3] },
-                                { "submitted_at", bufs[4] },
-                                { "spec", a->spec },
-                                { "reason", "waiting for the scheduler" },
-                                { "array_job", p->id },
-                                { "array_index", bufs[5] } };
+        struct queue_kv f[D_JOB_NEW_FIELDS + 2];
+        int n = d_job_fields_new(j, a->spec, bufs, f);
+        f[n++] = (struct queue_kv){ "array_job", p->id };
+        f[n++] = (struct queue_kv){ "array_index", bufs[6] };
         struct d_change c = { .to = QUEUE_PENDING,
                               .reason = "element of an array",
                               .fields = f,
-                              .nfields = (int)MU_ARRAY_LEN(f),
+                              .nfields = n,
                               .tally = &tally,
                               .index_ms = j->submitted_ms ? j->submitted_ms : 1 };
         if (mu_map_put(d->jobs, j->id, j, err) != 0) {

@@ -49,6 +49,7 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
     mu_log_limited(MU_LOG_INFO, "sched", "rejected", 1, "job=%s rejected: %s", e->id, why);
 }
 
+/* The new job's hash: d_job_fields_new's, and an array's or dependent's own. */
 static void fields_of_new_job(const struct d_job *j,
                               const char *spec_json,
                               const char *after,
@@ -56,25 +57,7 @@ static void fields_of_new_job(const struct d_job *j,
                               struct queue_kv *f,
                               int *n)
 {
-    int i = 0;
-    (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
-    (void)mu_snprintf(bufs[1], 32, "%d", j->spec.tasks);
-    (void)mu_snprintf(bufs[2], 32, "%d", j->spec.gpus_per_task);
-    (void)mu_snprintf(bufs[3], 32, "%d", j->attempt);
-    (void)mu_snprintf(bufs[4], 32, "%d", j->spec.max_retries);
-    (void)mu_snprintf(bufs[5], 32, "%llu", (unsigned long long)j->submitted_ms);
-    f[i++] = (struct queue_kv){ "id", j->id };
-    f[i++] = (struct queue_kv){ "name", j->spec.name };
-    f[i++] = (struct queue_kv){ "queue", j->spec.queue };
-    f[i++] = (struct queue_kv){ "user", j->spec.user };
-    f[i++] = (struct queue_kv){ "priority", bufs[0] };
-    f[i++] = (struct queue_kv){ "tasks", bufs[1] };
-    f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
-    f[i++] = (struct queue_kv){ "attempt", bufs[3] };
-    f[i++] = (struct queue_kv){ "max_retries", bufs[4] };
-    f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
-    f[i++] = (struct queue_kv){ "spec", spec_json };
-    f[i++] = (struct queue_kv){ "reason", j->deps_open ? j->reason : "waiting for the scheduler" };
+    int i = d_job_fields_new(j, spec_json, bufs, f);
     if (j->spec.array) {
         (void)mu_snprintf(bufs[6], 32, "%lld", (long long)j->spec.array->count);
         f[i++] = (struct queue_kv){ "array", j->spec.array->text };

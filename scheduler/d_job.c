@@ -81,6 +81,33 @@ int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err)
     return d_usage_user(d, j, err) ? 0 : -1;
 }
 
+int d_job_fields_new(const struct d_job *j,
+                     const char *spec_json,
+                     char bufs[6][32],
+                     struct queue_kv *f)
+{
+    int i = 0;
+    (void)mu_snprintf(bufs[0], 32, "%lld", (long long)j->spec.priority);
+    (void)mu_snprintf(bufs[1], 32, "%d", j->spec.tasks);
+    (void)mu_snprintf(bufs[2], 32, "%d", j->spec.gpus_per_task);
+    (void)mu_snprintf(bufs[3], 32, "%d", j->attempt);
+    (void)mu_snprintf(bufs[4], 32, "%d", j->spec.max_retries);
+    (void)mu_snprintf(bufs[5], 32, "%llu", (unsigned long long)j->submitted_ms);
+    f[i++] = (struct queue_kv){ "id", j->id };
+    f[i++] = (struct queue_kv){ "name", j->spec.name };
+    f[i++] = (struct queue_kv){ "queue", j->spec.queue };
+    f[i++] = (struct queue_kv){ "user", j->spec.user };
+    f[i++] = (struct queue_kv){ "priority", bufs[0] };
+    f[i++] = (struct queue_kv){ "tasks", bufs[1] };
+    f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
+    f[i++] = (struct queue_kv){ "attempt", bufs[3] };
+    f[i++] = (struct queue_kv){ "max_retries", bufs[4] };
+    f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
+    f[i++] = (struct queue_kv){ "spec", spec_json };
+    f[i++] = (struct queue_kv){ "reason", j->reason[0] ? j->reason : "waiting for the scheduler" };
+    return i;
+}
+
 int d_record_write(struct musterd *d, const char *id, int attempt, const struct d_change *c)
 {
     struct queue_kv f[D_CHANGE_FIELDS_MAX + 1];

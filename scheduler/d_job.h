@@ -153,6 +153,15 @@ uint64_t d_job_id_ms(const char *id);
 /* A new record for id (heap, zeroed, state PENDING, attempt 1); NULL without memory. */
 struct d_job *d_job_new(const char *id);
 void d_job_free(struct d_job *j);
+/* The fields of a new job's hash into f (D_JOB_NEW_FIELDS entries): id, name, queue, user,
+ * priority, tasks, gpus_per_task, attempt, max_retries, submitted_at, spec_json (borrowed) and
+ * reason (j->reason, or "waiting for the scheduler"), the numbers formatted into bufs; returns
+ * how many.  f borrows from j and bufs. */
+#define D_JOB_NEW_FIELDS 12
+int d_job_fields_new(const struct d_job *j,
+                     const char *spec_json,
+                     char bufs[6][32],
+                     struct queue_kv *f);
 /* Fills j->req from j->spec (topology levels by the config's names), j->queue_idx and j->user.
  * 0, or -1 with err when out of memory. */
 int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err);
