@@ -59,7 +59,12 @@ run_drain() {
 
 # metric NAME: one sample of musterd's metrics endpoint (0 when absent).
 metric() {
-    curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v n="muster_$1" '$1 == n { v = $2 } END { print v + 0 }'
+    local i out
+    for i in 1 2 3 4 5; do
+        out=$(curl -s "http://127.0.0.1:$METRICS_PORT/metrics") && break
+        sleep 0.2 # a busy machine: the endpoint answers on musterd's next turn
+    done
+    awk -v n="muster_$1" '$1 == n { v = $2 } END { print v + 0 }' <<<"$out"
 }
 
 # run_array_case LABEL N: submits the jobs (one array, or N plain jobs) and waits until N more
@@ -160,7 +165,7 @@ array)
   "topology_levels": ["zone"],
   "pools": [{"name": "p4d-spot", "capacity": "spot", "instance_type": "p4d.24xlarge",
              "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 9.8}],
-  "heartbeat_s": 5, "node_lost_after_s": 60, "events_max": 1000000, "max_array_size": $n
+  "heartbeat_s": 10, "node_lost_after_s": 600, "events_max": 1000000, "max_array_size": $n
 }
 JSON
     start_musterd "$CONFIG" --log-level warn --metrics "127.0.0.1:$METRICS_PORT"
