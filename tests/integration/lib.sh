@@ -333,6 +333,22 @@ job_state() {
     rcli HGET "${MUSTER_KEY_PREFIX}job:$1" state
 }
 
+# job_field ID FIELD: a field of the job's hash ("" when absent).
+job_field() {
+    rcli HGET "${MUSTER_KEY_PREFIX}job:$1" "$2"
+}
+
+# expect_job_field ID FIELD TEXT: fails unless the job's FIELD contains TEXT (a fixed string).
+expect_job_field() {
+    job_field "$1" "$2" | has -F -- "$3" || fail "job $1: $2 '$(job_field "$1" "$2")' lacks '$3'"
+}
+
+# expect_job_rejected ID TEXT: waits for the job to be REJECTED; its error must contain TEXT.
+expect_job_rejected() {
+    wait_for "job $1 rejected" 10 job_state_is "$1" REJECTED
+    expect_job_field "$1" error "$2"
+}
+
 # job_state_is ID STATE: true when the job is in STATE (for wait_for).
 job_state_is() {
     [ "$(job_state "$1")" = "$2" ]

@@ -11,10 +11,6 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
-field() { # ID FIELD
-    rcli HGET "muster:job:$1" "$2"
-}
-
 gate=$(submit_json "{\"name\":\"gate\",\"idempotency_key\":\"gate-k\",\"command\":\"while [ ! -e $T/open ]; do sleep 0.1; done\"}")
 quick=$(submit_json "{\"name\":\"quick\",\"max_retries\":0,\"command\":\"while [ ! -e $T/quick-go ]; do sleep 0.1; done; exit 4\"}")
 wait_for "gate and quick running" 20 'job_state_is '"$gate"' RUNNING && job_state_is '"$quick"' RUNNING'
@@ -23,8 +19,8 @@ d2=$(submit_json "{\"name\":\"d2\",\"after\":[\"$d1\"],\"command\":\"echo d2 >> 
 d3=$(submit_json "{\"name\":\"d3\",\"after\":[{\"job\":\"$gate\",\"when\":\"notok\"}],\"command\":\"echo d3 >> $T/ran\"}")
 q1=$(submit_json "{\"name\":\"q1\",\"after\":[\"$quick\"],\"command\":\"echo q1 >> $T/ran\"}")
 q2=$(submit_json "{\"name\":\"q2\",\"after\":[{\"job\":\"$quick\",\"when\":\"notok\"}],\"command\":\"echo q2 >> $T/ran\"}")
-wait_for "q2 stored" 10 '[ "$(field '"$q2"' reason)" = "after '"$quick"' fails" ]'
-reason_before=$(field "$d2" reason)
+wait_for "q2 stored" 10 '[ "$(job_field '"$q2"' reason)" = "after '"$quick"' fails" ]'
+reason_before=$(job_field "$d2" reason)
 [ "$reason_before" = "after $d1 succeeds" ] || fail "d2 reason '$reason_before'"
 
 kill -9 "$MUSTERD_PID"
@@ -35,12 +31,12 @@ start_musterd "$CONFIG"
 
 wait_for "quick FAILED after the restart" 20 job_state_is "$quick" FAILED
 wait_for "q1 cancelled" 10 job_state_is "$q1" CANCELLED
-field "$q1" error | has -F "after $quick succeeds, but it ended FAILED" || fail "q1 error '$(field "$q1" error)'"
+job_field "$q1" error | has -F "after $quick succeeds, but it ended FAILED" || fail "q1 error '$(job_field "$q1" error)'"
 wait_for "q2 succeeded" 20 job_state_is "$q2" SUCCEEDED
 for id in "$d1" "$d2" "$d3"; do
     [ "$(job_state "$id")" = PENDING ] || fail "job $id is $(job_state "$id") after the restart"
 done
-[ "$(field "$d2" reason)" = "$reason_before" ] || fail "d2 reason after the restart '$(field "$d2" reason)'"
+[ "$(job_field "$d2" reason)" = "$reason_before" ] || fail "d2 reason after the restart '$(job_field "$d2" reason)'"
 [ ! -e "$T/ran" ] || [ "$(cat "$T/ran")" = q2 ] || fail "ran before the gate opened: $(cat "$T/ran")"
 grep -q "job(s) wait for other jobs" "$T/musterd.log" || fail "no waiting jobs recovered"
 ok "after kill -9: the waiting jobs still wait; a dependency that failed meanwhile was judged"

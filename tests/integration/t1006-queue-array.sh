@@ -12,13 +12,6 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
-field() { # ID FIELD
-    rcli HGET "muster:job:$1" "$2"
-}
-expect_field() { # ID FIELD PATTERN
-    field "$1" "$2" | has -F -- "$3" || fail "job $1: $2 '$(field "$1" "$2")' lacks '$3'"
-}
-
 # ---- a throttled array: never more than 2 elements at once -------------------------------------
 mkdir -p "$T/thr"
 thr=$(submit_json "{\"name\":\"sweep\",\"array\":\"0-7%2\",\"command\":\"d=$T/thr/\$MUSTER_ARRAY_INDEX; date +%s%N > \$d.start; echo \$MUSTER_ARRAY_JOB_ID > \$d.id; sleep 0.3; date +%s%N > \$d.end\"}")
@@ -33,8 +26,8 @@ most=$(for i in 0 1 2 3 4 5 6 7; do echo "$(cat "$T/thr/$i.start") $(cat "$T/thr
     awk '{ s[NR] = $1; e[NR] = $2 } END { m = 0; for (i = 1; i <= NR; i++) { n = 0;
         for (k = 1; k <= NR; k++) if (s[k] <= s[i] && e[k] > s[i]) n++; if (n > m) m = n }; print m }')
 [ "$most" -le 2 ] || fail "$most elements ran at once under %2"
-expect_field "$thr" array "0-7%2"
-expect_field "$thr" array_done 8
+expect_job_field "$thr" array "0-7%2"
+expect_job_field "$thr" array_done 8
 ok "array 0-7%2: 8 elements, each with MUSTER_ARRAY_JOB_ID, at most $most running at once (task timestamps)"
 
 # ---- index syntax, a failing element ------------------------------------------------------------
@@ -44,7 +37,7 @@ bad=$(submit_json "{\"array\":\"0-2\",\"max_retries\":0,\"command\":\"[ \$MUSTER
 wait_for "array $idx succeeded" 30 job_state_is "$idx" SUCCEEDED
 [ "$(ls "$T/idx" | sort -n | tr '\n' ' ')" = "1 3 5 6 7 20 30 40 " ] || fail "indices run: $(ls "$T/idx")"
 wait_for "array $bad failed" 30 job_state_is "$bad" FAILED
-expect_field "$bad" error "1 of 3 elements did not succeed"
+expect_job_field "$bad" error "1 of 3 elements did not succeed"
 [ "$(job_state "${bad}_1")" = FAILED ] || fail "element 1 is $(job_state "${bad}_1")"
 [ "$(job_state "${bad}_2")" = SUCCEEDED ] || fail "element 2 is $(job_state "${bad}_2")"
 ok "indices 1,3,5-7,20-40:10 ran exactly; an array with a failed element ended FAILED"
@@ -54,7 +47,7 @@ gated=$(submit_json "{\"array\":\"0-3\",\"command\":\"while [ ! -e $T/arr-go ]; 
 all=$(submit_json "{\"after\":[\"$gated\"],\"command\":\"cat $T/arr-ran | wc -l > $T/after-all\"}")
 one=$(submit_json "{\"after\":[{\"job\":\"${gated}_2\",\"when\":\"any\"}],\"command\":[\"true\"]}")
 wait_for "dependents stored" 10 '[ "$(job_state '"$one"')" = PENDING ]'
-expect_field "$all" reason "after $gated succeeds"
+expect_job_field "$all" reason "after $gated succeeds"
 : >"$T/arr-go"
 wait_for "the job after the array succeeded" 30 job_state_is "$all" SUCCEEDED
 [ "$(tr -d ' ' <"$T/after-all")" = 4 ] || fail "ran after $(cat "$T/after-all") of 4 elements"
@@ -88,10 +81,6 @@ wait_for "no task left" 10 '! pgrep -f "$T/never" >/dev/null'
 ok "cancel of an element (made or not) goes on with the next; cancel of the array ends it all"
 
 # ---- bad arrays are REJECTED ---------------------------------------------------------------------
-expect_rejected() { # ID PATTERN
-    wait_for "job $1 rejected" 10 job_state_is "$1" REJECTED
-    expect_field "$1" error "$2"
-}
 r1=$(submit_json '{"array":"5-1","command":["true"]}')
 r2=$(submit_json '{"array":"a-b","command":["true"]}')
 r3=$(submit_json '{"array":"0-10000","command":["true"]}')
@@ -100,13 +89,13 @@ r5=$(submit_json '{"array":"1,1","command":["true"]}')
 r6=$(submit_json '{"array":7,"command":["true"]}')
 r7=$(submit_json '{"array":"0-3","singleton":true,"name":"x","command":["true"]}')
 good=$(submit_json '{"array":"0-1","command":["true"]}')
-expect_rejected "$r1" "array: a range ends before it starts in '5-1'"
-expect_rejected "$r2" "array: an index (0..9999999) missing in 'a-b'"
-expect_rejected "$r3" "array: '0-10000' has 10001 elements, over the cluster's max_array_size (10000)"
-expect_rejected "$r4" "array: '%' needs a count of 1..1000000"
-expect_rejected "$r5" "array: indices not increasing"
-expect_rejected "$r6" "array: expected a string"
-expect_rejected "$r7" "singleton: not with an array"
+expect_job_rejected "$r1" "array: a range ends before it starts in '5-1'"
+expect_job_rejected "$r2" "array: an index (0..9999999) missing in 'a-b'"
+expect_job_rejected "$r3" "array: '0-10000' has 10001 elements, over the cluster's max_array_size (10000)"
+expect_job_rejected "$r4" "array: '%' needs a count of 1..1000000"
+expect_job_rejected "$r5" "array: indices not increasing"
+expect_job_rejected "$r6" "array: expected a string"
+expect_job_rejected "$r7" "singleton: not with an array"
 wait_for "the good array after them succeeded" 20 job_state_is "$good" SUCCEEDED
 kill -0 "$MUSTERD_PID" || fail "musterd died"
 ok "bad syntax, reversed range, over max_array_size, %0, repeated index, not a string: REJECTED"
