@@ -338,6 +338,8 @@ void d_deps_wake(struct musterd *d)
 {
     int done = 0;
 
+    if (d->nwoken == 0)
+        return; /* the common case (and woken may be NULL) */
     /* A cancel below may append wakes (the cascade): the loop reaches them too. */
     while (done < d->nwoken) {
         struct d_wake wake = d->woken[done];
