@@ -138,7 +138,10 @@ static int element_make(struct musterd *d, struct d_job *p, int64_t index, struc
     }
     mu_strlcpy(j->array_of, p->id, sizeof(j->array_of));
     j->submitted_ms = p->submitted_ms;
-    d_job_request_build(d, j);
+    if (d_job_request_build(d, j, err) != 0) {
+        d_job_free(j);
+        return -1;
+    }
     (void)mu_snprintf(bufs[6], 32, "%lld", (long long)index);
     {
         struct queue_kv f[D_JOB_NEW_FIELDS + 2];
