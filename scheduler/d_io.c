@@ -86,7 +86,7 @@ static int redis_answer_push(
 }
 
 static const struct d_store_ops redis_ops = {
-    redis_job_update,  redis_idem_claim,   redis_idem_get, redis_job_state,
+    redis_job_update,   redis_idem_claim,   redis_idem_get,  redis_job_state,
     redis_status_write, redis_counter_incr, redis_log_reply, redis_answer_push,
 };
 

@@ -313,7 +313,7 @@ static int fake_answer_push(
 }
 
 static const struct d_store_ops fake_ops = {
-    fake_job_update,  fake_idem_claim,   fake_idem_get, fake_job_state,
+    fake_job_update,   fake_idem_claim,   fake_idem_get,  fake_job_state,
     fake_status_write, fake_counter_incr, fake_log_reply, fake_answer_push,
 };
 
