@@ -298,6 +298,13 @@ static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struc
         ctl_fail(ctl, "job %s was REJECTED: it never ran, so it has no log", r->id);
         return -1;
     }
+    if (cJSON_GetObjectItemCaseSensitive(job, "array_next")) {
+        ctl_fail(ctl,
+                 "job %s is an array: its elements ran, each with its own log (e.g. "
+                 "'musterctl logs %s_0')",
+                 r->id, r->id);
+        return -1;
+    }
     if (r->attempt == 0)
         r->attempt = current;
     if (r->attempt > current) {

@@ -22,23 +22,28 @@
 #include "common/mu_banned.h"
 
 /* digits '-' digits, as musterd's job ids (stream entry ids) are. */
+/* Digits, 1 to 20 of them, from *p; the count (0 when none or too many). */
+static size_t digits(const char **p)
+{
+    size_t n = 0;
+    while (**p >= '0' && **p <= '9' && n <= 20) {
+        (*p)++;
+        n++;
+    }
+    return n <= 20 ? n : 0;
+}
+
+/* A job id ("1732270000123-0") or an array element's ("1732270000123-0_7"): the path is built
+ * from it, so nothing but digits, '-' and '_' where they belong. */
 static bool job_id_ok(const char *id)
 {
     const char *p = id;
-    size_t a = 0;
-    size_t b = 0;
 
-    while (*p >= '0' && *p <= '9' && a <= 20) {
-        p++;
-        a++;
-    }
-    if (a == 0 || a > 20 || *p++ != '-')
+    if (digits(&p) == 0 || *p++ != '-' || digits(&p) == 0)
         return false;
-    while (*p >= '0' && *p <= '9' && b <= 20) {
-        p++;
-        b++;
-    }
-    return b > 0 && b <= 20 && *p == '\0';
+    if (*p == '_' && (p++, digits(&p) == 0))
+        return false;
+    return *p == '\0';
 }
 
 /* Checks what the request names; 0 or -1 with err (MU_E_INVAL). */

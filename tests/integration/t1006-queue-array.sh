@@ -42,6 +42,14 @@ expect_job_field "$bad" error "1 of 3 elements did not succeed"
 [ "$(job_state "${bad}_2")" = SUCCEEDED ] || fail "element 2 is $(job_state "${bad}_2")"
 ok "indices 1,3,5-7,20-40:10 ran exactly; an array with a failed element ended FAILED"
 
+# An element's log through musterd and its worker, by the element's id; the array has none.
+echoer=$(submit_json "{\"array\":\"0-1\",\"command\":\"echo element \$MUSTER_ARRAY_INDEX\"}")
+wait_for "array $echoer succeeded" 30 job_state_is "$echoer" SUCCEEDED
+[ "$(ctl logs "${echoer}_1")" = "element 1" ] || fail "logs of element 1: $(ctl logs "${echoer}_1" 2>&1)"
+expect_rc 1 ctl logs "$echoer"
+has -F "is an array: its elements ran, each with its own log" <"$T/err" || fail "logs of the array: $(cat "$T/err")"
+ok "musterctl logs reads an element's log; the array itself points to its elements"
+
 # ---- dependencies on an array and on one element -------------------------------------------------
 gated=$(submit_json "{\"array\":\"0-3\",\"command\":\"while [ ! -e $T/arr-go ]; do sleep 0.1; done; echo \$MUSTER_ARRAY_INDEX >> $T/arr-ran\"}")
 all=$(submit_json "{\"after\":[\"$gated\"],\"command\":\"cat $T/arr-ran | wc -l > $T/after-all\"}")

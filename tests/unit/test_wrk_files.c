@@ -521,6 +521,16 @@ static void test_log_read(void **state)
     assert_string_equal(out.path, path);
     proto_msg_release(&out);
 
+    /* An array element's log, by the element's id. */
+    (void)mu_snprintf(path, sizeof(path), "%s/logs/17-0_4.2.1.out", dir);
+    write_file(path, "element\n", 0644);
+    log_req(&req, "out", 0, 0);
+    mu_strlcpy(req.task.job, "17-0_4", sizeof(req.task.job));
+    wrk_log_read(dir, &req, &out);
+    assert_true(out.ok && out.data_len == 8);
+    assert_memory_equal(out.data, "element\n", 8);
+    proto_msg_release(&out);
+
     log_req(&req, "out", 6, 0); /* the rest; 0 = up to the cap */
     wrk_log_read(dir, &req, &out);
     assert_true(out.ok && out.data_len == 6 && out.offset == 6);
@@ -556,7 +566,8 @@ static void test_log_read(void **state)
     proto_msg_release(&out);
     {
         static const char *const bad_jobs[] = {
-            "../../etc/passwd", "17-0/../x", "17", "-1", "17-", "a-1", ""
+            "../../etc/passwd", "17-0/../x", "17",         "-1", "17-", "a-1", "", "17-0_",
+            "17-0_x",           "17-0_1_2",  "17-0_/../x", "_1",
         };
         for (size_t i = 0; i < MU_ARRAY_LEN(bad_jobs); i++) {
             log_req(&req, "out", 0, 0);
