@@ -138,7 +138,7 @@ struct d_job {
     bool reason_stored;                  /* a reason was written for this pending spell */
     uint64_t reason_at_ms;               /* mono: when */
     int64_t est_start_s; /* wall s: the last pass's estimated start (its reservation), 0 = none */
-    struct d_dep *deps;                  /* heap, ndeps entries: what it waits for (d_deps.c) */
+    struct d_dep *deps;  /* heap, ndeps entries: what it waits for (d_deps.c) */
     int ndeps;
     int deps_open; /* conditions not met yet; while > 0 the job is PENDING but off the pending
                       list, so the pass never sees it (woken by d_deps_wake) */
