@@ -11,6 +11,7 @@
 
 #include "scheduler/d_handlers.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +130,33 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     return 0;
 }
 
+/* The spot pools' cool-downs the last musterd published (pools status hash, cooldown_until in
+ * wall ms), still running: a restart must not send gangs back to a pool that is being taken. */
+static int cooldowns_recover(struct musterd *d, struct mu_err *err)
+{
+    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
+    cJSON *pools = NULL;
+    const cJSON *p;
+
+    if (queue_status_read(d->q, "pools", &pools, err) != 0)
+        return -1;
+    cJSON_ArrayForEach(p, pools)
+    {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name");
+        const cJSON *until = cJSON_GetObjectItemCaseSensitive(p, "cooldown_until");
+        const struct cfg_pool *cp =
+            cJSON_IsString(name) ? cfg_pool_find(&d->cfg, name->valuestring) : NULL;
+        int64_t until_s;
+        if (!cp || !cJSON_IsNumber(until) || !(until->valuedouble > 0) || until->valuedouble > 1e15)
+            continue;
+        until_s = (int64_t)(until->valuedouble / 1000);
+        if (until_s > now_s && until_s <= now_s + d->cfg.spot_cooldown_s)
+            sched_cluster_pool_cooldown(d->cluster, (int)(cp - d->cfg.pools), until_s);
+    }
+    cJSON_Delete(pools);
+    return 0;
+}
+
 /* Writes the set-aside gangs PENDING with a new attempt, then queues them. */
 static int requeue_all(struct recovery *r, struct mu_err *err)
 {
@@ -172,7 +200,8 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err)
     struct recovery r = { .d = d };
     int rc;
 
-    if (d_nodes_recover(d, err) != 0 || d_usage_recover(d, err) != 0)
+    if (d_nodes_recover(d, err) != 0 || d_usage_recover(d, err) != 0
+        || cooldowns_recover(d, err) != 0)
         return -1;
     rc = queue_active_each(d->q, recover_one, &r, err);
     if (rc == 0)
