@@ -32,7 +32,7 @@
 # tests/fuzz/corpus/<name>/ with the fix.
 #
 # Environment: MUSTER_BUILD_DIR (default build), MUSTER_ASAN_BUILD_DIR (default build-asan),
-# MUSTER_FUZZ_BUILD_DIR (default build-fuzz), MUSTER_FUZZ_SECONDS (per target, default 20),
+# MUSTER_FUZZ_BUILD_DIR (default build-fuzz), MUSTER_FUZZ_SECONDS (per target, default 10),
 # MUSTER_JOBS (build parallelism, default: all cores), MUSTER_SKIP_DEPS=1 (do not run deps.sh).
 set -uo pipefail
 
@@ -192,7 +192,7 @@ wait_slot() {
 # dictionary tests/fuzz/<name>.dict when there is one, $jobs at a time.  Each target counts as one
 # test.  Warnings are errors here too, clang's as well as gcc's.
 run_fuzz() {
-    local t0=$SECONDS secs=${MUSTER_FUZZ_SECONDS:-20} cc=clang-14 tmp src name corpus bin rc
+    local t0=$SECONDS secs=${MUSTER_FUZZ_SECONDS:-10} cc=clang-14 tmp src name corpus bin rc
     local n_ok=0 n_fail=0 runs=0 r artifacts
     local -a names=()
     if ! command -v "$cc" >/dev/null 2>&1; then
