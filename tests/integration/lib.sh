@@ -205,14 +205,11 @@ rcli() {
 
 # ---- config -------------------------------------------------------------------------------------
 
-# make_config [JSON | -]: writes $T/config.json (exported as CONFIG) and prints its path.
-# With no argument: the default two-pool test cluster; "-": JSON from stdin (a heredoc).
+# make_config [JSON | - | --with JSON]: writes $T/config.json (exported as CONFIG) and prints its
+# path.  With no argument: the default two-pool test cluster; "-": JSON from stdin (a heredoc);
+# --with JSON: the default cluster with JSON's top-level keys replacing its own (jq's '*').
 make_config() {
-    CONFIG=$T/config.json
-    export CONFIG
-    if [ $# -eq 0 ]; then
-        cat >"$CONFIG" <<'EOF'
-{
+    local default='{
   "topology_levels": ["zone", "rack"],
   "pools": [
     {"name": "spot-a", "capacity": "spot", "instance_type": "p4d.24xlarge",
@@ -223,8 +220,14 @@ make_config() {
   "heartbeat_s": 1,
   "node_lost_after_s": 5,
   "bind_timeout_s": 10
-}
-EOF
+}'
+    CONFIG=$T/config.json
+    export CONFIG
+    if [ $# -eq 0 ]; then
+        printf '%s\n' "$default" >"$CONFIG"
+    elif [ "$1" = --with ]; then
+        command -v jq >/dev/null 2>&1 || fail "make_config --with: jq not found"
+        jq --argjson o "$2" '. * $o' <<<"$default" >"$CONFIG" || fail "make_config --with: bad JSON '$2'"
     elif [ "$1" = - ]; then
         cat >"$CONFIG"
     else

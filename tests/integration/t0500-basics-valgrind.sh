@@ -38,20 +38,7 @@ start_redis
 # Leases and deadlines far beyond what processes under valgrind need on a busy machine: this
 # test is about memory errors, not timers (the default 5 s lease ran out in CI while the
 # valgrind'ed musterd answered heartbeats late, and no job could start).
-make_config - >/dev/null <<'JSON'
-{
-  "topology_levels": ["zone", "rack"],
-  "pools": [
-    {"name": "spot-a", "capacity": "spot", "instance_type": "p4d.24xlarge",
-     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 3},
-    {"name": "od-a", "capacity": "on-demand", "instance_type": "p4d.24xlarge",
-     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 10}
-  ],
-  "heartbeat_s": 1,
-  "node_lost_after_s": 60,
-  "bind_timeout_s": 120
-}
-JSON
+make_config --with '{"node_lost_after_s": 60, "bind_timeout_s": 120}' >/dev/null
 start_musterd "$CONFIG" --log-level debug
 start_worker n1 spot-a 8
 start_worker n2 spot-a 8
