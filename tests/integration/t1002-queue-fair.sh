@@ -77,6 +77,10 @@ for i in $(seq 1 5); do
 done
 bob=$(submit_json '{"name":"bob-1","queue":"team-a","user":"bob","tasks":1,"gpus_per_task":8,"command":["true"]}')
 wait_for "alice's flood and bob's job pending" 15 "[ \"\$(queue_field team-a pending_jobs)\" = 6 ]"
+# Alice's usage grows while her gate runs (8 GPU-seconds or more, so that the decay checked at
+# the end shows in the stored decimals); her flood runs 'true' and adds next to nothing.
+wait_for "alice's usage of 8 GPU-seconds or more" 15 \
+    "[ \"\$(queue_field team-a users.alice.usage_gpu_s | awk '{ print (\$1 >= 8) }')\" = 1 ]"
 touch "$T/gate2"
 wait_for "bob's and alice's jobs done" 60 \
     "[ \"\$(ctl -o json jobs --all | jq '[.[] | select(.state == \"SUCCEEDED\")] | length')\" = $((FLOOD + 2 + 7)) ]"
@@ -88,10 +92,10 @@ jq -r '.[] | select(.state == "STARTING") | .job' "$T/events" | tail -n 7 >"$T/s
 printf '%s\n' "${flood[@]}" | diff - <(sed -n '3,$p' "$T/starts") >/dev/null ||
     fail "alice's flood did not start in submission order: $(tr '\n' ' ' <"$T/starts")"
 ok "in one queue, bob's job started right after alice's gate, before alice's 5 flooded jobs"
-wait_for "alice's usage of 8 GPU-seconds or more" 15 \
-    "[ \"\$(queue_field team-a users.alice.usage_gpu_s | awk '{ print (\$1 >= 8) }')\" = 1 ]"
-ctl queues --users | grep -E '^team-a +alice +0 +[0-9.]+ +[0-9]+%$' >/dev/null ||
-    fail "musterctl queues --users does not list alice: $(ctl queues --users)"
+# The queues' status is published a moment after the jobs end: wait for alice's running GPUs
+# to show 0.
+wait_for "musterctl queues --users lists alice with nothing running" 15 \
+    "ctl queues --users | grep -E '^team-a +alice +0 +[0-9.]+ +[0-9]+%\$' >/dev/null"
 
 # Usage is stored with the queues' status and read back after a kill -9, decayed, not reset.
 wait_for "team-b usage above 0" 15 \
