@@ -337,14 +337,20 @@ int queue_idem_get(struct queue *q,
                    size_t id_size,
                    bool *found,
                    struct mu_err *err);
-/* HMGET job:<id> state started_at: *found false when the job has no hash (or no readable
- * state); *started when its hash has a started_at. */
-int queue_job_state_get(struct queue *q,
-                        const char *id,
-                        enum queue_state *state,
-                        bool *started,
-                        bool *found,
-                        struct mu_err *err);
+/* What a dependency needs to know of a stored job (queue_job_state_get). */
+struct queue_job_brief {
+    enum queue_state state;
+    bool started;          /* its hash has a started_at */
+    bool array;            /* an array (its hash has array_size): the counts are its elements' */
+    int64_t array_done;    /* elements ended (all of them once the array is final) */
+    int64_t array_failed;  /* of those, not SUCCEEDED */
+    int64_t array_nostart; /* of those, ended before they ever started */
+};
+
+/* HMGET job:<id> state started_at array_size array_done array_failed array_nostart into *out:
+ * *found false when the job has no hash (or no readable state). */
+int queue_job_state_get(
+    struct queue *q, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err);
 /* SET idem:<key> <id> NX; *won false when another id holds the key (its id is in id_out). */
 int queue_idem_claim(struct queue *q,
                      const char *key,
@@ -373,11 +379,13 @@ struct queue_stored_job {
     const char *after; /* its dependencies, "ID:when,..." (NULL if none) */
     bool after_met;    /* they were all met: it joined the queue */
     /* An array's progress (0 / NULL for other jobs): the next position to make, the indices
-     * cancelled before they were made ("3,17"), elements ended, of which not succeeded. */
+     * cancelled before they were made ("3,17"), elements ended, of which not succeeded, and of
+     * those ended before they started. */
     int64_t array_next;
     const char *array_skip;
     int64_t array_done;
     int64_t array_failed;
+    int64_t array_nostart;
 };
 
 /* Called for each stored active job; returns 0 to go on, 1 to stop early, -1 to fail (with

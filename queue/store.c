@@ -168,23 +168,39 @@ int queue_idem_get(
     return 0;
 }
 
-int queue_job_state_get(struct queue *q,
-                        const char *id,
-                        enum queue_state *state,
-                        bool *started,
-                        bool *found,
-                        struct mu_err *err)
+static uint64_t reply_u64(const redisReply *r)
 {
-    redisReply *r = queue_command(q, err, "HMGET %sjob:%s state started_at", q->prefix, id);
+    int64_t v = 0;
+    if (r->type != REDIS_REPLY_STRING || mu_parse_i64(r->str, 0, INT64_MAX, &v, NULL) != 0)
+        return 0;
+    return (uint64_t)v;
+}
+
+static const char *reply_str(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_STRING ? r->str : NULL;
+}
+
+int queue_job_state_get(
+    struct queue *q, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err,
+                                  "HMGET %sjob:%s state started_at array_size array_done "
+                                  "array_failed array_nostart",
+                                  q->prefix, id);
     if (!r)
         return -1;
     *found = false;
-    *started = false;
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 2
+    memset(out, 0, sizeof(*out));
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 6
         && r->element[0]->type == REDIS_REPLY_STRING
-        && queue_state_parse(r->element[0]->str, state) == 0) {
+        && queue_state_parse(r->element[0]->str, &out->state) == 0) {
         *found = true;
-        *started = r->element[1]->type == REDIS_REPLY_STRING;
+        out->started = r->element[1]->type == REDIS_REPLY_STRING;
+        out->array = r->element[2]->type == REDIS_REPLY_STRING;
+        out->array_done = (int64_t)reply_u64(r->element[3]);
+        out->array_failed = (int64_t)reply_u64(r->element[4]);
+        out->array_nostart = (int64_t)reply_u64(r->element[5]);
     }
     queue_reply_free(r);
     return 0;
@@ -267,29 +283,17 @@ out:
     return rc;
 }
 
-static uint64_t reply_u64(const redisReply *r)
-{
-    int64_t v = 0;
-    if (r->type != REDIS_REPLY_STRING || mu_parse_i64(r->str, 0, INT64_MAX, &v, NULL) != 0)
-        return 0;
-    return (uint64_t)v;
-}
-
-static const char *reply_str(const redisReply *r)
-{
-    return r->type == REDIS_REPLY_STRING ? r->str : NULL;
-}
-
 #define STORED_FIELDS                                                                           \
     "state attempt failures held spec placement started_at last_checkpoint last_checkpoint_at " \
-    "lost_gpu_seconds borrowed after after_met array_next array_skip array_done array_failed"
+    "lost_gpu_seconds borrowed after after_met array_next array_skip array_done array_failed "  \
+    "array_nostart"
 
 /* s from an HMGET reply of STORED_FIELDS (s->id set); borrows the reply's strings.  A hash that
  * is gone leaves s->state NULL. */
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
     int64_t num = 0;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 17)
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 18)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
     s->state = reply_str(r->element[0]);
     s->attempt = 0;
@@ -319,6 +323,7 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
     s->array_skip = reply_str(r->element[14]);
     s->array_done = (int64_t)reply_u64(r->element[15]);
     s->array_failed = (int64_t)reply_u64(r->element[16]);
+    s->array_nostart = (int64_t)reply_u64(r->element[17]);
     return 0;
 }
 

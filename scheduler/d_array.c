@@ -96,18 +96,20 @@ static void progress_write(struct musterd *d, struct d_job *p)
 {
     const struct d_array *a = p->array;
     const struct queue_array *qa = p->spec.array;
-    char next[24], done[24], failed[24], reason[160];
+    char next[24], done[24], failed[24], nostart[24], reason[160];
     struct queue_kv f[] = { { "array_next", next },
                             { "array_done", done },
                             { "array_failed", failed },
+                            { "array_nostart", nostart },
                             { "reason", reason } };
-    struct d_change c = { .to = D_SAME, .fields = f, .nfields = 4 };
+    struct d_change c = { .to = D_SAME, .fields = f, .nfields = (int)MU_ARRAY_LEN(f) };
     long long ended = a->ok + a->notok;
     long long waiting = qa->count - ended - (a->active - a->pending);
 
     (void)mu_snprintf(next, sizeof(next), "%lld", (long long)a->next);
     (void)mu_snprintf(done, sizeof(done), "%lld", ended);
     (void)mu_snprintf(failed, sizeof(failed), "%lld", (long long)a->notok);
+    (void)mu_snprintf(nostart, sizeof(nostart), "%lld", (long long)a->nostart);
     (void)mu_snprintf(reason, sizeof(reason),
                       "elements: %lld done (%lld not succeeded), %d running, %lld pending of %lld",
                       ended, (long long)a->notok, a->active - a->pending, waiting,
@@ -175,13 +177,11 @@ static int element_make(struct musterd *d, struct d_job *p, int64_t index, struc
 static void array_finish(struct musterd *d, struct d_job *p)
 {
     struct d_array *a = p->array;
-    char now[32], reason[160], done[24], failed[24];
+    char now[32], reason[160], done[24], failed[24], nostart[24];
     bool ok = a->notok == 0;
-    struct queue_kv f[] = { { "finished_at", now },
-                            { "array_done", done },
-                            { "array_failed", failed },
-                            { "error", ok ? NULL : reason },
-                            { "exit_code", ok ? "0" : NULL } };
+    struct queue_kv f[] = { { "finished_at", now },          { "array_done", done },
+                            { "array_failed", failed },      { "array_nostart", nostart },
+                            { "error", ok ? NULL : reason }, { "exit_code", ok ? "0" : NULL } };
     struct d_change c = { .to = ok ? QUEUE_SUCCEEDED : QUEUE_FAILED,
                           .reason = reason,
                           .fields = f,
@@ -193,6 +193,7 @@ static void array_finish(struct musterd *d, struct d_job *p)
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)p->finished_ms);
     (void)mu_snprintf(done, sizeof(done), "%lld", ended);
     (void)mu_snprintf(failed, sizeof(failed), "%lld", (long long)a->notok);
+    (void)mu_snprintf(nostart, sizeof(nostart), "%lld", (long long)a->nostart);
     if (ok)
         (void)mu_snprintf(reason, sizeof(reason), "all %lld elements succeeded", (long long)a->ok);
     else
@@ -247,11 +248,6 @@ void d_array_element_event(struct musterd *d, const struct d_wake *w)
     a = p->array;
     if (w->was_unstarted && a->pending > 0)
         a->pending--;
-    if ((w->state == QUEUE_STARTING || w->state == QUEUE_RUNNING) && p->state == QUEUE_PENDING) {
-        struct d_change c = { .to = QUEUE_RUNNING, .reason = "its first element started" };
-        if (d_job_write(d, p, &c) != 0)
-            d_job_remember(d, p, &c);
-    }
     if (queue_state_is_final(w->state)) {
         if (a->active > 0)
             a->active--;
@@ -259,7 +255,16 @@ void d_array_element_event(struct musterd *d, const struct d_wake *w)
             a->ok++;
         else
             a->notok++;
+        if (w->was_unstarted)
+            a->nostart++;
         progress_write(d, p);
+    }
+    if ((w->state == QUEUE_STARTING || w->state == QUEUE_RUNNING) && p->state == QUEUE_PENDING) {
+        struct d_change c = { .to = QUEUE_RUNNING, .reason = "its first element started" };
+        if (d_job_write(d, p, &c) != 0)
+            d_job_remember(d, p, &c); /* both wake p's dependents */
+    } else {
+        d_job_wake_dependents(d, p); /* its tally changed */
     }
     d_array_fill(d, p); /* may free p */
 }
@@ -268,7 +273,18 @@ int d_array_cancel(struct musterd *d, struct d_job *p, const char *why)
 {
     size_t pos = 0;
     struct d_job *j;
+    struct d_array_tally t;
 
+    /* Every element not ended yet ends not succeeded, and one not started never starts: the
+     * tally the array's dependents judge once it is CANCELLED (its elements' own ends no longer
+     * count, see d_array_element_event). */
+    if (p->array) {
+        d_array_tally_get(p, &t);
+        p->array->notok = t.total - t.ok;
+        p->array->nostart = t.total - t.started;
+        p->array->active = p->array->pending = 0;
+        progress_write(d, p);
+    }
     /* Its elements first (each may be freed; the iteration allows removal), then itself. */
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         if (strcmp(j->array_of, p->id) == 0 && !queue_state_is_final(j->state)
@@ -337,6 +353,7 @@ int d_array_cancel_unmade(struct musterd *d, const char *id, bool *found)
     mu_buf_release(&b);
     a->skip[a->nskip++] = index;
     a->notok++;
+    a->nostart++;
     mu_log(MU_LOG_INFO, "sched", "job=%s cancelled before it was made", id);
     progress_write(d, p);
     d_array_fill(d, p); /* may free p */

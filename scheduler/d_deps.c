@@ -10,6 +10,12 @@
  * dependents only: a condition met may release the job to the pending list; one that can never
  * be met cancels it with the reason, which in turn wakes its own dependents (the cascade).
  *
+ * A condition on an array asks it of every element (Slurm's rule for arrays): "ok" is met when
+ * all succeeded and can never be once one did not; "notok" the other way round; "any" once all
+ * ended; "started" once all started, never once one ended before it started.  So it is judged
+ * on the array's tally (struct d_array_tally), which each element's start or end changes, not
+ * on the array's own state.
+ *
  * Invariant: a job with deps_open > 0 is in d->waiters under every id it still waits for.
  */
 
@@ -23,6 +29,14 @@
 #include "common/mu_banned.h"
 
 enum dep_verdict { DEP_WAIT, DEP_MET, DEP_NEVER };
+
+/* What a condition looks at: a job's state, or an array's tally. */
+struct dep_target {
+    enum queue_state state;
+    bool started; /* it had started an attempt */
+    bool array;
+    struct d_array_tally tally; /* when array */
+};
 
 /* What state st of the job waited for means for condition w. */
 static enum dep_verdict dep_verdict(enum queue_when w, enum queue_state st, bool started)
@@ -40,6 +54,22 @@ static enum dep_verdict dep_verdict(enum queue_when w, enum queue_state st, bool
         if (st == QUEUE_STARTING || st == QUEUE_RUNNING || st == QUEUE_PREEMPTING)
             return DEP_MET;
         return final ? (started ? DEP_MET : DEP_NEVER) : DEP_WAIT;
+    }
+    return DEP_NEVER;
+}
+
+/* Condition w on an array whose elements are tallied in t: every element must meet it. */
+static enum dep_verdict array_verdict(enum queue_when w, const struct d_array_tally *t)
+{
+    switch (w) {
+    case QUEUE_WHEN_OK:
+        return t->notok > 0 ? DEP_NEVER : t->ok == t->total ? DEP_MET : DEP_WAIT;
+    case QUEUE_WHEN_NOTOK:
+        return t->ok > 0 ? DEP_NEVER : t->notok == t->total ? DEP_MET : DEP_WAIT;
+    case QUEUE_WHEN_ANY:
+        return t->ok + t->notok == t->total ? DEP_MET : DEP_WAIT;
+    case QUEUE_WHEN_STARTED:
+        return t->nostart > 0 ? DEP_NEVER : t->started >= t->total ? DEP_MET : DEP_WAIT;
     }
     return DEP_NEVER;
 }
@@ -120,42 +150,83 @@ static void waiters_drop(struct musterd *d, const char *id)
     }
 }
 
-/* The state of the job id now: from memory when it is active, else from its stored hash.
- * *found false when there is no such job.  -1 on a Redis error. */
-static int state_of(struct musterd *d,
-                    const char *id,
-                    enum queue_state *st,
-                    bool *started,
-                    bool *found,
-                    struct mu_err *err)
+/* The job id now: from memory when it is active, else from its stored hash.  *found false
+ * when there is no such job.  -1 on a Redis error. */
+static int target_of(
+    struct musterd *d, const char *id, struct dep_target *t, bool *found, struct mu_err *err)
 {
     const struct d_job *o = mu_map_get(d->jobs, id);
+    struct queue_job_brief b;
+
+    memset(t, 0, sizeof(*t));
     if (o || d_array_has_unmade(d, id)) { /* an element not made yet is pending */
-        *st = o ? o->state : QUEUE_PENDING;
-        *started = o && o->started_ms != 0;
+        t->state = o ? o->state : QUEUE_PENDING;
+        t->started = o && o->started_ms != 0;
+        t->array = o && o->array;
+        if (t->array)
+            d_array_tally_get(o, &t->tally);
         *found = true;
         return 0;
     }
-    return d->store.ops->job_state(d->store.ctx, id, st, started, found, err);
+    if (d->store.ops->job_state(d->store.ctx, id, &b, found, err) != 0)
+        return -1;
+    t->state = b.state;
+    t->started = b.started;
+    t->array = b.array && queue_state_is_final(b.state); /* an active one is in memory */
+    if (t->array) { /* every element ended: array_done counts them all */
+        t->tally.total = b.array_done;
+        t->tally.ok = b.array_done - b.array_failed;
+        t->tally.notok = b.array_failed;
+        t->tally.nostart = b.array_nostart;
+        t->tally.started = b.array_done - b.array_nostart;
+    }
+    return 0;
 }
 
-/* Condition i of j, from the state of the job it names: met (counted), or never (why filled).
+/* Why condition dep can never be met by t, in why. */
+static void never_why(const struct d_dep *dep, const struct dep_target *t, char *why, size_t size)
+{
+    const struct d_array_tally *a = &t->tally;
+    size_t n;
+    char *p;
+    size_t left;
+
+    (void)mu_snprintf(why, size, "dependency never met: after %s %s, but ", dep->id,
+                      when_verb(dep->when));
+    n = strlen(why);
+    p = why + n;
+    left = size - n;
+
+    if (t->array && dep->when == QUEUE_WHEN_OK)
+        (void)mu_snprintf(p, left, "%lld of its %lld elements did not succeed", (long long)a->notok,
+                          (long long)a->total);
+    else if (t->array && dep->when == QUEUE_WHEN_NOTOK)
+        (void)mu_snprintf(p, left, "%lld of its %lld elements succeeded", (long long)a->ok,
+                          (long long)a->total);
+    else if (t->array)
+        (void)mu_snprintf(p, left, "%lld of its %lld elements ended before they started",
+                          (long long)a->nostart, (long long)a->total);
+    else if (t->state == QUEUE_CANCELLED && !t->started)
+        (void)mu_snprintf(p, left, "it was cancelled before it started");
+    else
+        (void)mu_snprintf(p, left, "it ended %s", queue_state_name(t->state));
+}
+
+/* Condition i of j, from the job (or array) it names: met (counted), or never (why filled).
  * Returns the verdict. */
 static enum dep_verdict dep_judge(
-    struct d_job *j, int i, enum queue_state st, bool started, char *why, size_t size)
+    struct d_job *j, int i, const struct dep_target *t, char *why, size_t size)
 {
     struct d_dep *dep = &j->deps[i];
-    enum dep_verdict v = dep->met ? DEP_MET : dep_verdict(dep->when, st, started);
+    enum dep_verdict v = dep->met   ? DEP_MET
+                         : t->array ? array_verdict(dep->when, &t->tally)
+                                    : dep_verdict(dep->when, t->state, t->started);
 
     if (v == DEP_MET && !dep->met) {
         dep->met = true;
         j->deps_open--;
     } else if (v == DEP_NEVER) {
-        (void)mu_snprintf(why, size, "dependency never met: after %s %s, but it %s%s", dep->id,
-                          when_verb(dep->when),
-                          st == QUEUE_CANCELLED && !started ? "was cancelled before it started"
-                                                            : "ended ",
-                          st == QUEUE_CANCELLED && !started ? "" : queue_state_name(st));
+        never_why(dep, t, why, size);
     }
     return v;
 }
@@ -241,16 +312,15 @@ int d_deps_resolve(
         return -1;
     j->deps_open = j->ndeps;
     for (int i = 0; i < j->ndeps; i++) {
-        enum queue_state st = QUEUE_PENDING;
-        bool started = false;
+        struct dep_target t;
         bool found = false;
-        if (state_of(d, j->deps[i].id, &st, &started, &found, err) != 0)
+        if (target_of(d, j->deps[i].id, &t, &found, err) != 0)
             return -1;
         if (!found) /* the singleton's jobs are active: an unknown one is an after[i] */
             return mu_errf(err, MU_E_SPEC,
                            "after[%d]: unknown job '%s'; hint: musterctl jobs --all lists them", i,
                            j->deps[i].id);
-        if (dep_judge(j, i, st, started, never, never_size) == DEP_NEVER)
+        if (dep_judge(j, i, &t, never, never_size) == DEP_NEVER)
             return 0; /* stored, then cancelled with this reason */
     }
     return 0;
@@ -299,6 +369,9 @@ int d_deps_start(struct musterd *d, struct d_job *j, struct mu_err *err)
 static int wake_one(struct musterd *d, const struct d_wake *wake)
 {
     struct d_waiters *w;
+    struct dep_target t = {
+        .state = wake->state, .started = wake->started, .array = wake->array, .tally = wake->tally
+    };
 
     if (wake->element)
         d_array_element_event(d, wake);
@@ -312,7 +385,7 @@ static int wake_one(struct musterd *d, const struct d_wake *wake)
             continue;
         for (int i = 0; i < j->ndeps && v != DEP_NEVER; i++) {
             if (strcmp(j->deps[i].id, wake->id) == 0)
-                v = dep_judge(j, i, wake->state, wake->started, why, sizeof(why));
+                v = dep_judge(j, i, &t, why, sizeof(why));
         }
         if (v == DEP_NEVER) {
             if (d_job_cancel_why(d, j, why) != 0)
@@ -401,19 +474,18 @@ int d_deps_recover(struct musterd *d, struct mu_err *err)
         if (j->deps_open == 0 || queue_state_is_final(j->state))
             continue;
         for (int i = 0; i < j->ndeps && !never; i++) {
-            enum queue_state st = QUEUE_PENDING;
-            bool started = false;
+            struct dep_target t;
             bool found = false;
             if (j->deps[i].met)
                 continue;
-            if (state_of(d, j->deps[i].id, &st, &started, &found, err) != 0)
+            if (target_of(d, j->deps[i].id, &t, &found, err) != 0)
                 return -1;
             if (!found) {
                 (void)mu_snprintf(why, sizeof(why), "dependency never met: job %s is gone",
                                   j->deps[i].id);
                 never = true;
             } else {
-                never = dep_judge(j, i, st, started, why, sizeof(why)) == DEP_NEVER;
+                never = dep_judge(j, i, &t, why, sizeof(why)) == DEP_NEVER;
             }
         }
         if (never) {

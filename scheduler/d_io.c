@@ -44,14 +44,10 @@ static int redis_idem_get(
     return queue_idem_get(ctx, key, id, id_size, found, err);
 }
 
-static int redis_job_state(void *ctx,
-                           const char *id,
-                           enum queue_state *state,
-                           bool *started,
-                           bool *found,
-                           struct mu_err *err)
+static int redis_job_state(
+    void *ctx, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err)
 {
-    return queue_job_state_get(ctx, id, state, started, found, err);
+    return queue_job_state_get(ctx, id, out, found, err);
 }
 
 static int redis_status_write(

@@ -55,12 +55,8 @@ struct d_store_ops {
     int (*idem_get)(
         void *ctx, const char *key, char *id, size_t id_size, bool *found, struct mu_err *err);
     /* queue_job_state_get (reads a job's stored state: a dependency at intake or restart) */
-    int (*job_state)(void *ctx,
-                     const char *id,
-                     enum queue_state *state,
-                     bool *started,
-                     bool *found,
-                     struct mu_err *err);
+    int (*job_state)(
+        void *ctx, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err);
     /* queue_status_write */
     int (*status_write)(
         void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err);

@@ -221,12 +221,24 @@ void d_jobs_flush_reasons(struct musterd *d)
     }
 }
 
+void d_array_tally_get(const struct d_job *p, struct d_array_tally *t)
+{
+    const struct d_array *a = p->array;
+
+    t->total = p->spec.array ? p->spec.array->count : 0;
+    t->ok = a->ok;
+    t->notok = a->notok;
+    t->nostart = a->nostart;
+    /* Ended after a start, plus made, not final and not pending a first start. */
+    t->started = a->ok + a->notok - a->nostart + (a->active - a->pending);
+}
+
 void d_job_wake_dependents(struct musterd *d, struct d_job *j)
 {
     bool started = j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING;
     bool element = j->array_of[0] != '\0';
 
-    if (!started && !queue_state_is_final(j->state))
+    if (!started && !queue_state_is_final(j->state) && !j->array)
         return;
     if (!element && (!d->waiters || !mu_map_get(d->waiters, j->id)))
         return; /* nobody waits for it: the common case, one lookup */
@@ -245,6 +257,9 @@ void d_job_wake_dependents(struct musterd *d, struct d_job *j)
     d->woken[d->nwoken].started = started || j->started_ms != 0;
     d->woken[d->nwoken].element = element;
     d->woken[d->nwoken].was_unstarted = j->array_unstarted;
+    d->woken[d->nwoken].array = j->array != NULL;
+    if (j->array)
+        d_array_tally_get(j, &d->woken[d->nwoken].tally);
     j->array_unstarted = false; /* its array counts the start (or end) once */
     d->nwoken++;
     d->dirty = true; /* the pass begins with d_deps_wake */

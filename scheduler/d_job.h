@@ -49,14 +49,26 @@ struct d_dep {
     bool met;
 };
 
-/* A job's end (or start) that jobs wait for, or of an array's element, noted by d_job_write
- * for d_deps_wake. */
+/* An array's elements by outcome: what a dependency on the array judges (every element must
+ * meet the condition, d_deps.c). */
+struct d_array_tally {
+    int64_t total;   /* elements */
+    int64_t ok;      /* ended SUCCEEDED */
+    int64_t notok;   /* ended otherwise (cancelled before they were made included) */
+    int64_t nostart; /* of those, ended before they ever started */
+    int64_t started; /* started at least once */
+};
+
+/* A job's end (or start) that jobs wait for, or of an array's element, or an array's progress,
+ * noted by d_job_wake_dependents for d_deps_wake. */
 struct d_wake {
     char id[QUEUE_JOB_ID_MAX];
     enum queue_state state;
     bool started;       /* it had started an attempt (for "started" and the final states) */
     bool element;       /* an array's element (its array counts it: d_array.c) */
     bool was_unstarted; /* an element that was counted in its array's pending until now */
+    bool array;         /* an array: its dependents judge tally, not state */
+    struct d_array_tally tally;
 };
 
 /* An array's progress (spec "array", issue #12; d_array.c).  Its elements are made a few at a
@@ -71,6 +83,7 @@ struct d_array {
     int pending;     /* of those, not started yet */
     int64_t ok;      /* elements ended SUCCEEDED */
     int64_t notok;   /* elements ended otherwise, or cancelled before they were made */
+    int64_t nostart; /* of the ended elements, those that never started */
     int64_t *skip;   /* heap: indices cancelled before they were made, nskip of them */
     int nskip;
     bool fill_failed; /* a write failed making an element: d_deps_wake tries again */
@@ -215,8 +228,11 @@ void d_jobs_flush_reasons(struct musterd *d);
 
 /* Notes that j reached a state jobs may wait for (started, or final), when some job waits for
  * it: d_deps_wake (called by the pass) then looks at its dependents.  Called by d_job_write and
- * d_job_remember; costs one map lookup. */
+ * d_job_remember, and for an array by d_array.c on each of its elements' starts and ends (its
+ * tally changed, whatever its state); costs one map lookup. */
 void d_job_wake_dependents(struct musterd *d, struct d_job *j);
+/* The elements of array p (p->array set) by outcome, from its counts. */
+void d_array_tally_get(const struct d_job *p, struct d_array_tally *t);
 
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);

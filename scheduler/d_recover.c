@@ -61,6 +61,7 @@ static int array_recover(struct d_job *j, const struct queue_stored_job *s, stru
     j->array->next = s->array_next;
     j->array->notok = s->array_failed;
     j->array->ok = s->array_done - s->array_failed;
+    j->array->nostart = s->array_nostart;
     if (s->array_skip && d_array_skip_parse(j, s->array_skip) != 0)
         return mu_errf(err, MU_E_PARSE, "unreadable array_skip '%.40s'", s->array_skip);
     return 0;

@@ -2,7 +2,8 @@
 # Job arrays (spec "array", issue #12) through real daemons: each element a gang with
 # MUSTER_ARRAY_JOB_ID and MUSTER_ARRAY_INDEX, ids <array id>_<index>; "%2" never runs more than
 # two elements at once (checked from the timestamps the tasks write); Slurm's index syntax;
-# the array ends FAILED when an element failed; dependencies on an array and on one element;
+# the array ends FAILED when an element failed; dependencies on an array (every element must meet
+# the condition) and on one element;
 # cancelling one element (made or not yet) and the whole array; bad arrays are REJECTED.
 source "$(dirname "$0")/lib.sh"
 
@@ -61,6 +62,34 @@ wait_for "the job after the array succeeded" 30 job_state_is "$all" SUCCEEDED
 [ "$(tr -d ' ' <"$T/after-all")" = 4 ] || fail "ran after $(cat "$T/after-all") of 4 elements"
 wait_for "the job after element 2 succeeded" 10 job_state_is "$one" SUCCEEDED
 ok "a job after an array ran once every element succeeded; one after an element ran"
+
+# ---- a condition on an array holds for every element ---------------------------------------------
+# Element 1 fails at once; elements 0 and 2 wait for a gate and then succeed.
+mixed=$(submit_json "{\"array\":\"0-2\",\"max_retries\":0,\"command\":\"[ \$MUSTER_ARRAY_INDEX != 1 ] || exit 3; while [ ! -e $T/mix-go ]; do sleep 0.1; done\"}")
+m_ok=$(submit_json "{\"after\":[\"$mixed\"],\"command\":[\"true\"]}")
+m_notok=$(submit_json "{\"after\":[{\"job\":\"$mixed\",\"when\":\"notok\"}],\"command\":[\"true\"]}")
+m_any=$(submit_json "{\"after\":[{\"job\":\"$mixed\",\"when\":\"any\"}],\"command\":[\"true\"]}")
+m_started=$(submit_json "{\"after\":[{\"job\":\"$mixed\",\"when\":\"started\"}],\"command\":[\"true\"]}")
+# "ok" can never hold once one element failed: cancelled then, while the others still run.
+wait_for "the job after the array (ok) cancelled" 30 job_state_is "$m_ok" CANCELLED
+expect_job_field "$m_ok" error \
+    "dependency never met: after $mixed succeeds, but 1 of its 3 elements did not succeed"
+[ "$(job_state "$mixed")" = RUNNING ] || fail "array $mixed is $(job_state "$mixed"), want RUNNING"
+wait_for "the job after every element started" 30 job_state_is "$m_started" SUCCEEDED
+[ "$(job_state "$m_notok")" = PENDING ] || fail "notok dependent is $(job_state "$m_notok")"
+[ "$(job_state "$m_any")" = PENDING ] || fail "any dependent is $(job_state "$m_any")"
+: >"$T/mix-go"
+wait_for "array $mixed failed" 30 job_state_is "$mixed" FAILED
+wait_for "the job after the array (notok) cancelled" 30 job_state_is "$m_notok" CANCELLED
+# (cancelled at the first success: 1 or 2 of them, as the two elements end close together)
+job_field "$m_notok" error | grep -E "^dependency never met: after $mixed fails, but [12] of its 3 elements succeeded\$" >/dev/null ||
+    fail "notok dependent's error: $(job_field "$m_notok" error)"
+wait_for "the job after the array (any) succeeded" 30 job_state_is "$m_any" SUCCEEDED
+# Judged from the stored array once it is gone from memory: a new "notok" job is cancelled too.
+late=$(submit_json "{\"after\":[{\"job\":\"$mixed\",\"when\":\"notok\"}],\"command\":[\"true\"]}")
+wait_for "a later notok dependent cancelled" 10 job_state_is "$late" CANCELLED
+ok "after an array: ok cancelled at its first failure, started once all started, notok needs all failed, any all ended"
+
 
 # ---- cancelling an element and the array ---------------------------------------------------------
 big=$(submit_json "{\"array\":\"0-99%1\",\"command\":\"while [ ! -e $T/never ]; do sleep 0.1; done\"}")

@@ -233,20 +233,31 @@ static int fake_idem_get(
     return 0;
 }
 
-static int fake_job_state(void *ctx,
-                          const char *id,
-                          enum queue_state *state,
-                          bool *started,
-                          bool *found,
-                          struct mu_err *err)
+/* A count field of the fake hash, 0 when absent or unreadable. */
+static int64_t fake_count(struct fake_store *s, const char *id, const char *field)
+{
+    const char *v = fake_field(s, id, field);
+    int64_t n = 0;
+    if (!v || mu_parse_i64(v, 0, INT64_MAX, &n, NULL) != 0)
+        return 0;
+    return n;
+}
+
+static int fake_job_state(
+    void *ctx, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err)
 {
     struct fake_store *s = ctx;
     const char *st;
     if (failing(s))
         return store_down(err);
+    memset(out, 0, sizeof(*out));
     st = fake_field(s, id, "state");
-    *found = st && queue_state_parse(st, state) == 0;
-    *started = fake_field(s, id, "started_at") != NULL;
+    *found = st && queue_state_parse(st, &out->state) == 0;
+    out->started = fake_field(s, id, "started_at") != NULL;
+    out->array = fake_field(s, id, "array_size") != NULL;
+    out->array_done = fake_count(s, id, "array_done");
+    out->array_failed = fake_count(s, id, "array_failed");
+    out->array_nostart = fake_count(s, id, "array_nostart");
     return 0;
 }
 
