@@ -263,7 +263,8 @@ const struct ctl_cmd ctl_commands[] = {
     { "hold", ctl_cmd_hold, "keep a job from starting until released", "ID",
       "Asks musterd not to start job ID until it is released.  A pending job stays pending (the "
       "jobs table says 'held'); a running job keeps running, but is not started again if it is "
-      "requeued.  A job that has ended is not active: musterctl says so and exits 1.",
+      "requeued.  Holding a job array holds every element that has not started.  A job that "
+      "has ended is not active: musterctl says so and exits 1.",
       NULL, 1, 1, CTL_ARG_JOB },
     { "release", ctl_cmd_release, "release a held job", "ID",
       "Asks musterd to consider held job ID for placement again.  A job that has ended is not "

@@ -16,11 +16,21 @@
 
 #include "common/mu_banned.h"
 
-/* 0, or -1 when the write failed and nothing changed. */
+/* 0, or -1 when a write failed (the command is read again; holding twice changes nothing).
+ * Holding an array holds its pending elements too, as Slurm's hold of an array job does, and
+ * releasing it releases them: an array's hold stops every element that has not started. */
 static int job_hold(struct musterd *d, struct d_job *j, bool hold)
 {
     struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
     struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
+    size_t pos = 0;
+    struct d_job *e;
+
+    while (j->array && (e = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (strcmp(e->array_of, j->id) == 0 && e->state == QUEUE_PENDING && !e->placed
+            && e->held != hold && job_hold(d, e, hold) != 0)
+            return -1;
+    }
     if (d_job_write(d, j, &c) != 0)
         return -1;
     j->held = hold;

@@ -4,7 +4,8 @@
 # two elements at once (checked from the timestamps the tasks write); Slurm's index syntax;
 # the array ends FAILED when an element failed; dependencies on an array (every element must meet
 # the condition) and on one element;
-# cancelling one element (made or not yet) and the whole array; bad arrays are REJECTED.
+# cancelling one element (made or not yet) and the whole array; holding the array holds its
+# pending elements; bad arrays are REJECTED.
 source "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -90,6 +91,22 @@ late=$(submit_json "{\"after\":[{\"job\":\"$mixed\",\"when\":\"notok\"}],\"comma
 wait_for "a later notok dependent cancelled" 10 job_state_is "$late" CANCELLED
 ok "after an array: ok cancelled at its first failure, started once all started, notok needs all failed, any all ended"
 
+# ---- hold of an array holds its pending elements; release lets them run ------------------------
+# Each element takes the node's 8 GPUs, so one runs at a time and the rest wait, made, pending.
+mkdir -p "$T/hold"
+held=$(submit_json "{\"array\":\"0-2\",\"tasks\":1,\"gpus_per_task\":8,\"command\":\"while [ ! -e $T/hold-go ]; do sleep 0.1; done; touch $T/hold/\$MUSTER_ARRAY_INDEX\"}")
+wait_for "element 0 running" 20 job_state_is "${held}_0" RUNNING
+wait_for "element 1 made, pending" 10 job_state_is "${held}_1" PENDING
+expect_rc 0 ctl hold "$held"
+wait_for "element 1 held" 10 '[ "$(job_field '"${held}_1"' held)" = 1 ]'
+: >"$T/hold-go"
+wait_for "element 0 done" 20 job_state_is "${held}_0" SUCCEEDED
+wait_for "element 1 waits as held" 10 "job_field ${held}_1 reason | grep -q 'held by operator'"
+[ "$(job_state "${held}_1")" = PENDING ] || fail "held element 1 is $(job_state "${held}_1")"
+[ ! -e "$T/hold/1" ] && [ ! -e "$T/hold/2" ] || fail "a held element ran: $(ls "$T/hold")"
+expect_rc 0 ctl release "$held"
+wait_for "array $held succeeded after release" 30 job_state_is "$held" SUCCEEDED
+ok "hold of an array holds its pending elements (reason says so); release runs them all"
 
 # ---- cancelling an element and the array ---------------------------------------------------------
 big=$(submit_json "{\"array\":\"0-99%1\",\"command\":\"while [ ! -e $T/never ]; do sleep 0.1; done\"}")
