@@ -97,7 +97,9 @@ run_pass() {
         fail_step "$name: build FAILED"
         return
     fi
-    local ctest_args=(--test-dir "$dir" --output-on-failure -j2)
+    # Twice as many tests as cores: most integration tests wait on daemons, not the CPU
+    # (tests/CMakeLists.txt counts the ones that do not as two).
+    local ctest_args=(--test-dir "$dir" --output-on-failure -j$((jobs * 2)))
     [ -z "$labels" ] || ctest_args+=(-L "$labels")
     say "$name: ctest ${ctest_args[*]}"
     ctest "${ctest_args[@]}" 2>&1 | tee "$log"
