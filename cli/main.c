@@ -301,7 +301,8 @@ const struct ctl_cmd *ctl_cmd_find(const char *name)
 
 static const char global_help[] =
     "Global options (also accepted after COMMAND):\n"
-    "  --redis URL               Redis server, redis://[user:pass@]host[:port][/db]\n"
+    "  --redis URL               Redis server, redis://[user:pass@]host[:port][/db], or\n"
+    "                            redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
     "                            (env MUSTER_REDIS_URL, default " CTL_DEFAULT_URL ")\n"
     "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " CTL_DEFAULT_PREFIX
     ")\n"

@@ -77,7 +77,9 @@ struct muster;
 /*
  * Connects to Redis and checks that it answers.
  * url: "redis://[user:password@]host[:port][/db]" ("redis://:password@host" for a password
- *      alone); NULL = the environment's MUSTER_REDIS_URL, else "redis://127.0.0.1:6379".
+ *      alone), or "redis+sentinel://[user:password@]host[:port][,host[:port]...]/master[/db]"
+ *      (the Sentinels, port 26379 by default, name the primary, asked again after each lost
+ *      connection); NULL = the environment's MUSTER_REDIS_URL, else "redis://127.0.0.1:6379".
  *      AUTH (with a user name for Redis 6 ACLs) and SELECT are sent when the URL asks.
  * prefix: the key prefix musterd is configured with; NULL = "muster:".
  * Returns a handle to close with muster_close, or NULL with err (MUSTER_E_REDIS when Redis is

@@ -3,6 +3,12 @@
  * One synchronous hiredis connection plus the key prefix.  A connection whose context reports an
  * error is dead (hiredis rule), so any transport failure frees it and the next call reconnects:
  * callers see MU_E_REDIS once per outage and never a reused broken context.
+ *
+ * With a redis+sentinel:// URL every (re)connection first asks the Sentinels, in the URL's
+ * order, for the primary's address, then checks with ROLE that the server is a primary (a
+ * failover in progress may still name the old one), as Redis's guidelines for Sentinel clients
+ * say.  A failover closes the old primary's connections, and a write refused with READONLY
+ * drops the connection too, so the next call finds the new primary.
  */
 #include "queue/internal.h"
 
@@ -13,15 +19,116 @@
 
 #include "common/mu_banned.h"
 
+/* Asks Sentinel s for the address of the primary named master, into host/port.  0 when it named
+ * one; -1 with why filled otherwise. */
+static int sentinel_ask(const struct queue_url_host *s,
+                        const char *master,
+                        char *host,
+                        size_t host_size,
+                        int *port,
+                        char *why,
+                        size_t why_size)
+{
+    struct timeval timeout = { 1, 0 };
+    redisContext *ctx = redisConnectWithTimeout(s->host, s->port, timeout);
+    redisReply *r = NULL;
+    int64_t num = 0;
+    int rc = -1;
+
+    if (!ctx || ctx->err) {
+        (void)mu_snprintf(why, why_size, "%s:%d: %s", s->host, s->port,
+                          ctx ? ctx->errstr : "out of memory");
+        goto out;
+    }
+    (void)redisSetTimeout(ctx, timeout);
+    r = redisCommand(ctx, "SENTINEL get-master-addr-by-name %s", master);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        (void)mu_snprintf(why, why_size, "%s:%d: %s", s->host, s->port, r ? r->str : ctx->errstr);
+        goto out;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+        || r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_STRING
+        || mu_parse_i64(r->element[1]->str, 1, 65535, &num, NULL) != 0) {
+        (void)mu_snprintf(why, why_size, "%s:%d knows no primary named '%s'", s->host, s->port,
+                          master);
+        goto out;
+    }
+    mu_strlcpy(host, r->element[0]->str, host_size);
+    *port = (int)num;
+    rc = 0;
+out:
+    if (r)
+        freeReplyObject(r);
+    if (ctx)
+        redisFree(ctx);
+    return rc;
+}
+
+/* q->url.host/port: the primary, as the first Sentinel that answers names it. */
+static int primary_resolve(struct queue *q, struct mu_err *err)
+{
+    char why[320] = "";
+
+    for (int i = 0; i < q->url.nsentinels; i++) {
+        if (sentinel_ask(&q->url.sentinels[i], q->url.master, q->url.host, sizeof(q->url.host),
+                         &q->url.port, why, sizeof(why))
+            == 0)
+            return 0;
+    }
+    return mu_errf(err, MU_E_REDIS, "redis sentinel: no Sentinel named the primary '%s' (last: %s)",
+                   q->url.master, why);
+}
+
+/* The server's role from HELLO 2 (its reply: field, value, ...), which every ACL user may send
+ * (ROLE is an admin command); NULL when the reply has none.  Borrowed from r. */
+static const char *hello_role(const redisReply *r)
+{
+    if (!r || r->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        if (r->element[i]->type == REDIS_REPLY_STRING && strcmp(r->element[i]->str, "role") == 0
+            && r->element[i + 1]->type == REDIS_REPLY_STRING)
+            return r->element[i + 1]->str;
+    }
+    return NULL;
+}
+
+/* 0 when the server of ctx is a primary, else -1 with err filled. */
+static int primary_check(struct queue *q, redisContext *ctx, struct mu_err *err)
+{
+    redisReply *r = redisCommand(ctx, "HELLO 2");
+    const char *role = hello_role(r);
+    int rc = -1;
+
+    if (!role)
+        mu_errf(err, MU_E_REDIS, "redis %s:%d: HELLO 2: %s", q->url.host, q->url.port,
+                r && r->type == REDIS_REPLY_ERROR ? r->str
+                : r                               ? "no role in the reply"
+                                                  : ctx->errstr);
+    else if (strcmp(role, "master") != 0)
+        mu_errf(err, MU_E_REDIS,
+                "redis %s:%d: the Sentinels name it primary '%s' but it is a %s (a failover is "
+                "under way)",
+                q->url.host, q->url.port, q->url.master, role);
+    else
+        rc = 0;
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
 int queue_conn_open(struct queue *q, struct mu_err *err)
 {
     /* Above the 1 s blocking reads of clients (libmuster's waits), short enough that a daemon
      * blocked on a dead Redis still answers its workers within their lease. */
     struct timeval timeout = { 2, 0 };
     redisReply *reply = NULL;
-    redisContext *ctx = redisConnectWithTimeout(q->url.host, q->url.port, timeout);
+    redisContext *ctx = NULL;
     int rc = -1;
 
+    if (q->url.nsentinels > 0 && primary_resolve(q, err) != 0)
+        return -1;
+    ctx = redisConnectWithTimeout(q->url.host, q->url.port, timeout);
     if (!ctx) {
         mu_errf(err, MU_E_NOMEM, "redis: cannot allocate a connection");
         goto out;
@@ -50,6 +157,8 @@ int queue_conn_open(struct queue *q, struct mu_err *err)
                 reply ? reply->str : ctx->errstr);
         goto out;
     }
+    if (q->url.nsentinels > 0 && primary_check(q, ctx, err) != 0)
+        goto out;
     q->ctx = ctx;
     ctx = NULL;
     rc = 0;
@@ -121,6 +230,11 @@ static void *command_v(struct queue *q, struct mu_err *err, const char *fmt, va_
     }
     if (reply->type == REDIS_REPLY_ERROR) {
         mu_errf(err, MU_E_REDIS, "redis: %s", reply->str);
+        if (strncmp(reply->str, "READONLY", 8) == 0) {
+            /* A replica now (a failover demoted it): the next call finds the primary. */
+            redisFree(q->ctx);
+            q->ctx = NULL;
+        }
         freeReplyObject(reply);
         return NULL;
     }
