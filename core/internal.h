@@ -174,4 +174,22 @@ void sched_fail_format(const struct sched_cluster *c,
                        char *buf,
                        size_t size);
 
+/* The pass's reservation held (counted as used while c->holds_on), and cleared again. */
+void sched_holds_set(struct sched_cluster *c,
+                     const struct sched_request *r,
+                     const struct sched_slot *slots);
+void sched_holds_clear(struct sched_cluster *c);
+/* The pass's reservation search on its own (pass.c), for sched_explain: 1 with *at_s, slots and
+ * *freed_by (index into running, -1 a cool-down's end), 0 when r does not fit even once every
+ * given gang ended, -1 with err (no memory).  Starts a new pass id (a fresh memo). */
+int sched_reserve_search(struct sched_cluster *c,
+                         const struct sched_request *r,
+                         const struct sched_running *running,
+                         int nrunning,
+                         int64_t now_s,
+                         struct sched_slot *slots,
+                         int64_t *at_s,
+                         int *freed_by,
+                         struct mu_err *err);
+
 #endif

@@ -248,8 +248,9 @@ static bool fits_idle(struct sched_cluster *c,
 
 /*
  * The earliest time r, which fits on the idle view (fits_idle), fits as running gangs end and
- * cool-downs expire: 1 with *at_s and slots, or 0 (it does not fit even then: a gang the pass
- * was not told of holds resources; *fail says why).  The cluster is left as it was.
+ * cool-downs expire: 1 with *at_s, slots and *freed_run (the c->runs index of the gang whose end
+ * makes room, -1 for a cool-down's end), or 0 (it does not fit even then: a gang the pass was not
+ * told of holds resources; *fail says why).  The cluster is left as it was.
  */
 static int reserve(struct sched_cluster *c,
                    const struct sched_request *r,
@@ -258,6 +259,7 @@ static int reserve(struct sched_cluster *c,
                    int64_t now_s,
                    struct sched_slot *slots,
                    int64_t *at_s,
+                   int *freed_run,
                    struct sched_fail *fail)
 {
     struct timeline tl = { 0, 0 };
@@ -301,13 +303,14 @@ static int reserve(struct sched_cluster *c,
         return 0;
     }
     *at_s = event_time(c, hi, now_s);
+    *freed_run = c->events[hi - 1].run;
     timeline_move(c, &tl, 0);
     return 1;
 }
 
-static void holds_set(struct sched_cluster *c,
-                      const struct sched_request *r,
-                      const struct sched_slot *slots)
+void sched_holds_set(struct sched_cluster *c,
+                     const struct sched_request *r,
+                     const struct sched_slot *slots)
 {
     for (int i = 0; i < r->tasks; i++) {
         struct sched_node *n = &c->nodes[slots[i].node];
@@ -318,7 +321,7 @@ static void holds_set(struct sched_cluster *c,
 }
 
 /* Over every node, not the reserved slots: the caller's buffer is not ours to trust. */
-static void holds_clear(struct sched_cluster *c)
+void sched_holds_clear(struct sched_cluster *c)
 {
     for (int i = 0; i < c->nnodes; i++) {
         c->nodes[i].gpus_held = 0;
@@ -484,6 +487,36 @@ static int quota_scratch(struct sched_cluster *c, int npending, int nquota, stru
     return 0;
 }
 
+/* A new pass (or explanation): running copied to c->runs (room reserved), a fresh memo. */
+static void pass_begin(struct sched_cluster *c, const struct sched_running *running, int nrunning)
+{
+    if (nrunning)
+        memcpy(c->runs, running, (size_t)nrunning * sizeof(*running));
+    if (++c->pass_id == 0) {
+        memset(c->memo, 0, sizeof(c->memo)); /* wrapped: old entries must not match */
+        c->pass_id = 1;
+    }
+    sched_topo_refresh(c);
+}
+
+int sched_reserve_search(struct sched_cluster *c,
+                         const struct sched_request *r,
+                         const struct sched_running *running,
+                         int nrunning,
+                         int64_t now_s,
+                         struct sched_slot *slots,
+                         int64_t *at_s,
+                         int *freed_by,
+                         struct mu_err *err)
+{
+    struct sched_fail fail;
+
+    if (scratch_reserve(c, nrunning, nrunning + c->npools, err) != 0)
+        return -1;
+    pass_begin(c, running, nrunning);
+    return reserve(c, r, family_hash(r), nrunning, now_s, slots, at_s, freed_by, &fail);
+}
+
 int sched_pass(struct sched_cluster *c,
                const struct sched_pass_job *pending,
                int npending,
@@ -518,13 +551,7 @@ int sched_pass_quota(struct sched_cluster *c,
     if (scratch_reserve(c, nrunning + npending, nrunning + npending + c->npools, err) != 0
         || (quota && quota_scratch(c, npending, nquota, err) != 0))
         return -1;
-    if (nrunning)
-        memcpy(c->runs, running, (size_t)nrunning * sizeof(*running));
-    if (++c->pass_id == 0) {
-        memset(c->memo, 0, sizeof(c->memo)); /* wrapped: old entries must not match */
-        c->pass_id = 1;
-    }
-    sched_topo_refresh(c);
+    pass_begin(c, running, nrunning);
 
     for (int i = 0; i < npending; i++) {
         const struct sched_pass_job *j = &pending[i];
@@ -567,11 +594,12 @@ int sched_pass_quota(struct sched_cluster *c,
         }
         if (reserved < 0) {
             int64_t at_s = 0;
-            if (reserve(c, r, fam, nruns, now_s, j->slots, &at_s, &ever)) {
+            int freed = -1;
+            if (reserve(c, r, fam, nruns, now_s, j->slots, &at_s, &freed, &ever)) {
                 char in[24];
                 reserved = i;
                 res_s = at_s;
-                holds_set(c, r, j->slots);
+                sched_holds_set(c, r, j->slots);
                 mu_duration_format(at_s - now_s, in, sizeof(in));
                 d->verdict = SCHED_RESERVED;
                 d->est_start_s = at_s;
@@ -583,7 +611,7 @@ int sched_pass_quota(struct sched_cluster *c,
         sched_fail_format(c, r, &fail, now_s, d->reason, sizeof(d->reason));
     }
     if (reserved >= 0)
-        holds_clear(c);
+        sched_holds_clear(c);
     return started;
 }
 

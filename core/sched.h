@@ -288,6 +288,66 @@ int sched_pass_quota(struct sched_cluster *c,
                      struct sched_decision *out,
                      struct mu_err *err);
 
+/* ---- why a job waits, on demand (core/explain.c, issue #18) ---- */
+
+/* One topology level as a request sees it: the most tasks of it one domain takes. */
+struct sched_explain_level {
+    bool fits_now;  /* one domain of the level takes every task now */
+    bool fits_idle; /* one does on the idle view of today's nodes (every gang ended, every
+                       cool-down over, node states as they are) */
+    int free_tasks; /* the most tasks one domain takes now, capped at the request's tasks */
+    int max_tasks;  /* the same on the idle view: below tasks = not until nodes join */
+};
+
+enum sched_backfill {
+    SCHED_BACKFILL_NONE = 0, /* no reservation for another job, or the job does not fit now */
+    SCHED_BACKFILL_FITS,     /* fits now beside the reservation, or ends before it starts */
+    SCHED_BACKFILL_DELAYS,   /* fits now only on what the reservation holds and would still run
+                                when it starts (now + run_s past its start) */
+};
+
+/* Another job's reservation as the last pass made it (sched_decision RESERVED). */
+struct sched_reservation {
+    const struct sched_request *req; /* borrowed for the call */
+    const struct sched_slot *slots;  /* borrowed: req->tasks entries, where it will start */
+    int64_t start_s;                 /* its est_start_s */
+};
+
+struct sched_explain {
+    int nlevels; /* entries of levels used: the cluster's level count + 1 (one node, last) */
+    struct sched_explain_level levels[SCHED_MAX_LEVELS + 1]; /* widest first */
+    bool fits_now;                                           /* sched_place would place it now */
+    int64_t est_start_s; /* not fitting now: when the pass's reservation search (the same code)
+                            finds room for it as running gangs end and cool-downs expire,
+                            ignoring other pending jobs; DELAYS: the reservation's start;
+                            0 = none (fits now, or not even once every given gang ended) */
+    int freed_by;        /* with est_start_s: index into running of the gang whose expected end
+                            makes the room; -1 = a cool-down's end, or none */
+    enum sched_backfill backfill;
+};
+
+/*
+ * Why r (expected to run run_s once started) waits, as data, computed on demand at now_s: per
+ * topology level the largest free domain and the largest domain on the idle view; whether it
+ * fits now; its estimated start and the running gang whose end makes room (running[0..nrunning)
+ * every gang that holds resources, with their expected ends: what sched_pass is given); and,
+ * when it fits now and res is another job's reservation, whether it could backfill beside it.
+ * Work: 2 x (levels + 1) placements and one reservation search, all bounded like a pass's.
+ *
+ * Returns 0 with *out, or -1 with err (bad arguments, an invalid request, a reservation slot
+ * naming no node, no memory).  The cluster is left as it was (generation included); scratch
+ * and the pass memo are reused, so it must not run inside a pass.  Loop-thread only.
+ */
+int sched_explain(struct sched_cluster *c,
+                  const struct sched_request *r,
+                  int64_t run_s,
+                  const struct sched_running *running,
+                  int nrunning,
+                  const struct sched_reservation *res,
+                  int64_t now_s,
+                  struct sched_explain *out,
+                  struct mu_err *err);
+
 /* ---- preemption planning (DESIGN §5) ---- */
 
 /* Up to this many candidate victims the planner finds the optimum exactly (2^n subsets at most,
