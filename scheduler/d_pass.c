@@ -331,6 +331,8 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
             }
             d_job_set_reason(d, j, why);
             j->est_start_s = dec->est_start_s; /* for musterctl why */
+            if (dec->verdict == SCHED_RESERVED)
+                mu_strlcpy(d->pass.reserved, j->id, sizeof(d->pass.reserved));
             *timed_reasons = *timed_reasons || dec->est_start_s > 0;
             continue;
         }
@@ -403,6 +405,7 @@ static void schedule(struct musterd *d)
     }
     d->metrics.pass_core_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
+    d->pass.reserved[0] = '\0';
     pass_apply(d, n, per_job_s, &timed_reasons);
     if (!regrace)
         d_preempt_collect(d, now_ms);

@@ -117,7 +117,9 @@ struct musterd {
         /* The queues' quotas as of the last pass (used, after its starts), for its preemption;
          * cfg.nqueues + 1 entries (the last: queues no longer configured, not limited). */
         struct sched_quota_queue quota[SCHED_MAX_QUEUES];
-        int nvictims; /* entries of victims this pass (d_preempt_collect) */
+        int nvictims;                    /* entries of victims this pass (d_preempt_collect) */
+        char reserved[QUEUE_JOB_ID_MAX]; /* the job given the last pass's reservation (its slots
+                                            and est_start_s say where and when); "" = none */
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
     /* After a restart: the nodes the last run knew (name -> d itself), until each registers

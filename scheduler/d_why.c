@@ -16,7 +16,11 @@
  *  - a preemption preview: the plan sched_preempt_plan would make now (victims and the work each
  *    would lose) or why there is none (too young for min_runtime_s, not lower priority, waiting is
  *    sooner with its estimated start), a dry run that stops nothing and leaves the cluster as it
- *    was.
+ *    was;
+ *  - sched_explain (core/explain.c): per topology level the largest free domain and the largest
+ *    that exists, the start the pass's reservation search finds with the running gang whose end
+ *    makes room, and whether it could backfill beside another job's reservation;
+ *  - where it stands: its dependencies, its place in the pass's fair-share order.
  */
 
 #include "scheduler/d_handlers.h"
@@ -147,6 +151,174 @@ static bool add_preview(
     return true;
 }
 
+/* The running gangs as d_preempt_collect left them (same order as d->pass.victim_jobs), as the
+ * pass sees them: request, slots, expected end.  NULL with none or without memory. */
+static struct sched_running *running_list(const struct musterd *d)
+{
+    struct sched_running *run = NULL;
+
+    if (d->pass.nvictims > 0)
+        run = calloc((size_t)d->pass.nvictims, sizeof(*run));
+    for (int i = 0; run && i < d->pass.nvictims; i++) {
+        run[i].req = d->pass.victims[i].req;
+        run[i].slots = d->pass.victims[i].slots;
+        run[i].end_s = d->pass.victims[i].end_s;
+    }
+    return run;
+}
+
+/* The reservation of the last pass when another job, still pending, holds it; else false. */
+static bool other_reservation(const struct musterd *d,
+                              const struct d_job *j,
+                              struct sched_reservation *res,
+                              const struct d_job **holder)
+{
+    const struct d_job *h = d->pass.reserved[0] ? mu_map_get(d->jobs, d->pass.reserved) : NULL;
+
+    if (!h || h == j || h->state != QUEUE_PENDING || h->placed || !h->slots || h->est_start_s <= 0)
+        return false;
+    *res = (struct sched_reservation){ &h->req, h->slots, h->est_start_s };
+    *holder = h;
+    return true;
+}
+
+static bool add_levels(cJSON *doc, const struct musterd *d, const struct sched_explain *e, int req)
+{
+    cJSON *o = cJSON_AddObjectToObject(doc, "topology");
+    const char *rname = sched_cluster_level_name(d->cluster, req);
+    cJSON *arr = NULL;
+
+    if (!o
+        || !(rname ? cJSON_AddStringToObject(o, "required", rname)
+                   : cJSON_AddNullToObject(o, "required"))
+        || !(arr = cJSON_AddArrayToObject(o, "levels")))
+        return false;
+    for (int l = 0; l < e->nlevels; l++) {
+        const struct sched_explain_level *v = &e->levels[l];
+        cJSON *lo = cJSON_CreateObject();
+        if (!lo || !cJSON_AddItemToArray(arr, lo)
+            || !cJSON_AddStringToObject(lo, "level", sched_cluster_level_name(d->cluster, l))
+            || !cJSON_AddNumberToObject(lo, "free_tasks", v->free_tasks)
+            || !cJSON_AddNumberToObject(lo, "max_tasks", v->max_tasks)
+            || !cJSON_AddStringToObject(lo, "state",
+                                        v->fits_now    ? "fits"
+                                        : v->fits_idle ? "busy"
+                                                       : "until_nodes_join"))
+            return false;
+    }
+    return true;
+}
+
+/* When it could start: the core's reservation search, naming the gang whose end makes room. */
+static bool add_start(
+    cJSON *doc, const struct musterd *d, const struct sched_explain *e, bool own, int64_t now_s)
+{
+    cJSON *o = cJSON_AddObjectToObject(doc, "start");
+    const struct d_job *by = e->freed_by >= 0 && e->freed_by < d->pass.nvictims
+                                 ? d->pass.victim_jobs[e->freed_by]
+                                 : NULL;
+
+    if (!o || !cJSON_AddBoolToObject(o, "reservation", own))
+        return false;
+    if (e->est_start_s <= 0)
+        return true;
+    return cJSON_AddNumberToObject(o, "est_start_s", (double)e->est_start_s)
+           && cJSON_AddNumberToObject(o, "in_s",
+                                      (double)(e->est_start_s > now_s ? e->est_start_s - now_s : 0))
+           && (by ? cJSON_AddStringToObject(o, "freed_by", by->id)
+                        && cJSON_AddStringToObject(o, "freed_when",
+                                                   by->end != D_END_NONE ? "stops" : "time_limit")
+                  : cJSON_AddStringToObject(o, "freed_when", "cooldown_ends") != NULL);
+}
+
+/* Why a job that fits now does not start beside the pass's reservation for another job. */
+static bool add_backfill(cJSON *doc,
+                         const struct musterd *d,
+                         const struct d_job *j,
+                         const struct sched_explain *e,
+                         const struct d_job *holder,
+                         int64_t now_s)
+{
+    cJSON *o = cJSON_AddObjectToObject(doc, "backfill");
+    const char *state = e->backfill == SCHED_BACKFILL_DELAYS ? "delays_reservation"
+                        : e->backfill == SCHED_BACKFILL_FITS ? "fits"
+                                                             : "none";
+
+    if (!o || !cJSON_AddStringToObject(o, "state", state))
+        return false;
+    if (e->backfill == SCHED_BACKFILL_NONE || !holder)
+        return true;
+    return cJSON_AddStringToObject(o, "reservation_job", holder->id)
+           && cJSON_AddNumberToObject(
+               o, "reservation_in_s",
+               (double)(holder->est_start_s > now_s ? holder->est_start_s - now_s : 0))
+           && cJSON_AddNumberToObject(o, "run_s", (double)d_job_run_s(d, j))
+           && cJSON_AddBoolToObject(o, "time_limit", j->spec.time_limit_s > 0);
+}
+
+/* sched_explain for j, after add_preview (which collected the running gangs). */
+static bool add_explain(cJSON *doc, struct musterd *d, const struct d_job *j, int64_t now_ms)
+{
+    int64_t now_s = now_ms / 1000;
+    int64_t next_s = 0;
+    int64_t waited_s =
+        now_ms > (int64_t)j->submitted_ms ? (now_ms - (int64_t)j->submitted_ms) / 1000 : 0;
+    struct sched_request req = j->req;
+    struct sched_reservation res;
+    const struct d_job *holder = NULL;
+    struct sched_running *run = running_list(d);
+    struct sched_explain e;
+    struct mu_err err;
+    bool has_res = other_reservation(d, j, &res, &holder);
+    bool ok;
+
+    if (d->pass.nvictims > 0 && !run)
+        return false;
+    /* The level the pass uses after waiting (sched_relaxed_level), like pass_request. */
+    req.required_level =
+        sched_relaxed_level(j->req.required_level, waited_s, j->spec.topo_relax_after_s, &next_s);
+    if (sched_explain(d->cluster, &req, d_job_run_s(d, j), run, d->pass.nvictims,
+                      has_res ? &res : NULL, now_s, &e, &err)
+        != 0) {
+        free(run);
+        return cJSON_AddStringToObject(doc, "explain_error", err.msg) != NULL;
+    }
+    free(run);
+    ok = add_levels(doc, d, &e, req.required_level)
+         && add_start(doc, d, &e, strcmp(d->pass.reserved, j->id) == 0, now_s)
+         && add_backfill(doc, d, j, &e, holder, now_s);
+    return ok;
+}
+
+/* Where j stands before placement: its dependencies, its place in the pass's order. */
+static bool add_standing(cJSON *doc, const struct musterd *d, const struct d_job *j)
+{
+    cJSON *o = cJSON_AddObjectToObject(doc, "order");
+    int pos = -1;
+    int ahead_other = 0;
+    int ahead = 0;
+    char deps[256] = "";
+
+    if (!o)
+        return false;
+    for (int i = 0; i < d->npending && pos < 0; i++) {
+        const struct d_job *p = d->pending[i];
+        if (p == j)
+            pos = ahead;
+        else if (!p->held && !p->placed) {
+            ahead++;
+            ahead_other += p->queue_idx != j->queue_idx;
+        }
+    }
+    if (j->deps_open > 0)
+        d_deps_reason(j, deps, sizeof(deps));
+    return cJSON_AddBoolToObject(o, "in_pass", pos >= 0 && !j->held)
+           && cJSON_AddNumberToObject(o, "ahead", pos >= 0 ? ahead : 0)
+           && cJSON_AddNumberToObject(o, "ahead_other_queues", pos >= 0 ? ahead_other : 0)
+           && cJSON_AddNumberToObject(o, "dependencies_open", j->deps_open)
+           && cJSON_AddStringToObject(o, "dependencies", deps);
+}
+
 /* The document for job j (NULL without memory). */
 static cJSON *why_doc(struct musterd *d, const struct d_job *j)
 {
@@ -164,8 +336,9 @@ static cJSON *why_doc(struct musterd *d, const struct d_job *j)
              && cJSON_AddNumberToObject(doc, "est_start_in_s", (double)(j->est_start_s - now_s));
 
     if (ok && j->state == QUEUE_PENDING && !j->placed)
-        ok = add_queue(doc, d, j) && add_capacity(doc, d, j, now_s, slots)
-             && add_pools(doc, d, j, now_s) && add_preview(doc, d, j, now_ms, slots);
+        ok = add_queue(doc, d, j) && add_standing(doc, d, j)
+             && add_capacity(doc, d, j, now_s, slots) && add_pools(doc, d, j, now_s)
+             && add_preview(doc, d, j, now_ms, slots) && add_explain(doc, d, j, now_ms);
     free(slots);
     if (!ok) {
         cJSON_Delete(doc);

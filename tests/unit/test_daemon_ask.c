@@ -210,6 +210,40 @@ static void test_why_estimated_start(void **state)
     }
     in_s = strtol(at + strlen("\"est_start_in_s\":"), NULL, 10);
     assert_true(in_s > 0 && in_s <= 600); /* the running gang's time limit, from its start */
+    /* The core's search names the gang whose end makes room; it is this job's reservation.  One
+     * node never takes the 2x8 gang: its level "node" says so (not until nodes join). */
+    if (!strstr(answer, "\"start\":{\"reservation\":true,")
+        || !strstr(answer, "\"freed_by\":\"" J1 "\",\"freed_when\":\"time_limit\"")
+        || !strstr(answer, "\"level\":\"node\",\"free_tasks\":0,\"max_tasks\":1,"
+                           "\"state\":\"until_nodes_join\""))
+        fail_msg("why without the gang that frees the room: %s", answer);
+}
+
+/* A job that fits now only on the GPUs reserved for a higher-priority job, with no time limit:
+ * why says it would delay that reservation; its dependencies and place in the order are shown. */
+static void test_why_backfill(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[1][PROTO_NODE_MAX];
+    const char *answer;
+
+    dfix_start_gang(f, J1,
+                    "{\"priority\":10,\"tasks\":1,\"gpus_per_task\":8,\"time_limit_s\":600,"
+                    "\"command\":[\"x\"]}",
+                    1, node_of);
+    dfix_submit(f, "1700000000002-0",
+                "{\"priority\":10,\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"y\"]}");
+    dfix_submit(f, "1700000000003-0", "{\"tasks\":1,\"gpus_per_task\":8,\"command\":[\"z\"]}");
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, "1700000000003-0", -1), 0);
+    dfix_control(f, "1700000000101-0", "why", "1700000000003-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000101-0");
+    assert_non_null(answer);
+    if (!strstr(answer, "\"backfill\":{\"state\":\"delays_reservation\",\"reservation_job\":"
+                        "\"1700000000002-0\"")
+        || !strstr(answer, "\"time_limit\":false")
+        || !strstr(answer, "\"order\":{\"in_pass\":true,\"ahead\":1,\"ahead_other_queues\":0"))
+        fail_msg("why of a job held back by a reservation: %s", answer);
 }
 
 /* A queue at its quota: why says so, with the core's quota reason. */
@@ -244,6 +278,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limits_and_timeout, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_why_preview_changes_nothing, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_why_estimated_start, setup, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_why_backfill, setup, dfix_teardown),
         cmocka_unit_test(test_why_at_quota),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
