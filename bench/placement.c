@@ -15,6 +15,12 @@
  * --quota as well, every queue has a quota (cohorts of 5 queues, a random part of it in use, a
  * fifth of the queues at or over it) and the pass is sched_pass_quota, as musterd runs it.
  *
+ * --why (with --pass) then times sched_explain, what musterctl why runs on demand, for the first
+ * --runs pending jobs after the last pass, each against that pass's reservation as musterd gives
+ * it, next to the pass's own p50 from the same run (the baseline):
+ *
+ *   why nodes=4096 running=… explained=… with_start=… p50_us=… max_us=… pass_p50_ms=…
+ *
  * --preempt fills the cluster to 97% (unless --occupancy says otherwise), makes the fill's gangs
  * preemption candidates (random priorities below the preemptor's, 80% preemptible, random
  * starts, checkpoints and graces, none ending soon) and times sched_preempt_plan for gangs of
@@ -208,6 +214,7 @@ static int npending = 10000; /* --pending */
 static int nqueues = 0;      /* --queues: 0 = no fair-share order before the pass */
 #define USERS_PER_QUEUE 20   /* each queue's users, with random usages */
 static bool with_quota;      /* --quota: the pass with queue quotas (sched_pass_quota) */
+static bool with_why;        /* --why: sched_explain after the passes */
 
 /* 10,000 pending jobs that cannot start now, in a handful of shape families.  Returns the
  * total task count of the jobs with more than 8 tasks (they get their own slot buffers). */
@@ -308,6 +315,85 @@ static int one_pass(struct sched_cluster *c,
     return -1;
 }
 
+/* --why: sched_explain for the first runs pending jobs of the last pass (out), each against the
+ * pass's reservation for another job as musterd passes it; printed with pass_ms, the pass's p50. */
+static int bench_why(struct sched_cluster *c,
+                     const struct fill *f,
+                     int nodes,
+                     const struct sched_pass_job *ordered,
+                     const struct sched_decision *out,
+                     int runs,
+                     double pass_ms)
+{
+    int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    struct sched_reservation res = { NULL, NULL, 0 };
+    int head = -1;
+    int with_start = 0;
+    int mid = runs / 2;
+    struct mu_err err;
+
+    if (!ns)
+        return -1;
+    for (int i = 0; i < npending && head < 0; i++) {
+        if (out[i].verdict == SCHED_RESERVED) {
+            res =
+                (struct sched_reservation){ ordered[i].req, ordered[i].slots, out[i].est_start_s };
+            head = i;
+        }
+    }
+    for (int k = 0; k < runs; k++) {
+        int i = k % npending;
+        struct sched_explain e;
+        int64_t t0 = mono_ns();
+        if (sched_explain(c, ordered[i].req, ordered[i].run_s, f->running, f->n,
+                          head >= 0 && head != i ? &res : NULL, 0, &e, &err)
+            != 0) {
+            (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
+            free(ns);
+            return -1;
+        }
+        ns[k] = mono_ns() - t0;
+        with_start += e.est_start_s > 0;
+    }
+    qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+    printf("why nodes=%d running=%d explained=%d with_start=%d p50_us=%.1f max_us=%.1f "
+           "pass_p50_ms=%.2f\n",
+           nodes, f->n, runs, with_start, (double)ns[mid] / 1e3, (double)ns[runs - 1] / 1e3,
+           pass_ms);
+    free(ns);
+    return 0;
+}
+
+static double pass_p50_ms(const int64_t *sorted_ns, int runs)
+{
+    int mid = runs / 2;
+    return (double)sorted_ns[mid] / 1e6;
+}
+
+/* The pass line (ns, ons: the runs' pass and order times, sorted here) and the first reasons. */
+static void pass_print(int nodes,
+                       double occ,
+                       const struct fill *f,
+                       const struct sched_decision *out,
+                       int64_t *ns,
+                       int64_t *ons,
+                       int runs)
+{
+    int counts[3] = { 0, 0, 0 };
+    int mid = runs / 2;
+
+    for (int i = 0; i < npending; i++)
+        counts[out[i].verdict]++;
+    qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+    qsort(ons, (size_t)runs, sizeof(*ons), cmp_i64);
+    printf("pass nodes=%d occupancy=%g pending=%d queues=%d quota=%d running=%d reserved=%d "
+           "waiting=%d p50_ms=%.2f max_ms=%.2f order_p50_ms=%.2f\n",
+           nodes, occ, npending, nqueues, with_quota, f->n, counts[SCHED_RESERVED],
+           counts[SCHED_WAIT], (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6,
+           (double)ons[mid] / 1e6);
+    printf("  head: %s\n  e.g.: %s | %s\n", out[0].reason, out[1].reason, out[2].reason);
+}
+
 static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double occ, int runs)
 {
     struct sched_request *reqs = calloc(npending, sizeof(*reqs));
@@ -326,8 +412,6 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
     struct sched_quota_queue quota[SCHED_MAX_QUEUES];
     struct sched_order *o = sched_order_new();
     int rc = 1;
-    int counts[3] = { 0, 0, 0 };
-    int mid = runs / 2;
 
     if (!reqs || !jobs || !out || !slots || !ns || !ons || !ojobs || !ordered || !order || !o)
         goto out;
@@ -361,16 +445,9 @@ static int bench_pass(struct sched_cluster *c, struct fill *f, int nodes, double
             goto out;
         ns[k] = mono_ns() - t0;
     }
-    for (int i = 0; i < npending; i++)
-        counts[out[i].verdict]++;
-    qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
-    qsort(ons, (size_t)runs, sizeof(*ons), cmp_i64);
-    printf("pass nodes=%d occupancy=%g pending=%d queues=%d quota=%d running=%d reserved=%d "
-           "waiting=%d p50_ms=%.2f max_ms=%.2f order_p50_ms=%.2f\n",
-           nodes, occ, npending, nqueues, with_quota, f->n, counts[SCHED_RESERVED],
-           counts[SCHED_WAIT], (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6,
-           (double)ons[mid] / 1e6);
-    printf("  head: %s\n  e.g.: %s | %s\n", out[0].reason, out[1].reason, out[2].reason);
+    pass_print(nodes, occ, f, out, ns, ons, runs);
+    if (with_why && bench_why(c, f, nodes, ordered, out, runs, pass_p50_ms(ns, runs)) != 0)
+        goto out;
     rc = 0;
 out:
     sched_order_free(o);
@@ -523,8 +600,9 @@ out:
 static int usage(void)
 {
     (void)fprintf(
-        stderr, "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                "[--seed N] [--pass [--pending N] [--queues Q [--quota]] | --preempt | --order]\n");
+        stderr,
+        "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
+        "[--seed N] [--pass [--pending N] [--queues Q [--quota]] [--why] | --preempt | --order]\n");
     return 2;
 }
 
@@ -547,14 +625,16 @@ static int parse_args(int argc, char **argv, struct options *o)
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(argv[i], "--help") == 0) {
-            printf(
-                "usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
-                "[--seed N] [--pass [--pending N] [--queues Q [--quota]] | --preempt | --order]\n");
+            printf("usage: muster-bench-placement [--nodes N] [--occupancy F] [--runs N] "
+                   "[--seed N] [--pass [--pending N] [--queues Q [--quota]] [--why] | --preempt | "
+                   "--order]\n");
             return 0;
         } else if (strcmp(argv[i], "--pass") == 0) {
             o->pass = true;
         } else if (strcmp(argv[i], "--quota") == 0) {
             with_quota = true;
+        } else if (strcmp(argv[i], "--why") == 0) {
+            with_why = true;
         } else if (strcmp(argv[i], "--preempt") == 0) {
             o->preempt = true;
         } else if (strcmp(argv[i], "--order") == 0) {
@@ -592,7 +672,7 @@ static int parse_args(int argc, char **argv, struct options *o)
             return usage();
         }
     }
-    if (o->pass + o->preempt + o->order > 1)
+    if (o->pass + o->preempt + o->order > 1 || (with_why && !o->pass))
         return usage();
     return -1;
 }
