@@ -5,7 +5,9 @@
  * Times are ISO 8601 UTC with their age, the placement one line per task; attempts, failures,
  * the last checkpoint, the GPU time lost to preemption (lost_gpu_seconds) and whether the gang
  * runs on borrowed quota are shown when musterd has written them.  A job still waiting
- * in the submit stream (musterd has not taken it in) shows as SUBMITTED with its spec.
+ * in the submit stream (musterd has not taken it in) shows as SUBMITTED with its spec.  A
+ * PENDING job also shows why it waits, as musterctl why does (cmd_why.c; "why" in -o json),
+ * asked of musterd with a short wait: without an answer show still prints the job, and says so.
  */
 #include "cli/internal.h"
 
@@ -13,6 +15,8 @@
 #include <string.h>
 
 #include "common/mu_banned.h"
+
+#define CTL_SHOW_WHY_S 3 /* a pending job's why: musterd's answer is awaited this long */
 
 static const char *const order[] = {
     "id",
@@ -170,6 +174,30 @@ static cJSON *unmade_element(const char *id)
     return job;
 }
 
+/* A pending job (with a hash: musterd knows of it): its why, as "why" (or "why_error") in job.
+ * false only without memory. */
+static bool add_why(struct queue *q, const char *id, cJSON *job)
+{
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(job, "state");
+    struct mu_err err = { 0 };
+    cJSON *why = NULL;
+    char b[256];
+
+    if (!cJSON_IsString(state) || strcmp(state->valuestring, "PENDING") != 0)
+        return true;
+    if (ctl_why_ask(q, id, CTL_SHOW_WHY_S, &why, &err) != 0)
+        return cJSON_AddStringToObject(job, "why_error", err.msg) != NULL;
+    if (ctl_json_text(why, "error", b, sizeof(b))[0]) {
+        cJSON_Delete(why);
+        return cJSON_AddStringToObject(job, "why_error", b) != NULL;
+    }
+    if (!cJSON_AddItemToObject(job, "why", why)) {
+        cJSON_Delete(why);
+        return false;
+    }
+    return true;
+}
+
 int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
 {
     const char *id = args->argv[0];
@@ -185,6 +213,10 @@ int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
         return CTL_EXIT_FAIL;
     if (queue_job_read(q, id, &job, &err) != 0)
         return ctl_fail(ctl, "job '%s': %s", id, err.msg);
+    if (job && !add_why(q, id, job)) {
+        cJSON_Delete(job);
+        return ctl_fail(ctl, "out of memory");
+    }
     if (!job) {
         bool unmade = false;
         if (ctl_array_element_unmade(ctl, id, &unmade) != 0)
@@ -213,11 +245,22 @@ int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
     }
     cJSON_ArrayForEach(item, job)
     {
-        bool known = false;
+        bool known = strcmp(item->string, "why") == 0 || strcmp(item->string, "why_error") == 0;
         for (size_t i = 0; i < MU_ARRAY_LEN(order) && !known; i++)
             known = strcmp(item->string, order[i]) == 0;
         if (!known)
             show_field(item, now_ms);
+    }
+    item = cJSON_GetObjectItemCaseSensitive(job, "why");
+    if (item) {
+        printf("\nwhy it waits (musterctl why %s):\n", id);
+        ctl_why_print(item);
+    }
+    item = cJSON_GetObjectItemCaseSensitive(job, "why_error");
+    if (cJSON_IsString(item)) {
+        printf("%-20s", "why");
+        ctl_print_clean(stdout, item->valuestring);
+        putchar('\n');
     }
     cJSON_Delete(job);
     return CTL_EXIT_OK;

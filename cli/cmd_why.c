@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * musterctl why ID: why a pending job waits, computed by musterd now with the scheduler's own
- * core (scheduler/d_why.c, issue #18): its reason, the placement per capacity type of the job,
- * the pools' limits (capacity type, GPU type, cool-down, cap) and a preemption preview (the
- * victims the planner would take now and the work each would lose, or why there is no plan),
- * a dry run that changes nothing.  The question goes on the control stream (cmd why) like every
- * operator command, and the answer comes back on <prefix>why:<entry id> (queue/answer.c).
+ * core (scheduler/d_why.c, core/explain.c, issue #18): its reason, the estimated start and the
+ * running gang whose end makes room, its dependencies and place in the fair-share order, the
+ * placement per capacity type, per topology level the largest free domain against the largest
+ * that exists, the pools' limits (capacity type, GPU type, cool-down, cap), why it does not
+ * backfill, and a preemption preview (the victims the planner would take now and the work each
+ * would lose, or why there is no plan), a dry run that changes nothing.  The question goes on the
+ * control stream (cmd why) like every operator command, and the answer comes back on
+ * <prefix>why:<entry id> (queue/answer.c).  musterctl show prints the same for a pending job.
  */
 #include "cli/internal.h"
 
@@ -94,7 +97,114 @@ static void print_preview(const cJSON *doc)
     }
 }
 
-static void print_why(const cJSON *doc)
+/* Wall-clock seconds as "2026-11-26 14:05 UTC" ("" when it cannot be formatted). */
+static void fmt_at(double at_s, char *buf, size_t size)
+{
+    time_t t = (time_t)at_s;
+    struct tm tm;
+
+    if (!gmtime_r(&t, &tm) || strftime(buf, size, "%Y-%m-%d %H:%M UTC", &tm) == 0)
+        buf[0] = '\0';
+}
+
+/* The estimated start: the core's search (start, naming the gang that frees the room), else the
+ * pass's (a job held back by another's reservation starts when it does). */
+static void print_start(const cJSON *doc)
+{
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(doc, "start");
+    char at[32];
+    char in[32];
+    char by[160];
+    char b[32];
+    const char *when = ctl_json_text(st, "freed_when", b, sizeof(b));
+
+    if (num(st, "est_start_s") > 0) {
+        fmt_at(num(st, "est_start_s"), at, sizeof(at));
+        fmt_s(num(st, "in_s"), in, sizeof(in));
+        printf("%s start: %s, in %s, ", flag(st, "reservation") ? "expected" : "earliest", at, in);
+        if (strcmp(when, "cooldown_ends") == 0)
+            printf("when a pool's cool-down ends");
+        else
+            printf("when %s %s", ctl_json_text(st, "freed_by", by, sizeof(by)),
+                   strcmp(when, "stops") == 0 ? "stops" : "reaches its time limit");
+        printf("%s\n", flag(st, "reservation") ? " (its reservation)"
+                                               : ", if no job ahead of it takes the room first");
+    } else if (num(doc, "est_start_in_s") > 0) {
+        fmt_at(num(doc, "est_start_s"), at, sizeof(at));
+        fmt_s(num(doc, "est_start_in_s"), in, sizeof(in));
+        printf("expected start: %s, in %s (when the reservation ahead of it starts)\n", at, in);
+    } else if (st && !flag(doc, "held")) {
+        printf("no estimated start: running gangs ending would not make room for it\n");
+    }
+}
+
+/* Its dependencies and its place in the pass's fair-share order. */
+static void print_order(const cJSON *doc)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(doc, "order");
+    char b[320];
+
+    if (num(o, "dependencies_open") > 0)
+        printf("dependencies: %s\n", ctl_json_text(o, "dependencies", b, sizeof(b)));
+    if (!flag(o, "in_pass"))
+        return;
+    if (num(o, "ahead") == 0)
+        printf("order: first in the scheduling pass\n");
+    else
+        printf("order: %.0f job(s) ahead of it in the pass, %.0f of them from other queues by "
+               "fair share\n",
+               num(o, "ahead"), num(o, "ahead_other_queues"));
+}
+
+/* Per topology level: the largest free domain against the largest that exists. */
+static void print_levels(const cJSON *doc)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc, "topology");
+    const cJSON *l;
+    char b[3][64];
+    const char *req = ctl_json_text(t, "required", b[0], sizeof(b[0]));
+
+    if (!t)
+        return;
+    printf("topology (largest domain that takes tasks: free now / on idle nodes):\n");
+    cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(t, "levels"))
+    {
+        const char *name = ctl_json_text(l, "level", b[1], sizeof(b[1]));
+        const char *state = ctl_json_text(l, "state", b[2], sizeof(b[2]));
+        printf(
+            "  %-10s %-10s %3.0f / %3.0f tasks: %s\n", name,
+            strcmp(name, req) == 0 ? "(required)" : "", num(l, "free_tasks"), num(l, "max_tasks"),
+            strcmp(state, "fits") == 0   ? "fits now"
+            : strcmp(state, "busy") == 0 ? "busy, fits once running gangs end or a cool-down ends"
+                                         : "never fits until nodes join");
+    }
+}
+
+static void print_backfill(const cJSON *doc)
+{
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(doc, "backfill");
+    char buf[2][160];
+    char in[32];
+    char run[32];
+    const char *st = ctl_json_text(b, "state", buf[0], sizeof(buf[0]));
+    const char *job = ctl_json_text(b, "reservation_job", buf[1], sizeof(buf[1]));
+
+    fmt_s(num(b, "reservation_in_s"), in, sizeof(in));
+    fmt_s(num(b, "run_s"), run, sizeof(run));
+    if (strcmp(st, "fits") == 0)
+        printf("backfill: fits beside the reservation of %s; the next pass starts it\n", job);
+    else if (strcmp(st, "delays_reservation") == 0 && flag(b, "time_limit"))
+        printf("backfill: fits now, but would delay the reservation of %s (starts in %s): its "
+               "time limit %s runs past it\n",
+               job, in, run);
+    else if (strcmp(st, "delays_reservation") == 0)
+        printf("backfill: fits now, but would delay the reservation of %s (starts in %s): no "
+               "time limit (the default is %s), so it cannot backfill; a time_limit_s under %s "
+               "would let it\n",
+               job, in, run, in);
+}
+
+void ctl_why_print(const cJSON *doc)
 {
     const cJSON *c;
     char b[320];
@@ -104,18 +214,10 @@ static void print_why(const cJSON *doc)
            ctl_json_text(doc, "state", s, sizeof(s)), flag(doc, "held") ? " (held)" : "");
     printf("%s%s\n", ctl_json_text(doc, "reason", b, sizeof(b))[0] ? ": " : "",
            ctl_json_text(doc, "reason", b, sizeof(b)));
-    if (num(doc, "est_start_in_s") > 0) {
-        char at[32];
-        time_t t = (time_t)num(doc, "est_start_s");
-        struct tm tm;
-        fmt_s(num(doc, "est_start_in_s"), s, sizeof(s));
-        if (gmtime_r(&t, &tm) && strftime(at, sizeof(at), "%Y-%m-%d %H:%M UTC", &tm) > 0)
-            printf("expected start: %s, in %s (its reservation, from running gangs' time "
-                   "limits)\n",
-                   at, s);
-    }
+    print_start(doc);
     if (!cJSON_GetObjectItemCaseSensitive(doc, "capacity"))
         return;
+    print_order(doc);
     {
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(doc, "queue");
         printf("queue %s: %s\n", ctl_json_text(q, "name", s, sizeof(s)),
@@ -128,46 +230,48 @@ static void print_why(const cJSON *doc)
         printf("  %-9s %s\n", ctl_json_text(c, "type", s, sizeof(s)),
                ctl_json_text(c, "reason", b, sizeof(b)));
     }
+    print_levels(doc);
     print_pools(doc);
+    print_backfill(doc);
     print_preview(doc);
 }
 
-/* Asks musterd and waits for its answer; *doc (cJSON_Delete) or a printed failure. */
-static int why_ask(struct ctl *ctl, struct queue *q, const char *id, cJSON **doc)
+int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct mu_err *err)
 {
-    struct mu_err err = { 0 };
     char entry[QUEUE_JOB_ID_MAX];
     char key[QUEUE_JOB_ID_MAX + 8];
     char *value = NULL;
     size_t len = 0;
 
-    if (queue_control_ask(q, "why", id, entry, sizeof(entry), &err) != 0)
-        return ctl_fail(ctl, "%s", err.msg);
+    *doc = NULL;
+    if (queue_control_ask(q, "why", id, entry, sizeof(entry), err) != 0)
+        return -1;
     (void)mu_snprintf(key, sizeof(key), "why:%s", entry);
-    for (int s = 0; s < CTL_WHY_ANSWER_S && !value; s++)
-        if (queue_answer_wait(q, key, 1000, &value, &len, &err) != 0)
-            return ctl_fail(ctl, "%s", err.msg);
+    for (int s = 0; s < wait_s && !value; s++)
+        if (queue_answer_wait(q, key, 1000, &value, &len, err) != 0)
+            return -1;
     if (!value)
-        return ctl_fail(ctl, "musterd did not answer in %d s; is musterd running?",
-                        CTL_WHY_ANSWER_S);
+        return mu_errf(err, MU_E_STATE, "musterd did not answer in %d s; is musterd running?",
+                       wait_s);
     *doc = cJSON_ParseWithLength(value, len);
     free(value);
     if (!cJSON_IsObject(*doc)) {
         cJSON_Delete(*doc);
         *doc = NULL;
-        return ctl_fail(ctl, "musterd's answer is not a JSON object");
+        return mu_errf(err, MU_E_PARSE, "musterd's answer is not a JSON object");
     }
-    return CTL_EXIT_OK;
+    return 0;
 }
 
 int ctl_cmd_why(struct ctl *ctl, const struct ctl_args *args)
 {
     const char *id = args->argv[0];
+    struct mu_err err = { 0 };
     char state[32] = "";
     cJSON *doc = NULL;
     bool found = false;
     struct queue *q;
-    int rc;
+    int rc = CTL_EXIT_OK;
 
     if (ctl_job_lookup(ctl, id, &found, state, sizeof(state)) != 0)
         return CTL_EXIT_FAIL;
@@ -178,9 +282,8 @@ int ctl_cmd_why(struct ctl *ctl, const struct ctl_args *args)
     q = ctl_queue(ctl);
     if (!q)
         return CTL_EXIT_FAIL;
-    rc = why_ask(ctl, q, id, &doc);
-    if (rc != CTL_EXIT_OK)
-        return rc;
+    if (ctl_why_ask(q, id, CTL_WHY_ANSWER_S, &doc, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
     {
         char b[256];
         if (ctl_json_text(doc, "error", b, sizeof(b))[0])
@@ -188,7 +291,7 @@ int ctl_cmd_why(struct ctl *ctl, const struct ctl_args *args)
         else if (ctl->output == CTL_OUT_JSON)
             rc = ctl_json_print(ctl, doc);
         else
-            print_why(doc);
+            ctl_why_print(doc);
     }
     cJSON_Delete(doc);
     return rc;

@@ -172,6 +172,13 @@ int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out
  * yet (it has no hash of its own; it counts as PENDING).  -1 on a Redis error (printed). */
 int ctl_array_element_unmade(struct ctl *ctl, const char *id, bool *found);
 
+/* cmd_why.c: asks musterd why job id waits (cmd why on the control stream) and waits up to
+ * wait_s for the answer.  0 with *doc (free with cJSON_Delete), or -1 with err (Redis, no answer
+ * in wait_s, an answer that is not a JSON object) and *doc NULL. */
+int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct mu_err *err);
+/* Prints musterd's why answer as text on stdout (musterctl why, and show for a pending job). */
+void ctl_why_print(const cJSON *doc);
+
 /* The job states in lifecycle order; the first four are not final. */
 extern const char *const ctl_job_states[9];
 /* True for the final states of queue_state_is_final: SUCCEEDED, FAILED, CANCELLED, REJECTED and

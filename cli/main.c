@@ -153,7 +153,8 @@ const struct ctl_cmd ctl_commands[] = {
     { "show", ctl_cmd_show, "show one job in full", "ID",
       "Prints every field of job ID: times in ISO 8601 UTC, the placement task by task, "
       "attempts and failures, the last checkpoint and the GPU time lost to preemption.  A job "
-      "that musterd has not taken in yet shows as SUBMITTED.",
+      "that musterd has not taken in yet shows as SUBMITTED.  A pending job also shows why it "
+      "waits, as 'musterctl why' does (\"why\" in -o json), if musterd answers within 3 s.",
       NULL, 1, 1, CTL_ARG_JOB },
     { "cancel", ctl_cmd_cancel, "cancel jobs", "ID...",
       "Asks musterd to cancel each job.  A job that has already finished is left alone.  Exits 1 "
@@ -247,13 +248,16 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1, CTL_ARG_NODE },
     { "why", ctl_cmd_why, "explain why a pending job waits", "ID",
       "Asks musterd why pending job ID waits, computed now by the scheduler's own core: the "
-      "job's reason and, when the last pass reserved room for it, its expected start (from the "
-      "running gangs' time limits); whether its queue's quota admits it (or the quota's reason); "
-      "for each "
-      "capacity type of the job, in its order, whether the gang fits "
-      "there now or the core's reason (e.g. the largest free rack); each pool's limits for it "
-      "(capacity type or gpu_type not allowed, cool-down left after a spot interruption, "
-      "max_gpus cap against use); and a preemption preview: the running gangs the planner would "
+      "job's reason; its start as the pass's reservation search finds it, naming the running "
+      "gang whose time limit (or a pool's cool-down end) makes the room; its open dependencies "
+      "and the jobs ahead of it in the fair-share order; whether its queue's quota admits it (or "
+      "the quota's reason); for each capacity type of the job, in its order, whether the gang "
+      "fits there now or the core's reason (e.g. the largest free rack); per topology level, the "
+      "largest free domain against the largest that exists (busy, or never fits until nodes "
+      "join); each pool's limits for it (capacity type or gpu_type not allowed, cool-down left "
+      "after a spot interruption, max_gpus cap against use); why a job that fits does not "
+      "backfill beside another's reservation; and a preemption preview: the running gangs the "
+      "planner would "
       "preempt for it now and the work each would lose, or why it would not (victims younger "
       "than min_runtime_s, none of lower priority, waiting is sooner: with the expected start).  "
       "The preview is a dry run: nothing is stopped and nothing changes.  The question goes on "

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # musterctl why (issue #18), computed by musterd with the scheduler's core on demand: a job
-# pending on a spot pool cooling down after an interruption and a busy on-demand rack shows a
-# reason per capacity type and the spot pool's cool-down; the preemption preview lists the
-# victim the planner would take (the job is held, so musterd itself preempts nothing), and
-# nothing changes after it.  A job behind the victim shows its estimated start.  A finished job
-# and an unknown one exit 1.
+# pending on a spot pool cooling down after an interruption and a busy on-demand rack shows both
+# reasons (the spot type's cool-down, the rack busy rather than too small) and an estimated
+# start (the cool-down's end); the preemption preview lists the victim the planner would take
+# (the job is held, so musterd itself preempts nothing), and nothing changes after it.  A job
+# behind the victim shows its estimated start naming the victim, whose time limit frees the
+# room.  musterctl show prints the same for a pending job.  A finished job and an unknown one
+# exit 1.
 source "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null 2>&1 || fail "jq not found"
@@ -38,8 +40,9 @@ EOF
 start_musterd "$CONFIG"
 start_imds s1
 start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$IMDS_PORT" --imds-interval-s 1
+start_worker s2 spot-a 8 --label zone=z1 --label rack=r3
 start_worker o1 od-a 8 --label zone=z1 --label rack=r2
-wait_for "2 nodes registered" 10 '[ "$(rcli HLEN "${P}nodes")" = 2 ]'
+wait_for "3 nodes registered" 10 '[ "$(rcli HLEN "${P}nodes")" = 3 ]'
 
 # The spot pool cools down after an interruption notice.
 curl -sf -X POST -d '{"action":"terminate","in_s":120}' "http://127.0.0.1:$IMDS_PORT/mock/notice" >/dev/null
@@ -75,13 +78,41 @@ jq -e --arg v "$vid" '
     fail "why -o json: $(cat "$T/why.json")"
 ok "why: a reason per capacity type, the spot pool's cool-down, the victim the planner would take"
 
+# Both reasons and an estimated start: spot waits for the cool-down, the on-demand rack is busy
+# (a rack that holds the gang exists), and the core's reservation search puts the start at the
+# cool-down's end (spot-a's ready node s2), not at the victim's time limit.
+jq -e '
+    (.capacity[] | select(.type == "spot") | .reason | test("cooling down"))
+    and (.capacity[] | select(.type == "on-demand") | .reason | test("rack"))
+    and .topology.required == "rack"
+    and (.topology.levels[] | select(.level == "rack") | .free_tasks == 0 and .max_tasks == 1 and .state == "busy")
+    and .start.reservation == false
+    and .start.freed_when == "cooldown_ends" and .start.in_s > 0 and .start.in_s <= 600
+    and .order.in_pass == false
+    and .backfill.state == "none"' "$T/why.json" >/dev/null ||
+    fail "why, reasons and start: $(cat "$T/why.json")"
+ok "why: cooled-down spot pool and busy rack, both reasons, and an estimated start"
+
 expect_rc 0 ctl why "$pid"
 grep -q "^job $pid is PENDING (held)" "$T/out" || fail "why: $(cat "$T/out")"
 grep -q "^queue default: its quota admits the gang" "$T/out" || fail "why, queue: $(cat "$T/out")"
 grep -qE "^  spot-a +spot +cooling down for [0-9]+m[0-9]+s more" "$T/out" || fail "why, cool-down: $(cat "$T/out")"
 grep -q "^    $vid (priority 0): loses" "$T/out" || fail "why, preview: $(cat "$T/out")"
 grep -q "a dry run: nothing was stopped" "$T/out" || fail "why: $(cat "$T/out")"
+grep -qE "^earliest start: [0-9-]+ [0-9:]+ UTC, in [0-9]+m[0-9]+s, when a pool's cool-down ends" "$T/out" ||
+    fail "why, start: $(cat "$T/out")"
+grep -qE "^  rack +\(required\) +0 / +1 tasks: busy, fits once running gangs end" "$T/out" ||
+    fail "why, rack: $(cat "$T/out")"
 ok "why as text"
+
+# musterctl show of the pending job carries the same answer.
+expect_rc 0 ctl -o json show "$pid"
+jq -e --arg v "$vid" '.state == "PENDING" and .why.preemption.victims[0].job == $v
+    and .why.start.freed_when == "cooldown_ends"' "$T/out" >/dev/null || fail "show -o json: $(cat "$T/out")"
+expect_rc 0 ctl show "$pid"
+grep -q "^why it waits (musterctl why $pid):" "$T/out" || fail "show: $(cat "$T/out")"
+grep -q "^    $vid (priority 0): loses" "$T/out" || fail "show, preview: $(cat "$T/out")"
+ok "show of a pending job says why it waits (table and json)"
 
 # Nothing changed: the victim runs its first attempt, untouched; the held job still waits.
 job_state_is "$vid" RUNNING || fail "victim is $(job_state "$vid") after why"
@@ -95,9 +126,13 @@ ok "the preview changed nothing"
 qid=$(submit_json '{"name":"next","priority":0,"tasks":1,"gpus_per_task":8,"capacity":["on-demand"],"command":["true"]}')
 wait_for "job $qid has an estimated start" 20 \
     'ctl -o json why "'"$qid"'" | jq -e ".est_start_in_s > 3600 and .preemption.plan == false"'
+expect_rc 0 ctl -o json why "$qid"
+jq -e --arg v "$vid" '.start.reservation == true and .start.freed_by == $v and .start.freed_when == "time_limit"
+    and .start.in_s > 3600' "$T/out" >/dev/null || fail "why, start: $(cat "$T/out")"
 expect_rc 0 ctl why "$qid"
-grep -qE "^expected start: [0-9-]+ [0-9:]+ UTC, in [0-9]+h[0-9]+m " "$T/out" || fail "why, expected start: $(cat "$T/out")"
-ok "why gives a reserved job its estimated start"
+grep -qE "^expected start: [0-9-]+ [0-9:]+ UTC, in [0-9]+h[0-9]+m, when $vid reaches its time limit \(its reservation\)" "$T/out" ||
+    fail "why, expected start: $(cat "$T/out")"
+ok "why gives a reserved job its estimated start, naming the gang whose time limit frees the room"
 
 expect_rc 1 ctl why 1-1
 grep -q "job '1-1' not found" "$T/err" || fail "why of an unknown job: $(cat "$T/err")"
