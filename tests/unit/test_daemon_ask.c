@@ -246,6 +246,44 @@ static void test_why_backfill(void **state)
         fail_msg("why of a job held back by a reservation: %s", answer);
 }
 
+/* Two queues: queue b's running gang puts queue a's later job first in the fair-share order, so
+ * b's pending job has one job of another queue ahead of it; a job waiting for another's end
+ * names it (its dependencies). */
+static void test_why_order_and_deps(void **state)
+{
+    struct dfix *f =
+        dfix_new("{\"pools\":[{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"p5\","
+                 "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":98.32}],"
+                 "\"queues\":[{\"name\":\"a\"},{\"name\":\"b\"}],\"heartbeat_s\":1}");
+    char node_of[1][PROTO_NODE_MAX];
+    const char *answer;
+
+    (void)state;
+    dfix_two_nodes(f);
+    dfix_start_gang(f, J1, "{\"queue\":\"b\",\"tasks\":1,\"gpus_per_task\":8,\"command\":[\"x\"]}",
+                    1, node_of);
+    dfix_submit(f, "1700000000002-0",
+                "{\"queue\":\"b\",\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"y\"]}");
+    dfix_submit(f, "1700000000003-0",
+                "{\"queue\":\"a\",\"tasks\":2,\"gpus_per_task\":8,\"command\":[\"z\"]}");
+    dfix_submit(f, "1700000000004-0",
+                "{\"queue\":\"a\",\"after\":[\"" J1 "\"],\"tasks\":1,\"gpus_per_task\":8,"
+                "\"command\":[\"w\"]}");
+    d_schedule(&f->d);
+    dfix_control(f, "1700000000101-0", "why", "1700000000002-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000101-0");
+    assert_non_null(answer);
+    if (!strstr(answer, "\"order\":{\"in_pass\":true,\"ahead\":1,\"ahead_other_queues\":1"))
+        fail_msg("why of a job behind another queue's by fair share: %s", answer);
+    dfix_control(f, "1700000000102-0", "why", "1700000000004-0", -1);
+    answer = fake_status(f->store, "answer", "why:1700000000102-0");
+    assert_non_null(answer);
+    if (!strstr(answer, "\"in_pass\":false,") || !strstr(answer, "\"dependencies_open\":1,")
+        || !strstr(answer, J1))
+        fail_msg("why of a job waiting for another's end: %s", answer);
+    dfix_free(f);
+}
+
 /* A queue at its quota: why says so, with the core's quota reason. */
 static void test_why_at_quota(void **state)
 {
@@ -280,6 +318,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_why_estimated_start, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_why_backfill, setup, dfix_teardown),
         cmocka_unit_test(test_why_at_quota),
+        cmocka_unit_test(test_why_order_and_deps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
