@@ -5,7 +5,8 @@
 # `musterctl submit` and with libmuster, and reads its jobs; it can NOT XADD muster:control, DEL
 # or HSET job keys (NOPERM).  The operator user cancels through musterctl but cannot delete keys.
 # Both read task logs through musterd (XADD muster:logreq, BLPOP muster:logreply:*); only the
-# operator may ask musterctl why (a control command, answered on muster:why:*).
+# operator may ask musterctl why (a control command, answered on muster:why:*); show of a
+# pending job gives the submitter the job with the refusal instead of the answer.
 # The password-only form (redis://:PASS@host) works for musterctl and libmuster; a wrong password
 # is a clear error (exit 1) for musterd and musterctl.
 source "$(dirname "$0")/lib.sh"
@@ -181,8 +182,16 @@ jq -e '.state == "PENDING" and (.capacity | length) == 2' "$T/why.json" >/dev/nu
 rc=0
 "$MUSTER_BIN/musterctl" --redis "$URL_ALICE" why "$wid" >/dev/null 2>"$T/why.err" || rc=$?
 [ "$rc" = 1 ] && grep -q NOPERM "$T/why.err" || fail "musterctl why as the submitter: exit $rc, $(cat "$T/why.err")"
+# show of the pending job: the operator gets musterd's answer in it; the submitter the job, and
+# the refusal instead of the answer (exit 0).
+"$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json show "$wid" | jq -e '.why.state == "PENDING"' >/dev/null ||
+    fail "musterctl show as the operator: $("$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json show "$wid" 2>&1)"
+"$MUSTER_BIN/musterctl" --redis "$URL_ALICE" -o json show "$wid" >"$T/show.json" 2>"$T/show.err" ||
+    fail "musterctl show as the submitter: $(cat "$T/show.err")"
+jq -e '.state == "PENDING" and (.why_error | test("NOPERM")) and .why == null' "$T/show.json" >/dev/null ||
+    fail "musterctl show as the submitter: $(cat "$T/show.json")"
 "$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" cancel "$wid" >/dev/null || fail "cancel $wid"
-ok "musterctl why works as the operator; the submitter gets NOPERM"
+ok "musterctl why (and show's why) works as the operator; the submitter gets NOPERM"
 
 # musterd itself never hit a NOPERM with its ACL user.
 ! grep -q NOPERM "$T/musterd.log" || fail "musterd hit NOPERM: $(grep NOPERM "$T/musterd.log" | head -n 3)"
