@@ -9,10 +9,11 @@
  * for the first job that cannot start and EASY backfill behind it.  sched_cluster_commit and
  * sched_cluster_release apply or undo a decision.  sched_preempt_plan picks the lower-priority
  * gangs whose stopping lets a waiting job start and loses the least work.  sched_order_jobs puts
- * the pending jobs in fair-share order between queues (share.c).  No sockets, no Redis, no
- * clock, no logs: the daemon, the tests and the benchmarks drive the same code, and time is a
- * parameter (now_s, any epoch as long as it is used consistently).  docs/placement.md explains the
- * algorithm.
+ * the pending jobs in fair-share order between queues (share.c).  sched_explain says, on
+ * demand, why one job waits, from the same placement and reservation code (explain.c).  No
+ * sockets, no Redis, no clock, no logs: the daemon, the tests and the benchmarks drive the same
+ * code, and time is a parameter (now_s, any epoch as long as it is used consistently).
+ * docs/placement.md explains the algorithm.
  *
  * A gang is placed all-or-nothing and never straddles capacity types.  Capacity types are tried
  * in the request's order, cheapest pool first within a type, pools in cool-down skipped.  Among
