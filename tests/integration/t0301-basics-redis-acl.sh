@@ -184,8 +184,9 @@ rc=0
 [ "$rc" = 1 ] && grep -q NOPERM "$T/why.err" || fail "musterctl why as the submitter: exit $rc, $(cat "$T/why.err")"
 # show of the pending job: the operator gets musterd's answer in it; the submitter the job, and
 # the refusal instead of the answer (exit 0).
-"$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json show "$wid" | jq -e '.why.state == "PENDING"' >/dev/null ||
-    fail "musterctl show as the operator: $("$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json show "$wid" 2>&1)"
+# (show waits only a few seconds for musterd: a busy machine retries.)
+wait_for "show as the operator carries why" 60 \
+    '"$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json show "$wid" | jq -e ".why.state == \"PENDING\""'
 "$MUSTER_BIN/musterctl" --redis "$URL_ALICE" -o json show "$wid" >"$T/show.json" 2>"$T/show.err" ||
     fail "musterctl show as the submitter: $(cat "$T/show.err")"
 jq -e '.state == "PENDING" and (.why_error | test("NOPERM")) and .why == null' "$T/show.json" >/dev/null ||
