@@ -124,6 +124,8 @@ static void print_start(const cJSON *doc)
         printf("%s start: %s, in %s, ", flag(st, "reservation") ? "expected" : "earliest", at, in);
         if (strcmp(when, "cooldown_ends") == 0)
             printf("when a pool's cool-down ends");
+        else if (strcmp(when, "reservation_starts") == 0)
+            printf("when the reservation it would delay starts");
         else
             printf("when %s %s", ctl_json_text(st, "freed_by", by, sizeof(by)),
                    strcmp(when, "stops") == 0 ? "stops" : "reaches its time limit");
@@ -133,8 +135,14 @@ static void print_start(const cJSON *doc)
         fmt_at(num(doc, "est_start_s"), at, sizeof(at));
         fmt_s(num(doc, "est_start_in_s"), in, sizeof(in));
         printf("expected start: %s, in %s (when the reservation ahead of it starts)\n", at, in);
-    } else if (st && !flag(doc, "held")) {
-        printf("no estimated start: running gangs ending would not make room for it\n");
+    } else if (flag(st, "fits_now")) {
+        printf("the gang fits now%s\n", flag(doc, "held") ? "; it can start once released" : "");
+    } else if (st) {
+        printf("no estimated start: running gangs ending and cool-downs ending would not make "
+               "room for it\n");
+    } else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(doc, "explain_error"))) {
+        printf("no estimated start: %s\n",
+               cJSON_GetObjectItemCaseSensitive(doc, "explain_error")->valuestring);
     }
 }
 

@@ -209,26 +209,31 @@ static bool add_levels(cJSON *doc, const struct musterd *d, const struct sched_e
     return true;
 }
 
-/* When it could start: the core's reservation search, naming the gang whose end makes room. */
+/* When it could start: the core's reservation search, naming the gang whose end makes room
+ * (freed_when: time_limit or stops, with freed_by; cooldown_ends), or, for a job that would delay
+ * another's reservation, that reservation's start (reservation_starts). */
 static bool add_start(
     cJSON *doc, const struct musterd *d, const struct sched_explain *e, bool own, int64_t now_s)
 {
     cJSON *o = cJSON_AddObjectToObject(doc, "start");
-    const struct d_job *by = e->freed_by >= 0 && e->freed_by < d->pass.nvictims
+    bool behind = e->backfill == SCHED_BACKFILL_DELAYS;
+    const struct d_job *by = !behind && e->freed_by >= 0 && e->freed_by < d->pass.nvictims
                                  ? d->pass.victim_jobs[e->freed_by]
                                  : NULL;
+    const char *when = behind ? "reservation_starts"
+                       : by   ? (by->end != D_END_NONE ? "stops" : "time_limit")
+                              : "cooldown_ends";
 
-    if (!o || !cJSON_AddBoolToObject(o, "reservation", own))
+    if (!o || !cJSON_AddBoolToObject(o, "reservation", own)
+        || !cJSON_AddBoolToObject(o, "fits_now", e->fits_now))
         return false;
     if (e->est_start_s <= 0)
         return true;
     return cJSON_AddNumberToObject(o, "est_start_s", (double)e->est_start_s)
            && cJSON_AddNumberToObject(o, "in_s",
                                       (double)(e->est_start_s > now_s ? e->est_start_s - now_s : 0))
-           && (by ? cJSON_AddStringToObject(o, "freed_by", by->id)
-                        && cJSON_AddStringToObject(o, "freed_when",
-                                                   by->end != D_END_NONE ? "stops" : "time_limit")
-                  : cJSON_AddStringToObject(o, "freed_when", "cooldown_ends") != NULL);
+           && (!by || cJSON_AddStringToObject(o, "freed_by", by->id))
+           && cJSON_AddStringToObject(o, "freed_when", when);
 }
 
 /* Why a job that fits now does not start beside the pass's reservation for another job. */

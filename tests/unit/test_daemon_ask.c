@@ -239,8 +239,10 @@ static void test_why_backfill(void **state)
     dfix_control(f, "1700000000101-0", "why", "1700000000003-0", -1);
     answer = fake_status(f->store, "answer", "why:1700000000101-0");
     assert_non_null(answer);
-    if (!strstr(answer, "\"backfill\":{\"state\":\"delays_reservation\",\"reservation_job\":"
-                        "\"1700000000002-0\"")
+    if (!strstr(answer, "\"fits_now\":true,\"est_start_s\":")
+        || !strstr(answer, "\"freed_when\":\"reservation_starts\"")
+        || !strstr(answer, "\"backfill\":{\"state\":\"delays_reservation\",\"reservation_job\":"
+                           "\"1700000000002-0\"")
         || !strstr(answer, "\"time_limit\":false")
         || !strstr(answer, "\"order\":{\"in_pass\":true,\"ahead\":1,\"ahead_other_queues\":0"))
         fail_msg("why of a job held back by a reservation: %s", answer);
