@@ -76,7 +76,7 @@ static enum sched_backfill backfill(struct sched_cluster *c,
     struct sched_fail fail;
     bool beside;
 
-    if (run_s > 0 && run_s <= res->start_s - now_s)
+    if (sched_done_by(run_s, now_s, res->start_s))
         return SCHED_BACKFILL_FITS;
     sched_holds_set(c, res->req, res->slots);
     c->holds_on = true;

@@ -174,6 +174,13 @@ void sched_fail_format(const struct sched_cluster *c,
                        char *buf,
                        size_t size);
 
+/* Backfill's rule: a job that runs at most run_s seconds (0: no limit) from now_s is done by
+ * at_s, so it may take GPUs the reservation starting at at_s holds. */
+static inline bool sched_done_by(int64_t run_s, int64_t now_s, int64_t at_s)
+{
+    return run_s > 0 && run_s < INT64_MAX - now_s && now_s + run_s <= at_s;
+}
+
 /* The pass's reservation held (counted as used while c->holds_on), and cleared again. */
 void sched_holds_set(struct sched_cluster *c,
                      const struct sched_request *r,

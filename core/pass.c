@@ -561,7 +561,7 @@ int sched_pass_quota(struct sched_cluster *c,
         struct sched_fail ever;
         const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
         int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
-        int mode = reserved >= 0 && end_s > res_s ? MODE_HELD : MODE_NOW;
+        int mode = reserved >= 0 && !sched_done_by(j->run_s, now_s, res_s) ? MODE_HELD : MODE_NOW;
         uint32_t fam;
 
         memset(d, 0, sizeof(*d));
