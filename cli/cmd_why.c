@@ -164,13 +164,16 @@ static void print_order(const cJSON *doc)
                num(o, "ahead"), num(o, "ahead_other_queues"));
 }
 
-/* Per topology level: the largest free domain against the largest that exists. */
+/* Per topology level: the largest free domain against the largest that exists.  The levels come
+ * coarsest first; the required one and those above it bind the gang (it must fit in one such
+ * domain), the ones below it do not (the gang may span several). */
 static void print_levels(const cJSON *doc)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(doc, "topology");
     const cJSON *l;
     char b[3][64];
     const char *req = ctl_json_text(t, "required", b[0], sizeof(b[0]));
+    bool binding = req[0] != '\0';
 
     if (!t)
         return;
@@ -179,12 +182,16 @@ static void print_levels(const cJSON *doc)
     {
         const char *name = ctl_json_text(l, "level", b[1], sizeof(b[1]));
         const char *state = ctl_json_text(l, "state", b[2], sizeof(b[2]));
-        printf(
-            "  %-10s %-10s %3.0f / %3.0f tasks: %s\n", name,
-            strcmp(name, req) == 0 ? "(required)" : "", num(l, "free_tasks"), num(l, "max_tasks"),
-            strcmp(state, "fits") == 0   ? "fits now"
-            : strcmp(state, "busy") == 0 ? "busy, fits once running gangs end or a cool-down ends"
-                                         : "never fits until nodes join");
+        bool required = strcmp(name, req) == 0;
+        printf("  %-10s %-10s %3.0f / %3.0f tasks: %s\n", name, required ? "(required)" : "",
+               num(l, "free_tasks"), num(l, "max_tasks"),
+               strcmp(state, "fits") == 0 ? "fits now"
+               : strcmp(state, "busy") == 0
+                   ? "busy, fits once running gangs end or a cool-down ends"
+               : binding ? "never fits until nodes join"
+                         : "none holds the whole gang; it may span several");
+        if (required)
+            binding = false;
     }
 }
 

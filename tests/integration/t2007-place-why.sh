@@ -139,6 +139,16 @@ grep -qE "^expected start: [0-9-]+ [0-9:]+ UTC, in [0-9]+h[0-9]+m, when $vid rea
     fail "why, expected start: $(cat "$T/out")"
 ok "why gives a reserved job its estimated start, naming the gang whose time limit frees the room"
 
+# A gang that asks for no topology may span racks: a rack that cannot hold it whole does not make
+# it "never fit" (spot-a's two nodes are in two racks; the pool is cooling down, so it waits).
+sid=$(submit_json '{"name":"span","tasks":2,"gpus_per_task":8,"capacity":["spot"],"command":["true"]}')
+wait_for "job $sid pending with a reason" 20 '[ -n "$(job_field "'"$sid"'" reason)" ]'
+expect_rc 0 ctl why "$sid"
+grep -qE "^  rack +[0-9]+ / +1 tasks: none holds the whole gang; it may span several$" "$T/out" ||
+    fail "why, a level the gang may span: $(cat "$T/out")"
+! grep -q "never fits until nodes join" "$T/out" || fail "why says never fits: $(cat "$T/out")"
+ok "why: a level the gang need not fit in one domain of is not 'never fits'"
+
 expect_rc 1 ctl why 1-1
 grep -q "job '1-1' not found" "$T/err" || fail "why of an unknown job: $(cat "$T/err")"
 did=$(submit_json '{"capacity":["on-demand"],"gpus_per_task":0,"command":["true"]}')
