@@ -557,6 +557,11 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
         if (next_notice(e, i) != 0)
             return -1;
     }
+    sim_quota_config(&e->s->cfg, e->qcfg);
+    e->nquota =
+        (e->s->cfg.nqueues < SCHED_MAX_QUEUES ? e->s->cfg.nqueues : SCHED_MAX_QUEUES - 1) + 1;
+    for (int q = 0; q + 1 < e->nquota; q++)
+        e->quota_limited = e->quota_limited || e->qcfg[q].has_quota;
     never_fit(e);
     e->sample_step_s =
         n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60;

@@ -41,6 +41,7 @@ struct sim_sjob {
     int preempted_for;     /* victim: the job it makes room for, -1 none */
     bool head;             /* requeued by a spot notice: first among its priority */
     bool timed_out;
+    bool borrowed;        /* RUNNING/STOPPING: started beyond its queue's nominal quota */
     enum sim_cause cause; /* why the last attempt stopped: its restart cost is charged there */
 };
 
@@ -106,6 +107,11 @@ struct sim_engine {
     double *user_usage;
     double *user_held;
     struct sched_share_user *users; /* the pass's table */
+    /* quotas (as scheduler/d_pass.c): the config's, and the pass's table with what runs */
+    struct sched_quota_config qcfg[SCHED_MAX_QUEUES];
+    struct sched_quota_queue quota[SCHED_MAX_QUEUES];
+    int nquota;         /* configured queues + 1 */
+    bool quota_limited; /* some queue has a quota: victims need not be of lower priority */
     /* pass scratch */
     struct sched_pass_job *pj;
     struct sched_decision *dec;
@@ -126,6 +132,10 @@ struct sim_engine {
     struct mu_err *err;
     bool failed;
 };
+
+/* setup.c: the config's queues as the core's quota builder takes them (d_pass.c does the same
+ * for musterd); out holds SCHED_MAX_QUEUES entries. */
+void sim_quota_config(const struct cfg *cfg, struct sched_quota_config *out);
 
 /* engine.c, for policy.c */
 int64_t sim_job_run_s(const struct sim_engine *e, int j); /* the pass's expected run time */

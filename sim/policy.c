@@ -6,7 +6,9 @@
  * sched_order_jobs over the queues' and their users' decayed usage plus what their running gangs
  * still commit,
  * sched_pass, then one preemption plan (sched_preempt_plan) for the first job that did not
- * start, as d_preempt.c builds its victims.  `backfill` is sched_pass in arrival order without
+ * start, as d_preempt.c builds its victims.  Queue quotas, cohorts and borrowing hold under
+ * every policy, through the core's quota table (sched_quota_queues_init, sched_pass_quota,
+ * sched_quota_preempt_prepare), as in musterd.  `backfill` is sched_pass in arrival order without
  * preemption; `fifo` places jobs in arrival order until the first that does not fit.  Every
  * policy places with the core's sched_place, so the policies differ in order, reservation,
  * preemption and spot handling, not in how a gang is fitted into the topology.
@@ -106,6 +108,21 @@ static int fair_order(struct sim_engine *e, const double *committed)
     return 0;
 }
 
+/* The pass's quota table (d_pass.c d_quota_queues and running_collect): the config's queues
+ * from the core's builder, each charged with what its gangs hold in the capacity type they run
+ * on, stopping ones included. */
+static void quota_collect(struct sim_engine *e)
+{
+    sched_quota_queues_init(e->quota, e->qcfg, e->nquota - 1);
+    for (int i = 0; i < e->nrunning; i++) {
+        int j = e->running[i];
+        int pool = sched_cluster_node_spec(e->c, e->sj[j].slots[0].node)->pool;
+        sched_quota_charge(e->quota, e->nquota, e->jobs[j].queue,
+                           (int)sched_cluster_pool(e->c, pool)->capacity,
+                           e->jobs[j].tasks * e->jobs[j].gpus_per_task);
+    }
+}
+
 /* Drops the started jobs from the pending list, keeping its order. */
 static void pending_compact(struct sim_engine *e)
 {
@@ -116,15 +133,25 @@ static void pending_compact(struct sim_engine *e)
     e->npending = kept;
 }
 
+/* Arrival order until the first job that does not fit, or that its queue's quota holds back. */
 static int fifo_pass(struct sim_engine *e)
 {
     char why[SCHED_REASON_MAX];
     for (int i = 0; i < e->npending; i++) {
         int j = e->pending[i];
+        int q = e->jobs[j].queue;
+        int gpus = e->jobs[j].tasks * e->jobs[j].gpus_per_task;
         struct sim_sjob *s = &e->sj[j];
-        if (sched_place(e->c, &s->req, e->now, s->slots, why, sizeof(why)) != 1)
+        struct sched_request r;
+        int cap;
+        if (sched_quota_filter(e->quota, e->nquota, q, &s->req, &r) == 0
+            || sched_place(e->c, &r, e->now, s->slots, why, sizeof(why)) != 1)
             break; /* the head blocks everyone behind it */
         sched_cluster_commit(e->c, &s->req, s->slots);
+        cap = (int)sched_cluster_pool(e->c, sched_cluster_node_spec(e->c, s->slots[0].node)->pool)
+                  ->capacity;
+        s->borrowed = sched_quota_admits(e->quota, e->nquota, q, cap, gpus) == SCHED_QUOTA_BORROWS;
+        sched_quota_charge(e->quota, e->nquota, q, cap, gpus);
         if (sim_job_start(e, j) != 0)
             return -1;
     }
@@ -150,6 +177,8 @@ static int victims_collect(struct sim_engine *e)
         v->grace_s = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
         v->end_s =
             s->state == SJ_STOPPING ? e->now + v->grace_s : s->att_start_s + sim_job_run_s(e, j);
+        v->queue = e->jobs[j].queue;
+        v->borrowed = s->borrowed;
         e->vic_job[i] = j;
     }
     return e->nrunning;
@@ -159,6 +188,7 @@ static int victims_collect(struct sim_engine *e)
 static bool preempt_for(struct sim_engine *e, int p)
 {
     struct sched_preempt_plan plan;
+    struct sched_request req;
     int n;
     int rc;
 
@@ -167,11 +197,16 @@ static bool preempt_for(struct sim_engine *e, int p)
     n = victims_collect(e);
     if (n == 0)
         return false;
+    /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
+    if (sched_quota_preempt_prepare(e->quota, e->nquota, e->jobs[p].queue, &e->sj[p].req, &req,
+                                    e->vic, n)
+        == 0)
+        return false;
     memset(&plan, 0, sizeof(plan));
     plan.victims = e->plan_victims;
     plan.slots = e->plan_slots;
-    rc = sched_preempt_plan(e->c, &e->sj[p].req, e->jobs[p].priority, e->now * 1000,
-                            e->s->cfg.min_runtime_s, e->vic, n, &plan, e->err);
+    rc = sched_preempt_plan(e->c, &req, e->jobs[p].priority, e->now * 1000, e->s->cfg.min_runtime_s,
+                            e->vic, n, &plan, e->err);
     if (rc < 0) {
         e->failed = true;
         return false;
@@ -195,9 +230,9 @@ static bool preempt_for(struct sim_engine *e, int p)
 }
 
 /* The lowest priority of the gangs that may be preempted (preemptible, not stopping); false
- * when there is none.  Victims must have a strictly lower priority than the preemptor, so a job
- * at or below it gets no plan: the pass does not ask the planner for it (same answer, less
- * work). */
+ * when there is none.  Without quotas victims must have a strictly lower priority than the
+ * preemptor, so a job at or below it gets no plan: the pass does not ask the planner for it
+ * (same answer, less work).  With quotas a reclaimed gang may be of any priority: no shortcut. */
 static bool lowest_victim(const struct sim_engine *e, int64_t *lowest)
 {
     bool any = false;
@@ -223,18 +258,26 @@ static int core_pass(struct sim_engine *e, int n, bool preempt)
         struct sim_sjob *s = &e->sj[e->who[i]];
         e->pj[i] = (struct sched_pass_job){ .req = &s->req,
                                             .run_s = sim_job_run_s(e, e->who[i]),
-                                            .slots = s->slots };
+                                            .slots = s->slots,
+                                            .queue = e->jobs[e->who[i]].queue };
     }
-    started = sched_pass(e->c, e->pj, n, e->run, nrunning, e->now, e->dec, e->err);
+    started = sched_pass_quota(e->c, e->quota, e->nquota, e->pj, n, e->run, nrunning, e->now,
+                               e->dec, e->err);
     if (started < 0)
         return -1;
-    for (int i = 0; i < n; i++)
-        if (e->dec[i].verdict == SCHED_START && sim_job_start(e, e->who[i]) != 0)
+    for (int i = 0; i < n; i++) {
+        if (e->dec[i].verdict != SCHED_START)
+            continue;
+        e->sj[e->who[i]].borrowed = e->dec[i].borrowed;
+        if (sim_job_start(e, e->who[i]) != 0)
             return -1;
-    if (preempt && !lowest_victim(e, &lowest))
+    }
+    if (preempt && !e->quota_limited && !lowest_victim(e, &lowest))
         preempt = false; /* no gang may be preempted at all */
     for (int i = 0; i < n && preempt && !e->failed; i++) {
-        if (e->dec[i].verdict == SCHED_START || e->jobs[e->who[i]].priority <= lowest)
+        if (e->dec[i].verdict == SCHED_START || e->dec[i].over_quota)
+            continue; /* started, or no quota to preempt with (d_pass.c) */
+        if (!e->quota_limited && e->jobs[e->who[i]].priority <= lowest)
             continue; /* the planner would find no eligible victim: skip its work */
         if (preempt_for(e, e->who[i]))
             break; /* one plan per pass: the first job that can preempt */
@@ -249,6 +292,7 @@ int sim_pass(struct sim_engine *e)
 
     if (scratch(e) != 0)
         return -1;
+    quota_collect(e);
     switch (e->policy) {
     case SIM_FIFO:
         return fifo_pass(e);
