@@ -47,8 +47,8 @@ static int64_t running_end_s(const struct sim_engine *e, int j)
 {
     const struct sim_sjob *s = &e->sj[j];
     if (s->state == SJ_STOPPING)
-        return e->now + e->s->cfg.kill_grace_s;
-    return s->att_start_s + sim_job_run_s(e, j);
+        return sim_now_s(e) + e->s->cfg.kill_grace_s;
+    return s->att_start_ms / 1000 + sim_job_run_s(e, j); /* d_job_end_s */
 }
 
 /* Every gang holding resources into e->run; committed[q] and e->users[u].committed get what
@@ -66,7 +66,7 @@ static int running_collect(struct sim_engine *e, double *committed)
         e->run[i].end_s = end_s;
         if (!committed)
             continue;
-        gpu_s = sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - e->now);
+        gpu_s = sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - sim_now_s(e));
         committed[e->jobs[j].queue] += gpu_s;
         e->users[e->jobs[j].user].committed += gpu_s;
     }
@@ -93,7 +93,7 @@ static int fair_order(struct sim_engine *e, const double *committed)
             .user = e->jobs[j].user,
             .priority = e->jobs[j].priority,
             .head_of_queue = e->sj[j].head,
-            .submitted_ms = (uint64_t)e->jobs[j].submit_s * 1000u,
+            .submitted_ms = (uint64_t)e->jobs[j].submit_ms,
             .id = NULL,
             .cost =
                 sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
@@ -145,7 +145,7 @@ static int fifo_pass(struct sim_engine *e)
         struct sched_request r;
         int cap;
         if (sched_quota_filter(e->quota, e->nquota, q, &s->req, &r) == 0
-            || sched_place(e->c, &r, e->now, s->slots, why, sizeof(why)) != 1)
+            || sched_place(e->c, &r, sim_now_s(e), s->slots, why, sizeof(why)) != 1)
             break; /* the head blocks everyone behind it */
         sched_cluster_commit(e->c, &s->req, s->slots);
         cap = (int)sched_cluster_pool(e->c, sched_cluster_node_spec(e->c, s->slots[0].node)->pool)
@@ -166,17 +166,17 @@ static int victims_collect(struct sim_engine *e)
         int j = e->running[i];
         const struct sim_sjob *s = &e->sj[j];
         bool ckpt = e->jobs[j].ckpt_interval_s > 0;
-        int64_t saved = sim_job_periodic(e, j, sim_job_progress(e, j, e->now));
+        int64_t saved_ms = sim_job_periodic_ms(e, j, sim_job_progress_ms(e, j, e->now_ms));
         struct sched_victim *v = &e->vic[i];
         v->req = &s->req;
         v->slots = s->slots;
         v->priority = e->jobs[j].priority;
         v->preemptible = e->jobs[j].preemptible && s->state == SJ_RUNNING;
-        v->started_ms = s->att_start_s * 1000;
-        v->checkpoint_ms = saved > 0 ? (s->att_start_s + s->overhead_s + saved) * 1000 : 0;
+        v->started_ms = s->att_start_ms;
+        v->checkpoint_ms = saved_ms > 0 ? s->att_start_ms + s->overhead_ms + saved_ms : 0;
         v->grace_s = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
-        v->end_s =
-            s->state == SJ_STOPPING ? e->now + v->grace_s : s->att_start_s + sim_job_run_s(e, j);
+        v->end_s = s->state == SJ_STOPPING ? sim_now_s(e) + v->grace_s
+                                           : s->att_start_ms / 1000 + sim_job_run_s(e, j);
         v->queue = e->jobs[j].queue;
         v->borrowed = s->borrowed;
         e->vic_job[i] = j;
@@ -205,23 +205,23 @@ static bool preempt_for(struct sim_engine *e, int p)
     memset(&plan, 0, sizeof(plan));
     plan.victims = e->plan_victims;
     plan.slots = e->plan_slots;
-    rc = sched_preempt_plan(e->c, &req, e->jobs[p].priority, e->now * 1000, e->s->cfg.min_runtime_s,
+    rc = sched_preempt_plan(e->c, &req, e->jobs[p].priority, e->now_ms, e->s->cfg.min_runtime_s,
                             e->vic, n, &plan, e->err);
     if (rc < 0) {
         e->failed = true;
         return false;
     }
     if (rc == 0) {
-        if (plan.retry_at_ms > e->now * 1000)
-            sim_wake_at(e, (plan.retry_at_ms + 999) / 1000);
+        if (plan.retry_at_ms > e->now_ms)
+            sim_wake_at(e, plan.retry_at_ms);
         return false;
     }
     for (int i = 0; i < plan.nvictims; i++) {
         int j = e->vic_job[plan.victims[i]];
         bool ckpt = e->jobs[j].ckpt_interval_s > 0;
-        int64_t p_s = sim_job_progress(e, j, e->now);
-        int64_t grace = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
-        sim_job_stop(e, j, e->now + grace, ckpt ? p_s : 0, SIM_CAUSE_PREEMPT);
+        int64_t p_ms = sim_job_progress_ms(e, j, e->now_ms);
+        int64_t grace_ms = 1000LL * (ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s);
+        sim_job_stop(e, j, e->now_ms + grace_ms, ckpt ? p_ms : 0, SIM_CAUSE_PREEMPT);
         e->sj[j].preempted_for = p;
         e->sj[p].victims_stopping++;
         e->res->st.preemptions++;
@@ -261,7 +261,7 @@ static int core_pass(struct sim_engine *e, int n, bool preempt)
                                             .slots = s->slots,
                                             .queue = e->jobs[e->who[i]].queue };
     }
-    started = sched_pass_quota(e->c, e->quota, e->nquota, e->pj, n, e->run, nrunning, e->now,
+    started = sched_pass_quota(e->c, e->quota, e->nquota, e->pj, n, e->run, nrunning, sim_now_s(e),
                                e->dec, e->err);
     if (started < 0)
         return -1;

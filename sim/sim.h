@@ -34,8 +34,11 @@ const char *sim_format_name(enum sim_format f); /* "muster", "philly", "alibaba"
 
 /* One job of a trace, as the replay uses it (a plain value record). */
 struct sim_job {
-    int64_t submit_s;        /* from the trace's first submission, >= 0 */
+    int64_t submit_s;        /* from the trace's first submission's second, >= 0 */
+    int64_t submit_ms;       /* the same in ms (submit_s * 1000 unless the trace has submit_ms) */
     int64_t duration_s;      /* run time on an idle cluster, >= 1 */
+    int64_t end_ms;          /* replay of a recorded run: its first attempt ends at this instant
+                                (ms, the clock of submit_ms) if it started by then; -1 = none */
     int64_t time_limit_s;    /* 0 = the config's default_time_limit_s */
     int64_t ckpt_interval_s; /* periodic checkpoints; 0 = the job never checkpoints */
     int64_t priority;
@@ -217,6 +220,10 @@ enum sim_outcome sim_result_job(const struct sim_result *r,
                                 int j,
                                 int64_t *start_s,
                                 int64_t *end_s);
+/* The same in ms of the replay's clock, and the capacity type (enum sched_capacity) of the first
+ * start, -1 when none. */
+enum sim_outcome sim_result_job_ms(
+    const struct sim_result *r, int j, int64_t *start_ms, int64_t *end_ms, int *capacity);
 
 /* Completion times (s) of the jobs that ended, ascending. */
 int sim_result_jcts(const struct sim_result *r, const double **out);
@@ -231,8 +238,10 @@ int sim_report_json(const struct sim_trace *t,
                     int n,
                     struct mu_buf *out,
                     struct mu_err *err);
-/* Every job under every policy as CSV (policy,line,submit_s,start_s,end_s,outcome; times -1
- * when none) into out: per-job results, e.g. to compare with musterd's own start times. */
+/* Every job under every policy as CSV (policy,line,submit_s,start_s,end_s,outcome,capacity;
+ * times in seconds, with milliseconds when not whole, -1 when none; capacity of the first start,
+ * spot or on-demand, empty when none) into out: per-job results, e.g. to compare with musterd's
+ * own start times (bench/sim-crosscheck.sh). */
 int sim_report_jobs(const struct sim_trace *t,
                     struct sim_result *const *r,
                     int n,
