@@ -8,7 +8,8 @@
  * after every instant, so an over-commit anywhere is caught where it happens.
  *
  * Spot interruptions are drawn per node from its own seeded stream, so every policy of one run
- * sees the same interruptions at the same virtual times.  Work is counted in seconds of progress:
+ * sees the same interruptions at the same virtual times; or they follow a spot availability
+ * trace (on_avail), the same for every policy too.  Work is counted in seconds of progress:
  * an attempt makes progress after its restart cost, keeps what a checkpoint saved when it stops,
  * and every GPU-second it held beyond that is lost work, charged to its cause.
  */
@@ -19,7 +20,7 @@
 
 #include "common/mu_banned.h"
 
-enum ev_kind { EV_END = 0, EV_STOPPED, EV_GONE, EV_BACK, EV_NOTICE, EV_WAKE };
+enum ev_kind { EV_END = 0, EV_STOPPED, EV_GONE, EV_BACK, EV_NOTICE, EV_AVAIL, EV_WAKE };
 
 #define MAX_SAMPLES 20000
 #define TIME_CAP_MS (366LL * 86400 * 1000) /* past the last arrival: the replay gives up */
@@ -268,8 +269,8 @@ static int next_notice(struct sim_engine *e, int n)
 {
     int pool = sched_cluster_node_spec(e->c, n)->pool;
     double rate = e->s->spot_rate[pool];
-    if (rate <= 0)
-        return 0;
+    if (rate <= 0 || e->s->avail)
+        return 0; /* an availability trace says when nodes go instead */
     return ev_push(e, e->now_ms + MS * (1 + (int64_t)sim_rng_exp(&e->rng[n], 3600.0 / rate)),
                    EV_NOTICE, n, 0);
 }
@@ -338,7 +339,8 @@ static void on_gone(struct sim_engine *e, int n)
     e->node_up[n] = 0;
     e->up_gpus -= sched_cluster_node_spec(e->c, n)->ngpus;
     e->up_nodes[sched_cluster_node_spec(e->c, n)->pool]--;
-    (void)ev_push(e, e->now_ms + (int64_t)e->s->replace_s * MS, EV_BACK, n, 0);
+    if (!e->s->avail) /* with an availability trace, it comes back when the trace says */
+        (void)ev_push(e, e->now_ms + (int64_t)e->s->replace_s * MS, EV_BACK, n, 0);
 }
 
 static void on_back(struct sim_engine *e, int n)
@@ -348,6 +350,36 @@ static void on_back(struct sim_engine *e, int n)
     e->up_nodes[sched_cluster_node_spec(e->c, n)->pool]++;
     node_state(e, n, SCHED_NODE_READY);
     (void)next_notice(e, n);
+}
+
+/* Row i of the availability trace: the pool's nodes that are up and not on notice go down to
+ * the row's count (a notice for the highest-numbered first) or its gone nodes come back up to
+ * it (the lowest-numbered first); a node on notice still goes.  Then the next row's event. */
+static void on_avail(struct sim_engine *e, int i)
+{
+    const struct sim_avail *a = &sim_avail_rows(e->s->avail)[i];
+    int target = a->nodes < e->s->nodes[a->pool] ? a->nodes : e->s->nodes[a->pool];
+    int avail = 0;
+
+    for (int n = 0; n < e->nnodes; n++)
+        if (sched_cluster_node_spec(e->c, n)->pool == a->pool && e->node_up[n]
+            && sched_cluster_node_state(e->c, n) != SCHED_NODE_TERMINATING)
+            avail++;
+    for (int n = e->nnodes - 1; n >= 0 && avail > target; n--) {
+        if (sched_cluster_node_spec(e->c, n)->pool == a->pool && e->node_up[n]
+            && sched_cluster_node_state(e->c, n) != SCHED_NODE_TERMINATING) {
+            on_notice(e, n);
+            avail--;
+        }
+    }
+    for (int n = 0; n < e->nnodes && avail < target; n++) {
+        if (sched_cluster_node_spec(e->c, n)->pool == a->pool && !e->node_up[n]) {
+            on_back(e, n);
+            avail++;
+        }
+    }
+    if (i + 1 < sim_avail_count(e->s->avail))
+        (void)ev_push(e, sim_avail_rows(e->s->avail)[i + 1].t_s * MS, EV_AVAIL, i + 1, 0);
 }
 
 /* ---- the clock ---- */
@@ -421,6 +453,9 @@ static void on_event(struct sim_engine *e, const struct sim_event *ev)
         break;
     case EV_BACK:
         on_back(e, ev->id);
+        break;
+    case EV_AVAIL:
+        on_avail(e, ev->id);
         break;
     case EV_WAKE:
         e->dirty = true;
@@ -567,6 +602,9 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
         if (next_notice(e, i) != 0)
             return -1;
     }
+    if (e->s->avail && sim_avail_count(e->s->avail) > 0
+        && ev_push(e, sim_avail_rows(e->s->avail)[0].t_s * MS, EV_AVAIL, 0, 0) != 0)
+        return -1;
     sim_quota_config(&e->s->cfg, e->qcfg);
     e->nquota =
         (e->s->cfg.nqueues < SCHED_MAX_QUEUES ? e->s->cfg.nqueues : SCHED_MAX_QUEUES - 1) + 1;
