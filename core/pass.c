@@ -315,6 +315,7 @@ static int reserve(struct sched_cluster *c,
     struct timeline tl = { 0, 0 };
     int lo = 1;
     int hi;
+    bool found = false; /* placed (with slots) at hi by the sweep */
 
     if (memo_fails(c, r, fam, MODE_EVER, fail))
         return 0;
@@ -340,17 +341,16 @@ static int reserve(struct sched_cluster *c,
         while (lo < hi && sched_place_bound(c, r, event_time(c, lo, now_s)) < r->tasks)
             timeline_move(c, &tl, ++lo);
         if (lo < hi) {
-            if (sched_place_in(c, r, event_time(c, lo, now_s), slots, fail)) {
-                *at_s = event_time(c, lo, now_s);
-                timeline_move(c, &tl, 0);
-                return 1;
-            }
-            lo++;
+            found = sched_place_in(c, r, event_time(c, lo, now_s), slots, fail) == 1;
+            if (found)
+                hi = lo; /* and slots are filled: no search, no second placement */
+            else
+                lo++;
         }
     }
     timeline_move(c, &tl, hi);
     /* Only the last placement packs: the search needs to know whether it fits, not where. */
-    if (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail)) {
+    if (!found && (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail))) {
         timeline_move(c, &tl, 0);
         memo_note(c, r, fam, MODE_EVER, fail);
         return 0;
@@ -365,7 +365,7 @@ static int reserve(struct sched_cluster *c,
             lo = mid + 1;
     }
     timeline_move(c, &tl, hi);
-    if (!sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
+    if (!found && !sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
         /* Cannot happen: fitting grows with every release.  Report no reservation. */
         timeline_move(c, &tl, 0);
         return 0;
