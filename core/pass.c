@@ -133,6 +133,12 @@ static void memo_note(struct sched_cluster *c,
     if (m && r->tasks < m->min_tasks) {
         m->min_tasks = r->tasks;
         m->fail = *fail;
+        /* Not one task fits (no cap in the way): nothing is freed in a pass, so every size of
+         * the family fails the same way, with the same words.  On a full pool the family then
+         * costs one node scan, not one per size.  (A best above 0 may shrink as the pass
+         * starts jobs, and the reason says it: it settles only the sizes above.) */
+        if (fail->best == 0 && fail->best_uncapped == 0 && fail->capped_pool < 0)
+            m->min_tasks = 1;
     }
 }
 
