@@ -55,6 +55,7 @@ struct sched_cluster *sched_cluster_new(const struct sched_pool *pools,
     c = calloc(1, sizeof(*c));
     if (!c)
         goto nomem;
+    c->nodes_gen = 1; /* 0 marks an empty idle_memo entry */
     c->by_name = mu_map_new();
     if (!c->by_name)
         goto nomem;
@@ -147,6 +148,15 @@ static void hist_adj(struct sched_cluster *c, int i, int delta)
     const struct sched_node *n = &c->nodes[i];
     if (sched_node_takes_work(n))
         c->pool_hist[(size_t)n->pool * SCHED_HIST_W + (size_t)n->gpus_free] += delta;
+}
+
+/* What the idle view sees changed: the pass's idle answers are stale (pass.c fits_idle). */
+static void nodes_changed(struct sched_cluster *c)
+{
+    if (++c->nodes_gen == 0) {
+        memset(c->idle_memo, 0, sizeof(c->idle_memo)); /* wrapped: old entries must not match */
+        c->nodes_gen = 1;
+    }
 }
 
 /* realloc that keeps p (and notes the failure in *rc) when it cannot grow. */
@@ -273,6 +283,7 @@ int sched_cluster_node_add(struct sched_cluster *c,
     n->pool = spec->pool;
     hist_adj(c, idx, +1);
     c->generation++;
+    nodes_changed(c);
     return idx;
 }
 
@@ -307,6 +318,7 @@ int sched_cluster_node_relabel(struct sched_cluster *c,
         return 0;
     c->topo_dirty = true; /* the node's place in the label order, and the domains, change */
     c->generation++;
+    nodes_changed(c);
     return 1;
 }
 
@@ -332,12 +344,16 @@ int sched_cluster_pool_count(const struct sched_cluster *c)
 
 void sched_cluster_node_set_state(struct sched_cluster *c, int node, enum sched_node_state s)
 {
+    bool took = sched_node_takes_work(&c->nodes[node]);
+
     if (c->nodes[node].state == s)
         return;
     hist_adj(c, node, -1);
     c->nodes[node].state = s;
     hist_adj(c, node, +1);
     c->generation++;
+    if (sched_node_takes_work(&c->nodes[node]) != took)
+        nodes_changed(c);
 }
 
 enum sched_node_state sched_cluster_node_state(const struct sched_cluster *c, int node)
@@ -347,12 +363,16 @@ enum sched_node_state sched_cluster_node_state(const struct sched_cluster *c, in
 
 void sched_cluster_node_set_at_risk(struct sched_cluster *c, int node, bool at_risk)
 {
+    bool took = sched_node_takes_work(&c->nodes[node]);
+
     if (c->nodes[node].at_risk == at_risk)
         return;
     hist_adj(c, node, -1);
     c->nodes[node].at_risk = at_risk;
     hist_adj(c, node, +1);
     c->generation++;
+    if (sched_node_takes_work(&c->nodes[node]) != took)
+        nodes_changed(c);
 }
 
 bool sched_cluster_node_is_at_risk(const struct sched_cluster *c, int node)

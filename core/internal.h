@@ -72,6 +72,12 @@ struct sched_memo {
     struct sched_fail fail;
 };
 
+/* A fits_idle answer (pass.c), kept across passes while the eligible nodes stay the same. */
+struct sched_idle_memo {
+    struct sched_memo m;           /* m.pass: the cluster's nodes_gen it belongs to; 0 = empty */
+    char gpu_type[SCHED_NAME_MAX]; /* m.gpu_type points here, or is NULL */
+};
+
 /* An event of the reservation search: a running gang's end, or a cool-down's end (run = -1). */
 struct sched_event {
     int64_t t_s;
@@ -126,6 +132,10 @@ struct sched_cluster {
     /* Pass scratch. */
     uint32_t pass_id;
     struct sched_memo memo[SCHED_MEMO_SIZE];
+    /* Grows (never 0) when a node is added or relabelled or starts or stops taking work: what
+     * the idle view sees.  Its answers live in idle_memo across passes until then. */
+    uint32_t nodes_gen;
+    struct sched_idle_memo idle_memo[SCHED_MEMO_SIZE];
     struct sched_event *events;
     int cap_events;
     struct sched_running *runs; /* given running gangs plus those started in the pass */
@@ -160,6 +170,11 @@ int sched_place_in(struct sched_cluster *c,
                    int64_t now_s,
                    struct sched_slot *slots,
                    struct sched_fail *fail);
+/* The most tasks of r (gpus_per_task > 0) the free-GPU histograms allow at now_s in any one of
+ * its capacity types, pool caps applied: an upper bound on what sched_place_in can place. */
+int64_t sched_place_bound(const struct sched_cluster *c,
+                          const struct sched_request *r,
+                          int64_t now_s);
 /* Quick bound from the free-GPU histograms: false when r surely cannot fit now (fail filled). */
 bool sched_place_may_fit(const struct sched_cluster *c,
                          const struct sched_request *r,

@@ -15,10 +15,11 @@
  * Cost: nothing is freed during a pass, so a shape that failed stays failed.  A memo keyed by
  * the shape's family (everything but the task count and the preferred level, which never
  * changes feasibility) keeps the smallest failing task count and the reason data; the idle
- * view does not change at all during a pass, so there the largest fitting task count is kept
- * too.  The free-GPU histograms give a quick bound before any scan.  10,000 pending jobs that
- * cannot fit cost a few hash probes each plus a few searches per family, and one timeline
- * search.  Scratch grows in the cluster, never shrinks.
+ * view changes only with the eligible nodes, so its memo (largest fitting task count too)
+ * outlives the pass.  The free-GPU histograms give a quick bound before any scan, and lead the
+ * timeline search to its first candidate.  10,000 pending jobs that cannot fit cost a few hash
+ * probes each plus a few searches per family, and one timeline search.  Scratch grows in the
+ * cluster, never shrinks.
  */
 #include "core/internal.h"
 
@@ -132,6 +133,12 @@ static void memo_note(struct sched_cluster *c,
     if (m && r->tasks < m->min_tasks) {
         m->min_tasks = r->tasks;
         m->fail = *fail;
+        /* Not one task fits (no cap in the way): nothing is freed in a pass, so every size of
+         * the family fails the same way, with the same words.  On a full pool the family then
+         * costs one node scan, not one per size.  (A best above 0 may shrink as the pass
+         * starts jobs, and the reason says it: it settles only the sizes above.) */
+        if (fail->best == 0 && fail->best_uncapped == 0 && fail->capped_pool < 0)
+            m->min_tasks = 1;
     }
 }
 
@@ -191,14 +198,63 @@ static int64_t event_time(const struct sched_cluster *c, int k, int64_t now_s)
     return t > now_s ? t : now_s;
 }
 
+/* r's entry in the idle memo (kept across passes for c->nodes_gen), or the slot to fill; NULL
+ * when the table is full. */
+static struct sched_idle_memo *idle_slot(struct sched_cluster *c,
+                                         const struct sched_request *r,
+                                         uint32_t fam)
+{
+    uint32_t h = fam ^ (uint32_t)MODE_IDLE * 0x9e3779b9u;
+    for (uint32_t i = 0; i < 32; i++) {
+        struct sched_idle_memo *e = &c->idle_memo[(h + i) & (SCHED_MEMO_SIZE - 1)];
+        if (e->m.pass != c->nodes_gen || family_same(&e->m, r, MODE_IDLE))
+            return e;
+    }
+    return NULL;
+}
+
+/* r's idle entry, made empty if it was not there (its GPU type copied: the entry outlives the
+ * pass); NULL when the table is full or the type too long to keep. */
+static struct sched_memo *idle_entry(struct sched_cluster *c,
+                                     const struct sched_request *r,
+                                     uint32_t fam)
+{
+    struct sched_idle_memo *e = idle_slot(c, r, fam);
+    struct sched_memo *m;
+    if (!e)
+        return NULL;
+    m = &e->m;
+    if (m->pass == c->nodes_gen)
+        return m;
+    if (r->gpu_type && strlen(r->gpu_type) >= sizeof(e->gpu_type))
+        return NULL;
+    *m = (struct sched_memo){ .pass = c->nodes_gen,
+                              .mode = MODE_IDLE,
+                              .gpus_per_task = r->gpus_per_task,
+                              .cpus_per_task = r->cpus_per_task,
+                              .memory_mb_per_task = r->memory_mb_per_task,
+                              .gpu_type = NULL,
+                              .ncapacity = r->ncapacity,
+                              .capacity = { r->capacity[0], r->capacity[1] },
+                              .required_level = r->required_level,
+                              .min_tasks = INT_MAX,
+                              .max_fit_tasks = 0 };
+    if (r->gpu_type) {
+        memcpy(e->gpu_type, r->gpu_type, strlen(r->gpu_type) + 1);
+        m->gpu_type = e->gpu_type;
+    }
+    return m;
+}
+
 /*
  * Whether r fits on the idle view of today's nodes: every gang ended, every cool-down over.
  * When it does not, nothing running or cooling down will make room, and *fail (marked never)
- * says what today's nodes hold at most.  The idle view does not change during a pass (nothing
- * is added, and states are fixed), so fits are memoized as well as failures.  A failure also
- * settles the whole family: its best (the most tasks one domain holds, caps applied) is exact
- * when below the task count, so best or fewer tasks fit and more do not.  One search per shape
- * family and pass, then a hash probe.  Nothing is packed: only the answer is wanted.  now is
+ * says what today's nodes hold at most.  The idle view changes only when a node is added or
+ * relabelled or starts or stops taking work (c->nodes_gen), not with gangs or passes, so fits
+ * are memoized as well as failures, across passes.  A failure also settles the whole family:
+ * its best (the most tasks one domain holds, caps applied) is exact when below the task count,
+ * so best or fewer tasks fit and more do not.  One search per shape family while the nodes stay
+ * as they are, then a hash probe.  Nothing is packed: only the answer is wanted.  now is
  * why r does not fit now: no ready node of its type and size is the same on the idle view.
  */
 static bool fits_idle(struct sched_cluster *c,
@@ -207,6 +263,7 @@ static bool fits_idle(struct sched_cluster *c,
                       const struct sched_fail *now,
                       struct sched_fail *fail)
 {
+    struct sched_idle_memo *e;
     struct sched_memo *m;
     bool fits;
 
@@ -215,8 +272,9 @@ static bool fits_idle(struct sched_cluster *c,
         fail->never = true;
         return false;
     }
-    m = memo_slot(c, r, fam, MODE_IDLE);
-    if (m && m->pass == c->pass_id) {
+    e = idle_slot(c, r, fam);
+    m = e ? &e->m : NULL;
+    if (m && m->pass == c->nodes_gen) {
         if (r->tasks >= m->min_tasks) {
             *fail = m->fail;
             return false;
@@ -227,7 +285,7 @@ static bool fits_idle(struct sched_cluster *c,
     c->idle_view = true;
     fits = sched_place_in(c, r, INT64_MAX, NULL, fail) == 1;
     c->idle_view = false;
-    m = memo_entry(c, r, fam, MODE_IDLE);
+    m = idle_entry(c, r, fam);
     if (fits) {
         if (m && r->tasks > m->max_fit_tasks)
             m->max_fit_tasks = r->tasks;
@@ -265,6 +323,7 @@ static int reserve(struct sched_cluster *c,
     struct timeline tl = { 0, 0 };
     int lo = 1;
     int hi;
+    bool found = false; /* placed (with slots) at hi by the sweep */
 
     if (memo_fails(c, r, fam, MODE_EVER, fail))
         return 0;
@@ -280,9 +339,26 @@ static int reserve(struct sched_cluster *c,
     }
     qsort(c->events, (size_t)tl.nevents, sizeof(*c->events), event_cmp);
     hi = tl.nevents;
+    /* The histograms' bound is necessary for a fit and, like a fit, only grows along the
+     * timeline: sweep to the first event where it allows r (O(pools) a step, where a placement
+     * scans every node) and place r there.  Usually it fits, and that is the earliest (a pool
+     * in cool-down for the whole horizon, or ends that free too little, cost no placement);
+     * else the binary search goes on after it. */
+    if (hi > 0 && r->gpus_per_task > 0) {
+        timeline_move(c, &tl, lo);
+        while (lo < hi && sched_place_bound(c, r, event_time(c, lo, now_s)) < r->tasks)
+            timeline_move(c, &tl, ++lo);
+        if (lo < hi) {
+            found = sched_place_in(c, r, event_time(c, lo, now_s), slots, fail) == 1;
+            if (found)
+                hi = lo; /* and slots are filled: no search, no second placement */
+            else
+                lo++;
+        }
+    }
     timeline_move(c, &tl, hi);
     /* Only the last placement packs: the search needs to know whether it fits, not where. */
-    if (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail)) {
+    if (!found && (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail))) {
         timeline_move(c, &tl, 0);
         memo_note(c, r, fam, MODE_EVER, fail);
         return 0;
@@ -297,7 +373,7 @@ static int reserve(struct sched_cluster *c,
             lo = mid + 1;
     }
     timeline_move(c, &tl, hi);
-    if (!sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
+    if (!found && !sched_place_in(c, r, event_time(c, hi, now_s), slots, fail)) {
         /* Cannot happen: fitting grows with every release.  Report no reservation. */
         timeline_move(c, &tl, 0);
         return 0;

@@ -560,6 +560,23 @@ static void size_nodes(struct sched_cluster *c,
             c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
         }
     }
+    if (ts->ntiers == 0) {
+        /* No pool of the type takes work now (none matches, or all cool down, as a spot pool
+         * may for a whole reservation horizon): no node can hold a task.  Only the reason wants
+         * the last node in order that would but for a cool-down: look from the end. */
+        for (int p = 0; p < c->npools && !ts->any_cooling; p++)
+            ts->any_cooling = c->pool_rank[p] == -2;
+        for (int pos = c->nnodes - 1; ts->any_cooling && pos >= 0; pos--) {
+            const struct sched_node *n = &c->nodes[c->order[pos]];
+            if (c->pool_rank[n->pool] == -2 && sched_node_takes_work(n) && node_big_enough(n, r)
+                && !node_avoided(c, c->order[pos])) {
+                ts->cooling_pool = n->pool;
+                return;
+            }
+        }
+        ts->any_cooling = false;
+        return;
+    }
     for (int pos = 0; pos < c->nnodes; pos++) {
         int node = c->order[pos];
         const struct sched_node *n = &c->nodes[node];
@@ -672,16 +689,13 @@ int sched_place_in(struct sched_cluster *c,
     return 0;
 }
 
-bool sched_place_may_fit(const struct sched_cluster *c,
-                         const struct sched_request *r,
-                         int64_t now_s,
-                         struct sched_fail *fail)
+int64_t sched_place_bound(const struct sched_cluster *c,
+                          const struct sched_request *r,
+                          int64_t now_s)
 {
     int64_t best = 0;
     int gpt = r->gpus_per_task;
 
-    if (gpt == 0)
-        return true;
     for (int i = 0; i < r->ncapacity; i++) {
         int64_t total = 0;
         for (int p = 0; p < c->npools; p++) {
@@ -699,11 +713,24 @@ bool sched_place_may_fit(const struct sched_cluster *c,
             }
             total += sum;
         }
-        if (total >= r->tasks)
-            return true;
         if (total > best)
             best = total;
     }
+    return best;
+}
+
+bool sched_place_may_fit(const struct sched_cluster *c,
+                         const struct sched_request *r,
+                         int64_t now_s,
+                         struct sched_fail *fail)
+{
+    int64_t best;
+
+    if (r->gpus_per_task == 0)
+        return true;
+    best = sched_place_bound(c, r, now_s);
+    if (best >= r->tasks)
+        return true;
     if (best == 0)
         return true; /* let the full search say why (no nodes, cool-down, caps) */
     memset(fail, 0, sizeof(*fail));

@@ -213,3 +213,54 @@ enum sched_quota_victim sched_quota_victim_kind(const struct sched_quota_queue *
         return SCHED_QUOTA_RECLAIM;
     return SCHED_QUOTA_BY_PRIORITY;
 }
+
+void sched_quota_queues_init(struct sched_quota_queue *qs,
+                             const struct sched_quota_config *cfg,
+                             int n)
+{
+    for (int q = 0; q <= n && q < SCHED_MAX_QUEUES; q++) {
+        struct sched_quota_queue *s = &qs[q];
+        const struct sched_quota_config *c = q < n ? &cfg[q] : NULL;
+        memset(s, 0, sizeof(*s));
+        s->cohort = -1;
+        if (!c || !c->has_quota)
+            continue;
+        s->name = c->name;
+        s->limited = true;
+        s->nominal[SCHED_SPOT] = c->quota[SCHED_SPOT];
+        s->nominal[SCHED_ON_DEMAND] = c->quota[SCHED_ON_DEMAND];
+        s->borrow_limit = c->borrow_limit;
+        s->lend_limit = c->lend_limit;
+        for (int o = 0; o <= q && c->cohort && c->cohort[0]; o++) {
+            if (cfg[o].has_quota && cfg[o].cohort && strcmp(cfg[o].cohort, c->cohort) == 0) {
+                s->cohort = o;
+                s->cohort_name = c->cohort;
+                break;
+            }
+        }
+    }
+}
+
+int sched_quota_preempt_prepare(const struct sched_quota_queue *qs,
+                                int nq,
+                                int q,
+                                const struct sched_request *r,
+                                struct sched_request *out,
+                                struct sched_victim *victims,
+                                int nvictims)
+{
+    bool within;
+
+    if (sched_quota_filter(qs, nq, q, r, out) == 0)
+        return 0;
+    within = sched_quota_within_nominal(qs, nq, q, out);
+    for (int i = 0; i < nvictims; i++) {
+        struct sched_victim *v = &victims[i];
+        enum sched_quota_victim kind =
+            sched_quota_victim_kind(qs, nq, q, within, v->queue, v->borrowed);
+        v->reclaimable = kind == SCHED_QUOTA_RECLAIM;
+        if (kind == SCHED_QUOTA_PROTECTED)
+            v->preemptible = false;
+    }
+    return out->ncapacity;
+}

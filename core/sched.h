@@ -370,6 +370,8 @@ struct sched_victim {
     int64_t end_s;         /* expected end: start + time limit (or the default); may be <= now */
     bool reclaimable;      /* runs on quota the preemptor's queue may take back: eligible
                               whatever its priority (sched_quota_victim_kind) */
+    int queue;             /* its queue, for sched_quota_preempt_prepare; else unused */
+    bool borrowed;         /* it started beyond its queue's nominal quota (sched_decision) */
 };
 
 /* The planner's answer.  The caller sets the two buffers before the call; the rest is output. */
@@ -534,6 +536,28 @@ struct sched_quota_queue {
     int used[2];             /* GPUs its running gangs hold now */
 };
 
+/* One configured queue's quota as the config gives it: plain values, so that the core does not
+ * read the config (musterd and muster-sim each copy their cfg_queue into it). */
+struct sched_quota_config {
+    const char *name;   /* borrowed: the built queue keeps it for reasons */
+    const char *cohort; /* NULL or "" = none; borrowed likewise */
+    bool has_quota;     /* false: not limited (best effort) */
+    int quota[2];       /* nominal GPUs by enum sched_capacity */
+    int borrow_limit;   /* -1 = any */
+    int lend_limit;     /* -1 = all of it */
+};
+
+/*
+ * The quota table of a pass, one rule for musterd and muster-sim: qs[0..n) from the n configured
+ * queues (0..SCHED_MAX_QUEUES-1) with nothing used, and qs[n], the queue of jobs whose queue is
+ * no longer configured, not limited.  A queue with a quota and a cohort name joins the cohort
+ * numbered by the first limited queue of that name.  qs holds n + 1 entries; the names stay
+ * borrowed from cfg.
+ */
+void sched_quota_queues_init(struct sched_quota_queue *qs,
+                             const struct sched_quota_config *cfg,
+                             int n);
+
 enum sched_quota_fit {
     SCHED_QUOTA_NO = 0,      /* beyond its quota and what its cohort can lend it */
     SCHED_QUOTA_WITHIN = 1,  /* within nominal quota (or the queue is not limited) */
@@ -591,5 +615,20 @@ enum sched_quota_victim sched_quota_victim_kind(const struct sched_quota_queue *
                                                 bool preemptor_within_nominal,
                                                 int victim_q,
                                                 bool victim_borrowed);
+
+/*
+ * A preemption under quotas, as musterd and muster-sim plan one for a job of queue q: *out = r
+ * with only the capacity types q's quota admits (sched_quota_filter), and every victim marked by
+ * sched_quota_victim_kind (its queue and borrowed say where it runs): reclaimable set or cleared,
+ * and preemptible cleared when it is protected.  Call it on victims whose preemptible says only
+ * whether the gang itself may be stopped.  Returns the capacity types left: 0 = no plan at all.
+ */
+int sched_quota_preempt_prepare(const struct sched_quota_queue *qs,
+                                int nq,
+                                int q,
+                                const struct sched_request *r,
+                                struct sched_request *out,
+                                struct sched_victim *victims,
+                                int nvictims);
 
 #endif

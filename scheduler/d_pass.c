@@ -127,27 +127,22 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 
 void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs)
 {
-    for (int q = 0; q <= d->cfg.nqueues && q < SCHED_MAX_QUEUES; q++) {
-        struct sched_quota_queue *s = &qs[q];
-        const struct cfg_queue *cq = q < d->cfg.nqueues ? &d->cfg.queues[q] : NULL;
-        memset(s, 0, sizeof(*s));
-        s->cohort = -1;
-        if (!cq || !cq->has_quota)
-            continue;
-        s->name = cq->name;
-        s->limited = true;
-        s->nominal[SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT];
-        s->nominal[SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND];
-        s->borrow_limit = cq->borrow_limit;
-        s->lend_limit = cq->lend_limit;
-        for (int o = 0; o <= q && cq->cohort[0]; o++) {
-            if (strcmp(d->cfg.queues[o].cohort, cq->cohort) == 0) {
-                s->cohort = o;
-                s->cohort_name = cq->cohort;
-                break;
-            }
-        }
+    struct sched_quota_config cfg[SCHED_MAX_QUEUES];
+    int n = d->cfg.nqueues < SCHED_MAX_QUEUES ? d->cfg.nqueues : SCHED_MAX_QUEUES - 1;
+
+    for (int q = 0; q < n; q++) {
+        const struct cfg_queue *cq = &d->cfg.queues[q];
+        cfg[q] = (struct sched_quota_config){
+            .name = cq->name,
+            .cohort = cq->cohort,
+            .has_quota = cq->has_quota,
+            .quota = { [SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT],
+                       [SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND] },
+            .borrow_limit = cq->borrow_limit,
+            .lend_limit = cq->lend_limit,
+        };
     }
+    sched_quota_queues_init(qs, cfg, n); /* the rule is the core's, shared with muster-sim */
 }
 
 /* Puts d->pending in the fair-share order (core/share.c); 0, or -1 with err. */

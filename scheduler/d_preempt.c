@@ -41,21 +41,6 @@ static int victims_scratch(struct musterd *d, int n)
     return 0;
 }
 
-/* What quotas say about each victim for preemptor p (sched_quota_victim_kind): another queue's
- * work within its quota is not preemptible; borrowed work its cohort reclaims is reclaimable. */
-static void victim_quota(const struct musterd *d,
-                         const struct d_job *p,
-                         bool within_nominal,
-                         const struct d_job *j,
-                         struct sched_victim *v)
-{
-    enum sched_quota_victim kind = sched_quota_victim_kind(
-        d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, within_nominal, j->queue_idx, j->borrowed);
-    v->reclaimable = kind == SCHED_QUOTA_RECLAIM;
-    if (kind == SCHED_QUOTA_PROTECTED)
-        v->preemptible = false;
-}
-
 void d_preempt_collect(struct musterd *d, int64_t now_ms)
 {
     int64_t now_s = now_ms / 1000;
@@ -77,22 +62,25 @@ void d_preempt_collect(struct musterd *d, int64_t now_ms)
         v->checkpoint_ms = (int64_t)j->last_checkpoint_ms;
         v->grace_s = j->spec.checkpointable ? j->spec.checkpoint_grace_s : d->cfg.kill_grace_s;
         v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : d_job_end_s(d, j);
+        v->queue = j->queue_idx;
+        v->borrowed = j->borrowed;
         d->pass.victim_jobs[n++] = j;
     }
     d->pass.nvictims = n;
 }
 
-/* The pass's victims as preemptor p sees them: whether each may be stopped for it depends on
- * p's queue and quota (victim_quota).  O(placed gangs), not O(jobs). */
-static void victims_for(struct musterd *d, const struct d_job *p, bool within_nominal)
+/* The pass's victims and p's request as p may preempt with them: each victim's own
+ * preemptibility, then what p's queue and quota say (sched_quota_preempt_prepare, the rule
+ * muster-sim shares).  0 when p's quota admits it on no capacity type.  O(placed gangs). */
+static int victims_for(struct musterd *d, const struct d_job *p, struct sched_request *req)
 {
     for (int i = 0; i < d->pass.nvictims; i++) {
         const struct d_job *j = d->pass.victim_jobs[i];
-        struct sched_victim *v = &d->pass.victims[i];
         /* A gang already stopping frees its GPUs anyway: not a victim again. */
-        v->preemptible = j->spec.preemptible && j->end == D_END_NONE;
-        victim_quota(d, p, within_nominal, j, v);
+        d->pass.victims[i].preemptible = j->spec.preemptible && j->end == D_END_NONE;
     }
+    return sched_quota_preempt_prepare(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &p->req,
+                                       req, d->pass.victims, d->pass.nvictims);
 }
 
 /* Stops the plan's victims for p; returns how many of them are reclaimed quota (the others go
@@ -142,10 +130,8 @@ bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t 
     if (p->held || n == 0)
         return false;
     /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
-    if (sched_quota_filter(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &p->req, &req) == 0)
+    if (victims_for(d, p, &req) == 0)
         return false;
-    victims_for(d, p,
-                sched_quota_within_nominal(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &req));
     slots = calloc((size_t)p->spec.tasks, sizeof(*slots));
     if (!slots)
         return false;
@@ -200,13 +186,11 @@ int d_preempt_preview(struct musterd *d,
         mu_strlcpy(plan->reason, "no gang runs: there is nothing to preempt", sizeof(plan->reason));
         return 0;
     }
-    if (sched_quota_filter(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &p->req, &req) == 0) {
+    if (victims_for(d, p, &req) == 0) {
         mu_strlcpy(plan->reason, "its queue's quota admits it on no capacity type",
                    sizeof(plan->reason));
         return 0;
     }
-    victims_for(d, p,
-                sched_quota_within_nominal(d->pass.quota, d->cfg.nqueues + 1, p->queue_idx, &req));
     plan->victims = d->pass.plan_victims;
     plan->slots = slots;
     rc = sched_preempt_plan(d->cluster, &req, p->spec.priority, now_ms, d->cfg.min_runtime_s,

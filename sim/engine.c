@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The replay (sim_run): a virtual clock that jumps from event to event (arrivals, attempt ends,
- * stopped gangs, spot notices, nodes going and coming back, timers), and after each instant in
- * which something changed, one scheduling pass of the policy (policy.c), as musterd runs a pass
- * when it is dirty.  Committing and releasing GPUs goes through the core's cluster model only;
- * the check mode keeps its own record of every committed GPU and compares it with the core's
+ * The replay (sim_run): a virtual clock in milliseconds that jumps from event to event (arrivals,
+ * attempt ends, stopped gangs, spot notices, nodes going and coming back, timers), and after each
+ * instant in which something changed, one scheduling pass of the policy (policy.c), as musterd runs
+ * a pass when it is dirty.  Committing and releasing GPUs goes through the core's cluster model
+ * only; the check mode keeps its own record of every committed GPU and compares it with the core's
  * after every instant, so an over-commit anywhere is caught where it happens.
  *
  * Spot interruptions are drawn per node from its own seeded stream, so every policy of one run
- * sees the same interruptions at the same virtual times.  Work is counted in seconds of progress:
+ * sees the same interruptions at the same virtual times; or they follow a spot availability
+ * trace (on_avail), the same for every policy too.  Work is counted in seconds of progress:
  * an attempt makes progress after its restart cost, keeps what a checkpoint saved when it stops,
  * and every GPU-second it held beyond that is lost work, charged to its cause.
  */
@@ -19,10 +20,11 @@
 
 #include "common/mu_banned.h"
 
-enum ev_kind { EV_END = 0, EV_STOPPED, EV_GONE, EV_BACK, EV_NOTICE, EV_WAKE };
+enum ev_kind { EV_END = 0, EV_STOPPED, EV_GONE, EV_BACK, EV_NOTICE, EV_AVAIL, EV_WAKE };
 
 #define MAX_SAMPLES 20000
-#define TIME_CAP_S  (366LL * 86400) /* past the last arrival: the replay gives up */
+#define TIME_CAP_MS (366LL * 86400 * 1000) /* past the last arrival: the replay gives up */
+#define MS          1000                   /* a second on the replay's clock */
 
 /* ---- the event heap: (t, kind, seq), so one instant's releases come before its notices ---- */
 
@@ -83,9 +85,9 @@ static struct sim_event ev_pop(struct sim_engine *e)
     return top;
 }
 
-void sim_wake_at(struct sim_engine *e, int64_t t)
+void sim_wake_at(struct sim_engine *e, int64_t t_ms)
 {
-    (void)ev_push(e, t, EV_WAKE, -1, 0);
+    (void)ev_push(e, t_ms, EV_WAKE, -1, 0);
 }
 
 /* ---- jobs ---- */
@@ -96,18 +98,18 @@ int64_t sim_job_run_s(const struct sim_engine *e, int j)
     return lim > 0 ? lim : e->s->cfg.default_time_limit_s;
 }
 
-int64_t sim_job_progress(const struct sim_engine *e, int j, int64_t t)
+int64_t sim_job_progress_ms(const struct sim_engine *e, int j, int64_t t_ms)
 {
     const struct sim_sjob *s = &e->sj[j];
-    int64_t p = t - s->att_start_s - s->overhead_s;
-    int64_t left = e->jobs[j].duration_s - s->done_s;
+    int64_t p = t_ms - s->att_start_ms - s->overhead_ms;
+    int64_t left = e->jobs[j].duration_s * MS - s->done_ms;
     return p < 0 ? 0 : p > left ? left : p;
 }
 
-int64_t sim_job_periodic(const struct sim_engine *e, int j, int64_t progress)
+int64_t sim_job_periodic_ms(const struct sim_engine *e, int j, int64_t progress_ms)
 {
-    int64_t iv = e->jobs[j].ckpt_interval_s;
-    return iv > 0 ? progress / iv * iv : 0;
+    int64_t iv = e->jobs[j].ckpt_interval_s * MS;
+    return iv > 0 ? progress_ms / iv * iv : 0;
 }
 
 static double job_gpus(const struct sim_engine *e, int j)
@@ -131,7 +133,7 @@ static int slots_account(struct sim_engine *e, int j, int sign)
                 e->failed = true;
                 return mu_errf(e->err, MU_E_STATE,
                                "check: t=%llds job line %d: GPUs 0x%llx of node n%d %s",
-                               (long long)e->now, e->jobs[j].line, (unsigned long long)m, n,
+                               (long long)sim_now_s(e), e->jobs[j].line, (unsigned long long)m, n,
                                sign > 0 ? "committed twice" : "released but not committed");
             }
             e->mask[n] ^= m;
@@ -154,25 +156,31 @@ int sim_job_start(struct sim_engine *e, int j)
 {
     struct sim_sjob *s = &e->sj[j];
     const struct sim_job *tj = &e->jobs[j];
-    int64_t left = tj->duration_s - s->done_s;
+    int64_t left = tj->duration_s * MS - s->done_ms;
     int64_t natural, limit_end;
 
     if (slots_account(e, j, +1) != 0)
         return -1;
     s->state = SJ_RUNNING;
     s->head = false; /* as d_gang_start: first in its queue only until it starts */
-    s->att_start_s = e->now;
-    s->overhead_s = s->gen > 0 ? e->s->restart_s : 0;
+    s->att_start_ms = e->now_ms;
+    s->overhead_ms = s->gen > 0 ? (int64_t)e->s->restart_s * MS : 0;
     s->run_idx = e->nrunning;
     e->running[e->nrunning++] = j;
-    if (s->first_start_s < 0) {
-        s->first_start_s = e->now;
+    if (s->first_start_ms < 0) {
+        s->first_start_ms = e->now_ms;
+        s->first_cap =
+            (int)sched_cluster_pool(e->c, sched_cluster_node_spec(e->c, s->slots[0].node)->pool)
+                ->capacity;
         e->res->start_order[e->res->nstarted++] = j;
     }
-    natural = e->now + s->overhead_s + left;
+    natural = e->now_ms + s->overhead_ms + left;
+    /* A replay of a recorded run ends its first attempt when the recorded one ended. */
+    if (tj->end_ms > e->now_ms && s->gen == 0)
+        natural = tj->end_ms;
     /* Only a limit the trace gives stops a job: the pass plans with the default one, as musterd
      * does, but a replayed job without one ran as long as it ran. */
-    limit_end = tj->time_limit_s > 0 ? e->now + tj->time_limit_s : natural;
+    limit_end = tj->time_limit_s > 0 ? e->now_ms + tj->time_limit_s * MS : natural;
     s->timed_out = limit_end < natural;
     return ev_push(e, s->timed_out ? limit_end : natural, EV_END, j, s->gen);
 }
@@ -189,16 +197,17 @@ static int job_release(struct sim_engine *e, int j)
     return slots_account(e, j, -1);
 }
 
-void sim_job_stop(struct sim_engine *e, int j, int64_t release_s, int64_t save_s, enum sim_cause c)
+void sim_job_stop(
+    struct sim_engine *e, int j, int64_t release_ms, int64_t save_ms, enum sim_cause c)
 {
     struct sim_sjob *s = &e->sj[j];
-    double lost = (double)(release_s - s->att_start_s - save_s);
+    double lost = (double)(release_ms - s->att_start_ms - save_ms) / MS;
     e->lost_gpu_s[c] += (lost > 0 ? lost : 0) * job_gpus(e, j);
     s->state = SJ_STOPPING;
-    s->release_s = release_s;
-    s->save_s = save_s;
+    s->release_ms = release_ms;
+    s->save_ms = save_ms;
     s->cause = c;
-    (void)ev_push(e, release_s, EV_STOPPED, j, s->gen);
+    (void)ev_push(e, release_ms, EV_STOPPED, j, s->gen);
 }
 
 static void job_end(struct sim_engine *e, int j)
@@ -207,9 +216,9 @@ static void job_end(struct sim_engine *e, int j)
     if (job_release(e, j) != 0)
         return;
     /* the restart cost of this attempt is lost to whatever stopped the one before */
-    e->lost_gpu_s[s->cause] += (double)s->overhead_s * job_gpus(e, j);
+    e->lost_gpu_s[s->cause] += (double)s->overhead_ms / MS * job_gpus(e, j);
     s->state = SJ_DONE;
-    s->end_s = e->now;
+    s->end_ms = e->now_ms;
     e->left--;
 }
 
@@ -220,7 +229,7 @@ static void job_requeue(struct sim_engine *e, int j)
     int lo = 0, hi = e->npending;
     if (job_release(e, j) != 0)
         return;
-    s->done_s += s->save_s;
+    s->done_ms += s->save_ms;
     s->gen++;
     s->state = SJ_PENDING;
     s->head = s->cause == SIM_CAUSE_SPOT && e->policy == SIM_MUSTER;
@@ -260,10 +269,10 @@ static int next_notice(struct sim_engine *e, int n)
 {
     int pool = sched_cluster_node_spec(e->c, n)->pool;
     double rate = e->s->spot_rate[pool];
-    if (rate <= 0)
-        return 0;
-    return ev_push(e, e->now + 1 + (int64_t)sim_rng_exp(&e->rng[n], 3600.0 / rate), EV_NOTICE, n,
-                   0);
+    if (rate <= 0 || e->s->avail)
+        return 0; /* an availability trace says when nodes go instead */
+    return ev_push(e, e->now_ms + MS * (1 + (int64_t)sim_rng_exp(&e->rng[n], 3600.0 / rate)),
+                   EV_NOTICE, n, 0);
 }
 
 /* The gang j on a node that got a notice: musterd checkpoints the whole gang and requeues it
@@ -272,17 +281,18 @@ static int next_notice(struct sim_engine *e, int n)
 static void notice_gang(struct sim_engine *e, int j)
 {
     const struct sim_setup *s = e->s;
-    int64_t p = sim_job_progress(e, j, e->now);
+    int64_t p = sim_job_progress_ms(e, j, e->now_ms);
     if (e->policy != SIM_MUSTER) {
-        sim_job_stop(e, j, e->now, sim_job_periodic(e, j, p), SIM_CAUSE_SPOT);
+        sim_job_stop(e, j, e->now_ms, sim_job_periodic_ms(e, j, p), SIM_CAUSE_SPOT);
     } else if (e->jobs[j].ckpt_interval_s > 0 && s->ckpt_write_s <= s->notice_s) {
-        sim_job_stop(e, j, e->now + s->ckpt_write_s, p, SIM_CAUSE_SPOT);
+        sim_job_stop(e, j, e->now_ms + (int64_t)s->ckpt_write_s * MS, p, SIM_CAUSE_SPOT);
     } else {
         int64_t grace = e->jobs[j].ckpt_interval_s > 0 ? s->notice_s : s->cfg.kill_grace_s;
         if (grace > s->notice_s)
             grace = s->notice_s;
-        sim_job_stop(e, j, e->now + grace,
-                     sim_job_periodic(e, j, sim_job_progress(e, j, e->now + grace)),
+        grace *= MS;
+        sim_job_stop(e, j, e->now_ms + grace,
+                     sim_job_periodic_ms(e, j, sim_job_progress_ms(e, j, e->now_ms + grace)),
                      SIM_CAUSE_SPOT);
     }
 }
@@ -301,8 +311,9 @@ static void on_notice(struct sim_engine *e, int n)
     e->res->st.spot_notices++;
     node_state(e, n, SCHED_NODE_TERMINATING);
     if (e->policy == SIM_MUSTER) {
-        sched_cluster_pool_cooldown(e->c, pool, e->now + e->s->cfg.spot_cooldown_s);
-        sim_wake_at(e, e->now + e->s->cfg.spot_cooldown_s);
+        /* The core's clock is whole seconds: the cool-down ends with the pass at its second. */
+        sched_cluster_pool_cooldown(e->c, pool, sim_now_s(e) + e->s->cfg.spot_cooldown_s);
+        sim_wake_at(e, (sim_now_s(e) + e->s->cfg.spot_cooldown_s) * MS);
     }
     for (int i = 0; i < e->nrunning; i++) {
         int j = e->running[i];
@@ -311,7 +322,7 @@ static void on_notice(struct sim_engine *e, int n)
             notice_gang(e, j);
         }
     }
-    (void)ev_push(e, e->now + e->s->notice_s, EV_GONE, n, 0);
+    (void)ev_push(e, e->now_ms + (int64_t)e->s->notice_s * MS, EV_GONE, n, 0);
 }
 
 static void on_gone(struct sim_engine *e, int n)
@@ -328,7 +339,8 @@ static void on_gone(struct sim_engine *e, int n)
     e->node_up[n] = 0;
     e->up_gpus -= sched_cluster_node_spec(e->c, n)->ngpus;
     e->up_nodes[sched_cluster_node_spec(e->c, n)->pool]--;
-    (void)ev_push(e, e->now + e->s->replace_s, EV_BACK, n, 0);
+    if (!e->s->avail) /* with an availability trace, it comes back when the trace says */
+        (void)ev_push(e, e->now_ms + (int64_t)e->s->replace_s * MS, EV_BACK, n, 0);
 }
 
 static void on_back(struct sim_engine *e, int n)
@@ -340,12 +352,42 @@ static void on_back(struct sim_engine *e, int n)
     (void)next_notice(e, n);
 }
 
+/* Row i of the availability trace: the pool's nodes that are up and not on notice go down to
+ * the row's count (a notice for the highest-numbered first) or its gone nodes come back up to
+ * it (the lowest-numbered first); a node on notice still goes.  Then the next row's event. */
+static void on_avail(struct sim_engine *e, int i)
+{
+    const struct sim_avail *a = &sim_avail_rows(e->s->avail)[i];
+    int target = a->nodes < e->s->nodes[a->pool] ? a->nodes : e->s->nodes[a->pool];
+    int avail = 0;
+
+    for (int n = 0; n < e->nnodes; n++)
+        if (sched_cluster_node_spec(e->c, n)->pool == a->pool && e->node_up[n]
+            && sched_cluster_node_state(e->c, n) != SCHED_NODE_TERMINATING)
+            avail++;
+    for (int n = e->nnodes - 1; n >= 0 && avail > target; n--) {
+        if (sched_cluster_node_spec(e->c, n)->pool == a->pool && e->node_up[n]
+            && sched_cluster_node_state(e->c, n) != SCHED_NODE_TERMINATING) {
+            on_notice(e, n);
+            avail--;
+        }
+    }
+    for (int n = 0; n < e->nnodes && avail < target; n++) {
+        if (sched_cluster_node_spec(e->c, n)->pool == a->pool && !e->node_up[n]) {
+            on_back(e, n);
+            avail++;
+        }
+    }
+    if (i + 1 < sim_avail_count(e->s->avail))
+        (void)ev_push(e, sim_avail_rows(e->s->avail)[i + 1].t_s * MS, EV_AVAIL, i + 1, 0);
+}
+
 /* ---- the clock ---- */
 
-/* Integrates the accounting from the last instant to t, and fair-share usage as d_usage.c. */
-static void advance(struct sim_engine *e, int64_t t)
+/* Integrates the accounting from the last instant to t_ms, and fair-share usage as d_usage.c. */
+static void advance(struct sim_engine *e, int64_t t_ms)
 {
-    double dt = (double)(t - e->last_t);
+    double dt = (double)(t_ms - e->last_ms) / MS;
     const struct cfg *cfg = &e->s->cfg;
     if (dt <= 0)
         return;
@@ -363,14 +405,14 @@ static void advance(struct sim_engine *e, int64_t t)
     for (int u = 0; u < e->nusers; u++)
         e->user_usage[u] =
             sched_usage_accrue(e->user_usage[u], e->user_held[u], dt, cfg->fair_share_half_life_s);
-    while (e->next_sample_s <= t) {
-        struct sim_sample sm = { (double)e->next_sample_s, e->npending, e->nrunning,
+    while (e->next_sample_ms <= t_ms) {
+        struct sim_sample sm = { (double)e->next_sample_ms / MS, e->npending, e->nrunning,
                                  (double)e->used_gpus };
         if (e->res->nsamples >= MAX_SAMPLES || sim_result_sample(e->res, &sm) != 0)
             break;
-        e->next_sample_s += e->sample_step_s;
+        e->next_sample_ms += e->sample_step_ms;
     }
-    e->last_t = t;
+    e->last_ms = t_ms;
 }
 
 /* Check mode: the core's free GPUs agree with our record on every node. */
@@ -385,7 +427,7 @@ static int check_nodes(struct sim_engine *e)
             return mu_errf(
                 e->err, MU_E_STATE,
                 "check: t=%llds node n%d: %d GPUs committed of %d, the core says %d free",
-                (long long)e->now, n, used, g, sched_cluster_node_gpus_free(e->c, n));
+                (long long)sim_now_s(e), n, used, g, sched_cluster_node_gpus_free(e->c, n));
         }
     }
     return 0;
@@ -412,6 +454,9 @@ static void on_event(struct sim_engine *e, const struct sim_event *ev)
     case EV_BACK:
         on_back(e, ev->id);
         break;
+    case EV_AVAIL:
+        on_avail(e, ev->id);
+        break;
     case EV_WAKE:
         e->dirty = true;
         break;
@@ -421,26 +466,26 @@ static void on_event(struct sim_engine *e, const struct sim_event *ev)
 /* With pass_interval_s, a pass only every so often: a change before then asks for one then. */
 static bool pass_due(struct sim_engine *e)
 {
-    int64_t at = e->last_pass_s + e->s->pass_interval_s;
-    if (e->s->pass_interval_s <= 0 || e->last_pass_s < 0 || e->now >= at)
+    int64_t at = e->last_pass_ms + (int64_t)e->s->pass_interval_s * MS;
+    if (e->s->pass_interval_s <= 0 || e->last_pass_ms < 0 || e->now_ms >= at)
         return true;
-    if (e->pass_wake_s != at) {
-        e->pass_wake_s = at;
+    if (e->pass_wake_ms != at) {
+        e->pass_wake_ms = at;
         sim_wake_at(e, at);
     }
     return false;
 }
 
-/* One instant: its events, its arrivals, then a pass if anything changed. */
-static int instant(struct sim_engine *e, int64_t t)
+/* One instant (ms): its events, its arrivals, then a pass if anything changed. */
+static int instant(struct sim_engine *e, int64_t t_ms)
 {
-    advance(e, t);
-    e->now = t;
-    while (e->nheap > 0 && e->heap[0].t == t && !e->failed) {
+    advance(e, t_ms);
+    e->now_ms = t_ms;
+    while (e->nheap > 0 && e->heap[0].t == t_ms && !e->failed) {
         struct sim_event ev = ev_pop(e);
         on_event(e, &ev);
     }
-    while (e->next_arrival < e->njobs && e->jobs[e->next_arrival].submit_s == t) {
+    while (e->next_arrival < e->njobs && e->jobs[e->next_arrival].submit_ms == t_ms) {
         int j = e->next_arrival++;
         if (e->sj[j].state == SJ_NEVER)
             continue;
@@ -452,7 +497,7 @@ static int instant(struct sim_engine *e, int64_t t)
         return -1;
     if (e->dirty && e->npending > 0 && pass_due(e)) {
         e->dirty = false;
-        e->last_pass_s = e->now;
+        e->last_pass_ms = e->now_ms;
         e->res->st.passes++;
         if (sim_pass(e) != 0)
             return -1;
@@ -542,7 +587,7 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     for (int j = 0; j < n; j++) {
         e->sj[j].req = job_request(&e->jobs[j]);
         e->sj[j].slots = &e->slot_pool[ntasks];
-        e->sj[j].first_start_s = -1;
+        e->sj[j].first_start_ms = -1;
         e->sj[j].run_idx = -1;
         e->sj[j].preempted_for = -1;
         ntasks += (size_t)e->jobs[j].tasks;
@@ -557,9 +602,17 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
         if (next_notice(e, i) != 0)
             return -1;
     }
+    if (e->s->avail && sim_avail_count(e->s->avail) > 0
+        && ev_push(e, sim_avail_rows(e->s->avail)[0].t_s * MS, EV_AVAIL, 0, 0) != 0)
+        return -1;
+    sim_quota_config(&e->s->cfg, e->qcfg);
+    e->nquota =
+        (e->s->cfg.nqueues < SCHED_MAX_QUEUES ? e->s->cfg.nqueues : SCHED_MAX_QUEUES - 1) + 1;
+    for (int q = 0; q + 1 < e->nquota; q++)
+        e->quota_limited = e->quota_limited || e->qcfg[q].has_quota;
     never_fit(e);
-    e->sample_step_s =
-        n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60;
+    e->sample_step_ms =
+        MS * (n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60);
     return 0;
 }
 
@@ -608,7 +661,7 @@ struct sim_result *sim_run(const struct sim_setup *s,
 
     memset(&e, 0, sizeof(e));
     e.s = s;
-    e.last_pass_s = -1;
+    e.last_pass_ms = -1;
     e.err = err;
     if (engine_init(&e, t, p) != 0)
         goto out;
@@ -616,9 +669,9 @@ struct sim_result *sim_run(const struct sim_setup *s,
         int64_t next = -1;
         if (e.nheap > 0)
             next = e.heap[0].t;
-        if (e.next_arrival < e.njobs && (next < 0 || e.jobs[e.next_arrival].submit_s < next))
-            next = e.jobs[e.next_arrival].submit_s;
-        if (next < 0 || next > (e.njobs ? e.jobs[e.njobs - 1].submit_s : 0) + TIME_CAP_S)
+        if (e.next_arrival < e.njobs && (next < 0 || e.jobs[e.next_arrival].submit_ms < next))
+            next = e.jobs[e.next_arrival].submit_ms;
+        if (next < 0 || next > (e.njobs ? e.jobs[e.njobs - 1].submit_ms : 0) + TIME_CAP_MS)
             break;
         if (instant(&e, next) != 0)
             goto out;

@@ -28,24 +28,27 @@ struct sim_sjob {
     struct sched_request req;
     struct sched_slot *slots; /* req.tasks entries of the engine's slot array */
     enum sim_job_state state;
-    int64_t first_start_s; /* -1 until it starts */
-    int64_t att_start_s;   /* the current attempt's start */
-    int64_t overhead_s;    /* the current attempt's restart cost */
-    int64_t done_s;        /* progress kept by checkpoints of earlier attempts */
-    int64_t end_s;         /* DONE: when */
-    int64_t release_s;     /* STOPPING: when its GPUs free */
-    int64_t save_s;        /* STOPPING: progress of this attempt it keeps */
-    uint32_t gen;          /* attempt number; events of older attempts are ignored */
-    int run_idx;           /* index in the running array, -1 when holding nothing */
-    int victims_stopping;  /* preemptor: victims not yet stopped */
-    int preempted_for;     /* victim: the job it makes room for, -1 none */
-    bool head;             /* requeued by a spot notice: first among its priority */
+    /* Times are on the replay's clock in milliseconds (internal.h, struct sim_engine). */
+    int64_t first_start_ms; /* -1 until it starts */
+    int64_t att_start_ms;   /* the current attempt's start */
+    int64_t overhead_ms;    /* the current attempt's restart cost */
+    int64_t done_ms;        /* progress kept by checkpoints of earlier attempts */
+    int64_t end_ms;         /* DONE: when */
+    int64_t release_ms;     /* STOPPING: when its GPUs free */
+    int64_t save_ms;        /* STOPPING: progress of this attempt it keeps */
+    int first_cap;          /* the capacity type of its first start (enum sched_capacity) */
+    uint32_t gen;           /* attempt number; events of older attempts are ignored */
+    int run_idx;            /* index in the running array, -1 when holding nothing */
+    int victims_stopping;   /* preemptor: victims not yet stopped */
+    int preempted_for;      /* victim: the job it makes room for, -1 none */
+    bool head;              /* requeued by a spot notice: first among its priority */
     bool timed_out;
+    bool borrowed;        /* RUNNING/STOPPING: started beyond its queue's nominal quota */
     enum sim_cause cause; /* why the last attempt stopped: its restart cost is charged there */
 };
 
 struct sim_event {
-    int64_t t;
+    int64_t t; /* ms */
     uint32_t seq;
     uint16_t kind; /* enum in engine.c; lower kinds first at the same time */
     uint32_t gen;
@@ -59,11 +62,12 @@ struct sim_result {
     int nsamples, cap_samples;
     int *start_order;
     int nstarted;
-    double *jcts;           /* of the jobs that ended, ascending once finished */
-    double *waits;          /* submit to first start, of the same jobs */
-    int64_t *first_start_s; /* [job] -1 never started */
-    int64_t *end_s;         /* [job] -1 did not end */
-    uint8_t *outcome;       /* [job] enum sim_outcome */
+    double *jcts;            /* of the jobs that ended, ascending once finished */
+    double *waits;           /* submit to first start, of the same jobs */
+    int64_t *first_start_ms; /* [job] -1 never started */
+    int64_t *end_ms;         /* [job] -1 did not end */
+    int *first_cap;          /* [job] enum sched_capacity of its first start, -1 none */
+    uint8_t *outcome;        /* [job] enum sim_outcome */
     int njcts;
 };
 
@@ -85,12 +89,15 @@ struct sim_engine {
     uint32_t seq;
     int active_events; /* events other than spot notices in the heap */
     int next_arrival;
-    int64_t now;
-    int64_t last_t;
+    /* The clock is in milliseconds, as musterd's wall clock: events keep their order within a
+     * second (a replay of musterd's own record), and the core gets now_s = now_ms / 1000, as
+     * d_pass.c gives it.  A trace in whole seconds has every event on a whole second. */
+    int64_t now_ms;
+    int64_t last_ms;
     bool dirty;
-    int64_t last_pass_s; /* with pass_interval_s: the last pass, -1 before the first */
-    int64_t pass_wake_s; /* with pass_interval_s: the pass already asked for, 0 none */
-    int left;            /* jobs neither DONE nor NEVER */
+    int64_t last_pass_ms; /* with pass_interval_s: the last pass, -1 before the first */
+    int64_t pass_wake_ms; /* with pass_interval_s: the pass already asked for, 0 none */
+    int left;             /* jobs neither DONE nor NEVER */
     /* nodes */
     uint8_t *node_up; /* 0 gone, 1 up */
     int *node_used;   /* GPUs committed */
@@ -106,6 +113,11 @@ struct sim_engine {
     double *user_usage;
     double *user_held;
     struct sched_share_user *users; /* the pass's table */
+    /* quotas (as scheduler/d_pass.c): the config's, and the pass's table with what runs */
+    struct sched_quota_config qcfg[SCHED_MAX_QUEUES];
+    struct sched_quota_queue quota[SCHED_MAX_QUEUES];
+    int nquota;         /* configured queues + 1 */
+    bool quota_limited; /* some queue has a quota: victims need not be of lower priority */
     /* pass scratch */
     struct sched_pass_job *pj;
     struct sched_decision *dec;
@@ -121,19 +133,30 @@ struct sim_engine {
     /* accounting */
     double cap_gpu_s, busy_gpu_s, idle_wait_gpu_s, cost_usd, cost_static_usd;
     double lost_gpu_s[3]; /* by enum sim_cause */
-    int64_t next_sample_s, sample_step_s;
+    int64_t next_sample_ms, sample_step_ms;
     struct sim_result *res;
     struct mu_err *err;
     bool failed;
 };
 
+/* setup.c: the config's queues as the core's quota builder takes them (d_pass.c does the same
+ * for musterd); out holds SCHED_MAX_QUEUES entries. */
+void sim_quota_config(const struct cfg *cfg, struct sched_quota_config *out);
+
 /* engine.c, for policy.c */
+static inline int64_t sim_now_s(const struct sim_engine *e) /* the core's now_s */
+{
+    return e->now_ms / 1000;
+}
 int64_t sim_job_run_s(const struct sim_engine *e, int j); /* the pass's expected run time */
-int64_t sim_job_progress(const struct sim_engine *e, int j, int64_t t);
-int64_t sim_job_periodic(const struct sim_engine *e, int j, int64_t progress);
+/* Progress of j's current attempt at t_ms, in ms of its duration (restart cost excluded). */
+int64_t sim_job_progress_ms(const struct sim_engine *e, int j, int64_t t_ms);
+/* What of progress_ms its last periodic checkpoint saved (0 without checkpoints). */
+int64_t sim_job_periodic_ms(const struct sim_engine *e, int j, int64_t progress_ms);
 int sim_job_start(struct sim_engine *e, int j); /* committed already; 0 or -1 (check failed) */
-void sim_job_stop(struct sim_engine *e, int j, int64_t release_s, int64_t save_s, enum sim_cause c);
-void sim_wake_at(struct sim_engine *e, int64_t t);
+void sim_job_stop(
+    struct sim_engine *e, int j, int64_t release_ms, int64_t save_ms, enum sim_cause c);
+void sim_wake_at(struct sim_engine *e, int64_t t_ms);
 
 /* policy.c: one pass of e->policy at e->now; 0 or -1 with e->err. */
 int sim_pass(struct sim_engine *e);

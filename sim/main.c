@@ -28,6 +28,8 @@ static const char usage_run[] =
     "  --trace FILE             the CSV trace\n"
     "  --policies LIST          of fifo, backfill, node-drain, muster (default: all four)\n"
     "  --spot-rate R|POOL=R,... spot interruptions per node-hour (default 0)\n"
+    "  --spot-trace FILE        spot nodes up per pool and tick (CSV t_s,pool,nodes), instead\n"
+    "                           of --spot-rate\n"
     "  --notice-s S             spot notice (default 120)\n"
     "  --ckpt-write-s S         checkpoint write on a signal (default 60)\n"
     "  --restart-s S            start-up cost of a restarted attempt (default 120)\n"
@@ -144,7 +146,7 @@ static int cmd_gen(int argc, char **argv)
 }
 
 struct run_args {
-    const char *config, *nodes, *trace, *policies, *spot_rate, *plot_dir, *jobs_out;
+    const char *config, *nodes, *trace, *policies, *spot_rate, *spot_trace, *plot_dir, *jobs_out;
     int ckpt_interval_s;
     bool json;
 };
@@ -166,6 +168,7 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
         { "trace", required_argument, NULL, 't' },
         { "policies", required_argument, NULL, 'p' },
         { "spot-rate", required_argument, NULL, 'r' },
+        { "spot-trace", required_argument, NULL, 'T' },
         { "notice-s", required_argument, NULL, 'N' },
         { "ckpt-write-s", required_argument, NULL, 'W' },
         { "restart-s", required_argument, NULL, 'R' },
@@ -198,6 +201,9 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
             break;
         case 'r':
             a->spot_rate = optarg;
+            break;
+        case 'T':
+            a->spot_trace = optarg;
             break;
         case 'o':
             a->plot_dir = optarg;
@@ -248,6 +254,8 @@ static int run_options(int argc, char **argv, struct sim_setup *s, struct run_ar
         return usage_error(usage_run, "unexpected argument: ", argv[optind]);
     if (!a->config || !a->nodes || !a->trace)
         return usage_error(usage_run, "--config, --nodes and --trace are required", "");
+    if (a->spot_rate && a->spot_trace)
+        return usage_error(usage_run, "--spot-rate and --spot-trace: one or the other", "");
     return 0;
 }
 
@@ -329,6 +337,7 @@ static int cmd_run(int argc, char **argv)
     struct run_args a = { .policies = "fifo,backfill,node-drain,muster" };
     struct sim_trace_opts to;
     struct sim_trace *t = NULL;
+    struct sim_avail_trace *avail = NULL;
     struct sim_result *r[SIM_NPOLICIES] = { NULL };
     struct mu_buf out;
     struct mu_err err;
@@ -357,6 +366,10 @@ static int cmd_run(int argc, char **argv)
     }
     (void)fputs(out.data ? out.data : "", stderr);
     out.len = 0;
+    if (a.spot_trace && !(s.avail = avail = sim_avail_load(a.spot_trace, &s.cfg, &err))) {
+        (void)fprintf(stderr, "muster-sim: %s\n", err.msg);
+        goto out;
+    }
     n = run_all(&s, t, set, r, &err);
     if (n < 0
         || (a.json ? sim_report_json(t, r, n, &out, &err) : sim_report_table(r, n, &out, &err))
@@ -381,6 +394,7 @@ static int cmd_run(int argc, char **argv)
 out:
     for (int i = 0; i < SIM_NPOLICIES; i++)
         sim_result_free(r[i]);
+    sim_avail_free(avail);
     sim_trace_free(t);
     mu_buf_release(&out);
     return rc;

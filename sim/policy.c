@@ -6,7 +6,9 @@
  * sched_order_jobs over the queues' and their users' decayed usage plus what their running gangs
  * still commit,
  * sched_pass, then one preemption plan (sched_preempt_plan) for the first job that did not
- * start, as d_preempt.c builds its victims.  `backfill` is sched_pass in arrival order without
+ * start, as d_preempt.c builds its victims.  Queue quotas, cohorts and borrowing hold under
+ * every policy, through the core's quota table (sched_quota_queues_init, sched_pass_quota,
+ * sched_quota_preempt_prepare), as in musterd.  `backfill` is sched_pass in arrival order without
  * preemption; `fifo` places jobs in arrival order until the first that does not fit.  Every
  * policy places with the core's sched_place, so the policies differ in order, reservation,
  * preemption and spot handling, not in how a gang is fitted into the topology.
@@ -45,8 +47,8 @@ static int64_t running_end_s(const struct sim_engine *e, int j)
 {
     const struct sim_sjob *s = &e->sj[j];
     if (s->state == SJ_STOPPING)
-        return e->now + e->s->cfg.kill_grace_s;
-    return s->att_start_s + sim_job_run_s(e, j);
+        return sim_now_s(e) + e->s->cfg.kill_grace_s;
+    return s->att_start_ms / 1000 + sim_job_run_s(e, j); /* d_job_end_s */
 }
 
 /* Every gang holding resources into e->run; committed[q] and e->users[u].committed get what
@@ -64,7 +66,7 @@ static int running_collect(struct sim_engine *e, double *committed)
         e->run[i].end_s = end_s;
         if (!committed)
             continue;
-        gpu_s = sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - e->now);
+        gpu_s = sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, end_s - sim_now_s(e));
         committed[e->jobs[j].queue] += gpu_s;
         e->users[e->jobs[j].user].committed += gpu_s;
     }
@@ -91,7 +93,7 @@ static int fair_order(struct sim_engine *e, const double *committed)
             .user = e->jobs[j].user,
             .priority = e->jobs[j].priority,
             .head_of_queue = e->sj[j].head,
-            .submitted_ms = (uint64_t)e->jobs[j].submit_s * 1000u,
+            .submitted_ms = (uint64_t)e->jobs[j].submit_ms,
             .id = NULL,
             .cost =
                 sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
@@ -106,6 +108,21 @@ static int fair_order(struct sim_engine *e, const double *committed)
     return 0;
 }
 
+/* The pass's quota table (d_pass.c d_quota_queues and running_collect): the config's queues
+ * from the core's builder, each charged with what its gangs hold in the capacity type they run
+ * on, stopping ones included. */
+static void quota_collect(struct sim_engine *e)
+{
+    sched_quota_queues_init(e->quota, e->qcfg, e->nquota - 1);
+    for (int i = 0; i < e->nrunning; i++) {
+        int j = e->running[i];
+        int pool = sched_cluster_node_spec(e->c, e->sj[j].slots[0].node)->pool;
+        sched_quota_charge(e->quota, e->nquota, e->jobs[j].queue,
+                           (int)sched_cluster_pool(e->c, pool)->capacity,
+                           e->jobs[j].tasks * e->jobs[j].gpus_per_task);
+    }
+}
+
 /* Drops the started jobs from the pending list, keeping its order. */
 static void pending_compact(struct sim_engine *e)
 {
@@ -116,15 +133,25 @@ static void pending_compact(struct sim_engine *e)
     e->npending = kept;
 }
 
+/* Arrival order until the first job that does not fit, or that its queue's quota holds back. */
 static int fifo_pass(struct sim_engine *e)
 {
     char why[SCHED_REASON_MAX];
     for (int i = 0; i < e->npending; i++) {
         int j = e->pending[i];
+        int q = e->jobs[j].queue;
+        int gpus = e->jobs[j].tasks * e->jobs[j].gpus_per_task;
         struct sim_sjob *s = &e->sj[j];
-        if (sched_place(e->c, &s->req, e->now, s->slots, why, sizeof(why)) != 1)
+        struct sched_request r;
+        int cap;
+        if (sched_quota_filter(e->quota, e->nquota, q, &s->req, &r) == 0
+            || sched_place(e->c, &r, sim_now_s(e), s->slots, why, sizeof(why)) != 1)
             break; /* the head blocks everyone behind it */
         sched_cluster_commit(e->c, &s->req, s->slots);
+        cap = (int)sched_cluster_pool(e->c, sched_cluster_node_spec(e->c, s->slots[0].node)->pool)
+                  ->capacity;
+        s->borrowed = sched_quota_admits(e->quota, e->nquota, q, cap, gpus) == SCHED_QUOTA_BORROWS;
+        sched_quota_charge(e->quota, e->nquota, q, cap, gpus);
         if (sim_job_start(e, j) != 0)
             return -1;
     }
@@ -139,17 +166,19 @@ static int victims_collect(struct sim_engine *e)
         int j = e->running[i];
         const struct sim_sjob *s = &e->sj[j];
         bool ckpt = e->jobs[j].ckpt_interval_s > 0;
-        int64_t saved = sim_job_periodic(e, j, sim_job_progress(e, j, e->now));
+        int64_t saved_ms = sim_job_periodic_ms(e, j, sim_job_progress_ms(e, j, e->now_ms));
         struct sched_victim *v = &e->vic[i];
         v->req = &s->req;
         v->slots = s->slots;
         v->priority = e->jobs[j].priority;
         v->preemptible = e->jobs[j].preemptible && s->state == SJ_RUNNING;
-        v->started_ms = s->att_start_s * 1000;
-        v->checkpoint_ms = saved > 0 ? (s->att_start_s + s->overhead_s + saved) * 1000 : 0;
+        v->started_ms = s->att_start_ms;
+        v->checkpoint_ms = saved_ms > 0 ? s->att_start_ms + s->overhead_ms + saved_ms : 0;
         v->grace_s = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
-        v->end_s =
-            s->state == SJ_STOPPING ? e->now + v->grace_s : s->att_start_s + sim_job_run_s(e, j);
+        v->end_s = s->state == SJ_STOPPING ? sim_now_s(e) + v->grace_s
+                                           : s->att_start_ms / 1000 + sim_job_run_s(e, j);
+        v->queue = e->jobs[j].queue;
+        v->borrowed = s->borrowed;
         e->vic_job[i] = j;
     }
     return e->nrunning;
@@ -159,6 +188,7 @@ static int victims_collect(struct sim_engine *e)
 static bool preempt_for(struct sim_engine *e, int p)
 {
     struct sched_preempt_plan plan;
+    struct sched_request req;
     int n;
     int rc;
 
@@ -167,26 +197,31 @@ static bool preempt_for(struct sim_engine *e, int p)
     n = victims_collect(e);
     if (n == 0)
         return false;
+    /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
+    if (sched_quota_preempt_prepare(e->quota, e->nquota, e->jobs[p].queue, &e->sj[p].req, &req,
+                                    e->vic, n)
+        == 0)
+        return false;
     memset(&plan, 0, sizeof(plan));
     plan.victims = e->plan_victims;
     plan.slots = e->plan_slots;
-    rc = sched_preempt_plan(e->c, &e->sj[p].req, e->jobs[p].priority, e->now * 1000,
-                            e->s->cfg.min_runtime_s, e->vic, n, &plan, e->err);
+    rc = sched_preempt_plan(e->c, &req, e->jobs[p].priority, e->now_ms, e->s->cfg.min_runtime_s,
+                            e->vic, n, &plan, e->err);
     if (rc < 0) {
         e->failed = true;
         return false;
     }
     if (rc == 0) {
-        if (plan.retry_at_ms > e->now * 1000)
-            sim_wake_at(e, (plan.retry_at_ms + 999) / 1000);
+        if (plan.retry_at_ms > e->now_ms)
+            sim_wake_at(e, plan.retry_at_ms);
         return false;
     }
     for (int i = 0; i < plan.nvictims; i++) {
         int j = e->vic_job[plan.victims[i]];
         bool ckpt = e->jobs[j].ckpt_interval_s > 0;
-        int64_t p_s = sim_job_progress(e, j, e->now);
-        int64_t grace = ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s;
-        sim_job_stop(e, j, e->now + grace, ckpt ? p_s : 0, SIM_CAUSE_PREEMPT);
+        int64_t p_ms = sim_job_progress_ms(e, j, e->now_ms);
+        int64_t grace_ms = 1000LL * (ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s);
+        sim_job_stop(e, j, e->now_ms + grace_ms, ckpt ? p_ms : 0, SIM_CAUSE_PREEMPT);
         e->sj[j].preempted_for = p;
         e->sj[p].victims_stopping++;
         e->res->st.preemptions++;
@@ -195,9 +230,9 @@ static bool preempt_for(struct sim_engine *e, int p)
 }
 
 /* The lowest priority of the gangs that may be preempted (preemptible, not stopping); false
- * when there is none.  Victims must have a strictly lower priority than the preemptor, so a job
- * at or below it gets no plan: the pass does not ask the planner for it (same answer, less
- * work). */
+ * when there is none.  Without quotas victims must have a strictly lower priority than the
+ * preemptor, so a job at or below it gets no plan: the pass does not ask the planner for it
+ * (same answer, less work).  With quotas a reclaimed gang may be of any priority: no shortcut. */
 static bool lowest_victim(const struct sim_engine *e, int64_t *lowest)
 {
     bool any = false;
@@ -223,18 +258,26 @@ static int core_pass(struct sim_engine *e, int n, bool preempt)
         struct sim_sjob *s = &e->sj[e->who[i]];
         e->pj[i] = (struct sched_pass_job){ .req = &s->req,
                                             .run_s = sim_job_run_s(e, e->who[i]),
-                                            .slots = s->slots };
+                                            .slots = s->slots,
+                                            .queue = e->jobs[e->who[i]].queue };
     }
-    started = sched_pass(e->c, e->pj, n, e->run, nrunning, e->now, e->dec, e->err);
+    started = sched_pass_quota(e->c, e->quota, e->nquota, e->pj, n, e->run, nrunning, sim_now_s(e),
+                               e->dec, e->err);
     if (started < 0)
         return -1;
-    for (int i = 0; i < n; i++)
-        if (e->dec[i].verdict == SCHED_START && sim_job_start(e, e->who[i]) != 0)
+    for (int i = 0; i < n; i++) {
+        if (e->dec[i].verdict != SCHED_START)
+            continue;
+        e->sj[e->who[i]].borrowed = e->dec[i].borrowed;
+        if (sim_job_start(e, e->who[i]) != 0)
             return -1;
-    if (preempt && !lowest_victim(e, &lowest))
+    }
+    if (preempt && !e->quota_limited && !lowest_victim(e, &lowest))
         preempt = false; /* no gang may be preempted at all */
     for (int i = 0; i < n && preempt && !e->failed; i++) {
-        if (e->dec[i].verdict == SCHED_START || e->jobs[e->who[i]].priority <= lowest)
+        if (e->dec[i].verdict == SCHED_START || e->dec[i].over_quota)
+            continue; /* started, or no quota to preempt with (d_pass.c) */
+        if (!e->quota_limited && e->jobs[e->who[i]].priority <= lowest)
             continue; /* the planner would find no eligible victim: skip its work */
         if (preempt_for(e, e->who[i]))
             break; /* one plan per pass: the first job that can preempt */
@@ -249,6 +292,7 @@ int sim_pass(struct sim_engine *e)
 
     if (scratch(e) != 0)
         return -1;
+    quota_collect(e);
     switch (e->policy) {
     case SIM_FIFO:
         return fifo_pass(e);

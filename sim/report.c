@@ -172,6 +172,17 @@ int sim_report_json(const struct sim_trace *t,
     return mu_buf_append(out, "]}\n", 3, err);
 }
 
+/* ms as seconds: "12" when whole, "12.345" otherwise, "-1" for none. */
+static void secs(int64_t ms, char *out, size_t size)
+{
+    if (ms < 0)
+        (void)mu_snprintf(out, size, "-1");
+    else if (ms % 1000 == 0)
+        (void)mu_snprintf(out, size, "%lld", (long long)(ms / 1000));
+    else
+        (void)mu_snprintf(out, size, "%lld.%03lld", (long long)(ms / 1000), (long long)(ms % 1000));
+}
+
 int sim_report_jobs(const struct sim_trace *t,
                     struct sim_result *const *r,
                     int n,
@@ -179,16 +190,23 @@ int sim_report_jobs(const struct sim_trace *t,
                     struct mu_err *err)
 {
     const struct sim_job *jobs = sim_trace_jobs(t);
-    if (mu_buf_appendf(out, err, "policy,line,submit_s,start_s,end_s,outcome\n") != 0)
+    if (mu_buf_appendf(out, err, "policy,line,submit_s,start_s,end_s,outcome,capacity\n") != 0)
         return -1;
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < sim_trace_count(t); j++) {
             int64_t start, end;
-            enum sim_outcome o = sim_result_job(r[i], j, &start, &end);
-            if (mu_buf_appendf(out, err, "%s,%d,%lld,%lld,%lld,%s\n",
-                               sim_policy_name(sim_result_policy(r[i])), jobs[j].line,
-                               (long long)jobs[j].submit_s, (long long)start, (long long)end,
-                               sim_outcome_name(o))
+            int cap;
+            char sub[32], st[32], en[32];
+            enum sim_outcome o = sim_result_job_ms(r[i], j, &start, &end, &cap);
+            secs(jobs[j].submit_ms, sub, sizeof(sub));
+            secs(start, st, sizeof(st));
+            secs(end, en, sizeof(en));
+            if (mu_buf_appendf(out, err, "%s,%d,%s,%s,%s,%s,%s\n",
+                               sim_policy_name(sim_result_policy(r[i])), jobs[j].line, sub, st, en,
+                               sim_outcome_name(o),
+                               cap == SCHED_SPOT        ? "spot"
+                               : cap == SCHED_ON_DEMAND ? "on-demand"
+                                                        : "")
                 != 0)
                 return -1;
         }

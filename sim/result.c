@@ -22,10 +22,12 @@ struct sim_result *sim_result_new(enum sim_policy p, int njobs)
     r->start_order = calloc((size_t)njobs + 1, sizeof(int));
     r->jcts = calloc((size_t)njobs + 1, sizeof(double));
     r->waits = calloc((size_t)njobs + 1, sizeof(double));
-    r->first_start_s = calloc((size_t)njobs + 1, sizeof(int64_t));
-    r->end_s = calloc((size_t)njobs + 1, sizeof(int64_t));
+    r->first_start_ms = calloc((size_t)njobs + 1, sizeof(int64_t));
+    r->end_ms = calloc((size_t)njobs + 1, sizeof(int64_t));
+    r->first_cap = calloc((size_t)njobs + 1, sizeof(int));
     r->outcome = calloc((size_t)njobs + 1, 1);
-    if (!r->start_order || !r->jcts || !r->waits || !r->first_start_s || !r->end_s || !r->outcome) {
+    if (!r->start_order || !r->jcts || !r->waits || !r->first_start_ms || !r->end_ms
+        || !r->first_cap || !r->outcome) {
         sim_result_free(r);
         return NULL;
     }
@@ -38,8 +40,9 @@ void sim_result_free(struct sim_result *r)
         return;
     free(r->samples);
     free(r->outcome);
-    free(r->end_s);
-    free(r->first_start_s);
+    free(r->first_cap);
+    free(r->end_ms);
+    free(r->first_start_ms);
     free(r->waits);
     free(r->jcts);
     free(r->start_order);
@@ -101,8 +104,9 @@ void sim_result_finish(struct sim_engine *e)
     for (int j = 0; j < e->njobs; j++) {
         const struct sim_sjob *s = &e->sj[j];
         double run;
-        r->first_start_s[j] = s->first_start_s;
-        r->end_s[j] = s->state == SJ_DONE ? s->end_s : -1;
+        r->first_start_ms[j] = s->first_start_ms;
+        r->end_ms[j] = s->state == SJ_DONE ? s->end_ms : -1;
+        r->first_cap[j] = s->first_start_ms >= 0 ? s->first_cap : -1;
         r->outcome[j] = s->state == SJ_NEVER  ? SIM_NEVER_FIT
                         : s->state != SJ_DONE ? SIM_UNFINISHED
                         : s->timed_out        ? SIM_TIMED_OUT
@@ -117,14 +121,14 @@ void sim_result_finish(struct sim_engine *e)
             st->timed_out++;
         else
             st->completed++;
-        r->jcts[n] = (double)(s->end_s - e->jobs[j].submit_s);
-        wait[n] = (double)(s->first_start_s - e->jobs[j].submit_s);
+        r->jcts[n] = (double)(s->end_ms - e->jobs[j].submit_ms) / 1000;
+        wait[n] = (double)(s->first_start_ms - e->jobs[j].submit_ms) / 1000;
         run = (double)e->jobs[j].duration_s;
         bsld += fmax(1.0, r->jcts[n] / fmax(run, 10.0));
         if (!s->timed_out)
             useful += run * e->jobs[j].tasks * e->jobs[j].gpus_per_task;
-        if ((double)s->end_s > st->makespan_s)
-            st->makespan_s = (double)s->end_s;
+        if ((double)s->end_ms / 1000 > st->makespan_s)
+            st->makespan_s = (double)s->end_ms / 1000;
         n++;
     }
     r->njcts = n;
@@ -179,8 +183,17 @@ const char *sim_outcome_name(enum sim_outcome o)
 
 enum sim_outcome sim_result_job(const struct sim_result *r, int j, int64_t *start_s, int64_t *end_s)
 {
-    *start_s = r->first_start_s[j];
-    *end_s = r->end_s[j];
+    *start_s = r->first_start_ms[j] < 0 ? -1 : r->first_start_ms[j] / 1000;
+    *end_s = r->end_ms[j] < 0 ? -1 : r->end_ms[j] / 1000;
+    return (enum sim_outcome)r->outcome[j];
+}
+
+enum sim_outcome sim_result_job_ms(
+    const struct sim_result *r, int j, int64_t *start_ms, int64_t *end_ms, int *capacity)
+{
+    *start_ms = r->first_start_ms[j];
+    *end_ms = r->end_ms[j];
+    *capacity = r->first_cap[j];
     return (enum sim_outcome)r->outcome[j];
 }
 

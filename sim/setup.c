@@ -77,6 +77,22 @@ static int set_rate(struct sim_setup *s, int pool, const char *v, struct mu_err 
     return mu_parse_double(v, 0, 100, &s->spot_rate[pool], err);
 }
 
+void sim_quota_config(const struct cfg *cfg, struct sched_quota_config *out)
+{
+    for (int q = 0; q < cfg->nqueues && q < SCHED_MAX_QUEUES - 1; q++) {
+        const struct cfg_queue *cq = &cfg->queues[q];
+        out[q] = (struct sched_quota_config){
+            .name = cq->name,
+            .cohort = cq->cohort,
+            .has_quota = cq->has_quota,
+            .quota = { [SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT],
+                       [SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND] },
+            .borrow_limit = cq->borrow_limit,
+            .lend_limit = cq->lend_limit,
+        };
+    }
+}
+
 int sim_setup_parse_nodes(struct sim_setup *s, const char *text, struct mu_err *err)
 {
     int total = 0;

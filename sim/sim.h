@@ -34,8 +34,11 @@ const char *sim_format_name(enum sim_format f); /* "muster", "philly", "alibaba"
 
 /* One job of a trace, as the replay uses it (a plain value record). */
 struct sim_job {
-    int64_t submit_s;        /* from the trace's first submission, >= 0 */
+    int64_t submit_s;        /* from the trace's first submission's second, >= 0 */
+    int64_t submit_ms;       /* the same in ms (submit_s * 1000 unless the trace has submit_ms) */
     int64_t duration_s;      /* run time on an idle cluster, >= 1 */
+    int64_t end_ms;          /* replay of a recorded run: its first attempt ends at this instant
+                                (ms, the clock of submit_ms) if it started by then; -1 = none */
     int64_t time_limit_s;    /* 0 = the config's default_time_limit_s */
     int64_t ckpt_interval_s; /* periodic checkpoints; 0 = the job never checkpoints */
     int64_t priority;
@@ -106,6 +109,37 @@ const char *sim_trace_skip_example(const struct sim_trace *t, int kind);
 
 /* ---- the modelled cluster and the spot model ---- */
 
+#define SIM_AVAIL_MAX_ROWS 10000000 /* rows of one spot availability trace */
+
+/* One row of a spot availability trace: from tick t_s on, `nodes` nodes of spot pool `pool` are
+ * up (a plain value record). */
+struct sim_avail {
+    int64_t t_s; /* on the job trace's clock (from its first submission's second), >= 0 */
+    int pool;    /* index into the config's pools; a spot pool */
+    int nodes;   /* 0..100000; more than the pool's --nodes counts as all of them */
+    int line;
+};
+
+struct sim_avail_trace;
+
+/*
+ * Parses a spot availability trace: a CSV with the header t_s,pool,nodes (any order) and one row
+ * per change.  Rows come back sorted by t_s (stable: of two rows of one pool and tick the later
+ * wins).  NULL with err naming the line and column for anything it cannot use: no header, an
+ * unknown or missing column, an empty or bad number, a pool that is not a spot pool of cfg, too
+ * many rows or a line too long.  Free with sim_avail_free.
+ */
+struct sim_avail_trace *sim_avail_parse(const char *text,
+                                        size_t len,
+                                        const struct cfg *cfg,
+                                        struct mu_err *err);
+/* Reads the file (at most SIM_TRACE_MAX_BYTES) and parses it; errors start with the path. */
+struct sim_avail_trace *sim_avail_load(const char *path, const struct cfg *cfg, struct mu_err *err);
+void sim_avail_free(struct sim_avail_trace *t);
+int sim_avail_count(const struct sim_avail_trace *t);
+/* Borrowed, sorted by t_s; valid until sim_avail_free. */
+const struct sim_avail *sim_avail_rows(const struct sim_avail_trace *t);
+
 struct sim_setup {
     struct cfg cfg;                  /* the musterd config */
     int nodes[CFG_MAX_POOLS];        /* nodes per configured pool */
@@ -115,6 +149,11 @@ struct sim_setup {
     int restart_s;                   /* a restarted attempt's start-up cost, default 120 */
     int replace_s;                   /* an interrupted spot node comes back after, default 600 */
     uint64_t seed;
+    /* Borrowed, NULL for none: spot nodes follow this availability trace instead of spot_rate.
+     * A drop takes the pool's highest-numbered nodes that are up (a notice, then gone after
+     * notice_s); a rise brings back its lowest-numbered gone nodes; nothing comes back on its
+     * own (replace_s is not used). */
+    const struct sim_avail_trace *avail;
     bool check; /* verify after every event that no GPU is committed twice */
     /* 0 (default): a pass at every instant something changed, as musterd does.  N > 0: at most
      * one pass every N virtual seconds, changes in between wait for it (Slurm's sched_interval);
@@ -217,6 +256,10 @@ enum sim_outcome sim_result_job(const struct sim_result *r,
                                 int j,
                                 int64_t *start_s,
                                 int64_t *end_s);
+/* The same in ms of the replay's clock, and the capacity type (enum sched_capacity) of the first
+ * start, -1 when none. */
+enum sim_outcome sim_result_job_ms(
+    const struct sim_result *r, int j, int64_t *start_ms, int64_t *end_ms, int *capacity);
 
 /* Completion times (s) of the jobs that ended, ascending. */
 int sim_result_jcts(const struct sim_result *r, const double **out);
@@ -231,8 +274,10 @@ int sim_report_json(const struct sim_trace *t,
                     int n,
                     struct mu_buf *out,
                     struct mu_err *err);
-/* Every job under every policy as CSV (policy,line,submit_s,start_s,end_s,outcome; times -1
- * when none) into out: per-job results, e.g. to compare with musterd's own start times. */
+/* Every job under every policy as CSV (policy,line,submit_s,start_s,end_s,outcome,capacity;
+ * times in seconds, with milliseconds when not whole, -1 when none; capacity of the first start,
+ * spot or on-demand, empty when none) into out: per-job results, e.g. to compare with musterd's
+ * own start times (bench/sim-crosscheck.sh). */
 int sim_report_jobs(const struct sim_trace *t,
                     struct sim_result *const *r,
                     int n,

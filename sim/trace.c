@@ -53,6 +53,8 @@ enum col {
     C_CAPACITY,
     C_PREEMPTIBLE,
     C_TOPOLOGY,
+    C_SUBMIT_MS,
+    C_END_MS, /* the last of muster's schema */
     C_TIMESTAMP,
     C_DURATION,
     C_NUM_GPUS,
@@ -80,6 +82,8 @@ static const char *const col_names[C_NCOLS] = {
     "capacity",
     "preemptible",
     "topology",
+    "submit_ms",
+    "end_ms",
     "timestamp",
     "duration",
     "num_gpus",
@@ -202,6 +206,8 @@ static void job_defaults(const struct row *r, struct sim_job *j)
     j->preemptible = true;
     j->required_level = -1;
     j->ckpt_interval_s = r->o->default_ckpt_interval_s;
+    j->submit_ms = -1; /* submit_s * 1000 once the row is read */
+    j->end_ms = -1;
     j->line = r->line;
 }
 
@@ -268,12 +274,31 @@ static int muster_optional(struct row *r, struct sim_job *j)
     return 0;
 }
 
+/* A replay's instants in ms (submit_ms instead of submit_s, end_ms): whole milliseconds. */
+static int read_ms(struct row *r, struct sim_job *j)
+{
+    double v;
+    if (r->at[C_SUBMIT_MS] >= 0) {
+        if (num(r, C_SUBMIT_MS, 0, 1e15, NAN, &v) != 0)
+            return -1;
+        j->submit_ms = (int64_t)floor(v);
+        j->submit_s = j->submit_ms / 1000;
+    }
+    if (num(r, C_END_MS, 0, 1e15, -1, &v) != 0)
+        return -1;
+    j->end_ms = v < 0 ? -1 : (int64_t)floor(v);
+    if (j->end_ms >= 0 && j->end_ms <= (j->submit_ms >= 0 ? j->submit_ms : j->submit_s * 1000))
+        return row_skip(r, "end_ms not after the submission", C_END_MS,
+                        "%lld is not after the submission", (long long)j->end_ms);
+    return 0;
+}
+
 static int read_muster(struct row *r, struct sim_job *j)
 {
     double submit = 0, dur = 0, tasks = 0, gpt = 0;
 
     job_defaults(r, j);
-    if (num(r, C_SUBMIT_S, 0, 1e12, NAN, &submit) != 0
+    if ((r->at[C_SUBMIT_MS] < 0 && num(r, C_SUBMIT_S, 0, 1e12, NAN, &submit) != 0)
         || num(r, C_DURATION_S, 0, 1e9, NAN, &dur) != 0
         || num(r, C_TASKS, 1, SIM_MAX_TASKS, NAN, &tasks) != 0
         || num(r, C_GPUS_PER_TASK, 0, SCHED_MAX_GPUS_NODE, NAN, &gpt) != 0)
@@ -291,6 +316,8 @@ static int read_muster(struct row *r, struct sim_job *j)
     j->duration_s = dur < 1 ? 1 : (int64_t)ceil(dur);
     j->tasks = (int)tasks;
     j->gpus_per_task = (int)gpt;
+    if (read_ms(r, j) != 0)
+        return -1;
     return muster_optional(r, j);
 }
 
@@ -437,9 +464,12 @@ static int read_header(struct sim_trace *t, char **fields, int n, int *at, struc
         if (c < C_NCOLS)
             at[c] = i;
     }
-    if (at[C_SUBMIT_S] >= 0) {
+    if (at[C_SUBMIT_S] >= 0 && at[C_SUBMIT_MS] >= 0)
+        return mu_errf(err, MU_E_PARSE, "line 1, column %d: 'submit_ms' and 'submit_s' both given",
+                       at[C_SUBMIT_MS] + 1);
+    if (at[C_SUBMIT_S] >= 0 || at[C_SUBMIT_MS] >= 0) {
         t->format = SIM_FORMAT_MUSTER;
-        req = req_muster, nreq = 4;
+        req = req_muster + 1, nreq = 3; /* submit_s or submit_ms, checked above */
     } else if (at[C_TIMESTAMP] >= 0 && at[C_NUM_GPUS] >= 0) {
         t->format = SIM_FORMAT_PHILLY;
         req = req_philly, nreq = 3;
@@ -460,9 +490,9 @@ static int read_header(struct sim_trace *t, char **fields, int n, int *at, struc
         return 0; /* published lists carry more columns than we read */
     for (int i = 0; i < n; i++) {
         int c = 0;
-        while (c <= C_TOPOLOGY && strcmp(fields[i], col_names[c]) != 0)
+        while (c <= C_END_MS && strcmp(fields[i], col_names[c]) != 0)
             c++;
-        if (c > C_TOPOLOGY)
+        if (c > C_END_MS)
             return mu_errf(err, MU_E_PARSE, "line 1, column %d: unknown column '%.40s'", i + 1,
                            fields[i]);
     }
@@ -508,8 +538,8 @@ static int cmp_submit(const void *a, const void *b)
 {
     const struct sim_job *x = a;
     const struct sim_job *y = b;
-    if (x->submit_s != y->submit_s)
-        return x->submit_s < y->submit_s ? -1 : 1;
+    if (x->submit_ms != y->submit_ms)
+        return x->submit_ms < y->submit_ms ? -1 : 1;
     return (x->line > y->line) - (x->line < y->line);
 }
 
@@ -604,11 +634,21 @@ struct sim_trace *sim_trace_parse(const char *text,
         || read_rows(t, o, text, len, pos, at, buf, fields, err) != 0)
         goto out;
     if (t->n > 0) {
-        int64_t t0;
-        qsort(t->jobs, (size_t)t->n, sizeof(*t->jobs), cmp_submit);
-        t0 = t->jobs[0].submit_s;
+        int64_t t0_ms;
         for (int i = 0; i < t->n; i++)
-            t->jobs[i].submit_s -= t0;
+            if (t->jobs[i].submit_ms < 0)
+                t->jobs[i].submit_ms = t->jobs[i].submit_s * 1000;
+        qsort(t->jobs, (size_t)t->n, sizeof(*t->jobs), cmp_submit);
+        /* The clock starts at the first submission's whole second, so that now_s = now_ms /
+         * 1000 changes at the same instants as musterd's in a replay of its record. */
+        t0_ms = t->jobs[0].submit_ms / 1000 * 1000;
+        for (int i = 0; i < t->n; i++) {
+            struct sim_job *j = &t->jobs[i];
+            j->submit_ms -= t0_ms;
+            j->submit_s = j->submit_ms / 1000;
+            if (j->end_ms >= 0)
+                j->end_ms -= t0_ms;
+        }
     }
     rc = 0;
 out:

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Fuzz target for muster-sim's trace readers (sim/trace.c): muster's CSV schema, the Philly-style
- * job list and the Alibaba pod list, chosen by the header.  For any bytes the parser returns a
- * trace or NULL with a message; a trace's jobs are sorted, within their caps, and its rows are
- * all accounted for (used or counted under a reason with an example).
+ * job list and the Alibaba pod list, chosen by the header, with the replay columns submit_ms and
+ * end_ms.  For any bytes the parser returns a trace or NULL with a message; a trace's jobs are
+ * sorted by the millisecond, within their caps, a replayed end after its submission, and its rows
+ * are all accounted for (used or counted under a reason with an example).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,8 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < sim_trace_count(t); i++) {
         const struct sim_job *j = &sim_trace_jobs(t)[i];
         if (j->tasks < 1 || j->tasks > SIM_MAX_TASKS || j->gpus_per_task < 1 || j->gpus_per_task > 8
-            || j->duration_s < 1 || j->submit_s < 0
-            || (i > 0 && j->submit_s < sim_trace_jobs(t)[i - 1].submit_s))
+            || j->duration_s < 1 || j->submit_s < 0 || j->submit_ms < 0
+            || j->submit_s != j->submit_ms / 1000 || (j->end_ms >= 0 && j->end_ms <= j->submit_ms)
+            || (j->end_ms < 0 && j->end_ms != -1)
+            || (i > 0 && j->submit_ms < sim_trace_jobs(t)[i - 1].submit_ms))
             abort();
     }
     for (int k = 0; k < sim_trace_skip_kinds(t); k++) {

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # muster-sim as a user runs it (issue #13, docs/simulator.md): --help and usage errors, both
 # public layouts from files (rows it cannot use reported with line and column), every policy
-# in check mode with spot interruptions through --json, gen seeded, and plots without gnuplot
-# still writing their data and saying so.  No Redis, no daemons.
+# in check mode with spot interruptions through --json, gen seeded, plots without gnuplot
+# still writing their data and saying so, and a spot availability trace.  No Redis, no daemons.
 source "$(dirname "$0")/lib.sh"
 
 sim=$MUSTER_BIN/muster-sim
@@ -61,3 +61,22 @@ else
     grep -q 'gnuplot not found' "$T/plot.err" || fail "no note without gnuplot: $(cat "$T/plot.err")"
 fi
 ok "gen seeded, table and plots"
+
+# A spot availability trace instead of the Poisson model: 8 of 12 spot nodes go at 2 h and come
+# back at 6 h, the same notices under every policy; --spot-rate with it is a usage error.
+printf 't_s,pool,nodes\n7200,p5-spot,4\n21600,p5-spot,12\n' >"$T/avail.csv"
+"$sim" --config "$cfg" --nodes p5-spot=12,p5-od=4 --trace "$T/g1.csv" --spot-trace "$T/avail.csv" \
+    --check --json >"$T/avail.json" 2>"$T/avail.err" || fail "spot trace replay: $(cat "$T/avail.err")"
+jq -e 'all(.policies[]; .spot_notices == 8 and .completed + .timed_out == .jobs)' \
+    "$T/avail.json" >/dev/null || fail "spot trace: $(cat "$T/avail.json")"
+rc=0
+"$sim" --config "$cfg" --nodes p5-spot=12 --trace "$T/g1.csv" --spot-trace "$T/avail.csv" \
+    --spot-rate 1 2>"$T/both.err" >/dev/null || rc=$?
+[ "$rc" -eq 2 ] && grep -q 'one or the other' "$T/both.err" || fail "--spot-rate with --spot-trace: $rc"
+printf 't_s,pool,nodes\n10,p5-od,1\n' >"$T/od.csv"
+rc=0
+"$sim" --config "$cfg" --nodes p5-spot=12,p5-od=4 --trace "$T/g1.csv" --spot-trace "$T/od.csv" \
+    2>"$T/od.err" >/dev/null || rc=$?
+[ "$rc" -eq 1 ] && grep -q "od.csv: line 2, column 'pool': pool 'p5-od' is not a spot pool" "$T/od.err" ||
+    fail "on-demand pool in a spot trace: $rc $(cat "$T/od.err")"
+ok "spot availability trace"

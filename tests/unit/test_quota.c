@@ -360,6 +360,79 @@ static void test_victim_kinds(void **state)
     }
 }
 
+/* The one builder musterd and muster-sim share: cohorts numbered by their first member, the
+ * extra last queue (jobs of a queue no longer configured) not limited. */
+static void test_queues_init(void **state)
+{
+    static const struct sched_quota_config cfg[] = {
+        { .name = "batch" },
+        { .name = "research",
+          .cohort = "ml",
+          .has_quota = true,
+          .quota = { 16, 8 },
+          .borrow_limit = 32,
+          .lend_limit = -1 },
+        { .name = "solo",
+          .cohort = "",
+          .has_quota = true,
+          .quota = { 8, 0 },
+          .borrow_limit = -1,
+          .lend_limit = -1 },
+        { .name = "prod",
+          .cohort = "ml",
+          .has_quota = true,
+          .quota = { 64, 32 },
+          .borrow_limit = -1,
+          .lend_limit = 4 },
+    };
+    struct sched_quota_queue q[5];
+    (void)state;
+    memset(q, 0x5a, sizeof(q)); /* every field is set, used included */
+    sched_quota_queues_init(q, cfg, 4);
+    assert_false(q[0].limited);
+    assert_int_equal(q[0].cohort, -1);
+    assert_true(q[1].limited);
+    assert_int_equal(q[1].cohort, 1);
+    assert_string_equal(q[1].cohort_name, "ml");
+    assert_int_equal(q[1].nominal[SCHED_SPOT], 16);
+    assert_int_equal(q[1].nominal[SCHED_ON_DEMAND], 8);
+    assert_int_equal(q[1].borrow_limit, 32);
+    assert_int_equal(q[1].used[SCHED_SPOT] + q[1].used[SCHED_ON_DEMAND], 0);
+    assert_true(q[2].limited);
+    assert_int_equal(q[2].cohort, -1);
+    assert_int_equal(q[3].cohort, 1); /* the cohort of its first member */
+    assert_int_equal(q[3].lend_limit, 4);
+    assert_string_equal(q[3].name, "prod");
+    assert_false(q[4].limited);
+    assert_int_equal(q[4].cohort, -1);
+}
+
+/* A preemptor's request and victims under quotas: protected work is no victim, borrowed work of
+ * its cohort is reclaimable when it asks within its nominal quota; no capacity type, no plan. */
+static void test_preempt_prepare(void **state)
+{
+    struct sched_quota_queue q[NQ];
+    struct sched_request r = sched_request_make(1, 8);
+    struct sched_request out;
+    struct sched_victim v[3];
+    (void)state;
+    queues_init(q);
+    q[RESEARCH].used[SCHED_SPOT] = 32; /* 16 borrowed from prod */
+    memset(v, 0, sizeof(v));
+    v[0] = (struct sched_victim){ .preemptible = true, .queue = RESEARCH, .borrowed = true };
+    v[1] = (struct sched_victim){ .preemptible = true, .queue = RESEARCH, .borrowed = false };
+    v[2] = (struct sched_victim){ .preemptible = true, .queue = BATCH };
+    assert_int_equal(sched_quota_preempt_prepare(q, NQ, PROD, &r, &out, v, 3), 2);
+    assert_true(v[0].preemptible);
+    assert_true(v[0].reclaimable);
+    assert_false(v[1].preemptible); /* research within its quota: protected */
+    assert_true(v[2].preemptible);  /* no quota: by priority */
+    assert_false(v[2].reclaimable);
+    q[SOLO].used[SCHED_SPOT] = 8;
+    r.ncapacity = 1; /* spot only, and solo is at quota without a cohort */
+    assert_int_equal(sched_quota_preempt_prepare(q, NQ, SOLO, &r, &out, v, 3), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -373,6 +446,8 @@ int main(void)
         cmocka_unit_test(test_pass_quota_admit_after_cohort_start),
         cmocka_unit_test(test_pass_capacity_without_room_skipped),
         cmocka_unit_test(test_victim_kinds),
+        cmocka_unit_test(test_queues_init),
+        cmocka_unit_test(test_preempt_prepare),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
