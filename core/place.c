@@ -62,7 +62,11 @@ static int node_fit(const struct sched_cluster *c,
                     int limit)
 {
     int64_t k = limit;
-    if (r->gpus_per_task > 0)
+    if (r->slice_profile > 0)
+        k = min64(k,
+                  __builtin_popcountll(sched_slice_free(c, (int)(n - c->nodes), r->slice_profile))
+                      / r->gpus_per_task);
+    else if (r->gpus_per_task > 0)
         k = min64(k, node_free_gpus(c, n) / r->gpus_per_task);
     if (r->cpus_per_task > 0) {
         int64_t free_cpus = (int64_t)n->cpus - n->cpus_used - (c->holds_on ? n->cpus_held : 0);
@@ -76,10 +80,17 @@ static int node_fit(const struct sched_cluster *c,
 }
 
 /* Whether node n could ever hold one task of r (size only). */
-static bool node_big_enough(const struct sched_node *n, const struct sched_request *r)
+static bool node_big_enough(const struct sched_cluster *c,
+                            const struct sched_node *n,
+                            const struct sched_request *r)
 {
-    return n->ngpus >= r->gpus_per_task && n->cpus >= r->cpus_per_task
-           && n->memory_mb >= r->memory_mb_per_task;
+    if (r->slice_profile > 0) {
+        if (!sched_slice_big_enough(c, (int)(n - c->nodes), r->slice_profile, r->gpus_per_task))
+            return false;
+    } else if (n->ngpus < r->gpus_per_task) {
+        return false;
+    }
+    return n->cpus >= r->cpus_per_task && n->memory_mb >= r->memory_mb_per_task;
 }
 
 struct sched_request sched_request_make(int tasks, int gpus_per_task)
@@ -115,6 +126,9 @@ const char *sched_request_invalid(const struct sched_cluster *c, const struct sc
         return "invalid request: topology level";
     if (r->navoid < 0 || r->navoid > SCHED_MAX_AVOID || (r->navoid > 0 && !r->avoid))
         return "invalid request: avoided nodes";
+    if (r->slice_profile < 0 || r->slice_profile > c->nprofiles
+        || (r->slice_profile > 0 && r->gpus_per_task < 1))
+        return "invalid request: MIG slice profile";
     return NULL;
 }
 
@@ -336,10 +350,14 @@ static int pack(struct sched_cluster *c,
         {
             int node = c->order[pos];
             const struct sched_node *n = &c->nodes[node];
-            uint64_t free = node_free_mask(c, n);
+            uint64_t free = r->slice_profile > 0 ? sched_slice_free(c, node, r->slice_profile)
+                                                 : node_free_mask(c, n);
             int take = eff < remaining ? eff : remaining;
             for (int t = 0; t < take; t++) {
-                uint64_t g = pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
+                uint64_t g =
+                    r->slice_profile > 0
+                        ? sched_slice_pick(c, node, free, r->gpus_per_task)
+                        : pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
                 free &= ~g;
                 slots[placed].node = node;
                 slots[placed].gpus = g;
@@ -555,7 +573,7 @@ static void size_nodes(struct sched_cluster *c,
         c->pool_sum[p] = 0;
         c->pool_dsum[p] = 0;
         c->pool_left[p] = INT_MAX;
-        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0) {
+        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0 && r->slice_profile == 0) {
             int left = c->pools[p].max_gpus - (c->idle_view ? 0 : c->pool_gpus_used[p]);
             c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
         }
@@ -567,7 +585,7 @@ static void size_nodes(struct sched_cluster *c,
         c->npool[pos] = n->pool;
         c->ncap[pos] = 0;
         c->nfree[pos] = 0;
-        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r)
+        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(c, n, r)
             || node_avoided(c, node))
             continue;
         if (rank == -2) {
@@ -577,7 +595,10 @@ static void size_nodes(struct sched_cluster *c,
         }
         ts->any_node = true;
         c->ncap[pos] = node_fit(c, n, r, r->tasks);
-        c->nfree[pos] = r->gpus_per_task > 0 ? node_free_gpus(c, n) : c->ncap[pos];
+        c->nfree[pos] = r->slice_profile > 0
+                            ? __builtin_popcountll(sched_slice_free(c, node, r->slice_profile))
+                        : r->gpus_per_task > 0 ? node_free_gpus(c, n)
+                                               : c->ncap[pos];
         c->pool_sum[n->pool] += c->ncap[pos];
     }
 }
@@ -680,8 +701,8 @@ bool sched_place_may_fit(const struct sched_cluster *c,
     int64_t best = 0;
     int gpt = r->gpus_per_task;
 
-    if (gpt == 0)
-        return true;
+    if (gpt == 0 || r->slice_profile > 0)
+        return true; /* the histograms count whole GPUs */
     for (int i = 0; i < r->ncapacity; i++) {
         int64_t total = 0;
         for (int p = 0; p < c->npools; p++) {
@@ -766,9 +787,24 @@ static void sb_duration(struct sbuf *b, int64_t s)
 }
 
 /* "4x8 GPUs" or "4 tasks": r's shape, tasks of them. */
-static void sb_shape(struct sbuf *b, const struct sched_request *r, int tasks, bool unit)
+static void sb_shape(struct sbuf *b,
+                     const struct sched_cluster *c,
+                     const struct sched_request *r,
+                     int tasks,
+                     bool unit)
 {
-    if (r->gpus_per_task > 0) {
+    if (r->slice_profile > 0) {
+        /* "4 x 3g.40gb", "2x3 3g.40gb": one profile, so the name is the unit */
+        sb_int(b, tasks);
+        if (r->gpus_per_task > 1) {
+            sb_str(b, "x");
+            sb_int(b, r->gpus_per_task);
+            sb_str(b, " ");
+        } else {
+            sb_str(b, " x ");
+        }
+        sb_str(b, c->profiles[r->slice_profile]);
+    } else if (r->gpus_per_task > 0) {
         sb_int(b, tasks);
         sb_str(b, "x");
         sb_int(b, r->gpus_per_task);
@@ -818,12 +854,12 @@ static void sb_never(struct sbuf *b,
         sb_str(b, " capped at ");
         sb_int(b, p->max_gpus);
         sb_str(b, " GPUs; needs ");
-        sb_shape(b, r, r->tasks, true);
+        sb_shape(b, c, r, r->tasks, true);
         sb_str(b, ", more than the cap allows (cannot fit until the cap is raised)");
         return;
     }
     sb_str(b, "needs ");
-    sb_shape(b, r, r->tasks, true);
+    sb_shape(b, c, r, r->tasks, true);
     if (lname) {
         sb_str(b, " in one ");
         sb_str(b, lname);
@@ -838,10 +874,10 @@ static void sb_never(struct sbuf *b,
             if (r->required_level < c->nlevels) {
                 sb_int(b, f->best_nodes);
                 sb_str(b, f->best_nodes == 1 ? " node (" : " nodes (");
-                sb_shape(b, r, f->best, false);
+                sb_shape(b, c, r, f->best, false);
                 sb_str(b, ")");
             } else {
-                sb_shape(b, r, f->best, false); /* one node: its size is the whole story */
+                sb_shape(b, c, r, f->best, false); /* one node: its size is the whole story */
             }
         }
     } else {
@@ -849,11 +885,11 @@ static void sb_never(struct sbuf *b,
         sb_caps(b, r);
         if (r->gpus_per_task > 0) {
             sb_str(b, "; only ");
-            sb_shape(b, r, f->best, false);
+            sb_shape(b, c, r, f->best, false);
             sb_str(b, " exist");
         } else {
             sb_str(b, "; only room for ");
-            sb_shape(b, r, f->best, true);
+            sb_shape(b, c, r, f->best, true);
         }
     }
     sb_str(b, UNTIL_NODES_JOIN);
@@ -885,7 +921,13 @@ void sched_fail_format(const struct sched_cluster *c,
         }
         sb_str(&b, " with ");
         sb_int(&b, r->gpus_per_task);
-        sb_str(&b, "+ GPUs");
+        if (r->slice_profile > 0) {
+            sb_str(&b, "+ ");
+            sb_str(&b, c->profiles[r->slice_profile]);
+            sb_str(&b, " slices");
+        } else {
+            sb_str(&b, "+ GPUs");
+        }
         if (r->cpus_per_task || r->memory_mb_per_task)
             sb_str(&b, " and the CPUs/memory asked");
         if (f->never)
@@ -916,11 +958,11 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, " GPUs (");
         sb_int(&b, c->pool_gpus_used[f->capped_pool]);
         sb_str(&b, " in use); needs ");
-        sb_shape(&b, r, r->tasks, true);
+        sb_shape(&b, c, r, r->tasks, true);
         return;
     }
     sb_str(&b, "needs ");
-    sb_shape(&b, r, r->tasks, true);
+    sb_shape(&b, c, r, r->tasks, true);
     if (lname && !f->global) {
         sb_str(&b, " in one ");
         sb_str(&b, lname);
@@ -931,7 +973,7 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, "; largest free ");
         sb_str(&b, lname);
         sb_str(&b, " has ");
-        sb_shape(&b, r, f->best, false);
+        sb_shape(&b, c, r, f->best, false);
         return;
     }
     sb_str(&b, " on ");
@@ -941,7 +983,7 @@ void sched_fail_format(const struct sched_cluster *c,
         return;
     }
     sb_str(&b, "; only ");
-    sb_shape(&b, r, f->best, false);
+    sb_shape(&b, c, r, f->best, false);
     sb_str(&b, " free now");
 }
 

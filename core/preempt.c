@@ -1088,6 +1088,11 @@ int sched_preempt_plan(struct sched_cluster *c,
         mu_strlcpy(plan->reason, bad, sizeof(plan->reason));
         return 0;
     }
+    if (r->slice_profile > 0) {
+        /* The search's bounds count whole GPUs; slices wait for running work to end. */
+        mu_strlcpy(plan->reason, "MIG slice jobs do not preempt (they wait)", sizeof(plan->reason));
+        return 0;
+    }
     if (check_slots(c, victims, nvictims, err) != 0)
         return -1;
     if (pctx_init(&x, c, r, now_ms, victims, nvictims, plan->slots, err) != 0)
