@@ -165,17 +165,21 @@ uint64_t sched_slice_pick(const struct sched_cluster *c, int node, uint64_t free
     uint64_t take = 0;
     int nfree_any[SCHED_MAX_GPUS_NODE];  /* by parent unit: free slices of any profile */
     int nfree_prof[SCHED_MAX_GPUS_NODE]; /* by parent unit: free slices of this profile */
+    bool used[SCHED_MAX_GPUS_NODE];      /* by parent unit: some slice of it is busy */
     uint64_t parents = 0;
 
     if (!c->idle_view)
         any_free &= ~(n->gpus_used | (c->holds_on ? n->gpus_held : 0));
-    for (uint64_t m = any_free | free; m; m &= m - 1) {
-        int p = spec->parent[__builtin_ctzll(m)];
+    for (uint64_t m = c->slices[node].all; m; m &= m - 1) {
+        int u = __builtin_ctzll(m);
+        int p = spec->parent[u];
         if (!(parents & (UINT64_C(1) << p))) {
             parents |= UINT64_C(1) << p;
             nfree_any[p] = 0;
             nfree_prof[p] = 0;
+            used[p] = false;
         }
+        used[p] |= !(any_free & (UINT64_C(1) << u));
     }
     for (uint64_t m = any_free; m; m &= m - 1)
         nfree_any[spec->parent[__builtin_ctzll(m)]]++;
@@ -189,9 +193,12 @@ uint64_t sched_slice_pick(const struct sched_cluster *c, int node, uint64_t free
             bool holds = nfree_prof[p] >= need;
             if (nfree_prof[p] == 0)
                 continue;
-            /* One GPU that holds the rest beats several; then the fullest GPU. */
+            /* One GPU that holds the rest beats several; then a partly used GPU beats an
+             * untouched one (an empty GPU is what larger work needs); then the fullest. */
             if (best < 0 || (holds && !best_holds)
-                || (holds == best_holds && nfree_any[p] < nfree_any[best])) {
+                || (holds == best_holds && used[p] && !used[best])
+                || (holds == best_holds && used[p] == used[best]
+                    && nfree_any[p] < nfree_any[best])) {
                 best = p;
                 best_holds = holds;
             }

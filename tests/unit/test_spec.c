@@ -213,6 +213,15 @@ static void test_variants(void **state)
     assert_string_equal(s.topo_required, "node");
     queue_spec_release(&s);
 
+    /* MIG slices (issue #17): a profile, gpus_per_task counting its slices. */
+    parse_ok("{\"command\":[\"x\"],\"gpu_slice\":\"1c.3g.71gb\",\"gpus_per_task\":2}", &s);
+    assert_string_equal(s.gpu_slice, "1c.3g.71gb");
+    assert_int_equal(s.gpus_per_task, 2);
+    queue_spec_release(&s);
+    parse_ok("{\"command\":[\"x\"],\"gpu_slice\":\"1g.10gb+me\"}", &s);
+    assert_string_equal(s.gpu_slice, "1g.10gb+me");
+    queue_spec_release(&s);
+
     /* An escaped backslash before "u0000" is text, not a NUL. */
     parse_ok("{\"command\":[\"printf\",\"\\\\u0000\"]}", &s);
     assert_string_equal(s.argv[1], "\\u0000");
@@ -373,6 +382,13 @@ static const struct {
       "queue: expected a name of 1..63 characters" },
     { "{\"command\":[\"x\"],\"queue\":\"\"}", "queue: expected a name of 1..63 characters" },
     { "{\"command\":[\"x\"],\"gpu_type\":7}", "gpu_type: expected a name of 1..63 characters" },
+    { "{\"command\":[\"x\"],\"gpu_slice\":\"3g\"}",
+      "gpu_slice: expected a MIG profile such as \"3g.40gb\" or \"1g.10gb\", got '3g'" },
+    { "{\"command\":[\"x\"],\"gpu_slice\":3}", "gpu_slice: expected a MIG profile" },
+    { "{\"command\":[\"x\"],\"gpu_slice\":\"1g.10gb\",\"gpus_per_task\":0}",
+      "gpus_per_task: 0 with gpu_slice '1g.10gb'; it counts the slices each task gets" },
+    /* Shared (time-sliced) GPUs are not implemented: the key is refused, never half-taken. */
+    { "{\"command\":[\"x\"],\"gpu_milli\":500}", "spec: unknown key 'gpu_milli'" },
     { "{\"command\":[\"x\"],\"user\":\"bob smith\"}", "user: expected a name of 1..63 characters" },
     { "{\"command\":[\"x\"],\"name\":\"\"}", "name: expected 1..127 printable characters, got ''" },
     { "{\"command\":[\"x\"],\"name\":\"a\\nb\"}", "name: expected 1..127 printable characters" },
@@ -690,6 +706,10 @@ static void test_check_dev(void **state)
               "\"topology\":{\"required\":\"node\"}}",
               "topology.required: 'node' needs 2 tasks x 4 GPUs = 8 GPUs on one node; the "
               "largest spot or on-demand node has 4");
+    /* Slices: the pools' GPUs per node do not bound them (nodes report their MIG layout). */
+    check_ok(&c, "{\"command\":[\"x\"],\"gpus_per_task\":7,\"gpu_slice\":\"1g.10gb\"}");
+    check_bad(&c, "{\"command\":[\"x\"],\"gpu_slice\":\"1g.10gb\",\"gpu_type\":\"H100\"}",
+              "gpu_type: no spot or on-demand pool has GPU type 'H100'; available: L40S");
     /* The same gang with a requirement that relaxes after a wait fits some day: accepted. */
     check_ok(&c, "{\"command\":[\"x\"],\"tasks\":2,\"gpus_per_task\":4,"
                  "\"topology\":{\"required\":\"node\",\"relax_after_s\":300}}");
