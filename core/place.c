@@ -55,19 +55,17 @@ static int node_free_gpus(const struct sched_cluster *c, const struct sched_node
     return n->gpus_free;
 }
 
-/* How many tasks of r fit on n now (at most limit), ignoring pool caps. */
+/* How many tasks of r fit on n now (at most limit), ignoring pool caps; free: n's free GPUs as
+ * the placement sees them (node_free_gpus), or its free slices of r's profile. */
 static int node_fit(const struct sched_cluster *c,
                     const struct sched_node *n,
                     const struct sched_request *r,
-                    int limit)
+                    int limit,
+                    int free)
 {
     int64_t k = limit;
-    if (r->slice_profile > 0)
-        k = min64(k,
-                  __builtin_popcountll(sched_slice_free(c, (int)(n - c->nodes), r->slice_profile))
-                      / r->gpus_per_task);
-    else if (r->gpus_per_task > 0)
-        k = min64(k, node_free_gpus(c, n) / r->gpus_per_task);
+    if (r->gpus_per_task > 0)
+        k = min64(k, free / r->gpus_per_task);
     if (r->cpus_per_task > 0) {
         int64_t free_cpus = (int64_t)n->cpus - n->cpus_used - (c->holds_on ? n->cpus_held : 0);
         k = min64(k, (c->idle_view ? n->cpus : free_cpus) / r->cpus_per_task);
@@ -79,18 +77,12 @@ static int node_fit(const struct sched_cluster *c,
     return k < 0 ? 0 : (int)k;
 }
 
-/* Whether node n could ever hold one task of r (size only). */
-static bool node_big_enough(const struct sched_cluster *c,
-                            const struct sched_node *n,
-                            const struct sched_request *r)
+/* Whether node n could ever hold one task of r (size only); slices (prof > 0) are checked by the
+ * caller, apart. */
+static bool node_big_enough(const struct sched_node *n, const struct sched_request *r, int prof)
 {
-    if (r->slice_profile > 0) {
-        if (!sched_slice_big_enough(c, (int)(n - c->nodes), r->slice_profile, r->gpus_per_task))
-            return false;
-    } else if (n->ngpus < r->gpus_per_task) {
-        return false;
-    }
-    return n->cpus >= r->cpus_per_task && n->memory_mb >= r->memory_mb_per_task;
+    return (prof > 0 || n->ngpus >= r->gpus_per_task) && n->cpus >= r->cpus_per_task
+           && n->memory_mb >= r->memory_mb_per_task;
 }
 
 struct sched_request sched_request_make(int tasks, int gpus_per_task)
@@ -566,6 +558,7 @@ static void size_nodes(struct sched_cluster *c,
                        const struct sched_request *r,
                        struct type_state *ts)
 {
+    const int prof = r->slice_profile; /* read once: the loop's stores may alias r */
     ts->any_node = false;
     ts->any_cooling = false;
     ts->cooling_pool = -1;
@@ -573,7 +566,7 @@ static void size_nodes(struct sched_cluster *c,
         c->pool_sum[p] = 0;
         c->pool_dsum[p] = 0;
         c->pool_left[p] = INT_MAX;
-        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0 && r->slice_profile == 0) {
+        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0 && prof == 0) {
             int left = c->pools[p].max_gpus - (c->idle_view ? 0 : c->pool_gpus_used[p]);
             c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
         }
@@ -582,10 +575,12 @@ static void size_nodes(struct sched_cluster *c,
         int node = c->order[pos];
         const struct sched_node *n = &c->nodes[node];
         int rank = c->pool_rank[n->pool];
+        int free;
         c->npool[pos] = n->pool;
         c->ncap[pos] = 0;
         c->nfree[pos] = 0;
-        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(c, n, r)
+        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r, prof)
+            || (prof > 0 && !sched_slice_big_enough(c, node, prof, r->gpus_per_task))
             || node_avoided(c, node))
             continue;
         if (rank == -2) {
@@ -594,11 +589,11 @@ static void size_nodes(struct sched_cluster *c,
             continue;
         }
         ts->any_node = true;
-        c->ncap[pos] = node_fit(c, n, r, r->tasks);
-        c->nfree[pos] = r->slice_profile > 0
-                            ? __builtin_popcountll(sched_slice_free(c, node, r->slice_profile))
-                        : r->gpus_per_task > 0 ? node_free_gpus(c, n)
-                                               : c->ncap[pos];
+        free = prof > 0               ? __builtin_popcountll(sched_slice_free(c, node, prof))
+               : r->gpus_per_task > 0 ? node_free_gpus(c, n)
+                                      : 0;
+        c->ncap[pos] = node_fit(c, n, r, r->tasks, free);
+        c->nfree[pos] = r->gpus_per_task > 0 ? free : c->ncap[pos];
         c->pool_sum[n->pool] += c->ncap[pos];
     }
 }
