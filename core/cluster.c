@@ -105,6 +105,7 @@ void sched_cluster_free(struct sched_cluster *c)
         free(c->dom_start[l]);
     free(c->order);
     free(c->slices);
+    free(c->milli);
     free(c->specs);
     free(c->nodes);
     free(c->pool_hist);
@@ -170,6 +171,7 @@ static int grow_nodes(struct sched_cluster *c, int cap, struct mu_err *err)
     c->nodes = regrow(c->nodes, n, sizeof(*c->nodes), &rc);
     c->specs = regrow(c->specs, n, sizeof(*c->specs), &rc);
     c->slices = regrow(c->slices, n, sizeof(*c->slices), &rc);
+    c->milli = regrow(c->milli, n, sizeof(*c->milli), &rc);
     c->order = regrow(c->order, n, sizeof(*c->order), &rc);
     c->ncap = regrow(c->ncap, n, sizeof(*c->ncap), &rc);
     c->nfree = regrow(c->nfree, n, sizeof(*c->nfree), &rc);
@@ -271,6 +273,7 @@ int sched_cluster_node_add(struct sched_cluster *c,
         idx = c->nnodes++;
         n = &c->nodes[idx];
         memset(n, 0, sizeof(*n));
+        memset(c->milli[idx], 0, sizeof(c->milli[idx]));
         c->topo_dirty = true;
     }
     c->specs[idx] = *spec;
@@ -414,6 +417,16 @@ void sched_cluster_commit(struct sched_cluster *c,
     for (int i = 0; i < r->tasks; i++) {
         int idx = slots[i].node;
         struct sched_node *n = &c->nodes[idx];
+        if (r->gpu_milli > 0) { /* a share of a GPU (core/milli.c) */
+            hist_adj(c, idx, -1);
+            c->pool_gpus_used[n->pool] +=
+                __builtin_popcountll(sched_milli_commit(c, idx, slots[i].gpus, r->gpu_milli));
+            n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+            n->cpus_used += r->cpus_per_task;
+            n->memory_mb_used += r->memory_mb_per_task;
+            hist_adj(c, idx, +1);
+            continue;
+        }
         assert((n->gpus_used & slots[i].gpus) == 0);
         assert(((n->gpus_all | c->slices[idx].all) & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
@@ -433,6 +446,16 @@ void sched_cluster_release(struct sched_cluster *c,
     for (int i = 0; i < r->tasks; i++) {
         int idx = slots[i].node;
         struct sched_node *n = &c->nodes[idx];
+        if (r->gpu_milli > 0) {
+            hist_adj(c, idx, -1);
+            c->pool_gpus_used[n->pool] -=
+                __builtin_popcountll(sched_milli_release(c, idx, slots[i].gpus, r->gpu_milli));
+            n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+            n->cpus_used -= r->cpus_per_task;
+            n->memory_mb_used -= r->memory_mb_per_task;
+            hist_adj(c, idx, +1);
+            continue;
+        }
         assert((n->gpus_used & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
         n->gpus_used &= ~slots[i].gpus;

@@ -70,6 +70,7 @@ struct sched_memo {
     int mode;      /* see pass.c: now, now with the reservation held, ever, idle */
     int gpus_per_task;
     int slice_profile;
+    int gpu_milli;
     int cpus_per_task;
     int64_t memory_mb_per_task;
     const char *gpu_type; /* borrowed from the pass's pending jobs, valid during the pass */
@@ -106,7 +107,8 @@ struct sched_cluster {
     char level_names[SCHED_MAX_LEVELS + 1][SCHED_NAME_MAX]; /* [nlevels] = "node" */
     struct sched_node *nodes;
     struct sched_node_spec *specs;
-    struct sched_node_slices *slices;                         /* [cap_nodes] */
+    struct sched_node_slices *slices;       /* [cap_nodes] */
+    uint16_t (*milli)[SCHED_MAX_GPUS_NODE]; /* [cap_nodes]: gpu_milli in use per GPU (shared) */
     char profiles[SCHED_MAX_PROFILES + 1][SCHED_PROFILE_MAX]; /* [id]: MIG profile names */
     int nprofiles;
     struct mu_map *by_name; /* node name -> index + 1 */
@@ -173,6 +175,20 @@ bool sched_slice_big_enough(const struct sched_cluster *c, int node, int prof, i
 /* need slices out of free (slices of one profile on node), best fit: a GPU that holds them all
  * with the fewest free slices, else the fullest GPUs first. */
 uint64_t sched_slice_pick(const struct sched_cluster *c, int node, uint64_t free, int need);
+
+/* ---- shared GPUs (milli.c) ---- */
+
+/* Tasks of gpu_milli m that node's GPUs hold now (holds, idle view), at most limit; *room gets
+ * the milli free on its GPUs in all (best fit's measure). */
+int sched_milli_fit(const struct sched_cluster *c, int node, int m, int limit, int *room);
+/* Places take tasks of gpu_milli m on node: slots[0..take) get one GPU each, best fit (the GPU
+ * with the least room that holds a task), several tasks sharing a GPU where they fit. */
+void sched_milli_fill(
+    const struct sched_cluster *c, int node, int m, int take, struct sched_slot *slots);
+/* Commit and release of one slot of a gpu_milli request; return the GPUs that became busy or
+ * free (for the pool's used count). */
+uint64_t sched_milli_commit(struct sched_cluster *c, int node, uint64_t gpus, int m);
+uint64_t sched_milli_release(struct sched_cluster *c, int node, uint64_t gpus, int m);
 
 /* Sorts the nodes into topology order if nodes were added since the last sort. */
 void sched_topo_refresh(struct sched_cluster *c);

@@ -121,6 +121,9 @@ const char *sched_request_invalid(const struct sched_cluster *c, const struct sc
     if (r->slice_profile < 0 || r->slice_profile > c->nprofiles
         || (r->slice_profile > 0 && r->gpus_per_task < 1))
         return "invalid request: MIG slice profile";
+    if (r->gpu_milli < 0 || r->gpu_milli > SCHED_MILLI
+        || (r->gpu_milli > 0 && (r->gpus_per_task != 1 || r->slice_profile > 0)))
+        return "invalid request: gpu_milli";
     return NULL;
 }
 
@@ -345,7 +348,11 @@ static int pack(struct sched_cluster *c,
             uint64_t free = r->slice_profile > 0 ? sched_slice_free(c, node, r->slice_profile)
                                                  : node_free_mask(c, n);
             int take = eff < remaining ? eff : remaining;
-            for (int t = 0; t < take; t++) {
+            if (r->gpu_milli > 0) { /* shares: tasks may share a GPU */
+                sched_milli_fill(c, node, r->gpu_milli, take, &slots[placed]);
+                placed += take;
+            }
+            for (int t = 0; t < take && r->gpu_milli == 0; t++) {
                 uint64_t g =
                     r->slice_profile > 0
                         ? sched_slice_pick(c, node, free, r->gpus_per_task)
@@ -524,7 +531,7 @@ static void rank_pools(struct sched_cluster *c,
         const struct sched_pool *pool = &c->pools[p];
         int rank = 0;
         c->pool_rank[p] = -1;
-        if (pool->capacity != cap || !type_matches(r, pool))
+        if (pool->capacity != cap || !type_matches(r, pool) || (r->gpu_milli > 0 && !pool->shared))
             continue;
         if (now_s < c->pool_cool_s[p]) {
             c->pool_rank[p] = -2;
@@ -533,7 +540,7 @@ static void rank_pools(struct sched_cluster *c,
         for (int q = 0; q < c->npools; q++) {
             const struct sched_pool *o = &c->pools[q];
             if (o->capacity == cap && type_matches(r, o) && now_s >= c->pool_cool_s[q]
-                && o->price_per_hour < pool->price_per_hour)
+                && (r->gpu_milli == 0 || o->shared) && o->price_per_hour < pool->price_per_hour)
                 rank++;
         }
         c->pool_rank[p] = rank;
@@ -559,6 +566,7 @@ static void size_nodes(struct sched_cluster *c,
                        struct type_state *ts)
 {
     const int prof = r->slice_profile; /* read once: the loop's stores may alias r */
+    const int milli = r->gpu_milli;
     ts->any_node = false;
     ts->any_cooling = false;
     ts->cooling_pool = -1;
@@ -566,7 +574,7 @@ static void size_nodes(struct sched_cluster *c,
         c->pool_sum[p] = 0;
         c->pool_dsum[p] = 0;
         c->pool_left[p] = INT_MAX;
-        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0 && prof == 0) {
+        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0 && prof == 0 && milli == 0) {
             int left = c->pools[p].max_gpus - (c->idle_view ? 0 : c->pool_gpus_used[p]);
             c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
         }
@@ -589,6 +597,13 @@ static void size_nodes(struct sched_cluster *c,
             continue;
         }
         ts->any_node = true;
+        if (milli > 0) { /* shares of GPUs: tasks by room, best fit by the milli free */
+            int fit = sched_milli_fit(c, node, milli, r->tasks, &free);
+            c->ncap[pos] = node_fit(c, n, r, fit, INT_MAX);
+            c->nfree[pos] = free;
+            c->pool_sum[n->pool] += c->ncap[pos];
+            continue;
+        }
         free = prof > 0               ? __builtin_popcountll(sched_slice_free(c, node, prof))
                : r->gpus_per_task > 0 ? node_free_gpus(c, n)
                                       : 0;
@@ -696,8 +711,8 @@ bool sched_place_may_fit(const struct sched_cluster *c,
     int64_t best = 0;
     int gpt = r->gpus_per_task;
 
-    if (gpt == 0 || r->slice_profile > 0)
-        return true; /* the histograms count whole GPUs */
+    if (gpt == 0 || r->slice_profile > 0 || r->gpu_milli > 0)
+        return true; /* the histograms count whole free GPUs */
     for (int i = 0; i < r->ncapacity; i++) {
         int64_t total = 0;
         for (int p = 0; p < c->npools; p++) {
@@ -788,7 +803,13 @@ static void sb_shape(struct sbuf *b,
                      int tasks,
                      bool unit)
 {
-    if (r->slice_profile > 0) {
+    if (r->gpu_milli > 0) {
+        /* "4 x 500m GPU": shares of a GPU, in thousandths */
+        sb_int(b, tasks);
+        sb_str(b, " x ");
+        sb_int(b, r->gpu_milli);
+        sb_str(b, "m GPU");
+    } else if (r->slice_profile > 0) {
         /* "4 x 3g.40gb", "2x3 3g.40gb": one profile, so the name is the unit */
         sb_int(b, tasks);
         if (r->gpus_per_task > 1) {
@@ -913,6 +934,12 @@ void sched_fail_format(const struct sched_cluster *c,
         if (r->gpu_type && r->gpu_type[0]) {
             sb_str(&b, " of type ");
             sb_str(&b, r->gpu_type);
+        }
+        if (r->gpu_milli > 0) {
+            sb_str(&b, " in a shared pool");
+            if (f->never)
+                sb_str(&b, UNTIL_NODES_JOIN);
+            return;
         }
         sb_str(&b, " with ");
         sb_int(&b, r->gpus_per_task);

@@ -36,11 +36,12 @@
 #define SCHED_MAX_LEVELS    6
 #define SCHED_NAME_MAX      64
 #define SCHED_MAX_POOLS     256
-#define SCHED_REASON_MAX    200 /* a decision's reason, with its NUL */
-#define SCHED_MAX_AVOID     16  /* nodes a request may ask to avoid */
-#define SCHED_MAX_PROFILES  32  /* distinct MIG slice profiles a cluster knows (ids 1..32) */
-#define SCHED_PROFILE_MAX   32  /* a profile name ("3g.40gb", "1c.3g.71gb") with its NUL */
-#define SCHED_NODE_PROFILES 8   /* distinct profiles on one node */
+#define SCHED_REASON_MAX    200  /* a decision's reason, with its NUL */
+#define SCHED_MAX_AVOID     16   /* nodes a request may ask to avoid */
+#define SCHED_MAX_PROFILES  32   /* distinct MIG slice profiles a cluster knows (ids 1..32) */
+#define SCHED_PROFILE_MAX   32   /* a profile name ("3g.40gb", "1c.3g.71gb") with its NUL */
+#define SCHED_NODE_PROFILES 8    /* distinct profiles on one node */
+#define SCHED_MILLI         1000 /* a whole GPU in gpu_milli (shared pools, core/milli.c) */
 
 /* What a unit of a node is (sched_node_spec.unit): a whole GPU, a GPU in MIG mode (placed only
  * through its slices), or 1..SCHED_MAX_PROFILES, a MIG slice of that profile. */
@@ -65,6 +66,7 @@ struct sched_pool {
     double price_per_hour; /* per node */
     enum sched_capacity capacity;
     int max_gpus; /* 0 = no cap */
+    bool shared;  /* time-sliced GPUs: gpu_milli requests may share a GPU (no isolation) */
 };
 
 /*
@@ -167,6 +169,8 @@ void sched_cluster_node_slices(
     const struct sched_cluster *c, int node, int id, int *free, int *total);
 /* Whether any node registered so far has slices of profile id (0 = any profile). */
 bool sched_cluster_profile_present(const struct sched_cluster *c, int id);
+/* Shared GPUs (core/milli.c): the gpu_milli given to tasks on GPU unit g of node (0..1000). */
+int sched_cluster_gpu_milli(const struct sched_cluster *c, int node, int g);
 
 /*
  * Puts a pool in cool-down until until_s (the clock of the now_s given to placements): while
@@ -192,6 +196,9 @@ struct sched_request {
     int gpus_per_task;          /* 0..SCHED_MAX_GPUS_NODE; slices when slice_profile > 0 */
     int slice_profile;          /* 0 = whole GPUs; 1.. a MIG profile id: gpus_per_task slices of
                                    it per task (1 or more), never whole GPUs or other profiles */
+    int gpu_milli;              /* 0 = whole GPUs; 1..SCHED_MILLI: each task a share of one GPU
+                                   (gpus_per_task 1) of a shared pool, never over SCHED_MILLI
+                                   per GPU in all */
     int cpus_per_task;          /* 0 = not asked */
     int ncapacity;              /* 1..2 */
     enum sched_capacity capacity[2];

@@ -118,6 +118,30 @@ static int slices_json(
     return any ? mu_buf_append(b, "}", 1, err) : 0;
 }
 
+/* ,"gpu_milli":[0,500,…]: a node of a shared pool's GPU shares in use, per GPU (issue #17). */
+static int milli_json(const struct musterd *d,
+                      int i,
+                      const struct sched_node_spec *spec,
+                      struct mu_buf *b,
+                      struct mu_err *err)
+{
+    bool first = true;
+    if (!sched_cluster_pool(d->cluster, spec->pool)->shared)
+        return 0;
+    if (mu_buf_append(b, ",\"gpu_milli\":[", 14, err) != 0)
+        return -1;
+    for (int g = 0; g < spec->ngpus; g++) {
+        if (spec->unit[g] != SCHED_UNIT_GPU)
+            continue;
+        if (mu_buf_appendf(b, err, "%s%d", first ? "" : ",",
+                           sched_cluster_gpu_milli(d->cluster, i, g))
+            != 0)
+            return -1;
+        first = false;
+    }
+    return mu_buf_append(b, "]", 1, err);
+}
+
 static int node_json(const struct musterd *d,
                      int i,
                      const struct mu_buf *jobs,
@@ -153,7 +177,8 @@ static int node_json(const struct musterd *d,
         || (node->instance_id[0]
             && (mu_buf_append(b, ",\"instance_id\":", 15, err) != 0
                 || mu_buf_append_json_str(b, node->instance_id, err) != 0))
-        || slices_json(d, i, NULL, b, err) != 0 || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
+        || slices_json(d, i, NULL, b, err) != 0 || milli_json(d, i, spec, b, err) != 0
+        || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
     for (int l = 0; l < d->cfg.nlevels; l++) {
         if ((l && mu_buf_append(b, ",", 1, err) != 0)
@@ -254,6 +279,7 @@ static void pools_write(struct musterd *d)
                               (long long)sched_cluster_pool_cooldown_until(d->cluster, p) * 1000)
                    != 0
             || slices_json(d, -1, pool->name, &bufs[p], &err) != 0
+            || (pool->shared && mu_buf_append(&bufs[p], ",\"shared\":true", 14, &err) != 0)
             || mu_buf_append(&bufs[p], "}", 1, &err) != 0)
             goto out;
         kv[p].key = pool->name;
@@ -394,6 +420,8 @@ static int first_pool(const struct musterd *d, const struct d_job *j, int64_t no
         for (int p = 0; p < d->cfg.npools; p++) {
             const struct cfg_pool *pool = &d->cfg.pools[p];
             bool slices = j->req.slice_profile > 0; /* no GPUs per node or cap to check */
+            if (j->spec.gpu_milli > 0 && !pool->shared)
+                continue;
             if (pool->capacity != j->spec.capacity[c]
                 || (!slices && pool->gpus_per_node < j->spec.gpus_per_task)
                 || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0)
@@ -428,6 +456,9 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
         if (j->req.slice_profile > 0 && j->req.slice_profile <= SCHED_MAX_PROFILES)
             g->pending_slices[first_pool(d, j, now_s)][j->req.slice_profile] +=
                 (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+        else if (j->spec.gpu_milli > 0) /* shares: the GPUs they add up to */
+            g->pending_gpus[q][first_pool(d, j, now_s)] +=
+                ((int64_t)j->spec.tasks * j->spec.gpu_milli + SCHED_MILLI - 1) / SCHED_MILLI;
         else
             g->pending_gpus[q][first_pool(d, j, now_s)] +=
                 (int64_t)j->spec.tasks * j->spec.gpus_per_task;

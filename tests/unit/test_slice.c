@@ -5,7 +5,8 @@
  * next, a gang of one profile lands on that profile's slices, whole-GPU jobs never get a GPU in
  * MIG mode or a slice, reasons name the profile, the pass and the preemption planner with slice
  * jobs, and a randomized check that no unit is ever given twice and every task gets what it
- * asked for.
+ * asked for.  Shared GPUs (gpu_milli, core/milli.c): shares packed best fit and never over 1000
+ * per GPU, never a whole-GPU task on a shared GPU, preemption plans over shared victims.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -416,6 +417,192 @@ static void test_random_invariants(void **state)
     sched_cluster_free(c);
 }
 
+/* ---- shared (time-sliced) GPUs: gpu_milli (core/milli.c) ---- */
+
+static struct sched_cluster *shared_cluster(void)
+{
+    struct sched_pool pools[2] = {
+        { .name = "plain", .gpu_type = "L4", .price_per_hour = 1.0, .capacity = SCHED_SPOT },
+        { .name = "shared",
+          .gpu_type = "L4",
+          .price_per_hour = 2.0,
+          .capacity = SCHED_SPOT,
+          .shared = true },
+    };
+    struct sched_cluster *c = sched_cluster_new(pools, 2, NULL, 0, NULL);
+    assert_non_null(c);
+    return c;
+}
+
+static struct sched_request milli_req(int tasks, int milli)
+{
+    struct sched_request r = sched_request_make(tasks, 1);
+    r.gpu_milli = milli;
+    return r;
+}
+
+static void test_milli_packing(void **state)
+{
+    struct sched_cluster *c = shared_cluster();
+    struct sched_slot slots[8];
+    struct sched_request r = milli_req(1, 300);
+    struct sched_request whole = sched_request_make(1, 1);
+    char reason[SCHED_REASON_MAX];
+    int plain = add_node(c, "p1", 0, "W;W");
+    int sh = add_node(c, "s1", 1, "W;W");
+    (void)state;
+
+    /* 300m x 4: three share GPU 0 (best fit: the fullest that holds it), the fourth GPU 1. */
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(sched_place(c, &r, 0, &slots[i], reason, sizeof(reason)), 1);
+        assert_int_equal(slots[i].node, sh);
+        assert_int_equal(slots[i].gpus, i < 3 ? UINT64_C(1) : UINT64_C(2));
+        sched_cluster_commit(c, &r, &slots[i]);
+    }
+    assert_int_equal(sched_cluster_gpu_milli(c, sh, 0), 900);
+    assert_int_equal(sched_cluster_gpu_milli(c, sh, 1), 300);
+    assert_int_equal(sched_cluster_node_gpus_free(c, sh), 0);
+    assert_int_equal(sched_cluster_pool_gpus_used(c, 1), 2);
+    /* A whole-GPU job goes to the plain pool; never to a GPU with shares. */
+    assert_int_equal(sched_place(c, &whole, 0, &slots[4], reason, sizeof(reason)), 1);
+    assert_int_equal(slots[4].node, plain);
+    /* 100m still fits GPU 0 (900 + 100 = 1000), then nothing of 200m fits GPU 0. */
+    r = milli_req(1, 100);
+    assert_int_equal(sched_place(c, &r, 0, &slots[5], reason, sizeof(reason)), 1);
+    assert_int_equal(slots[5].gpus, UINT64_C(1));
+    sched_cluster_commit(c, &r, &slots[5]);
+    assert_int_equal(sched_cluster_gpu_milli(c, sh, 0), 1000);
+    r = milli_req(3, 400);
+    assert_int_equal(sched_place(c, &r, 0, slots, reason, sizeof(reason)), 0);
+    assert_string_equal(reason,
+                        "needs 3 x 400m GPU on spot or on-demand; only 1 x 400m GPU free now");
+    /* Releases give the shares back; an emptied GPU is whole again. */
+    r = milli_req(1, 300);
+    sched_cluster_release(c, &r, &slots[3]);
+    assert_int_equal(sched_cluster_gpu_milli(c, sh, 1), 0);
+    assert_int_equal(sched_cluster_node_gpus_free(c, sh), 1);
+    assert_int_equal(sched_cluster_pool_gpus_used(c, 1), 1);
+    /* No shared pool of the type: the reason says so. */
+    r = milli_req(1, 500);
+    r.ncapacity = 1;
+    r.capacity[0] = SCHED_ON_DEMAND;
+    assert_int_equal(sched_place(c, &r, 0, slots, reason, sizeof(reason)), 0);
+    assert_string_equal(reason, "no ready on-demand node in a shared pool");
+    /* gpu_milli needs one GPU a task and no slices. */
+    r = milli_req(1, 500);
+    r.gpus_per_task = 2;
+    assert_int_equal(sched_place(c, &r, 0, slots, reason, sizeof(reason)), 0);
+    assert_string_equal(reason, "invalid request: gpu_milli");
+    r = milli_req(1, 1001);
+    assert_int_equal(sched_place(c, &r, 0, slots, reason, sizeof(reason)), 0);
+    sched_cluster_free(c);
+}
+
+/* A gang of 600m shares: no two on one GPU (1200 > 1000), so 3 tasks need 3 GPUs. */
+static void test_milli_gang(void **state)
+{
+    struct sched_cluster *c = shared_cluster();
+    struct sched_slot slots[4];
+    struct sched_request r = milli_req(3, 600);
+    char reason[SCHED_REASON_MAX];
+    (void)state;
+
+    (void)add_node(c, "s1", 1, "W;W");
+    (void)add_node(c, "s2", 1, "W;W");
+    assert_int_equal(sched_place(c, &r, 0, slots, reason, sizeof(reason)), 1);
+    for (int a = 0; a < 3; a++) {
+        for (int b = 0; b < a; b++)
+            assert_false(slots[a].node == slots[b].node && slots[a].gpus == slots[b].gpus);
+    }
+    sched_cluster_commit(c, &r, slots);
+    /* 4 x 250m: the three 400m holes first (best fit), then a whole GPU. */
+    r = milli_req(4, 250);
+    assert_int_equal(sched_place(c, &r, 0, slots, reason, sizeof(reason)), 1);
+    sched_cluster_commit(c, &r, slots);
+    for (int n = 0; n < 2; n++) {
+        for (int g = 0; g < 2; g++)
+            assert_true(sched_cluster_gpu_milli(c, n, g) <= SCHED_MILLI);
+    }
+    sched_cluster_free(c);
+}
+
+/* Random shares, whole GPUs and a preemption plan over shared victims: never over 1000 per GPU,
+ * never a whole-GPU task on a shared GPU, and every release puts it all back. */
+static void test_milli_random(void **state)
+{
+    struct sched_cluster *c = shared_cluster();
+    enum { NJOBS = 64 };
+    struct sched_request reqs[NJOBS];
+    struct sched_slot slots[NJOBS][4];
+    bool live[NJOBS] = { false };
+    unsigned seed = 99;
+    char reason[SCHED_REASON_MAX];
+    (void)state;
+
+    (void)add_node(c, "s1", 1, "W;W;W;W");
+    (void)add_node(c, "s2", 1, "W;W");
+    (void)add_node(c, "p1", 0, "W;W");
+    for (int step = 0; step < 5000; step++) {
+        int j = (int)((seed = seed * 1103515245u + 12345u) >> 16) % NJOBS;
+        int sum[3][4] = { { 0 } };
+        if (live[j]) {
+            sched_cluster_release(c, &reqs[j], slots[j]);
+            live[j] = false;
+            continue;
+        }
+        if ((seed >> 9) % 3 == 0)
+            reqs[j] = sched_request_make(1 + (int)(seed >> 4) % 2, 1);
+        else
+            reqs[j] = milli_req(1 + (int)(seed >> 4) % 3, 1 + (int)(seed >> 11) % 1000);
+        if (sched_place(c, &reqs[j], 0, slots[j], reason, sizeof(reason)) != 1)
+            continue;
+        sched_cluster_commit(c, &reqs[j], slots[j]);
+        live[j] = true;
+        for (int k = 0; k < NJOBS; k++) {
+            for (int t = 0; live[k] && t < reqs[k].tasks; t++) {
+                int n = slots[k][t].node;
+                int g = __builtin_ctzll(slots[k][t].gpus);
+                sum[n][g] += reqs[k].gpu_milli > 0 ? reqs[k].gpu_milli : 100000;
+            }
+        }
+        for (int n = 0; n < 3; n++) {
+            for (int g = 0; g < 4; g++) {
+                /* a whole-GPU task alone (100000), or shares adding up to at most 1000 */
+                assert_true(sum[n][g] == 100000 || sum[n][g] <= SCHED_MILLI);
+                if (sum[n][g] <= SCHED_MILLI)
+                    assert_int_equal(sched_cluster_gpu_milli(c, n, g), sum[n][g]);
+            }
+        }
+    }
+    {
+        struct sched_victim v[NJOBS];
+        int nv = 0;
+        int victims[NJOBS];
+        struct sched_slot ps[8];
+        struct sched_preempt_plan plan = { .victims = victims, .slots = ps };
+        struct sched_request big = sched_request_make(2, 4);
+        struct mu_err err;
+        for (int k = 0; k < NJOBS; k++) {
+            if (live[k])
+                v[nv++] = (struct sched_victim){
+                    .req = &reqs[k], .slots = slots[k], .priority = -1, .preemptible = true
+                };
+        }
+        assert_true(sched_preempt_plan(c, &big, 10, 3600 * 1000, 0, v, nv, &plan, &err) >= 0);
+    }
+    for (int j = 0; j < NJOBS; j++) {
+        if (live[j])
+            sched_cluster_release(c, &reqs[j], slots[j]);
+    }
+    for (int n = 0; n < 3; n++) {
+        assert_int_equal(sched_cluster_node_gpus_free(c, n), sched_cluster_node_gpus_total(c, n));
+        for (int g = 0; g < 4; g++)
+            assert_int_equal(sched_cluster_gpu_milli(c, n, g), 0);
+    }
+    assert_int_equal(sched_cluster_pool_gpus_used(c, 1), 0);
+    sched_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,6 +614,9 @@ int main(void)
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_pass_and_preempt),
         cmocka_unit_test(test_random_invariants),
+        cmocka_unit_test(test_milli_packing),
+        cmocka_unit_test(test_milli_gang),
+        cmocka_unit_test(test_milli_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
