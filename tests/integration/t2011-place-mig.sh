@@ -2,8 +2,8 @@
 # MIG slices through real daemons (issue #17), with simulated MIG workers (--mig): seven
 # one-slice jobs fill one GPU before the next, a 2-task gang of 3g.40gb lands on 3g.40gb slices
 # and gets CUDA_VISIBLE_DEVICES=MIG-..., a whole-GPU job never takes a GPU in MIG mode, reasons
-# name the profile, a bad profile is REJECTED with the cluster's profiles, gpu_milli is refused,
-# and musterctl nodes/pools and /metrics show slices by profile.
+# name the profile, a bad profile is REJECTED with the cluster's profiles, gpu_milli without a
+# shared pool is refused, and musterctl nodes/pools and /metrics show slices by profile.
 source "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -33,8 +33,8 @@ expect_job_rejected "$bad2" "gpu_slice: expected a MIG profile"
 bad3=$(submit_json '{"gpu_slice":"1g.10gb","gpus_per_task":0,"command":["true"]}')
 expect_job_rejected "$bad3" "gpus_per_task: 0 with gpu_slice"
 milli=$(submit_json '{"gpu_milli":500,"command":["true"]}')
-expect_job_rejected "$milli" "unknown key 'gpu_milli'"
-ok "bad profiles and gpu_milli are rejected: $(job_field "$bad" error)"
+expect_job_rejected "$milli" "gpu_milli: no spot or on-demand pool is shared"
+ok "bad profiles, and gpu_milli without a shared pool, are rejected: $(job_field "$bad" error)"
 
 # Seven one-slice jobs: all on GPU 0's slices (units 4-10), none on GPU 1's.
 ids=()
