@@ -289,6 +289,32 @@ static void bucket_push(struct sched_cluster *c, struct packer *k, int b, int po
     k->head[b] = pos;
 }
 
+/* take tasks of r on node: slots[0..take) get their GPUs, slices or shares of GPUs. */
+static void pack_node(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      int node,
+                      int take,
+                      struct sched_slot *slots)
+{
+    const struct sched_node *n = &c->nodes[node];
+    uint64_t free;
+
+    if (r->gpu_milli > 0) { /* shares: tasks may share a GPU */
+        sched_milli_fill(c, node, r->gpu_milli, take, slots);
+        return;
+    }
+    free =
+        r->slice_profile > 0 ? sched_slice_free(c, node, r->slice_profile) : node_free_mask(c, n);
+    for (int t = 0; t < take; t++) {
+        uint64_t g = r->slice_profile > 0
+                         ? sched_slice_pick(c, node, free, r->gpus_per_task)
+                         : pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
+        free &= ~g;
+        slots[t].node = node;
+        slots[t].gpus = g;
+    }
+}
+
 /*
  * Places every task of r on the tier's nodes in the given ranges of the order, as few nodes as
  * possible.  pool_dsum is the working copy of the pool caps.  Returns 1 with slots, else 0.
@@ -344,26 +370,11 @@ static int pack(struct sched_cluster *c,
         }
         {
             int node = c->order[pos];
-            const struct sched_node *n = &c->nodes[node];
-            uint64_t free = r->slice_profile > 0 ? sched_slice_free(c, node, r->slice_profile)
-                                                 : node_free_mask(c, n);
             int take = eff < remaining ? eff : remaining;
-            if (r->gpu_milli > 0) { /* shares: tasks may share a GPU */
-                sched_milli_fill(c, node, r->gpu_milli, take, &slots[placed]);
-                placed += take;
-            }
-            for (int t = 0; t < take && r->gpu_milli == 0; t++) {
-                uint64_t g =
-                    r->slice_profile > 0
-                        ? sched_slice_pick(c, node, free, r->gpus_per_task)
-                        : pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
-                free &= ~g;
-                slots[placed].node = node;
-                slots[placed].gpus = g;
-                placed++;
-            }
-            if (c->pool_left[n->pool] != INT_MAX)
-                c->pool_dsum[n->pool] -= take;
+            pack_node(c, r, node, take, &slots[placed]);
+            placed += take;
+            if (c->pool_left[c->nodes[node].pool] != INT_MAX)
+                c->pool_dsum[c->nodes[node].pool] -= take;
             remaining -= take;
         }
     }
@@ -911,6 +922,38 @@ static void sb_never(struct sbuf *b,
     sb_str(b, UNTIL_NODES_JOIN);
 }
 
+/* "no ready spot node of type H100 with 8+ GPUs": no node that could ever take a task. */
+static void sb_no_nodes(struct sbuf *b,
+                        const struct sched_cluster *c,
+                        const struct sched_request *r,
+                        const struct sched_fail *f)
+{
+    sb_str(b, "no ready ");
+    sb_caps(b, r);
+    sb_str(b, " node");
+    if (r->gpu_type && r->gpu_type[0]) {
+        sb_str(b, " of type ");
+        sb_str(b, r->gpu_type);
+    }
+    if (r->gpu_milli > 0) {
+        sb_str(b, " in a shared pool");
+    } else {
+        sb_str(b, " with ");
+        sb_int(b, r->gpus_per_task);
+        if (r->slice_profile > 0) {
+            sb_str(b, "+ ");
+            sb_str(b, c->profiles[r->slice_profile]);
+            sb_str(b, " slices");
+        } else {
+            sb_str(b, "+ GPUs");
+        }
+        if (r->cpus_per_task || r->memory_mb_per_task)
+            sb_str(b, " and the CPUs/memory asked");
+    }
+    if (f->never)
+        sb_str(b, UNTIL_NODES_JOIN);
+}
+
 void sched_fail_format(const struct sched_cluster *c,
                        const struct sched_request *r,
                        const struct sched_fail *f,
@@ -928,32 +971,7 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, "invalid request");
         return;
     case SCHED_FAIL_NO_NODES:
-        sb_str(&b, "no ready ");
-        sb_caps(&b, r);
-        sb_str(&b, " node");
-        if (r->gpu_type && r->gpu_type[0]) {
-            sb_str(&b, " of type ");
-            sb_str(&b, r->gpu_type);
-        }
-        if (r->gpu_milli > 0) {
-            sb_str(&b, " in a shared pool");
-            if (f->never)
-                sb_str(&b, UNTIL_NODES_JOIN);
-            return;
-        }
-        sb_str(&b, " with ");
-        sb_int(&b, r->gpus_per_task);
-        if (r->slice_profile > 0) {
-            sb_str(&b, "+ ");
-            sb_str(&b, c->profiles[r->slice_profile]);
-            sb_str(&b, " slices");
-        } else {
-            sb_str(&b, "+ GPUs");
-        }
-        if (r->cpus_per_task || r->memory_mb_per_task)
-            sb_str(&b, " and the CPUs/memory asked");
-        if (f->never)
-            sb_str(&b, UNTIL_NODES_JOIN);
+        sb_no_nodes(&b, c, r, f);
         return;
     case SCHED_FAIL_COOLING:
         sb_str(&b, "pool ");

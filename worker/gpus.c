@@ -336,9 +336,8 @@ int wrk_gpus_format_visible(const struct proto_gpu *gpus,
         if (g->mig)
             return mu_errf(err, MU_E_INVAL, "gpu %d is in MIG mode: only its slices are bound",
                            bind[i]);
-        if (g->profile[0]) /* a MIG slice: its MIG-… UUID, simulated or not */
-            n = snprintf(buf + used, size - used, "%s%s", i ? "," : "", g->uuid);
-        else if (simulated || g->uuid[0] == '\0')
+        /* A MIG slice by its MIG-… UUID, simulated or not; a simulated GPU by its index. */
+        if (!g->profile[0] && (simulated || g->uuid[0] == '\0'))
             n = snprintf(buf + used, size - used, "%s%d", i ? "," : "", g->index);
         else
             n = snprintf(buf + used, size - used, "%s%s", i ? "," : "", g->uuid);

@@ -342,8 +342,8 @@ static void test_pass_and_preempt(void **state)
         struct sched_slot ps[1];
         int victims[1];
         struct sched_preempt_plan plan = { .victims = victims, .slots = ps };
-        assert_int_equal(sched_preempt_plan(c, &reqs[2], 10, 3600 * 1000, 0, &v, 1, &plan, &err),
-                         0);
+        assert_int_equal(
+            sched_preempt_plan(c, &reqs[2], 10, INT64_C(3600) * 1000, 0, &v, 1, &plan, &err), 0);
         assert_non_null(strstr(plan.reason, "MIG slice"));
     }
     sched_cluster_free(c);
@@ -588,7 +588,8 @@ static void test_milli_random(void **state)
                     .req = &reqs[k], .slots = slots[k], .priority = -1, .preemptible = true
                 };
         }
-        assert_true(sched_preempt_plan(c, &big, 10, 3600 * 1000, 0, v, nv, &plan, &err) >= 0);
+        assert_true(sched_preempt_plan(c, &big, 10, INT64_C(3600) * 1000, 0, v, nv, &plan, &err)
+                    >= 0);
     }
     for (int j = 0; j < NJOBS; j++) {
         if (live[j])
