@@ -428,7 +428,8 @@ void sched_cluster_commit(struct sched_cluster *c,
             continue;
         }
         assert((n->gpus_used & slots[i].gpus) == 0);
-        assert(((n->gpus_all | c->slices[idx].all) & slots[i].gpus) == slots[i].gpus);
+        assert((n->gpus_all & slots[i].gpus) == slots[i].gpus /* whole GPUs: slices untouched */
+               || ((n->gpus_all | c->slices[idx].all) & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
         n->gpus_used |= slots[i].gpus;
         n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);

@@ -57,11 +57,11 @@ static int node_free_gpus(const struct sched_cluster *c, const struct sched_node
 
 /* How many tasks of r fit on n now (at most limit), ignoring pool caps; free: n's free GPUs as
  * the placement sees them (node_free_gpus), or its free slices of r's profile. */
-static int node_fit(const struct sched_cluster *c,
-                    const struct sched_node *n,
-                    const struct sched_request *r,
-                    int limit,
-                    int free)
+static inline __attribute__((always_inline)) int node_fit(const struct sched_cluster *c,
+                                                          const struct sched_node *n,
+                                                          const struct sched_request *r,
+                                                          int limit,
+                                                          int free)
 {
     int64_t k = limit;
     if (r->gpus_per_task > 0)
@@ -118,6 +118,8 @@ const char *sched_request_invalid(const struct sched_cluster *c, const struct sc
         return "invalid request: topology level";
     if (r->navoid < 0 || r->navoid > SCHED_MAX_AVOID || (r->navoid > 0 && !r->avoid))
         return "invalid request: avoided nodes";
+    if ((r->slice_profile | r->gpu_milli) == 0)
+        return NULL; /* whole GPUs: the common case, checked */
     if (r->slice_profile < 0 || r->slice_profile > c->nprofiles
         || (r->slice_profile > 0 && r->gpus_per_task < 1))
         return "invalid request: MIG slice profile";
@@ -571,6 +573,50 @@ static void rank_pools(struct sched_cluster *c,
     }
 }
 
+/*
+ * Sizes the node at order position pos for r: its task capacity and its free GPUs (slices of
+ * the profile, milli of shares).  Inlined into three loops of size_nodes with prof and milli
+ * constants where they can be, so the whole-GPU loop carries no test for slices or shares.
+ */
+static inline __attribute__((always_inline)) void size_node(struct sched_cluster *c,
+                                                            const struct sched_request *r,
+                                                            struct type_state *ts,
+                                                            int pos,
+                                                            int prof,
+                                                            int milli)
+{
+    int node = c->order[pos];
+    const struct sched_node *n = &c->nodes[node];
+    int rank = c->pool_rank[n->pool];
+    int free;
+    int fit;
+    c->npool[pos] = n->pool;
+    c->ncap[pos] = 0;
+    c->nfree[pos] = 0;
+    if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r, prof)
+        || (prof > 0 && !sched_slice_big_enough(c, node, prof, r->gpus_per_task))
+        || node_avoided(c, node))
+        return;
+    if (rank == -2) {
+        ts->any_cooling = true;
+        ts->cooling_pool = n->pool;
+        return;
+    }
+    ts->any_node = true;
+    if (milli > 0) {
+        fit = sched_milli_fit(c, node, milli, r->tasks, &free);
+        c->ncap[pos] = node_fit(c, n, r, fit, INT_MAX);
+        c->nfree[pos] = free;
+    } else {
+        free = prof > 0               ? __builtin_popcountll(sched_slice_free(c, node, prof))
+               : r->gpus_per_task > 0 ? node_free_gpus(c, n)
+                                      : 0;
+        c->ncap[pos] = node_fit(c, n, r, r->tasks, free);
+        c->nfree[pos] = r->gpus_per_task > 0 ? free : c->ncap[pos];
+    }
+    c->pool_sum[n->pool] += c->ncap[pos];
+}
+
 /* One scan: every node's task capacity for r under the current pool ranks. */
 static void size_nodes(struct sched_cluster *c,
                        const struct sched_request *r,
@@ -590,37 +636,15 @@ static void size_nodes(struct sched_cluster *c,
             c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
         }
     }
-    for (int pos = 0; pos < c->nnodes; pos++) {
-        int node = c->order[pos];
-        const struct sched_node *n = &c->nodes[node];
-        int rank = c->pool_rank[n->pool];
-        int free;
-        c->npool[pos] = n->pool;
-        c->ncap[pos] = 0;
-        c->nfree[pos] = 0;
-        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r, prof)
-            || (prof > 0 && !sched_slice_big_enough(c, node, prof, r->gpus_per_task))
-            || node_avoided(c, node))
-            continue;
-        if (rank == -2) {
-            ts->any_cooling = true;
-            ts->cooling_pool = n->pool;
-            continue;
-        }
-        ts->any_node = true;
-        if (milli > 0) { /* shares of GPUs: tasks by room, best fit by the milli free */
-            int fit = sched_milli_fit(c, node, milli, r->tasks, &free);
-            c->ncap[pos] = node_fit(c, n, r, fit, INT_MAX);
-            c->nfree[pos] = free;
-            c->pool_sum[n->pool] += c->ncap[pos];
-            continue;
-        }
-        free = prof > 0               ? __builtin_popcountll(sched_slice_free(c, node, prof))
-               : r->gpus_per_task > 0 ? node_free_gpus(c, n)
-                                      : 0;
-        c->ncap[pos] = node_fit(c, n, r, r->tasks, free);
-        c->nfree[pos] = r->gpus_per_task > 0 ? free : c->ncap[pos];
-        c->pool_sum[n->pool] += c->ncap[pos];
+    if (milli > 0) {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, 0, milli);
+    } else if (prof > 0) {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, prof, 0);
+    } else {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, 0, 0); /* whole GPUs: no test for slices or shares */
     }
 }
 
