@@ -3,7 +3,8 @@
 # one-slice jobs fill one GPU before the next, a 2-task gang of 3g.40gb lands on 3g.40gb slices
 # and gets CUDA_VISIBLE_DEVICES=MIG-..., a whole-GPU job never takes a GPU in MIG mode, reasons
 # name the profile, a bad profile is REJECTED with the cluster's profiles, gpu_milli without a
-# shared pool is refused, and musterctl nodes/pools and /metrics show slices by profile.
+# shared pool is refused, musterctl nodes/pools and /metrics show slices by profile, and after a
+# musterd restart the profiles of the last run's nodes are still accepted.
 source "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -103,3 +104,15 @@ for id in "${ids[@]}" "$gang" "$more" "$whole" "$whole2"; do ctl cancel "$id" >/
 wait_for "slices free again" 20 \
     '[ "$(ctl -o json nodes | jq -c ".[] | select(.name == \"m1\") | [.slices[\"1g.10gb\"].free, .slices[\"3g.40gb\"].free, .gpus_free]")" = "[14,2,1]" ]'
 ok "cancelled jobs gave their slices back"
+
+# A restart of musterd while the MIG node is away: the profiles of the last run's nodes stay
+# known, so a slice job submitted before the node is back waits for it instead of being rejected.
+stop_worker m1
+stop_musterd
+start_musterd "$CONFIG" --metrics "127.0.0.1:$MPORT"
+early=$(submit_json "{\"gpu_slice\":\"3g.40gb\",\"capacity\":[\"spot\"],\"command\":[\"$T/task.sh\",\"$T/out\",\"0\"]}")
+wait_for "job $early has a reason" 10 '[ -n "$(job_field "'"$early"'" reason)" ]'
+[ "$(job_state "$early")" = PENDING ] || fail "slice job after the restart: $(job_state "$early") $(job_field "$early" error)"
+start_worker m1 spot-a 4 --mig 7x1g.10gb,7x1g.10gb,2x3g.40gb
+wait_for "job $early succeeded" 20 job_state_is "$early" SUCCEEDED
+ok "after a musterd restart a slice job waits for its MIG node, then runs: $(cat "$T/out/cuda.$early.0")"
