@@ -203,6 +203,7 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
     struct d_change c;
     char never[400] = "";
+    char unit[48] = " GPUs";
     char *after = NULL;
     bool early;
 
@@ -237,9 +238,13 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         (void)mu_map_remove(d->jobs, j->id);
         goto out; /* not acknowledged: read again once Redis is back */
     }
-    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %s%s%s%dx%d GPUs, queue %s, priority %lld%s%s",
-           j->id, j->spec.array ? "array " : "", j->spec.array ? j->spec.array->text : "",
-           j->spec.array ? ", " : "", j->spec.tasks, j->spec.gpus_per_task, j->spec.queue,
+    if (j->spec.gpu_slice[0])
+        (void)mu_snprintf(unit, sizeof(unit), " %s slices", j->spec.gpu_slice);
+    else if (j->spec.gpu_milli > 0)
+        (void)mu_snprintf(unit, sizeof(unit), " GPUs of %dm", j->spec.gpu_milli);
+    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %s%s%s%dx%d%s, queue %s, priority %lld%s%s", j->id,
+           j->spec.array ? "array " : "", j->spec.array ? j->spec.array->text : "",
+           j->spec.array ? ", " : "", j->spec.tasks, j->spec.gpus_per_task, unit, j->spec.queue,
            (long long)j->spec.priority, j->deps_open ? "; waits: " : "",
            j->deps_open ? j->reason : "");
     if (d_deps_start(d, j, &err) != 0 && !never[0])
