@@ -41,10 +41,9 @@ static int setup(void **state)
 /*
  * HELLO from node: GPU 0 in MIG mode with two 3g.40gb slices (units 2 and 3), GPU 1 whole.
  * parent_of_slices: the parent index the slices name; profile: theirs.  Returns whether the
- * answer said ok (the answer's error into why).
+ * answer said ok.
  */
-static bool mig_hello(
-    struct dfix *f, const char *node, int parent_of_slices, const char *profile, char *why)
+static bool mig_hello(struct dfix *f, const char *node, int parent_of_slices, const char *profile)
 {
     struct proto_msg m;
     struct proto_gpu gpus[4];
@@ -71,7 +70,6 @@ static bool mig_hello(
     proto_msg_release(&m);
     if (!fake_sent_take(f->sent, PROTO_HEARTBEAT, node, NULL, -1, &answer))
         fail_msg("node %s: no answer to its HELLO", node);
-    (void)why;
     return answer.ok;
 }
 
@@ -83,7 +81,7 @@ static void test_hello_registers_slices(void **state)
     int free_;
     int total;
 
-    assert_true(mig_hello(f, "m1", 0, "3g.40gb", NULL));
+    assert_true(mig_hello(f, "m1", 0, "3g.40gb"));
     idx = sched_cluster_node_find(f->d.cluster, "m1");
     assert_true(idx >= 0);
     s = sched_cluster_node_spec(f->d.cluster, idx);
@@ -102,10 +100,10 @@ static void test_hello_bad_slices_refused(void **state)
     struct dfix *f = *state;
 
     /* The slices name GPU 1, which is not in MIG mode. */
-    assert_false(mig_hello(f, "m2", 1, "3g.40gb", NULL));
+    assert_false(mig_hello(f, "m2", 1, "3g.40gb"));
     assert_int_equal(sched_cluster_node_find(f->d.cluster, "m2"), -1);
     /* A profile that is no MIG profile. */
-    assert_false(mig_hello(f, "m3", 0, "big", NULL));
+    assert_false(mig_hello(f, "m3", 0, "big"));
     assert_int_equal(sched_cluster_node_find(f->d.cluster, "m3"), -1);
     assert_int_equal(sched_cluster_profile_count(f->d.cluster), 0);
 }
@@ -116,7 +114,7 @@ static void test_slice_job_bound_to_slices(void **state)
     struct fake_msg m;
     const char *error;
 
-    assert_true(mig_hello(f, "m1", 0, "3g.40gb", NULL));
+    assert_true(mig_hello(f, "m1", 0, "3g.40gb"));
     dfix_submit(f, J1, "{\"gpu_slice\":\"1g.10gb\",\"command\":[\"x\"]}");
     assert_string_equal(dfix_state_field(f, J1), "REJECTED");
     error = fake_field(f->store, J1, "error");
