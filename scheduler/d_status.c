@@ -87,31 +87,36 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
 
 /*
  * ,"slices":{"1g.10gb":{"free":5,"total":7},…}: the MIG slices by profile of node (or, node -1,
- * of the online nodes of pool), nothing when there are none (issue #17).
+ * of the online nodes of pool), nothing when there are none (issue #17).  One scan of the nodes.
  */
 static int slices_json(
     const struct musterd *d, int node, const char *pool, struct mu_buf *b, struct mu_err *err)
 {
     int count = sched_cluster_profile_count(d->cluster);
+    int free_sum[SCHED_MAX_PROFILES + 1] = { 0 };
+    int total_sum[SCHED_MAX_PROFILES + 1] = { 0 };
     bool any = false;
 
-    for (int id = 1; id <= count; id++) {
-        int free_sum = 0;
-        int total_sum = 0;
-        for (int i = node >= 0 ? node : 0; i < (node >= 0 ? node + 1 : d->nnodes); i++) {
+    if (count == 0)
+        return 0;
+    for (int i = node >= 0 ? node : 0; i < (node >= 0 ? node + 1 : d->nnodes); i++) {
+        if (node < 0 && (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool) != 0))
+            continue;
+        for (int id = 1; id <= count; id++) {
             int f;
             int t;
-            if (node < 0 && (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool) != 0))
-                continue;
             sched_cluster_node_slices(d->cluster, i, id, &f, &t);
-            free_sum += f;
-            total_sum += t;
+            free_sum[id] += f;
+            total_sum[id] += t;
         }
-        if (total_sum == 0)
+    }
+    for (int id = 1; id <= count; id++) {
+        if (total_sum[id] == 0)
             continue;
         if (mu_buf_append(b, any ? "," : ",\"slices\":{", any ? 1 : 11, err) != 0
             || mu_buf_append_json_str(b, sched_cluster_profile_name(d->cluster, id), err) != 0
-            || mu_buf_appendf(b, err, ":{\"free\":%d,\"total\":%d}", free_sum, total_sum) != 0)
+            || mu_buf_appendf(b, err, ":{\"free\":%d,\"total\":%d}", free_sum[id], total_sum[id])
+                   != 0)
             return -1;
         any = true;
     }
