@@ -5,7 +5,8 @@
  * looks at first when a node misbehaves; IDLE is how long no task has run there and RELEASABLE
  * whether an autoscaler may take it away (idle for consolidate_after_s); REASON says why musterd
  * cordoned it (a node that refused tasks again and again); LABELS, JOBS and REASON are cut to
- * fit the terminal.
+ * fit the terminal.  When some node has MIG slices a SLICES column follows GPUS: free/total
+ * slices by profile ("1g.10gb:5/7,3g.40gb:1/2").
  */
 #include "cli/internal.h"
 
@@ -37,7 +38,39 @@ static void join_items(const cJSON *v, struct mu_buf *b)
     }
 }
 
-static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
+/* "1g.10gb:5/7,3g.40gb:1/2": an object of MIG profiles -> {"free","total"}, "-" when empty. */
+void ctl_slices_text(const cJSON *slices, char *buf, size_t size)
+{
+    const cJSON *it;
+    size_t n = 0;
+
+    mu_strlcpy(buf, "-", size);
+    const cJSON *obj = cJSON_IsObject(slices) ? slices : NULL;
+
+    cJSON_ArrayForEach(it, obj)
+    {
+        if (mu_snprintf(buf + n, size - n, "%s%s:%lld/%lld", n ? "," : "", it->string,
+                        (long long)ctl_json_int(it, "free", 0),
+                        (long long)ctl_json_int(it, "total", 0))
+            != 0)
+            return;
+        n += strlen(buf + n);
+    }
+}
+
+/* Whether some entry of list has MIG slices: then the tables get a SLICES column. */
+bool ctl_any_slices(const cJSON *list)
+{
+    const cJSON *it;
+    cJSON_ArrayForEach(it, list)
+    {
+        if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(it, "slices")))
+            return true;
+    }
+    return false;
+}
+
+static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms, bool slices)
 {
     struct mu_buf labels;
     struct mu_buf jobs;
@@ -48,7 +81,8 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
     char idle[16] = "-";
     int64_t hb = ctl_json_int(node, "heartbeat_at", 0);
     int64_t idle_since = ctl_json_int(node, "idle_since", 0);
-    const char *cells[11];
+    char slice_text[256];
+    const char *cells[12];
     int rc;
 
     mu_buf_init(&labels, 4096);
@@ -72,6 +106,13 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms)
     cells[8] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "releasable")) ? "yes" : "no";
     cells[9] = jobs.data ? jobs.data : "";
     cells[10] = ctl_json_text(node, "reason", reason, sizeof(reason));
+    if (slices) {
+        /* SLICES after GPUS: free/total MIG slices by profile (issue #17) */
+        memmove(&cells[6], &cells[5], 6 * sizeof(cells[0]));
+        ctl_slices_text(cJSON_GetObjectItemCaseSensitive(node, "slices"), slice_text,
+                        sizeof(slice_text));
+        cells[5] = slice_text;
+    }
     rc = ctl_table_add(t, cells);
     mu_buf_release(&labels);
     mu_buf_release(&jobs);
@@ -83,6 +124,10 @@ int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
     static const char *const headers[] = { "NAME",       "POOL",   "CAPACITY",  "STATE",
                                            "GPUS",       "LABELS", "HEARTBEAT", "IDLE",
                                            "RELEASABLE", "JOBS",   "REASON" };
+    static const char *const headers_slices[] = { "NAME", "POOL",       "CAPACITY", "STATE",
+                                                  "GPUS", "SLICES",     "LABELS",   "HEARTBEAT",
+                                                  "IDLE", "RELEASABLE", "JOBS",     "REASON" };
+    bool slices;
     struct mu_err err = { 0 };
     struct ctl_table *t = NULL;
     struct queue *q = ctl_queue(ctl);
@@ -100,18 +145,20 @@ int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
         rc = ctl_json_print(ctl, nodes);
         goto out;
     }
-    t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
+    slices = ctl_any_slices(nodes);
+    t = slices ? ctl_table_new(headers_slices, MU_ARRAY_LEN(headers_slices))
+               : ctl_table_new(headers, MU_ARRAY_LEN(headers));
     if (!t) {
         ctl_fail(ctl, "out of memory");
         goto out;
     }
     ctl_table_set_state(t, 3);
-    ctl_table_set_flex(t, 5);
-    ctl_table_set_flex(t, 9);
-    ctl_table_set_flex(t, 10);
+    ctl_table_set_flex(t, slices ? 6 : 5);
+    ctl_table_set_flex(t, slices ? 10 : 9);
+    ctl_table_set_flex(t, slices ? 11 : 10);
     cJSON_ArrayForEach(node, nodes)
     {
-        if (nodes_row(t, node, now_ms) != 0) {
+        if (nodes_row(t, node, now_ms, slices) != 0) {
             ctl_fail(ctl, "out of memory");
             goto out;
         }

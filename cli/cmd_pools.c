@@ -4,7 +4,9 @@
  * type, instance and GPU type, registered nodes, GPUs free/used, price per node-hour, the GPU
  * cap (max_gpus, "-" when unlimited) and the spot cool-down.  The cool-down column reads the
  * optional "cooldown_until" (wall ms, 0 = none) and shows the time left, so an operator sees why
- * musterd avoids a pool after an interruption.  The table is shared with `top`.
+ * musterd avoids a pool after an interruption.  When some pool has MIG slices, a
+ * SLICES_FREE/TOTAL column ("1g.10gb:5/7") follows GPUS_FREE/USED.  The table is shared with
+ * `top`.
  */
 #include "cli/internal.h"
 
@@ -16,7 +18,13 @@ struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms)
 {
     static const char *const headers[] = { "POOL",           "CAPACITY", "TYPE", "GPU",     "NODES",
                                            "GPUS_FREE/USED", "PRICE/H",  "CAP",  "COOLDOWN" };
-    struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
+    static const char *const headers_slices[] = {
+        "POOL",           "CAPACITY",          "TYPE",    "GPU", "NODES",
+        "GPUS_FREE/USED", "SLICES_FREE/TOTAL", "PRICE/H", "CAP", "COOLDOWN"
+    };
+    bool slices = ctl_any_slices(pools);
+    struct ctl_table *t = slices ? ctl_table_new(headers_slices, MU_ARRAY_LEN(headers_slices))
+                                 : ctl_table_new(headers, MU_ARRAY_LEN(headers));
     const cJSON *p;
 
     if (!t)
@@ -33,7 +41,8 @@ struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms)
         const cJSON *pr = cJSON_GetObjectItemCaseSensitive(p, "price_per_hour");
         int64_t max_gpus = ctl_json_int(p, "max_gpus", 0);
         int64_t until = ctl_json_int(p, "cooldown_until", 0);
-        const char *cells[9];
+        char slice_text[256];
+        const char *cells[10];
 
         (void)snprintf(gpus, sizeof(gpus), "%lld/%lld", (long long)ctl_json_int(p, "gpus_free", 0),
                        (long long)ctl_json_int(p, "gpus_used", 0));
@@ -52,6 +61,12 @@ struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms)
         cells[6] = price;
         cells[7] = cap;
         cells[8] = cool;
+        if (slices) {
+            memmove(&cells[7], &cells[6], 3 * sizeof(cells[0]));
+            ctl_slices_text(cJSON_GetObjectItemCaseSensitive(p, "slices"), slice_text,
+                            sizeof(slice_text));
+            cells[6] = slice_text;
+        }
         if (ctl_table_add(t, cells) != 0) {
             ctl_table_free(t);
             return NULL;

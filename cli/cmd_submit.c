@@ -39,6 +39,7 @@ static const char *const spec_opts[] = {
     "cpus-per-task",
     "memory-mb-per-task",
     "gpu-type",
+    "gpu-slice",
     "capacity",
     "env",
     "workdir",
@@ -397,6 +398,7 @@ static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
         || add_int(ctl, args, spec, "memory-mb-per-task", "memory_mb_per_task", 0, INT64_C(1) << 40)
                != 0
         || add_str(ctl, args, spec, "gpu-type", "gpu_type", NULL) != 0
+        || add_str(ctl, args, spec, "gpu-slice", "gpu_slice", NULL) != 0
         || add_capacity(ctl, args, spec) != 0 || add_topology(ctl, args, spec) != 0
         || add_env(ctl, args, spec) != 0
         || add_str(ctl, args, spec, "workdir", "workdir", NULL) != 0

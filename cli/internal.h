@@ -216,6 +216,10 @@ void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out
 struct ctl_table *ctl_queues_table(const cJSON *queues, uint64_t now_ms);
 /* The POOL … COOLDOWN table; NULL on no memory. */
 struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms);
+/* cmd_nodes.c: MIG slices (issue #17) of a node or pool status entry's "slices" object as
+ * "1g.10gb:5/7,3g.40gb:1/2" ("-" when none), and whether any entry of a list has some. */
+void ctl_slices_text(const cJSON *slices, char *buf, size_t size);
+bool ctl_any_slices(const cJSON *list);
 typedef struct ctl_table *ctl_status_table_fn(const cJSON *items, uint64_t now_ms);
 /* The body of `queues` and `pools`: reads the status hash `hash` ("queues", "pools") and prints
  * it as JSON or as the table `build` makes.  Returns the exit code. */

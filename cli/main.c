@@ -36,6 +36,8 @@ static const struct ctl_opt opts_submit[] = {
     { "cpus-per-task", 0, "N", "CPUs per task" },
     { "memory-mb-per-task", 0, "N", "memory per task in MiB" },
     { "gpu-type", 0, "T", "only pools with this gpu_type, e.g. H100" },
+    { "gpu-slice", 0, "PROFILE",
+      "MIG slices of this profile, e.g. 3g.40gb (--gpus-per-task counts them)" },
     { "capacity", 0, "LIST", "capacity types in order, e.g. spot,on-demand" },
     { "env", 'e', "K=V", "extra environment for the tasks (repeatable)" },
     { "workdir", 0, "DIR", "absolute directory the tasks start in" },

@@ -107,6 +107,9 @@ int mu_parse_i64(const char *text, int64_t min, int64_t max, int64_t *out, struc
 int mu_parse_double(const char *text, double min, double max, double *out, struct mu_err *err);
 /* True if s is a printable name: [A-Za-z0-9._:-], 1..max_len bytes. */
 bool mu_name_is_valid(const char *s, size_t max_len);
+/* True if s is a MIG profile name as nvidia-smi prints it: [Nc.]Ng.Mgb with an optional
+ * "+suffix" ("1g.10gb", "3g.40gb", "1c.3g.71gb", "1g.10gb+me"), at most 31 bytes. */
+bool mu_mig_profile_is_valid(const char *s);
 
 /* ---- growable byte buffer (embedded: _init/_release) ---- */
 

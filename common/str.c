@@ -85,6 +85,46 @@ bool mu_name_is_valid(const char *s, size_t max_len)
     return true;
 }
 
+/* Skips digits at *p (at least one, at most 4) and then the literal lit; false if either is
+ * missing. */
+static bool digits_then(const char **p, const char *lit)
+{
+    int n = 0;
+    while (isdigit((unsigned char)**p) && n < 5) {
+        (*p)++;
+        n++;
+    }
+    if (n == 0 || n > 4 || strncmp(*p, lit, strlen(lit)) != 0)
+        return false;
+    *p += strlen(lit);
+    return true;
+}
+
+bool mu_mig_profile_is_valid(const char *s)
+{
+    const char *p = s;
+    const char *dot;
+    if (!s || strlen(s) > 31)
+        return false;
+    /* An optional compute-instance prefix "Nc." */
+    dot = strchr(p, '.');
+    if (dot && dot > p && dot[-1] == 'c') {
+        if (!digits_then(&p, "c."))
+            return false;
+    }
+    if (!digits_then(&p, "g.") || !digits_then(&p, "gb"))
+        return false;
+    if (*p == '\0')
+        return true;
+    if (*p++ != '+' || !*p)
+        return false;
+    for (; *p; p++) {
+        if (!isalnum((unsigned char)*p))
+            return false;
+    }
+    return true;
+}
+
 static const struct {
     const char *name;
     int sig;

@@ -30,6 +30,7 @@ struct cfg_pool {
     int gpus_per_node;     /* 1..64 */
     double price_per_hour; /* per node, >= 0 */
     int max_gpus;          /* cap on GPUs in use in this pool; 0 = no cap */
+    bool shared;           /* time-sliced GPUs: gpu_milli jobs share them (no isolation) */
 };
 
 #define CFG_QUOTA_MAX                                                           \

@@ -192,8 +192,8 @@ static int instance_topology_check(const struct cfg *c, struct mu_err *err)
 
 static const char *const pool_keys[] = { "name",     "capacity",      "instance_type",
                                          "gpu_type", "gpus_per_node", "price_per_hour",
-                                         "max_gpus" };
-enum { PK_NAME, PK_CAPACITY, PK_INSTANCE, PK_GPU, PK_GPN, PK_PRICE, PK_MAX };
+                                         "max_gpus", "shared" };
+enum { PK_NAME, PK_CAPACITY, PK_INSTANCE, PK_GPU, PK_GPN, PK_PRICE, PK_MAX, PK_SHARED };
 
 static int pool_field(
     struct cfg_pool *p, int key, const cJSON *v, const char *path, struct mu_err *err)
@@ -224,6 +224,12 @@ static int pool_field(
         if (mu_json_get_int(v, path, 0, 1 << 20, MU_E_CONFIG, &n, err) != 0)
             return -1;
         p->max_gpus = (int)n;
+        return 0;
+    case PK_SHARED:
+        /* Time-sliced GPUs: gpu_milli jobs share them, with no isolation (issue #17). */
+        if (!cJSON_IsBool(v))
+            return mu_json_err_expected(err, MU_E_CONFIG, path, "true or false", v);
+        p->shared = cJSON_IsTrue(v);
         return 0;
     default:
         return mu_errf(err, MU_E_CONFIG, "%s: unhandled key", path);
@@ -460,7 +466,8 @@ static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
     return strcmp(a->name, b->name) == 0 && a->capacity == b->capacity
            && strcmp(a->instance_type, b->instance_type) == 0
            && strcmp(a->gpu_type, b->gpu_type) == 0 && a->gpus_per_node == b->gpus_per_node
-           && a->price_per_hour == b->price_per_hour && a->max_gpus == b->max_gpus;
+           && a->price_per_hour == b->price_per_hour && a->max_gpus == b->max_gpus
+           && a->shared == b->shared;
 }
 
 const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b)

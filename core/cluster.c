@@ -105,6 +105,8 @@ void sched_cluster_free(struct sched_cluster *c)
     for (int l = 0; l < SCHED_MAX_LEVELS; l++)
         free(c->dom_start[l]);
     free(c->order);
+    free(c->slices);
+    free(c->milli);
     free(c->specs);
     free(c->nodes);
     free(c->pool_hist);
@@ -178,6 +180,8 @@ static int grow_nodes(struct sched_cluster *c, int cap, struct mu_err *err)
     int rc = 0;
     c->nodes = regrow(c->nodes, n, sizeof(*c->nodes), &rc);
     c->specs = regrow(c->specs, n, sizeof(*c->specs), &rc);
+    c->slices = regrow(c->slices, n, sizeof(*c->slices), &rc);
+    c->milli = regrow(c->milli, n, sizeof(*c->milli), &rc);
     c->order = regrow(c->order, n, sizeof(*c->order), &rc);
     c->ncap = regrow(c->ncap, n, sizeof(*c->ncap), &rc);
     c->nfree = regrow(c->nfree, n, sizeof(*c->nfree), &rc);
@@ -217,7 +221,19 @@ static int spec_check(const struct sched_cluster *c,
             return mu_errf(err, MU_E_RANGE, "node '%s': GPU %d: island %d out of range", spec->name,
                            g, spec->island[g]);
     }
+    {
+        const char *bad = sched_slice_spec_invalid(c, spec);
+        if (bad)
+            return mu_errf(err, MU_E_INVAL, "node '%s': %s", spec->name, bad);
+    }
     return 0;
+}
+
+/* Whether a and b have the same units (whole GPUs, MIG-mode GPUs, slices and their GPUs). */
+static bool same_units(const struct sched_node_spec *a, const struct sched_node_spec *b)
+{
+    return a->ngpus == b->ngpus && memcmp(a->unit, b->unit, (size_t)a->ngpus) == 0
+           && memcmp(a->parent, b->parent, (size_t)a->ngpus) == 0;
 }
 
 static bool same_labels(const struct sched_cluster *c,
@@ -244,18 +260,18 @@ int sched_cluster_node_add(struct sched_cluster *c,
     if (idx >= 0) {
         n = &c->nodes[idx];
         if (n->gpus_used || n->cpus_used || n->memory_mb_used) {
-            if (c->specs[idx].ngpus != spec->ngpus || c->specs[idx].pool != spec->pool)
+            if (!same_units(&c->specs[idx], spec) || c->specs[idx].pool != spec->pool)
                 return mu_errf(err, MU_E_STATE,
-                               "node '%s' came back with a different pool or GPU count while "
-                               "work is placed on it",
+                               "node '%s' came back with a different pool, GPU count or MIG "
+                               "slices while work is placed on it",
                                spec->name);
         }
         hist_adj(c, idx, -1);
         if (!same_labels(c, &c->specs[idx], spec))
             c->topo_dirty = true;
         if (n->pool != spec->pool) {
-            c->pool_gpus_used[n->pool] -= __builtin_popcountll(n->gpus_used);
-            c->pool_gpus_used[spec->pool] += __builtin_popcountll(n->gpus_used);
+            c->pool_gpus_used[n->pool] -= __builtin_popcountll(n->gpus_used & n->gpus_all);
+            c->pool_gpus_used[spec->pool] += __builtin_popcountll(n->gpus_used & n->gpus_all);
         }
     } else {
         if (c->nnodes == c->cap_nodes
@@ -267,16 +283,19 @@ int sched_cluster_node_add(struct sched_cluster *c,
         idx = c->nnodes++;
         n = &c->nodes[idx];
         memset(n, 0, sizeof(*n));
+        memset(c->milli[idx], 0, sizeof(c->milli[idx]));
         c->topo_dirty = true;
     }
     c->specs[idx] = *spec;
     n->state = SCHED_NODE_READY;
     n->at_risk = false;
-    n->gpus_all = spec->ngpus == 64 ? UINT64_MAX : ((UINT64_C(1) << spec->ngpus) - 1);
-    n->ngpus = spec->ngpus;
+    n->gpus_all = sched_slice_node_set(c, idx); /* the whole GPUs; slices apart */
+    n->ngpus = __builtin_popcountll(n->gpus_all);
     n->one_island = true;
-    for (int g = 1; g < spec->ngpus; g++)
-        n->one_island &= spec->island[g] == spec->island[0];
+    for (uint64_t m = n->gpus_all; m; m &= m - 1) {
+        int g = __builtin_ctzll(m);
+        n->one_island &= spec->island[g] == spec->island[__builtin_ctzll(n->gpus_all)];
+    }
     n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
     n->cpus = spec->cpus;
     n->memory_mb = spec->memory_mb;
@@ -385,6 +404,11 @@ int sched_cluster_node_gpus_free(const struct sched_cluster *c, int node)
     return c->nodes[node].gpus_free;
 }
 
+int sched_cluster_node_gpus_total(const struct sched_cluster *c, int node)
+{
+    return c->nodes[node].ngpus;
+}
+
 int sched_cluster_pool_gpus_used(const struct sched_cluster *c, int pool)
 {
     return c->pool_gpus_used[pool];
@@ -413,14 +437,25 @@ void sched_cluster_commit(struct sched_cluster *c,
     for (int i = 0; i < r->tasks; i++) {
         int idx = slots[i].node;
         struct sched_node *n = &c->nodes[idx];
+        if (r->gpu_milli > 0) { /* a share of a GPU (core/milli.c) */
+            hist_adj(c, idx, -1);
+            c->pool_gpus_used[n->pool] +=
+                __builtin_popcountll(sched_milli_commit(c, idx, slots[i].gpus, r->gpu_milli));
+            n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+            n->cpus_used += r->cpus_per_task;
+            n->memory_mb_used += r->memory_mb_per_task;
+            hist_adj(c, idx, +1);
+            continue;
+        }
         assert((n->gpus_used & slots[i].gpus) == 0);
-        assert((n->gpus_all & slots[i].gpus) == slots[i].gpus);
+        assert((n->gpus_all & slots[i].gpus) == slots[i].gpus /* whole GPUs: slices untouched */
+               || ((n->gpus_all | c->slices[idx].all) & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
         n->gpus_used |= slots[i].gpus;
         n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
         n->cpus_used += r->cpus_per_task;
         n->memory_mb_used += r->memory_mb_per_task;
-        c->pool_gpus_used[n->pool] += __builtin_popcountll(slots[i].gpus);
+        c->pool_gpus_used[n->pool] += __builtin_popcountll(slots[i].gpus & n->gpus_all);
         hist_adj(c, idx, +1);
     }
 }
@@ -432,13 +467,23 @@ void sched_cluster_release(struct sched_cluster *c,
     for (int i = 0; i < r->tasks; i++) {
         int idx = slots[i].node;
         struct sched_node *n = &c->nodes[idx];
+        if (r->gpu_milli > 0) {
+            hist_adj(c, idx, -1);
+            c->pool_gpus_used[n->pool] -=
+                __builtin_popcountll(sched_milli_release(c, idx, slots[i].gpus, r->gpu_milli));
+            n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+            n->cpus_used -= r->cpus_per_task;
+            n->memory_mb_used -= r->memory_mb_per_task;
+            hist_adj(c, idx, +1);
+            continue;
+        }
         assert((n->gpus_used & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
         n->gpus_used &= ~slots[i].gpus;
         n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
         n->cpus_used -= r->cpus_per_task;
         n->memory_mb_used -= r->memory_mb_per_task;
-        c->pool_gpus_used[n->pool] -= __builtin_popcountll(slots[i].gpus);
+        c->pool_gpus_used[n->pool] -= __builtin_popcountll(slots[i].gpus & n->gpus_all);
         hist_adj(c, idx, +1);
     }
     c->generation++;

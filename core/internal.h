@@ -27,6 +27,14 @@ struct sched_node {
     bool one_island; /* all GPUs in one island: any free GPUs will do */
 };
 
+/* A node's MIG slices (core/slice.c), apart from the hot struct: only slice requests read it. */
+struct sched_node_slices {
+    uint64_t all; /* its slice units */
+    int nprof;    /* distinct profiles, 0..SCHED_NODE_PROFILES */
+    uint8_t prof[SCHED_NODE_PROFILES];
+    uint64_t mask[SCHED_NODE_PROFILES]; /* its slices of prof[k] */
+};
+
 /* Only READY nodes that are not at risk (a rebalance recommendation) take new work. */
 static inline bool sched_node_takes_work(const struct sched_node *n)
 {
@@ -61,6 +69,8 @@ struct sched_memo {
     uint32_t pass; /* the pass the entry belongs to; 0 = empty */
     int mode;      /* see pass.c: now, now with the reservation held, ever, idle */
     int gpus_per_task;
+    int slice_profile;
+    int gpu_milli;
     int cpus_per_task;
     int64_t memory_mb_per_task;
     const char *gpu_type; /* borrowed from the pass's pending jobs, valid during the pass */
@@ -103,6 +113,10 @@ struct sched_cluster {
     char level_names[SCHED_MAX_LEVELS + 1][SCHED_NAME_MAX]; /* [nlevels] = "node" */
     struct sched_node *nodes;
     struct sched_node_spec *specs;
+    struct sched_node_slices *slices;       /* [cap_nodes] */
+    uint16_t (*milli)[SCHED_MAX_GPUS_NODE]; /* [cap_nodes]: gpu_milli in use per GPU (shared) */
+    char profiles[SCHED_MAX_PROFILES + 1][SCHED_PROFILE_MAX]; /* [id]: MIG profile names */
+    int nprofiles;
     struct mu_map *by_name; /* node name -> index + 1 */
     int nnodes;
     int cap_nodes;
@@ -156,6 +170,35 @@ struct sched_cluster {
     uint32_t quota_gen; /* a start in this pass: every queue's admissions may have shrunk */
     int cap_quota_memo;
 };
+
+/* ---- MIG slices (slice.c) ---- */
+
+/* NULL when spec's units are consistent (profiles known, parents MIG-mode GPUs), else why. */
+const char *sched_slice_spec_invalid(const struct sched_cluster *c,
+                                     const struct sched_node_spec *spec);
+/* Fills c->slices[node] from its spec and returns the mask of its whole GPUs. */
+uint64_t sched_slice_node_set(struct sched_cluster *c, int node);
+/* Slices of profile prof on node free as the placement sees them now (holds, idle view). */
+uint64_t sched_slice_free(const struct sched_cluster *c, int node, int prof);
+/* Whether node has at least need slices of prof at all. */
+bool sched_slice_big_enough(const struct sched_cluster *c, int node, int prof, int need);
+/* need slices out of free (slices of one profile on node), best fit: a GPU that holds them all
+ * with the fewest free slices, else the fullest GPUs first. */
+uint64_t sched_slice_pick(const struct sched_cluster *c, int node, uint64_t free, int need);
+
+/* ---- shared GPUs (milli.c) ---- */
+
+/* Tasks of gpu_milli m that node's GPUs hold now (holds, idle view), at most limit; *room gets
+ * the milli free on its GPUs in all (best fit's measure). */
+int sched_milli_fit(const struct sched_cluster *c, int node, int m, int limit, int *room);
+/* Places take tasks of gpu_milli m on node: slots[0..take) get one GPU each, best fit (the GPU
+ * with the least room that holds a task), several tasks sharing a GPU where they fit. */
+void sched_milli_fill(
+    const struct sched_cluster *c, int node, int m, int take, struct sched_slot *slots);
+/* Commit and release of one slot of a gpu_milli request; return the GPUs that became busy or
+ * free (for the pool's used count). */
+uint64_t sched_milli_commit(struct sched_cluster *c, int node, uint64_t gpus, int m);
+uint64_t sched_milli_release(struct sched_cluster *c, int node, uint64_t gpus, int m);
 
 /* Sorts the nodes into topology order if nodes were added since the last sort. */
 void sched_topo_refresh(struct sched_cluster *c);

@@ -55,15 +55,17 @@ static int node_free_gpus(const struct sched_cluster *c, const struct sched_node
     return n->gpus_free;
 }
 
-/* How many tasks of r fit on n now (at most limit), ignoring pool caps. */
-static int node_fit(const struct sched_cluster *c,
-                    const struct sched_node *n,
-                    const struct sched_request *r,
-                    int limit)
+/* How many tasks of r fit on n now (at most limit), ignoring pool caps; free: n's free GPUs as
+ * the placement sees them (node_free_gpus), or its free slices of r's profile. */
+static inline __attribute__((always_inline)) int node_fit(const struct sched_cluster *c,
+                                                          const struct sched_node *n,
+                                                          const struct sched_request *r,
+                                                          int limit,
+                                                          int free)
 {
     int64_t k = limit;
     if (r->gpus_per_task > 0)
-        k = min64(k, node_free_gpus(c, n) / r->gpus_per_task);
+        k = min64(k, free / r->gpus_per_task);
     if (r->cpus_per_task > 0) {
         int64_t free_cpus = (int64_t)n->cpus - n->cpus_used - (c->holds_on ? n->cpus_held : 0);
         k = min64(k, (c->idle_view ? n->cpus : free_cpus) / r->cpus_per_task);
@@ -75,10 +77,11 @@ static int node_fit(const struct sched_cluster *c,
     return k < 0 ? 0 : (int)k;
 }
 
-/* Whether node n could ever hold one task of r (size only). */
-static bool node_big_enough(const struct sched_node *n, const struct sched_request *r)
+/* Whether node n could ever hold one task of r (size only); slices (prof > 0) are checked by the
+ * caller, apart. */
+static bool node_big_enough(const struct sched_node *n, const struct sched_request *r, int prof)
 {
-    return n->ngpus >= r->gpus_per_task && n->cpus >= r->cpus_per_task
+    return (prof > 0 || n->ngpus >= r->gpus_per_task) && n->cpus >= r->cpus_per_task
            && n->memory_mb >= r->memory_mb_per_task;
 }
 
@@ -115,6 +118,14 @@ const char *sched_request_invalid(const struct sched_cluster *c, const struct sc
         return "invalid request: topology level";
     if (r->navoid < 0 || r->navoid > SCHED_MAX_AVOID || (r->navoid > 0 && !r->avoid))
         return "invalid request: avoided nodes";
+    if ((r->slice_profile | r->gpu_milli) == 0)
+        return NULL; /* whole GPUs: the common case, checked */
+    if (r->slice_profile < 0 || r->slice_profile > c->nprofiles
+        || (r->slice_profile > 0 && r->gpus_per_task < 1))
+        return "invalid request: MIG slice profile";
+    if (r->gpu_milli < 0 || r->gpu_milli > SCHED_MILLI
+        || (r->gpu_milli > 0 && (r->gpus_per_task != 1 || r->slice_profile > 0)))
+        return "invalid request: gpu_milli";
     return NULL;
 }
 
@@ -280,6 +291,32 @@ static void bucket_push(struct sched_cluster *c, struct packer *k, int b, int po
     k->head[b] = pos;
 }
 
+/* take tasks of r on node: slots[0..take) get their GPUs, slices or shares of GPUs. */
+static void pack_node(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      int node,
+                      int take,
+                      struct sched_slot *slots)
+{
+    const struct sched_node *n = &c->nodes[node];
+    uint64_t free;
+
+    if (r->gpu_milli > 0) { /* shares: tasks may share a GPU */
+        sched_milli_fill(c, node, r->gpu_milli, take, slots);
+        return;
+    }
+    free =
+        r->slice_profile > 0 ? sched_slice_free(c, node, r->slice_profile) : node_free_mask(c, n);
+    for (int t = 0; t < take; t++) {
+        uint64_t g = r->slice_profile > 0
+                         ? sched_slice_pick(c, node, free, r->gpus_per_task)
+                         : pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
+        free &= ~g;
+        slots[t].node = node;
+        slots[t].gpus = g;
+    }
+}
+
 /*
  * Places every task of r on the tier's nodes in the given ranges of the order, as few nodes as
  * possible.  pool_dsum is the working copy of the pool caps.  Returns 1 with slots, else 0.
@@ -335,18 +372,11 @@ static int pack(struct sched_cluster *c,
         }
         {
             int node = c->order[pos];
-            const struct sched_node *n = &c->nodes[node];
-            uint64_t free = node_free_mask(c, n);
             int take = eff < remaining ? eff : remaining;
-            for (int t = 0; t < take; t++) {
-                uint64_t g = pick_gpus(&c->specs[node], n->one_island, free, r->gpus_per_task);
-                free &= ~g;
-                slots[placed].node = node;
-                slots[placed].gpus = g;
-                placed++;
-            }
-            if (c->pool_left[n->pool] != INT_MAX)
-                c->pool_dsum[n->pool] -= take;
+            pack_node(c, r, node, take, &slots[placed]);
+            placed += take;
+            if (c->pool_left[c->nodes[node].pool] != INT_MAX)
+                c->pool_dsum[c->nodes[node].pool] -= take;
             remaining -= take;
         }
     }
@@ -514,7 +544,7 @@ static void rank_pools(struct sched_cluster *c,
         const struct sched_pool *pool = &c->pools[p];
         int rank = 0;
         c->pool_rank[p] = -1;
-        if (pool->capacity != cap || !type_matches(r, pool))
+        if (pool->capacity != cap || !type_matches(r, pool) || (r->gpu_milli > 0 && !pool->shared))
             continue;
         if (now_s < c->pool_cool_s[p]) {
             c->pool_rank[p] = -2;
@@ -523,7 +553,7 @@ static void rank_pools(struct sched_cluster *c,
         for (int q = 0; q < c->npools; q++) {
             const struct sched_pool *o = &c->pools[q];
             if (o->capacity == cap && type_matches(r, o) && now_s >= c->pool_cool_s[q]
-                && o->price_per_hour < pool->price_per_hour)
+                && (r->gpu_milli == 0 || o->shared) && o->price_per_hour < pool->price_per_hour)
                 rank++;
         }
         c->pool_rank[p] = rank;
@@ -543,11 +573,57 @@ static void rank_pools(struct sched_cluster *c,
     }
 }
 
+/*
+ * Sizes the node at order position pos for r: its task capacity and its free GPUs (slices of
+ * the profile, milli of shares).  Inlined into three loops of size_nodes with prof and milli
+ * constants where they can be, so the whole-GPU loop carries no test for slices or shares.
+ */
+static inline __attribute__((always_inline)) void size_node(struct sched_cluster *c,
+                                                            const struct sched_request *r,
+                                                            struct type_state *ts,
+                                                            int pos,
+                                                            int prof,
+                                                            int milli)
+{
+    int node = c->order[pos];
+    const struct sched_node *n = &c->nodes[node];
+    int rank = c->pool_rank[n->pool];
+    int free;
+    int fit;
+    c->npool[pos] = n->pool;
+    c->ncap[pos] = 0;
+    c->nfree[pos] = 0;
+    if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r, prof)
+        || (prof > 0 && !sched_slice_big_enough(c, node, prof, r->gpus_per_task))
+        || node_avoided(c, node))
+        return;
+    if (rank == -2) {
+        ts->any_cooling = true;
+        ts->cooling_pool = n->pool;
+        return;
+    }
+    ts->any_node = true;
+    if (milli > 0) {
+        fit = sched_milli_fit(c, node, milli, r->tasks, &free);
+        c->ncap[pos] = node_fit(c, n, r, fit, INT_MAX);
+        c->nfree[pos] = free;
+    } else {
+        free = prof > 0               ? __builtin_popcountll(sched_slice_free(c, node, prof))
+               : r->gpus_per_task > 0 ? node_free_gpus(c, n)
+                                      : 0;
+        c->ncap[pos] = node_fit(c, n, r, r->tasks, free);
+        c->nfree[pos] = r->gpus_per_task > 0 ? free : c->ncap[pos];
+    }
+    c->pool_sum[n->pool] += c->ncap[pos];
+}
+
 /* One scan: every node's task capacity for r under the current pool ranks. */
 static void size_nodes(struct sched_cluster *c,
                        const struct sched_request *r,
                        struct type_state *ts)
 {
+    const int prof = r->slice_profile; /* read once: the loop's stores may alias r */
+    const int milli = r->gpu_milli;
     ts->any_node = false;
     ts->any_cooling = false;
     ts->cooling_pool = -1;
@@ -555,7 +631,7 @@ static void size_nodes(struct sched_cluster *c,
         c->pool_sum[p] = 0;
         c->pool_dsum[p] = 0;
         c->pool_left[p] = INT_MAX;
-        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0) {
+        if (c->pools[p].max_gpus > 0 && r->gpus_per_task > 0 && prof == 0 && milli == 0) {
             int left = c->pools[p].max_gpus - (c->idle_view ? 0 : c->pool_gpus_used[p]);
             c->pool_left[p] = left > 0 ? left / r->gpus_per_task : 0;
         }
@@ -568,7 +644,9 @@ static void size_nodes(struct sched_cluster *c,
             ts->any_cooling = c->pool_rank[p] == -2;
         for (int pos = c->nnodes - 1; ts->any_cooling && pos >= 0; pos--) {
             const struct sched_node *n = &c->nodes[c->order[pos]];
-            if (c->pool_rank[n->pool] == -2 && sched_node_takes_work(n) && node_big_enough(n, r)
+            if (c->pool_rank[n->pool] == -2 && sched_node_takes_work(n)
+                && node_big_enough(n, r, prof)
+                && (prof == 0 || sched_slice_big_enough(c, c->order[pos], prof, r->gpus_per_task))
                 && !node_avoided(c, c->order[pos])) {
                 ts->cooling_pool = n->pool;
                 return;
@@ -577,25 +655,15 @@ static void size_nodes(struct sched_cluster *c,
         ts->any_cooling = false;
         return;
     }
-    for (int pos = 0; pos < c->nnodes; pos++) {
-        int node = c->order[pos];
-        const struct sched_node *n = &c->nodes[node];
-        int rank = c->pool_rank[n->pool];
-        c->npool[pos] = n->pool;
-        c->ncap[pos] = 0;
-        c->nfree[pos] = 0;
-        if (rank == -1 || !sched_node_takes_work(n) || !node_big_enough(n, r)
-            || node_avoided(c, node))
-            continue;
-        if (rank == -2) {
-            ts->any_cooling = true;
-            ts->cooling_pool = n->pool;
-            continue;
-        }
-        ts->any_node = true;
-        c->ncap[pos] = node_fit(c, n, r, r->tasks);
-        c->nfree[pos] = r->gpus_per_task > 0 ? node_free_gpus(c, n) : c->ncap[pos];
-        c->pool_sum[n->pool] += c->ncap[pos];
+    if (milli > 0) {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, 0, milli);
+    } else if (prof > 0) {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, prof, 0);
+    } else {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, 0, 0); /* whole GPUs: no test for slices or shares */
     }
 }
 
@@ -696,6 +764,8 @@ int64_t sched_place_bound(const struct sched_cluster *c,
     int64_t best = 0;
     int gpt = r->gpus_per_task;
 
+    if (gpt == 0 || r->slice_profile > 0 || r->gpu_milli > 0)
+        return INT64_MAX; /* the histograms count whole free GPUs: no bound */
     for (int i = 0; i < r->ncapacity; i++) {
         int64_t total = 0;
         for (int p = 0; p < c->npools; p++) {
@@ -793,9 +863,30 @@ static void sb_duration(struct sbuf *b, int64_t s)
 }
 
 /* "4x8 GPUs" or "4 tasks": r's shape, tasks of them. */
-static void sb_shape(struct sbuf *b, const struct sched_request *r, int tasks, bool unit)
+static void sb_shape(struct sbuf *b,
+                     const struct sched_cluster *c,
+                     const struct sched_request *r,
+                     int tasks,
+                     bool unit)
 {
-    if (r->gpus_per_task > 0) {
+    if (r->gpu_milli > 0) {
+        /* "4 x 500m GPU": shares of a GPU, in thousandths */
+        sb_int(b, tasks);
+        sb_str(b, " x ");
+        sb_int(b, r->gpu_milli);
+        sb_str(b, "m GPU");
+    } else if (r->slice_profile > 0) {
+        /* "4 x 3g.40gb", "2x3 3g.40gb": one profile, so the name is the unit */
+        sb_int(b, tasks);
+        if (r->gpus_per_task > 1) {
+            sb_str(b, "x");
+            sb_int(b, r->gpus_per_task);
+            sb_str(b, " ");
+        } else {
+            sb_str(b, " x ");
+        }
+        sb_str(b, c->profiles[r->slice_profile]);
+    } else if (r->gpus_per_task > 0) {
         sb_int(b, tasks);
         sb_str(b, "x");
         sb_int(b, r->gpus_per_task);
@@ -845,12 +936,12 @@ static void sb_never(struct sbuf *b,
         sb_str(b, " capped at ");
         sb_int(b, p->max_gpus);
         sb_str(b, " GPUs; needs ");
-        sb_shape(b, r, r->tasks, true);
+        sb_shape(b, c, r, r->tasks, true);
         sb_str(b, ", more than the cap allows (cannot fit until the cap is raised)");
         return;
     }
     sb_str(b, "needs ");
-    sb_shape(b, r, r->tasks, true);
+    sb_shape(b, c, r, r->tasks, true);
     if (lname) {
         sb_str(b, " in one ");
         sb_str(b, lname);
@@ -865,10 +956,10 @@ static void sb_never(struct sbuf *b,
             if (r->required_level < c->nlevels) {
                 sb_int(b, f->best_nodes);
                 sb_str(b, f->best_nodes == 1 ? " node (" : " nodes (");
-                sb_shape(b, r, f->best, false);
+                sb_shape(b, c, r, f->best, false);
                 sb_str(b, ")");
             } else {
-                sb_shape(b, r, f->best, false); /* one node: its size is the whole story */
+                sb_shape(b, c, r, f->best, false); /* one node: its size is the whole story */
             }
         }
     } else {
@@ -876,14 +967,46 @@ static void sb_never(struct sbuf *b,
         sb_caps(b, r);
         if (r->gpus_per_task > 0) {
             sb_str(b, "; only ");
-            sb_shape(b, r, f->best, false);
+            sb_shape(b, c, r, f->best, false);
             sb_str(b, " exist");
         } else {
             sb_str(b, "; only room for ");
-            sb_shape(b, r, f->best, true);
+            sb_shape(b, c, r, f->best, true);
         }
     }
     sb_str(b, UNTIL_NODES_JOIN);
+}
+
+/* "no ready spot node of type H100 with 8+ GPUs": no node that could ever take a task. */
+static void sb_no_nodes(struct sbuf *b,
+                        const struct sched_cluster *c,
+                        const struct sched_request *r,
+                        const struct sched_fail *f)
+{
+    sb_str(b, "no ready ");
+    sb_caps(b, r);
+    sb_str(b, " node");
+    if (r->gpu_type && r->gpu_type[0]) {
+        sb_str(b, " of type ");
+        sb_str(b, r->gpu_type);
+    }
+    if (r->gpu_milli > 0) {
+        sb_str(b, " in a shared pool");
+    } else {
+        sb_str(b, " with ");
+        sb_int(b, r->gpus_per_task);
+        if (r->slice_profile > 0) {
+            sb_str(b, "+ ");
+            sb_str(b, c->profiles[r->slice_profile]);
+            sb_str(b, " slices");
+        } else {
+            sb_str(b, "+ GPUs");
+        }
+        if (r->cpus_per_task || r->memory_mb_per_task)
+            sb_str(b, " and the CPUs/memory asked");
+    }
+    if (f->never)
+        sb_str(b, UNTIL_NODES_JOIN);
 }
 
 void sched_fail_format(const struct sched_cluster *c,
@@ -903,20 +1026,7 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, "invalid request");
         return;
     case SCHED_FAIL_NO_NODES:
-        sb_str(&b, "no ready ");
-        sb_caps(&b, r);
-        sb_str(&b, " node");
-        if (r->gpu_type && r->gpu_type[0]) {
-            sb_str(&b, " of type ");
-            sb_str(&b, r->gpu_type);
-        }
-        sb_str(&b, " with ");
-        sb_int(&b, r->gpus_per_task);
-        sb_str(&b, "+ GPUs");
-        if (r->cpus_per_task || r->memory_mb_per_task)
-            sb_str(&b, " and the CPUs/memory asked");
-        if (f->never)
-            sb_str(&b, UNTIL_NODES_JOIN);
+        sb_no_nodes(&b, c, r, f);
         return;
     case SCHED_FAIL_COOLING:
         sb_str(&b, "pool ");
@@ -943,11 +1053,11 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, " GPUs (");
         sb_int(&b, c->pool_gpus_used[f->capped_pool]);
         sb_str(&b, " in use); needs ");
-        sb_shape(&b, r, r->tasks, true);
+        sb_shape(&b, c, r, r->tasks, true);
         return;
     }
     sb_str(&b, "needs ");
-    sb_shape(&b, r, r->tasks, true);
+    sb_shape(&b, c, r, r->tasks, true);
     if (lname && !f->global) {
         sb_str(&b, " in one ");
         sb_str(&b, lname);
@@ -958,7 +1068,7 @@ void sched_fail_format(const struct sched_cluster *c,
         sb_str(&b, "; largest free ");
         sb_str(&b, lname);
         sb_str(&b, " has ");
-        sb_shape(&b, r, f->best, false);
+        sb_shape(&b, c, r, f->best, false);
         return;
     }
     sb_str(&b, " on ");
@@ -968,7 +1078,7 @@ void sched_fail_format(const struct sched_cluster *c,
         return;
     }
     sb_str(&b, "; only ");
-    sb_shape(&b, r, f->best, false);
+    sb_shape(&b, c, r, f->best, false);
     sb_str(&b, " free now");
 }
 

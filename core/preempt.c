@@ -772,6 +772,8 @@ static int check_slots(const struct sched_cluster *c,
                         c->specs[s->node].name);
                 goto out;
             }
+            if (victims[i].req->gpu_milli > 0)
+                continue; /* shares of a GPU: several gangs hold its bit (core/milli.c) */
             if (seen[s->node] & s->gpus) {
                 mu_errf(err, MU_E_STATE,
                         "preemption plan: running gang %d: GPUs on node '%s' held by two gangs", i,
@@ -1086,6 +1088,14 @@ int sched_preempt_plan(struct sched_cluster *c,
     bad = sched_request_invalid(c, r);
     if (bad) {
         mu_strlcpy(plan->reason, bad, sizeof(plan->reason));
+        return 0;
+    }
+    if (r->slice_profile > 0 || r->gpu_milli > 0) {
+        /* The search's bounds count whole GPUs; slices and shares wait for work to end. */
+        mu_strlcpy(plan->reason,
+                   r->slice_profile > 0 ? "MIG slice jobs do not preempt (they wait)"
+                                        : "shared-GPU (gpu_milli) jobs do not preempt (they wait)",
+                   sizeof(plan->reason));
         return 0;
     }
     if (check_slots(c, victims, nvictims, err) != 0)

@@ -37,8 +37,17 @@
 #define SCHED_MAX_LEVELS    6
 #define SCHED_NAME_MAX      64
 #define SCHED_MAX_POOLS     256
-#define SCHED_REASON_MAX    200 /* a decision's reason, with its NUL */
-#define SCHED_MAX_AVOID     16  /* nodes a request may ask to avoid */
+#define SCHED_REASON_MAX    200  /* a decision's reason, with its NUL */
+#define SCHED_MAX_AVOID     16   /* nodes a request may ask to avoid */
+#define SCHED_MAX_PROFILES  32   /* distinct MIG slice profiles a cluster knows (ids 1..32) */
+#define SCHED_PROFILE_MAX   32   /* a profile name ("3g.40gb", "1c.3g.71gb") with its NUL */
+#define SCHED_NODE_PROFILES 8    /* distinct profiles on one node */
+#define SCHED_MILLI         1000 /* a whole GPU in gpu_milli (shared pools, core/milli.c) */
+
+/* What a unit of a node is (sched_node_spec.unit): a whole GPU, a GPU in MIG mode (placed only
+ * through its slices), or 1..SCHED_MAX_PROFILES, a MIG slice of that profile. */
+#define SCHED_UNIT_GPU        0
+#define SCHED_UNIT_MIG_PARENT 255
 
 enum sched_capacity { SCHED_SPOT = 0, SCHED_ON_DEMAND = 1 };
 
@@ -58,12 +67,20 @@ struct sched_pool {
     double price_per_hour; /* per node */
     enum sched_capacity capacity;
     int max_gpus; /* 0 = no cap */
+    bool shared;  /* time-sliced GPUs: gpu_milli requests may share a GPU (no isolation) */
 };
 
+/*
+ * A node's GPUs are its units 0..ngpus-1 (bit i of a slot's mask = unit i).  A unit is a whole
+ * GPU (unit[i] = SCHED_UNIT_GPU, what memset gives), a GPU in MIG mode (SCHED_UNIT_MIG_PARENT:
+ * never placed itself, so a slice and its whole GPU never go to two tasks), or a MIG slice of
+ * profile unit[i] (sched_cluster_profile_intern) whose GPU is unit parent[i].  Whole-GPU requests
+ * see only whole GPUs; a slice request (sched_request.slice_profile) only slices of its profile.
+ */
 struct sched_node_spec {
     char name[SCHED_NAME_MAX];
     int pool;  /* index into the cluster's pools */
-    int ngpus; /* 0..SCHED_MAX_GPUS_NODE */
+    int ngpus; /* units, 0..SCHED_MAX_GPUS_NODE: whole GPUs, MIG-mode GPUs and their slices */
     int cpus;
     int64_t memory_mb;
     int nlabels;                                   /* must equal the cluster's level count */
@@ -71,6 +88,8 @@ struct sched_node_spec {
     /* NVLink island of GPU i, 0..SCHED_MAX_GPUS_NODE-1; GPUs with the same number share NVLink
      * or NVSwitch.  All zero (what memset gives) = one island. */
     uint8_t island[SCHED_MAX_GPUS_NODE];
+    uint8_t unit[SCHED_MAX_GPUS_NODE];   /* see above; all zero = every unit a whole GPU */
+    uint8_t parent[SCHED_MAX_GPUS_NODE]; /* a slice's GPU: a SCHED_UNIT_MIG_PARENT unit */
 };
 
 struct sched_cluster;
@@ -130,8 +149,29 @@ enum sched_node_state sched_cluster_node_state(const struct sched_cluster *c, in
 /* A rebalance recommendation: an at-risk node keeps its work but takes no new gangs. */
 void sched_cluster_node_set_at_risk(struct sched_cluster *c, int node, bool at_risk);
 bool sched_cluster_node_is_at_risk(const struct sched_cluster *c, int node);
+/* Whole GPUs of a node that take whole-GPU work (GPUs in MIG mode and slices not counted). */
 int sched_cluster_node_gpus_free(const struct sched_cluster *c, int node);
+int sched_cluster_node_gpus_total(const struct sched_cluster *c, int node);
+/* Whole GPUs used in a pool (what max_gpus caps; slices are not counted). */
 int sched_cluster_pool_gpus_used(const struct sched_cluster *c, int pool);
+
+/*
+ * MIG slice profiles (core/slice.c).  A cluster numbers the profile names it has seen 1..
+ * SCHED_MAX_PROFILES, for the life of the cluster.  intern: the id of name, given one if new
+ * (name 1..SCHED_PROFILE_MAX-1 bytes); -1 with err when the table is full or name is bad.
+ * find: the id, or 0 when unknown.  name: the name of id 1..count, NULL otherwise (borrowed).
+ */
+int sched_cluster_profile_intern(struct sched_cluster *c, const char *name, struct mu_err *err);
+int sched_cluster_profile_find(const struct sched_cluster *c, const char *name);
+const char *sched_cluster_profile_name(const struct sched_cluster *c, int id);
+int sched_cluster_profile_count(const struct sched_cluster *c);
+/* Slices of profile id on node: *free (free now) and *total; both 0 when it has none. */
+void sched_cluster_node_slices(
+    const struct sched_cluster *c, int node, int id, int *free, int *total);
+/* Whether any node registered so far has slices of profile id (0 = any profile). */
+bool sched_cluster_profile_present(const struct sched_cluster *c, int id);
+/* Shared GPUs (core/milli.c): the gpu_milli given to tasks on GPU unit g of node (0..1000). */
+int sched_cluster_gpu_milli(const struct sched_cluster *c, int node, int g);
 
 /*
  * Puts a pool in cool-down until until_s (the clock of the now_s given to placements): while
@@ -154,7 +194,12 @@ struct sched_request {
     int64_t memory_mb_per_task; /* 0 = not asked */
     const char *gpu_type;       /* NULL or "" = any (borrowed for the call) */
     int tasks;                  /* 1.. */
-    int gpus_per_task;          /* 0..SCHED_MAX_GPUS_NODE */
+    int gpus_per_task;          /* 0..SCHED_MAX_GPUS_NODE; slices when slice_profile > 0 */
+    int slice_profile;          /* 0 = whole GPUs; 1.. a MIG profile id: gpus_per_task slices of
+                                   it per task (1 or more), never whole GPUs or other profiles */
+    int gpu_milli;              /* 0 = whole GPUs; 1..SCHED_MILLI: each task a share of one GPU
+                                   (gpus_per_task 1) of a shared pool, never over SCHED_MILLI
+                                   per GPU in all */
     int cpus_per_task;          /* 0 = not asked */
     int ncapacity;              /* 1..2 */
     enum sched_capacity capacity[2];

@@ -161,6 +161,14 @@ int muster_spec_set_gpu_type(struct muster_spec *s, const char *gpu_type)
     return put_str(s, "gpu_type", gpu_type, CFG_NAME_MAX - 1);
 }
 
+int muster_spec_set_gpu_slice(struct muster_spec *s, const char *profile)
+{
+    if (s && profile && !mu_mig_profile_is_valid(profile))
+        return spec_fail(s, MUSTER_E_SPEC,
+                         "gpu_slice: expected a MIG profile such as 3g.40gb, got '%.64s'", profile);
+    return put_str(s, "gpu_slice", profile, 31);
+}
+
 int muster_spec_set_workdir(struct muster_spec *s, const char *absolute_path)
 {
     if (s && absolute_path && absolute_path[0] != '/')

@@ -150,6 +150,8 @@ int muster_spec_set_gpus_per_task(struct muster_spec *s, int gpus);    /* 0..64 
 int muster_spec_set_cpus_per_task(struct muster_spec *s, int cpus);    /* 0..4096 */
 int muster_spec_set_memory_mb_per_task(struct muster_spec *s, int64_t memory_mb); /* 0..16 Ti */
 int muster_spec_set_gpu_type(struct muster_spec *s, const char *gpu_type);
+/* MIG slices (a profile such as "3g.40gb"): gpus_per_task then counts slices of it. */
+int muster_spec_set_gpu_slice(struct muster_spec *s, const char *profile);
 int muster_spec_set_workdir(struct muster_spec *s, const char *absolute_path);
 /* The command as an argv (argc >= 1, no NULL entries); replaces an earlier command. */
 int muster_spec_set_command(struct muster_spec *s, int argc, const char *const *argv);

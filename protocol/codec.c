@@ -166,6 +166,9 @@ static const struct field gpu_fields[] = {
     F_I64(G, memory_mb, 0, INT64_MAX, ALL_TYPES, true),
     F_STR(G, pci_bus_id, ALL_TYPES, true),
     F_INT(G, island, INT_MIN, INT_MAX, ALL_TYPES, true),
+    { "mig", FK_BOOL, offsetof(G, mig), 0, 0, 0, ALL_TYPES, false },
+    F_STR(G, profile, ALL_TYPES, false),
+    F_INT(G, parent, 0, INT_MAX, ALL_TYPES, false),
 };
 #undef G
 

@@ -62,6 +62,13 @@ struct proto_gpu {
     int64_t memory_mb; /* total memory */
     char pci_bus_id[32];
     int island; /* NVLink island number within the node */
+    /* MIG (issue #17; optional keys, absent from older workers and whole GPUs).  A GPU in MIG
+     * mode has mig set and is never bound itself; each of its slices is an entry of its own
+     * (after the GPUs) with the slice's profile ("3g.40gb"), its "MIG-…" uuid and parent, the
+     * index of its GPU.  Every entry's index is its position in the array. */
+    bool mig;
+    char profile[32];
+    int parent;
 };
 
 struct proto_label {

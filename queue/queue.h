@@ -93,6 +93,10 @@ struct queue_spec {
     int cpus_per_task;                  /* 0 = not asked */
     int64_t memory_mb_per_task;         /* 0 = not asked */
     char gpu_type[CFG_NAME_MAX];        /* "" = any */
+    char gpu_slice[32];                 /* "" = whole GPUs; else a MIG profile ("3g.40gb"):
+                                           gpus_per_task counts slices of it (issue #17) */
+    int gpu_milli;                      /* 0 = whole GPUs; 1..1000: each task a share of one
+                                           GPU of a shared pool (time-sliced, issue #17) */
     int ncapacity;                      /* 1..2, in preference order */
     enum cfg_capacity capacity[2];      /* default spot, on-demand */
     char topo_required[CFG_LEVEL_MAX];  /* "" = none; a level name or "node" */

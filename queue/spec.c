@@ -310,6 +310,8 @@ enum spec_key {
     SK_CPUS_PER_TASK,
     SK_MEMORY,
     SK_GPU_TYPE,
+    SK_GPU_SLICE,
+    SK_GPU_MILLI,
     SK_CAPACITY,
     SK_TOPOLOGY,
     SK_COMMAND,
@@ -336,6 +338,8 @@ static const char *const spec_keys[SK_COUNT] = {
     "cpus_per_task",
     "memory_mb_per_task",
     "gpu_type",
+    "gpu_slice",
+    "gpu_milli",
     "capacity",
     "topology",
     "command",
@@ -394,6 +398,15 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
         if (cJSON_IsString(v) && v->valuestring[0] == '\0')
             return 0;
         return mu_json_get_name(v, path, s->gpu_type, sizeof(s->gpu_type), MU_E_SPEC, err);
+    case SK_GPU_SLICE:
+        /* A MIG profile; whether the cluster has it is musterd's check (d_intake.c). */
+        if (!cJSON_IsString(v) || !mu_mig_profile_is_valid(v->valuestring))
+            return mu_json_err_expected(err, MU_E_SPEC, path,
+                                        "a MIG profile such as \"3g.40gb\" or \"1g.10gb\"", v);
+        mu_strlcpy(s->gpu_slice, v->valuestring, sizeof(s->gpu_slice));
+        return 0;
+    case SK_GPU_MILLI:
+        return get_int32(v, path, 1, 1000, &s->gpu_milli, err);
     case SK_CAPACITY:
         return set_capacity(s, v, err);
     case SK_TOPOLOGY:
@@ -467,6 +480,20 @@ static int spec_walk(struct queue_spec *s, const cJSON *root, struct mu_err *err
     }
     if (!(seen & (1u << SK_COMMAND)))
         return mu_errf(err, MU_E_SPEC, "spec: missing required key 'command'");
+    if (s->gpu_milli > 0 && s->gpu_slice[0])
+        return mu_errf(err, MU_E_SPEC,
+                       "gpu_milli: not with gpu_slice; a task gets a share of a whole GPU or MIG "
+                       "slices");
+    if (s->gpu_milli > 0 && s->gpus_per_task != 1)
+        return mu_errf(err, MU_E_SPEC,
+                       "gpus_per_task: %d with gpu_milli; a task gets a share of one GPU "
+                       "(gpus_per_task 1)",
+                       s->gpus_per_task);
+    if (s->gpu_slice[0] && s->gpus_per_task < 1)
+        return mu_errf(err, MU_E_SPEC,
+                       "gpus_per_task: 0 with gpu_slice '%s'; it counts the slices each task "
+                       "gets (1 or more)",
+                       s->gpu_slice);
     return 0;
 }
 
@@ -608,7 +635,11 @@ static bool pools_fit(const struct queue_spec *s, const struct cfg *c, struct fi
             fi->any_type = true;
             if (s->gpu_type[0] && strcmp(p->gpu_type, s->gpu_type) != 0)
                 continue;
+            if (s->gpu_milli > 0 && !p->shared)
+                continue;
             fi->any_gpu = true;
+            if (s->gpu_slice[0] || s->gpu_milli > 0)
+                return true; /* slices: the nodes' MIG layout decides (musterd's reasons) */
             if (p->gpus_per_node > fi->largest)
                 fi->largest = p->gpus_per_node;
             if (p->gpus_per_node < s->gpus_per_task)
@@ -647,6 +678,11 @@ static int check_pools(const struct queue_spec *s, const struct cfg *c, struct m
         (void)mu_snprintf(with, sizeof(with), " with %s", s->gpu_type);
     if (!fi.any_type)
         return mu_errf(err, MU_E_SPEC, "capacity: no %s pool is configured", caps);
+    if (!fi.any_gpu && s->gpu_milli > 0)
+        return mu_errf(err, MU_E_SPEC,
+                       "gpu_milli: no %s pool%s is shared; hint: mark a pool \"shared\": true in "
+                       "the config (time-sliced GPUs)",
+                       caps, with);
     if (!fi.any_gpu) {
         list_gpu_types(s, c, list, sizeof(list));
         return mu_errf(err, MU_E_SPEC, "gpu_type: no %s pool has GPU type '%s'; available: %s",

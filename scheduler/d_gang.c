@@ -371,6 +371,28 @@ static int placement_format(const struct musterd *d,
     return mu_buf_append(json, "]", 1, &err);
 }
 
+/* A BIND's env: the spec's, plus MUSTER_GPU_MILLI for a share of a shared GPU (issue #17). */
+static int bind_env(struct proto_msg *m, const struct d_job *j, struct mu_err *err)
+{
+    const char **env;
+    char milli[32];
+    int n = j->spec.nenv;
+    int rc;
+
+    if (j->spec.gpu_milli <= 0)
+        return proto_msg_set_env(m, n, (const char *const *)j->spec.env, err);
+    env = malloc(((size_t)n + 2) * sizeof(*env));
+    if (!env)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++)
+        env[i] = j->spec.env[i];
+    (void)mu_snprintf(milli, sizeof(milli), "MUSTER_GPU_MILLI=%d", j->spec.gpu_milli);
+    env[n++] = milli;
+    env[n] = NULL;
+    rc = proto_msg_set_env(m, n, env, err);
+    free(env);
+    return rc;
+}
 static void bind_send(struct musterd *d, struct d_job *j)
 {
     int nnodes = 0;
@@ -424,7 +446,7 @@ static void bind_send(struct musterd *d, struct d_job *j)
         m.expires_ms = j->bind_deadline_ms; /* past it the worker refuses: we gave it up */
         mu_strlcpy(m.job_user, j->spec.user, sizeof(m.job_user));
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
-            || proto_msg_set_env(&m, j->spec.nenv, (const char *const *)j->spec.env, &err) != 0)
+            || bind_env(&m, j, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);
         else
             d_send(&d->out, d_node_name(d, j->slots[t].node), &m);

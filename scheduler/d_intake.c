@@ -136,6 +136,30 @@ static int deps_take(struct musterd *d,
 }
 
 /* The job parsed from e, or NULL when e was rejected (or no memory: left in the stream). */
+/*
+ * gpu_slice (issue #17) must name a MIG profile the cluster has: one that a node reported since
+ * musterd started, or that the nodes of its last run had.  The error lists them.
+ */
+static int slice_check(const struct musterd *d, const struct queue_spec *s, struct mu_err *err)
+{
+    char list[256] = "";
+    size_t n = 0;
+    int count = sched_cluster_profile_count(d->cluster);
+
+    if (!s->gpu_slice[0] || sched_cluster_profile_find(d->cluster, s->gpu_slice) > 0)
+        return 0;
+    for (int id = 1; id <= count; id++) {
+        if (mu_snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "",
+                        sched_cluster_profile_name(d->cluster, id))
+            != 0)
+            break;
+        n += strlen(list + n);
+    }
+    return mu_errf(err, MU_E_SPEC, "gpu_slice: no node has MIG slices of profile '%s'; %s%s",
+                   s->gpu_slice, count ? "the cluster has: " : "the cluster has no MIG slices",
+                   list);
+}
+
 static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
 {
     struct mu_err err;
@@ -156,7 +180,7 @@ static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
     }
     mu_strlcpy(j->id, e->id, sizeof(j->id));
     if (queue_spec_parse(e->spec, e->spec_len, &j->spec, &err) != 0
-        || queue_spec_check(&j->spec, &d->cfg, &err) != 0) {
+        || queue_spec_check(&j->spec, &d->cfg, &err) != 0 || slice_check(d, &j->spec, &err) != 0) {
         reject(d, e, err.msg);
         d_job_free(j);
         return NULL;
@@ -179,6 +203,7 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     struct d_tally tally = { D_C_SUBMITTED, 0, 0 };
     struct d_change c;
     char never[400] = "";
+    char unit[48] = " GPUs";
     char *after = NULL;
     bool early;
 
@@ -213,9 +238,13 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         (void)mu_map_remove(d->jobs, j->id);
         goto out; /* not acknowledged: read again once Redis is back */
     }
-    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %s%s%s%dx%d GPUs, queue %s, priority %lld%s%s",
-           j->id, j->spec.array ? "array " : "", j->spec.array ? j->spec.array->text : "",
-           j->spec.array ? ", " : "", j->spec.tasks, j->spec.gpus_per_task, j->spec.queue,
+    if (j->spec.gpu_slice[0])
+        (void)mu_snprintf(unit, sizeof(unit), " %s slices", j->spec.gpu_slice);
+    else if (j->spec.gpu_milli > 0)
+        (void)mu_snprintf(unit, sizeof(unit), " GPUs of %dm", j->spec.gpu_milli);
+    mu_log(MU_LOG_INFO, "sched", "job=%s queued: %s%s%s%dx%d%s, queue %s, priority %lld%s%s", j->id,
+           j->spec.array ? "array " : "", j->spec.array ? j->spec.array->text : "",
+           j->spec.array ? ", " : "", j->spec.tasks, j->spec.gpus_per_task, unit, j->spec.queue,
            (long long)j->spec.priority, j->deps_open ? "; waits: " : "",
            j->deps_open ? j->reason : "");
     if (d_deps_start(d, j, &err) != 0 && !never[0])

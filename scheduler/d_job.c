@@ -78,6 +78,14 @@ int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err)
         j->spec.topo_required[0] ? cfg_level_index(&d->cfg, j->spec.topo_required) : -1;
     r->preferred_level =
         j->spec.topo_preferred[0] ? cfg_level_index(&d->cfg, j->spec.topo_preferred) : -1;
+    r->gpu_milli = j->spec.gpu_milli;
+    if (j->spec.gpu_slice[0]) {
+        /* Intake checked the profile; a job of an earlier run may name one no node has
+         * reported yet: it waits for one ("no ready node with 1+ 3g.40gb slices"). */
+        r->slice_profile = sched_cluster_profile_intern(d->cluster, j->spec.gpu_slice, err);
+        if (r->slice_profile < 0)
+            return -1;
+    }
     return d_usage_user(d, j, err) ? 0 : -1;
 }
 

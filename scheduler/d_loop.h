@@ -30,6 +30,11 @@ struct d_gauges {
     double gpus_used[CFG_MAX_POOLS];
     double nodes[CFG_MAX_POOLS];
     struct d_queue_stats queues[SCHED_MAX_QUEUES];
+    /* MIG slices (issue #17), by pool and profile id: what pending slice jobs ask for (not in
+     * pending_gpus; [npools] = no pool fits), and the online nodes' free and used slices. */
+    int64_t pending_slices[CFG_MAX_POOLS + 1][SCHED_MAX_PROFILES + 1];
+    double slices_free[CFG_MAX_POOLS][SCHED_MAX_PROFILES + 1];
+    double slices_used[CFG_MAX_POOLS][SCHED_MAX_PROFILES + 1];
 };
 
 /* d_loop.c */

@@ -251,6 +251,58 @@ static int render_quota(const struct musterd *d,
 }
 
 /* The gauges, from g, the config and the node table. */
+/* MIG slices by pool and profile (issue #17): pending demand for the autoscaler, free, used. */
+static int render_slices(const struct musterd *d,
+                         const struct d_gauges *g,
+                         struct mu_buf *b,
+                         struct mu_err *err)
+{
+    int count = sched_cluster_profile_count(d->cluster);
+
+    if (count == 0)
+        return 0;
+    if (head(b, "pending_gpu_slices", "gauge",
+             "MIG slices asked for by pending jobs, by profile and by the pool each would go to "
+             "first (as pending_gpus, which does not count them); pool=\"none\" when no pool "
+             "can grow for it.",
+             err)
+        != 0)
+        return -1;
+    for (int id = 1; id <= count && id <= SCHED_MAX_PROFILES; id++) {
+        for (int p = 0; p <= d->cfg.npools; p++) {
+            if (g->pending_slices[p][id] == 0)
+                continue;
+            if (sample(b, "pending_gpu_slices", "pool",
+                       p < d->cfg.npools ? d->cfg.pools[p].name : "none", "profile",
+                       sched_cluster_profile_name(d->cluster, id), (double)g->pending_slices[p][id],
+                       err)
+                != 0)
+                return -1;
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        const char *name = k == 0 ? "gpu_slices_free" : "gpu_slices_used";
+        if (head(b, name, "gauge",
+                 k == 0 ? "Free MIG slices of online nodes, by pool and profile."
+                        : "MIG slices of online nodes given to tasks, by pool and profile.",
+                 err)
+            != 0)
+            return -1;
+        for (int p = 0; p < d->cfg.npools; p++) {
+            for (int id = 1; id <= count && id <= SCHED_MAX_PROFILES; id++) {
+                double v = k == 0 ? g->slices_free[p][id] : g->slices_used[p][id];
+                if (g->slices_free[p][id] + g->slices_used[p][id] == 0)
+                    continue;
+                if (sample(b, name, "pool", d->cfg.pools[p].name, "profile",
+                           sched_cluster_profile_name(d->cluster, id), v, err)
+                    != 0)
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static int render_gauges(const struct musterd *d,
                          const struct d_gauges *g,
                          struct mu_buf *b,
@@ -299,6 +351,8 @@ static int render_gauges(const struct musterd *d,
                 return -1;
         }
     }
+    if (render_slices(d, g, b, err) != 0)
+        return -1;
     if (head(b, "gpus", "gauge", "GPUs of ready and busy nodes, by pool and state.", err) != 0)
         return -1;
     for (int p = 0; p < d->cfg.npools; p++) {

@@ -74,8 +74,48 @@ static bool level_is_imported(const struct cfg *c, int l)
     return false;
 }
 
+/*
+ * MIG (issue #17): a GPU in MIG mode is never placed itself, its slices are (each an entry with
+ * a profile and the index of its GPU as parent).  Profiles are numbered by the cluster as they
+ * are first seen.
+ */
+static int hello_units(struct musterd *d,
+                       const struct proto_msg *m,
+                       struct sched_node_spec *spec,
+                       struct mu_err *err)
+{
+    for (int g = 0; g < m->ngpus; g++) {
+        const struct proto_gpu *gpu = &m->gpus[g];
+        int id;
+        int parent = -1;
+        if (gpu->mig && gpu->profile[0])
+            return mu_errf(err, MU_E_PROTO, "GPU %d: both a GPU in MIG mode and a slice", g);
+        if (gpu->mig) {
+            spec->unit[g] = SCHED_UNIT_MIG_PARENT;
+            continue;
+        }
+        if (!gpu->profile[0])
+            continue;
+        if (!mu_mig_profile_is_valid(gpu->profile))
+            return mu_errf(err, MU_E_PROTO, "GPU %d: '%s' is not a MIG profile", g, gpu->profile);
+        for (int p = 0; p < m->ngpus && parent < 0; p++) {
+            if (m->gpus[p].mig && m->gpus[p].index == gpu->parent)
+                parent = p;
+        }
+        if (parent < 0)
+            return mu_errf(err, MU_E_PROTO, "MIG slice %d: its GPU %d is not in MIG mode", g,
+                           gpu->parent);
+        id = sched_cluster_profile_intern(d->cluster, gpu->profile, err);
+        if (id < 0)
+            return -1;
+        spec->unit[g] = (uint8_t)id;
+        spec->parent[g] = (uint8_t)parent;
+    }
+    return 0;
+}
+
 /* Builds the core's view of a worker from its HELLO; -1 with err when it cannot join. */
-static int hello_spec(const struct musterd *d,
+static int hello_spec(struct musterd *d,
                       const struct proto_msg *m,
                       struct sched_node_spec *spec,
                       struct mu_err *err)
@@ -102,6 +142,8 @@ static int hello_spec(const struct musterd *d,
             return mu_errf(err, MU_E_RANGE, "GPU %d: island %d out of range", g, m->gpus[g].island);
         spec->island[g] = (uint8_t)m->gpus[g].island;
     }
+    if (hello_units(d, m, spec, err) != 0)
+        return -1;
     spec->nlabels = d->cfg.nlevels;
     /* The imported instance topology (d_topo.c) wins over the worker's flags for its levels. */
     (void)d_topo_node_labels(d, m->instance_id, spec->labels, imported);
@@ -255,6 +297,16 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
     {
         const cJSON *name = cJSON_GetObjectItemCaseSensitive(node, "name");
         const cJSON *state = cJSON_GetObjectItemCaseSensitive(node, "state");
+        const cJSON *slices = cJSON_GetObjectItemCaseSensitive(node, "slices");
+        const cJSON *profs = cJSON_IsObject(slices) ? slices : NULL;
+        const cJSON *prof;
+        /* The MIG profiles the last run's nodes had are profiles of this cluster: jobs may ask
+         * for them before those nodes are back (d_intake.c's check). */
+        cJSON_ArrayForEach(prof, profs)
+        {
+            if (prof->string && mu_mig_profile_is_valid(prof->string))
+                (void)sched_cluster_profile_intern(d->cluster, prof->string, NULL);
+        }
         if (!cJSON_IsString(name)
             || (cJSON_IsString(state) && strcmp(state->valuestring, "lost") == 0))
             continue;

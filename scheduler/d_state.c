@@ -26,6 +26,7 @@ static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err
             c->pools[i].capacity == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
         pools[i].price_per_hour = c->pools[i].price_per_hour;
         pools[i].max_gpus = c->pools[i].max_gpus;
+        pools[i].shared = c->pools[i].shared;
     }
     const char *levels[CFG_MAX_LEVELS];
     for (int l = 0; l < c->nlevels; l++)

@@ -85,6 +85,68 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
     lent_count(d, stats);
 }
 
+/*
+ * ,"slices":{"1g.10gb":{"free":5,"total":7},…}: the MIG slices by profile of node (or, node -1,
+ * of the online nodes of pool), nothing when there are none (issue #17).  One scan of the nodes.
+ */
+static int slices_json(
+    const struct musterd *d, int node, const char *pool, struct mu_buf *b, struct mu_err *err)
+{
+    int count = sched_cluster_profile_count(d->cluster);
+    int free_sum[SCHED_MAX_PROFILES + 1] = { 0 };
+    int total_sum[SCHED_MAX_PROFILES + 1] = { 0 };
+    bool any = false;
+
+    if (count == 0)
+        return 0;
+    for (int i = node >= 0 ? node : 0; i < (node >= 0 ? node + 1 : d->nnodes); i++) {
+        if (node < 0 && (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool) != 0))
+            continue;
+        for (int id = 1; id <= count; id++) {
+            int f;
+            int t;
+            sched_cluster_node_slices(d->cluster, i, id, &f, &t);
+            free_sum[id] += f;
+            total_sum[id] += t;
+        }
+    }
+    for (int id = 1; id <= count; id++) {
+        if (total_sum[id] == 0)
+            continue;
+        if (mu_buf_append(b, any ? "," : ",\"slices\":{", any ? 1 : 11, err) != 0
+            || mu_buf_append_json_str(b, sched_cluster_profile_name(d->cluster, id), err) != 0
+            || mu_buf_appendf(b, err, ":{\"free\":%d,\"total\":%d}", free_sum[id], total_sum[id])
+                   != 0)
+            return -1;
+        any = true;
+    }
+    return any ? mu_buf_append(b, "}", 1, err) : 0;
+}
+
+/* ,"gpu_milli":[0,500,…]: a node of a shared pool's GPU shares in use, per GPU (issue #17). */
+static int milli_json(const struct musterd *d,
+                      int i,
+                      const struct sched_node_spec *spec,
+                      struct mu_buf *b,
+                      struct mu_err *err)
+{
+    bool first = true;
+    if (!sched_cluster_pool(d->cluster, spec->pool)->shared)
+        return 0;
+    if (mu_buf_append(b, ",\"gpu_milli\":[", 14, err) != 0)
+        return -1;
+    for (int g = 0; g < spec->ngpus; g++) {
+        if (spec->unit[g] != SCHED_UNIT_GPU)
+            continue;
+        if (mu_buf_appendf(b, err, "%s%d", first ? "" : ",",
+                           sched_cluster_gpu_milli(d->cluster, i, g))
+            != 0)
+            return -1;
+        first = false;
+    }
+    return mu_buf_append(b, "]", 1, err);
+}
+
 static int node_json(const struct musterd *d,
                      int i,
                      const struct mu_buf *jobs,
@@ -105,7 +167,7 @@ static int node_json(const struct musterd *d,
                           ",\"capacity\":\"%s\",\"state\":\"%s\",\"gpus\":%d,\"gpus_free\":%d,"
                           "\"cpus\":%d,\"memory_mb\":%lld,\"heartbeat_at\":%llu,\"addr\":",
                           pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
-                          sched_node_state_name(st), spec->ngpus,
+                          sched_node_state_name(st), sched_cluster_node_gpus_total(d->cluster, i),
                           sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
                           (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
                != 0
@@ -120,6 +182,7 @@ static int node_json(const struct musterd *d,
         || (node->instance_id[0]
             && (mu_buf_append(b, ",\"instance_id\":", 15, err) != 0
                 || mu_buf_append_json_str(b, node->instance_id, err) != 0))
+        || slices_json(d, i, NULL, b, err) != 0 || milli_json(d, i, spec, b, err) != 0
         || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
     for (int l = 0; l < d->cfg.nlevels; l++) {
@@ -202,7 +265,7 @@ static void pools_write(struct musterd *d)
             if (!d->nodes[i].online || strcmp(d->nodes[i].pool, pool->name) != 0)
                 continue;
             nodes++;
-            gpus += sched_cluster_node_spec(d->cluster, i)->ngpus;
+            gpus += sched_cluster_node_gpus_total(d->cluster, i);
             gpus_free += sched_cluster_node_gpus_free(d->cluster, i);
         }
         if (mu_buf_append(&bufs[p], "{\"name\":", 8, &err) != 0
@@ -214,12 +277,15 @@ static void pools_write(struct musterd *d)
             || mu_buf_appendf(&bufs[p], &err,
                               ",\"capacity\":\"%s\",\"gpus_per_node\":%d,\"price_per_hour\":%g,"
                               "\"max_gpus\":%d,\"nodes\":%d,\"gpus\":%d,\"gpus_free\":%d,"
-                              "\"gpus_used\":%d,\"cooldown_until\":%lld}",
+                              "\"gpus_used\":%d,\"cooldown_until\":%lld",
                               cfg_capacity_name(pool->capacity), pool->gpus_per_node,
                               pool->price_per_hour, pool->max_gpus, nodes, gpus, gpus_free,
                               sched_cluster_pool_gpus_used(d->cluster, p),
                               (long long)sched_cluster_pool_cooldown_until(d->cluster, p) * 1000)
-                   != 0)
+                   != 0
+            || slices_json(d, -1, pool->name, &bufs[p], &err) != 0
+            || (pool->shared && mu_buf_append(&bufs[p], ",\"shared\":true", 14, &err) != 0)
+            || mu_buf_append(&bufs[p], "}", 1, &err) != 0)
             goto out;
         kv[p].key = pool->name;
         kv[p].value = bufs[p].data;
@@ -358,10 +424,14 @@ static int first_pool(const struct musterd *d, const struct d_job *j, int64_t no
     for (int c = 0; c < j->spec.ncapacity && best == d->cfg.npools; c++) {
         for (int p = 0; p < d->cfg.npools; p++) {
             const struct cfg_pool *pool = &d->cfg.pools[p];
-            if (pool->capacity != j->spec.capacity[c] || pool->gpus_per_node < j->spec.gpus_per_task
+            bool slices = j->req.slice_profile > 0; /* no GPUs per node or cap to check */
+            if (j->spec.gpu_milli > 0 && !pool->shared)
+                continue;
+            if (pool->capacity != j->spec.capacity[c]
+                || (!slices && pool->gpus_per_node < j->spec.gpus_per_task)
                 || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0)
                 || sched_cluster_pool_cooldown_until(d->cluster, p) > now_s
-                || (pool->max_gpus > 0
+                || (!slices && pool->max_gpus > 0
                     && pool->max_gpus - sched_cluster_pool_gpus_used(d->cluster, p) < gpus))
                 continue;
             if (best == d->cfg.npools || pool->price_per_hour < d->cfg.pools[best].price_per_hour)
@@ -386,7 +456,15 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
             continue;
         q = (int)(cq - d->cfg.queues);
         g->jobs[q][j->state] += 1;
-        if (j->state == QUEUE_PENDING && !j->deps_open && !j->array)
+        if (j->state != QUEUE_PENDING || j->deps_open || j->array)
+            continue;
+        if (j->req.slice_profile > 0 && j->req.slice_profile <= SCHED_MAX_PROFILES)
+            g->pending_slices[first_pool(d, j, now_s)][j->req.slice_profile] +=
+                (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+        else if (j->spec.gpu_milli > 0) /* shares: the GPUs they add up to */
+            g->pending_gpus[q][first_pool(d, j, now_s)] +=
+                ((int64_t)j->spec.tasks * j->spec.gpu_milli + SCHED_MILLI - 1) / SCHED_MILLI;
+        else
             g->pending_gpus[q][first_pool(d, j, now_s)] +=
                 (int64_t)j->spec.tasks * j->spec.gpus_per_task;
     }
@@ -400,6 +478,13 @@ void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
         free_gpus = sched_cluster_node_gpus_free(d->cluster, i);
         g->nodes[p] += 1;
         g->gpus_free[p] += free_gpus;
-        g->gpus_used[p] += sched_cluster_node_spec(d->cluster, i)->ngpus - free_gpus;
+        g->gpus_used[p] += sched_cluster_node_gpus_total(d->cluster, i) - free_gpus;
+        for (int id = 1; id <= sched_cluster_profile_count(d->cluster); id++) {
+            int f;
+            int t;
+            sched_cluster_node_slices(d->cluster, i, id, &f, &t);
+            g->slices_free[p][id] += f;
+            g->slices_used[p][id] += t - f;
+        }
     }
 }

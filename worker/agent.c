@@ -352,6 +352,13 @@ static int agent_inventory(struct wrk_agent *a, const struct wrk_config *cfg, st
                 a->nislands = cfg->sim_island[i] + 1;
         }
         wrk_gpus_simulate(a->gpus, a->ngpus, cfg->sim_island);
+        if (cfg->sim_mig
+            && wrk_gpus_simulate_mig(cfg->sim_mig, a->gpus, a->ngpus, PROTO_MAX_GPUS, &a->ngpus,
+                                     err)
+                   != 0) {
+            mu_err_prefix(err, "--mig '%s': ", cfg->sim_mig);
+            return -1;
+        }
         return 0;
     }
     a->simulated = false;
@@ -367,6 +374,22 @@ static int agent_inventory(struct wrk_agent *a, const struct wrk_config *cfg, st
         for (int i = 0; i < a->ngpus; i++)
             a->gpus[i].island = 0;
         a->nislands = 1;
+    }
+    /* MIG slices (issue #17): a GPU in MIG mode offers only its slices.  Without the list every
+     * GPU stays whole, as before MIG was known. */
+    {
+        int ngpus = a->ngpus;
+        int n = ngpus;
+        mu_err_clear(&topo_err);
+        if (wrk_mig_discover(cfg->nvidia_smi, a->gpus, ngpus, PROTO_MAX_GPUS, &n, &topo_err) != 0) {
+            mu_log(MU_LOG_WARN, WRK_MOD,
+                   "node=%s cannot read MIG devices: %s; offering all %d GPUs whole", a->node,
+                   topo_err.msg, ngpus);
+            for (int i = 0; i < ngpus; i++)
+                a->gpus[i].mig = false;
+            n = ngpus;
+        }
+        a->ngpus = n;
     }
     return 0;
 }

@@ -282,6 +282,30 @@ out:
     return rc;
 }
 
+int wrk_mig_discover(
+    const char *program, struct proto_gpu *gpus, int ngpus, int max, int *n_out, struct mu_err *err)
+{
+    char *out = NULL;
+    int rc = -1;
+    char *argv[3];
+
+    if (!program)
+        program = "nvidia-smi";
+    argv[0] = (char *)program;
+    argv[1] = (char *)"-L";
+    argv[2] = NULL;
+    if (nvsmi_run(argv, &out, err) != 0)
+        goto out;
+    if (wrk_gpus_parse_mig(out, gpus, ngpus, max, n_out, err) != 0) {
+        mu_err_prefix(err, "'%s -L' output: ", program);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(out);
+    return rc;
+}
+
 int wrk_gpus_format_visible(const struct proto_gpu *gpus,
                             int ngpus,
                             bool simulated,
@@ -309,7 +333,11 @@ int wrk_gpus_format_visible(const struct proto_gpu *gpus,
             if (bind[j] == bind[i])
                 return mu_errf(err, MU_E_INVAL, "gpu %d is bound twice", bind[i]);
         }
-        if (simulated || g->uuid[0] == '\0')
+        if (g->mig)
+            return mu_errf(err, MU_E_INVAL, "gpu %d is in MIG mode: only its slices are bound",
+                           bind[i]);
+        /* A MIG slice by its MIG-… UUID, simulated or not; a simulated GPU by its index. */
+        if (!g->profile[0] && (simulated || g->uuid[0] == '\0'))
             n = snprintf(buf + used, size - used, "%s%d", i ? "," : "", g->index);
         else
             n = snprintf(buf + used, size - used, "%s%s", i ? "," : "", g->uuid);

@@ -40,6 +40,9 @@ static const char usage_text[] =
     "  --gpus N            simulate N GPUs (0..64) instead of asking nvidia-smi\n"
     "  --gpu-islands LIST  NVLink island sizes of the simulated GPUs, adding up to N, e.g.\n"
     "                      4,4 (default: one island of N)  [MUSTER_GPU_ISLANDS]\n"
+    "  --mig LIST          MIG slices of the simulated GPUs, one entry per GPU from GPU 0:\n"
+    "                      '-' whole, else COUNTxPROFILE joined by '+', e.g.\n"
+    "                      7x1g.10gb,2x3g.40gb+1x1g.10gb,- (later GPUs stay whole)\n"
     "  --label LEVEL=VALUE topology label, e.g. --label zone=us-east-1a (repeatable, one per\n"
     "                      level, at most 8); give one for every level in the scheduler's\n"
     "                      topology_levels, or registration fails\n"
@@ -77,7 +80,9 @@ static const char usage_text[] =
     "Without --gpus the worker runs 'nvidia-smi --query-gpu=...' for the GPUs and\n"
     "'nvidia-smi topo -m' for their NVLink islands (GPUs joined by NV# links, directly or\n"
     "through other GPUs, form one island).  When the matrix cannot be read, a warning says why\n"
-    "and all GPUs count as one island.\n"
+    "and all GPUs count as one island.  Then 'nvidia-smi -L' lists the MIG slices: a GPU in\n"
+    "MIG mode is offered only as its slices; when the list cannot be read, a warning says why\n"
+    "and every GPU is offered whole.\n"
     "\n"
     "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  A task reports a checkpoint by\n"
     "writing its path, one line, to $MUSTER_CHECKPOINT_FILE (DIR/ckpt/JOB.ATTEMPT.TASK; write a\n"
@@ -104,6 +109,7 @@ enum opt_id {
     OPT_POOL,
     OPT_GPUS,
     OPT_GPU_ISLANDS,
+    OPT_MIG,
     OPT_LABEL,
     OPT_STATE_DIR,
     OPT_ADDR,
@@ -128,6 +134,7 @@ static const struct option long_opts[] = {
     { "pool", required_argument, NULL, OPT_POOL },
     { "gpus", required_argument, NULL, OPT_GPUS },
     { "gpu-islands", required_argument, NULL, OPT_GPU_ISLANDS },
+    { "mig", required_argument, NULL, OPT_MIG },
     { "label", required_argument, NULL, OPT_LABEL },
     { "state-dir", required_argument, NULL, OPT_STATE_DIR },
     { "addr", required_argument, NULL, OPT_ADDR },
@@ -232,6 +239,8 @@ static const char **text_option(struct cli *c, int opt)
         return &c->cfg.pool;
     case OPT_GPU_ISLANDS:
         return &c->gpu_islands;
+    case OPT_MIG:
+        return &c->cfg.sim_mig;
     case OPT_STATE_DIR:
         return &c->cfg.state_dir;
     case OPT_ADDR:
@@ -347,6 +356,25 @@ static int complete_islands(struct cli *c)
     return -1;
 }
 
+/* --mig: needs --gpus, checked here so that a bad list is a usage error; -1 to go on, else 2. */
+static int complete_mig(struct cli *c)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    int n;
+
+    if (!c->cfg.sim_mig)
+        return -1;
+    if (c->cfg.sim_gpus < 0)
+        return usage_error("--mig needs --gpus N; discovered GPUs get their MIG slices from "
+                           "'nvidia-smi -L'");
+    wrk_gpus_simulate(gpus, c->cfg.sim_gpus, NULL);
+    if (wrk_gpus_simulate_mig(c->cfg.sim_mig, gpus, c->cfg.sim_gpus, PROTO_MAX_GPUS, &n, &err) != 0)
+        return usage_error("--mig '%s': %s\nhint: one entry per GPU, e.g. 7x1g.10gb,- for --gpus 2",
+                           c->cfg.sim_mig, err.msg);
+    return -1;
+}
+
 /* --imds and --imds-interval-s or their variables; returns -1 to go on, else 2. */
 static int complete_imds(struct cli *c)
 {
@@ -415,7 +443,7 @@ static int complete_config(struct cli *c)
                           cfg->node);
         cfg->state_dir = c->state_dir;
     }
-    if (complete_islands(c) >= 0)
+    if (complete_islands(c) >= 0 || complete_mig(c) >= 0)
         return 2;
     if (!cfg->addr) {
         if (gethostname(c->addr, sizeof(c->addr) - 1) != 0 || !c->addr[0])

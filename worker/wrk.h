@@ -53,6 +53,44 @@ void wrk_gpus_simulate(struct proto_gpu *gpus, int n, const int *island);
 int wrk_gpus_discover(
     const char *program, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err);
 
+/* ---- MIG slices (worker/mig.c, issue #17) ---- */
+
+/*
+ * Parses `nvidia-smi -L` for the ngpus GPUs already in gpus[] (from the CSV query): each MIG
+ * line under a "GPU N: … (UUID: GPU-…)" line marks that GPU mig and appends a slice entry at
+ * gpus[ngpus..]: index = its position, uuid "MIG-…", profile, parent = the GPU's index, model,
+ * bus id and island the GPU's, memory from the profile.  A GPU without MIG lines stays whole.
+ * Padding, the device index alignment, compute-instance profiles ("1c.3g.20gb"), "+me"
+ * suffixes and the R450 "MIG-GPU-…/1/0" UUIDs are accepted.  *n_out = ngpus + slices.  Errors
+ * (MU_E_PARSE naming the line; MU_E_TOOBIG past max entries): an unknown line, a GPU not in
+ * the query or with another UUID, a MIG line before any GPU, a bad profile or UUID, a device
+ * listed twice, GPU indices other than 0..ngpus-1 when there are slices.  Pure.
+ */
+int wrk_gpus_parse_mig(
+    const char *text, struct proto_gpu *gpus, int ngpus, int max, int *n_out, struct mu_err *err);
+
+/*
+ * Runs `program -L` (program NULL = "nvidia-smi") and applies wrk_gpus_parse_mig.  On failure
+ * the GPUs are left whole (the agent warns); gpus[0..ngpus) may have mig set, so the caller
+ * clears it.
+ */
+int wrk_mig_discover(const char *program,
+                     struct proto_gpu *gpus,
+                     int ngpus,
+                     int max,
+                     int *n_out,
+                     struct mu_err *err);
+
+/*
+ * --mig for simulated GPUs: one entry per GPU, comma-separated, from GPU 0; "-" keeps a GPU
+ * whole, else its slices as COUNTxPROFILE joined by '+' ("7x1g.10gb,-,2x3g.40gb+1x1g.10gb");
+ * GPUs past the list stay whole.  Appends the slices as wrk_gpus_parse_mig does, with UUIDs
+ * "MIG-sim-GPU-K".  Errors: MU_E_PARSE (bad entry), MU_E_RANGE (more entries than GPUs),
+ * MU_E_TOOBIG (more than max entries in all).
+ */
+int wrk_gpus_simulate_mig(
+    const char *text, struct proto_gpu *gpus, int ngpus, int max, int *n_out, struct mu_err *err);
+
 /* ---- NVLink islands (DESIGN §2 "GPU islands") ---- */
 
 /*
@@ -90,8 +128,9 @@ int wrk_gpu_islands_parse(const char *text, int ngpus, int *island_out, struct m
 
 /*
  * Formats CUDA_VISIBLE_DEVICES for the GPUs with indices bind[0..nbind-1]: the indices when
- * simulated, else the UUIDs, comma-separated, into buf.  An index that is not in the inventory
- * is MU_E_INVAL ("gpu 9 is not on this node"); a buffer too small is MU_E_TOOBIG.
+ * simulated, else the UUIDs, comma-separated, into buf; a MIG slice always by its "MIG-…" UUID.
+ * An index that is not in the inventory is MU_E_INVAL ("gpu 9 is not on this node"), as is a GPU
+ * in MIG mode; a buffer too small is MU_E_TOOBIG.
  */
 int wrk_gpus_format_visible(const struct proto_gpu *gpus,
                             int ngpus,
@@ -622,6 +661,7 @@ struct wrk_config {
     const char *nvidia_smi;         /* program for discovery; NULL = "nvidia-smi" */
     int sim_gpus;                   /* 0..64 simulated GPUs; -1 = discover with nvidia-smi */
     int sim_island[PROTO_MAX_GPUS]; /* island of simulated GPU i (--gpu-islands); zeroed = one */
+    const char *sim_mig;            /* --mig: MIG slices of the simulated GPUs; NULL = none */
     int cpus;
     int64_t memory_mb;
     int heartbeat_s;    /* until the scheduler says otherwise; <= 0 means 1 */

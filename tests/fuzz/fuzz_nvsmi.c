@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target for the nvidia-smi CSV parser (worker/gpus.c).  The input is made a C string, as
+ * Fuzz target for the nvidia-smi CSV parser (worker/gpus.c), the `nvidia-smi -L` MIG parser and
+ * the --mig list (worker/mig.c).  The input is made a C string, as
  * the worker does with captured output; the parser must return 0 or -1 with a message for any
  * bytes, and never report more GPUs than it was given room for.
  */
@@ -28,6 +29,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(text, data, size);
     text[size] = '\0';
+    /* `nvidia-smi -L` (worker/mig.c) on the same bytes, over 8 simulated GPUs (any UUID
+     * matches), and --mig's list: 0 with at most max entries, or -1 with a message. */
+    for (int max = 8; max <= PROTO_MAX_GPUS; max *= 8) {
+        mu_err_clear(&err);
+        wrk_gpus_simulate(gpus, 8, NULL);
+        if (wrk_gpus_parse_mig(text, gpus, 8, max, &n, &err) == 0) {
+            if (n < 8 || n > max)
+                abort();
+        } else if (err.msg[0] == '\0') {
+            abort();
+        }
+        mu_err_clear(&err);
+        wrk_gpus_simulate(gpus, 8, NULL);
+        if (wrk_gpus_simulate_mig(text, gpus, 8, max, &n, &err) == 0) {
+            if (n < 8 || n > max)
+                abort();
+        } else if (err.msg[0] == '\0') {
+            abort();
+        }
+    }
     for (int max = 1; max <= PROTO_MAX_GPUS; max *= 8) {
         mu_err_clear(&err);
         if (wrk_gpus_parse_csv(text, gpus, max, &n, &err) == 0) {

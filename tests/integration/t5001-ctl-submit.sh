@@ -31,6 +31,8 @@ jqo '.workdir == "/data/run1" and .time_limit_s == 3600 and .max_retries == 2'
 jqo '.checkpoint == {"signal": "SIGUSR1", "grace_s": 90}'
 jqo '.topology == {"required": "zone", "preferred": "rack"}'
 jqo '.idempotency_key == "pipe-1" and .preemptible == false'
+expect_rc 0 "$MUSTER_BIN/musterctl" submit --dry-run --tasks 2 --gpu-slice 3g.40gb -- python eval.py
+jqo '.tasks == 2 and .gpu_slice == "3g.40gb"'
 expect_rc 0 env USER=bob "$MUSTER_BIN/musterctl" submit --dry-run --user carol -- true
 jqo '. == {"command": ["true"], "user": "carol"}'
 ok "submit --dry-run: every flag lands in its spec key; --user beats \$USER"

@@ -120,12 +120,14 @@ static void test_full(void **state)
     assert_int_equal(c.pools[0].gpus_per_node, 8);
     assert_true(c.pools[0].price_per_hour > 12.49 && c.pools[0].price_per_hour < 12.51);
     assert_int_equal(c.pools[0].max_gpus, 64);
-    /* Optional pool keys: instance_type "", price 0, no cap. */
+    assert_true(c.pools[0].shared);
+    /* Optional pool keys: instance_type "", price 0, no cap, not shared. */
     assert_string_equal(c.pools[1].name, "p5-od");
     assert_int_equal(c.pools[1].capacity, CFG_CAPACITY_ON_DEMAND);
     assert_string_equal(c.pools[1].instance_type, "");
     assert_true(c.pools[1].price_per_hour == 0.0);
     assert_int_equal(c.pools[1].max_gpus, 0);
+    assert_false(c.pools[1].shared);
     assert_int_equal(c.nqueues, 3);
     assert_string_equal(c.queues[0].name, "default");
     assert_int_equal(c.queues[0].weight, 1);
@@ -347,6 +349,7 @@ static const struct {
       "pools[0].price_per_hour: expected a price per node-hour 0..1000000, got -1" },
     { "{\"pools\":[" POOL(",\"max_gpus\":-8") "]}",
       "pools[0].max_gpus: expected an integer 0..1048576, got -8" },
+    { "{\"pools\":[" POOL(",\"shared\":1") "]}", "pools[0].shared: expected true or false, got 1" },
     { "{\"pools\":[{\"name\":\"a b\"}]}", "pools[0].name: expected a name of 1..63 characters" },
     { "{\"queues\":[]}", "queues: expected at least one queue, got an empty array" },
     { "{\"queues\":[{\"weight\":2}]}", "queues[0]: missing required key 'name'" },

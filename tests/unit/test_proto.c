@@ -118,6 +118,11 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
         gpus[i].memory_mb = 81559;
         (void)mu_snprintf(gpus[i].pci_bus_id, sizeof(gpus[i].pci_bus_id), "00000000:%02X:00.0", i);
         gpus[i].island = i / 8 - 1; /* signed: -1 included */
+        gpus[i].mig = i % 5 == 1;   /* MIG keys (issue #17): optional, written when set */
+        if (i % 5 == 2) {
+            mu_strlcpy(gpus[i].profile, "1c.3g.71gb", sizeof(gpus[i].profile));
+            gpus[i].parent = i - 1;
+        }
     }
     assert_int_equal(proto_msg_set_gpus(m, ngpus, gpus, &err), 0);
     m->nlabels = PROTO_MAX_LABELS;
@@ -215,6 +220,9 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
             assert_string_equal(m->gpus[i].model, "NVIDIA H100 80GB HBM3");
             assert_true(m->gpus[i].memory_mb == 81559);
             assert_int_equal(m->gpus[i].island, i / 8 - 1);
+            assert_int_equal(m->gpus[i].mig, i % 5 == 1);
+            assert_string_equal(m->gpus[i].profile, i % 5 == 2 ? "1c.3g.71gb" : "");
+            assert_int_equal(m->gpus[i].parent, i % 5 == 2 ? i - 1 : 0);
         }
         assert_int_equal(m->nlabels, PROTO_MAX_LABELS);
         assert_string_equal(m->labels[7].level, "level7");

@@ -213,6 +213,21 @@ static void test_variants(void **state)
     assert_string_equal(s.topo_required, "node");
     queue_spec_release(&s);
 
+    /* Shared GPUs (issue #17): a share of one GPU, 1..1000. */
+    parse_ok("{\"command\":[\"x\"],\"gpu_milli\":250}", &s);
+    assert_int_equal(s.gpu_milli, 250);
+    assert_int_equal(s.gpus_per_task, 1);
+    queue_spec_release(&s);
+
+    /* MIG slices (issue #17): a profile, gpus_per_task counting its slices. */
+    parse_ok("{\"command\":[\"x\"],\"gpu_slice\":\"1c.3g.71gb\",\"gpus_per_task\":2}", &s);
+    assert_string_equal(s.gpu_slice, "1c.3g.71gb");
+    assert_int_equal(s.gpus_per_task, 2);
+    queue_spec_release(&s);
+    parse_ok("{\"command\":[\"x\"],\"gpu_slice\":\"1g.10gb+me\"}", &s);
+    assert_string_equal(s.gpu_slice, "1g.10gb+me");
+    queue_spec_release(&s);
+
     /* An escaped backslash before "u0000" is text, not a NUL. */
     parse_ok("{\"command\":[\"printf\",\"\\\\u0000\"]}", &s);
     assert_string_equal(s.argv[1], "\\u0000");
@@ -373,6 +388,19 @@ static const struct {
       "queue: expected a name of 1..63 characters" },
     { "{\"command\":[\"x\"],\"queue\":\"\"}", "queue: expected a name of 1..63 characters" },
     { "{\"command\":[\"x\"],\"gpu_type\":7}", "gpu_type: expected a name of 1..63 characters" },
+    { "{\"command\":[\"x\"],\"gpu_slice\":\"3g\"}",
+      "gpu_slice: expected a MIG profile such as \"3g.40gb\" or \"1g.10gb\", got '3g'" },
+    { "{\"command\":[\"x\"],\"gpu_slice\":3}", "gpu_slice: expected a MIG profile" },
+    { "{\"command\":[\"x\"],\"gpu_slice\":\"1g.10gb\",\"gpus_per_task\":0}",
+      "gpus_per_task: 0 with gpu_slice '1g.10gb'; it counts the slices each task gets" },
+    /* Shared (time-sliced) GPUs: a share of one GPU per task. */
+    { "{\"command\":[\"x\"],\"gpu_milli\":0}", "gpu_milli: expected an integer 1..1000, got 0" },
+    { "{\"command\":[\"x\"],\"gpu_milli\":1001}",
+      "gpu_milli: expected an integer 1..1000, got 1001" },
+    { "{\"command\":[\"x\"],\"gpu_milli\":500,\"gpus_per_task\":2}",
+      "gpus_per_task: 2 with gpu_milli; a task gets a share of one GPU (gpus_per_task 1)" },
+    { "{\"command\":[\"x\"],\"gpu_milli\":500,\"gpu_slice\":\"1g.10gb\"}",
+      "gpu_milli: not with gpu_slice" },
     { "{\"command\":[\"x\"],\"user\":\"bob smith\"}", "user: expected a name of 1..63 characters" },
     { "{\"command\":[\"x\"],\"name\":\"\"}", "name: expected 1..127 printable characters, got ''" },
     { "{\"command\":[\"x\"],\"name\":\"a\\nb\"}", "name: expected 1..127 printable characters" },
@@ -690,6 +718,14 @@ static void test_check_dev(void **state)
               "\"topology\":{\"required\":\"node\"}}",
               "topology.required: 'node' needs 2 tasks x 4 GPUs = 8 GPUs on one node; the "
               "largest spot or on-demand node has 4");
+    /* Shares need a shared pool; the dev config has none. */
+    check_bad(&c, "{\"command\":[\"x\"],\"gpu_milli\":500}",
+              "gpu_milli: no spot or on-demand pool is shared; hint: mark a pool \"shared\": true "
+              "in the config (time-sliced GPUs)");
+    /* Slices: the pools' GPUs per node do not bound them (nodes report their MIG layout). */
+    check_ok(&c, "{\"command\":[\"x\"],\"gpus_per_task\":7,\"gpu_slice\":\"1g.10gb\"}");
+    check_bad(&c, "{\"command\":[\"x\"],\"gpu_slice\":\"1g.10gb\",\"gpu_type\":\"H100\"}",
+              "gpu_type: no spot or on-demand pool has GPU type 'H100'; available: L40S");
     /* The same gang with a requirement that relaxes after a wait fits some day: accepted. */
     check_ok(&c, "{\"command\":[\"x\"],\"tasks\":2,\"gpus_per_task\":4,"
                  "\"topology\":{\"required\":\"node\",\"relax_after_s\":300}}");

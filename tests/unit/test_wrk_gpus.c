@@ -678,6 +678,248 @@ static void test_topo_discover_failures(void **state)
     free(dir);
 }
 
+/* ---- MIG slices: nvidia-smi -L and --mig (issue #17) ---- */
+
+/* The CSV sample csv into gpus, then the -L sample list on top; returns the entry count. */
+static int mig_sample(const char *csv, const char *list, struct proto_gpu *gpus)
+{
+    struct mu_err err;
+    char *text = read_data(csv);
+    char *ltext = read_data(list);
+    int n = -1;
+    int total = -1;
+    if (wrk_gpus_parse_csv(text, gpus, PROTO_MAX_GPUS, &n, &err) != 0)
+        fail_msg("%s: %s", csv, err.msg);
+    if (wrk_gpus_parse_mig(ltext, gpus, n, PROTO_MAX_GPUS, &total, &err) != 0)
+        fail_msg("%s: %s", list, err.msg);
+    free(text);
+    free(ltext);
+    return total;
+}
+
+static void test_mig_samples(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    (void)state;
+
+    /* R470+ padding, mixed MIG and whole GPUs on one node, a compute-instance profile, +me. */
+    assert_int_equal(mig_sample("p5.48xlarge.csv", "nvsmi-L-p5.48xlarge-mig.txt", gpus), 21);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(gpus[i].mig, i < 4);
+        assert_string_equal(gpus[i].profile, "");
+    }
+    for (int i = 8; i < 21; i++) {
+        assert_int_equal(gpus[i].index, i);
+        assert_true(strncmp(gpus[i].uuid, "MIG-", 4) == 0);
+        assert_string_equal(gpus[i].model, "NVIDIA H100 80GB HBM3");
+    }
+    assert_string_equal(gpus[8].uuid, "MIG-2d1c1a7b-5a8e-5b1f-9d36-0a3c1e5f6b01");
+    assert_string_equal(gpus[8].profile, "1g.10gb");
+    assert_int_equal(gpus[8].parent, 0);
+    assert_int_equal(gpus[8].memory_mb, 10240);
+    assert_string_equal(gpus[8].pci_bus_id, "00000000:53:00.0");
+    assert_string_equal(gpus[14].profile, "1g.10gb");
+    assert_int_equal(gpus[14].parent, 0);
+    assert_string_equal(gpus[15].profile, "3g.40gb");
+    assert_int_equal(gpus[15].parent, 1);
+    assert_string_equal(gpus[15].uuid, "MIG-b3061c09-2a4c-5026-a575-79f86a5bb12c");
+    assert_string_equal(gpus[17].profile, "1g.10gb");
+    assert_int_equal(gpus[17].parent, 1);
+    assert_string_equal(gpus[18].profile, "1c.3g.40gb");
+    assert_int_equal(gpus[19].parent, 2);
+    assert_string_equal(gpus[20].profile, "1g.10gb+me");
+    assert_int_equal(gpus[20].parent, 3);
+
+    /* R450/R460: one space of padding and "MIG-GPU-<uuid>/GI/CI" UUIDs. */
+    assert_int_equal(mig_sample("p4d.24xlarge.csv", "nvsmi-L-p4d.24xlarge-r460.txt", gpus), 13);
+    assert_true(gpus[0].mig && gpus[1].mig && !gpus[2].mig);
+    assert_string_equal(gpus[8].uuid, "MIG-GPU-0fd630f1-f29d-0da9-953f-48f1a09f76b5/1/0");
+    assert_string_equal(gpus[8].profile, "1c.3g.20gb");
+    assert_int_equal(gpus[8].memory_mb, 20480);
+    assert_string_equal(gpus[12].uuid, "MIG-GPU-0cb1e29c-658c-da14-95e6-0af593bd04cf/13/0");
+    assert_string_equal(gpus[12].profile, "1g.5gb");
+    assert_int_equal(gpus[12].parent, 1);
+
+    /* No MIG anywhere: every GPU stays whole. */
+    assert_int_equal(mig_sample("p5.48xlarge.csv", "nvsmi-L-p5.48xlarge-whole.txt", gpus), 8);
+    for (int i = 0; i < 8; i++)
+        assert_false(gpus[i].mig);
+}
+
+static void test_mig_inline(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    int n = -1;
+    (void)state;
+
+    /* CRLF, tabs, a blank line, trailing blanks. */
+    wrk_gpus_simulate(gpus, 2, NULL);
+    mu_strlcpy(gpus[1].uuid, "GPU-1111", sizeof(gpus[1].uuid));
+    assert_int_equal(wrk_gpus_parse_mig("GPU 0: NVIDIA A100 80GB PCIe (UUID: GPU-0000)\r\n"
+                                        "\tMIG 3g.40gb\tDevice\t0: (UUID: MIG-aa)  \r\n"
+                                        "\r\n"
+                                        "GPU 1: NVIDIA A100 (rev 2) (UUID: GPU-1111)\r\n"
+                                        "  MIG 7g.80gb     Device  0: (UUID: MIG-bb)\r\n",
+                                        gpus, 2, PROTO_MAX_GPUS, &n, &err),
+                     0);
+    assert_int_equal(n, 4);
+    assert_string_equal(gpus[2].uuid, "MIG-aa");
+    assert_string_equal(gpus[3].profile, "7g.80gb");
+    assert_int_equal(gpus[3].parent, 1);
+    /* No room for a slice. */
+    wrk_gpus_simulate(gpus, 2, NULL);
+    assert_int_equal(wrk_gpus_parse_mig("GPU 0: X (UUID: GPU-0)\n"
+                                        "  MIG 1g.10gb Device 0: (UUID: MIG-1)\n",
+                                        gpus, 2, 2, &n, &err),
+                     -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+}
+
+static void test_mig_bad(void **state)
+{
+    static const struct {
+        const char *text;
+        const char *msg;
+    } cases[] = {
+        { "  MIG 1g.10gb Device 0: (UUID: MIG-1)\n", "line 1: a MIG device before any GPU line" },
+        { "hello\n", "line 1: expected 'GPU N: ...' or an indented 'MIG PROFILE Device N: ...'" },
+        { "GPU 0: X (UUID: GPU-0)\nMIG 1g.10gb Device 0: (UUID: MIG-1)\n",
+          "line 2: expected 'GPU N: ...' or an indented 'MIG PROFILE Device N: ...'" },
+        { "GPU 9: X (UUID: GPU-9)\n", "line 1: GPU 9 is not in the GPU query" },
+        { "GPU x: X (UUID: GPU-0)\n", "line 1: GPU index: expected 0..63, got 'x'" },
+        { "GPU 0: X\n", "line 1: GPU 0: expected '(UUID: GPU-...)' at the end" },
+        { "GPU 0: X (UUID: GPU-0)\n  MIG 3gb Device 0: (UUID: MIG-1)\n",
+          "line 2: '3gb' is not a MIG profile (e.g. 3g.40gb)" },
+        { "GPU 0: X (UUID: GPU-0)\n  MIG 1g.10gb Dev 0: (UUID: MIG-1)\n",
+          "line 2: expected 'Device N:' after the profile" },
+        { "GPU 0: X (UUID: GPU-0)\n  MIG 1g.10gb Device 0: (UUID: GPU-1)\n",
+          "line 2: expected '(UUID: MIG-...)' after 'Device 0:'" },
+        { "GPU 0: X (UUID: GPU-0)\n  MIG 1g.10gb Device 0: (UUID: MIG-1)\n"
+          "  MIG 1g.10gb Device 1: (UUID: MIG-1)\n",
+          "line 3: MIG device MIG-1 listed twice" },
+        { "GPU 0: X (UUID: GPU-0)\nGPU 0: X (UUID: GPU-0)\n  MIG 1g.10gb Device 0: (UUID: MIG-1)\n"
+          "GPU 0: X (UUID: GPU-0)\n",
+          "line 4: GPU 0 listed twice" },
+        { "GPU 1: X (UUID: GPU-other)\n", "line 1: GPU 1 has UUID GPU-other here but GPU-1 in the "
+                                          "GPU query" },
+    };
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(cases); i++) {
+        struct proto_gpu gpus[PROTO_MAX_GPUS];
+        struct mu_err err;
+        int n = -1;
+        wrk_gpus_simulate(gpus, 2, NULL);
+        mu_strlcpy(gpus[1].uuid, "GPU-1", sizeof(gpus[1].uuid));
+        if (wrk_gpus_parse_mig(cases[i].text, gpus, 2, PROTO_MAX_GPUS, &n, &err) != -1)
+            fail_msg("case %zu parsed", i);
+        assert_int_equal(err.code, MU_E_PARSE);
+        if (strcmp(err.msg, cases[i].msg) != 0)
+            fail_msg("case %zu: '%s', expected '%s'", i, err.msg, cases[i].msg);
+        assert_int_equal(n, -1);
+    }
+}
+
+static void test_mig_simulate_and_visible(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    char buf[512];
+    int n = -1;
+    (void)state;
+
+    wrk_gpus_simulate(gpus, 4, NULL);
+    assert_int_equal(
+        wrk_gpus_simulate_mig("7x1g.10gb,-,2x3g.40gb+1x1g.10gb", gpus, 4, PROTO_MAX_GPUS, &n, &err),
+        0);
+    assert_int_equal(n, 4 + 7 + 3);
+    assert_true(gpus[0].mig && !gpus[1].mig && gpus[2].mig && !gpus[3].mig);
+    assert_string_equal(gpus[4].uuid, "MIG-sim-0-0");
+    assert_string_equal(gpus[11].profile, "3g.40gb");
+    assert_int_equal(gpus[11].parent, 2);
+    assert_string_equal(gpus[13].profile, "1g.10gb");
+    assert_int_equal(gpus[13].index, 13);
+    wrk_gpus_simulate(gpus, 2, NULL);
+    assert_int_equal(
+        wrk_gpus_simulate_mig("1x1g.10gb+me+2x2g.20gb", gpus, 2, PROTO_MAX_GPUS, &n, &err), 0);
+    assert_int_equal(n, 5);
+    assert_string_equal(gpus[2].profile, "1g.10gb+me");
+    assert_string_equal(gpus[4].profile, "2g.20gb");
+    wrk_gpus_simulate(gpus, 4, NULL);
+    assert_int_equal(
+        wrk_gpus_simulate_mig("7x1g.10gb,-,2x3g.40gb+1x1g.10gb", gpus, 4, PROTO_MAX_GPUS, &n, &err),
+        0);
+    {
+        int bind[2] = { 11, 4 };
+        int whole[1] = { 1 };
+        int parent[1] = { 0 };
+        assert_int_equal(wrk_gpus_format_visible(gpus, n, true, bind, 2, buf, sizeof(buf), &err),
+                         0);
+        assert_string_equal(buf, "MIG-sim-2-7,MIG-sim-0-0");
+        assert_int_equal(wrk_gpus_format_visible(gpus, n, true, whole, 1, buf, sizeof(buf), &err),
+                         0);
+        assert_string_equal(buf, "1");
+        assert_int_equal(wrk_gpus_format_visible(gpus, n, true, parent, 1, buf, sizeof(buf), &err),
+                         -1);
+        assert_string_equal(err.msg, "gpu 0 is in MIG mode: only its slices are bound");
+    }
+    static const char *const bad[] = { "",          "7x1g.10gb,", ",-",        "8x1g.10gb",
+                                       "1g.10gb",   "1x10gb",     "-,-,-,-,-", "7x1g.10gb,,-",
+                                       "0x1g.10gb", "7x1g.10gb+" };
+    for (size_t i = 0; i < MU_ARRAY_LEN(bad); i++) {
+        wrk_gpus_simulate(gpus, 4, NULL);
+        if (wrk_gpus_simulate_mig(bad[i], gpus, 4, PROTO_MAX_GPUS, &n, &err) == 0)
+            fail_msg("--mig '%s' accepted", bad[i]);
+    }
+    /* 64 entries at most: 8 GPUs of 7 slices is 64. */
+    wrk_gpus_simulate(gpus, 8, NULL);
+    assert_int_equal(wrk_gpus_simulate_mig("7x1g.10gb,7x1g.10gb,7x1g.10gb,7x1g.10gb,7x1g.10gb,"
+                                           "7x1g.10gb,7x1g.10gb,7x1g.10gb",
+                                           gpus, 8, PROTO_MAX_GPUS, &n, &err),
+                     0);
+    assert_int_equal(n, 64);
+    wrk_gpus_simulate(gpus, 9, NULL);
+    assert_int_equal(wrk_gpus_simulate_mig("7x1g.10gb,7x1g.10gb,7x1g.10gb,7x1g.10gb,7x1g.10gb,"
+                                           "7x1g.10gb,7x1g.10gb,7x1g.10gb",
+                                           gpus, 9, PROTO_MAX_GPUS, &n, &err),
+                     -1);
+    assert_int_equal(err.code, MU_E_TOOBIG);
+}
+
+/* Discovery: a stand-in nvidia-smi for -L; a failing one leaves the GPUs to the caller. */
+static void test_mig_discover(void **state)
+{
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    struct mu_err err;
+    char *dir = make_tmpdir();
+    char sample[1024];
+    char script[1024];
+    char prog[1024];
+    char *csv = read_data("p5.48xlarge.csv");
+    int n = -1;
+    int total = -1;
+    (void)state;
+
+    assert_int_equal(wrk_gpus_parse_csv(csv, gpus, PROTO_MAX_GPUS, &n, &err), 0);
+    free(csv);
+    data_path("nvsmi-L-p5.48xlarge-mig.txt", sample, sizeof(sample));
+    assert_int_equal(mu_snprintf(script, sizeof(script),
+                                 "#!/bin/sh\n[ \"$1\" = -L ] && [ $# -eq 1 ] || exit 7\ncat '%s'\n",
+                                 sample),
+                     0);
+    assert_int_equal(mu_snprintf(prog, sizeof(prog), "%s/nvidia-smi-L", dir), 0);
+    write_file(prog, script, 0755);
+    if (wrk_mig_discover(prog, gpus, n, PROTO_MAX_GPUS, &total, &err) != 0)
+        fail_msg("%s", err.msg);
+    assert_int_equal(total, 21);
+    write_file(prog, "#!/bin/sh\necho 'GPU 0: X (UUID: GPU-nope)'\n", 0755);
+    assert_int_equal(wrk_mig_discover(prog, gpus, n, PROTO_MAX_GPUS, &total, &err), -1);
+    assert_non_null(strstr(err.msg, "-L' output: line 1: GPU 0 has UUID GPU-nope"));
+    rm_rf(dir);
+    free(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -693,6 +935,11 @@ int main(void)
         cmocka_unit_test(test_gpus_discover),
         cmocka_unit_test(test_topo_discover),
         cmocka_unit_test(test_topo_discover_failures),
+        cmocka_unit_test(test_mig_samples),
+        cmocka_unit_test(test_mig_inline),
+        cmocka_unit_test(test_mig_bad),
+        cmocka_unit_test(test_mig_simulate_and_visible),
+        cmocka_unit_test(test_mig_discover),
     };
     /* WRK_TEST_FILTER=test_x* runs a subset by hand. */
     if (getenv("WRK_TEST_FILTER"))

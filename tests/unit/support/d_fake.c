@@ -458,6 +458,12 @@ static int fake_send(void *ctx, const char *node, const struct proto_msg *m, str
     out->world_size = m->world_size;
     out->node_rank = m->node_rank;
     out->nbind_gpus = m->nbind_gpus;
+    memcpy(out->bind_gpus, m->bind_gpus, sizeof(out->bind_gpus));
+    out->gpu_milli_env[0] = '\0';
+    for (int i = 0; i < m->nenv && m->env; i++) {
+        if (strncmp(m->env[i], "MUSTER_GPU_MILLI=", 17) == 0)
+            mu_strlcpy(out->gpu_milli_env, m->env[i], sizeof(out->gpu_milli_env));
+    }
     mu_strlcpy(out->resume_from, m->resume_from, sizeof(out->resume_from));
     return 0;
 }

@@ -74,7 +74,9 @@ struct fake_msg {
     int world_size;
     int node_rank;
     int nbind_gpus; /* BIND: GPUs given to the task */
+    int bind_gpus[PROTO_MAX_GPUS];
     char resume_from[PROTO_PATH_MAX];
+    char gpu_milli_env[32]; /* BIND: its "MUSTER_GPU_MILLI=…" entry, "" when none */
 };
 
 /* An empty sender (heap; free with fake_sender_free) whose send function goes into *out. */
