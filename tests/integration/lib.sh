@@ -279,20 +279,21 @@ stop_musterd() {
     [ -n "$MUSTERD_PID" ] && stop_pid "$MUSTERD_PID"
 }
 
-# start_worker NAME POOL GPUS [ARGS...]: muster-worker for node NAME with GPUS simulated GPUs,
+# start_worker NAME POOL GPUS [ARGS...]: muster-worker for node NAME with GPUS simulated GPUs
+# (scheduler: $SCHED_ENDPOINTS when set, a comma-separated list, else start_musterd's port),
 # labels zone=z1 rack=r1 unless ARGS give --label flags of their own, state dir $T/w/NAME,
 # log $T/worker-NAME.log.  Its PID is in WORKER_PID[NAME].
 start_worker() {
     local name=$1 pool=$2 gpus=$3
     shift 3
     _mu_need_bin muster-worker
-    [ -n "${SCHED_PORT:-}" ] || fail "start_worker: call start_musterd first"
+    [ -n "${SCHED_PORT:-}${SCHED_ENDPOINTS:-}" ] || fail "start_worker: call start_musterd first"
     mkdir -p "$T/w/$name"
     local labels=(--label zone=z1 --label rack=r1) a
     for a in "$@"; do
         [ "$a" = --label ] && labels=() # the caller names the labels itself
     done
-    "$MUSTER_BIN/muster-worker" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --node "$name" \
+    "$MUSTER_BIN/muster-worker" --scheduler "${SCHED_ENDPOINTS:-tcp://127.0.0.1:$SCHED_PORT}" --node "$name" \
         --pool "$pool" --gpus "$gpus" --addr 127.0.0.1 --state-dir "$T/w/$name" \
         "${labels[@]}" "$@" >>"$T/worker-$name.log" 2>&1 &
     WORKER_PID[$name]=$!
