@@ -20,6 +20,13 @@ wait_for "musterctl status shows a leading and b standing by" 10 \
         ".leading and .pid == \$p and (.holder | endswith(\$a)) and ([.standbys[].holder | endswith(\$b)] | any)" >/dev/null'
 ctl status | has -F "leader:   musterd@" || fail "musterctl status names no leader: $(ctl status)"
 
+# A list is the endpoints, comma-separated; anything else is refused as a usage error.
+for bad in "tcp://127.0.0.1:${HA_PORT[a]},http://127.0.0.1:1" "tcp://127.0.0.1:${HA_PORT[a]}," \
+    "$(printf 'tcp://127.0.0.1:1,%.0s' 1 2 3 4 5 6 7 8)tcp://127.0.0.1:2"; do
+    expect_rc 2 "$MUSTER_BIN/muster-worker" --scheduler "$bad" --node bad --pool spot-a --gpus 1 \
+        --state-dir "$T/w/bad"
+    has -F "expected tcp://HOST:PORT, or up to 8 of them" <"$T/err" || fail "--scheduler '$bad': $(cat "$T/err")"
+done
 SCHED_ENDPOINTS="tcp://127.0.0.1:${HA_PORT[a]},tcp://127.0.0.1:${HA_PORT[b]}"
 export SCHED_ENDPOINTS
 mkdir -p "$T/ran"
