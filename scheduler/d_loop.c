@@ -188,14 +188,14 @@ static void drain_intake(struct musterd *d)
     apply_entries(d, entries, n);
 }
 
-/* Entries a dead scheduler (another consumer name) read and never acknowledged. */
-static void claim_stale(struct musterd *d)
+/* Entries a dead or deposed scheduler read and never acknowledged, idle at least min_idle_ms. */
+static void claim_stale(struct musterd *d, int min_idle_ms)
 {
     struct queue_entry *entries = NULL;
     struct mu_err err;
     int n = 0;
 
-    if (queue_intake_claim(d->q, d->consumer, CLAIM_IDLE_MS, &entries, &n, &err) != 0) {
+    if (queue_intake_claim(d->q, d->consumer, min_idle_ms, &entries, &n, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "claim", 5, "%s", err.msg);
         d->redis_down = true;
         return;
@@ -266,7 +266,7 @@ static void periodic(struct musterd *d, uint64_t now)
     d_jobs_flush_reasons(d);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;
-        claim_stale(d);
+        claim_stale(d, CLAIM_IDLE_MS);
     }
     if (d->nodes_dirty || now >= d->next_nodes_write_ms) {
         d_status_write(d);
@@ -296,6 +296,12 @@ int d_run(struct musterd *d, struct mu_err *err)
 {
     mu_log(MU_LOG_INFO, "sched", "musterd running: epoch %llu, workers on %s",
            (unsigned long long)d->epoch, d->cfg.bind);
+    /* Before our first read nothing pending is ours, and no other musterd can store an entry
+     * (its writes are fenced), so what earlier leaders left is taken now, not after
+     * CLAIM_IDLE_MS: a takeover goes on with the submissions the old leader had in hand. */
+    claim_stale(d, 0);
+    if (lease_gone(d))
+        return step_down(d, err);
     drain_intake(d); /* sends the first blocking read */
     while (!*d->stop) {
         zmq_pollitem_t items[4];

@@ -3,7 +3,7 @@
 # another holder takes muster:leader (and the epoch) behind a running musterd's back, as a
 # standby would after this one stalled; its next write (a new submission's job) is refused by
 # Redis as a whole, and it steps down: it exits 1 saying so, the job is not stored, and the
-# submission stays unacknowledged for the real leader to take.
+# submission stays unacknowledged for the next leader, which takes and runs it.
 source "$(dirname "$0")/lib.sh"
 
 start_redis
@@ -30,3 +30,11 @@ grep -q "stepping down" "$T/musterd.log" || fail "musterd did not say it steps d
     fail "the submission is not left unacknowledged: $(rcli XPENDING muster:submit muster-scheduler)"
 [ "$(rcli GET muster:leader)" = "99 musterd@elsewhere tcp://10.0.0.2:7070" ] || fail "the leader key was changed"
 ok "a write without the lease was refused whole, and musterd stepped down"
+
+# The other holder's lease lapses; a musterd that takes the lease next claims the submission the
+# deposed one left pending, before it reads anything else, and runs it.
+rcli DEL muster:leader >/dev/null
+start_musterd "$CONFIG"
+wait_for "the new leader runs the left submission" 60 job_state_is "$id2" SUCCEEDED
+[ "$(rcli XPENDING muster:submit muster-scheduler | head -1)" = 0 ] || fail "submissions left unacknowledged"
+ok "the next leader took the submission the deposed one had read"
