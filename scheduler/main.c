@@ -302,6 +302,8 @@ int main(int argc, char **argv)
     if (rc <= 0) {
         if (rc < 0)
             (void)fprintf(stderr, "musterd: %s\n", err.msg);
+        else
+            mu_log(MU_LOG_INFO, "sched", "musterd stopping (it was standing by)");
         rc = rc < 0 ? 1 : 0;
         goto out;
     }
@@ -316,6 +318,9 @@ int main(int argc, char **argv)
     }
     rc = 0;
 out:
+    /* A leader that cannot go on (metrics address in use, Redis gone during the state read)
+     * hands the lease back, so that a standby or its own restart leads at once. */
+    d_lease_release(&d);
     teardown(&d);
     return rc;
 }

@@ -7,7 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 
 start_redis
-make_config --with '{"leader_lease_s": 2, "node_lost_after_s": 20}' >/dev/null
+make_config --with '{"leader_lease_s": 3, "node_lost_after_s": 20}' >/dev/null
 start_musterd_ha a "$CONFIG"
 wait_for "musterd a leads" 10 '[ "$(leader_pid)" = "${HA_PID[a]}" ]'
 start_musterd_ha b "$CONFIG"
