@@ -288,7 +288,8 @@ static int step_down(const struct musterd *d, struct mu_err *err)
            (unsigned long long)d->epoch);
     return mu_errf(err, MU_E_FENCED,
                    "lost the leader lease (epoch %llu) to another musterd; hint: let systemd "
-                   "restart this one (Restart=always), it comes back as a standby",
+                   "restart this one (musterd.service's Restart=on-failure), it comes back as a "
+                   "standby",
                    (unsigned long long)d->epoch);
 }
 
