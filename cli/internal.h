@@ -109,6 +109,7 @@ ctl_handler_fn ctl_cmd_reload;
 ctl_handler_fn ctl_cmd_topology;
 ctl_handler_fn ctl_cmd_pools;
 ctl_handler_fn ctl_cmd_top;
+ctl_handler_fn ctl_cmd_status;
 ctl_handler_fn ctl_cmd_logs;
 ctl_handler_fn ctl_cmd_completion;
 ctl_handler_fn ctl_cmd_help;

@@ -202,6 +202,14 @@ const struct ctl_cmd ctl_commands[] = {
       "running there, and why musterd cordoned the node when it did (it refused tasks of three "
       "attempts in a row for its own reasons).",
       NULL, 0, 0, CTL_ARG_NONE },
+    { "status", ctl_cmd_status, "show which musterd leads, since when, and the standbys", "",
+      "Shows the musterd that holds the leader lease (its holder name, musterd@HOST ENDPOINT, "
+      "and pid), its fencing epoch, when it took over, how much of its lease (leader_lease_s) "
+      "is left, and the standbys that tried to take the lease in the last two lease periods "
+      "(docs/deploy.md, high availability).  -o json prints the "
+      "object {leading, holder, epoch, pid, since_ms, lease_ms_left, now_ms, standbys: "
+      "[{holder, seen_ms}]}.",
+      NULL, 0, 0, CTL_ARG_NONE },
     { "top", ctl_cmd_top, "live view of queues, pools and running gangs", "[--once]",
       "Shows queues, pools and the running gangs, refreshed every second, until q or Ctrl-C.  "
       "The terminal is restored on exit.  --once prints a single frame without clearing the "

@@ -31,7 +31,8 @@
     X(MU_E_SPEC, 12, "invalid job spec")      \
     X(MU_E_TOOBIG, 13, "too large")           \
     X(MU_E_USAGE, 14, "usage error")          \
-    X(MU_E_STATE, 15, "wrong state")
+    X(MU_E_STATE, 15, "wrong state")          \
+    X(MU_E_FENCED, 16, "not the leader")
 
 #define MU_ERR_ENUM_ITEM(name, value, text) name = (value),
 enum mu_err_code { MU_ERR_LIST(MU_ERR_ENUM_ITEM) };

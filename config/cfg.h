@@ -82,6 +82,8 @@ struct cfg {
     int max_time_limit_s;       /* a spec asking for more is rejected; 0 = no maximum */
     int events_max;             /* approximate cap on the events stream length, >= 1000 */
     int max_array_size;         /* elements of a job array at most (spec "array"), default 10000 */
+    int leader_lease_s;         /* musterd's leader lease TTL, 2..60, default 5: a standby takes
+                                   over within this plus 1 s of the leader's death (issue #14) */
     int retry_backoff_s;        /* wait before the first rerun of a failed gang, doubling per
                                    failure; 0 = rerun at once */
     int retry_backoff_max_s;    /* cap on that wait, >= retry_backoff_s */

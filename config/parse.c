@@ -459,6 +459,7 @@ static const struct {
     { "spot_return_horizon_s", offsetof(struct cfg, spot_return_horizon_s), 0, 31536000 },
     { "spot_return_overhead_s", offsetof(struct cfg, spot_return_overhead_s), 0, 86400 },
     { "max_array_size", offsetof(struct cfg, max_array_size), 1, 1000000 },
+    { "leader_lease_s", offsetof(struct cfg, leader_lease_s), 2, 60 },
 };
 
 static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
@@ -528,6 +529,7 @@ static const char *const top_keys[] = {
     "spot_return_overhead_s",
     "instance_topology",
     "max_array_size",
+    "leader_lease_s",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 

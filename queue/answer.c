@@ -36,9 +36,8 @@ int queue_answer_push(
 
     if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
-    sent += redisAppendCommand(q->ctx, "RPUSH %s%s %b", q->prefix, key, value, len) == REDIS_OK;
-    sent += redisAppendCommand(q->ctx, "EXPIRE %s%s %d", q->prefix, key, QUEUE_ANSWER_TTL_S)
-            == REDIS_OK;
+    sent += queue_append(q, "RPUSH %s%s %b", q->prefix, key, value, len) == REDIS_OK;
+    sent += queue_append(q, "EXPIRE %s%s %d", q->prefix, key, QUEUE_ANSWER_TTL_S) == REDIS_OK;
     if (queue_pipeline_finish(q, sent, err) != 0)
         return -1;
     if (sent != 2)

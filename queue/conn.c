@@ -197,6 +197,7 @@ void queue_free(struct queue *q)
         return;
     if (q->ctx)
         redisFree(q->ctx);
+    queue_batch_free(q);
     free(q);
 }
 

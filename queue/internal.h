@@ -11,6 +11,16 @@ struct queue {
     redisContext *ctx; /* NULL while disconnected; a context with err set is freed at once */
     struct queue_url url;
     char prefix[CFG_NAME_MAX];
+    /* Fenced writes (lease.c): with fence set, each write pipeline is queued in batch and runs as
+     * one script that first checks <prefix>leader still holds fence. */
+    char fence[QUEUE_LEASE_TOKEN_MAX]; /* "" = writes are not fenced */
+    uint64_t fence_epoch;
+    int fence_ttl_ms;
+    char fence_sha[48]; /* the fence script's SHA1 once loaded, "" before */
+    char **batch;       /* formatted commands (redisFormatCommand), owned */
+    int *batch_len;
+    int nbatch;
+    int cap_batch;
 };
 
 struct cJSON;
@@ -33,8 +43,20 @@ int queue_spec_array_set(struct queue_spec *s, const struct cJSON *v, struct mu_
 int queue_conn_open(struct queue *q, struct mu_err *err);
 /* Frees a dead context so the next command reconnects. */
 void queue_conn_drop(struct queue *q);
-/* Reads the replies of n pipelined commands; the first error wins, all are drained. */
+/* Reads the replies of n pipelined commands; the first error wins, all are drained.  With a
+ * fence set, runs the batch queue_append queued instead (one round trip; MU_E_FENCED when this
+ * connection's holder no longer leads, and then nothing was written). */
 int queue_pipeline_finish(struct queue *q, int n, struct mu_err *err);
+/* A write in the current pipeline: appended to q->ctx, or to the batch with a fence set.
+ * REDIS_OK or REDIS_ERR, as redisAppendCommand. */
+int queue_append(struct queue *q, const char *fmt, ...);
+int queue_append_argv(struct queue *q, int argc, const char **argv, const size_t *lens);
+/* Runs the batch as one fenced script (lease.c); with out, the script's reply (an array of the
+ * commands' replies, freeReplyObject) on success.  The batch is empty afterwards. */
+int queue_batch_finish(struct queue *q, redisReply **out, struct mu_err *err);
+/* Drops a batch that will not run; queue_batch_free also frees its arrays (queue_free). */
+void queue_batch_clear(struct queue *q);
+void queue_batch_free(struct queue *q);
 /* logs.c: a logreq entry's fields (a redisReply array) into *out, checked (out->error). */
 void queue_log_req_parse(const void *fields, struct queue_log_req *out);
 

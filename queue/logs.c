@@ -128,15 +128,12 @@ int queue_log_reply(struct queue *q,
     value[hlen] = '\n';
     if (len > 0)
         memcpy(value + hlen + 1, data, len);
-    sent += redisAppendCommand(q->ctx, "RPUSH %slogreply:%s %b", q->prefix, req_id, value,
-                               hlen + 1 + len)
+    sent += queue_append(q, "RPUSH %slogreply:%s %b", q->prefix, req_id, value, hlen + 1 + len)
             == REDIS_OK;
-    sent += redisAppendCommand(q->ctx, "EXPIRE %slogreply:%s %d", q->prefix, req_id,
-                               QUEUE_LOG_REPLY_TTL_S)
+    sent += queue_append(q, "EXPIRE %slogreply:%s %d", q->prefix, req_id, QUEUE_LOG_REPLY_TTL_S)
             == REDIS_OK;
-    sent += redisAppendCommand(q->ctx, "XACK %slogreq %s %s", q->prefix, QUEUE_GROUP, req_id)
-            == REDIS_OK;
-    sent += redisAppendCommand(q->ctx, "XDEL %slogreq %s", q->prefix, req_id) == REDIS_OK;
+    sent += queue_append(q, "XACK %slogreq %s %s", q->prefix, QUEUE_GROUP, req_id) == REDIS_OK;
+    sent += queue_append(q, "XDEL %slogreq %s", q->prefix, req_id) == REDIS_OK;
     if (queue_pipeline_finish(q, sent, err) != 0)
         goto out;
     if (sent != 4) {

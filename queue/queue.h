@@ -343,8 +343,63 @@ int queue_job_update(struct queue *q,
                      const char *ack_id,
                      struct mu_err *err);
 
-/* INCR epoch: the scheduler's fencing epoch for this run. */
-int queue_epoch_next(struct queue *q, uint64_t *epoch, struct mu_err *err);
+/* HINCRBY counters name 1 (a metrics counter not tied to a job update). */
+int queue_counter_incr(struct queue *q, const char *name, struct mu_err *err);
+
+/* ---------------- the scheduler lease and fenced writes (issue #14, queue/lease.c) ----------
+ *
+ * One musterd leads: it holds the key <prefix>leader, whose value is its token
+ * "<epoch> <holder>", set with NX and a TTL in Redis's own clock.  Taking it increments
+ * <prefix>epoch in the same script, so each leader has a fresh fencing epoch; <prefix>leadership
+ * (hash: epoch, holder, pid, since_ms) says who leads for musterctl; <prefix>standbys (sorted set)
+ * who stands by.  With queue_fence_set, each
+ * write this connection makes runs as one script that checks the token first: a musterd that
+ * lost the lease (frozen, cut off) cannot change a single field after the next one took over.
+ */
+#define QUEUE_LEASE_TOKEN_MAX 320
+
+/*
+ * Tries to take the lease for holder ("musterd@HOST ENDPOINT"): *won when the key was free, or
+ * held by this same holder and take_own (the caller proved that holder dead: it bound the same
+ * endpoint on the same host).  Then *epoch is the new epoch and token (size QUEUE_LEASE_TOKEN_MAX)
+ * the key's value; pid goes to the leadership hash.  Otherwise token is the current holder's.
+ */
+int queue_lease_acquire(struct queue *q,
+                        const char *holder,
+                        long pid,
+                        int ttl_ms,
+                        bool take_own,
+                        uint64_t *epoch,
+                        char *token,
+                        size_t token_size,
+                        bool *won,
+                        struct mu_err *err);
+/* Extends the lease of token (epoch) to ttl_ms from now.  *held false when another holder took
+ * it; a key that expired while nobody else took it (epoch unchanged) is set again, since no
+ * other leader can have written in between.  *standbys: musterd that tried to take the lease
+ * within the last two TTLs (<prefix>standbys, a sorted set each failed acquire refreshes). */
+int queue_lease_renew(struct queue *q,
+                      const char *token,
+                      uint64_t epoch,
+                      int ttl_ms,
+                      bool *held,
+                      int *standbys,
+                      struct mu_err *err);
+/* Deletes the key if it still holds token (a clean stop hands over at once). */
+int queue_lease_release(struct queue *q, const char *token, struct mu_err *err);
+/* From now on every write made through q (job updates, status hashes, counters, answers, log
+ * replies, idempotency keys) is applied only while <prefix>leader holds token, or is free while
+ * <prefix>epoch is still epoch (re-set then, for ttl_ms); otherwise it fails with MU_E_FENCED and
+ * nothing of it is written.  Loads the script (SCRIPT LOAD; EVALSHA, EVAL after a restart). */
+int queue_fence_set(
+    struct queue *q, const char *token, uint64_t epoch, int ttl_ms, struct mu_err *err);
+/* Who leads, for musterctl status: a JSON object {leading (the key is held), holder, epoch, pid,
+ * since_ms (of the last takeover, Redis's clock), lease_ms_left, now_ms (this host's wall
+ * clock), standbys: [{holder, seen_ms (Redis's clock)}]}; holder, epoch, pid and since_ms are
+ * absent before any musterd led.  Plain reads only (GET, PTTL, HGETALL, ZRANGE), so a read-only
+ * ACL user may ask.  *out is the caller's (cJSON_Delete). */
+struct cJSON;
+int queue_leadership_read(struct queue *q, struct cJSON **out, struct mu_err *err);
 
 /* Looks up idempotency key -> job id; *found false when absent. */
 int queue_idem_get(struct queue *q,

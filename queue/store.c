@@ -34,6 +34,8 @@ static void argv_add(struct argv_builder *b, const char *s)
 int queue_pipeline_finish(struct queue *q, int n, struct mu_err *err)
 {
     int rc = 0;
+    if (q->nbatch > 0)
+        return queue_batch_finish(q, NULL, err);
     for (int i = 0; i < n; i++) {
         void *reply = NULL;
         if (redisGetReply(q->ctx, &reply) != REDIS_OK) {
@@ -86,14 +88,14 @@ int queue_job_update(struct queue *q,
     }
     if (set.argc >= ARGV_MAX || del.argc >= ARGV_MAX)
         return mu_errf(err, MU_E_TOOBIG, "job %s: too many fields in one update", id);
-    if (set.argc > 2 && redisAppendCommandArgv(q->ctx, set.argc, set.argv, set.lens) == REDIS_OK)
+    if (set.argc > 2 && queue_append_argv(q, set.argc, set.argv, set.lens) == REDIS_OK)
         sent++;
-    if (del.argc > 2 && redisAppendCommandArgv(q->ctx, del.argc, del.argv, del.lens) == REDIS_OK)
+    if (del.argc > 2 && queue_append_argv(q, del.argc, del.argv, del.lens) == REDIS_OK)
         sent++;
     if (index_ms) {
         (void)mu_snprintf(list_key, sizeof(list_key), "%sjobs", q->prefix);
         (void)mu_snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)index_ms);
-        if (redisAppendCommand(q->ctx, "ZADD %s %s %s", list_key, num[0], id) == REDIS_OK)
+        if (queue_append(q, "ZADD %s %s %s", list_key, num[0], id) == REDIS_OK)
             sent++;
     }
     if (ev || index_ms) {
@@ -103,7 +105,7 @@ int queue_job_update(struct queue *q,
         if (ev && queue_state_parse(ev->state, &st) == 0)
             final = queue_state_is_final(st);
         if ((final || index_ms)
-            && redisAppendCommand(q->ctx, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id)
+            && queue_append(q, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id)
                    == REDIS_OK)
             sent++;
     }
@@ -111,27 +113,25 @@ int queue_job_update(struct queue *q,
         (void)mu_snprintf(events_key, sizeof(events_key), "%sevents", q->prefix);
         (void)mu_snprintf(num[1], sizeof(num[1]), "%d", ev->attempt);
         (void)mu_snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)ev->at_ms);
-        if (redisAppendCommand(
-                q->ctx, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
-                events_key, events_max, id, ev->state, ev->reason ? ev->reason : "", num[1], num[2])
+        if (queue_append(q, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
+                         events_key, events_max, id, ev->state, ev->reason ? ev->reason : "",
+                         num[1], num[2])
             == REDIS_OK)
             sent++;
     }
     for (int i = 0; ev && i < 4 && ev->incr[i]; i++) {
-        if (redisAppendCommand(q->ctx, "HINCRBY %scounters %s 1", q->prefix, ev->incr[i])
-            == REDIS_OK)
+        if (queue_append(q, "HINCRBY %scounters %s 1", q->prefix, ev->incr[i]) == REDIS_OK)
             sent++;
     }
     if (ev && ev->incr_float_name
-        && redisAppendCommand(q->ctx, "HINCRBYFLOAT %scounters %s %.9f", q->prefix,
-                              ev->incr_float_name, ev->incr_float)
+        && queue_append(q, "HINCRBYFLOAT %scounters %s %.9f", q->prefix, ev->incr_float_name,
+                        ev->incr_float)
                == REDIS_OK)
         sent++;
     if (ack_id) {
         (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
                           ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
-        if (redisAppendCommand(q->ctx, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id)
-            == REDIS_OK)
+        if (queue_append(q, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id) == REDIS_OK)
             sent++;
     }
     if (queue_pipeline_finish(q, sent, err) != 0) {
@@ -141,18 +141,15 @@ int queue_job_update(struct queue *q,
     return 0;
 }
 
-int queue_epoch_next(struct queue *q, uint64_t *epoch, struct mu_err *err)
+int queue_counter_incr(struct queue *q, const char *name, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "INCR %sepoch", q->prefix);
-    if (!r)
+    if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
-    if (r->type != REDIS_REPLY_INTEGER || r->integer <= 0) {
-        queue_reply_free(r);
-        return mu_errf(err, MU_E_REDIS, "INCR %sepoch: unexpected reply", q->prefix);
+    if (queue_append(q, "HINCRBY %scounters %s 1", q->prefix, name) != REDIS_OK) {
+        queue_batch_clear(q);
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
     }
-    *epoch = (uint64_t)r->integer;
-    queue_reply_free(r);
-    return 0;
+    return queue_pipeline_finish(q, 1, err);
 }
 
 int queue_idem_get(
@@ -214,11 +211,23 @@ int queue_idem_claim(struct queue *q,
                      bool *won,
                      struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "SET %sidem:%s %s NX", q->prefix, key, id);
+    redisReply *r = NULL;
     bool found = false;
-    if (!r)
-        return -1;
-    *won = r->type == REDIS_REPLY_STATUS;
+    if (q->fence[0]) {
+        /* The script's reply holds SET's: OK when set, nil when the key existed. */
+        if (queue_append(q, "SET %sidem:%s %s NX", q->prefix, key, id) != REDIS_OK) {
+            queue_batch_clear(q);
+            return mu_errf(err, MU_E_NOMEM, "out of memory");
+        }
+        if (queue_batch_finish(q, &r, err) != 0)
+            return -1;
+        *won = r->elements == 1 && r->element[0]->type == REDIS_REPLY_STATUS;
+    } else {
+        r = queue_command(q, err, "SET %sidem:%s %s NX", q->prefix, key, id);
+        if (!r)
+            return -1;
+        *won = r->type == REDIS_REPLY_STATUS;
+    }
     queue_reply_free(r);
     if (*won) {
         mu_strlcpy(id_out, id, id_size);
@@ -264,6 +273,14 @@ int queue_status_write(
     }
     for (int i = 0; i < argc; i++)
         lens[i] = strlen(argv[i]);
+    if (q->fence[0]) {
+        if (queue_append_argv(q, argc, argv, lens) != REDIS_OK) {
+            mu_errf(err, MU_E_NOMEM, "out of memory");
+            goto out;
+        }
+        rc = queue_pipeline_finish(q, 1, err);
+        goto out;
+    }
     r = redisCommandArgv(q->ctx, argc, argv, lens);
     if (!r) {
         mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
@@ -406,9 +423,9 @@ int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct
     rc = load_run(q, ids, fn, ctx, &vanished, err);
     /* An id whose hash vanished (deleted by hand) leaves the active set. */
     for (size_t i = 0; rc == 0 && vanished && i < ids->elements; i++) {
-        if (vanished[i])
-            queue_reply_free(
-                queue_command(q, NULL, "SREM %sactive %s", q->prefix, ids->element[i]->str));
+        if (vanished[i]
+            && queue_append(q, "SREM %sactive %s", q->prefix, ids->element[i]->str) == REDIS_OK)
+            (void)queue_pipeline_finish(q, 1, NULL);
     }
 out:
     free(vanished);

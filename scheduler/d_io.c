@@ -2,7 +2,9 @@
 /*
  * Layer 0 of musterd (d_io.h): the Redis store, the sender to the workers, and the counters of
  * the metrics endpoint.  The real store and sender are thin: each call is one queue_* call or one
- * proto_send, so that unit tests can put a recording store and sender in their place.
+ * proto_send, so that unit tests can put a recording store and sender in their place.  Every
+ * write is fenced by the leader lease (queue_fence_set): the store notes a refused one, and the
+ * sender then goes silent, so a musterd that lost the lease stops at its first write.
  */
 #include "scheduler/d_io.h"
 
@@ -11,6 +13,22 @@
 #include "common/mu_banned.h"
 
 /* ---- the store over Redis ---- */
+
+/* rc, after noting a write refused for want of the lease. */
+static int noted(void *ctx, int rc, const struct mu_err *err)
+{
+    struct d_store *s = ctx;
+    if (rc != 0 && err && err->code == MU_E_FENCED && !s->fenced) {
+        s->fenced = true;
+        mu_log(MU_LOG_ERROR, "sched", "redis refused a write: %s", err->msg);
+    }
+    return rc;
+}
+
+static struct queue *conn(void *ctx)
+{
+    return ((struct d_store *)ctx)->q;
+}
 
 static int redis_job_update(void *ctx,
                             const char *id,
@@ -23,8 +41,10 @@ static int redis_job_update(void *ctx,
                             const char *ack_id,
                             struct mu_err *err)
 {
-    return queue_job_update(ctx, id, fields, nfields, index_ms, ev, events_max, ack_stream, ack_id,
-                            err);
+    return noted(ctx,
+                 queue_job_update(conn(ctx), id, fields, nfields, index_ms, ev, events_max,
+                                  ack_stream, ack_id, err),
+                 err);
 }
 
 static int redis_idem_claim(void *ctx,
@@ -35,34 +55,30 @@ static int redis_idem_claim(void *ctx,
                             bool *won,
                             struct mu_err *err)
 {
-    return queue_idem_claim(ctx, key, id, owner, owner_size, won, err);
+    return noted(ctx, queue_idem_claim(conn(ctx), key, id, owner, owner_size, won, err), err);
 }
 
 static int redis_idem_get(
     void *ctx, const char *key, char *id, size_t id_size, bool *found, struct mu_err *err)
 {
-    return queue_idem_get(ctx, key, id, id_size, found, err);
+    return queue_idem_get(conn(ctx), key, id, id_size, found, err);
 }
 
 static int redis_job_state(
     void *ctx, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err)
 {
-    return queue_job_state_get(ctx, id, out, found, err);
+    return queue_job_state_get(conn(ctx), id, out, found, err);
 }
 
 static int redis_status_write(
     void *ctx, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err)
 {
-    return queue_status_write(ctx, hash, kv, n, err);
+    return noted(ctx, queue_status_write(conn(ctx), hash, kv, n, err), err);
 }
 
 static int redis_counter_incr(void *ctx, const char *name, struct mu_err *err)
 {
-    void *r = queue_command(ctx, err, "HINCRBY %scounters %s 1", queue_prefix(ctx), name);
-    if (!r)
-        return -1;
-    queue_reply_free(r);
-    return 0;
+    return noted(ctx, queue_counter_incr(conn(ctx), name, err), err);
 }
 
 static int redis_log_reply(void *ctx,
@@ -72,13 +88,13 @@ static int redis_log_reply(void *ctx,
                            size_t len,
                            struct mu_err *err)
 {
-    return queue_log_reply(ctx, req_id, head, data, len, err);
+    return noted(ctx, queue_log_reply(conn(ctx), req_id, head, data, len, err), err);
 }
 
 static int redis_answer_push(
     void *ctx, const char *key, const char *value, size_t len, struct mu_err *err)
 {
-    return queue_answer_push(ctx, key, value, len, err);
+    return noted(ctx, queue_answer_push(conn(ctx), key, value, len, err), err);
 }
 
 static const struct d_store_ops redis_ops = {
@@ -89,7 +105,9 @@ static const struct d_store_ops redis_ops = {
 void d_store_redis(struct d_store *s, struct queue *q)
 {
     s->ops = &redis_ops;
-    s->ctx = q;
+    s->ctx = s;
+    s->q = q;
+    s->fenced = false;
 }
 
 /* ---- the sender over the ROUTER ---- */
@@ -105,11 +123,15 @@ void d_sender_router(struct d_sender *s, void *router, uint64_t epoch)
     s->ctx = router;
     s->epoch = epoch;
     s->seq = 0;
+    s->halted = false;
+    s->fenced = NULL;
 }
 
 void d_send(struct d_sender *s, const char *node, struct proto_msg *m)
 {
     struct mu_err err;
+    if (s->halted || (s->fenced && *s->fenced))
+        return;
     m->epoch = s->epoch;
     m->seq = ++s->seq;
     m->sent_ms = mu_time_mono_ms(); /* the workers' lower bound of our clock (BIND expires_ms) */

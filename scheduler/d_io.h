@@ -76,10 +76,13 @@ struct d_store_ops {
 
 struct d_store {
     const struct d_store_ops *ops;
-    void *ctx; /* borrowed */
+    void *ctx;       /* borrowed */
+    struct queue *q; /* the real store's connection (borrowed); NULL for others */
+    bool fenced;     /* a write was refused with MU_E_FENCED: another musterd leads now */
 };
 
-/* The store over q (borrowed; it must outlive s). */
+/* The store over q (borrowed; it must outlive s); s is the ops' ctx.  A write Redis refuses for
+ * want of the lease (MU_E_FENCED, queue_fence_set) sets s->fenced, for good. */
 void d_store_redis(struct d_store *s, struct queue *q);
 
 /* ---- the sender ---- */
@@ -89,15 +92,18 @@ typedef int d_send_fn(void *ctx, const char *node, const struct proto_msg *m, st
 
 struct d_sender {
     d_send_fn *fn;
-    void *ctx;      /* borrowed */
-    uint64_t epoch; /* this scheduler's fencing epoch, on every message */
-    uint64_t seq;   /* last sequence number sent */
+    void *ctx;          /* borrowed */
+    uint64_t epoch;     /* this scheduler's fencing epoch, on every message */
+    uint64_t seq;       /* last sequence number sent */
+    bool halted;        /* the leader lease may have run out: nothing is sent (d_lease.c) */
+    const bool *fenced; /* borrowed (the store's fenced), NULL = none: nothing is sent once set */
 };
 
 /* A sender over a ZeroMQ ROUTER (borrowed). */
 void d_sender_router(struct d_sender *s, void *router, uint64_t epoch);
 /* Stamps m (epoch, seq, sent_ms: the workers' lower bound of our clock) and sends it; a failure
- * is logged (a gone peer is normal).  m stays the caller's. */
+ * is logged (a gone peer is normal).  Nothing is sent while s is halted or fenced: a musterd
+ * that may have lost its lease says nothing to the workers.  m stays the caller's. */
 void d_send(struct d_sender *s, const char *node, struct proto_msg *m);
 
 /* ---- counters ---- */

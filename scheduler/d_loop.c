@@ -3,7 +3,8 @@
  * musterd's event loop: one thread polls the workers' ROUTER socket and the Redis intake socket,
  * applies what arrives, and runs a scheduling pass when something changed.  Periodic work
  * (lost nodes, bind deadlines, node status) runs at most every 200 ms.  Nothing here blocks for
- * long: Redis writes are single pipelined round trips on loopback or a LAN.
+ * long: Redis writes are single pipelined round trips on loopback or a LAN.  Each turn first
+ * keeps the leader lease (d_lease.c): a musterd that lost it returns before acting on anything.
  */
 #include "scheduler/d_loop.h"
 
@@ -187,14 +188,14 @@ static void drain_intake(struct musterd *d)
     apply_entries(d, entries, n);
 }
 
-/* Entries a dead scheduler (another consumer name) read and never acknowledged. */
-static void claim_stale(struct musterd *d)
+/* Entries a dead or deposed scheduler read and never acknowledged, idle at least min_idle_ms. */
+static void claim_stale(struct musterd *d, int min_idle_ms)
 {
     struct queue_entry *entries = NULL;
     struct mu_err err;
     int n = 0;
 
-    if (queue_intake_claim(d->q, d->consumer, CLAIM_IDLE_MS, &entries, &n, &err) != 0) {
+    if (queue_intake_claim(d->q, d->consumer, min_idle_ms, &entries, &n, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "claim", 5, "%s", err.msg);
         d->redis_down = true;
         return;
@@ -221,6 +222,10 @@ static void redis_recover(struct musterd *d, uint64_t now)
         return;
     }
     d->redis_down = false;
+    /* Still the leader?  Nothing is written or sent before that is known. */
+    d_lease_keep(d, now, true);
+    if (d->lease.lost)
+        return;
     if (d_jobs_resync(d) != 0) {
         d->redis_down = true;
         return;
@@ -261,7 +266,7 @@ static void periodic(struct musterd *d, uint64_t now)
     d_jobs_flush_reasons(d);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;
-        claim_stale(d);
+        claim_stale(d, CLAIM_IDLE_MS);
     }
     if (d->nodes_dirty || now >= d->next_nodes_write_ms) {
         d_status_write(d);
@@ -269,10 +274,35 @@ static void periodic(struct musterd *d, uint64_t now)
     }
 }
 
+/* A musterd whose lease another took, or whose write Redis refused, steps down (d_lease.c). */
+static bool lease_gone(const struct musterd *d)
+{
+    return d->lease.lost || d->store.fenced;
+}
+
+static int step_down(const struct musterd *d, struct mu_err *err)
+{
+    mu_log(MU_LOG_ERROR, "sched",
+           "stepping down: another musterd took the leader lease (this one led as epoch %llu); "
+           "exiting, nothing more is written or sent",
+           (unsigned long long)d->epoch);
+    return mu_errf(err, MU_E_FENCED,
+                   "lost the leader lease (epoch %llu) to another musterd; hint: let systemd "
+                   "restart this one (musterd.service's Restart=on-failure), it comes back as a "
+                   "standby",
+                   (unsigned long long)d->epoch);
+}
+
 int d_run(struct musterd *d, struct mu_err *err)
 {
     mu_log(MU_LOG_INFO, "sched", "musterd running: epoch %llu, workers on %s",
            (unsigned long long)d->epoch, d->cfg.bind);
+    /* Before our first read nothing pending is ours, and no other musterd can store an entry
+     * (its writes are fenced), so what earlier leaders left is taken now, not after
+     * CLAIM_IDLE_MS: a takeover goes on with the submissions the old leader had in hand. */
+    claim_stale(d, 0);
+    if (lease_gone(d))
+        return step_down(d, err);
     drain_intake(d); /* sends the first blocking read */
     while (!*d->stop) {
         zmq_pollitem_t items[4];
@@ -304,6 +334,10 @@ int d_run(struct musterd *d, struct mu_err *err)
             return mu_errf(err, MU_E_ZMQ, "zmq_poll: %s", zmq_strerror(errno));
         }
         proto_zap_serve(d->zap);
+        /* A leader that was frozen past its lease learns it here, before it acts on anything. */
+        d_lease_keep(d, mu_time_mono_ms(), false);
+        if (lease_gone(d))
+            return step_down(d, err);
         if (items[0].revents & ZMQ_POLLIN)
             drain_router(d);
         /* A lost intake connection is retried on the outage's backoff, not every turn. */
@@ -314,9 +348,12 @@ int d_run(struct musterd *d, struct mu_err *err)
             d_metrics_run(d);
         now = mu_time_mono_ms();
         periodic(d, now);
-        if (d->dirty && !d->redis_down)
+        if (d->dirty && !d->redis_down && !lease_gone(d))
             d_schedule(d);
+        if (lease_gone(d))
+            return step_down(d, err);
     }
     mu_log(MU_LOG_INFO, "sched", "musterd stopping");
+    d_lease_release(d);
     return 0;
 }

@@ -41,6 +41,17 @@ struct d_gauges {
 int d_run(struct musterd *d, struct mu_err *err);
 void d_deferred_free(struct musterd *d);
 
+/* d_lease.c: the leader lease (issue #14).  d_lease_wait stands by until this musterd takes
+ * the lease (1; then d->epoch is its epoch, d->lease.token its token and every write through d->q
+ * is fenced by it) or is asked to stop (0); -1 with err when Redis fails for good.  It answers no
+ * worker meanwhile (messages on d->router are read and dropped), so workers move on to the
+ * leader.  d_lease_keep renews the lease when due (or now, with force) and, while the lease may
+ * have run out, halts d->out; it sets d->lease.lost when another musterd took over.
+ * d_lease_release hands the lease back at a clean stop. */
+int d_lease_wait(struct musterd *d, struct mu_err *err);
+void d_lease_keep(struct musterd *d, uint64_t now, bool force);
+void d_lease_release(struct musterd *d);
+
 /* d_state.c: the daemon's memory, for main.c and the unit tests.  d_state_init makes what comes
  * from d->cfg alone (already loaded; d otherwise zeroed): the cluster of its pools and topology
  * levels, the job table and the early cancels.  0, or -1 with err and nothing made.  Redis,

@@ -46,6 +46,20 @@ struct d_waiters {
     int cap;
 };
 
+/* The leader lease (d_lease.c, issue #14; queue.h "the scheduler lease"). */
+struct d_lease {
+    char holder[200];                  /* "musterd@HOST ENDPOINT" */
+    char token[QUEUE_LEASE_TOKEN_MAX]; /* <prefix>leader's value while this musterd leads */
+    int ttl_ms;                        /* cfg.leader_lease_s */
+    uint64_t renew_at_ms;              /* mono: next renewal */
+    uint64_t valid_until_ms; /* mono: the lease surely holds until then (the last renewal that
+                                Redis took, counted from when it was sent, + ttl_ms) */
+    int standbys;            /* standbys seen at the last renewal (a leader without any keeps
+                                answering its workers through a Redis outage) */
+    bool leading;            /* taken; released on a clean stop */
+    bool lost;               /* another musterd took it: step down */
+};
+
 struct musterd {
     struct cfg cfg;
     struct queue *q;
@@ -54,10 +68,11 @@ struct musterd {
     void *router;
     struct proto_zap *zap; /* CURVE allow-list (ZAP) handler; NULL = CURVE off */
     struct sched_cluster *cluster;
-    uint64_t epoch;               /* this run's fencing epoch (muster:epoch) */
-    struct d_store store;         /* every write to Redis */
-    struct d_sender out;          /* every message to a worker */
-    struct mu_map *jobs;          /* id -> struct d_job * (owned) */
+    uint64_t epoch;       /* this run's fencing epoch (muster:epoch), taken with the lease */
+    struct d_lease lease; /* the leader lease (d_lease.c) */
+    struct d_store store; /* every write to Redis */
+    struct d_sender out;  /* every message to a worker */
+    struct mu_map *jobs;  /* id -> struct d_job * (owned) */
     struct mu_map *early_cancels; /* ids cancelled before their submission was read */
     struct mu_map *waiters;       /* id -> struct d_waiters * (owned): the jobs waiting for it
                                      (d_deps.c); an entry goes once its job ended */

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * musterd: the scheduler daemon (DESIGN §8).  Parses flags, loads and checks the config (refusing
- * to start on any error), connects to Redis and binds the workers' socket, then hands over to the
- * loop in d_loop.c.  Flags beat MUSTER_* environment variables, which beat the config file.
+ * to start on any error), connects to Redis and binds the workers' socket, stands by until it
+ * holds the leader lease (d_lease.c; at once when no other musterd leads), reads the state and
+ * hands over to the loop in d_loop.c.  Flags beat MUSTER_* environment variables, which beat the
+ * config file.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -57,11 +59,18 @@ static const char usage_text[] =
     "  -h, --help            this help\n"
     "      --version         print the version\n"
     "\n"
+    "Several musterd may share one Redis (high availability): the one holding the leader\n"
+    "lease (<prefix>leader, TTL leader_lease_s) leads; the others stand by, bound but answering\n"
+    "no worker, and one takes over within leader_lease_s + 1 s of the leader's death.  Every\n"
+    "write is checked against the lease in Redis: a musterd that lost it exits with status 1\n"
+    "(restart it: it comes back as a standby).\n"
+    "\n"
     "SIGHUP (or 'musterctl reload') reads the config file again: the queues (weights, quotas,\n"
     "cohorts, limits) take effect at once; a file that does not load, or changes anything but\n"
     "the queues, is refused and the running config stays.  Running work is never stopped.\n"
     "\n"
-    "exit status: 0 clean stop, 1 runtime failure (config, redis, bind), 2 usage error\n";
+    "exit status: 0 clean stop, 1 runtime failure (config, redis, bind, leader lease lost),\n"
+    "2 usage error\n";
 
 struct options {
     const char *config;
@@ -207,8 +216,6 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
         mu_err_prefix(err, "cannot reach redis: ");
         return -1;
     }
-    if (queue_epoch_next(d->q, &d->epoch, err) != 0)
-        return -1;
     d_store_redis(&d->store, d->q);
     (void)gethostname(host, sizeof(host) - 1);
     (void)mu_snprintf(d->consumer, sizeof(d->consumer), "musterd@%s", host);
@@ -218,9 +225,15 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     d->zctx = zmq_ctx_new();
     if (!d->zctx)
         return mu_errf(err, MU_E_ZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
-    if (open_router(d, o, err) != 0)
-        return -1;
+    return open_router(d, o, err);
+}
+
+/* What only the leader does, once it took the lease: its epoch goes on every message, and the
+ * state is read now, as the previous leader left it (a takeover is a restart, DESIGN §6). */
+static int lead(struct musterd *d, struct mu_err *err)
+{
     d_sender_router(&d->out, d->router, d->epoch);
+    d->out.fenced = &d->store.fenced;
     if (d_counters_load(&d->metrics, d->q, err) != 0)
         return -1;
     if (d->cfg.metrics[0] && d_metrics_start(d, d->cfg.metrics, err) != 0)
@@ -285,12 +298,29 @@ int main(int argc, char **argv)
         (void)fprintf(stderr, "musterd: %s\n", err.msg);
         goto out;
     }
+    rc = d_lease_wait(&d, &err);
+    if (rc <= 0) {
+        if (rc < 0)
+            (void)fprintf(stderr, "musterd: %s\n", err.msg);
+        else
+            mu_log(MU_LOG_INFO, "sched", "musterd stopping (it was standing by)");
+        rc = rc < 0 ? 1 : 0;
+        goto out;
+    }
+    rc = 1;
+    if (lead(&d, &err) != 0) {
+        (void)fprintf(stderr, "musterd: %s\n", err.msg);
+        goto out;
+    }
     if (d_run(&d, &err) != 0) {
         (void)fprintf(stderr, "musterd: %s\n", err.msg);
         goto out;
     }
     rc = 0;
 out:
+    /* A leader that cannot go on (metrics address in use, Redis gone during the state read)
+     * hands the lease back, so that a standby or its own restart leads at once. */
+    d_lease_release(&d);
     teardown(&d);
     return rc;
 }

@@ -138,6 +138,91 @@ static void receive_all(struct wrk_agent *a)
     }
 }
 
+/* ---- the schedulers ---- */
+
+/* Endpoint i of the comma-separated list into out; -1 when there is no such one. */
+static int endpoint_at(const char *list, int i, char *out, size_t size)
+{
+    const char *p = list;
+    for (; i > 0 && p; i--) {
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    if (!p || !*p)
+        return -1;
+    size_t n = strcspn(p, ",");
+    if (n == 0 || n >= size)
+        return -1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return 0;
+}
+
+/* A DEALER to endpoint i of the list; NULL with err. */
+static void *dealer_to(struct wrk_agent *a, int i, struct mu_err *err)
+{
+    char ep[sizeof(a->sched_now)];
+    void *sock;
+    if (endpoint_at(a->scheduler, i, ep, sizeof(ep)) != 0) {
+        mu_errf(err, MU_E_INVAL, "--scheduler: no endpoint %d in '%s'", i + 1, a->scheduler);
+        return NULL;
+    }
+    sock = proto_dealer_new_curve(a->zctx, ep, a->node, a->curve_on ? &a->curve : NULL,
+                                  a->curve_on ? a->curve_server : NULL, err);
+    if (sock) {
+        mu_strlcpy(a->sched_now, ep, sizeof(a->sched_now));
+        a->sched_at = i;
+    }
+    return sock;
+}
+
+/*
+ * Several schedulers (one leads, the others stand by and answer nobody): a silent one is left
+ * for the next in the list, one at a time.  One DEALER connected to all of them would deal our
+ * messages round-robin between the leader and a standby or a frozen ex-leader, so the socket is
+ * closed (what it still held is resent: HELLO carries the tasks, exits are resent until
+ * answered) and a new one connects to the next endpoint.
+ */
+static void next_scheduler(struct wrk_agent *a, uint64_t now)
+{
+    struct mu_err err;
+    int linger = 0;
+    void *sock = dealer_to(a, (a->sched_at + 1) % a->nsched, &err);
+
+    a->rotated_ms = now;
+    if (!sock) {
+        mu_log_limited(MU_LOG_WARN, WRK_MOD, "wrk-next-sched", 10,
+                       "node=%s cannot move on to the next scheduler: %s", a->node, err.msg);
+        return;
+    }
+    (void)zmq_setsockopt(a->sock, ZMQ_LINGER, &linger, sizeof(linger));
+    (void)zmq_close(a->sock);
+    a->sock = sock;
+    mu_log(MU_LOG_INFO, WRK_MOD, "node=%s trying scheduler %d of %d: %s", a->node, a->sched_at + 1,
+           a->nsched, a->sched_now);
+}
+
+/* The list of schedulers and the CURVE keys each socket to one of them needs; then a socket to
+ * the first. */
+static int schedulers_setup(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
+{
+    a->nsched = 1;
+    for (const char *p = a->scheduler; (p = strchr(p, ',')) != NULL; p++)
+        a->nsched++;
+    if (cfg->curve) {
+        a->curve = *cfg->curve;
+        a->curve_on = true;
+        if (!cfg->curve_server
+            || mu_strlcpy(a->curve_server, cfg->curve_server, sizeof(a->curve_server))
+                   >= sizeof(a->curve_server))
+            return mu_errf(err, MU_E_INVAL, "--curve-server-key: expected %d Z85 characters",
+                           PROTO_CURVE_KEY_LEN);
+    }
+    a->sock = dealer_to(a, 0, err);
+    return a->sock ? 0 : -1;
+}
+
 /* ---- timers ---- */
 
 static uint64_t beat_ms(const struct wrk_agent *a)
@@ -171,9 +256,11 @@ static void run_timers(struct wrk_agent *a, uint64_t now)
             mu_log(MU_LOG_WARN, WRK_MOD,
                    "node=%s scheduler unreachable: nothing from %s for %" PRIu64
                    " ms; registering again",
-                   a->node, a->scheduler, now - a->last_rx_ms);
+                   a->node, a->sched_now, now - a->last_rx_ms);
             a->quiet = true;
         }
+        if (a->nsched > 1 && now - a->rotated_ms >= 3 * beat_ms(a))
+            next_scheduler(a, now);
         wrk_send_hello(a);
     } else {
         wrk_send_heartbeat(a);
@@ -497,9 +584,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         mu_errf(err, MU_E_ZMQ, "cannot create a ZeroMQ context: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
-    a->sock =
-        proto_dealer_new_curve(a->zctx, a->scheduler, a->node, cfg->curve, cfg->curve_server, err);
-    if (!a->sock)
+    if (schedulers_setup(a, cfg, err) != 0)
         goto fail;
     wrk_watch_start(a);
     if (cfg->imds && cfg->imds[0] && imds_start(a, cfg, err) != 0)
@@ -514,6 +599,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
            " scheduler=%s state_dir=%s",
            a->node, a->pool, a->ngpus, a->simulated ? "simulated" : "nvidia-smi", a->nislands,
            a->cpus, a->memory_mb, a->scheduler, a->state_dir);
+    a->rotated_ms = a->last_rx_ms;
     return a;
 fail:
     wrk_lease_free(a->lease);
@@ -529,6 +615,7 @@ fail:
         (void)zmq_ctx_term(a->zctx);
     if (signals)
         signals_restore();
+    memset(&a->curve, 0, sizeof(a->curve));
     free(a);
     return NULL;
 }

@@ -48,7 +48,14 @@ struct wrk_task {
 };
 
 struct wrk_agent {
-    char scheduler[256];
+    char scheduler[256];      /* --scheduler: one endpoint, or several separated by commas */
+    char sched_now[256];      /* the one the socket is connected to now */
+    int sched_at;             /* its index in scheduler */
+    int nsched;               /* endpoints in scheduler, 1..WRK_SCHED_MAX */
+    uint64_t rotated_ms;      /* mono: when the socket last moved on to another endpoint */
+    struct proto_curve curve; /* with curve_on: this worker's key pair */
+    bool curve_on;            /* CURVE (the schedulers share one key) */
+    char curve_server[PROTO_CURVE_KEY_LEN + 1]; /* with curve_on: their public key */
     char node[PROTO_NODE_MAX];
     char pool[PROTO_NODE_MAX];
     char state_dir[PROTO_PATH_MAX];

@@ -91,7 +91,7 @@ void wrk_agent_lease_watch(struct wrk_agent *a, uint64_t now)
            " ms ago without an answer from the scheduler %s; the supervisors stop the %d "
            "task(s) here (checkpoint signal, grace, SIGTERM, SIGKILL) so that no requeued "
            "attempt runs beside them",
-           a->node, lease_s, until ? now - until : 0, a->scheduler, n);
+           a->node, lease_s, until ? now - until : 0, a->sched_now, n);
 }
 
 uint64_t wrk_agent_lease_deadline(const struct wrk_agent *a, uint64_t now)

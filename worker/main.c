@@ -31,7 +31,10 @@ static const char usage_text[] =
     "signals and reports the tasks the scheduler binds to it.\n"
     "\n"
     "Required (flag, or the environment variable shown):\n"
-    "  --scheduler URL     the scheduler's ROUTER, e.g. tcp://10.0.0.1:7070  [MUSTER_SCHEDULER]\n"
+    "  --scheduler URL     the scheduler's ROUTER, e.g. tcp://10.0.0.1:7070  [MUSTER_SCHEDULER];\n"
+    "                      with a standby, every scheduler, comma-separated (at most 8): the\n"
+    "                      worker talks to one at a time and, after 3 heartbeats without an\n"
+    "                      answer, tries the next, until it reaches the one that leads\n"
     "  --node NAME         this node's name, [A-Za-z0-9._:-], at most 63 chars  [MUSTER_NODE]\n"
     "  --pool POOL         the pool this node belongs to (as in the scheduler config)\n"
     "                      [MUSTER_POOL]\n"
@@ -174,6 +177,21 @@ static int usage_error(const char *fmt, ...)
     rc = usage_verror(fmt, ap);
     va_end(ap);
     return rc;
+}
+
+/* --scheduler: 1..WRK_SCHED_MAX endpoints separated by commas, each tcp:// or ipc://. */
+static int scheduler_list_check(const char *list)
+{
+    int n = 0;
+    for (const char *p = list;; p++) {
+        size_t len = strcspn(p, ",");
+        if (len <= 6 || (strncmp(p, "tcp://", 6) != 0 && strncmp(p, "ipc://", 6) != 0)
+            || ++n > WRK_SCHED_MAX)
+            return -1;
+        p += len;
+        if (!*p)
+            return 0;
+    }
 }
 
 struct cli {
@@ -425,8 +443,10 @@ static int complete_config(struct cli *c)
 
     if (!cfg->scheduler || !cfg->scheduler[0])
         return usage_error("--scheduler tcp://HOST:PORT is required (or MUSTER_SCHEDULER)");
-    if (strncmp(cfg->scheduler, "tcp://", 6) != 0 && strncmp(cfg->scheduler, "ipc://", 6) != 0)
-        return usage_error("--scheduler '%s': expected tcp://HOST:PORT", cfg->scheduler);
+    if (scheduler_list_check(cfg->scheduler) != 0)
+        return usage_error("--scheduler '%s': expected tcp://HOST:PORT, or up to %d of them "
+                           "separated by commas (each scheduler of a high-availability pair)",
+                           cfg->scheduler, WRK_SCHED_MAX);
     if (!cfg->node || !cfg->node[0])
         return usage_error("--node NAME is required (or MUSTER_NODE)");
     if (!mu_name_is_valid(cfg->node, PROTO_NODE_MAX - 1))

@@ -135,7 +135,7 @@ void wrk_send_hello(struct wrk_agent *a)
         agent_send(a, &m);
         /* While the scheduler is away a HELLO goes out every heartbeat: keep those quiet. */
         mu_log(a->quiet ? MU_LOG_DEBUG : MU_LOG_INFO, WRK_MOD,
-               "node=%s HELLO to %s: %d GPUs, %d tasks, epoch %" PRIu64, a->node, a->scheduler,
+               "node=%s HELLO to %s: %d GPUs, %d tasks, epoch %" PRIu64, a->node, a->sched_now,
                a->ngpus, n, a->epoch);
     }
     free(refs);

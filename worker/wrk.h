@@ -674,8 +674,11 @@ struct wrk_config {
     int nlabels;
     struct proto_label labels[PROTO_MAX_LABELS];
     const struct proto_curve *curve; /* this worker's CURVE key pair; NULL = plain TCP */
-    const char *curve_server;        /* with curve: the scheduler's Z85 public key */
+    const char *curve_server;        /* with curve: the scheduler's Z85 public key (every
+                                        scheduler of the list holds the same key pair) */
 };
+
+#define WRK_SCHED_MAX 8 /* endpoints in --scheduler (several: one leads, the others stand by) */
 
 struct wrk_agent;
 

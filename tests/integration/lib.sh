@@ -274,25 +274,47 @@ _mu_wait_listen() {
     fail "timed out after ${4}s waiting for $name to listen on port $port"
 }
 
+# start_musterd_ha NAME CONFIG [ARGS...]: one more musterd against this test's redis (a
+# high-availability pair, issue #14) on a free loopback port, HA_PORT[NAME]; log
+# $T/musterd-NAME.log; PID in HA_PID[NAME].  Every musterd binds its port, leader or standby.
+declare -gA HA_PID HA_PORT
+start_musterd_ha() {
+    local name=$1 config=$2
+    shift 2
+    _mu_need_bin musterd
+    HA_PORT[$name]=$(free_port)
+    "$MUSTER_BIN/musterd" --config "$config" --redis "$MUSTER_REDIS_URL" \
+        --bind "tcp://127.0.0.1:${HA_PORT[$name]}" "$@" >>"$T/musterd-$name.log" 2>&1 &
+    HA_PID[$name]=$!
+    _mu_pids+=("$!")
+    _mu_wait_listen "musterd $name" "${HA_PID[$name]}" "${HA_PORT[$name]}" 10
+}
+
+# leader_pid: the PID of the musterd that leads now ("" when none took the lease yet).
+leader_pid() {
+    [ -n "$(rcli GET "${MUSTER_KEY_PREFIX}leader")" ] && rcli HGET "${MUSTER_KEY_PREFIX}leadership" pid
+}
+
 # stop_musterd: stops the musterd started by start_musterd (e.g. to test a restart).
 stop_musterd() {
     [ -n "$MUSTERD_PID" ] && stop_pid "$MUSTERD_PID"
 }
 
-# start_worker NAME POOL GPUS [ARGS...]: muster-worker for node NAME with GPUS simulated GPUs,
+# start_worker NAME POOL GPUS [ARGS...]: muster-worker for node NAME with GPUS simulated GPUs
+# (scheduler: $SCHED_ENDPOINTS when set, a comma-separated list, else start_musterd's port),
 # labels zone=z1 rack=r1 unless ARGS give --label flags of their own, state dir $T/w/NAME,
 # log $T/worker-NAME.log.  Its PID is in WORKER_PID[NAME].
 start_worker() {
     local name=$1 pool=$2 gpus=$3
     shift 3
     _mu_need_bin muster-worker
-    [ -n "${SCHED_PORT:-}" ] || fail "start_worker: call start_musterd first"
+    [ -n "${SCHED_PORT:-}${SCHED_ENDPOINTS:-}" ] || fail "start_worker: call start_musterd first"
     mkdir -p "$T/w/$name"
     local labels=(--label zone=z1 --label rack=r1) a
     for a in "$@"; do
         [ "$a" = --label ] && labels=() # the caller names the labels itself
     done
-    "$MUSTER_BIN/muster-worker" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --node "$name" \
+    "$MUSTER_BIN/muster-worker" --scheduler "${SCHED_ENDPOINTS:-tcp://127.0.0.1:$SCHED_PORT}" --node "$name" \
         --pool "$pool" --gpus "$gpus" --addr 127.0.0.1 --state-dir "$T/w/$name" \
         "${labels[@]}" "$@" >>"$T/worker-$name.log" 2>&1 &
     WORKER_PID[$name]=$!

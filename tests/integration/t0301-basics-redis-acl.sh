@@ -145,6 +145,8 @@ hold=$(as alice alice-secret XADD muster:submit '*' spec '{"command":["sleep","6
 wait_for "job $hold running" 20 job_state_is "$hold" RUNNING
 "$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json nodes | jq -e 'map(.name) == ["n1"]' >/dev/null ||
     fail "musterctl nodes as the operator"
+"$MUSTER_BIN/musterctl" --redis "$URL_OPERATOR" -o json status | jq -e '.leading and .epoch >= 1' >/dev/null ||
+    fail "musterctl status as the operator"
 rc=0
 "$MUSTER_BIN/musterctl" --redis "$URL_ALICE" cancel "$hold" >/dev/null 2>"$T/alice-cancel.err" || rc=$?
 [ "$rc" = 1 ] || fail "musterctl cancel as the submitter exited $rc, expected 1"

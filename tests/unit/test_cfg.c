@@ -52,6 +52,7 @@ static void assert_defaults(const struct cfg *c)
     assert_int_equal(c->spot_cooldown_s, 600);
     assert_int_equal(c->min_runtime_s, 60);
     assert_int_equal(c->bind_timeout_s, 30);
+    assert_int_equal(c->leader_lease_s, 5);
     assert_int_equal(c->kill_grace_s, 10);
     assert_int_equal(c->default_time_limit_s, 86400);
     assert_int_equal(c->max_time_limit_s, 0);
@@ -298,6 +299,8 @@ static const struct {
     { "{\"events_max\":999}", "events_max: expected an integer 1000..100000000, got 999" },
     { "{\"spot_cooldown_s\":-1}", "spot_cooldown_s: expected an integer 0..86400, got -1" },
     { "{\"bind_timeout_s\":null}", "bind_timeout_s: expected an integer 1..600, got null" },
+    { "{\"leader_lease_s\":1}", "leader_lease_s: expected an integer 2..60, got 1" },
+    { "{\"leader_lease_s\":61}", "leader_lease_s: expected an integer 2..60, got 61" },
     { "{\"kill_grace_s\":1e9}", "kill_grace_s: expected an integer 0..3600, got 1000000000" },
     { "{\"max_time_limit_s\":-1}", "max_time_limit_s: expected an integer 0..31536000, got -1" },
     { "{\"default_time_limit_s\":7200,\"max_time_limit_s\":3600}",
@@ -387,6 +390,7 @@ static void test_diff_beyond_queues(void **state)
     static const char two[] = "{\"queues\":[{\"name\":\"y\"},{\"name\":\"z\"}]}";
     static const char beat[] = "{\"heartbeat_s\":2}";
     static const char pool[] = "{\"pools\":[" POOL("") "]}";
+    static const char lease[] = "{\"leader_lease_s\":10}";
     (void)state;
     assert_int_equal(cfg_parse(&a, one, strlen(one), &err), 0);
     assert_int_equal(cfg_parse(&b, two, strlen(two), &err), 0);
@@ -395,6 +399,9 @@ static void test_diff_beyond_queues(void **state)
     assert_string_equal(cfg_diff_beyond_queues(&a, &b), "heartbeat_s");
     assert_int_equal(cfg_parse(&b, pool, strlen(pool), &err), 0);
     assert_string_equal(cfg_diff_beyond_queues(&a, &b), "pools");
+    /* The lease is the standbys' promise too: a reload does not change it under them. */
+    assert_int_equal(cfg_parse(&b, lease, strlen(lease), &err), 0);
+    assert_string_equal(cfg_diff_beyond_queues(&a, &b), "leader_lease_s");
 }
 
 /* Quotas, cohorts and limits as the config gives them; a queue without quota is not limited. */

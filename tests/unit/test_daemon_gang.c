@@ -7,7 +7,8 @@
  * started, running and succeeding; the write-ahead (a start whose write fails sends no BIND); a
  * task failure (the other tasks killed, a retry, the resources held until the old attempt is
  * gone, FAILED past max_retries) and the retry backoff; a node refusing a task; the bind
- * deadline; a node judged lost; a worker's report taken while Redis is down.  Times are passed
+ * deadline; a node judged lost; a worker's report taken while Redis is down; a musterd without
+ * the leader lease sending nothing.  Times are passed
  * in, an hour or more ahead, never slept for.
  */
 #include <setjmp.h>
@@ -453,6 +454,35 @@ static void test_exit_reported_while_store_down(void **state)
     dfix_take_binds(f, J2, 2, 1, node_of);
 }
 
+/* A musterd that lost the leader lease (issue #14) says nothing to any worker: while its lease
+ * may have run out (out.halted) a cancel sends no KILL, and once Redis refused a write for want
+ * of the lease (store.fenced) a node's heartbeat gets no answer either. */
+static void test_no_lease_sends_nothing(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    struct proto_msg m;
+
+    dfix_two_nodes(f);
+    dfix_start_gang(f, J1, GANG2, 2, node_of);
+    fake_sent_clear(f->sent);
+    f->d.out.halted = true;
+    dfix_control(f, "1700000000100-0", "cancel", J1, -1);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+
+    f->d.out.halted = false;
+    f->d.out.fenced = &f->d.store.fenced;
+    f->d.store.fenced = true;
+    proto_msg_init(&m, PROTO_HEARTBEAT);
+    d_node_heartbeat(&f->d, "n1", &m);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+
+    f->d.store.fenced = false; /* the same sender speaks again once allowed */
+    d_node_heartbeat(&f->d, "n1", &m);
+    assert_true(fake_sent_count(f->sent) > 0);
+    proto_msg_release(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -474,6 +504,7 @@ int main(void)
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now,
                                         dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_no_lease_sends_nothing, setup_now, dfix_teardown),
     };
     mu_log_set_level(MU_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);
