@@ -637,7 +637,7 @@ int sched_pass_quota(struct sched_cluster *c,
         const struct sched_request *r = j->req;
         struct sched_decision *d = &out[i];
         struct sched_fail fail;
-        struct sched_fail ever;
+        struct sched_fail ever = { 0 }; /* fits_idle may answer from its memo without it */
         const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
         int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
         int mode = reserved >= 0 && !sched_done_by(j->run_s, now_s, res_s) ? MODE_HELD : MODE_NOW;
