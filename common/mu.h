@@ -112,6 +112,25 @@ bool mu_name_is_valid(const char *s, size_t max_len);
  * "+suffix" ("1g.10gb", "3g.40gb", "1c.3g.71gb", "1g.10gb+me"), at most 31 bytes. */
 bool mu_mig_profile_is_valid(const char *s);
 
+/* ---- lines of a text (common/lines.c) ---- */
+
+/* A cursor over a NUL-terminated text's lines: a plain value record the caller embeds; nothing
+ * to release.  It borrows the text, which must outlive it. */
+struct mu_lines {
+    const char *next; /* borrowed: where the next line starts */
+    int lineno;       /* 1-based number of the line last returned; 0 before the first */
+};
+
+/* Starts a cursor at the first line of text (NULL reads as no lines). */
+void mu_lines_init(struct mu_lines *it, const char *text);
+/* The next line as a borrowed span, without its '\n' and not NUL-terminated: valid as long as
+ * the text.  False at the end.  It advances it->lineno. */
+bool mu_lines_next(struct mu_lines *it, const char **line, size_t *len);
+/* The next line copied into buf (size bytes), with trailing blanks, tabs and CRs cut: 1 for a
+ * line, 0 at the end, -1 with err (MU_E_PARSE, "line N: longer than SIZE-1 bytes") when the
+ * whole line does not fit in size-1 bytes. */
+int mu_lines_copy(struct mu_lines *it, char *buf, size_t size, struct mu_err *err);
+
 /* ---- growable byte buffer (embedded: _init/_release) ---- */
 
 struct mu_buf {

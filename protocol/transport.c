@@ -391,21 +391,18 @@ int proto_curve_keypair(struct proto_curve *out, struct mu_err *err)
 }
 
 /*
- * The next line of *text (without its newline), with leading and trailing blanks cut; advances
- * *text.  Returns the line's length, or -1 at the end.
+ * The next line of it (without its newline), with leading and trailing blanks cut.  Returns the
+ * line's length, or -1 at the end; it->lineno numbers the line.
  */
-static int next_line(const char **text, const char **line)
+static int next_line(struct mu_lines *it, const char **line)
 {
-    const char *p = *text;
+    const char *p;
     const char *end;
     size_t len;
 
-    if (!*p)
+    if (!mu_lines_next(it, &p, &len))
         return -1;
-    end = strchr(p, '\n');
-    if (!end)
-        end = p + strlen(p);
-    *text = *end ? end + 1 : end;
+    end = p + len;
     while (p < end && (*p == ' ' || *p == '\t'))
         p++;
     while (end > p && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
@@ -433,13 +430,15 @@ static bool line_is_key(const char *line, int len)
 /* The one key of a key file's text (comments and blank lines around it). */
 static int parse_key_file(const char *text, const char *path, char *out, struct mu_err *err)
 {
+    struct mu_lines it;
     const char *line;
     int len;
-    int lineno = 0;
     bool found = false;
 
-    while ((len = next_line(&text, &line)) >= 0) {
-        lineno++;
+    mu_lines_init(&it, text);
+    while ((len = next_line(&it, &line)) >= 0) {
+        int lineno = it.lineno;
+
         if (len == 0 || (line[0] == '#' && !line_is_key(line, len)))
             continue;
         if (!line_is_key(line, len))
@@ -676,13 +675,13 @@ int proto_allow_parse(
     int len;
     int n = 0;
     int cap = 0;
-    int lineno = 0;
     int bound = 0;
+    struct mu_lines it;
 
     *out = NULL;
     *count = 0;
-    while ((len = next_line(&text, &line)) >= 0) {
-        lineno++;
+    mu_lines_init(&it, text);
+    while ((len = next_line(&it, &line)) >= 0) {
         if (len == 0 || (line[0] == '#' && !line_is_key(line, len)))
             continue;
         if (allow_line(line, len, &e, err) != 0)
@@ -712,7 +711,7 @@ int proto_allow_parse(
     *count = n;
     return 0;
 fail_line:
-    mu_err_prefix(err, "%s:%d: ", origin, lineno);
+    mu_err_prefix(err, "%s:%d: ", origin, it.lineno);
 fail:
     free(list);
     return -1;

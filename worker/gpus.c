@@ -102,24 +102,19 @@ int wrk_gpus_parse_csv(
     const char *text, struct proto_gpu *gpus, int max, int *n_out, struct mu_err *err)
 {
     char line[GPU_LINE_MAX];
+    struct mu_lines it;
     int n = 0;
-    int lineno = 0;
-    const char *p = text;
+    int got;
 
     if (!text)
         return mu_errf(err, MU_E_INVAL, "no nvidia-smi output");
-    while (*p) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    mu_lines_init(&it, text);
+    while ((got = mu_lines_copy(&it, line, sizeof(line), err)) != 0) {
+        int lineno = it.lineno;
         char *start;
 
-        lineno++;
-        if (len >= sizeof(line))
-            return mu_errf(err, MU_E_PARSE, "line %d: longer than %zu bytes", lineno,
-                           sizeof(line) - 1);
-        memcpy(line, p, len);
-        line[len] = '\0';
-        p = eol ? eol + 1 : p + len;
+        if (got < 0)
+            return -1;
         start = trim(line);
         if (*start == '\0')
             continue;
@@ -153,21 +148,22 @@ void wrk_gpus_simulate(struct proto_gpu *gpus, int n, const int *island)
 /* The first non-empty line of s, trimmed, into buf. */
 static void first_line(const char *s, char *buf, size_t size)
 {
+    struct mu_lines it;
+    const char *line;
+    size_t len;
+
     buf[0] = '\0';
-    while (s && *s) {
-        size_t len = strcspn(s, "\n");
+    mu_lines_init(&it, s);
+    while (mu_lines_next(&it, &line, &len)) {
         if (len > 0) {
             char tmp[512];
             size_t n = len < sizeof(tmp) - 1 ? len : sizeof(tmp) - 1;
-            memcpy(tmp, s, n);
+            memcpy(tmp, line, n);
             tmp[n] = '\0';
             mu_strlcpy(buf, trim(tmp), size);
             if (buf[0])
                 return;
         }
-        s += len;
-        if (*s == '\n')
-            s++;
     }
 }
 

@@ -187,29 +187,20 @@ int wrk_gpus_parse_mig(
     const char *text, struct proto_gpu *gpus, int ngpus, int max, int *n_out, struct mu_err *err)
 {
     char line[LINE_MAX_BYTES];
+    struct mu_lines it;
     int n = ngpus;
-    int lineno = 0;
     int cur = -1; /* position of the GPU the MIG lines belong to */
-    const char *p = text;
+    int got;
 
     if (!text)
         return mu_errf(err, MU_E_INVAL, "no nvidia-smi -L output");
-    while (*p) {
-        const char *eol = strchr(p, '\n');
-        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+    mu_lines_init(&it, text);
+    while ((got = mu_lines_copy(&it, line, sizeof(line), err)) != 0) {
+        int lineno = it.lineno;
         char *start;
-        size_t l;
 
-        lineno++;
-        if (len >= sizeof(line))
-            return mu_errf(err, MU_E_PARSE, "line %d: longer than %zu bytes", lineno,
-                           sizeof(line) - 1);
-        memcpy(line, p, len);
-        line[len] = '\0';
-        p = eol ? eol + 1 : p + len;
-        l = strlen(line);
-        while (l > 0 && (line[l - 1] == ' ' || line[l - 1] == '\t' || line[l - 1] == '\r'))
-            line[--l] = '\0';
+        if (got < 0)
+            return -1;
         start = skip_blanks(line);
         if (*start == '\0')
             continue;

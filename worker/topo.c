@@ -246,10 +246,11 @@ int wrk_topo_parse(
     uint64_t seen = 0; /* bit i: the row of GPUi was read */
     int island[PROTO_MAX_GPUS];
     bool header = false;
-    int lineno = 0;
+    struct mu_lines it;
+    const char *span;
+    size_t len;
     int nislands;
     int rc = -1;
-    char *p;
 
     if (!text)
         return mu_errf(err, MU_E_INVAL, "no 'nvidia-smi topo -m' output");
@@ -259,21 +260,13 @@ int wrk_topo_parse(
     if (!copy)
         return -1;
     memset(nv, 0, sizeof(nv));
-    p = copy;
-    while (*p) {
-        char *line = p;
-        char *eol = strchr(p, '\n');
-        char *cur;
+    mu_lines_init(&it, copy);
+    while (mu_lines_next(&it, &span, &len)) {
+        int lineno = it.lineno;
+        char *cur = copy + (span - copy); /* the line is ours to cut: it lies in copy */
         char *tok;
 
-        if (eol) {
-            *eol = '\0';
-            p = eol + 1;
-        } else {
-            p += strlen(p);
-        }
-        lineno++;
-        cur = line;
+        cur[len] = '\0';
         tok = next_token(&cur);
         if (!header) {
             if (!tok)
