@@ -1,12 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto codec: struct proto_msg <-> one msgpack map (DESIGN §7, protocol/README.md).
- *
- * Both directions run off the same field tables (name, kind, offset, bounds, which types carry
- * it), so a key cannot be encoded under one name and decoded under another, and the README's
- * table reads straight off msg_fields[].  Encoding packs straight into the caller's mu_buf
- * through a msgpack write callback (no second copy) and checks every bound the decoder checks,
- * so we never send what the peer must reject.
+ * proto codec, part 3 of 3: one msgpack map -> struct proto_msg (DESIGN §7,
+ * protocol/README.md), off the field tables of codec_fields.c.
  *
  * Decoding treats the bytes as hostile.  A cheap pre-scan walks the encoding first and rejects
  * truncation, trailing bytes, and array/map counts larger than the bytes that follow: msgpack-c
@@ -15,7 +10,7 @@
  * object tree; every `via` access is guarded by a `type` check, strings are copied with their
  * length, and on any failure `out` is released, so it never holds heap memory.
  */
-#include "protocol/proto.h"
+#include "protocol/internal.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -26,479 +21,6 @@
 #include <string.h>
 
 #include "common/mu_banned.h"
-
-enum field_kind {
-    FK_U64,   /* uint64_t, unsigned msgpack int only */
-    FK_INT,   /* int within [min, max] */
-    FK_I64,   /* int64_t within [min, max] */
-    FK_STR,   /* char[size], NUL included */
-    FK_BOOL,  /* bool */
-    FK_STATE, /* enum proto_task_state as "RUNNING" | "EXITED" | "LOST" */
-    /* Top-level only: handled with the whole struct proto_msg in hand. */
-    FK_VERSION,
-    FK_TYPE,
-    FK_GPUS,
-    FK_LABELS,
-    FK_TASKS,
-    FK_TASK,
-    FK_BIND_GPUS,
-    FK_ARGV,
-    FK_ENV,
-    FK_DATA, /* binary, heap (data, data_len), at most PROTO_LOG_CHUNK_MAX bytes */
-};
-
-struct field {
-    const char *name; /* the msgpack key */
-    enum field_kind kind;
-    size_t off;       /* offset in the record (FK_U64 .. FK_STATE) */
-    size_t size;      /* FK_STR: destination size, NUL included */
-    int64_t min, max; /* FK_INT, FK_I64 */
-    unsigned types;   /* bit (1u << type) for every message type whose encoding carries it */
-    bool always;      /* encoded even when zero or empty */
-};
-
-#define TB(t)     (1u << (t))
-#define ALL_TYPES ((1u << (PROTO_TYPE_LAST + 1)) - 2u)
-#define LOG_TYPES (TB(PROTO_LOG_READ) | TB(PROTO_LOG_DATA))
-#define TASK_TYPES                                                                      \
-    (TB(PROTO_BIND) | TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_CHECKPOINT) \
-     | TB(PROTO_KILL) | TB(PROTO_CHECKPOINT_DONE) | LOG_TYPES)
-#define MSZ(s, m) sizeof(((s *)NULL)->m)
-
-#define F_U64(s, m, types, always)                         \
-    {                                                      \
-#m, FK_U64, offsetof(s, m), 0, 0, 0, types, always \
-    }
-#define F_INT(s, m, lo, hi, types, always)                   \
-    {                                                        \
-#m, FK_INT, offsetof(s, m), 0, lo, hi, types, always \
-    }
-#define F_I64(s, m, lo, hi, types, always)                   \
-    {                                                        \
-#m, FK_I64, offsetof(s, m), 0, lo, hi, types, always \
-    }
-#define F_STR(s, m, types, always)                                 \
-    {                                                              \
-#m, FK_STR, offsetof(s, m), MSZ(s, m), 0, 0, types, always \
-    }
-#define F_SPECIAL(name, kind, types, always)  \
-    {                                         \
-        name, kind, 0, 0, 0, 0, types, always \
-    }
-
-#define M struct proto_msg
-static const struct field msg_fields[] = {
-    F_SPECIAL("v", FK_VERSION, ALL_TYPES, true),
-    F_SPECIAL("type", FK_TYPE, ALL_TYPES, true),
-    F_U64(M, seq, ALL_TYPES, true),
-    F_U64(M, epoch, ALL_TYPES, true),
-    F_STR(M, node, ALL_TYPES, false),
-    F_U64(M, sent_ms, ALL_TYPES, false),
-    F_STR(M, pool, TB(PROTO_HELLO), false),
-    F_STR(M, addr, TB(PROTO_HELLO), false),
-    F_STR(M, instance_id, TB(PROTO_HELLO), false),
-    F_INT(M, cpus, 0, INT_MAX, TB(PROTO_HELLO), false),
-    F_I64(M, memory_mb, 0, INT64_MAX, TB(PROTO_HELLO), false),
-    F_SPECIAL("gpus", FK_GPUS, TB(PROTO_HELLO), false),
-    F_SPECIAL("labels", FK_LABELS, TB(PROTO_HELLO), false),
-    F_SPECIAL("tasks", FK_TASKS, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT), false),
-    F_INT(M, heartbeat_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
-    F_INT(M, lease_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
-    F_U64(M, echo_ms, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT), false),
-    F_SPECIAL("task", FK_TASK, TASK_TYPES, true),
-    F_INT(M, world_size, 0, INT_MAX, TB(PROTO_BIND), false),
-    F_INT(M, local_rank, 0, INT_MAX, TB(PROTO_BIND), false),
-    F_INT(M, local_world_size, 0, INT_MAX, TB(PROTO_BIND), false),
-    F_INT(M, node_rank, 0, INT_MAX, TB(PROTO_BIND), false),
-    F_INT(M, nnodes, 0, INT_MAX, TB(PROTO_BIND), false),
-    F_STR(M, master_addr, TB(PROTO_BIND), false),
-    F_INT(M, master_port, 0, 65535, TB(PROTO_BIND), false),
-    F_SPECIAL("gpus_bound", FK_BIND_GPUS, TB(PROTO_BIND), false),
-    F_SPECIAL("argv", FK_ARGV, TB(PROTO_BIND), false),
-    F_SPECIAL("env", FK_ENV, TB(PROTO_BIND), false),
-    F_STR(M, workdir, TB(PROTO_BIND), false),
-    F_STR(M, resume_from, TB(PROTO_BIND), false),
-    F_U64(M, expires_ms, TB(PROTO_BIND), false),
-    F_STR(M, job_user, TB(PROTO_BIND), false),
-    { "ok", FK_BOOL, offsetof(M, ok), 0, 0, 0,
-      TB(PROTO_BIND_ACK) | TB(PROTO_HEARTBEAT) | TB(PROTO_LOG_DATA), true },
-    F_STR(M,
-          error,
-          TB(PROTO_BIND_ACK) | TB(PROTO_TASK_STATUS) | TB(PROTO_HEARTBEAT) | TB(PROTO_LOG_DATA),
-          false),
-    { "node_fault", FK_BOOL, offsetof(M, node_fault), 0, 0, 0, TB(PROTO_BIND_ACK), false },
-    F_INT(M, signal, 0, 255, TB(PROTO_BIND) | TB(PROTO_CHECKPOINT) | TB(PROTO_KILL), false),
-    F_INT(M, grace_s, 0, INT_MAX, TB(PROTO_BIND) | TB(PROTO_CHECKPOINT) | TB(PROTO_KILL), false),
-    F_STR(M, path, TB(PROTO_CHECKPOINT_DONE) | TB(PROTO_LOG_DATA), false),
-    F_U64(M, at_ms, TB(PROTO_CHECKPOINT_DONE), false),
-    F_STR(M, action, TB(PROTO_SPOT_NOTICE) | TB(PROTO_REBALANCE), false),
-    F_U64(M, deadline_ms, TB(PROTO_SPOT_NOTICE) | TB(PROTO_REBALANCE), false),
-    F_STR(M, req, LOG_TYPES, false),
-    F_STR(M, stream, LOG_TYPES, false),
-    F_U64(M, offset, LOG_TYPES, false),
-    F_INT(M, max_bytes, 0, (int)PROTO_LOG_CHUNK_MAX, TB(PROTO_LOG_READ), false),
-    F_U64(M, size, TB(PROTO_LOG_DATA), false),
-    { "absent", FK_BOOL, offsetof(M, absent), 0, 0, 0, TB(PROTO_LOG_DATA), false },
-    F_SPECIAL("data", FK_DATA, TB(PROTO_LOG_DATA), false),
-};
-#undef M
-
-#define R struct proto_task_ref
-static const struct field ref_fields[] = {
-    F_STR(R, job, ALL_TYPES, true),
-    F_INT(R, task, 0, INT_MAX, ALL_TYPES, true),
-    F_INT(R, attempt, 0, INT_MAX, ALL_TYPES, true),
-    { "state", FK_STATE, offsetof(R, state), 0, 0, 0, ALL_TYPES, false },
-    F_INT(R, pid, 0, INT_MAX, ALL_TYPES, false),
-    F_INT(R, exit_code, INT_MIN, INT_MAX, ALL_TYPES, false),
-    F_INT(R, signal, 0, 255, ALL_TYPES, false),
-    { "fenced", FK_BOOL, offsetof(R, fenced), 0, 0, 0, ALL_TYPES, false },
-    F_STR(R, checkpoint, ALL_TYPES, false),
-    F_U64(R, checkpoint_at_ms, ALL_TYPES, false),
-};
-#undef R
-
-#define G struct proto_gpu
-static const struct field gpu_fields[] = {
-    F_INT(G, index, 0, INT_MAX, ALL_TYPES, true),
-    F_STR(G, uuid, ALL_TYPES, true),
-    F_STR(G, model, ALL_TYPES, true),
-    F_I64(G, memory_mb, 0, INT64_MAX, ALL_TYPES, true),
-    F_STR(G, pci_bus_id, ALL_TYPES, true),
-    F_INT(G, island, INT_MIN, INT_MAX, ALL_TYPES, true),
-    { "mig", FK_BOOL, offsetof(G, mig), 0, 0, 0, ALL_TYPES, false },
-    F_STR(G, profile, ALL_TYPES, false),
-    F_INT(G, parent, 0, INT_MAX, ALL_TYPES, false),
-};
-#undef G
-
-/* Bits of the `seen` masks below. */
-_Static_assert(MU_ARRAY_LEN(msg_fields) <= 64, "msg_fields must fit a uint64_t mask");
-
-static const char *const state_names[] = {
-    [PROTO_TASK_RUNNING] = "RUNNING",
-    [PROTO_TASK_EXITED] = "EXITED",
-    [PROTO_TASK_LOST] = "LOST",
-};
-
-static void *field_ptr(void *base, const struct field *f)
-{
-    return (char *)base + f->off;
-}
-
-static const void *field_cptr(const void *base, const struct field *f)
-{
-    return (const char *)base + f->off;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* encoding                                                                                    */
-/* ------------------------------------------------------------------------------------------ */
-
-struct enc {
-    msgpack_packer pk;
-    struct mu_buf *buf;
-    size_t start; /* buf->len before this message; restored on failure */
-    struct mu_err *err;
-    bool failed; /* first failure wins: later writes are dropped and err is kept */
-};
-
-static int enc_write(void *data, const char *p, size_t len)
-{
-    struct enc *e = data;
-
-    if (e->failed)
-        return -1;
-    if (len > PROTO_MAX_MSG_BYTES - (e->buf->len - e->start)) {
-        e->failed = true;
-        return mu_errf(e->err, MU_E_TOOBIG, "message larger than the %u-byte cap",
-                       PROTO_MAX_MSG_BYTES);
-    }
-    if (mu_buf_append(e->buf, p, len, e->err) != 0) {
-        e->failed = true;
-        return -1;
-    }
-    return 0;
-}
-
-/* The packer's return values are ignored: enc_write records the failure in e->failed. */
-static void enc_str(struct enc *e, const char *s, size_t len)
-{
-    (void)msgpack_pack_str(&e->pk, len);
-    (void)msgpack_pack_str_body(&e->pk, s, len);
-}
-
-static int enc_bad(struct enc *e, int code, const char *pfx, const char *name, const char *what)
-{
-    e->failed = true;
-    return mu_errf(e->err, code, "field '%s%s': %s", pfx, name, what);
-}
-
-/* A fixed char array: must be terminated inside its size (and non-empty when nonempty). */
-static int enc_fixed_str(
-    struct enc *e, const char *s, size_t size, const char *pfx, const char *name, bool nonempty)
-{
-    size_t len = strnlen(s, size);
-    if (len == size)
-        return enc_bad(e, MU_E_INVAL, pfx, name, "string not NUL-terminated");
-    if (nonempty && len == 0)
-        return enc_bad(e, MU_E_INVAL, pfx, name, "empty string");
-    enc_str(e, s, len);
-    return 0;
-}
-
-static int enc_int(struct enc *e, int64_t v, const struct field *f, const char *pfx)
-{
-    if (v < f->min || v > f->max) {
-        e->failed = true;
-        return mu_errf(e->err, MU_E_RANGE,
-                       "field '%s%s': value %" PRId64 " out of range [%" PRId64 ", %" PRId64 "]",
-                       pfx, f->name, v, f->min, f->max);
-    }
-    (void)msgpack_pack_int64(&e->pk, v);
-    return 0;
-}
-
-static int enc_count(struct enc *e, int n, int max, bool has_array, const char *name)
-{
-    if (n < 0 || n > max) {
-        e->failed = true;
-        return mu_errf(e->err, MU_E_TOOBIG, "field '%s': %d entries, expected 0..%d", name, n, max);
-    }
-    if (n > 0 && !has_array)
-        return enc_bad(e, MU_E_INVAL, "", name, "entries counted but no array");
-    return 0;
-}
-
-static bool field_is_set(const struct field *f, const void *base)
-{
-    const void *p = field_cptr(base, f);
-    const struct proto_msg *m = base;
-
-    switch (f->kind) {
-    case FK_U64:
-        return *(const uint64_t *)p != 0;
-    case FK_INT:
-        return *(const int *)p != 0;
-    case FK_I64:
-        return *(const int64_t *)p != 0;
-    case FK_STR:
-        return *(const char *)p != '\0';
-    case FK_BOOL:
-        return *(const bool *)p;
-    case FK_STATE:
-        return *(const enum proto_task_state *)p != 0;
-    case FK_GPUS:
-        return m->ngpus != 0;
-    case FK_LABELS:
-        return m->nlabels != 0;
-    case FK_TASKS:
-        return m->ntasks != 0;
-    case FK_BIND_GPUS:
-        return m->nbind_gpus != 0;
-    case FK_ARGV:
-        return m->argc != 0;
-    case FK_ENV:
-        return m->nenv != 0;
-    case FK_DATA:
-        return m->data_len != 0;
-    case FK_VERSION:
-    case FK_TYPE:
-    case FK_TASK:
-        return true;
-    }
-    return false;
-}
-
-static int enc_record(struct enc *e,
-                      const struct field *tab,
-                      size_t n,
-                      const void *base,
-                      unsigned type_bit,
-                      const char *pfx);
-
-static int enc_strv(struct enc *e, char *const *v, int n, int max, const char *name)
-{
-    if (enc_count(e, n, max, v != NULL, name) != 0)
-        return -1;
-    (void)msgpack_pack_array(&e->pk, (size_t)n);
-    for (int i = 0; i < n; i++) {
-        size_t len;
-        if (!v[i]) {
-            e->failed = true;
-            return mu_errf(e->err, MU_E_INVAL, "field '%s[%d]': NULL string", name, i);
-        }
-        len = strlen(v[i]);
-        if (len >= PROTO_MAX_ARG_BYTES) {
-            e->failed = true;
-            return mu_errf(e->err, MU_E_TOOBIG, "field '%s[%d]': string longer than %u bytes", name,
-                           i, PROTO_MAX_ARG_BYTES - 1);
-        }
-        enc_str(e, v[i], len);
-    }
-    return 0;
-}
-
-static int enc_special(struct enc *e, const struct field *f, const struct proto_msg *m)
-{
-    char pfx[32];
-
-    switch (f->kind) {
-    case FK_VERSION:
-        (void)msgpack_pack_uint64(&e->pk, PROTO_VERSION);
-        return 0;
-    case FK_TYPE: {
-        const char *name = proto_type_name(m->type);
-        enc_str(e, name, strlen(name));
-        return 0;
-    }
-    case FK_GPUS:
-        if (enc_count(e, m->ngpus, PROTO_MAX_GPUS, m->gpus != NULL, f->name) != 0)
-            return -1;
-        (void)msgpack_pack_array(&e->pk, (size_t)m->ngpus);
-        for (int i = 0; i < m->ngpus; i++) {
-            (void)mu_snprintf(pfx, sizeof(pfx), "gpus[%d].", i);
-            if (enc_record(e, gpu_fields, MU_ARRAY_LEN(gpu_fields), &m->gpus[i], ALL_TYPES, pfx)
-                != 0)
-                return -1;
-        }
-        return 0;
-    case FK_LABELS:
-        if (enc_count(e, m->nlabels, PROTO_MAX_LABELS, true, f->name) != 0)
-            return -1;
-        (void)msgpack_pack_map(&e->pk, (size_t)m->nlabels);
-        for (int i = 0; i < m->nlabels; i++) {
-            const struct proto_label *l = &m->labels[i];
-            (void)mu_snprintf(pfx, sizeof(pfx), "labels[%d].", i);
-            if (enc_fixed_str(e, l->level, sizeof(l->level), pfx, "level", true) != 0
-                || enc_fixed_str(e, l->value, sizeof(l->value), pfx, "value", false) != 0)
-                return -1;
-        }
-        return 0;
-    case FK_TASKS:
-        if (enc_count(e, m->ntasks, PROTO_MAX_TASKS, m->tasks != NULL, f->name) != 0)
-            return -1;
-        (void)msgpack_pack_array(&e->pk, (size_t)m->ntasks);
-        for (int i = 0; i < m->ntasks; i++) {
-            (void)mu_snprintf(pfx, sizeof(pfx), "tasks[%d].", i);
-            if (enc_record(e, ref_fields, MU_ARRAY_LEN(ref_fields), &m->tasks[i], ALL_TYPES, pfx)
-                != 0)
-                return -1;
-        }
-        return 0;
-    case FK_TASK:
-        return enc_record(e, ref_fields, MU_ARRAY_LEN(ref_fields), &m->task, ALL_TYPES, "task.");
-    case FK_BIND_GPUS:
-        if (enc_count(e, m->nbind_gpus, PROTO_MAX_GPUS, true, f->name) != 0)
-            return -1;
-        (void)msgpack_pack_array(&e->pk, (size_t)m->nbind_gpus);
-        for (int i = 0; i < m->nbind_gpus; i++) {
-            if (m->bind_gpus[i] < 0) {
-                e->failed = true;
-                return mu_errf(e->err, MU_E_RANGE, "field 'gpus_bound[%d]': negative index %d", i,
-                               m->bind_gpus[i]);
-            }
-            (void)msgpack_pack_uint64(&e->pk, (uint64_t)m->bind_gpus[i]);
-        }
-        return 0;
-    case FK_ARGV:
-        return enc_strv(e, m->argv, m->argc, PROTO_MAX_ARGS, f->name);
-    case FK_ENV:
-        return enc_strv(e, m->env, m->nenv, PROTO_MAX_ENV, f->name);
-    case FK_DATA:
-        if (m->data_len > PROTO_LOG_CHUNK_MAX)
-            return enc_bad(e, MU_E_TOOBIG, "", f->name, "longer than the log chunk cap");
-        if (!m->data)
-            return enc_bad(e, MU_E_INVAL, "", f->name, "length set but no buffer");
-        (void)msgpack_pack_bin(&e->pk, m->data_len);
-        (void)msgpack_pack_bin_body(&e->pk, m->data, m->data_len);
-        return 0;
-    default:
-        break;
-    }
-    e->failed = true;
-    return mu_errf(e->err, MU_E_INVAL, "field '%s': not a top-level field", f->name);
-}
-
-static int enc_value(struct enc *e, const struct field *f, const void *base, const char *pfx)
-{
-    const void *p = field_cptr(base, f);
-
-    switch (f->kind) {
-    case FK_U64:
-        (void)msgpack_pack_uint64(&e->pk, *(const uint64_t *)p);
-        return 0;
-    case FK_INT:
-        return enc_int(e, *(const int *)p, f, pfx);
-    case FK_I64:
-        return enc_int(e, *(const int64_t *)p, f, pfx);
-    case FK_STR:
-        return enc_fixed_str(e, p, f->size, pfx, f->name, false);
-    case FK_BOOL:
-        if (*(const bool *)p)
-            (void)msgpack_pack_true(&e->pk);
-        else
-            (void)msgpack_pack_false(&e->pk);
-        return 0;
-    case FK_STATE: {
-        enum proto_task_state s = *(const enum proto_task_state *)p;
-        if ((int)s <= 0 || (size_t)s >= MU_ARRAY_LEN(state_names)) {
-            e->failed = true;
-            return mu_errf(e->err, MU_E_INVAL, "field '%s%s': invalid task state %d", pfx, f->name,
-                           (int)s);
-        }
-        enc_str(e, state_names[s], strlen(state_names[s]));
-        return 0;
-    }
-    default:
-        return enc_special(e, f, base);
-    }
-}
-
-static int enc_record(struct enc *e,
-                      const struct field *tab,
-                      size_t n,
-                      const void *base,
-                      unsigned type_bit,
-                      const char *pfx)
-{
-    size_t count = 0;
-
-    for (size_t i = 0; i < n; i++)
-        if ((tab[i].types & type_bit) && (tab[i].always || field_is_set(&tab[i], base)))
-            count++;
-    (void)msgpack_pack_map(&e->pk, count);
-    for (size_t i = 0; i < n; i++) {
-        const struct field *f = &tab[i];
-        if (!(f->types & type_bit) || !(f->always || field_is_set(f, base)))
-            continue;
-        enc_str(e, f->name, strlen(f->name));
-        if (enc_value(e, f, base, pfx) != 0)
-            return -1;
-    }
-    return e->failed ? -1 : 0;
-}
-
-int proto_msg_encode(const struct proto_msg *m, struct mu_buf *out, struct mu_err *err)
-{
-    struct enc e = { .buf = out, .start = out->len, .err = err, .failed = false };
-
-    if (strcmp(proto_type_name(m->type), "UNKNOWN") == 0)
-        return mu_errf(err, MU_E_INVAL, "cannot encode message type %d", (int)m->type);
-    msgpack_packer_init(&e.pk, &e, enc_write);
-    if (enc_record(&e, msg_fields, MU_ARRAY_LEN(msg_fields), m, TB(m->type), "") != 0) {
-        /* No side effects on failure: drop the partial encoding. */
-        out->len = e.start;
-        if (out->data)
-            out->data[out->len] = '\0';
-        return -1;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* decoding                                                                                    */
-/* ------------------------------------------------------------------------------------------ */
 
 static uint64_t be_read(const uint8_t *p, size_t n)
 {
@@ -733,34 +255,37 @@ static int dec_i64(const msgpack_object *o,
     return bad_type(err, pfx, name, "integer", o);
 }
 
-static int dec_scalar(
-    const struct field *f, const msgpack_object *o, void *base, const char *pfx, struct mu_err *err)
+static int dec_scalar(const struct proto_field *f,
+                      const msgpack_object *o,
+                      void *base,
+                      const char *pfx,
+                      struct mu_err *err)
 {
-    void *p = field_ptr(base, f);
+    void *p = proto_field_ptr(base, f);
     int64_t v = 0;
 
     switch (f->kind) {
-    case FK_U64:
+    case PROTO_FK_U64:
         return dec_u64(o, pfx, f->name, p, err);
-    case FK_INT:
+    case PROTO_FK_INT:
         if (dec_i64(o, f->min, f->max, pfx, f->name, &v, err) != 0)
             return -1;
         *(int *)p = (int)v;
         return 0;
-    case FK_I64:
+    case PROTO_FK_I64:
         return dec_i64(o, f->min, f->max, pfx, f->name, p, err);
-    case FK_STR:
+    case PROTO_FK_STR:
         return dec_str(o, p, f->size, pfx, f->name, err);
-    case FK_BOOL:
+    case PROTO_FK_BOOL:
         if (o->type != MSGPACK_OBJECT_BOOLEAN)
             return bad_type(err, pfx, f->name, "boolean", o);
         *(bool *)p = o->via.boolean;
         return 0;
-    case FK_STATE:
+    case PROTO_FK_STATE:
         if (o->type != MSGPACK_OBJECT_STR)
             return bad_type(err, pfx, f->name, "string", o);
-        for (size_t s = 1; s < MU_ARRAY_LEN(state_names); s++) {
-            if (str_eq(o, state_names[s])) {
+        for (size_t s = 1; s < MU_ARRAY_LEN(proto_state_names); s++) {
+            if (str_eq(o, proto_state_names[s])) {
                 *(enum proto_task_state *)p = (enum proto_task_state)s;
                 return 0;
             }
@@ -778,7 +303,9 @@ static int dec_scalar(
     return mu_errf(err, MU_E_PROTO, "field '%s%s': not allowed here", pfx, f->name);
 }
 
-static const struct field *field_find(const struct field *tab, size_t n, const msgpack_object *key)
+static const struct proto_field *field_find(const struct proto_field *tab,
+                                            size_t n,
+                                            const msgpack_object *key)
 {
     for (size_t i = 0; i < n; i++)
         if (str_eq(key, tab[i].name))
@@ -790,14 +317,14 @@ static const struct field *field_find(const struct field *tab, size_t n, const m
  * Walks a map against a table: unknown keys are skipped (their values may be anything), known
  * ones decoded with `dec`, a key given twice is an error.  `name` is the map's own field path.
  */
-typedef int (*dec_field_fn)(const struct field *f,
+typedef int (*dec_field_fn)(const struct proto_field *f,
                             const msgpack_object *o,
                             void *base,
                             const char *pfx,
                             struct mu_err *err);
 
 static int dec_map(const msgpack_object *o,
-                   const struct field *tab,
+                   const struct proto_field *tab,
                    size_t n,
                    void *base,
                    const char *name,
@@ -815,7 +342,7 @@ static int dec_map(const msgpack_object *o,
     }
     for (uint32_t i = 0; i < o->via.map.size; i++) {
         const msgpack_object_kv *kv = &o->via.map.ptr[i];
-        const struct field *f;
+        const struct proto_field *f;
         uint64_t bit;
 
         if (kv->key.type != MSGPACK_OBJECT_STR)
@@ -838,7 +365,7 @@ static int dec_map(const msgpack_object *o,
 
 /* A task-ref or GPU record (only scalar fields); a task-ref must name its job. */
 static int dec_record(const msgpack_object *o,
-                      const struct field *tab,
+                      const struct proto_field *tab,
                       size_t n,
                       void *base,
                       const char *name,
@@ -850,7 +377,7 @@ static int dec_record(const msgpack_object *o,
     (void)mu_snprintf(pfx, sizeof(pfx), "%s.", name);
     if (dec_map(o, tab, n, base, name, pfx, dec_scalar, &seen, err) != 0)
         return -1;
-    if (tab == ref_fields && !(seen & 1u))
+    if (tab == proto_ref_fields && !(seen & 1u))
         return mu_errf(err, MU_E_PROTO, "field '%s': missing key 'job'", name);
     return 0;
 }
@@ -972,18 +499,21 @@ static int dec_type(const msgpack_object *o, struct proto_msg *m, struct mu_err 
     return mu_errf(err, MU_E_PROTO, "unknown message type '%s'", shown);
 }
 
-static int dec_top_field(
-    const struct field *f, const msgpack_object *o, void *base, const char *pfx, struct mu_err *err)
+static int dec_top_field(const struct proto_field *f,
+                         const msgpack_object *o,
+                         void *base,
+                         const char *pfx,
+                         struct mu_err *err)
 {
     struct proto_msg *m = base;
     char name[24];
 
     switch (f->kind) {
-    case FK_VERSION:
+    case PROTO_FK_VERSION:
         return 0; /* checked before everything else */
-    case FK_TYPE:
+    case PROTO_FK_TYPE:
         return dec_type(o, m, err);
-    case FK_GPUS:
+    case PROTO_FK_GPUS:
         if (dec_array(o, f->name, PROTO_MAX_GPUS, err) != 0)
             return -1;
         if (o->via.array.size == 0)
@@ -994,15 +524,15 @@ static int dec_top_field(
         m->ngpus = (int)o->via.array.size;
         for (uint32_t i = 0; i < o->via.array.size; i++) {
             (void)mu_snprintf(name, sizeof(name), "gpus[%" PRIu32 "]", i);
-            if (dec_record(&o->via.array.ptr[i], gpu_fields, MU_ARRAY_LEN(gpu_fields), &m->gpus[i],
-                           name, err)
+            if (dec_record(&o->via.array.ptr[i], proto_gpu_fields, MU_ARRAY_LEN(proto_gpu_fields),
+                           &m->gpus[i], name, err)
                 != 0)
                 return -1;
         }
         return 0;
-    case FK_LABELS:
+    case PROTO_FK_LABELS:
         return dec_labels(o, m, err);
-    case FK_TASKS:
+    case PROTO_FK_TASKS:
         if (dec_array(o, f->name, PROTO_MAX_TASKS, err) != 0)
             return -1;
         if (o->via.array.size == 0)
@@ -1013,15 +543,16 @@ static int dec_top_field(
         m->ntasks = (int)o->via.array.size;
         for (uint32_t i = 0; i < o->via.array.size; i++) {
             (void)mu_snprintf(name, sizeof(name), "tasks[%" PRIu32 "]", i);
-            if (dec_record(&o->via.array.ptr[i], ref_fields, MU_ARRAY_LEN(ref_fields), &m->tasks[i],
-                           name, err)
+            if (dec_record(&o->via.array.ptr[i], proto_ref_fields, MU_ARRAY_LEN(proto_ref_fields),
+                           &m->tasks[i], name, err)
                 != 0)
                 return -1;
         }
         return 0;
-    case FK_TASK:
-        return dec_record(o, ref_fields, MU_ARRAY_LEN(ref_fields), &m->task, "task", err);
-    case FK_BIND_GPUS:
+    case PROTO_FK_TASK:
+        return dec_record(o, proto_ref_fields, MU_ARRAY_LEN(proto_ref_fields), &m->task, "task",
+                          err);
+    case PROTO_FK_BIND_GPUS:
         if (dec_array(o, f->name, PROTO_MAX_GPUS, err) != 0)
             return -1;
         for (uint32_t i = 0; i < o->via.array.size; i++) {
@@ -1033,11 +564,11 @@ static int dec_top_field(
             m->nbind_gpus++;
         }
         return 0;
-    case FK_ARGV:
+    case PROTO_FK_ARGV:
         return dec_strv(o, f->name, PROTO_MAX_ARGS, false, &m->argv, &m->argc, err);
-    case FK_ENV:
+    case PROTO_FK_ENV:
         return dec_strv(o, f->name, PROTO_MAX_ENV, true, &m->env, &m->nenv, err);
-    case FK_DATA:
+    case PROTO_FK_DATA:
         return dec_data(o, m, err);
     default:
         return dec_scalar(f, o, base, pfx, err);
@@ -1074,12 +605,13 @@ static int dec_message(const msgpack_object *root, struct proto_msg *out, struct
         return mu_errf(err, MU_E_PROTO, "expected a map, got %s", obj_type_name(root));
     if (dec_version(root, out, err) != 0)
         return -1;
-    if (dec_map(root, msg_fields, MU_ARRAY_LEN(msg_fields), out, "", "", dec_top_field, &seen, err)
+    if (dec_map(root, proto_msg_fields, MU_ARRAY_LEN(proto_msg_fields), out, "", "", dec_top_field,
+                &seen, err)
         != 0)
         return -1;
     for (size_t i = 0; i < MU_ARRAY_LEN(required); i++) {
-        for (size_t j = 0; j < MU_ARRAY_LEN(msg_fields); j++) {
-            if (strcmp(msg_fields[j].name, required[i]) == 0 && !(seen & (UINT64_C(1) << j)))
+        for (size_t j = 0; j < MU_ARRAY_LEN(proto_msg_fields); j++) {
+            if (strcmp(proto_msg_fields[j].name, required[i]) == 0 && !(seen & (UINT64_C(1) << j)))
                 return mu_errf(err, MU_E_PROTO, "missing key '%s'", required[i]);
         }
     }
