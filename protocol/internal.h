@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The proto codec's insides, shared by the files it is cut into: codec_fields.c (the field
- * tables both directions run off), codec_encode.c (struct proto_msg -> msgpack) and
+ * The protocol module's insides, shared by the files it is cut into.  The codec: codec_fields.c
+ * (the field tables both directions run off), codec_encode.c (struct proto_msg -> msgpack) and
  * codec_decode.c (msgpack -> struct proto_msg, bytes treated as hostile).  protocol/proto.h stays
  * the module's one public header; scripts/lint.sh keeps this one out of other folders
  * (STYLE §1.1).
+ *
+ * Also here: the one socket helper the transport's files share (transport.c, transport_zap.c).
  *
  * The tables are declared here with their lengths, so that MU_ARRAY_LEN stays a constant in the
  * encoder and decoder; a table that gains or loses an entry without its PROTO_N*_FIELDS changing
@@ -77,5 +79,9 @@ static inline const void *proto_field_cptr(const void *base, const struct proto_
 {
     return (const char *)base + f->off;
 }
+
+/* zmq_setsockopt of an int option; name is the option's name for the message.  0 or -1 with
+ * err (MU_E_ZMQ). */
+int proto_sock_set_int(void *sock, int opt, int value, const char *name, struct mu_err *err);
 
 #endif
