@@ -217,42 +217,62 @@ static int add_capacity(struct ctl *ctl, const struct ctl_args *args, cJSON *spe
     return 0;
 }
 
-/* --env K=V ... -> {"K":"V",...}. */
-static int add_env(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+/* Adds one value of a repeatable option to its object or array; -1 once it has told the user. */
+typedef int (*add_value_fn)(struct ctl *ctl, cJSON *into, const char *value);
+
+/*
+ * Every value of the repeatable option opt, in order, through add_value into a new object
+ * (as_array false) or array of the same name in spec.  Nothing is added when opt is absent.
+ */
+static int add_repeated(struct ctl *ctl,
+                        const struct ctl_args *args,
+                        cJSON *spec,
+                        const char *opt,
+                        bool as_array,
+                        add_value_fn add_value)
 {
-    size_t n = ctl_args_all(ctl, args, "env", NULL, 0);
+    size_t n = ctl_args_all(ctl, args, opt, NULL, 0);
     const char **vals;
-    cJSON *env;
+    cJSON *into;
     int rc = -1;
 
     if (n == 0)
         return 0;
     vals = calloc(n, sizeof(*vals));
-    env = cJSON_AddObjectToObject(spec, "env");
-    if (!vals || !env) {
+    into = as_array ? cJSON_AddArrayToObject(spec, opt) : cJSON_AddObjectToObject(spec, opt);
+    if (!vals || !into) {
         ctl_fail(ctl, "out of memory");
         goto out;
     }
-    (void)ctl_args_all(ctl, args, "env", vals, n);
+    (void)ctl_args_all(ctl, args, opt, vals, n);
     for (size_t i = 0; i < n; i++) {
-        const char *eq = strchr(vals[i], '=');
-        char name[256];
-        if (!eq || eq == vals[i] || (size_t)(eq - vals[i]) >= sizeof(name)) {
-            ctl_usage(ctl, "--env: expected NAME=VALUE, got '%s'", vals[i]);
+        if (add_value(ctl, into, vals[i]) != 0)
             goto out;
-        }
-        memcpy(name, vals[i], (size_t)(eq - vals[i]));
-        name[eq - vals[i]] = '\0';
-        cJSON_DeleteItemFromObjectCaseSensitive(env, name); /* the last one wins */
-        if (!cJSON_AddStringToObject(env, name, eq + 1)) {
-            ctl_fail(ctl, "out of memory");
-            goto out;
-        }
     }
     rc = 0;
 out:
     free(vals);
     return rc;
+}
+
+/* One --env NAME=VALUE into env (--env K=V ... -> {"K":"V",...}; the last K wins). */
+static int env_value(struct ctl *ctl, cJSON *env, const char *value)
+{
+    const char *eq = strchr(value, '=');
+    char name[256];
+
+    if (!eq || eq == value || (size_t)(eq - value) >= sizeof(name)) {
+        ctl_usage(ctl, "--env: expected NAME=VALUE, got '%s'", value);
+        return -1;
+    }
+    memcpy(name, value, (size_t)(eq - value));
+    name[eq - value] = '\0';
+    cJSON_DeleteItemFromObjectCaseSensitive(env, name); /* the last one wins */
+    if (!cJSON_AddStringToObject(env, name, eq + 1)) {
+        ctl_fail(ctl, "out of memory");
+        return -1;
+    }
+    return 0;
 }
 
 /* --checkpoint-signal / --checkpoint-grace -> {"signal": SIG, "grace_s": S}. */
@@ -318,37 +338,19 @@ static cJSON *after_item(struct ctl *ctl, const char *text)
     return o;
 }
 
-/* --after COND ... -> [{"job": ID, "when": W}, ...]. */
-static int add_after(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+/* One --after COND appended to after (--after ... -> [{"job": ID, "when": W}, ...]). */
+static int after_value(struct ctl *ctl, cJSON *after, const char *value)
 {
-    size_t n = ctl_args_all(ctl, args, "after", NULL, 0);
-    const char **vals;
-    cJSON *arr;
-    int rc = -1;
+    cJSON *o = after_item(ctl, value);
 
-    if (n == 0)
-        return 0;
-    vals = calloc(n, sizeof(*vals));
-    arr = cJSON_AddArrayToObject(spec, "after");
-    if (!vals || !arr) {
+    if (!o)
+        return -1;
+    if (!cJSON_AddItemToArray(after, o)) {
+        cJSON_Delete(o);
         ctl_fail(ctl, "out of memory");
-        goto out;
+        return -1;
     }
-    (void)ctl_args_all(ctl, args, "after", vals, n);
-    for (size_t i = 0; i < n; i++) {
-        cJSON *o = after_item(ctl, vals[i]);
-        if (!o)
-            goto out;
-        if (!cJSON_AddItemToArray(arr, o)) {
-            cJSON_Delete(o);
-            ctl_fail(ctl, "out of memory");
-            goto out;
-        }
-    }
-    rc = 0;
-out:
-    free(vals);
-    return rc;
+    return 0;
 }
 
 static int add_topology(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
@@ -400,14 +402,15 @@ static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
         || add_str(ctl, args, spec, "gpu-type", "gpu_type", NULL) != 0
         || add_str(ctl, args, spec, "gpu-slice", "gpu_slice", NULL) != 0
         || add_capacity(ctl, args, spec) != 0 || add_topology(ctl, args, spec) != 0
-        || add_env(ctl, args, spec) != 0
+        || add_repeated(ctl, args, spec, "env", false, env_value) != 0
         || add_str(ctl, args, spec, "workdir", "workdir", NULL) != 0
         || add_checkpoint(ctl, args, spec) != 0
         || add_int(ctl, args, spec, "time-limit", "time_limit_s", 1, INT64_C(1) << 40) != 0
         || add_int(ctl, args, spec, "max-retries", "max_retries", 0, 100) != 0
         || add_str(ctl, args, spec, "idempotency-key", "idempotency_key", NULL) != 0
         || add_str(ctl, args, spec, "user", "user", user && user[0] ? user : NULL) != 0
-        || add_after(ctl, args, spec) != 0 || add_str(ctl, args, spec, "array", "array", NULL) != 0)
+        || add_repeated(ctl, args, spec, "after", true, after_value) != 0
+        || add_str(ctl, args, spec, "array", "array", NULL) != 0)
         goto fail;
     if (ctl_args_get(ctl, args, "singleton") && !cJSON_AddTrueToObject(spec, "singleton")) {
         ctl_fail(ctl, "out of memory");
