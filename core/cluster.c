@@ -12,6 +12,7 @@
  * cheap "cannot fit" bound; commit, release and state changes keep it exact.
  */
 #include "core/internal.h"
+#include "core/sort.h"
 
 #include <assert.h>
 #include <stdint.h>
@@ -505,40 +506,16 @@ static int path_diff(const struct sched_cluster *c, int a, int b, int *cmp)
     return c->nlevels;
 }
 
-static bool path_le(const struct sched_cluster *c, int a, int b)
+/* True when node *a goes strictly before node *b in topology order (a total order). */
+static bool path_less(const struct sched_cluster *c, const int *a, const int *b)
 {
     int cmp;
-    (void)path_diff(c, a, b, &cmp);
-    return cmp <= 0;
+    (void)path_diff(c, *a, *b, &cmp);
+    return cmp < 0;
 }
 
-/* Bottom-up merge sort of c->order by path (qsort has no context argument in C11). */
-static void order_sort(struct sched_cluster *c)
-{
-    int n = c->nnodes;
-    int *src = c->order;
-    int *dst = c->tmp;
-    for (int w = 1; w < n; w *= 2) {
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n;
-            int hi = lo + 2 * w < n ? lo + 2 * w : n;
-            int i = lo;
-            int j = mid;
-            int k = lo;
-            while (i < mid && j < hi)
-                dst[k++] = path_le(c, src[i], src[j]) ? src[i++] : src[j++];
-            while (i < mid)
-                dst[k++] = src[i++];
-            while (j < hi)
-                dst[k++] = src[j++];
-        }
-        int *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != c->order)
-        memcpy(c->order, src, (size_t)n * sizeof(*src));
-}
+/* order_sort(c->order, c->tmp, c->nnodes, c): the nodes by path (sort.h). */
+SCHED_SORT_DEFINE(order_sort, int, const struct sched_cluster *, path_less)
 
 void sched_topo_refresh(struct sched_cluster *c)
 {
@@ -546,7 +523,7 @@ void sched_topo_refresh(struct sched_cluster *c)
         return;
     for (int i = 0; i < c->nnodes; i++)
         c->order[i] = i;
-    order_sort(c);
+    order_sort(c->order, c->tmp, c->nnodes, c);
     for (int l = 0; l < c->nlevels; l++)
         c->ndom[l] = 0;
     for (int pos = 0; pos < c->nnodes; pos++) {
