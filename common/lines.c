@@ -4,8 +4,8 @@
  * CSV and -L listing in worker/, the CURVE key and allow files in protocol/).  They used to cut
  * lines with a loop of their own each; this is that loop, once.  A '\n' ends a line, a last line
  * without one still counts, and nothing after a final '\n' is a line.  mu_lines_next borrows
- * from the text; mu_lines_copy copies into a caller's fixed buffer and reports a line that does
- * not fit as an error naming the line, never truncating it.
+ * from the text; mu_lines_copy skips blank lines, copies the next one into a caller's fixed
+ * buffer and reports a line that does not fit as an error naming the line, never truncating it.
  */
 #include "common/mu.h"
 
@@ -39,13 +39,15 @@ int mu_lines_copy(struct mu_lines *it, char *buf, size_t size, struct mu_err *er
     const char *line;
     size_t len;
 
-    if (!mu_lines_next(it, &line, &len))
-        return 0;
-    if (len >= size)
-        return mu_errf(err, MU_E_PARSE, "line %d: longer than %zu bytes", it->lineno, size - 1);
+    do {
+        if (!mu_lines_next(it, &line, &len))
+            return 0;
+        if (len >= size)
+            return mu_errf(err, MU_E_PARSE, "line %d: longer than %zu bytes", it->lineno, size - 1);
+        while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t' || line[len - 1] == '\r'))
+            len--;
+    } while (strspn(line, " \t") >= len); /* blank: nothing but blanks, tabs and CRs */
     memcpy(buf, line, len);
-    while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t' || line[len - 1] == '\r'))
-        len--;
     buf[len] = '\0';
     return 1;
 }

@@ -126,9 +126,10 @@ void mu_lines_init(struct mu_lines *it, const char *text);
 /* The next line as a borrowed span, without its '\n' and not NUL-terminated: valid as long as
  * the text.  False at the end.  It advances it->lineno. */
 bool mu_lines_next(struct mu_lines *it, const char **line, size_t *len);
-/* The next line copied into buf (size bytes), with trailing blanks, tabs and CRs cut: 1 for a
- * line, 0 at the end, -1 with err (MU_E_PARSE, "line N: longer than SIZE-1 bytes") when the
- * whole line does not fit in size-1 bytes. */
+/* The next line that is not blank (only blanks, tabs and CRs), copied into buf (size bytes)
+ * with trailing blanks, tabs and CRs cut; it->lineno is its number.  1 for a line, 0 at the end,
+ * -1 with err (MU_E_PARSE, "line N: longer than SIZE-1 bytes") when a line, blank or not, does
+ * not fit whole in size-1 bytes. */
 int mu_lines_copy(struct mu_lines *it, char *buf, size_t size, struct mu_err *err);
 
 /* ---- growable byte buffer (embedded: _init/_release) ---- */

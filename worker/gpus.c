@@ -109,15 +109,10 @@ int wrk_gpus_parse_csv(
     if (!text)
         return mu_errf(err, MU_E_INVAL, "no nvidia-smi output");
     mu_lines_init(&it, text);
-    while ((got = mu_lines_copy(&it, line, sizeof(line), err)) != 0) {
+    while ((got = mu_lines_copy(&it, line, sizeof(line), err)) > 0) {
         int lineno = it.lineno;
-        char *start;
+        char *start = trim(line);
 
-        if (got < 0)
-            return -1;
-        start = trim(line);
-        if (*start == '\0')
-            continue;
         if (n >= max)
             return mu_errf(err, MU_E_TOOBIG, "line %d: more than %d GPUs", lineno, max);
         if (parse_line(start, lineno, &gpus[n], err) != 0)
@@ -129,6 +124,8 @@ int wrk_gpus_parse_csv(
         }
         n++;
     }
+    if (got < 0)
+        return -1;
     if (n == 0)
         return mu_errf(err, MU_E_NOTFOUND, "nvidia-smi reported no GPUs");
     *n_out = n;

@@ -195,15 +195,10 @@ int wrk_gpus_parse_mig(
     if (!text)
         return mu_errf(err, MU_E_INVAL, "no nvidia-smi -L output");
     mu_lines_init(&it, text);
-    while ((got = mu_lines_copy(&it, line, sizeof(line), err)) != 0) {
+    while ((got = mu_lines_copy(&it, line, sizeof(line), err)) > 0) {
         int lineno = it.lineno;
-        char *start;
+        char *start = skip_blanks(line);
 
-        if (got < 0)
-            return -1;
-        start = skip_blanks(line);
-        if (*start == '\0')
-            continue;
         if (strncmp(start, "GPU ", 4) == 0 && start == line) {
             cur = gpu_line(start, lineno, gpus, ngpus, err);
             if (cur < 0)
@@ -235,6 +230,8 @@ int wrk_gpus_parse_mig(
                            lineno);
         }
     }
+    if (got < 0)
+        return -1;
     *n_out = n;
     return 0;
 }
