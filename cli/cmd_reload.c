@@ -24,7 +24,6 @@ int ctl_cmd_reload(struct ctl *ctl, const struct ctl_args *args)
     char result[600];
     int64_t timeout_s = 10;
     int waited_ms = 0;
-    bool ok;
 
     if (ctl_args_int(ctl, args, "timeout", 1, 3600, &timeout_s) != 0)
         return CTL_EXIT_USAGE;
@@ -45,21 +44,5 @@ int ctl_cmd_reload(struct ctl *ctl, const struct ctl_args *args)
         ctl_sleep_ms(POLL_MS);
         waited_ms += POLL_MS;
     }
-    ok = strncmp(result, "ok", 2) == 0; /* musterd answers "ok: …" or "refused: …" */
-    if (ctl->output == CTL_OUT_JSON) {
-        cJSON *doc = cJSON_CreateObject();
-        int rc;
-        if (!doc || !cJSON_AddStringToObject(doc, "id", id) || !cJSON_AddBoolToObject(doc, "ok", ok)
-            || !cJSON_AddStringToObject(doc, "result", result)) {
-            cJSON_Delete(doc);
-            return ctl_fail(ctl, "out of memory");
-        }
-        rc = ctl_json_print(ctl, doc);
-        cJSON_Delete(doc);
-        return rc != CTL_EXIT_OK ? rc : ok ? CTL_EXIT_OK : CTL_EXIT_FAIL;
-    }
-    if (!ok)
-        return ctl_fail(ctl, "%s", result);
-    (void)printf("%s\n", result);
-    return CTL_EXIT_OK;
+    return ctl_answer_print(ctl, id, -1, result);
 }

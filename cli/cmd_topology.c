@@ -112,33 +112,6 @@ static int topo_wait(
     }
 }
 
-static int topo_print(struct ctl *ctl,
-                      const struct cfg_topo *t,
-                      const char *token,
-                      const char *result)
-{
-    bool ok = strncmp(result, "ok", 2) == 0; /* musterd answers "ok: …" or "refused: …" */
-    cJSON *doc;
-    int rc;
-
-    if (ctl->output != CTL_OUT_JSON) {
-        if (!ok)
-            return ctl_fail(ctl, "%s", result);
-        (void)printf("%s\n", result);
-        return CTL_EXIT_OK;
-    }
-    doc = cJSON_CreateObject();
-    if (!doc || !cJSON_AddStringToObject(doc, "id", token) || !cJSON_AddBoolToObject(doc, "ok", ok)
-        || !cJSON_AddNumberToObject(doc, "instances", cfg_topo_count(t))
-        || !cJSON_AddStringToObject(doc, "result", result)) {
-        cJSON_Delete(doc);
-        return ctl_fail(ctl, "out of memory");
-    }
-    rc = ctl_json_print(ctl, doc);
-    cJSON_Delete(doc);
-    return rc != CTL_EXIT_OK ? rc : ok ? CTL_EXIT_OK : CTL_EXIT_FAIL;
-}
-
 int ctl_cmd_topology(struct ctl *ctl, const struct ctl_args *args)
 {
     struct cfg_topo *t = NULL;
@@ -175,7 +148,7 @@ int ctl_cmd_topology(struct ctl *ctl, const struct ctl_args *args)
     if (topo_wait(ctl, q, token, timeout_s, result) != 0)
         goto out;
     queue_topology_forget(q, token);
-    rc = topo_print(ctl, t, token, result);
+    rc = ctl_answer_print(ctl, token, cfg_topo_count(t), result);
 out:
     cfg_topo_free(t);
     return rc;

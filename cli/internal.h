@@ -147,6 +147,10 @@ struct queue *ctl_queue(struct ctl *ctl);
 
 /* Prints item with cJSON_Print and a newline; CTL_EXIT_OK, or CTL_EXIT_FAIL on no memory. */
 int ctl_json_print(const struct ctl *ctl, const cJSON *item);
+/* Prints musterd's answer to a control request ("ok: …" or "refused: …"): the text on stdout,
+ * or a refusal as an error; with -o json {"id", "ok", "instances" (only when instances >= 0),
+ * "result"}.  CTL_EXIT_OK when musterd said ok, else CTL_EXIT_FAIL. */
+int ctl_answer_print(const struct ctl *ctl, const char *id, int instances, const char *result);
 /* {"cmd": cmd, "arg": arg}, as the control stream holds it; NULL on no memory (cJSON_Delete). */
 cJSON *ctl_json_control(const char *cmd, const char *arg);
 

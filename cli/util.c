@@ -99,6 +99,30 @@ int ctl_json_print(const struct ctl *ctl, const cJSON *item)
     return CTL_EXIT_OK;
 }
 
+int ctl_answer_print(const struct ctl *ctl, const char *id, int instances, const char *result)
+{
+    bool ok = strncmp(result, "ok", 2) == 0; /* musterd answers "ok: …" or "refused: …" */
+    cJSON *doc;
+    int rc;
+
+    if (ctl->output != CTL_OUT_JSON) {
+        if (!ok)
+            return ctl_fail(ctl, "%s", result);
+        (void)printf("%s\n", result);
+        return CTL_EXIT_OK;
+    }
+    doc = cJSON_CreateObject();
+    if (!doc || !cJSON_AddStringToObject(doc, "id", id) || !cJSON_AddBoolToObject(doc, "ok", ok)
+        || (instances >= 0 && !cJSON_AddNumberToObject(doc, "instances", instances))
+        || !cJSON_AddStringToObject(doc, "result", result)) {
+        cJSON_Delete(doc);
+        return ctl_fail(ctl, "out of memory");
+    }
+    rc = ctl_json_print(ctl, doc);
+    cJSON_Delete(doc);
+    return rc != CTL_EXIT_OK ? rc : ok ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
 cJSON *ctl_json_control(const char *cmd, const char *arg)
 {
     cJSON *o = cJSON_CreateObject();
