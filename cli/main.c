@@ -89,12 +89,8 @@ static const struct ctl_opt opts_drain[] = {
     { NULL, 0, NULL, NULL },
 };
 
-static const struct ctl_opt opts_reload[] = {
-    { "timeout", 0, "S", "wait at most S seconds for musterd's answer (default 10)" },
-    { NULL, 0, NULL, NULL },
-};
-
-static const struct ctl_opt opts_topology[] = {
+/* reload and topology: the commands that wait for musterd's answer (ctl_answer_print). */
+static const struct ctl_opt opts_answer[] = {
     { "timeout", 0, "S", "wait at most S seconds for musterd's answer (default 10)" },
     { NULL, 0, NULL, NULL },
 };
@@ -236,7 +232,7 @@ const struct ctl_cmd ctl_commands[] = {
       "queues (pools, topology, timers) is refused too: the running config stays in force and "
       "this exits 1.  Running work is never stopped by a reload; a queue whose quota shrank "
       "below its use drains as its gangs end (docs/quotas.md).",
-      opts_reload, 0, 0, CTL_ARG_NONE },
+      opts_answer, 0, 0, CTL_ARG_NONE },
     { "topology", ctl_cmd_topology, "label nodes from an EC2 instance topology",
       "import FILE|- [--timeout S]",
       "Labels nodes from the JSON that 'aws ec2 describe-instance-topology' prints (FILE, or - "
@@ -251,7 +247,7 @@ const struct ctl_cmd ctl_commands[] = {
       "instance_topology is refused with the reason, nothing changes and this exits 1.  "
       "Prints musterd's answer: the nodes relabelled and the instances that match no "
       "registered node.",
-      opts_topology, 1, 2, CTL_ARG_IMPORT },
+      opts_answer, 1, 2, CTL_ARG_IMPORT },
     { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
       "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
