@@ -608,8 +608,6 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     sim_quota_config(&e->s->cfg, e->qcfg);
     e->nquota =
         (e->s->cfg.nqueues < SCHED_MAX_QUEUES ? e->s->cfg.nqueues : SCHED_MAX_QUEUES - 1) + 1;
-    for (int q = 0; q + 1 < e->nquota; q++)
-        e->quota_limited = e->quota_limited || e->qcfg[q].has_quota;
     never_fit(e);
     e->sample_step_ms =
         MS * (n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60);
@@ -624,6 +622,7 @@ static void engine_release(struct sim_engine *e)
     free(e->user_usage);
     free(e->plan_slots);
     free(e->plan_victims);
+    free(e->pp);
     free(e->oidx);
     free(e->oj);
     free(e->vic_job);

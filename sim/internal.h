@@ -116,13 +116,13 @@ struct sim_engine {
     /* quotas (as scheduler/d_pass.c): the config's, and the pass's table with what runs */
     struct sched_quota_config qcfg[SCHED_MAX_QUEUES];
     struct sched_quota_queue quota[SCHED_MAX_QUEUES];
-    int nquota;         /* configured queues + 1 */
-    bool quota_limited; /* some queue has a quota: victims need not be of lower priority */
+    int nquota; /* configured queues + 1 */
     /* pass scratch */
     struct sched_pass_job *pj;
     struct sched_decision *dec;
     struct sched_running *run;
     struct sched_victim *vic;
+    struct sched_preempt_job *pp;
     int *who;
     int *vic_job;
     struct sched_order_job *oj;
