@@ -37,6 +37,7 @@ struct sim_sjob {
     int64_t release_ms;     /* STOPPING: when its GPUs free */
     int64_t save_ms;        /* STOPPING: progress of this attempt it keeps */
     int first_cap;          /* the capacity type of its first start (enum sched_capacity) */
+    int attempts;           /* attempts started */
     uint32_t gen;           /* attempt number; events of older attempts are ignored */
     int run_idx;            /* index in the running array, -1 when holding nothing */
     int victims_stopping;   /* preemptor: victims not yet stopped */
@@ -67,6 +68,8 @@ struct sim_result {
     int64_t *first_start_ms; /* [job] -1 never started */
     int64_t *end_ms;         /* [job] -1 did not end */
     int *first_cap;          /* [job] enum sched_capacity of its first start, -1 none */
+    int64_t *last_start_ms;  /* [job] the start of its last attempt, -1 never started */
+    int *attempts;           /* [job] attempts started */
     uint8_t *outcome;        /* [job] enum sim_outcome */
     int njcts;
 };
