@@ -327,6 +327,29 @@ static bool fits_idle(struct sched_cluster *c,
             return true;
     }
     c->idle_view = true;
+    if (r->required_level < 0 && r->gpus_per_task > 0 && r->slice_profile == 0
+        && r->gpu_milli == 0) {
+        /* No domain to fit in: r fits when the eligible capacity (caps applied) holds its tasks.
+         * Asked for every task there is, the search fails with that capacity as its best and
+         * the failure (reason data) any size that fails gets; so this one search settles the
+         * family for every size, where a search per size fitted would settle one.  Whole GPUs
+         * only: a node then holds at most its GPUs' worth of tasks, so the sums cannot overflow
+         * (a task without GPUs would count INT_MAX on every node). */
+        struct sched_request all = *r;
+        all.tasks = INT_MAX;
+        (void)sched_place_in(c, &all, INT64_MAX, NULL, fail);
+        fits = r->tasks <= fail->best;
+        m = idle_entry(c, r, fam);
+        fail->never = true;
+        if (m && fail->best < m->min_tasks - 1) {
+            m->min_tasks = fail->best + 1;
+            m->fail = *fail;
+        }
+        if (m && fail->best > m->max_fit_tasks)
+            m->max_fit_tasks = fail->best;
+        c->idle_view = false;
+        return fits;
+    }
     fits = sched_place_in(c, r, INT64_MAX, NULL, fail) == 1;
     c->idle_view = false;
     m = idle_entry(c, r, fam);
