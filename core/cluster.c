@@ -93,6 +93,7 @@ void sched_cluster_free(struct sched_cluster *c)
     free(c->quota_reqs);
     free(c->quota_memo);
     free(c->events);
+    free(c->events_tmp);
     free(c->pool_rank);
     free(c->pool_dsum);
     free(c->pool_sum);

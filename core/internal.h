@@ -151,6 +151,7 @@ struct sched_cluster {
     uint32_t nodes_gen;
     struct sched_idle_memo idle_memo[SCHED_MEMO_SIZE];
     struct sched_event *events;
+    struct sched_event *events_tmp; /* [cap_events] the merge sort's other half */
     int cap_events;
     struct sched_running *runs; /* given running gangs plus those started in the pass */
     int cap_runs;

@@ -167,13 +167,54 @@ static int try_now(struct sched_cluster *c,
     return 0;
 }
 
-static int event_cmp(const void *a, const void *b)
+/* The timeline's order: by time, then by run (unique for gangs; cool-downs, run -1, that end
+ * together are equal bytes), so any sort gives the same array. */
+static inline bool event_before(const struct sched_event *x, const struct sched_event *y)
 {
-    const struct sched_event *x = a;
-    const struct sched_event *y = b;
-    if (x->t_s != y->t_s)
-        return x->t_s < y->t_s ? -1 : 1;
-    return x->run - y->run;
+    return x->t_s != y->t_s ? x->t_s < y->t_s : x->run < y->run;
+}
+
+/* Sorts e[0..n) with tmp[0..n) as scratch: insertion sort of runs of 16, then bottom-up merges.
+ * The comparison inlined, where qsort's calls through a pointer cost a reservation search on a
+ * few thousand running gangs more than its placements. */
+static void events_sort(struct sched_event *e, struct sched_event *tmp, int n)
+{
+    enum { RUN = 16 };
+    struct sched_event *src = e;
+    struct sched_event *dst = tmp;
+    for (int lo = 0; lo < n; lo += RUN) {
+        int hi = lo + RUN < n ? lo + RUN : n;
+        for (int i = lo + 1; i < hi; i++) {
+            struct sched_event x = e[i];
+            int j = i;
+            while (j > lo && event_before(&x, &e[j - 1])) {
+                e[j] = e[j - 1];
+                j--;
+            }
+            e[j] = x;
+        }
+    }
+    for (int w = RUN; w < n; w *= 2) {
+        struct sched_event *t;
+        for (int lo = 0; lo < n; lo += 2 * w) {
+            int mid = lo + w < n ? lo + w : n;
+            int hi = mid + w < n ? mid + w : n;
+            int a = lo;
+            int b = mid;
+            int k = lo;
+            while (a < mid && b < hi)
+                dst[k++] = event_before(&src[b], &src[a]) ? src[b++] : src[a++];
+            while (a < mid)
+                dst[k++] = src[a++];
+            while (b < hi)
+                dst[k++] = src[b++];
+        }
+        t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != e)
+        memcpy(e, src, (size_t)n * sizeof(*e));
 }
 
 struct timeline {
@@ -286,6 +327,29 @@ static bool fits_idle(struct sched_cluster *c,
             return true;
     }
     c->idle_view = true;
+    if (r->required_level < 0 && r->gpus_per_task > 0 && r->slice_profile == 0
+        && r->gpu_milli == 0) {
+        /* No domain to fit in: r fits when the eligible capacity (caps applied) holds its tasks.
+         * Asked for every task there is, the search fails with that capacity as its best and
+         * the failure (reason data) any size that fails gets; so this one search settles the
+         * family for every size, where a search per size fitted would settle one.  Whole GPUs
+         * only: a node then holds at most its GPUs' worth of tasks, so the sums cannot overflow
+         * (a task without GPUs would count INT_MAX on every node). */
+        struct sched_request all = *r;
+        all.tasks = INT_MAX;
+        (void)sched_place_in(c, &all, INT64_MAX, NULL, fail);
+        fits = r->tasks <= fail->best;
+        m = idle_entry(c, r, fam);
+        fail->never = true;
+        if (m && fail->best < m->min_tasks - 1) {
+            m->min_tasks = fail->best + 1;
+            m->fail = *fail;
+        }
+        if (m && fail->best > m->max_fit_tasks)
+            m->max_fit_tasks = fail->best;
+        c->idle_view = false;
+        return fits;
+    }
     fits = sched_place_in(c, r, INT64_MAX, NULL, fail) == 1;
     c->idle_view = false;
     m = idle_entry(c, r, fam);
@@ -340,7 +404,7 @@ static int reserve(struct sched_cluster *c,
             c->events[tl.nevents++].run = -1;
         }
     }
-    qsort(c->events, (size_t)tl.nevents, sizeof(*c->events), event_cmp);
+    events_sort(c->events, c->events_tmp, tl.nevents);
     hi = tl.nevents;
     /* The histograms' bound is necessary for a fit and, like a fit, only grows along the
      * timeline: sweep to the first event where it allows r (O(pools) a step, where a placement
@@ -420,9 +484,14 @@ static int scratch_reserve(struct sched_cluster *c, int nruns, int nevents, stru
     }
     if (nevents > c->cap_events && nevents > 0) {
         struct sched_event *p = realloc(c->events, (size_t)nevents * sizeof(*p));
-        if (!p)
+        struct sched_event *t = NULL;
+        if (p)
+            c->events = p;
+        if (p)
+            t = realloc(c->events_tmp, (size_t)nevents * sizeof(*t));
+        if (!t)
             return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
-        c->events = p;
+        c->events_tmp = t;
         c->cap_events = nevents;
     }
     return 0;

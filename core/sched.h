@@ -483,6 +483,45 @@ int sched_preempt_plan(struct sched_cluster *c,
                        struct sched_preempt_plan *plan,
                        struct mu_err *err);
 
+/* A job of a pass as sched_preempt_first sees it. */
+struct sched_preempt_job {
+    const struct sched_request *req; /* borrowed for the call */
+    int64_t priority;
+    int queue;           /* index into the quota table */
+    bool waiting;        /* the victims of an earlier plan for it are still stopping */
+    int64_t retry_at_ms; /* output: the planner found no plan for it because the victims that
+                            would free enough are too young, and the first comes of age then
+                            (sched_preempt_plan's retry_at_ms, > now_ms); otherwise 0 */
+};
+
+/*
+ * The pass's one preemption, one rule for musterd and muster-sim: after sched_pass_quota made
+ * decisions dec[0..n) for jobs[0..n) (in the pass's order), the first job that did not start and
+ * is not over quota gets a plan (sched_quota_preempt_prepare with quota[0..nquota) and
+ * jobs[i].queue, then sched_preempt_plan with victims[0..nvictims): every gang holding resources,
+ * preemptible saying whether the gang itself may be stopped).  Jobs before it that got no plan
+ * have their retry_at_ms set.  plan->victims must hold nvictims entries and plan->slots the
+ * largest req->tasks of the jobs.  victims[].preemptible and reclaimable are left as the found
+ * plan's preparation marked them.
+ *
+ * Returns 1 with *job the index of the job the pass's plan is for: plan->nvictims > 0 for a new
+ * plan (stop plan->victims), 0 when that job is waiting for the victims of an earlier one.
+ * Returns 0 (*job -1) when no job gets a plan, -1 with err on no memory or a planner error.
+ */
+int sched_preempt_first(struct sched_cluster *c,
+                        const struct sched_quota_queue *quota,
+                        int nquota,
+                        struct sched_preempt_job *jobs,
+                        const struct sched_decision *dec,
+                        int n,
+                        struct sched_victim *victims,
+                        int nvictims,
+                        int64_t now_ms,
+                        int min_runtime_s,
+                        struct sched_preempt_plan *plan,
+                        int *job,
+                        struct mu_err *err);
+
 /* ---- back to spot (core/spot.c) ---- */
 
 /*

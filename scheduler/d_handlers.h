@@ -118,7 +118,7 @@ int d_jobs_recover(struct musterd *d, struct mu_err *err);
  * failed (releases, RUNNING, the stops a drain or a spot notice asked for). */
 void d_outage_recheck(struct musterd *d);
 
-/* d_preempt.c: the planner's dry run for pending job p (musterctl why): the plan d_preempt_for
+/* d_preempt.c: the planner's dry run for pending job p (musterctl why): the plan d_preempt_first
  * would make now, victims as indices into d->pass.victim_jobs (valid until the next pass),
  * stopping nothing and leaving the cluster as it was.  slots: p->spec.tasks entries.  Returns
  * sched_preempt_plan's 1 (a plan) or 0 (none; plan->reason says why), -1 (plan->reason too). */
@@ -133,13 +133,15 @@ int d_preempt_preview(struct musterd *d,
 void d_why(struct musterd *d, const char *entry_id, const char *job_id);
 /* d_preempt.c: collects the running gangs a pass may preempt, once per pass before it offers
  * preemption to its pending jobs (no victim changes until a plan is made, which ends the
- * offers); d_preempt_for uses them.  Without memory there are none this pass. */
+ * offers); d_preempt_first uses them.  Without memory there are none this pass. */
 void d_preempt_collect(struct musterd *d, int64_t now_ms);
-/* Plans a preemption for pending job p (victims from the last d_preempt_collect: strictly
- * lower-priority preemptible gangs, or quota p's queue reclaims) and starts stopping the
- * victims.  True when a plan was made or one is in flight.  Without a plan because the useful
- * victims are too young, *retry_mono_ms (0 otherwise) says when to plan again. */
-bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t *retry_mono_ms);
+/* The pass's one preemption: sched_preempt_first over the pass's first n jobs (d->pass.who,
+ * d->pass.out) and the victims of the last d_preempt_collect; stops the plan's victims (strictly
+ * lower-priority preemptible gangs, or quota the preemptor's queue reclaims) and gives the
+ * preemptor its reason.  When no stop of a plan could be written, the next job may plan.
+ * Returns when (mono ms) the first too-young victim that would let a job start comes of age, for
+ * a pass then; 0 = none. */
+uint64_t d_preempt_first(struct musterd *d, int n, int64_t now_ms);
 /* The drain of node: checkpoints and requeues every gang running on it (not counted as a
  * failure), the checkpoint grace capped at grace_s when >= 0. */
 void d_node_drain(struct musterd *d, struct d_node *node, int grace_s);

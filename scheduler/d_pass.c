@@ -3,7 +3,8 @@
  * Layer 4 of musterd (d_pass.h): one scheduling pass (DESIGN §4), and its timer.  The pending jobs
  * in their order go to sched_pass, which starts what fits, gives the first job that does not
  * fit a reservation, and lets later jobs backfill only where they do not delay it; started jobs
- * come back committed and are started here.  Then the first job that may preempt gets a plan.
+ * come back committed and are started here.  Then the first job that may preempt gets a plan
+ * (sched_preempt_first, the rule muster-sim shares).
  *
  * The order is fair share between queues, then priority, spot requeues and age within a queue
  * (core/share.c, docs/fair-share.md).
@@ -54,8 +55,10 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
         struct sched_order_job *ojobs =
             reqs ? realloc(d->pass.order_jobs, (size_t)cap * sizeof(*ojobs)) : NULL;
         int *oidx = ojobs ? realloc(d->pass.order_idx, (size_t)cap * sizeof(*oidx)) : NULL;
+        struct sched_preempt_job *pjobs =
+            oidx ? realloc(d->pass.pjobs, (size_t)cap * sizeof(*pjobs)) : NULL;
         struct d_job **sorted = NULL;
-        if (oidx) /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        if (pjobs) /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
             sorted = realloc(d->pass.sorted, (size_t)cap * sizeof(*sorted));
         if (jobs)
             d->pass.jobs = jobs;
@@ -69,6 +72,8 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
             d->pass.order_jobs = ojobs;
         if (oidx)
             d->pass.order_idx = oidx;
+        if (pjobs)
+            d->pass.pjobs = pjobs;
         if (sorted)
             d->pass.sorted = sorted;
         if (!sorted)
@@ -402,15 +407,9 @@ static void schedule(struct musterd *d)
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
     d->pass.reserved[0] = '\0';
     pass_apply(d, n, per_job_s, &timed_reasons);
-    if (!regrace)
+    if (!regrace) { /* one plan per pass: the first job that can preempt (core/preempt_first.c) */
         d_preempt_collect(d, now_ms);
-    for (int i = 0; i < n && !regrace; i++) {
-        struct d_job *j = d->pass.who[i];
-        uint64_t retry = 0;
-        if (d->pass.out[i].verdict == SCHED_START || d->pass.out[i].over_quota || j->placed)
-            continue;
-        if (d_preempt_for(d, j, now_ms, &retry))
-            break; /* one plan per pass: the first job that can preempt */
+        uint64_t retry = d_preempt_first(d, n, now_ms);
         if (retry)
             d_wake_at(d, retry); /* a victim comes of age then */
     }
@@ -441,6 +440,7 @@ void d_pass_free(struct musterd *d)
     free(d->pass.users);
     free(d->pass.order_idx);
     free(d->pass.sorted);
+    free(d->pass.pjobs);
     sched_order_free(d->pass.order);
     memset(&d->pass, 0, sizeof(d->pass));
 }

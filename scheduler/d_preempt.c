@@ -64,6 +64,8 @@ void d_preempt_collect(struct musterd *d, int64_t now_ms)
         v->end_s = j->end != D_END_NONE ? now_s + v->grace_s : d_job_end_s(d, j);
         v->queue = j->queue_idx;
         v->borrowed = j->borrowed;
+        /* A gang already stopping frees its GPUs anyway: not a victim again. */
+        v->preemptible = j->spec.preemptible && j->end == D_END_NONE;
         d->pass.victim_jobs[n++] = j;
     }
     d->pass.nvictims = n;
@@ -110,64 +112,90 @@ static int victims_stop(struct musterd *d, struct d_job *p, const struct sched_p
     return nreclaim;
 }
 
-bool d_preempt_for(struct musterd *d, struct d_job *p, int64_t now_ms, uint64_t *retry_mono_ms)
+/* The plan's reason on its preemptor p and in the log. */
+static void plan_reason(struct musterd *d,
+                        struct d_job *p,
+                        const struct sched_preempt_plan *plan,
+                        int nreclaim,
+                        int64_t now_s)
 {
-    int64_t now_s = now_ms / 1000;
-    struct sched_preempt_plan plan;
-    struct sched_slot *slots = NULL;
-    struct mu_err err;
     char why[256];
-    int n = d->pass.nvictims;
-    int rc;
-    int nreclaim;
-    struct sched_request req;
-
-    *retry_mono_ms = 0;
-    if (p->victims_stopping > 0)
-        return true; /* its victims are still stopping; the freed GPUs wait for it */
-    /* Nothing placed, nothing to stop: with many pending jobs and few gangs running this keeps
-     * the pass's preemption step linear (issue #15). */
-    if (p->held || n == 0)
-        return false;
-    /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
-    if (victims_for(d, p, &req) == 0)
-        return false;
-    slots = calloc((size_t)p->spec.tasks, sizeof(*slots));
-    if (!slots)
-        return false;
-    memset(&plan, 0, sizeof(plan));
-    plan.victims = d->pass.plan_victims;
-    plan.slots = slots;
-    rc = sched_preempt_plan(d->cluster, &req, p->spec.priority, now_ms, d->cfg.min_runtime_s,
-                            d->pass.victims, n, &plan, &err);
-    free(slots);
-    if (rc < 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "preempt", 10, "job=%s preemption planning: %s",
-                       p->id, err.msg);
-        return false;
-    }
-    if (rc == 0) {
-        /* The pass's reason stays: it says why the job waits.  When the only victims that would
-         * do are too young, plan again the moment the first comes of age. */
-        if (plan.retry_at_ms > now_ms)
-            *retry_mono_ms = mu_time_mono_ms() + (uint64_t)(plan.retry_at_ms - now_ms);
-        return false;
-    }
-    nreclaim = victims_stop(d, p, &plan);
-    if (p->victims_stopping == 0)
-        return false;
     (void)mu_snprintf(why, sizeof(why),
                       "preempting %d %s gang(s) (%lld GPU-s of work at risk); starts once they "
                       "stop (within %llds)",
-                      plan.nvictims,
-                      nreclaim == plan.nvictims ? "borrowing"
-                      : nreclaim > 0            ? "borrowing or lower-priority"
-                                                : "lower-priority",
-                      (long long)(plan.lost_gpu_ms / 1000),
-                      (long long)(plan.ready_s > now_s ? plan.ready_s - now_s : 0));
+                      plan->nvictims,
+                      nreclaim == plan->nvictims ? "borrowing"
+                      : nreclaim > 0             ? "borrowing or lower-priority"
+                                                 : "lower-priority",
+                      (long long)(plan->lost_gpu_ms / 1000),
+                      (long long)(plan->ready_s > now_s ? plan->ready_s - now_s : 0));
     d_job_set_reason(d, p, why);
     mu_log(MU_LOG_INFO, "sched", "job=%s %s", p->id, why);
-    return true;
+}
+
+/* The largest task count of the pass's first n jobs: the plan's slots buffer. */
+static int max_tasks(const struct musterd *d, int n)
+{
+    int most = 1;
+    for (int i = 0; i < n; i++)
+        most = d->pass.who[i]->spec.tasks > most ? d->pass.who[i]->spec.tasks : most;
+    return most;
+}
+
+uint64_t d_preempt_first(struct musterd *d, int n, int64_t now_ms)
+{
+    uint64_t retry_mono_ms = 0;
+    struct sched_preempt_plan plan;
+    struct sched_slot *slots = NULL;
+    struct mu_err err;
+    int from = 0;
+
+    for (int i = 0; i < n; i++) {
+        const struct d_job *j = d->pass.who[i];
+        /* Its own request, not the pass's relaxed one: a preemption is planned as submitted. */
+        d->pass.pjobs[i] = (struct sched_preempt_job){ .req = &j->req,
+                                                       .priority = j->spec.priority,
+                                                       .queue = j->queue_idx,
+                                                       .waiting = j->victims_stopping > 0 };
+    }
+    slots = calloc((size_t)max_tasks(d, n), sizeof(*slots));
+    if (!slots)
+        return 0;
+    memset(&plan, 0, sizeof(plan));
+    plan.victims = d->pass.plan_victims;
+    plan.slots = slots;
+    while (from < n) {
+        int p = -1;
+        int rc =
+            sched_preempt_first(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->pass.pjobs + from,
+                                d->pass.out + from, n - from, d->pass.victims, d->pass.nvictims,
+                                now_ms, d->cfg.min_runtime_s, &plan, &p, &err);
+        if (rc < 0) {
+            mu_log_limited(MU_LOG_ERROR, "sched", "preempt", 10, "preemption planning: %s",
+                           err.msg);
+            break;
+        }
+        for (int i = from; i < n; i++) {
+            int64_t at = d->pass.pjobs[i].retry_at_ms;
+            uint64_t mono = mu_time_mono_ms() + (uint64_t)(at - now_ms);
+            if (at > now_ms && (retry_mono_ms == 0 || mono < retry_mono_ms))
+                retry_mono_ms = mono; /* plan again the moment the first victim comes of age */
+        }
+        if (rc == 0 || plan.nvictims == 0)
+            break; /* no plan, or the plan in flight: its victims are still stopping */
+        p += from;
+        {
+            struct d_job *j = d->pass.who[p];
+            int nreclaim = victims_stop(d, j, &plan);
+            if (j->victims_stopping > 0) {
+                plan_reason(d, j, &plan, nreclaim, now_ms / 1000);
+                break;
+            }
+        }
+        from = p + 1; /* no stop written (Redis): the next job may plan */
+    }
+    free(slots);
+    return retry_mono_ms;
 }
 
 int d_preempt_preview(struct musterd *d,

@@ -123,9 +123,10 @@ struct musterd {
         struct sched_order_job *order_jobs; /* cap_pending entries */
         struct sched_share_user *users;     /* by user slot, cap_users entries */
         int cap_users;
-        int *order_idx;               /* cap_pending entries */
-        struct d_job **sorted;        /* cap_pending entries */
-        struct sched_victim *victims; /* d_preempt_for's scratch, cap_running entries */
+        int *order_idx;                  /* cap_pending entries */
+        struct d_job **sorted;           /* cap_pending entries */
+        struct sched_preempt_job *pjobs; /* cap_pending entries (d_preempt_first) */
+        struct sched_victim *victims;    /* the pass's victims (d_preempt_collect), cap_victims */
         struct d_job **victim_jobs;
         int *plan_victims;
         int cap_victims;

@@ -164,6 +164,7 @@ int sim_job_start(struct sim_engine *e, int j)
     s->state = SJ_RUNNING;
     s->head = false; /* as d_gang_start: first in its queue only until it starts */
     s->att_start_ms = e->now_ms;
+    s->attempts++;
     s->overhead_ms = s->gen > 0 ? (int64_t)e->s->restart_s * MS : 0;
     s->run_idx = e->nrunning;
     e->running[e->nrunning++] = j;
@@ -175,8 +176,9 @@ int sim_job_start(struct sim_engine *e, int j)
         e->res->start_order[e->res->nstarted++] = j;
     }
     natural = e->now_ms + s->overhead_ms + left;
-    /* A replay of a recorded run ends its first attempt when the recorded one ended. */
-    if (tj->end_ms > e->now_ms && s->gen == 0)
+    /* A replay of a recorded run ends the job when the recorded one ended, in whichever attempt
+     * runs then (a preempted gang of t2008 restarts and ends on its recorded instant). */
+    if (tj->end_ms > e->now_ms)
         natural = tj->end_ms;
     /* Only a limit the trace gives stops a job: the pass plans with the default one, as musterd
      * does, but a replayed job without one ran as long as it ran. */
@@ -608,8 +610,6 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     sim_quota_config(&e->s->cfg, e->qcfg);
     e->nquota =
         (e->s->cfg.nqueues < SCHED_MAX_QUEUES ? e->s->cfg.nqueues : SCHED_MAX_QUEUES - 1) + 1;
-    for (int q = 0; q + 1 < e->nquota; q++)
-        e->quota_limited = e->quota_limited || e->qcfg[q].has_quota;
     never_fit(e);
     e->sample_step_ms =
         MS * (n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60);
@@ -624,6 +624,7 @@ static void engine_release(struct sim_engine *e)
     free(e->user_usage);
     free(e->plan_slots);
     free(e->plan_victims);
+    free(e->pp);
     free(e->oidx);
     free(e->oj);
     free(e->vic_job);

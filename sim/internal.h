@@ -37,6 +37,7 @@ struct sim_sjob {
     int64_t release_ms;     /* STOPPING: when its GPUs free */
     int64_t save_ms;        /* STOPPING: progress of this attempt it keeps */
     int first_cap;          /* the capacity type of its first start (enum sched_capacity) */
+    int attempts;           /* attempts started */
     uint32_t gen;           /* attempt number; events of older attempts are ignored */
     int run_idx;            /* index in the running array, -1 when holding nothing */
     int victims_stopping;   /* preemptor: victims not yet stopped */
@@ -67,6 +68,8 @@ struct sim_result {
     int64_t *first_start_ms; /* [job] -1 never started */
     int64_t *end_ms;         /* [job] -1 did not end */
     int *first_cap;          /* [job] enum sched_capacity of its first start, -1 none */
+    int64_t *last_start_ms;  /* [job] the start of its last attempt, -1 never started */
+    int *attempts;           /* [job] attempts started */
     uint8_t *outcome;        /* [job] enum sim_outcome */
     int njcts;
 };
@@ -116,13 +119,13 @@ struct sim_engine {
     /* quotas (as scheduler/d_pass.c): the config's, and the pass's table with what runs */
     struct sched_quota_config qcfg[SCHED_MAX_QUEUES];
     struct sched_quota_queue quota[SCHED_MAX_QUEUES];
-    int nquota;         /* configured queues + 1 */
-    bool quota_limited; /* some queue has a quota: victims need not be of lower priority */
+    int nquota; /* configured queues + 1 */
     /* pass scratch */
     struct sched_pass_job *pj;
     struct sched_decision *dec;
     struct sched_running *run;
     struct sched_victim *vic;
+    struct sched_preempt_job *pp;
     int *who;
     int *vic_job;
     struct sched_order_job *oj;

@@ -5,8 +5,8 @@
  * their expected ends (a stopping gang ends within kill_grace_s), the fair-share order of
  * sched_order_jobs over the queues' and their users' decayed usage plus what their running gangs
  * still commit,
- * sched_pass, then one preemption plan (sched_preempt_plan) for the first job that did not
- * start, as d_preempt.c builds its victims.  Queue quotas, cohorts and borrowing hold under
+ * sched_pass, then the pass's one preemption (sched_preempt_first) with the victims built as
+ * d_preempt.c builds them.  Queue quotas, cohorts and borrowing hold under
  * every policy, through the core's quota table (sched_quota_queues_init, sched_pass_quota,
  * sched_quota_preempt_prepare), as in musterd.  `backfill` is sched_pass in arrival order without
  * preemption; `fifo` places jobs in arrival order until the first that does not fit.  Every
@@ -34,10 +34,11 @@ static int scratch(struct sim_engine *e)
     e->vic_job = calloc(n, sizeof(int));
     e->oj = calloc(n, sizeof(*e->oj));
     e->oidx = calloc(n, sizeof(int));
+    e->pp = calloc(n, sizeof(*e->pp));
     e->plan_victims = calloc(n, sizeof(int));
     e->plan_slots = calloc(tasks, sizeof(*e->plan_slots));
     if (!e->pj || !e->dec || !e->run || !e->vic || !e->who || !e->vic_job || !e->oj || !e->oidx
-        || !e->plan_victims || !e->plan_slots)
+        || !e->pp || !e->plan_victims || !e->plan_slots)
         return mu_errf(e->err, MU_E_NOMEM, "out of memory for a pass");
     return 0;
 }
@@ -156,7 +157,7 @@ static int fifo_pass(struct sim_engine *e)
             return -1;
     }
     pending_compact(e);
-    return 0;
+    return e->failed ? -1 : 0;
 }
 
 /* The victims as d_preempt.c builds them: every gang holding resources now. */
@@ -184,74 +185,49 @@ static int victims_collect(struct sim_engine *e)
     return e->nrunning;
 }
 
-/* One plan for job p (d_preempt.c d_preempt_for): true when p has its victims stopping. */
-static bool preempt_for(struct sim_engine *e, int p)
+/* The pass's one preemption (sched_preempt_first, as d_pass.c asks for it): the victims it
+ * plans stop, each with its checkpoint when it has one. */
+static int preempt_first(struct sim_engine *e, int n)
 {
     struct sched_preempt_plan plan;
-    struct sched_request req;
-    int n;
+    int nvic = victims_collect(e);
+    int p;
     int rc;
 
-    if (e->sj[p].victims_stopping > 0)
-        return true; /* the freed GPUs wait for it */
-    n = victims_collect(e);
-    if (n == 0)
-        return false;
-    /* Only where its quota admits it; within its nominal quota it may reclaim what it lent. */
-    if (sched_quota_preempt_prepare(e->quota, e->nquota, e->jobs[p].queue, &e->sj[p].req, &req,
-                                    e->vic, n)
-        == 0)
-        return false;
+    for (int i = 0; i < n; i++) {
+        int j = e->who[i];
+        e->pp[i] = (struct sched_preempt_job){ .req = &e->sj[j].req,
+                                               .priority = e->jobs[j].priority,
+                                               .queue = e->jobs[j].queue,
+                                               .waiting = e->sj[j].victims_stopping > 0 };
+    }
     memset(&plan, 0, sizeof(plan));
     plan.victims = e->plan_victims;
     plan.slots = e->plan_slots;
-    rc = sched_preempt_plan(e->c, &req, e->jobs[p].priority, e->now_ms, e->s->cfg.min_runtime_s,
-                            e->vic, n, &plan, e->err);
-    if (rc < 0) {
-        e->failed = true;
-        return false;
-    }
-    if (rc == 0) {
-        if (plan.retry_at_ms > e->now_ms)
-            sim_wake_at(e, plan.retry_at_ms);
-        return false;
-    }
-    for (int i = 0; i < plan.nvictims; i++) {
+    rc = sched_preempt_first(e->c, e->quota, e->nquota, e->pp, e->dec, n, e->vic, nvic, e->now_ms,
+                             e->s->cfg.min_runtime_s, &plan, &p, e->err);
+    if (rc < 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (e->pp[i].retry_at_ms > 0)
+            sim_wake_at(e, e->pp[i].retry_at_ms); /* a victim comes of age then */
+    for (int i = 0; rc == 1 && i < plan.nvictims; i++) {
         int j = e->vic_job[plan.victims[i]];
         bool ckpt = e->jobs[j].ckpt_interval_s > 0;
         int64_t p_ms = sim_job_progress_ms(e, j, e->now_ms);
         int64_t grace_ms = 1000LL * (ckpt ? e->s->ckpt_write_s : e->s->cfg.kill_grace_s);
         sim_job_stop(e, j, e->now_ms + grace_ms, ckpt ? p_ms : 0, SIM_CAUSE_PREEMPT);
-        e->sj[j].preempted_for = p;
-        e->sj[p].victims_stopping++;
+        e->sj[j].preempted_for = e->who[p];
+        e->sj[e->who[p]].victims_stopping++;
         e->res->st.preemptions++;
     }
-    return true;
-}
-
-/* The lowest priority of the gangs that may be preempted (preemptible, not stopping); false
- * when there is none.  Without quotas victims must have a strictly lower priority than the
- * preemptor, so a job at or below it gets no plan: the pass does not ask the planner for it
- * (same answer, less work).  With quotas a reclaimed gang may be of any priority: no shortcut. */
-static bool lowest_victim(const struct sim_engine *e, int64_t *lowest)
-{
-    bool any = false;
-    for (int i = 0; i < e->nrunning; i++) {
-        int j = e->running[i];
-        if (e->sj[j].state != SJ_RUNNING || !e->jobs[j].preemptible)
-            continue;
-        if (!any || e->jobs[j].priority < *lowest)
-            *lowest = e->jobs[j].priority;
-        any = true;
-    }
-    return any;
+    return 0;
 }
 
 /* sched_pass over e->who[0..n), starting what it placed; then, with preemption, one plan. */
 static int core_pass(struct sim_engine *e, int n, bool preempt)
 {
     int nrunning = running_collect(e, NULL);
-    int64_t lowest = 0;
     int started;
 
     for (int i = 0; i < n; i++) {
@@ -272,16 +248,8 @@ static int core_pass(struct sim_engine *e, int n, bool preempt)
         if (sim_job_start(e, e->who[i]) != 0)
             return -1;
     }
-    if (preempt && !e->quota_limited && !lowest_victim(e, &lowest))
-        preempt = false; /* no gang may be preempted at all */
-    for (int i = 0; i < n && preempt && !e->failed; i++) {
-        if (e->dec[i].verdict == SCHED_START || e->dec[i].over_quota)
-            continue; /* started, or no quota to preempt with (d_pass.c) */
-        if (!e->quota_limited && e->jobs[e->who[i]].priority <= lowest)
-            continue; /* the planner would find no eligible victim: skip its work */
-        if (preempt_for(e, e->who[i]))
-            break; /* one plan per pass: the first job that can preempt */
-    }
+    if (preempt && preempt_first(e, n) != 0)
+        return -1;
     pending_compact(e);
     return e->failed ? -1 : 0;
 }

@@ -190,23 +190,28 @@ int sim_report_jobs(const struct sim_trace *t,
                     struct mu_err *err)
 {
     const struct sim_job *jobs = sim_trace_jobs(t);
-    if (mu_buf_appendf(out, err, "policy,line,submit_s,start_s,end_s,outcome,capacity\n") != 0)
+    if (mu_buf_appendf(
+            out, err, "policy,line,submit_s,start_s,end_s,outcome,capacity,attempts,last_start_s\n")
+        != 0)
         return -1;
     for (int i = 0; i < n; i++) {
         for (int j = 0; j < sim_trace_count(t); j++) {
-            int64_t start, end;
+            int64_t start, end, last;
             int cap;
-            char sub[32], st[32], en[32];
+            char sub[32], st[32], en[32], la[32];
             enum sim_outcome o = sim_result_job_ms(r[i], j, &start, &end, &cap);
+            int attempts = sim_result_job_attempts(r[i], j, &last);
             secs(jobs[j].submit_ms, sub, sizeof(sub));
             secs(start, st, sizeof(st));
             secs(end, en, sizeof(en));
-            if (mu_buf_appendf(out, err, "%s,%d,%s,%s,%s,%s,%s\n",
+            secs(last, la, sizeof(la));
+            if (mu_buf_appendf(out, err, "%s,%d,%s,%s,%s,%s,%s,%d,%s\n",
                                sim_policy_name(sim_result_policy(r[i])), jobs[j].line, sub, st, en,
                                sim_outcome_name(o),
                                cap == SCHED_SPOT        ? "spot"
                                : cap == SCHED_ON_DEMAND ? "on-demand"
-                                                        : "")
+                                                        : "",
+                               attempts, la)
                 != 0)
                 return -1;
         }

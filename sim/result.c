@@ -25,9 +25,11 @@ struct sim_result *sim_result_new(enum sim_policy p, int njobs)
     r->first_start_ms = calloc((size_t)njobs + 1, sizeof(int64_t));
     r->end_ms = calloc((size_t)njobs + 1, sizeof(int64_t));
     r->first_cap = calloc((size_t)njobs + 1, sizeof(int));
+    r->last_start_ms = calloc((size_t)njobs + 1, sizeof(int64_t));
+    r->attempts = calloc((size_t)njobs + 1, sizeof(int));
     r->outcome = calloc((size_t)njobs + 1, 1);
     if (!r->start_order || !r->jcts || !r->waits || !r->first_start_ms || !r->end_ms
-        || !r->first_cap || !r->outcome) {
+        || !r->first_cap || !r->outcome || !r->last_start_ms || !r->attempts) {
         sim_result_free(r);
         return NULL;
     }
@@ -39,6 +41,8 @@ void sim_result_free(struct sim_result *r)
     if (!r)
         return;
     free(r->samples);
+    free(r->attempts);
+    free(r->last_start_ms);
     free(r->outcome);
     free(r->first_cap);
     free(r->end_ms);
@@ -107,6 +111,8 @@ void sim_result_finish(struct sim_engine *e)
         r->first_start_ms[j] = s->first_start_ms;
         r->end_ms[j] = s->state == SJ_DONE ? s->end_ms : -1;
         r->first_cap[j] = s->first_start_ms >= 0 ? s->first_cap : -1;
+        r->last_start_ms[j] = s->first_start_ms >= 0 ? s->att_start_ms : -1;
+        r->attempts[j] = s->attempts;
         r->outcome[j] = s->state == SJ_NEVER  ? SIM_NEVER_FIT
                         : s->state != SJ_DONE ? SIM_UNFINISHED
                         : s->timed_out        ? SIM_TIMED_OUT
@@ -195,6 +201,12 @@ enum sim_outcome sim_result_job_ms(
     *end_ms = r->end_ms[j];
     *capacity = r->first_cap[j];
     return (enum sim_outcome)r->outcome[j];
+}
+
+int sim_result_job_attempts(const struct sim_result *r, int j, int64_t *last_start_ms)
+{
+    *last_start_ms = r->last_start_ms[j];
+    return r->attempts[j];
 }
 
 int sim_result_jcts(const struct sim_result *r, const double **out)

@@ -260,6 +260,9 @@ enum sim_outcome sim_result_job(const struct sim_result *r,
  * start, -1 when none. */
 enum sim_outcome sim_result_job_ms(
     const struct sim_result *r, int j, int64_t *start_ms, int64_t *end_ms, int *capacity);
+/* The attempts job j started (more than one when it was preempted or interrupted), and in
+ * *last_start_ms the start of the last of them (ms of the replay's clock, -1 when none). */
+int sim_result_job_attempts(const struct sim_result *r, int j, int64_t *last_start_ms);
 
 /* Completion times (s) of the jobs that ended, ascending. */
 int sim_result_jcts(const struct sim_result *r, const double **out);

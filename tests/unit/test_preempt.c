@@ -5,7 +5,8 @@
  * required domain, no capacity straddle, waiting when it is sooner, reasons), the cluster left
  * bit-for-bit as it was (as far as the public API can see), and randomized checks against a
  * brute-force search over every subset of victims on tiny clusters: the exact search must hit
- * the optimum, the greedy must give a valid plan.
+ * the optimum, the greedy must give a valid plan; and the pass's one preemption
+ * (sched_preempt_first).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -720,6 +721,69 @@ static void test_random_greedy_valid(void **state)
 }
 
 /* Back to spot: the saving over the remaining time against the lost work redone on spot. */
+/* The pass's one preemption (sched_preempt_first): jobs that started or are over quota are
+ * passed over, a job at or below every victim's priority gets no plan, the first job with a plan
+ * takes it and ends the search; a job still waiting for earlier victims ends it without a new
+ * plan; too-young victims give a retry time to each job they would serve. */
+static void test_preempt_first(void **state)
+{
+    struct world w;
+    struct sched_quota_queue quota[1];
+    struct sched_preempt_job jobs[5];
+    struct sched_decision dec[5];
+    struct sched_preempt_plan p;
+    struct sched_request r = sched_request_make(1, 8);
+    struct sched_slot slots[4];
+    int victims[MAX_GANGS];
+    struct mu_err err;
+    int job = 0;
+    (void)state;
+    world_init(&w, 0);
+    add_node(&w, "a", 0, 8, "");
+    add_node(&w, "b", 0, 8, "");
+    run1(&w, 0, 0xff, 1, 1000);
+    run1(&w, 1, 0xff, 9, 1000)->preemptible = false;
+    sched_quota_queues_init(quota, NULL, 0);
+    memset(dec, 0, sizeof(dec));
+    for (int i = 0; i < 5; i++) {
+        jobs[i] = (struct sched_preempt_job){ .req = &r, .priority = 10, .queue = 0 };
+        dec[i].verdict = SCHED_WAIT;
+    }
+    dec[0].verdict = SCHED_START;
+    dec[1].over_quota = true;
+    jobs[2].priority = 1; /* not above the only preemptible gang */
+    jobs[3].priority = 5;
+    memset(&p, 0, sizeof(p));
+    p.victims = victims;
+    p.slots = slots;
+    assert_int_equal(
+        sched_preempt_first(w.c, quota, 1, jobs, dec, 5, w.v, w.n, NOW_MS, 60, &p, &job, &err), 1);
+    assert_int_equal(job, 3);
+    assert_int_equal(p.nvictims, 1);
+    assert_int_equal(victims[0], 0);
+
+    jobs[2].waiting = true; /* its earlier victims still stop: the pass's plan stays theirs */
+    assert_int_equal(
+        sched_preempt_first(w.c, quota, 1, jobs, dec, 5, w.v, w.n, NOW_MS, 60, &p, &job, &err), 1);
+    assert_int_equal(job, 2);
+    assert_int_equal(p.nvictims, 0);
+
+    jobs[2].waiting = false; /* the victim is too young for an hour's min_runtime_s */
+    assert_int_equal(
+        sched_preempt_first(w.c, quota, 1, jobs, dec, 5, w.v, w.n, NOW_MS, 3600, &p, &job, &err),
+        0);
+    assert_int_equal(job, -1);
+    assert_int_equal(jobs[2].retry_at_ms, 0);
+    assert_int_equal(jobs[3].retry_at_ms, S(NOW - 1000 + 3600));
+    assert_int_equal(jobs[4].retry_at_ms, S(NOW - 1000 + 3600));
+
+    w.v[0].preemptible = false; /* nothing may be stopped */
+    assert_int_equal(
+        sched_preempt_first(w.c, quota, 1, jobs, dec, 5, w.v, w.n, NOW_MS, 60, &p, &job, &err), 0);
+    assert_int_equal(job, -1);
+    sched_cluster_free(w.c);
+}
+
 static void test_spot_return_gain(void **state)
 {
     (void)state;
@@ -749,6 +813,7 @@ int main(void)
         cmocka_unit_test(test_wait_is_sooner),
         cmocka_unit_test(test_reasons_and_errors),
         cmocka_unit_test(test_greedy_many),
+        cmocka_unit_test(test_preempt_first),
         cmocka_unit_test(test_random_exact_vs_brute),
         cmocka_unit_test(test_random_greedy_valid),
     };
