@@ -22,6 +22,7 @@
  * cluster, never shrinks.
  */
 #include "core/internal.h"
+#include "core/sort.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -169,53 +170,15 @@ static int try_now(struct sched_cluster *c,
 
 /* The timeline's order: by time, then by run (unique for gangs; cool-downs, run -1, that end
  * together are equal bytes), so any sort gives the same array. */
-static inline bool event_before(const struct sched_event *x, const struct sched_event *y)
+static inline bool event_before(const void *ctx,
+                                const struct sched_event *x,
+                                const struct sched_event *y)
 {
+    (void)ctx;
     return x->t_s != y->t_s ? x->t_s < y->t_s : x->run < y->run;
 }
 
-/* Sorts e[0..n) with tmp[0..n) as scratch: insertion sort of runs of 16, then bottom-up merges.
- * The comparison inlined, where qsort's calls through a pointer cost a reservation search on a
- * few thousand running gangs more than its placements. */
-static void events_sort(struct sched_event *e, struct sched_event *tmp, int n)
-{
-    enum { RUN = 16 };
-    struct sched_event *src = e;
-    struct sched_event *dst = tmp;
-    for (int lo = 0; lo < n; lo += RUN) {
-        int hi = lo + RUN < n ? lo + RUN : n;
-        for (int i = lo + 1; i < hi; i++) {
-            struct sched_event x = e[i];
-            int j = i;
-            while (j > lo && event_before(&x, &e[j - 1])) {
-                e[j] = e[j - 1];
-                j--;
-            }
-            e[j] = x;
-        }
-    }
-    for (int w = RUN; w < n; w *= 2) {
-        struct sched_event *t;
-        for (int lo = 0; lo < n; lo += 2 * w) {
-            int mid = lo + w < n ? lo + w : n;
-            int hi = mid + w < n ? mid + w : n;
-            int a = lo;
-            int b = mid;
-            int k = lo;
-            while (a < mid && b < hi)
-                dst[k++] = event_before(&src[b], &src[a]) ? src[b++] : src[a++];
-            while (a < mid)
-                dst[k++] = src[a++];
-            while (b < hi)
-                dst[k++] = src[b++];
-        }
-        t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != e)
-        memcpy(e, src, (size_t)n * sizeof(*e));
-}
+SCHED_SORT_DEFINE(events_sort, struct sched_event, const void *, event_before)
 
 struct timeline {
     int nevents;
@@ -404,7 +367,7 @@ static int reserve(struct sched_cluster *c,
             c->events[tl.nevents++].run = -1;
         }
     }
-    events_sort(c->events, c->events_tmp, tl.nevents);
+    events_sort(c->events, c->events_tmp, tl.nevents, NULL);
     hi = tl.nevents;
     /* The histograms' bound is necessary for a fit and, like a fit, only grows along the
      * timeline: sweep to the first event where it allows r (O(pools) a step, where a placement

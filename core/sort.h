@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The core's one stable sort, written once for its two users: the fair-share order's keys
- * (share.c, up to 100,000 per pass) and the nodes' topology order (cluster.c).  It is a macro
+ * The core's one stable sort, written once for its three users: the fair-share order's keys
+ * (share.c, up to 100,000 per pass), the nodes' topology order (cluster.c) and the
+ * reservation's timeline of running gangs' ends (pass.c).  It is a macro
  * that defines a function per element type rather than a qsort-style function because the
  * comparison must be inlined (about twice as fast as calls through a pointer on 100,000 keys)
- * and because qsort has no context argument in C11.  Both users compare by a total order, so
+ * and because qsort has no context argument in C11.  All users compare by a total order, so
  * stability is a guarantee kept, not one relied on.
  *
  * SCHED_SORT_DEFINE(name, type, ctx_type, less) defines
