@@ -9,6 +9,10 @@
  * failover in progress may still name the old one), as Redis's guidelines for Sentinel clients
  * say.  A failover closes the old primary's connections, and a write refused with READONLY
  * drops the connection too, so the next call finds the new primary.
+ *
+ * Each connection notes which server it reached (address and INFO's run_id), so that a writer
+ * learns when it now writes to another server than before (queue_server_changes): replication
+ * is asynchronous, and what the old primary acknowledged last may be missing on the new one.
  */
 #include "queue/internal.h"
 
@@ -117,6 +121,32 @@ static int primary_check(struct queue *q, redisContext *ctx, struct mu_err *err)
     return rc;
 }
 
+/* Notes the server ctx reached, "host:port run_id" (the run_id is left out when INFO is refused,
+ * an ACL without +info), and counts a change from the server of the connection before. */
+static void server_note(struct queue *q, redisContext *ctx)
+{
+    char server[sizeof(q->server)];
+    char run_id[48] = "";
+    redisReply *r = redisCommand(ctx, "INFO server");
+
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "run_id:");
+        if (p) {
+            size_t n = strcspn(p + 7, "\r\n");
+            if (n < sizeof(run_id)) {
+                memcpy(run_id, p + 7, n);
+                run_id[n] = '\0';
+            }
+        }
+    }
+    if (r)
+        freeReplyObject(r);
+    (void)mu_snprintf(server, sizeof(server), "%s:%d %s", q->url.host, q->url.port, run_id);
+    if (q->server[0] && strcmp(q->server, server) != 0)
+        q->server_changes++;
+    mu_strlcpy(q->server, server, sizeof(q->server));
+}
+
 int queue_conn_open(struct queue *q, struct mu_err *err)
 {
     /* Above the 1 s blocking reads of clients (libmuster's waits), short enough that a daemon
@@ -159,6 +189,7 @@ int queue_conn_open(struct queue *q, struct mu_err *err)
     }
     if (q->url.nsentinels > 0 && primary_check(q, ctx, err) != 0)
         goto out;
+    server_note(q, ctx);
     q->ctx = ctx;
     ctx = NULL;
     rc = 0;
@@ -213,6 +244,11 @@ int queue_reconnect(struct queue *q, struct mu_err *err)
 const char *queue_prefix(const struct queue *q)
 {
     return q->prefix;
+}
+
+uint64_t queue_server_changes(const struct queue *q)
+{
+    return q->server_changes;
 }
 
 static void *command_v(struct queue *q, struct mu_err *err, const char *fmt, va_list ap)

@@ -21,6 +21,10 @@ struct queue {
     int *batch_len;
     int nbatch;
     int cap_batch;
+    /* The server of the last connection ("host:port run_id"), and how many times a connection
+     * reached another one than the connection before it (conn.c, queue_server_changes). */
+    char server[320];
+    uint64_t server_changes;
 };
 
 struct cJSON;

@@ -193,6 +193,14 @@ void queue_free(struct queue *q);
 /* Drops and re-opens the connection; used after MU_E_REDIS.  Bounded by a 2 s timeout. */
 int queue_reconnect(struct queue *q, struct mu_err *err);
 const char *queue_prefix(const struct queue *q);
+/*
+ * How many times a (re)connection of q reached another Redis server than the connection before
+ * it: another address (Sentinel named a new primary) or another run_id (INFO server: a promoted
+ * replica, a restarted server).  Each such change means writes the old server acknowledged may be
+ * missing on this one (asynchronous replication, a restart), so a writer that must not lose them
+ * writes them again (musterd: d_jobs_resync_all).  Starts at 0 with queue_new.
+ */
+uint64_t queue_server_changes(const struct queue *q);
 
 /*
  * Runs one command built with hiredis's printf-style format; returns the reply (free it with

@@ -207,8 +207,10 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     char *after = NULL;
     bool early;
 
-    if (mu_map_get(d->jobs, e->id)) {
-        d_stream_ack(d, QUEUE_STREAM_SUBMIT, e->id); /* stored before a crash, ack was lost */
+    if (mu_map_get(d->jobs, e->id) || d_job_retired_find(d, e->id)) {
+        /* Stored before a crash, ack was lost; or a new Redis primary missed the ack of a job
+         * that may have ended since (written again by d_jobs_resync_all, never run twice). */
+        d_stream_ack(d, QUEUE_STREAM_SUBMIT, e->id);
         return;
     }
     j = job_parse(d, e);

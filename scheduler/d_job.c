@@ -311,7 +311,71 @@ void d_job_forget(struct musterd *d, struct d_job *j)
         return;
     }
     (void)mu_map_remove(d->jobs, j->id);
-    d_job_free(j);
+    d_job_retire(d, j);
+}
+
+/* Frees the oldest n retired jobs. */
+static void retired_drop(struct musterd *d, int n)
+{
+    if (n <= 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        (void)mu_map_remove(d->retired_ids, d->retired[i]->id);
+        d_job_free(d->retired[i]);
+    }
+    d->nretired -= n;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+    memmove(d->retired, d->retired + n, (size_t)d->nretired * sizeof(*d->retired));
+}
+
+void d_job_retire(struct musterd *d, struct d_job *j)
+{
+    struct mu_err err;
+
+    if (d->nretired == D_RETIRED_MAX)
+        retired_drop(d, D_RETIRED_MAX / 10); /* a burst of ends: the oldest go early */
+    if (!d->retired_ids && !(d->retired_ids = mu_map_new()))
+        goto drop;
+    if (d->nretired == d->cap_retired) {
+        int cap = d->cap_retired ? d->cap_retired * 2 : 64;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        struct d_job **p = realloc(d->retired, (size_t)cap * sizeof(*p));
+        if (!p)
+            goto drop;
+        d->retired = p;
+        d->cap_retired = cap;
+    }
+    if (mu_map_put(d->retired_ids, j->id, j, &err) != 0)
+        goto drop;
+    /* Only the final state is written again: what placed it is of no more use. */
+    free(j->slots);
+    free(j->tasks);
+    free(j->adopt_nodes);
+    j->slots = NULL;
+    j->tasks = NULL;
+    j->adopt_nodes = NULL;
+    j->placed = false;
+    j->adopting = false;
+    j->retired_ms = mu_time_mono_ms();
+    d->retired[d->nretired++] = j;
+    return;
+drop:
+    d_job_free(j); /* without memory it is not kept: as before retiring existed */
+}
+
+struct d_job *d_job_retired_find(const struct musterd *d, const char *id)
+{
+    return d->retired_ids ? mu_map_get(d->retired_ids, id) : NULL;
+}
+
+void d_jobs_retired_expire(struct musterd *d, uint64_t now)
+{
+    int n = 0;
+    while (n < d->nretired && now - d->retired[n]->retired_ms >= D_RETIRED_KEEP_MS
+           && !d->retired[n]->unsynced)
+        n++;
+    if (n)
+        retired_drop(d, n);
 }
 
 bool d_job_all_gone(const struct d_job *j)
@@ -400,12 +464,25 @@ uint64_t d_fence_wait_ms(const struct d_job *j)
     return ((uint64_t)(j->spec.checkpointable ? j->spec.checkpoint_grace_s : 0) + 6u) * 1000u;
 }
 
-/* One job's whole state, for a job whose updates could not be written during a Redis outage. */
-static int job_snapshot_write(struct musterd *d, struct d_job *j)
+/* One job's whole state, for a job whose updates could not be written during a Redis outage or
+ * may be missing on a new primary: the hash's fields that change, and those of its submission
+ * but the spec (not kept in memory), its place in the jobs index and in (or out of) the active
+ * set.  why is the event's reason. */
+static int job_snapshot_write(struct musterd *d, struct d_job *j, const char *why)
 {
     char attempt[16], failures[16], started[32], finished[32], code[16], lost[32], ckpt_at[32];
+    char prio[32], tasks[16], gpus[16], retries[16], submitted[32];
     const bool final = queue_state_is_final(j->state);
     struct queue_kv f[] = {
+        { "id", j->id },
+        { "name", j->spec.name },
+        { "queue", j->spec.queue },
+        { "user", j->spec.user },
+        { "priority", prio },
+        { "tasks", tasks },
+        { "gpus_per_task", gpus },
+        { "max_retries", retries },
+        { "submitted_at", submitted },
         { "state", queue_state_name(j->state) },
         { "attempt", attempt },
         { "failures", failures },
@@ -421,7 +498,7 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j)
         { "last_checkpoint_at", j->last_checkpoint_ms ? ckpt_at : NULL },
     };
     struct queue_event ev = { .state = queue_state_name(j->state),
-                              .reason = "state written again after a Redis outage",
+                              .reason = why,
                               .attempt = j->attempt,
                               .at_ms = mu_time_wall_ms() };
     struct mu_err err;
@@ -433,9 +510,15 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j)
     (void)mu_snprintf(code, sizeof(code), "%d", j->exit_code);
     (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
     (void)mu_snprintf(ckpt_at, sizeof(ckpt_at), "%llu", (unsigned long long)j->last_checkpoint_ms);
+    (void)mu_snprintf(prio, sizeof(prio), "%lld", (long long)j->spec.priority);
+    (void)mu_snprintf(tasks, sizeof(tasks), "%d", j->spec.tasks);
+    (void)mu_snprintf(gpus, sizeof(gpus), "%d", j->spec.gpus_per_task);
+    (void)mu_snprintf(retries, sizeof(retries), "%d", j->spec.max_retries);
+    (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)j->submitted_ms);
     d_counters_settle(&j->owed, &ev);
-    if (d->store.ops->job_update(d->store.ctx, j->id, f, (int)MU_ARRAY_LEN(f), 0, &ev,
-                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, NULL, &err)
+    if (d->store.ops->job_update(d->store.ctx, j->id, f, (int)MU_ARRAY_LEN(f),
+                                 j->submitted_ms ? j->submitted_ms : 1, &ev, d->cfg.events_max,
+                                 QUEUE_STREAM_SUBMIT, NULL, &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s resync: %s", j->id,
                        err.msg);
@@ -444,7 +527,8 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j)
     return 0;
 }
 
-int d_jobs_resync(struct musterd *d)
+/* Writes every unsynced job, held or retired; the number written, or -1 if Redis failed. */
+static int resync(struct musterd *d, const char *why)
 {
     size_t pos = 0;
     struct d_job *j;
@@ -453,18 +537,81 @@ int d_jobs_resync(struct musterd *d)
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         if (!j->unsynced)
             continue;
-        if (job_snapshot_write(d, j) != 0)
+        if (job_snapshot_write(d, j, why) != 0)
             return -1;
         j->unsynced = false;
         memset(&j->owed, 0, sizeof(j->owed));
         n++;
         if (j->forget_after_sync) {
             (void)mu_map_remove(d->jobs, j->id);
-            d_job_free(j);
+            d_job_retire(d, j);
         }
     }
-    if (n)
+    for (int i = 0; i < d->nretired; i++) {
+        j = d->retired[i];
+        if (!j->unsynced)
+            continue;
+        if (job_snapshot_write(d, j, why) != 0)
+            return -1;
+        j->unsynced = false;
+        n++;
+    }
+    return n;
+}
+
+int d_jobs_resync(struct musterd *d)
+{
+    int n = resync(d, "state written again after a Redis outage");
+    if (n > 0)
         mu_log(MU_LOG_INFO, "sched", "wrote %d job(s) changed during the Redis outage", n);
+    return n < 0 ? -1 : 0;
+}
+
+/* The idempotency key of j claimed again for it: a new primary may have missed the claim. */
+static int idem_reclaim(struct musterd *d, const struct d_job *j)
+{
+    char owner[QUEUE_JOB_ID_MAX];
+    bool won = false;
+    struct mu_err err;
+
+    if (!j->spec.idempotency_key[0])
+        return 0;
+    if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner, sizeof(owner),
+                                 &won, &err)
+        != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
+                       err.msg);
+        return -1;
+    }
+    if (!won && strcmp(owner, j->id) != 0)
+        mu_log(MU_LOG_WARN, "sched",
+               "job=%s its idempotency key '%s' is held by job %s on the new Redis primary", j->id,
+               j->spec.idempotency_key, owner);
+    return 0;
+}
+
+int d_jobs_resync_all(struct musterd *d)
+{
+    size_t pos = 0;
+    struct d_job *j;
+    int n;
+
+    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+        if (idem_reclaim(d, j) != 0)
+            return -1;
+        j->unsynced = true;
+    }
+    for (int i = 0; i < d->nretired; i++) {
+        if (idem_reclaim(d, d->retired[i]) != 0)
+            return -1;
+        d->retired[i]->unsynced = true;
+    }
+    n = resync(d, "state written again on a new Redis primary");
+    if (n < 0)
+        return -1;
+    mu_log(MU_LOG_INFO, "sched",
+           "wrote %d job(s) again on the new Redis server (%d held, %d finished in the last %d s)",
+           n, (int)mu_map_count(d->jobs), d->nretired, D_RETIRED_KEEP_MS / 1000);
     return 0;
 }
 
@@ -476,6 +623,12 @@ void d_jobs_free(struct musterd *d)
         d_job_free(j);
     mu_map_free(d->jobs);
     d->jobs = NULL;
+    retired_drop(d, d->nretired);
+    free(d->retired);
+    d->retired = NULL;
+    d->cap_retired = 0;
+    mu_map_free(d->retired_ids);
+    d->retired_ids = NULL;
     mu_map_free(d->early_cancels);
     d->early_cancels = NULL;
     pos = 0;

@@ -138,7 +138,8 @@ struct d_job {
     bool unsynced;            /* a change could not be written (Redis down): write it whole later */
     bool cancel_wanted;       /* a cancel whose write failed: made once Redis is back */
     struct d_owed owed;       /* counts of remembered changes, stored by d_jobs_resync */
-    bool forget_after_sync;   /* final, freed once written */
+    bool forget_after_sync;   /* final, retired once written */
+    uint64_t retired_ms;      /* mono: when it joined d->retired (d_job_retire) */
     int exit_code;            /* final: the job's exit code */
     char error[256];          /* FAILED: why */
     uint64_t finished_ms;     /* final: wall ms */
@@ -237,12 +238,33 @@ void d_array_tally_get(const struct d_job *p, struct d_array_tally *t);
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);
 void d_job_pending_remove(struct musterd *d, const struct d_job *j);
-/* Drops a final job from the table and frees it (once its final state is written). */
+/* Drops a final job from the table (once its final state is written) and retires it. */
 void d_job_forget(struct musterd *d, struct d_job *j);
+/*
+ * How long, and how many, final jobs are kept after they leave the table (d->retired): a Redis
+ * failover may lose the last writes the old primary acknowledged (replication is asynchronous),
+ * and a final state written then would be lost for good once musterd had freed the job.  The
+ * window is far above Redis's min-replicas-max-lag (docs/deploy.md recommends 10 s), which bounds
+ * how long an old primary goes on acknowledging writes its replica does not get.
+ */
+#define D_RETIRED_KEEP_MS 60000
+#define D_RETIRED_MAX     20000
+/* Keeps final job j (out of the table, owned now) D_RETIRED_KEEP_MS, so that d_jobs_resync_all
+ * can write it again; frees it at once without memory.  A retired job is found by id with
+ * d_job_retired_find (borrowed until d_jobs_retired_expire). */
+void d_job_retire(struct musterd *d, struct d_job *j);
+struct d_job *d_job_retired_find(const struct musterd *d, const char *id);
+/* Frees retired jobs older than D_RETIRED_KEEP_MS (now: mono ms). */
+void d_jobs_retired_expire(struct musterd *d, uint64_t now);
 void d_jobs_free(struct musterd *d);
 /* After a Redis outage: writes every job whose changes could not be written; -1 if Redis
  * failed again. */
 int d_jobs_resync(struct musterd *d);
+/* After a connection reached another Redis server than before (queue_server_changes: a
+ * failover, a restart): writes every job held and every retired one whole again (hash, jobs
+ * index, active set, idempotency key), since the writes the old server acknowledged last may be
+ * missing; -1 if Redis failed again (what is left is written by the next call or d_jobs_resync). */
+int d_jobs_resync_all(struct musterd *d);
 
 bool d_job_all_gone(const struct d_job *j);
 bool d_job_fully_committed(const struct d_job *j); /* false for a partly adopted gang */

@@ -226,6 +226,20 @@ static void redis_recover(struct musterd *d, uint64_t now)
     d_lease_keep(d, now, true);
     if (d->lease.lost)
         return;
+    if (queue_server_changes(d->q) != d->server_changes) {
+        uint64_t changes = queue_server_changes(d->q);
+        mu_log(MU_LOG_WARN, "sched",
+               "redis: now on another server than the one written to before (a failover or a "
+               "restart): what it acknowledged last may be lost, so every job held and every "
+               "job ended in the last %d s is written again",
+               D_RETIRED_KEEP_MS / 1000);
+        if (d_jobs_resync_all(d) != 0) {
+            d->redis_down = true;
+            return;
+        }
+        d->server_changes = changes;
+        d->nodes_dirty = true;
+    }
     if (d_jobs_resync(d) != 0) {
         d->redis_down = true;
         return;
@@ -243,6 +257,11 @@ static void redis_recover(struct musterd *d, uint64_t now)
 
 static void periodic(struct musterd *d, uint64_t now)
 {
+    if (!d->redis_down && queue_server_changes(d->q) != d->server_changes) {
+        /* A command reconnected on its own to another server: recover as after an outage. */
+        d->redis_down = true;
+        d->next_redis_try_ms = now;
+    }
     if (d->redis_down) {
         redis_recover(d, now);
         if (d->redis_down)
@@ -264,6 +283,7 @@ static void periodic(struct musterd *d, uint64_t now)
         d_config_reload(d, "SIGHUP");
     }
     d_jobs_flush_reasons(d);
+    d_jobs_retired_expire(d, now);
     if (now >= d->next_claim_ms) {
         d->next_claim_ms = now + CLAIM_INTERVAL_MS;
         claim_stale(d, CLAIM_IDLE_MS);

@@ -68,11 +68,18 @@ struct musterd {
     void *router;
     struct proto_zap *zap; /* CURVE allow-list (ZAP) handler; NULL = CURVE off */
     struct sched_cluster *cluster;
-    uint64_t epoch;       /* this run's fencing epoch (muster:epoch), taken with the lease */
-    struct d_lease lease; /* the leader lease (d_lease.c) */
-    struct d_store store; /* every write to Redis */
-    struct d_sender out;  /* every message to a worker */
-    struct mu_map *jobs;  /* id -> struct d_job * (owned) */
+    uint64_t epoch;         /* this run's fencing epoch (muster:epoch), taken with the lease */
+    struct d_lease lease;   /* the leader lease (d_lease.c) */
+    struct d_store store;   /* every write to Redis */
+    struct d_sender out;    /* every message to a worker */
+    struct mu_map *jobs;    /* id -> struct d_job * (owned) */
+    struct d_job **retired; /* final jobs kept D_RETIRED_KEEP_MS after they were forgotten,
+                               oldest first (owned; d_job_retire): a new Redis primary may
+                               have missed their last writes */
+    int nretired;
+    int cap_retired;
+    struct mu_map *retired_ids;   /* id -> the same jobs (borrowed); NULL until the first */
+    uint64_t server_changes;      /* queue_server_changes(q) when every job was last written */
     struct mu_map *early_cancels; /* ids cancelled before their submission was read */
     struct mu_map *waiters;       /* id -> struct d_waiters * (owned): the jobs waiting for it
                                      (d_deps.c); an entry goes once its job ended */

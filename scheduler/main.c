@@ -308,6 +308,8 @@ int main(int argc, char **argv)
         goto out;
     }
     rc = 1;
+    /* From here on, a connection that reaches another Redis server writes everything again. */
+    d.server_changes = queue_server_changes(d.q);
     if (lead(&d, &err) != 0) {
         (void)fprintf(stderr, "musterd: %s\n", err.msg);
         goto out;

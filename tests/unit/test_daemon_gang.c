@@ -8,7 +8,8 @@
  * task failure (the other tasks killed, a retry, the resources held until the old attempt is
  * gone, FAILED past max_retries) and the retry backoff; a node refusing a task; the bind
  * deadline; a node judged lost; a worker's report taken while Redis is down; a musterd without
- * the leader lease sending nothing.  Times are passed
+ * the leader lease sending nothing; a new Redis primary getting every held job and every
+ * recently ended one written again.  Times are passed
  * in, an hour or more ahead, never slept for.
  */
 #include <setjmp.h>
@@ -483,6 +484,50 @@ static void test_no_lease_sends_nothing(void **state)
     proto_msg_release(&m);
 }
 
+/* On a new Redis primary (a failover may have lost the last writes the old one acknowledged),
+ * d_jobs_resync_all writes again a job that ended and left the table, and the running one; a
+ * submission the new primary hands out again makes no second job; a job retired longer than
+ * D_RETIRED_KEEP_MS is freed and not written. */
+static void test_new_primary_rewrites_ended_jobs(void **state)
+{
+    struct dfix *f = *state;
+    char node_of[2][PROTO_NODE_MAX];
+    char node2_of[2][PROTO_NODE_MAX];
+    int events;
+
+    dfix_two_nodes(f);
+    dfix_start_gang(f, J1, GANG2, 2, node_of);
+    dfix_task_exit(f, node_of[0], J1, 0, 1, 0, 0);
+    dfix_task_exit(f, node_of[1], J1, 1, 1, 0, 0);
+    expect_last_event(f, J1, "SUCCEEDED", 1, "all tasks exited 0");
+    assert_int_equal(dfix_job_state(f, J1), -1); /* out of the table */
+    assert_non_null(d_job_retired_find(&f->d, J1));
+    dfix_start_gang(f, J2, GANG2, 2, node2_of);
+
+    events = fake_event_count(f->store, J1);
+    assert_int_equal(d_jobs_resync_all(&f->d), 0);
+    assert_int_equal(fake_event_count(f->store, J1), events + 1);
+    expect_last_event(f, J1, "SUCCEEDED", 1, "new Redis primary");
+    assert_string_equal(dfix_state_field(f, J1), "SUCCEEDED");
+    assert_string_equal(fake_field(f->store, J1, "tasks"), "2");
+    expect_last_event(f, J2, "RUNNING", 1, "new Redis primary");
+
+    /* The new primary missed J1's acknowledgement and hands the entry out again. */
+    events = fake_event_count(f->store, J1);
+    fake_sent_clear(f->sent);
+    dfix_submit(f, J1, GANG2);
+    assert_true(fake_acked(f->store, QUEUE_STREAM_SUBMIT, J1));
+    assert_int_equal(fake_event_count(f->store, J1), events);
+    assert_int_equal(dfix_job_state(f, J1), -1);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, J1, -1), 0);
+
+    d_jobs_retired_expire(&f->d, mu_time_mono_ms() + D_RETIRED_KEEP_MS);
+    assert_null(d_job_retired_find(&f->d, J1));
+    assert_int_equal(d_jobs_resync_all(&f->d), 0);
+    assert_int_equal(fake_event_count(f->store, J1), events);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -505,6 +550,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_exit_reported_while_store_down, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_no_lease_sends_nothing, setup_now, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_new_primary_rewrites_ended_jobs, setup_now,
+                                        dfix_teardown),
     };
     mu_log_set_level(MU_LOG_ERROR);
     return cmocka_run_group_tests(tests, NULL, NULL);
