@@ -23,13 +23,16 @@
 
 #define BATCH_MAX 64 /* commands in one fenced pipeline (a job update makes at most 12) */
 
-/* KEYS leader, epoch; ARGV token, epoch, ttl_ms, then per command: argc, argv... */
+/* KEYS leader, epoch; ARGV token, epoch, ttl_ms, then per command: argc, argv...  An expired key
+ * is taken back when no later epoch was handed out; an epoch below ours (a promoted replica that
+ * missed our INCR) is raised back to ours, so epochs never go backwards for the workers. */
 static const char fence_lua[] =
     "local cur = redis.call('GET', KEYS[1])\n"
     "if cur ~= ARGV[1] then\n"
-    "  if cur or redis.call('GET', KEYS[2]) ~= ARGV[2] then\n"
+    "  if cur or tonumber(redis.call('GET', KEYS[2]) or '0') > tonumber(ARGV[2]) then\n"
     "    return redis.error_reply('FENCED this scheduler no longer holds ' .. KEYS[1])\n"
     "  end\n"
+    "  redis.call('SET', KEYS[2], ARGV[2])\n"
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])\n"
     "end\n"
     "local out = {}\n"
@@ -41,8 +44,9 @@ static const char fence_lua[] =
     "end\n"
     "return out\n";
 
-/* KEYS leader, epoch, leadership, standbys; ARGV holder, pid, ttl_ms, take_own.  A standby that
- * does not win is noted in standbys (sorted set: holder by Redis ms), which the leader reads. */
+/* KEYS leader, epoch, leadership, standbys; ARGV holder, pid, ttl_ms, take_own, take_free.  A
+ * standby that does not win is noted in standbys (sorted set: holder by Redis ms), which the
+ * leader reads. */
 static const char acquire_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
@@ -53,6 +57,9 @@ static const char acquire_lua[] =
     "    redis.call('ZADD', KEYS[4], now, ARGV[1])\n"
     "    return {0, cur}\n"
     "  end\n"
+    "elseif ARGV[5] ~= '1' then\n"
+    "  redis.call('ZADD', KEYS[4], now, ARGV[1])\n"
+    "  return {0, ''}\n"
     "end\n"
     "local e = redis.call('INCR', KEYS[2])\n"
     "local tok = tostring(e) .. ' ' .. ARGV[1]\n"
@@ -62,8 +69,10 @@ static const char acquire_lua[] =
     "           'since_ms', tostring(now))\n"
     "return {e, tok}\n";
 
-/* KEYS leader, epoch, standbys; ARGV token, ttl_ms, epoch.  {held, standbys seen within two
- * TTLs}; held 2 = the key had expired while nobody else took it, and is set again. */
+/* KEYS leader, epoch, standbys, leadership; ARGV token, ttl_ms, epoch, holder, pid.  {held,
+ * standbys seen within two TTLs}; held 2 = the key had expired (or a promoted replica never had
+ * it) while nobody took a later epoch, and is set again, with the epoch and the leadership hash
+ * as this leader took them. */
 static const char renew_lua[] =
     "local t = redis.call('TIME')\n"
     "local now = t[1] * 1000 + math.floor(t[2] / 1000)\n"
@@ -74,8 +83,13 @@ static const char renew_lua[] =
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "  return {1, n}\n"
     "end\n"
-    "if not cur and redis.call('GET', KEYS[2]) == ARGV[3] then\n"
+    "if not cur and tonumber(redis.call('GET', KEYS[2]) or '0') <= tonumber(ARGV[3]) then\n"
+    "  redis.call('SET', KEYS[2], ARGV[3])\n"
     "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+    "  if redis.call('HGET', KEYS[4], 'epoch') ~= ARGV[3] then\n"
+    "    redis.call('HSET', KEYS[4], 'epoch', ARGV[3], 'holder', ARGV[4], 'pid', ARGV[5],\n"
+    "               'since_ms', tostring(now))\n"
+    "  end\n"
     "  return {2, n}\n"
     "end\n"
     "return {0, n}\n";
@@ -317,18 +331,25 @@ int queue_lease_acquire(struct queue *q,
                         long pid,
                         int ttl_ms,
                         bool take_own,
+                        bool take_free,
                         uint64_t *epoch,
                         char *token,
                         size_t token_size,
                         bool *won,
                         struct mu_err *err)
 {
-    redisReply *r = queue_command(
-        q, err, "EVAL %s 4 %sleader %sepoch %sleadership %sstandbys %s %ld %d %s", acquire_lua,
-        q->prefix, q->prefix, q->prefix, q->prefix, holder, pid, ttl_ms, take_own ? "1" : "0");
+    uint64_t changes = q->server_changes;
+    redisReply *r = NULL;
     int rc = -1;
 
     *won = false;
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return -1;
+    if (q->server_changes != changes)
+        take_free = false; /* a new server: the caller decides once it knows */
+    r = queue_command(q, err, "EVAL %s 4 %sleader %sepoch %sleadership %sstandbys %s %ld %d %s %s",
+                      acquire_lua, q->prefix, q->prefix, q->prefix, q->prefix, holder, pid, ttl_ms,
+                      take_own ? "1" : "0", take_free ? "1" : "0");
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
@@ -353,14 +374,17 @@ out:
 int queue_lease_renew(struct queue *q,
                       const char *token,
                       uint64_t epoch,
+                      const char *holder,
+                      long pid,
                       int ttl_ms,
                       bool *held,
                       int *standbys,
                       struct mu_err *err)
 {
-    redisReply *r =
-        queue_command(q, err, "EVAL %s 3 %sleader %sepoch %sstandbys %s %d %llu", renew_lua,
-                      q->prefix, q->prefix, q->prefix, token, ttl_ms, (unsigned long long)epoch);
+    redisReply *r = queue_command(
+        q, err, "EVAL %s 4 %sleader %sepoch %sstandbys %sleadership %s %d %llu %s %ld", renew_lua,
+        q->prefix, q->prefix, q->prefix, q->prefix, token, ttl_ms, (unsigned long long)epoch,
+        holder, pid);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2

@@ -367,28 +367,37 @@ int queue_counter_incr(struct queue *q, const char *name, struct mu_err *err);
 #define QUEUE_LEASE_TOKEN_MAX 320
 
 /*
- * Tries to take the lease for holder ("musterd@HOST ENDPOINT"): *won when the key was free, or
- * held by this same holder and take_own (the caller proved that holder dead: it bound the same
- * endpoint on the same host).  Then *epoch is the new epoch and token (size QUEUE_LEASE_TOKEN_MAX)
- * the key's value; pid goes to the leadership hash.  Otherwise token is the current holder's.
+ * Tries to take the lease for holder ("musterd@HOST ENDPOINT"): *won when the key was free (and
+ * take_free), or held by this same holder and take_own (the caller proved that holder dead: it
+ * bound the same endpoint on the same host).  Then *epoch is the new epoch and token (size
+ * QUEUE_LEASE_TOKEN_MAX) the key's value; pid goes to the leadership hash.  Otherwise token is
+ * the current holder's, "" when the key was free but not taken.  Without take_free a free key is
+ * left to the leader that held it (a promoted replica may lack the key its leader still renews);
+ * a call whose connection reaches another server than before (queue_server_changes) leaves it
+ * too, so that the caller sees the change before it takes anything there.
  */
 int queue_lease_acquire(struct queue *q,
                         const char *holder,
                         long pid,
                         int ttl_ms,
                         bool take_own,
+                        bool take_free,
                         uint64_t *epoch,
                         char *token,
                         size_t token_size,
                         bool *won,
                         struct mu_err *err);
 /* Extends the lease of token (epoch) to ttl_ms from now.  *held false when another holder took
- * it; a key that expired while nobody else took it (epoch unchanged) is set again, since no
- * other leader can have written in between.  *standbys: musterd that tried to take the lease
- * within the last two TTLs (<prefix>standbys, a sorted set each failed acquire refreshes). */
+ * it; a key that expired while nobody else took it (no later epoch handed out) is set again,
+ * since no other leader can have written in between.  That covers a promoted replica that never
+ * saw the key, or saw an older epoch: the epoch and <prefix>leadership (holder, pid) are set
+ * back to this leader's.  *standbys: musterd that tried to take the lease within the last two
+ * TTLs (<prefix>standbys, a sorted set each failed acquire refreshes). */
 int queue_lease_renew(struct queue *q,
                       const char *token,
                       uint64_t epoch,
+                      const char *holder,
+                      long pid,
                       int ttl_ms,
                       bool *held,
                       int *standbys,

@@ -50,8 +50,10 @@ static void standby_drain(struct musterd *d, bool *logged)
     }
 }
 
-/* One try at the lease: 1 taken, 0 held by another (*holder says whom), -1 Redis failed. */
-static int try_take(struct musterd *d, char *holder, size_t holder_size, struct mu_err *err)
+/* One try at the lease: 1 taken, 0 held by another (*holder says whom; "" when free but left
+ * to its last leader after a Redis failover), -1 Redis failed. */
+static int try_take(
+    struct musterd *d, bool take_free, char *holder, size_t holder_size, struct mu_err *err)
 {
     uint64_t sent = mu_time_mono_ms();
     uint64_t epoch = 0;
@@ -61,7 +63,7 @@ static int try_take(struct musterd *d, char *holder, size_t holder_size, struct 
     bool take_own = strncmp(d->cfg.bind, "tcp://", 6) == 0;
 
     if (queue_lease_acquire(d->q, d->lease.holder, (long)getpid(), d->lease.ttl_ms, take_own,
-                            &epoch, holder, holder_size, &won, err)
+                            take_free, &epoch, holder, holder_size, &won, err)
         != 0)
         return -1;
     if (!won)
@@ -84,13 +86,28 @@ int d_lease_wait(struct musterd *d, struct mu_err *err)
     bool said = false;
     bool drained_logged = false;
     uint64_t wait_since = mu_time_mono_ms();
+    uint64_t changes = queue_server_changes(d->q);
+    uint64_t changed_ms = 0; /* mono: when this standby last reached another Redis server */
 
     (void)gethostname(host, sizeof(host) - 1);
     (void)mu_snprintf(d->lease.holder, sizeof(d->lease.holder), "musterd@%s %s", host, d->cfg.bind);
     d->lease.ttl_ms = d->cfg.leader_lease_s * 1000;
     while (!*d->stop) {
         zmq_pollitem_t item;
-        int rc = try_take(d, current, sizeof(current), err);
+        /* After a failover the promoted replica may lack the key its leader still renews: that
+         * leader gets one lease time to reconnect and set it back (and to write again what the
+         * old primary lost, which only it knows) before this standby takes a free key. */
+        bool take_free = !changed_ms || mu_time_mono_ms() - changed_ms >= (uint64_t)d->lease.ttl_ms;
+        int rc = try_take(d, take_free, current, sizeof(current), err);
+
+        if (queue_server_changes(d->q) != changes) {
+            changes = queue_server_changes(d->q);
+            changed_ms = mu_time_mono_ms();
+            mu_log(MU_LOG_INFO, "sched",
+                   "standing by: redis is another server now (a failover); a free lease is left "
+                   "to its last leader for %d s",
+                   d->cfg.leader_lease_s);
+        }
 
         if (rc == 1) {
             mu_log(MU_LOG_INFO, "sched",
@@ -103,7 +120,7 @@ int d_lease_wait(struct musterd *d, struct mu_err *err)
             /* Redis away: a standby has nothing to lose by waiting for it. */
             mu_log_limited(MU_LOG_WARN, "sched", "standby-redis", 10,
                            "standing by: cannot reach redis (%s); retrying", err->msg);
-        } else if (!said) {
+        } else if (!said && current[0]) {
             mu_log(MU_LOG_INFO, "sched",
                    "standing by: '%s' leads; taking over when its lease (%d s) runs out", current,
                    d->cfg.leader_lease_s);
@@ -141,8 +158,8 @@ void d_lease_keep(struct musterd *d, uint64_t now, bool force)
     if (!force && (now < d->lease.renew_at_ms || d->redis_down))
         return;
     sent = mu_time_mono_ms();
-    if (queue_lease_renew(d->q, d->lease.token, d->epoch, d->lease.ttl_ms, &held,
-                          &d->lease.standbys, &err)
+    if (queue_lease_renew(d->q, d->lease.token, d->epoch, d->lease.holder, (long)getpid(),
+                          d->lease.ttl_ms, &held, &d->lease.standbys, &err)
         != 0) {
         d->lease.renew_at_ms = sent + RETRY_MS;
         mu_log_limited(MU_LOG_WARN, "sched", "renew", 10, "cannot renew the leader lease: %s",

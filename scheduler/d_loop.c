@@ -213,16 +213,22 @@ static void redis_recover(struct musterd *d, uint64_t now)
     if (now < d->next_redis_try_ms)
         return;
     if (queue_reconnect(d->q, &err) != 0) {
+        /* At most a third of the lease between tries: after a Redis failover the standbys
+         * leave a free lease to this leader for one lease time (d_lease_wait). */
+        uint64_t cap_ms = (uint64_t)d->lease.ttl_ms / 3;
+        if (cap_ms < 100 || cap_ms > 5000)
+            cap_ms = 5000;
         d->redis_backoff_ms = d->redis_backoff_ms ? d->redis_backoff_ms * 2 : 100;
-        if (d->redis_backoff_ms > 5000)
-            d->redis_backoff_ms = 5000;
+        if (d->redis_backoff_ms > cap_ms)
+            d->redis_backoff_ms = cap_ms;
         d->next_redis_try_ms = now + d->redis_backoff_ms;
         mu_log_limited(MU_LOG_WARN, "sched", "redis-down", 10,
                        "redis unreachable (%s); running tasks continue, retrying", err.msg);
         return;
     }
     d->redis_down = false;
-    /* Still the leader?  Nothing is written or sent before that is known. */
+    /* Still the leader?  Nothing is written or sent before that is known.  On a promoted
+     * replica that missed the lease, the renewal sets it back (no later epoch was taken). */
     d_lease_keep(d, now, true);
     if (d->lease.lost)
         return;
