@@ -148,6 +148,7 @@ wait_for "A's SUCCEEDED written again on the new primary" 60 '[ "$(on '"$P2"' '"
 wait_for "B written again on the new primary" 60 '[ "$(on '"$P2"' '"$b"')" = RUNNING ]'
 [ "$(rcli SISMEMBER muster:active "$b")" = 1 ] || fail "B is not in muster:active"
 [ "$(rcli HGET "muster:job:$b" tasks)" = 1 ] || fail "B's hash lacks its submission's fields"
+[ "$(ctl -o json show "$b" | jq -r .state)" = RUNNING ] || fail "musterctl show B: $(ctl -o json show "$b")"
 grep -q "written again" "$T/musterd.log" || fail "musterd did not say it wrote its state again"
 ok "the same musterd wrote A's end and B's record again on the promoted replica"
 
