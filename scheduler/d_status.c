@@ -27,10 +27,12 @@
 /* Appends to per_node[i] the JSON strings ("id",...) of the jobs with a live task on node i. */
 static int jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)
 {
-    size_t pos = 0;
     struct d_job *j;
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->placed)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
