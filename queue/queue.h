@@ -491,9 +491,13 @@ typedef int (*queue_stored_job_fn)(void *ctx, const struct queue_stored_job *s, 
 #define QUEUE_LOAD_WINDOW 1024
 int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct mu_err *err);
 
-/* HSET <prefix><hash> with n name/JSON pairs in one command: the status hashes "nodes",
- * "pools" and "queues" that musterd refreshes for musterctl and dashboards.  When kv[0].value is
- * NULL the fields are removed instead (HDEL: a queue a reload took out). */
+/* HSET <prefix><hash> with n name/JSON pairs: the status hashes "nodes", "pools" and "queues"
+ * that musterd refreshes for musterctl and dashboards.  When kv[0].value is NULL the fields are
+ * removed instead (HDEL: a queue a reload took out).  Sent QUEUE_STATUS_CHUNK pairs to a
+ * command, one after the other: a fenced write runs each command from a Lua script, whose
+ * unpack() takes at most about 8,000 arguments, and a smaller command keeps Redis responsive.
+ * A failure leaves the chunks before it written. */
+#define QUEUE_STATUS_CHUNK 1024
 int queue_status_write(
     struct queue *q, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err);
 

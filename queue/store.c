@@ -240,22 +240,63 @@ int queue_idem_claim(struct queue *q,
     return 0;
 }
 
+/* One HSET (or HDEL) of kv[0..n) into key: a command of its own, or one fenced batch. */
+static int status_command(struct queue *q,
+                          const char *key,
+                          const struct queue_kv *kv,
+                          int n,
+                          bool set,
+                          const char **argv,
+                          size_t *lens,
+                          struct mu_err *err)
+{
+    redisReply *r;
+    int argc = 0;
+    int rc = -1;
+
+    argv[argc++] = set ? "HSET" : "HDEL";
+    argv[argc++] = key;
+    for (int i = 0; i < n; i++) {
+        argv[argc++] = kv[i].key;
+        if (set)
+            argv[argc++] = kv[i].value ? kv[i].value : "";
+    }
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    if (q->fence[0]) {
+        if (queue_append_argv(q, argc, argv, lens) != REDIS_OK)
+            return mu_errf(err, MU_E_NOMEM, "out of memory");
+        return queue_pipeline_finish(q, 1, err);
+    }
+    r = redisCommandArgv(q->ctx, argc, argv, lens);
+    if (!r) {
+        mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
+        queue_conn_drop(q);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR)
+        mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
+    else
+        rc = 0;
+    freeReplyObject(r);
+    return rc;
+}
+
 int queue_status_write(
     struct queue *q, const char *hash, const struct queue_kv *kv, int n, struct mu_err *err)
 {
     char key[CFG_NAME_MAX + 16];
+    int chunk = n < QUEUE_STATUS_CHUNK ? n : QUEUE_STATUS_CHUNK;
     const char **argv = NULL;
     size_t *lens = NULL;
-    redisReply *r = NULL;
-    int argc = 0;
     int rc = -1;
 
     if (n <= 0)
         return 0;
     if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
-    argv = calloc((size_t)n * 2 + 2, sizeof(*argv));
-    lens = calloc((size_t)n * 2 + 2, sizeof(*lens));
+    argv = calloc((size_t)chunk * 2 + 2, sizeof(*argv));
+    lens = calloc((size_t)chunk * 2 + 2, sizeof(*lens));
     if (!argv || !lens) {
         mu_errf(err, MU_E_NOMEM, "out of memory");
         goto out;
@@ -264,37 +305,13 @@ int queue_status_write(
         mu_errf(err, MU_E_INVAL, "status hash name '%s' too long", hash);
         goto out;
     }
-    argv[argc++] = kv[0].value ? "HSET" : "HDEL";
-    argv[argc++] = key;
-    for (int i = 0; i < n; i++) {
-        argv[argc++] = kv[i].key;
-        if (kv[0].value)
-            argv[argc++] = kv[i].value ? kv[i].value : "";
-    }
-    for (int i = 0; i < argc; i++)
-        lens[i] = strlen(argv[i]);
-    if (q->fence[0]) {
-        if (queue_append_argv(q, argc, argv, lens) != REDIS_OK) {
-            mu_errf(err, MU_E_NOMEM, "out of memory");
+    for (int at = 0; at < n; at += chunk) {
+        int m = n - at < chunk ? n - at : chunk;
+        if (status_command(q, key, kv + at, m, kv[0].value != NULL, argv, lens, err) != 0)
             goto out;
-        }
-        rc = queue_pipeline_finish(q, 1, err);
-        goto out;
-    }
-    r = redisCommandArgv(q->ctx, argc, argv, lens);
-    if (!r) {
-        mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
-        queue_conn_drop(q);
-        goto out;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
-        goto out;
     }
     rc = 0;
 out:
-    if (r)
-        freeReplyObject(r);
     free(argv);
     free(lens);
     return rc;

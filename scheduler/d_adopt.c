@@ -36,7 +36,8 @@ int d_adopt_prepare(struct musterd *d,
     const cJSON *item;
     int rc = -1;
 
-    if (!cJSON_IsArray(doc) || cJSON_GetArraySize(doc) != j->spec.tasks)
+    if (!cJSON_IsArray(doc) || cJSON_GetArraySize(doc) != j->spec.tasks
+        || d_job_live_reserve(d) != 0)
         goto out;
     j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
     j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
@@ -65,6 +66,7 @@ int d_adopt_prepare(struct musterd *d,
         j->slots[t].node = -1; /* until its node registers (d_adopt_node) */
     }
     j->adopting = true;
+    d_job_live_update(d, j);
     j->state = stored;
     j->placed_attempt = j->attempt;
     j->adopt_deadline_ms =
@@ -181,10 +183,12 @@ static const struct proto_task_ref *reported(const struct proto_msg *hello,
 
 void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
 {
-    size_t pos = 0;
     struct d_job *j;
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->adopting)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
@@ -235,10 +239,12 @@ void d_adopt_task_status(struct d_job *j, const struct d_node *node, const struc
 
 void d_adopt_check(struct musterd *d, uint64_t now_ms)
 {
-    size_t pos = 0;
     struct d_job *j;
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->adopting || now_ms < j->adopt_deadline_ms)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {

@@ -181,6 +181,7 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j)
     j->slots = NULL;
     j->tasks = NULL;
     j->placed = false;
+    d_job_live_update(d, j);
     d->dirty = true;
     d->nodes_dirty = true;
     if (j->end == D_END_RETRY) {
@@ -466,6 +467,8 @@ int d_gang_start(struct musterd *d, struct d_job *j)
     char why[300];
     int rc = -1;
 
+    if (d_job_live_reserve(d) != 0)
+        return -1;
     j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
     if (!j->tasks)
         return -1;
@@ -497,6 +500,7 @@ int d_gang_start(struct musterd *d, struct d_job *j)
             goto out; /* not started: no BIND goes out, the caller releases the slots */
     }
     j->placed = true; /* the pass committed the slots */
+    d_job_live_update(d, j);
     j->head_of_queue = false;
     j->kill_at_ms = 0;
     j->kill_sent_ms = 0;

@@ -303,9 +303,45 @@ void d_job_pending_remove(struct musterd *d, const struct d_job *j)
     }
 }
 
+int d_job_live_reserve(struct musterd *d)
+{
+    int cap = d->cap_live ? d->cap_live * 2 : 256;
+    struct d_job **p;
+
+    if (d->nlive < d->cap_live)
+        return 0;
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+    p = realloc(d->live, (size_t)cap * sizeof(*p));
+    if (!p)
+        return -1;
+    d->live = p;
+    d->cap_live = cap;
+    return 0;
+}
+
+void d_job_live_update(struct musterd *d, struct d_job *j)
+{
+    bool live = j->placed || j->adopting;
+    if (live && !j->live_at) {
+        if (MU_NEVER(d->nlive == d->cap_live)) /* the caller reserved room first */
+            return;
+        d->live[d->nlive++] = j;
+        j->live_at = d->nlive;
+    } else if (!live && j->live_at) {
+        struct d_job *last = d->live[--d->nlive];
+        d->live[j->live_at - 1] = last;
+        last->live_at = j->live_at;
+        j->live_at = 0;
+    }
+}
+
 void d_job_forget(struct musterd *d, struct d_job *j)
 {
     d_job_pending_remove(d, j);
+    if (MU_NEVER(j->live_at)) { /* forgotten while it holds GPUs: at least no dangling pointer */
+        j->placed = j->adopting = false;
+        d_job_live_update(d, j);
+    }
     if (j->unsynced) {
         j->forget_after_sync = true; /* its final state is not in Redis yet */
         return;
@@ -646,4 +682,7 @@ void d_jobs_free(struct musterd *d)
     d->nwoken = d->cap_woken = 0;
     free(d->pending);
     d->pending = NULL;
+    free(d->live);
+    d->live = NULL;
+    d->nlive = d->cap_live = 0;
 }

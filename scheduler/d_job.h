@@ -160,6 +160,7 @@ struct d_job {
                                         list itself.  NULL for other jobs */
     char array_of[QUEUE_JOB_ID_MAX]; /* an array's element: the array's id; "" otherwise */
     bool array_unstarted;            /* an element counted in its array's pending */
+    int live_at;                     /* 1 + its index in d->live; 0 = not placed nor adopting */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
@@ -238,6 +239,11 @@ void d_array_tally_get(const struct d_job *p, struct d_array_tally *t);
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);
 void d_job_pending_remove(struct musterd *d, const struct d_job *j);
+/* Room in d->live for one more job (0), or -1 without memory: called before a job is placed or
+ * starts adopting, so that d_job_live_update never allocates. */
+int d_job_live_reserve(struct musterd *d);
+/* After j->placed or j->adopting changed: j is in d->live exactly while either is true. */
+void d_job_live_update(struct musterd *d, struct d_job *j);
 /* Drops a final job from the table (once its final state is written) and retires it. */
 void d_job_forget(struct musterd *d, struct d_job *j);
 /*

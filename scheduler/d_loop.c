@@ -257,7 +257,7 @@ static void redis_recover(struct musterd *d, uint64_t now)
     for (int i = 0; i < d->nnodes; i++)
         d->nodes[i].seen_ms = now;
     replay_deferred(d);
-    d->nodes_dirty = true;
+    d_status_rewrite(d);
     d->dirty = true;
 }
 

@@ -35,6 +35,8 @@ struct d_node {
     char reason[300];       /* why musterd cordoned it ("" = not musterd's doing) */
     uint64_t idle_since_ms; /* wall: since when no task of ours runs here, as of the last status
                                write (d_status.c); 0 = a task runs here */
+    uint64_t status_sum;    /* hash of the entry last written to <prefix>nodes; 0 = none yet */
+    uint64_t status_hb_ms;  /* the heartbeat_at that entry shows */
 };
 
 /* The node's state for placement: terminating (spot notice) beats the operator's state. */

@@ -96,14 +96,16 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
  * user's gangs are still expected to use; and into d->pass.quota what each queue uses. */
 static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 {
-    size_t pos = 0;
     struct d_job *j;
     int n = 0;
 
     for (int u = 0; u < d->usage.nusers; u++)
         d->pass.users[u] = (struct sched_share_user){ .usage = d->usage.users[u]->gpu_s };
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         int64_t end_s;
         double gpu_s;
         /* Quota counts every gang that holds or may hold GPUs: one being adopted after a

@@ -44,14 +44,16 @@ static int victims_scratch(struct musterd *d, int n)
 void d_preempt_collect(struct musterd *d, int64_t now_ms)
 {
     int64_t now_s = now_ms / 1000;
-    size_t pos = 0;
     struct d_job *j;
     int n = 0;
 
     d->pass.nvictims = 0;
     if (victims_scratch(d, (int)mu_map_count(d->jobs)) != 0)
         return;
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         struct sched_victim *v = &d->pass.victims[n];
         if (!j->placed || !d_job_fully_committed(j))
             continue;

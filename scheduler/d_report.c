@@ -125,13 +125,15 @@ static void checkpoint_record(struct musterd *d,
 /* Reconciles the tasks a worker says it runs (HELLO) with what the scheduler believes. */
 static void node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
 {
-    size_t pos = 0;
     struct d_job *j;
 
     for (int i = 0; i < hello->ntasks; i++)
         d_task_status(d, node, &hello->tasks[i]);
     /* Tasks we placed there that the worker does not know any more. */
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->placed)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
@@ -225,7 +227,6 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
     uint64_t deadline = now;
     const struct cfg_pool *pool = cfg_pool_find(&d->cfg, node->pool);
     char why[256];
-    size_t pos = 0;
     struct d_job *j;
 
     if (node->terminating)
@@ -247,7 +248,10 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
            d->cfg.spot_cooldown_s);
     (void)mu_snprintf(why, sizeof(why), "spot %s of node %s",
                       m->action[0] ? m->action : "interruption", node->name);
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
         j->head_of_queue = true;
@@ -272,12 +276,14 @@ void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg 
 
 void d_node_lost_tasks(struct musterd *d, int node_idx)
 {
-    size_t pos = 0;
     struct d_job *j;
     char why[200];
 
     (void)mu_snprintf(why, sizeof(why), "node %s lost", d_node_name(d, node_idx));
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         bool hit = false;
         if (!j->placed)
             continue;
@@ -309,10 +315,12 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
  */
 void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms)
 {
-    size_t pos = 0;
     struct d_job *j;
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (j->placed && j->state == QUEUE_STARTING && j->end == D_END_NONE
             && now_ms > j->bind_deadline_ms + BIND_GIVE_UP_MS) {
             char why[300];
@@ -344,10 +352,12 @@ static void first_live(const struct musterd *d, const struct d_job *j, char *buf
 
 void d_stops_check(struct musterd *d, uint64_t now_ms)
 {
-    size_t pos = 0;
     struct d_job *j;
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->placed || j->end == D_END_NONE)
             continue;
         if (j->kill_at_ms && now_ms >= j->kill_at_ms) { /* d_gang_stop's grace is over */

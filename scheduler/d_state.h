@@ -90,6 +90,11 @@ struct musterd {
     struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
     int npending;
     int cap_pending;
+    struct d_job **live; /* placed or adopting jobs (d_job_live_update), in no order: what
+                            holds GPUs, so that a HELLO, a pass or a status write need not
+                            walk 100,000 pending jobs to find them */
+    int nlive;
+    int cap_live;
     struct d_node *nodes; /* by cluster index */
     int nnodes;
     int cap_nodes;

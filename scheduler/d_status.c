@@ -4,6 +4,14 @@
  * queues) that musterctl and dashboards read, refreshed once a heartbeat and at once after a
  * change; and the gauges the metrics endpoint computes at scrape time.  Read-only over the
  * records.
+ *
+ * <prefix>nodes gets only the entries that changed (issue #15: 20,000 nodes heartbeating once a
+ * second must not mean 20,000 entries, megabytes, written every second).  Each entry's hash is
+ * kept with its node and compared with the next; the heartbeat_at an entry shows moves on only
+ * when it is a third of node_lost_after_s old, so a live node's entry is rewritten that often,
+ * and a silent one's age grows until musterd marks it lost (a change, written at once).  After
+ * Redis comes back every entry is written again (d_status_rewrite): a failed-over primary may
+ * have lost any of them.
  */
 
 #include "scheduler/d_loop.h"
@@ -19,10 +27,12 @@
 /* Appends to per_node[i] the JSON strings ("id",...) of the jobs with a live task on node i. */
 static int jobs_by_node(struct musterd *d, struct mu_buf *per_node, struct mu_err *err)
 {
-    size_t pos = 0;
     struct d_job *j;
 
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
         if (!j->placed)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
@@ -147,10 +157,20 @@ static int milli_json(const struct musterd *d,
     return mu_buf_append(b, "]", 1, err);
 }
 
+/* The heartbeat_at node's entry shows: the one it showed, until that is hb_refresh_ms old. */
+static uint64_t shown_heartbeat(const struct d_node *node, uint64_t hb_refresh_ms)
+{
+    if (node->status_sum && node->seen_wall_ms >= node->status_hb_ms
+        && node->seen_wall_ms - node->status_hb_ms < hb_refresh_ms)
+        return node->status_hb_ms;
+    return node->seen_wall_ms;
+}
+
 static int node_json(const struct musterd *d,
                      int i,
                      const struct mu_buf *jobs,
                      uint64_t now_ms,
+                     uint64_t heartbeat_ms,
                      struct mu_buf *b,
                      struct mu_err *err)
 {
@@ -169,7 +189,7 @@ static int node_json(const struct musterd *d,
                           pool->capacity == SCHED_SPOT ? "spot" : "on-demand",
                           sched_node_state_name(st), sched_cluster_node_gpus_total(d->cluster, i),
                           sched_cluster_node_gpus_free(d->cluster, i), spec->cpus,
-                          (long long)spec->memory_mb, (unsigned long long)node->seen_wall_ms)
+                          (long long)spec->memory_mb, (unsigned long long)heartbeat_ms)
                != 0
         || mu_buf_append_json_str(b, node->addr, err) != 0
         || mu_buf_appendf(b, err, ",\"at_risk\":%s,\"idle_since\":%llu,\"releasable\":%s",
@@ -195,12 +215,32 @@ static int node_json(const struct musterd *d,
     return mu_buf_appendf(b, err, "},\"jobs\":[%s]}", jobs->data ? jobs->data : "");
 }
 
+/* FNV-1a of the entry: equal entries, equal sums; never 0, which means "not written". */
+static uint64_t entry_sum(const struct mu_buf *b)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < b->len; i++)
+        h = (h ^ (unsigned char)b->data[i]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+void d_status_rewrite(struct musterd *d)
+{
+    for (int i = 0; i < d->nnodes; i++)
+        d->nodes[i].status_sum = 0;
+    d->nodes_dirty = true;
+}
+
 static void nodes_write(struct musterd *d)
 {
     uint64_t now_ms = mu_time_wall_ms();
+    uint64_t hb_refresh_ms = (uint64_t)d->cfg.node_lost_after_s * 1000u / 3u;
     struct queue_kv *kv = NULL;
     struct mu_buf *bufs = NULL;
     struct mu_buf *jobs = NULL;
+    uint64_t *sums = NULL;
+    int *changed = NULL;
+    int nchanged = 0;
     struct mu_err err;
 
     d->nodes_dirty = false;
@@ -209,7 +249,9 @@ static void nodes_write(struct musterd *d)
     kv = calloc((size_t)d->nnodes, sizeof(*kv));
     bufs = calloc((size_t)d->nnodes, sizeof(*bufs));
     jobs = calloc((size_t)d->nnodes, sizeof(*jobs));
-    if (!kv || !bufs || !jobs)
+    sums = calloc((size_t)d->nnodes, sizeof(*sums));
+    changed = calloc((size_t)d->nnodes, sizeof(*changed));
+    if (!kv || !bufs || !jobs || !sums || !changed)
         goto out;
     for (int i = 0; i < d->nnodes; i++) {
         mu_buf_init(&bufs[i], 0);
@@ -225,22 +267,37 @@ static void nodes_write(struct musterd *d)
             node->idle_since_ms = 0;
         else if (!node->idle_since_ms)
             node->idle_since_ms = now_ms;
-        if (node_json(d, i, &jobs[i], now_ms, &bufs[i], &err) != 0)
+        if (node_json(d, i, &jobs[i], now_ms, shown_heartbeat(node, hb_refresh_ms), &bufs[i], &err)
+            != 0)
             goto out;
-        kv[i].key = d->nodes[i].name;
-        kv[i].value = bufs[i].data;
+        sums[i] = entry_sum(&bufs[i]);
+        if (sums[i] == node->status_sum)
+            continue;
+        kv[nchanged].key = node->name;
+        kv[nchanged].value = bufs[i].data;
+        changed[nchanged++] = i;
     }
-    if (d->store.ops->status_write(d->store.ctx, "nodes", kv, d->nnodes, &err) != 0) {
+    if (nchanged == 0)
+        goto out;
+    if (d->store.ops->status_write(d->store.ctx, "nodes", kv, nchanged, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
                        err.msg);
         d->redis_down = true;
         d->nodes_dirty = true;
+        goto out;
+    }
+    for (int k = 0; k < nchanged; k++) {
+        struct d_node *node = &d->nodes[changed[k]];
+        node->status_sum = sums[changed[k]];
+        node->status_hb_ms = shown_heartbeat(node, hb_refresh_ms);
     }
 out:
     for (int i = 0; bufs && jobs && i < d->nnodes; i++) {
         mu_buf_release(&bufs[i]);
         mu_buf_release(&jobs[i]);
     }
+    free(changed);
+    free(sums);
     free(jobs);
     free(bufs);
     free(kv);

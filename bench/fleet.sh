@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+#
+# bench/fleet.sh [NODES [JOBS [HEARTBEAT_S]]]: one musterd against NODES simulated 8-GPU nodes
+# (muster-bench-fleet: one process, one ZeroMQ DEALER per node, the real protocol, no task
+# processes) and JOBS queued jobs (issue #15; default 20000 nodes, 100000 jobs, heartbeat_s 1).
+# Three quarters of the nodes are spot, 32 to a rack, 1,024 to a zone.  Prints one line per
+# figure, asserts nothing:
+#
+#   fleet register   NODES registered: seconds from the fleet's start
+#   fleet idle       musterd's CPU (% of one core), RSS and Redis writes a second, over 30 s
+#                    with every node heartbeating and nothing to do
+#   fleet full       the same with every GPU busy (gangs that run an hour) and JOBS more queued
+#                    (1 x 8 GPUs each) while a gang ends (is cancelled) every second
+#   fleet passes     the scheduling passes' mean time over that window: each looks at the queue
+#   fleet ctl        seconds for `musterctl -o json nodes` and `musterctl jobs` to answer
+#   fleet recover    kill -9 of musterd, then a new one: seconds to "recovered", and until
+#                    every node is back and every running gang adopted
+#   fleet stop       seconds from SIGTERM to exit
+#
+# musterd holds one TCP connection per node, so it needs an open-file limit above NODES + 100
+# (this script raises its soft limit to the hard one; as root, raise the hard one first: ulimit -Hn
+# 65536; deploy/systemd/musterd.service sets LimitNOFILE=65536).  The simulated nodes cost two
+# descriptors each (the connection and the socket's mailbox), so they run as several fleet
+# processes of at most FLEET_PROCESS_NODES (default 6000) each.  NODES is rounded down to a
+# multiple of 32, so both pools fill with whole 8-node gangs.  Build first (cmake); MUSTER_BIN
+# points at the binaries.
+source "$(dirname "$0")/../tests/integration/lib.sh"
+
+nodes=$((${1:-20000} / 32 * 32))
+jobs=${2:-100000}
+hb=${3:-1}
+per_fleet=${FLEET_PROCESS_NODES:-6000}
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+[ "$(ulimit -n)" -ge $((nodes + 100)) ] && [ "$(ulimit -n)" -ge $((2 * per_fleet + 100)) ] ||
+    fail "open-file limit $(ulimit -n) is below $nodes + 100 nodes' connections, or 2 x $per_fleet + 100 for a fleet process (hint: ulimit -Hn 65536 as root, FLEET_PROCESS_NODES)"
+_mu_need_bin muster-bench-fleet
+spot=$((nodes * 3 / 4))
+
+make_config - >/dev/null <<JSON
+{
+  "topology_levels": ["zone", "rack"],
+  "pools": [
+    {"name": "p5-spot", "capacity": "spot", "instance_type": "p5.48xlarge", "gpu_type": "H100",
+     "gpus_per_node": 8, "price_per_hour": 30},
+    {"name": "p5-od", "capacity": "on-demand", "instance_type": "p5.48xlarge", "gpu_type": "H100",
+     "gpus_per_node": 8, "price_per_hour": 98.32}
+  ],
+  "heartbeat_s": $hb, "node_lost_after_s": 60, "bind_timeout_s": 120, "events_max": 100000
+}
+JSON
+METRICS_PORT=$(free_port)
+start_redis
+start_musterd "$CONFIG" --log-level warn --metrics "127.0.0.1:$METRICS_PORT"
+
+# cpu_ticks PID: user + system clock ticks of the process so far.
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+rss_mb() {
+    awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$1/status"
+}
+# writes: Redis commands that write, so far (INFO commandstats, every write command).
+writes() {
+    rcli INFO commandstats | tr -d '\r' | awk -F'[:=,]' '
+        $1 ~ /^cmdstat_(hset|hdel|hmset|del|set|zadd|zrem|xadd|xack|eval|evalsha|expire|lpush|rpush|ltrim|incr|incrby)$/ { n += $3 }
+        END { print n + 0 }'
+}
+metric() {
+    curl -s "http://127.0.0.1:$METRICS_PORT/metrics" | awk -v n="muster_$1" '$1 == n { v = $2 } END { print v + 0 }'
+}
+# metric_sum NAME TEXT: the sum of NAME's samples whose labels contain TEXT.
+metric_sum() {
+    curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
+        awk -v n="muster_$1{" -v t="$2" 'index($1, n) == 1 && index($1, t) { v += $2 } END { printf "%d", v }'
+}
+# window LABEL SECONDS: musterd's CPU, RSS and Redis writes over SECONDS.
+window() {
+    local c0 c1 w0 w1 hz
+    hz=$(getconf CLK_TCK)
+    c0=$(cpu_ticks "$MUSTERD_PID")
+    w0=$(writes)
+    sleep "$2"
+    c1=$(cpu_ticks "$MUSTERD_PID")
+    w1=$(writes)
+    awk -v l="$1" -v c=$((c1 - c0)) -v hz="$hz" -v s="$2" -v w=$((w1 - w0)) -v r="$(rss_mb "$MUSTERD_PID")" \
+        -v n="$nodes" -v hb="$hb" 'BEGIN { printf "fleet %s nodes=%d heartbeat_s=%d musterd_cpu_pct=%.1f musterd_rss_mb=%d redis_writes_per_s=%.0f\n", l, n, hb, 100 * c / hz / s, r, w / s }'
+}
+
+# fleet BASE SPOT OD: one fleet process of SPOT + OD nodes, counted from BASE.
+fleet() {
+    local pools=()
+    [ "$2" -eq 0 ] || pools+=("p5-spot=$2")
+    [ "$3" -eq 0 ] || pools+=("p5-od=$3")
+    "$MUSTER_BIN/muster-bench-fleet" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --index-base "$1" \
+        --nodes "$(IFS=,; echo "${pools[*]}")" >"$T/fleet-$1.log" 2>&1 &
+    _mu_pids+=("$!")
+}
+t0=$(date +%s%N)
+for ((base = 0; base < spot; base += per_fleet)); do
+    fleet "$base" "$((spot - base < per_fleet ? spot - base : per_fleet))" 0
+done
+for ((base = spot; base < nodes; base += per_fleet)); do
+    fleet "$base" 0 "$((nodes - base < per_fleet ? nodes - base : per_fleet))"
+done
+wait_for "$nodes nodes registered" 600 '[ "$(rcli HLEN muster:nodes)" = '"$nodes"' ]'
+echo "fleet register nodes=$nodes seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.1f", t / 1e9 }')"
+sleep 5
+window idle 30
+
+# Every GPU busy: whole-node gangs of 8 x 8 GPUs that run an hour, and one that ends each second.
+gangs=$((nodes / 8))
+for ((i = 0; i < gangs; i++)); do
+    echo "XADD muster:submit * spec '{\"tasks\":8,\"gpus_per_task\":8,\"command\":[\"sleep\",\"$((3600 + i))\"]}'"
+done | rcli >"$T/gangs"
+wait_for "$gangs gangs running" 900 '[ "$(metric_sum gpus state=\"used\")" = $((nodes * 8)) ]'
+for ((i = 0; i < jobs; i++)); do
+    echo "XADD muster:submit * spec '{\"tasks\":1,\"gpus_per_task\":8,\"command\":[\"sleep\",\"3600\"]}'"
+done | rcli >/dev/null
+wait_for "$jobs jobs queued" 900 '[ "$(metric_sum jobs state=\"PENDING\")" -ge '"$jobs"' ]'
+sleep 5
+p0=$(metric scheduling_passes)
+s0=$(metric scheduling_pass_seconds)
+# A gang ends every second (cancelled), so passes run over the whole queue and start 8 of it.
+(for i in $(seq 1 30); do ctl cancel "$(sed -n "${i}p" "$T/gangs")" >/dev/null 2>&1; sleep 1; done) &
+window full 30
+wait $!
+p1=$(metric scheduling_passes)
+s1=$(metric scheduling_pass_seconds)
+awk -v p=$((p1 - p0)) -v s0="$s0" -v s1="$s1" -v j="$jobs" \
+    'BEGIN { printf "fleet passes queued=%d passes=%d pass_mean_ms=%.1f\n", j, p, p ? 1000 * (s1 - s0) / p : 0 }'
+
+t=$(date +%s%N)
+ctl -o json nodes >/dev/null
+echo "fleet ctl nodes_seconds=$(awk -v t="$(($(date +%s%N) - t))" 'BEGIN { printf "%.2f", t / 1e9 }')"
+t=$(date +%s%N)
+ctl jobs >/dev/null
+echo "fleet ctl jobs_seconds=$(awk -v t="$(($(date +%s%N) - t))" 'BEGIN { printf "%.2f", t / 1e9 }')"
+
+kill -9 "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null || true
+: >"$T/musterd.log"
+t0=$(date +%s%N)
+start_musterd "$CONFIG" --log-level info --metrics "127.0.0.1:$METRICS_PORT"
+wait_for "recovered" 600 'grep -q "recovered" "$T/musterd.log"'
+t1=$(date +%s%N)
+wait_for "every gang adopted" 600 '[ "$(metric_sum gpus state=\"used\")" = $((nodes * 8)) ]'
+t2=$(date +%s%N)
+awk -v a="$((t1 - t0))" -v b="$((t2 - t0))" 'BEGIN { printf "fleet recover recovered_s=%.2f all_adopted_s=%.2f\n", a / 1e9, b / 1e9 }'
+
+t0=$(date +%s%N)
+kill -TERM "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null || true
+echo "fleet stop seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.2f", t / 1e9 }')"
