@@ -109,6 +109,7 @@ static struct sched_memo *memo_entry(struct sched_cluster *c,
     m->required_level = r->required_level;
     m->min_tasks = INT_MAX;
     m->max_fit_tasks = 0;
+    m->fit_starts = 0;
     return m;
 }
 
@@ -166,6 +167,34 @@ static int try_now(struct sched_cluster *c,
     c->holds_on = false;
     memo_note(c, r, fam, mode, fail);
     return 0;
+}
+
+/* Whether r, which does not fit beside the reservation, fits now on the GPUs it holds: only
+ * the answer is wanted (the job waits either way, held back).  Between two starts of the pass
+ * nothing changes what fits now, so a fit is kept until the next start (started: the pass's
+ * start count), and any smaller size of the family fits too; a queue of jobs held back costs one
+ * placement per family between starts, not one per job. */
+static bool fits_held_back(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           uint32_t fam,
+                           int64_t now_s,
+                           int started,
+                           struct sched_slot *slots,
+                           struct sched_fail *fail)
+{
+    struct sched_memo *m = memo_slot(c, r, fam, MODE_NOW);
+    if (m && m->pass == c->pass_id && m->fit_starts == started && r->tasks <= m->max_fit_tasks)
+        return true;
+    if (try_now(c, r, fam, MODE_NOW, now_s, slots, fail) != 1)
+        return false;
+    m = memo_entry(c, r, fam, MODE_NOW);
+    if (m && m->fit_starts != started) {
+        m->fit_starts = started;
+        m->max_fit_tasks = 0;
+    }
+    if (m && r->tasks > m->max_fit_tasks)
+        m->max_fit_tasks = r->tasks;
+    return true;
 }
 
 /* The timeline's order: by time, then by run (unique for gangs; cool-downs, run -1, that end
@@ -694,7 +723,7 @@ int sched_pass_quota(struct sched_cluster *c,
             started++;
             continue;
         }
-        if (mode == MODE_HELD && try_now(c, r, fam, MODE_NOW, now_s, j->slots, &fail) == 1) {
+        if (mode == MODE_HELD && fits_held_back(c, r, fam, now_s, started, j->slots, &fail)) {
             held_back(res_s, now_s, d); /* fits, but only on the reserved GPUs */
             continue;
         }
