@@ -68,8 +68,9 @@ struct sched_cluster *sched_cluster_new(const struct sched_pool *pools,
     c->pool_sum = calloc(np, sizeof(int));
     c->pool_dsum = calloc(np, sizeof(int));
     c->pool_rank = calloc(np, sizeof(int));
+    c->none_last = calloc(np * SCHED_NONE_MEMO, sizeof(int));
     if (!c->pools || !c->pool_gpus_used || !c->pool_cool_s || !c->pool_hist || !c->pool_left
-        || !c->pool_sum || !c->pool_dsum || !c->pool_rank)
+        || !c->pool_sum || !c->pool_dsum || !c->pool_rank || !c->none_last)
         goto nomem;
     if (npools)
         memcpy(c->pools, pools, (size_t)npools * sizeof(*pools));
@@ -94,6 +95,7 @@ void sched_cluster_free(struct sched_cluster *c)
     free(c->quota_memo);
     free(c->events);
     free(c->events_tmp);
+    free(c->none_last);
     free(c->pool_rank);
     free(c->pool_dsum);
     free(c->pool_sum);
@@ -159,6 +161,7 @@ static void nodes_changed(struct sched_cluster *c)
 {
     if (++c->nodes_gen == 0) {
         memset(c->idle_memo, 0, sizeof(c->idle_memo)); /* wrapped: old entries must not match */
+        memset(c->none_key, 0, sizeof(c->none_key));
         c->nodes_gen = 1;
     }
 }

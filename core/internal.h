@@ -7,6 +7,7 @@
 
 #define SCHED_HIST_W    (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
 #define SCHED_MEMO_SIZE 1024                      /* failed-shape memo slots (power of two) */
+#define SCHED_NONE_MEMO 8                         /* task sizes none_last keeps */
 
 /* The hot part of a node, what a placement scan reads; the spec lives in a separate array. */
 struct sched_node {
@@ -153,6 +154,17 @@ struct sched_cluster {
      * the idle view sees.  Its answers live in idle_memo across passes until then. */
     uint32_t nodes_gen;
     struct sched_idle_memo idle_memo[SCHED_MEMO_SIZE];
+    /* For a placement none of whose tasks fits (place.c none_last): per task size, the last
+     * position in order of a node of each pool that takes work and could hold a task, -1 none;
+     * none_last[k * (npools + 1) + pool] for none_key[k], valid while nodes_gen is its own. */
+    struct sched_none_key {
+        uint32_t nodes_gen; /* 0 = empty */
+        int gpus_per_task;
+        int cpus_per_task;
+        int64_t memory_mb_per_task;
+    } none_key[SCHED_NONE_MEMO];
+    int *none_last;
+    int none_next; /* the entry the next new size replaces */
     struct sched_event *events;
     struct sched_event *events_tmp; /* [cap_events] the merge sort's other half */
     int cap_events;
