@@ -5,9 +5,10 @@
 
 #include "core/sched.h"
 
-#define SCHED_HIST_W    (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
-#define SCHED_MEMO_SIZE 1024                      /* failed-shape memo slots (power of two) */
-#define SCHED_NONE_MEMO 8                         /* task sizes none_last keeps */
+#define SCHED_HIST_W      (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
+#define SCHED_MEMO_SIZE   1024                      /* failed-shape memo slots (power of two) */
+#define SCHED_NONE_MEMO   8                         /* task sizes none_last keeps */
+#define SCHED_REASON_MEMO 256                       /* reasons a pass keeps (power of two) */
 
 /* The hot part of a node, what a placement scan reads; the spec lives in a separate array. */
 struct sched_node {
@@ -86,6 +87,24 @@ struct sched_memo {
     struct sched_fail fail;
 };
 
+/* A reason the pass formatted (pass.c reason_set): what sched_fail_format reads of the request
+ * and the failure, and its text.  Valid in its pass only (now_s, the GPU type's pointer). */
+struct sched_reason_memo {
+    uint32_t pass; /* 0 = empty */
+    int tasks;
+    int gpus_per_task;
+    int slice_profile;
+    int gpu_milli;
+    int cpus_per_task;
+    int64_t memory_mb_per_task;
+    const char *gpu_type; /* borrowed from the pass's pending jobs */
+    int ncapacity;
+    enum sched_capacity capacity[2];
+    int required_level;
+    struct sched_fail fail;
+    char reason[SCHED_REASON_MAX];
+};
+
 /* A fits_idle answer (pass.c), kept across passes while the eligible nodes stay the same. */
 struct sched_idle_memo {
     struct sched_memo m;           /* m.pass: the cluster's nodes_gen it belongs to; 0 = empty */
@@ -150,6 +169,7 @@ struct sched_cluster {
     /* Pass scratch. */
     uint32_t pass_id;
     struct sched_memo memo[SCHED_MEMO_SIZE];
+    struct sched_reason_memo reasons[SCHED_REASON_MEMO]; /* this pass's reasons, by shape */
     /* Grows (never 0) when a node is added or relabelled or starts or stops taking work: what
      * the idle view sees.  Its answers live in idle_memo across passes until then. */
     uint32_t nodes_gen;
