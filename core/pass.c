@@ -37,9 +37,11 @@ enum pass_mode {
     MODE_IDLE = 3, /* fits on the idle view of today's nodes (fits are memoized too) */
 };
 
+/* GPU types: most requests name none (NULL) or share one spec's string, so the pointers are
+ * compared before the bytes. */
 static bool str_same(const char *a, const char *b)
 {
-    return strcmp(a ? a : "", b ? b : "") == 0;
+    return a == b || strcmp(a ? a : "", b ? b : "") == 0;
 }
 
 /* The hash of r's family, computed once per job; each probe mixes its mode in. */
