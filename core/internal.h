@@ -132,6 +132,8 @@ struct sched_cluster {
     int64_t *pool_cool_s; /* per pool: in cool-down while now < this */
     int *pool_hist;       /* [pool * SCHED_HIST_W + free GPUs]: eligible nodes (READY, not at
                              risk) by free GPUs, for a quick "cannot fit" bound */
+    int *pool_size_hist;  /* [pool * SCHED_HIST_W + GPUs]: the same nodes by their whole GPUs,
+                             for the idle view's counts (sched_place_idle_count) */
     int nlevels;
     char level_names[SCHED_MAX_LEVELS + 1][SCHED_NAME_MAX]; /* [nlevels] = "node" */
     struct sched_node *nodes;
@@ -254,6 +256,15 @@ int sched_place_in(struct sched_cluster *c,
 int64_t sched_place_bound(const struct sched_cluster *c,
                           const struct sched_request *r,
                           int64_t now_s);
+/*
+ * sched_place_in(c, r, INT64_MAX, NULL, fail) on the idle view for r with whole GPUs, no CPUs or
+ * memory asked and no required level, from the size histograms: the same 0 and the same *fail
+ * (r->tasks beyond what any capacity type holds, e.g. INT_MAX, asks for the most there is room
+ * for).  Returns -1 for any other request (nothing done): then place.
+ */
+int sched_place_idle_count(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           struct sched_fail *fail);
 /* Quick bound from the free-GPU histograms: false when r surely cannot fit now (fail filled). */
 bool sched_place_may_fit(const struct sched_cluster *c,
                          const struct sched_request *r,

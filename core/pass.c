@@ -331,7 +331,8 @@ static bool fits_idle(struct sched_cluster *c,
          * (a task without GPUs would count INT_MAX on every node). */
         struct sched_request all = *r;
         all.tasks = INT_MAX;
-        (void)sched_place_in(c, &all, INT64_MAX, NULL, fail);
+        if (sched_place_idle_count(c, &all, fail) < 0)
+            (void)sched_place_in(c, &all, INT64_MAX, NULL, fail);
         fits = r->tasks <= fail->best;
         m = idle_entry(c, r, fam);
         fail->never = true;

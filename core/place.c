@@ -866,6 +866,72 @@ int sched_place_in(struct sched_cluster *c,
     return 0;
 }
 
+int sched_place_idle_count(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           struct sched_fail *fail)
+{
+    int gpt = r->gpus_per_task;
+
+    if (!c->idle_view || gpt <= 0 || r->slice_profile > 0 || r->gpu_milli > 0
+        || r->cpus_per_task != 0 || r->memory_mb_per_task != 0 || r->required_level >= 0)
+        return -1;
+    memset(fail, 0, sizeof(*fail));
+    fail->kind = SCHED_FAIL_NO_NODES;
+    fail->capped_pool = -1;
+    fail->cooling_pool = -1;
+    for (int i = 0; i < r->ncapacity; i++) {
+        /* place_type on the idle view, where no pool cools down: a node that takes work holds
+         * min(tasks, GPUs / gpus_per_task) tasks (no CPUs or memory asked), so the pools' sums
+         * are the size histograms'; without a required level the tiers are sums only. */
+        struct type_state ts;
+        bool any_node = false;
+        struct level_best best = { 0, 0, 0 };
+        rank_pools(c, r, r->capacity[i], INT64_MAX, &ts);
+        for (int p = 0; p < c->npools; p++) {
+            const int *h = &c->pool_size_hist[(size_t)p * SCHED_HIST_W];
+            int64_t sum = 0;
+            c->pool_sum[p] = 0;
+            c->pool_left[p] = INT_MAX;
+            if (c->pools[p].max_gpus > 0)
+                c->pool_left[p] = c->pools[p].max_gpus / gpt;
+            if (c->pool_rank[p] < 0)
+                continue;
+            for (int k = gpt; k < SCHED_HIST_W; k++)
+                sum += (int64_t)h[k] * min64(r->tasks, k / gpt);
+            any_node |= sum > 0;
+            c->pool_sum[p] = (int)min64(sum, INT_MAX);
+        }
+        if (!any_node)
+            continue;
+        fail->kind = SCHED_FAIL_CAPACITY;
+        for (int t = 0; t < ts.ntiers; t++) {
+            int64_t total = 0;
+            int64_t total_unc = 0;
+            for (int p = 0; p < c->npools; p++) {
+                if (c->pool_rank[p] < 0 || c->pool_rank[p] > ts.tiers[t])
+                    continue;
+                total += capped(c, p, c->pool_sum[p]);
+                total_unc += c->pool_sum[p];
+                if (c->pool_sum[p] > c->pool_left[p] && fail->capped_pool < 0)
+                    fail->capped_pool = p;
+            }
+            if (total >= r->tasks)
+                return -1; /* it fits: place_tier's answer, not counted here */
+            if (t < ts.ntiers - 1)
+                continue;
+            best.tasks = (int)total;
+            best.uncapped = (int)min64(total_unc, INT_MAX);
+        }
+        if (best.tasks > fail->best) {
+            fail->best = best.tasks;
+            fail->best_nodes = best.nodes;
+        }
+        if (best.uncapped > fail->best_uncapped)
+            fail->best_uncapped = best.uncapped;
+    }
+    return 0;
+}
+
 int64_t sched_place_bound(const struct sched_cluster *c,
                           const struct sched_request *r,
                           int64_t now_s)
