@@ -64,12 +64,14 @@ struct sched_cluster *sched_cluster_new(const struct sched_pool *pools,
     c->pool_gpus_used = calloc(np, sizeof(*c->pool_gpus_used));
     c->pool_cool_s = calloc(np, sizeof(*c->pool_cool_s));
     c->pool_hist = calloc(np * SCHED_HIST_W, sizeof(*c->pool_hist));
+    c->pool_size_hist = calloc(np * SCHED_HIST_W, sizeof(*c->pool_size_hist));
     c->pool_left = calloc(np, sizeof(int));
     c->pool_sum = calloc(np, sizeof(int));
     c->pool_dsum = calloc(np, sizeof(int));
     c->pool_rank = calloc(np, sizeof(int));
-    if (!c->pools || !c->pool_gpus_used || !c->pool_cool_s || !c->pool_hist || !c->pool_left
-        || !c->pool_sum || !c->pool_dsum || !c->pool_rank)
+    c->none_last = calloc(np * SCHED_NONE_MEMO, sizeof(int));
+    if (!c->pools || !c->pool_gpus_used || !c->pool_cool_s || !c->pool_hist || !c->pool_size_hist
+        || !c->pool_left || !c->pool_sum || !c->pool_dsum || !c->pool_rank || !c->none_last)
         goto nomem;
     if (npools)
         memcpy(c->pools, pools, (size_t)npools * sizeof(*pools));
@@ -94,6 +96,7 @@ void sched_cluster_free(struct sched_cluster *c)
     free(c->quota_memo);
     free(c->events);
     free(c->events_tmp);
+    free(c->none_last);
     free(c->pool_rank);
     free(c->pool_dsum);
     free(c->pool_sum);
@@ -111,6 +114,7 @@ void sched_cluster_free(struct sched_cluster *c)
     free(c->milli);
     free(c->specs);
     free(c->nodes);
+    free(c->pool_size_hist);
     free(c->pool_hist);
     free(c->pool_cool_s);
     free(c->pool_gpus_used);
@@ -154,11 +158,20 @@ static void hist_adj(struct sched_cluster *c, int i, int delta)
         c->pool_hist[(size_t)n->pool * SCHED_HIST_W + (size_t)n->gpus_free] += delta;
 }
 
+/* The same for the sizes (whole GPUs) of the nodes that take work: what the idle view sees. */
+static void size_adj(struct sched_cluster *c, int i, int delta)
+{
+    const struct sched_node *n = &c->nodes[i];
+    if (sched_node_takes_work(n))
+        c->pool_size_hist[(size_t)n->pool * SCHED_HIST_W + (size_t)n->ngpus] += delta;
+}
+
 /* What the idle view sees changed: the pass's idle answers are stale (pass.c fits_idle). */
 static void nodes_changed(struct sched_cluster *c)
 {
     if (++c->nodes_gen == 0) {
         memset(c->idle_memo, 0, sizeof(c->idle_memo)); /* wrapped: old entries must not match */
+        memset(c->none_key, 0, sizeof(c->none_key));
         c->nodes_gen = 1;
     }
 }
@@ -269,6 +282,7 @@ int sched_cluster_node_add(struct sched_cluster *c,
                                spec->name);
         }
         hist_adj(c, idx, -1);
+        size_adj(c, idx, -1);
         if (!same_labels(c, &c->specs[idx], spec))
             c->topo_dirty = true;
         if (n->pool != spec->pool) {
@@ -303,6 +317,7 @@ int sched_cluster_node_add(struct sched_cluster *c,
     n->memory_mb = spec->memory_mb;
     n->pool = spec->pool;
     hist_adj(c, idx, +1);
+    size_adj(c, idx, +1);
     c->generation++;
     nodes_changed(c);
     return idx;
@@ -370,8 +385,10 @@ void sched_cluster_node_set_state(struct sched_cluster *c, int node, enum sched_
     if (c->nodes[node].state == s)
         return;
     hist_adj(c, node, -1);
+    size_adj(c, node, -1);
     c->nodes[node].state = s;
     hist_adj(c, node, +1);
+    size_adj(c, node, +1);
     c->generation++;
     if (sched_node_takes_work(&c->nodes[node]) != took)
         nodes_changed(c);
@@ -389,8 +406,10 @@ void sched_cluster_node_set_at_risk(struct sched_cluster *c, int node, bool at_r
     if (c->nodes[node].at_risk == at_risk)
         return;
     hist_adj(c, node, -1);
+    size_adj(c, node, -1);
     c->nodes[node].at_risk = at_risk;
     hist_adj(c, node, +1);
+    size_adj(c, node, +1);
     c->generation++;
     if (sched_node_takes_work(&c->nodes[node]) != took)
         nodes_changed(c);

@@ -5,8 +5,10 @@
 
 #include "core/sched.h"
 
-#define SCHED_HIST_W    (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
-#define SCHED_MEMO_SIZE 1024                      /* failed-shape memo slots (power of two) */
+#define SCHED_HIST_W      (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
+#define SCHED_MEMO_SIZE   1024                      /* failed-shape memo slots (power of two) */
+#define SCHED_NONE_MEMO   8                         /* task sizes none_last keeps */
+#define SCHED_REASON_MEMO 256                       /* reasons a pass keeps (power of two) */
 
 /* The hot part of a node, what a placement scan reads; the spec lives in a separate array. */
 struct sched_node {
@@ -64,7 +66,9 @@ struct sched_fail {
 
 /* One failed shape in the current pass: any request of the same family with at least
  * min_tasks tasks fails too (nothing is freed during a pass).  In the idle mode, whose view
- * does not change during a pass, fits are kept too: max_fit_tasks or fewer tasks fit. */
+ * does not change during a pass, fits are kept too: max_fit_tasks or fewer tasks fit.  In the
+ * now mode a fit holds only until the pass starts another job: max_fit_tasks or fewer tasks
+ * fit while the pass's start count is still fit_starts. */
 struct sched_memo {
     uint32_t pass; /* the pass the entry belongs to; 0 = empty */
     int mode;      /* see pass.c: now, now with the reservation held, ever, idle */
@@ -78,8 +82,27 @@ struct sched_memo {
     enum sched_capacity capacity[2];
     int required_level;
     int min_tasks;     /* INT_MAX: no failure known */
-    int max_fit_tasks; /* idle mode only; 0: no fit known */
+    int max_fit_tasks; /* idle and now modes; 0: no fit known */
+    int fit_starts;    /* now mode: the pass's start count when max_fit_tasks was seen */
     struct sched_fail fail;
+};
+
+/* A reason the pass formatted (pass.c reason_set): what sched_fail_format reads of the request
+ * and the failure, and its text.  Valid in its pass only (now_s, the GPU type's pointer). */
+struct sched_reason_memo {
+    uint32_t pass; /* 0 = empty */
+    int tasks;
+    int gpus_per_task;
+    int slice_profile;
+    int gpu_milli;
+    int cpus_per_task;
+    int64_t memory_mb_per_task;
+    const char *gpu_type; /* borrowed from the pass's pending jobs */
+    int ncapacity;
+    enum sched_capacity capacity[2];
+    int required_level;
+    struct sched_fail fail;
+    char reason[SCHED_REASON_MAX];
 };
 
 /* A fits_idle answer (pass.c), kept across passes while the eligible nodes stay the same. */
@@ -109,6 +132,8 @@ struct sched_cluster {
     int64_t *pool_cool_s; /* per pool: in cool-down while now < this */
     int *pool_hist;       /* [pool * SCHED_HIST_W + free GPUs]: eligible nodes (READY, not at
                              risk) by free GPUs, for a quick "cannot fit" bound */
+    int *pool_size_hist;  /* [pool * SCHED_HIST_W + GPUs]: the same nodes by their whole GPUs,
+                             for the idle view's counts (sched_place_idle_count) */
     int nlevels;
     char level_names[SCHED_MAX_LEVELS + 1][SCHED_NAME_MAX]; /* [nlevels] = "node" */
     struct sched_node *nodes;
@@ -146,10 +171,22 @@ struct sched_cluster {
     /* Pass scratch. */
     uint32_t pass_id;
     struct sched_memo memo[SCHED_MEMO_SIZE];
+    struct sched_reason_memo reasons[SCHED_REASON_MEMO]; /* this pass's reasons, by shape */
     /* Grows (never 0) when a node is added or relabelled or starts or stops taking work: what
      * the idle view sees.  Its answers live in idle_memo across passes until then. */
     uint32_t nodes_gen;
     struct sched_idle_memo idle_memo[SCHED_MEMO_SIZE];
+    /* For a placement none of whose tasks fits (place.c none_last): per task size, the last
+     * position in order of a node of each pool that takes work and could hold a task, -1 none;
+     * none_last[k * (npools + 1) + pool] for none_key[k], valid while nodes_gen is its own. */
+    struct sched_none_key {
+        uint32_t nodes_gen; /* 0 = empty */
+        int gpus_per_task;
+        int cpus_per_task;
+        int64_t memory_mb_per_task;
+    } none_key[SCHED_NONE_MEMO];
+    int *none_last;
+    int none_next; /* the entry the next new size replaces */
     struct sched_event *events;
     struct sched_event *events_tmp; /* [cap_events] the merge sort's other half */
     int cap_events;
@@ -219,6 +256,15 @@ int sched_place_in(struct sched_cluster *c,
 int64_t sched_place_bound(const struct sched_cluster *c,
                           const struct sched_request *r,
                           int64_t now_s);
+/*
+ * sched_place_in(c, r, INT64_MAX, NULL, fail) on the idle view for r with whole GPUs, no CPUs or
+ * memory asked and no required level, from the size histograms: the same 0 and the same *fail
+ * (r->tasks beyond what any capacity type holds, e.g. INT_MAX, asks for the most there is room
+ * for).  Returns -1 for any other request (nothing done): then place.
+ */
+int sched_place_idle_count(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           struct sched_fail *fail);
 /* Quick bound from the free-GPU histograms: false when r surely cannot fit now (fail filled). */
 bool sched_place_may_fit(const struct sched_cluster *c,
                          const struct sched_request *r,

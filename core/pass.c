@@ -37,9 +37,11 @@ enum pass_mode {
     MODE_IDLE = 3, /* fits on the idle view of today's nodes (fits are memoized too) */
 };
 
+/* GPU types: most requests name none (NULL) or share one spec's string, so the pointers are
+ * compared before the bytes. */
 static bool str_same(const char *a, const char *b)
 {
-    return strcmp(a ? a : "", b ? b : "") == 0;
+    return a == b || strcmp(a ? a : "", b ? b : "") == 0;
 }
 
 /* The hash of r's family, computed once per job; each probe mixes its mode in. */
@@ -109,6 +111,7 @@ static struct sched_memo *memo_entry(struct sched_cluster *c,
     m->required_level = r->required_level;
     m->min_tasks = INT_MAX;
     m->max_fit_tasks = 0;
+    m->fit_starts = 0;
     return m;
 }
 
@@ -166,6 +169,34 @@ static int try_now(struct sched_cluster *c,
     c->holds_on = false;
     memo_note(c, r, fam, mode, fail);
     return 0;
+}
+
+/* Whether r, which does not fit beside the reservation, fits now on the GPUs it holds: only
+ * the answer is wanted (the job waits either way, held back).  Between two starts of the pass
+ * nothing changes what fits now, so a fit is kept until the next start (started: the pass's
+ * start count), and any smaller size of the family fits too; a queue of jobs held back costs one
+ * placement per family between starts, not one per job. */
+static bool fits_held_back(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           uint32_t fam,
+                           int64_t now_s,
+                           int started,
+                           struct sched_slot *slots,
+                           struct sched_fail *fail)
+{
+    struct sched_memo *m = memo_slot(c, r, fam, MODE_NOW);
+    if (m && m->pass == c->pass_id && m->fit_starts == started && r->tasks <= m->max_fit_tasks)
+        return true;
+    if (try_now(c, r, fam, MODE_NOW, now_s, slots, fail) != 1)
+        return false;
+    m = memo_entry(c, r, fam, MODE_NOW);
+    if (m && m->fit_starts != started) {
+        m->fit_starts = started;
+        m->max_fit_tasks = 0;
+    }
+    if (m && r->tasks > m->max_fit_tasks)
+        m->max_fit_tasks = r->tasks;
+    return true;
 }
 
 /* The timeline's order: by time, then by run (unique for gangs; cool-downs, run -1, that end
@@ -300,7 +331,8 @@ static bool fits_idle(struct sched_cluster *c,
          * (a task without GPUs would count INT_MAX on every node). */
         struct sched_request all = *r;
         all.tasks = INT_MAX;
-        (void)sched_place_in(c, &all, INT64_MAX, NULL, fail);
+        if (sched_place_idle_count(c, &all, fail) < 0)
+            (void)sched_place_in(c, &all, INT64_MAX, NULL, fail);
         fits = r->tasks <= fail->best;
         m = idle_entry(c, r, fam);
         fail->never = true;
@@ -460,6 +492,76 @@ static int scratch_reserve(struct sched_cluster *c, int nruns, int nevents, stru
     return 0;
 }
 
+static bool fail_same(const struct sched_fail *a, const struct sched_fail *b)
+{
+    return a->kind == b->kind && a->best == b->best && a->best_uncapped == b->best_uncapped
+           && a->capped_pool == b->capped_pool && a->cooling_pool == b->cooling_pool
+           && a->cooling_until_s == b->cooling_until_s && a->best_nodes == b->best_nodes
+           && a->global == b->global && a->never == b->never;
+}
+
+/* Whether e holds the reason of r failing with f: every field sched_fail_format reads. */
+static bool reason_same(const struct sched_reason_memo *e,
+                        const struct sched_request *r,
+                        const struct sched_fail *f)
+{
+    return e->tasks == r->tasks && e->gpus_per_task == r->gpus_per_task
+           && e->slice_profile == r->slice_profile && e->gpu_milli == r->gpu_milli
+           && e->cpus_per_task == r->cpus_per_task && e->memory_mb_per_task == r->memory_mb_per_task
+           && e->ncapacity == r->ncapacity && e->capacity[0] == r->capacity[0]
+           && (r->ncapacity < 2 || e->capacity[1] == r->capacity[1])
+           && e->required_level == r->required_level && str_same(e->gpu_type, r->gpu_type)
+           && fail_same(&e->fail, f);
+}
+
+/*
+ * d's reason for r failing with f (sched_fail_format at now_s).  A queue of thousands of waiting
+ * jobs in a few shapes fails in a few ways, and the words depend only on the shape, the failure
+ * and now_s, all fixed in a pass (a cap's reason also quotes the pool's use, which a start
+ * changes: not kept); so each text is formatted once a pass and copied after that.
+ */
+static void reason_set(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       uint32_t fam,
+                       const struct sched_fail *f,
+                       int64_t now_s,
+                       struct sched_decision *d)
+{
+    uint32_t h = fam ^ (uint32_t)r->tasks * 0x85ebca6bu ^ (uint32_t)f->best * 0xc2b2ae35u
+                 ^ (uint32_t)f->kind ^ (uint32_t)f->never << 3;
+    struct sched_reason_memo *e = NULL;
+
+    if (f->capped_pool < 0) {
+        for (uint32_t i = 0; i < 8; i++) {
+            struct sched_reason_memo *x = &c->reasons[(h + i) & (SCHED_REASON_MEMO - 1)];
+            if (x->pass != c->pass_id) {
+                e = x;
+                break;
+            }
+            if (reason_same(x, r, f)) {
+                mu_strlcpy(d->reason, x->reason, sizeof(d->reason));
+                return;
+            }
+        }
+    }
+    sched_fail_format(c, r, f, now_s, d->reason, sizeof(d->reason));
+    if (!e)
+        return;
+    *e = (struct sched_reason_memo){ .pass = c->pass_id,
+                                     .tasks = r->tasks,
+                                     .gpus_per_task = r->gpus_per_task,
+                                     .slice_profile = r->slice_profile,
+                                     .gpu_milli = r->gpu_milli,
+                                     .cpus_per_task = r->cpus_per_task,
+                                     .memory_mb_per_task = r->memory_mb_per_task,
+                                     .gpu_type = r->gpu_type,
+                                     .ncapacity = r->ncapacity,
+                                     .capacity = { r->capacity[0], r->capacity[1] },
+                                     .required_level = r->required_level,
+                                     .fail = *f };
+    mu_strlcpy(e->reason, d->reason, sizeof(e->reason));
+}
+
 /* Reason for a job that fits now but would delay the reservation. */
 static void held_back(int64_t res_s, int64_t now_s, struct sched_decision *d)
 {
@@ -605,6 +707,7 @@ static void pass_begin(struct sched_cluster *c, const struct sched_running *runn
         memcpy(c->runs, running, (size_t)nrunning * sizeof(*running));
     if (++c->pass_id == 0) {
         memset(c->memo, 0, sizeof(c->memo)); /* wrapped: old entries must not match */
+        memset(c->reasons, 0, sizeof(c->reasons));
         c->pass_id = 1;
     }
     sched_topo_refresh(c);
@@ -694,13 +797,13 @@ int sched_pass_quota(struct sched_cluster *c,
             started++;
             continue;
         }
-        if (mode == MODE_HELD && try_now(c, r, fam, MODE_NOW, now_s, j->slots, &fail) == 1) {
+        if (mode == MODE_HELD && fits_held_back(c, r, fam, now_s, started, j->slots, &fail)) {
             held_back(res_s, now_s, d); /* fits, but only on the reserved GPUs */
             continue;
         }
         if (!fits_idle(c, r, fam, &fail, &ever)) {
             /* Whether or not a reservation is out: it never blocks anyone, and says so. */
-            sched_fail_format(c, r, &ever, now_s, d->reason, sizeof(d->reason));
+            reason_set(c, r, fam, &ever, now_s, d);
             continue;
         }
         if (reserved < 0) {
@@ -719,7 +822,7 @@ int sched_pass_quota(struct sched_cluster *c,
                 continue;
             }
         }
-        sched_fail_format(c, r, &fail, now_s, d->reason, sizeof(d->reason));
+        reason_set(c, r, fam, &fail, now_s, d);
     }
     if (reserved >= 0)
         sched_holds_clear(c);

@@ -14,9 +14,11 @@
  * most tightly.  A multi-GPU task takes the tightest NVLink island that holds it.
  *
  * One scan over the nodes per capacity type computes every node's task capacity; domains are
- * ranges of the topology order, so the rest is sums over arrays.  Nothing is allocated: the
- * scratch arrays live in the cluster.  Invariants: a GPU is never given twice; either every task
- * gets a slot or the result is 0; pool caps (max_gpus) hold.
+ * ranges of the topology order, so the rest is sums over arrays.  When the free-GPU histograms
+ * show that not one task fits (a full pool, a cooling one), the failure is told without that
+ * scan, from which pools have a node that could take a task (kept until the nodes change).  Nothing
+ * is allocated: the scratch arrays live in the cluster.  Invariants: a GPU is never given twice;
+ * either every task gets a slot or the result is 0; pool caps (max_gpus) hold.
  */
 #include "core/internal.h"
 
@@ -726,6 +728,104 @@ static int place_type(struct sched_cluster *c,
     return 0;
 }
 
+/*
+ * Whether not one task of r (whole GPUs) fits on any node of its capacity types now: no node
+ * that takes work in a pool of its types and GPU type that is not cooling down has
+ * gpus_per_task free GPUs (the histograms, without pool caps, which can only lower it).  Then
+ * every node's task capacity is 0, whatever its CPUs, memory, islands, holds or avoided nodes,
+ * and so is every sum a placement makes.  False on the idle view.
+ */
+static bool none_fits(const struct sched_cluster *c, const struct sched_request *r, int64_t now_s)
+{
+    int gpt = r->gpus_per_task;
+    if (c->idle_view || gpt <= 0 || r->slice_profile > 0 || r->gpu_milli > 0)
+        return false;
+    for (int p = 0; p < c->npools; p++) {
+        const struct sched_pool *pool = &c->pools[p];
+        const int *h = &c->pool_hist[(size_t)p * SCHED_HIST_W];
+        bool cap = false;
+        for (int i = 0; i < r->ncapacity; i++)
+            cap |= pool->capacity == r->capacity[i];
+        if (!cap || !type_matches(r, pool) || now_s < c->pool_cool_s[p])
+            continue;
+        for (int k = gpt; k < SCHED_HIST_W; k++) {
+            if (h[k] > 0)
+                return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * For r's task size: the last position in order of a node of each pool that takes work and could
+ * hold a task of r (-1: none), from c->none_last.  Which nodes take work, their sizes and the
+ * order change only with nodes_gen, so one scan per size serves every placement until then.
+ */
+static const int *none_last(struct sched_cluster *c, const struct sched_request *r)
+{
+    size_t np = (size_t)c->npools + 1;
+    int *last;
+    int k;
+    for (k = 0; k < SCHED_NONE_MEMO; k++) {
+        const struct sched_none_key *key = &c->none_key[k];
+        if (key->nodes_gen == c->nodes_gen && key->gpus_per_task == r->gpus_per_task
+            && key->cpus_per_task == r->cpus_per_task
+            && key->memory_mb_per_task == r->memory_mb_per_task)
+            return &c->none_last[(size_t)k * np];
+    }
+    k = c->none_next;
+    c->none_next = (k + 1) % SCHED_NONE_MEMO;
+    c->none_key[k] = (struct sched_none_key){ .nodes_gen = c->nodes_gen,
+                                              .gpus_per_task = r->gpus_per_task,
+                                              .cpus_per_task = r->cpus_per_task,
+                                              .memory_mb_per_task = r->memory_mb_per_task };
+    last = &c->none_last[(size_t)k * np];
+    for (int p = 0; p < c->npools; p++)
+        last[p] = -1;
+    for (int pos = 0; pos < c->nnodes; pos++) {
+        const struct sched_node *n = &c->nodes[c->order[pos]];
+        if (sched_node_takes_work(n) && node_big_enough(n, r, 0))
+            last[n->pool] = pos;
+    }
+    return last;
+}
+
+/*
+ * place_type's failure when none_fits: every sum is 0, so all it can tell is whether a node of
+ * the type could take a task (any_node: the reason says "capacity", not "no nodes") and the pool
+ * of the last node in order that could but for a cool-down (the reason's pool).  Both come from
+ * none_last, where place_type sizes every node.  Same failure, field by field: best,
+ * best_uncapped and best_nodes stay 0, no cap binds (a cap only lowers a sum of 0), and the
+ * avoided nodes matter only to a placement that fits.
+ */
+static void place_type_none(struct sched_cluster *c,
+                            const struct sched_request *r,
+                            const int *last,
+                            enum sched_capacity cap,
+                            int64_t now_s,
+                            struct sched_fail *fail)
+{
+    struct type_state ts;
+    bool any_node = false;
+    int cooling_pool = -1;
+
+    rank_pools(c, r, cap, now_s, &ts);
+    for (int p = 0; p < c->npools; p++) {
+        if (last[p] < 0)
+            continue;
+        if (c->pool_rank[p] >= 0)
+            any_node = true;
+        else if (c->pool_rank[p] == -2 && (cooling_pool < 0 || last[p] > last[cooling_pool]))
+            cooling_pool = p;
+    }
+    if (cooling_pool >= 0 && fail->cooling_pool < 0) {
+        fail->cooling_pool = cooling_pool;
+        fail->cooling_until_s = c->pool_cool_s[cooling_pool];
+    }
+    if (any_node)
+        fail->kind = SCHED_FAIL_CAPACITY;
+}
+
 int sched_place_in(struct sched_cluster *c,
                    const struct sched_request *r,
                    int64_t now_s,
@@ -737,6 +837,15 @@ int sched_place_in(struct sched_cluster *c,
     fail->capped_pool = -1;
     fail->cooling_pool = -1;
     sched_topo_refresh(c);
+    if (none_fits(c, r, now_s)) {
+        /* A full pool (or a cooling one) answers without sizing every node. */
+        const int *last = none_last(c, r);
+        for (int i = 0; i < r->ncapacity; i++)
+            place_type_none(c, r, last, r->capacity[i], now_s, fail);
+        if (fail->kind == SCHED_FAIL_NO_NODES && fail->cooling_pool >= 0)
+            fail->kind = SCHED_FAIL_COOLING;
+        return 0;
+    }
     for (int i = 0; i < r->ncapacity; i++) {
         /* A retried gang goes elsewhere than where it failed when this capacity type allows;
          * whether it fits at all does not change, so the pass's memo stays true. */
@@ -754,6 +863,72 @@ int sched_place_in(struct sched_cluster *c,
     }
     if (fail->kind == SCHED_FAIL_NO_NODES && fail->cooling_pool >= 0)
         fail->kind = SCHED_FAIL_COOLING;
+    return 0;
+}
+
+int sched_place_idle_count(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           struct sched_fail *fail)
+{
+    int gpt = r->gpus_per_task;
+
+    if (!c->idle_view || gpt <= 0 || r->slice_profile > 0 || r->gpu_milli > 0
+        || r->cpus_per_task != 0 || r->memory_mb_per_task != 0 || r->required_level >= 0)
+        return -1;
+    memset(fail, 0, sizeof(*fail));
+    fail->kind = SCHED_FAIL_NO_NODES;
+    fail->capped_pool = -1;
+    fail->cooling_pool = -1;
+    for (int i = 0; i < r->ncapacity; i++) {
+        /* place_type on the idle view, where no pool cools down: a node that takes work holds
+         * min(tasks, GPUs / gpus_per_task) tasks (no CPUs or memory asked), so the pools' sums
+         * are the size histograms'; without a required level the tiers are sums only. */
+        struct type_state ts;
+        bool any_node = false;
+        struct level_best best = { 0, 0, 0 };
+        rank_pools(c, r, r->capacity[i], INT64_MAX, &ts);
+        for (int p = 0; p < c->npools; p++) {
+            const int *h = &c->pool_size_hist[(size_t)p * SCHED_HIST_W];
+            int64_t sum = 0;
+            c->pool_sum[p] = 0;
+            c->pool_left[p] = INT_MAX;
+            if (c->pools[p].max_gpus > 0)
+                c->pool_left[p] = c->pools[p].max_gpus / gpt;
+            if (c->pool_rank[p] < 0)
+                continue;
+            for (int k = gpt; k < SCHED_HIST_W; k++)
+                sum += (int64_t)h[k] * min64(r->tasks, k / gpt);
+            any_node |= sum > 0;
+            c->pool_sum[p] = (int)min64(sum, INT_MAX);
+        }
+        if (!any_node)
+            continue;
+        fail->kind = SCHED_FAIL_CAPACITY;
+        for (int t = 0; t < ts.ntiers; t++) {
+            int64_t total = 0;
+            int64_t total_unc = 0;
+            for (int p = 0; p < c->npools; p++) {
+                if (c->pool_rank[p] < 0 || c->pool_rank[p] > ts.tiers[t])
+                    continue;
+                total += capped(c, p, c->pool_sum[p]);
+                total_unc += c->pool_sum[p];
+                if (c->pool_sum[p] > c->pool_left[p] && fail->capped_pool < 0)
+                    fail->capped_pool = p;
+            }
+            if (total >= r->tasks)
+                return -1; /* it fits: place_tier's answer, not counted here */
+            if (t < ts.ntiers - 1)
+                continue;
+            best.tasks = (int)total;
+            best.uncapped = (int)min64(total_unc, INT_MAX);
+        }
+        if (best.tasks > fail->best) {
+            fail->best = best.tasks;
+            fail->best_nodes = best.nodes;
+        }
+        if (best.uncapped > fail->best_uncapped)
+            fail->best_uncapped = best.uncapped;
+    }
     return 0;
 }
 

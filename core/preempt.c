@@ -138,18 +138,26 @@ int64_t sched_preempt_lost_gpu_ms(const struct sched_victim *v, int64_t now_ms)
     return (int64_t)v->req->tasks * v->req->gpus_per_task * age;
 }
 
-/* Releases gangs list[0..n) (victim indices), tries r at t_s, commits them back. */
-static bool fits_without(struct pctx *x, const int *list, int n, int64_t t_s)
+/* Releases gangs list[0..n) (victim indices), tries r at t_s, commits them back.  slots NULL:
+ * only whether it fits (the search's tests); else where it goes (the plan's). */
+static bool fits_without_in(
+    struct pctx *x, const int *list, int n, int64_t t_s, struct sched_slot *slots)
 {
     struct sched_fail f;
     bool ok;
     for (int i = 0; i < n; i++)
         sched_cluster_release(x->c, x->v[list[i]].req, x->v[list[i]].slots);
-    ok = sched_place_may_fit(x->c, x->r, t_s, &f) && sched_place_in(x->c, x->r, t_s, x->slots, &f);
+    ok = sched_place_may_fit(x->c, x->r, t_s, &f) && sched_place_in(x->c, x->r, t_s, slots, &f);
     for (int i = n - 1; i >= 0; i--)
         sched_cluster_commit(x->c, x->v[list[i]].req, x->v[list[i]].slots);
     x->tests++;
     return ok;
+}
+
+/* fits_without_in without packing: the search wants the answer, not the place. */
+static bool fits_without(struct pctx *x, const int *list, int n, int64_t t_s)
+{
+    return fits_without_in(x, list, n, t_s, NULL);
 }
 
 /* The same for a set of candidate indices. */
@@ -1021,7 +1029,7 @@ static int plan_fill(struct pctx *x,
         }
         plan->victims[j] = v;
     }
-    if (!fits_without(x, plan->victims, b->key.n, x->now_s)) {
+    if (!fits_without_in(x, plan->victims, b->key.n, x->now_s, x->slots)) {
         /* Cannot happen: the same set fitted during the search and nothing changed since. */
         return mu_errf(err, MU_E_STATE, "preemption plan: the chosen victims no longer free room");
     }
@@ -1042,13 +1050,13 @@ static int worth_planning(struct pctx *x, struct sched_preempt_plan *plan)
     struct sched_fail fail;
     char why[SCHED_REASON_MAX];
     int ok;
-    if (sched_place_in(x->c, x->r, x->now_s, x->slots, &fail)) {
+    if (sched_place_in(x->c, x->r, x->now_s, NULL, &fail)) {
         plan->est_start_s = x->now_s;
         mu_strlcpy(plan->reason, "fits now without preemption", sizeof(plan->reason));
         return 0;
     }
     x->c->idle_view = true;
-    ok = sched_place_in(x->c, x->r, x->now_s, x->slots, &fail);
+    ok = sched_place_in(x->c, x->r, x->now_s, NULL, &fail);
     x->c->idle_view = false;
     if (ok)
         return 1;

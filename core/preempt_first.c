@@ -10,10 +10,15 @@
  * Without any limited queue a victim must be of strictly lower priority than the preemptor, so a
  * job at or below the lowest preemptible victim's priority cannot get a plan: it is skipped
  * without asking the planner (the planner's answer would be "no plan", with no retry time).
+ * Nothing changes during the call (a planner that finds no plan leaves the cluster as it was),
+ * so the planner's answer is a function of the job's request, priority and queue: a queue of
+ * thousands of waiting jobs in a few shapes asks it once per shape, and the others of the shape
+ * get the same "no plan" and retry time from a memo that lives for the call.
  * Pure like the rest of the core: time is now_ms, decisions come back as data.
  */
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/sched.h"
 
@@ -31,6 +36,75 @@ static bool lowest_victim(const struct sched_victim *v, int n, int64_t *lowest)
         any = true;
     }
     return any;
+}
+
+/* A planner call that found no plan, for the rest of the call: its inputs and its retry time. */
+struct no_plan {
+    const struct sched_request *req; /* NULL: empty slot */
+    int64_t priority;
+    int queue;
+    int64_t retry_at_ms;
+};
+
+#define NO_PLAN_SLOTS_MAX 1024 /* a power of two; a full table only stops remembering */
+
+static bool str_same(const char *a, const char *b)
+{
+    return strcmp(a ? a : "", b ? b : "") == 0;
+}
+
+/* Every field of a request the planner reads (the avoided nodes included). */
+static bool req_same(const struct sched_request *a, const struct sched_request *b)
+{
+    if (a == b)
+        return true;
+    return a->memory_mb_per_task == b->memory_mb_per_task && a->tasks == b->tasks
+           && a->gpus_per_task == b->gpus_per_task && a->slice_profile == b->slice_profile
+           && a->gpu_milli == b->gpu_milli && a->cpus_per_task == b->cpus_per_task
+           && a->ncapacity == b->ncapacity && a->capacity[0] == b->capacity[0]
+           && (a->ncapacity < 2 || a->capacity[1] == b->capacity[1])
+           && a->required_level == b->required_level && a->preferred_level == b->preferred_level
+           && a->navoid == b->navoid
+           && (a->navoid <= 0 || memcmp(a->avoid, b->avoid, (size_t)a->navoid * sizeof(int)) == 0)
+           && str_same(a->gpu_type, b->gpu_type);
+}
+
+static uint32_t job_hash(const struct sched_preempt_job *j)
+{
+    const struct sched_request *r = j->req;
+    uint64_t parts[8] = { (uint64_t)r->tasks,         (uint64_t)r->gpus_per_task,
+                          (uint64_t)r->cpus_per_task, (uint64_t)r->memory_mb_per_task,
+                          (uint64_t)r->capacity[0],   (uint64_t)(r->required_level + 1),
+                          (uint64_t)j->priority,      (uint64_t)j->queue };
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < MU_ARRAY_LEN(parts); i++)
+        h = (h ^ parts[i]) * 1099511628211ULL;
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* Slots for a call over n jobs: a power of two, at least 2n up to NO_PLAN_SLOTS_MAX. */
+static uint32_t no_plan_slots(int n)
+{
+    uint32_t slots = 16;
+    while (slots < NO_PLAN_SLOTS_MAX && slots < 2 * (uint32_t)n)
+        slots *= 2;
+    return slots;
+}
+
+/* j's slot in memo[0..slots): its entry, or the empty slot to fill; NULL when the probe finds
+ * neither. */
+static struct no_plan *no_plan_slot(struct no_plan *memo,
+                                    uint32_t slots,
+                                    const struct sched_preempt_job *j)
+{
+    uint32_t h = job_hash(j);
+    for (uint32_t i = 0; i < 32; i++) {
+        struct no_plan *m = &memo[(h + i) & (slots - 1)];
+        if (!m->req
+            || (m->priority == j->priority && m->queue == j->queue && req_same(m->req, j->req)))
+            return m;
+    }
+    return NULL;
 }
 
 static bool any_limited(const struct sched_quota_queue *quota, int nquota)
@@ -56,6 +130,8 @@ int sched_preempt_first(struct sched_cluster *c,
                         struct mu_err *err)
 {
     bool *may_stop = NULL;
+    struct no_plan *memo = NULL;
+    uint32_t slots = no_plan_slots(n);
     bool limited = any_limited(quota, nquota);
     int64_t lowest = 0;
     int rc = -1;
@@ -69,12 +145,17 @@ int sched_preempt_first(struct sched_cluster *c,
         return 0;
     }
     may_stop = malloc((size_t)nvictims * sizeof(*may_stop));
-    if (!may_stop)
+    memo = calloc(slots, sizeof(*memo));
+    if (!may_stop || !memo) {
+        free(memo);
+        free(may_stop);
         return mu_errf(err, MU_E_NOMEM, "out of memory planning a preemption");
+    }
     for (int v = 0; v < nvictims; v++)
         may_stop[v] = victims[v].preemptible;
     for (int i = 0; i < n; i++) {
         struct sched_request req;
+        struct no_plan *m;
         int found;
         if (dec[i].verdict == SCHED_START || dec[i].over_quota)
             continue;          /* started, or no quota to preempt with */
@@ -92,6 +173,12 @@ int sched_preempt_first(struct sched_cluster *c,
                                         nvictims)
             == 0)
             continue;
+        /* After the preparation, which marks the victims as this job's queue may take them. */
+        m = no_plan_slot(memo, slots, &jobs[i]);
+        if (m && m->req) {
+            jobs[i].retry_at_ms = m->retry_at_ms;
+            continue;
+        }
         found = sched_preempt_plan(c, &req, jobs[i].priority, now_ms, min_runtime_s, victims,
                                    nvictims, plan, err);
         if (found < 0)
@@ -103,10 +190,16 @@ int sched_preempt_first(struct sched_cluster *c,
         }
         if (plan->retry_at_ms > now_ms)
             jobs[i].retry_at_ms = plan->retry_at_ms;
+        if (m)
+            *m = (struct no_plan){ .req = jobs[i].req,
+                                   .priority = jobs[i].priority,
+                                   .queue = jobs[i].queue,
+                                   .retry_at_ms = jobs[i].retry_at_ms };
     }
     plan->nvictims = 0;
     rc = 0;
 out:
+    free(memo);
     free(may_stop);
     return rc;
 }
