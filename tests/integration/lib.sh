@@ -203,6 +203,42 @@ rcli() {
     redis-cli -p "$REDIS_PORT" "$@"
 }
 
+# start_sentinels PRIMARY_PORT [FAILOVER_TIMEOUT_MS]: three Sentinels (redis-server --sentinel)
+# on free loopback ports, monitoring "mymaster" at PRIMARY_PORT (quorum 2, down after 1 s,
+# failover-timeout 10 s unless given); logs in $T/sentinel-N.log.  Exports SENTINELS (their
+# ports) and MUSTER_SENTINEL_URL, the redis+sentinel:// URL that names all three.
+start_sentinels() {
+    local primary=$1 timeout=${2:-10000} port i
+    SENTINELS=()
+    for i in 1 2 3; do
+        port=$(free_port)
+        printf '%s\n' "port $port" "bind 127.0.0.1" "dir $T" "logfile $T/sentinel-$i.log" \
+            "sentinel monitor mymaster 127.0.0.1 $primary 2" \
+            "sentinel down-after-milliseconds mymaster 1000" \
+            "sentinel failover-timeout mymaster $timeout" >"$T/sentinel-$i.conf"
+        redis-server "$T/sentinel-$i.conf" --sentinel >/dev/null 2>&1 &
+        _mu_pids+=("$!")
+        SENTINELS+=("$port")
+    done
+    MUSTER_SENTINEL_URL="redis+sentinel://127.0.0.1:${SENTINELS[0]},127.0.0.1:${SENTINELS[1]},127.0.0.1:${SENTINELS[2]}/mymaster"
+    export MUSTER_SENTINEL_URL
+}
+
+# wait_sentinels REPLICA_PORT: until every Sentinel sees the replica and the two other Sentinels.
+wait_sentinels() {
+    local port
+    for port in "${SENTINELS[@]}"; do
+        wait_for "Sentinel $port sees the replica and the other Sentinels" 30 \
+            "redis-cli -p $port SENTINEL replicas mymaster | has -x '$1' &&
+             [ \"\$(redis-cli -p $port SENTINEL sentinels mymaster | grep -c '^name$')\" = 2 ]"
+    done
+}
+
+# sentinel_primary: the port the first Sentinel names as mymaster's primary now ("" if none).
+sentinel_primary() {
+    redis-cli -p "${SENTINELS[0]}" SENTINEL get-master-addr-by-name mymaster 2>/dev/null | sed -n 2p
+}
+
 # ---- config -------------------------------------------------------------------------------------
 
 # make_config [JSON | - | --with JSON]: writes $T/config.json (exported as CONFIG) and prints its

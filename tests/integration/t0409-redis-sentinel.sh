@@ -19,33 +19,9 @@ declare -A redis_pid=(["$P1"]=$REDIS_PID ["$P2"]=$!)
 wait_for "the replica in sync" 20 \
     "redis-cli -p $P2 INFO replication | tr -d '\r' | has '^master_link_status:up$'"
 
-sentinels=()
-for i in 1 2 3; do
-    port=$(free_port)
-    cat >"$T/sentinel-$i.conf" <<EOF
-port $port
-bind 127.0.0.1
-dir $T
-logfile $T/sentinel-$i.log
-sentinel monitor mymaster 127.0.0.1 $P1 2
-sentinel down-after-milliseconds mymaster 1000
-sentinel failover-timeout mymaster 10000
-EOF
-    redis-server "$T/sentinel-$i.conf" --sentinel >/dev/null 2>&1 &
-    _mu_pids+=("$!")
-    sentinels+=("$port")
-done
-S1=${sentinels[0]}
-for port in "${sentinels[@]}"; do
-    wait_for "Sentinel $port sees the replica and the other Sentinels" 30 \
-        "redis-cli -p $port SENTINEL replicas mymaster | has -x '$P2' &&
-         [ \"\$(redis-cli -p $port SENTINEL sentinels mymaster | grep -c '^name$')\" = 2 ]"
-done
+start_sentinels "$P1"
+wait_sentinels "$P2"
 
-# primary: the port the Sentinels name as the primary now.
-primary() {
-    redis-cli -p "$S1" SENTINEL get-master-addr-by-name mymaster | sed -n 2p
-}
 # synced: the replica has every write of the primary (so a kill -9 of the primary loses none).
 synced() {
     local p r
@@ -54,7 +30,7 @@ synced() {
     [ -n "$p" ] && [ "$p" = "$r" ]
 }
 
-export MUSTER_REDIS_URL="redis+sentinel://127.0.0.1:${sentinels[0]},127.0.0.1:${sentinels[1]},127.0.0.1:${sentinels[2]}/mymaster"
+export MUSTER_REDIS_URL=$MUSTER_SENTINEL_URL
 make_config >/dev/null
 start_musterd "$CONFIG"
 start_worker n1 spot-a 8
@@ -71,8 +47,8 @@ ok "musterd and musterctl reach the primary through a redis+sentinel:// URL"
 
 # ---- a planned failover: SENTINEL FAILOVER -------------------------------------------------------
 wait_for "replica caught up" 20 synced "$P1" "$P2"
-[ "$(redis-cli -p "$S1" SENTINEL failover mymaster)" = OK ] || fail "SENTINEL FAILOVER refused"
-wait_for "the Sentinels name $P2 the primary" 60 '[ "$(primary)" = '"$P2"' ]'
+[ "$(redis-cli -p "${SENTINELS[0]}" SENTINEL failover mymaster)" = OK ] || fail "SENTINEL FAILOVER refused"
+wait_for "the Sentinels name $P2 the primary" 60 '[ "$(sentinel_primary)" = '"$P2"' ]'
 wait_for "$P2 is a primary" 30 "redis-cli -p $P2 ROLE | head -n 1 | has -x master"
 b=$(ctl submit --tasks 1 --gpus-per-task 1 -- true) || fail "submit after the failover failed"
 wait_for "job $b succeeded after the failover" 60 state_is "$b" SUCCEEDED
@@ -84,7 +60,7 @@ wait_for "$P1 replicates the new primary" 60 \
     "redis-cli -p $P1 INFO replication | tr -d '\r' | has '^master_link_status:up$'"
 wait_for "replica caught up" 20 synced "$P2" "$P1"
 kill -9 "${redis_pid[$P2]}"
-wait_for "the Sentinels promote $P1" 90 '[ "$(primary)" = '"$P1"' ]'
+wait_for "the Sentinels promote $P1" 90 '[ "$(sentinel_primary)" = '"$P1"' ]'
 c=$(ctl submit --tasks 1 --gpus-per-task 1 -- true) || fail "submit after kill -9 of the primary failed"
 : >"$T/go"
 wait_for "job $c succeeded after kill -9 of the primary" 60 state_is "$c" SUCCEEDED

@@ -69,33 +69,10 @@ _mu_pids+=("$P2_PID")
 wait_for "the replica in sync through the relay" 20 \
     "redis-cli -p $P2 INFO replication | tr -d '\r' | has '^master_link_status:up$'"
 
-sentinels=()
-for i in 1 2 3; do
-    port=$(free_port)
-    # A long failover-timeout: Sentinel would otherwise soon point the replica at the primary's
-    # own address (+fix-slave-config) instead of the relay.
-    cat >"$T/sentinel-$i.conf" <<EOF
-port $port
-bind 127.0.0.1
-dir $T
-logfile $T/sentinel-$i.log
-sentinel monitor mymaster 127.0.0.1 $P1 2
-sentinel down-after-milliseconds mymaster 1000
-sentinel failover-timeout mymaster 600000
-EOF
-    redis-server "$T/sentinel-$i.conf" --sentinel >/dev/null 2>&1 &
-    _mu_pids+=("$!")
-    sentinels+=("$port")
-done
-S1=${sentinels[0]}
-for port in "${sentinels[@]}"; do
-    wait_for "Sentinel $port sees the replica and the other Sentinels" 30 \
-        "redis-cli -p $port SENTINEL replicas mymaster | has -x '$P2' &&
-         [ \"\$(redis-cli -p $port SENTINEL sentinels mymaster | grep -c '^name$')\" = 2 ]"
-done
-primary() {
-    redis-cli -p "$S1" SENTINEL get-master-addr-by-name mymaster | sed -n 2p
-}
+# A long failover-timeout: Sentinel would otherwise soon point the replica at the primary's
+# own address (+fix-slave-config) instead of the relay.
+start_sentinels "$P1" 600000
+wait_sentinels "$P2"
 offset() {
     redis-cli -p "$1" INFO replication | tr -d '\r' | sed -n "s/^$2://p"
 }
@@ -111,7 +88,7 @@ on() {
     redis-cli -p "$1" HGET "muster:job:$2" state
 }
 
-export MUSTER_REDIS_URL="redis+sentinel://127.0.0.1:${sentinels[0]},127.0.0.1:${sentinels[1]},127.0.0.1:${sentinels[2]}/mymaster"
+export MUSTER_REDIS_URL=$MUSTER_SENTINEL_URL
 make_config --with '{"node_lost_after_s": 60}' >/dev/null
 start_musterd "$CONFIG"
 start_worker n1 spot-a 8
@@ -137,7 +114,7 @@ ok "the primary acknowledged A's end and B's start; the replica has neither"
 # ---- the primary dies with them; the Sentinels promote the replica --------------------------------
 kill -9 "$RELAY_PID" # its buffered replication stream goes with it
 kill -9 "$REDIS_PID"
-wait_for "the Sentinels promote the replica $P2" 90 '[ "$(primary)" = '"$P2"' ]'
+wait_for "the Sentinels promote the replica $P2" 90 '[ "$(sentinel_primary)" = '"$P2"' ]'
 wait_for "$P2 is a primary" 30 "redis-cli -p $P2 ROLE | head -n 1 | has -x master"
 _mu_alive "$MUSTERD_PID" || fail "musterd exited"
 

@@ -41,43 +41,24 @@ P1=$(free_port)
 P2=$(free_port)
 redis_up "$P1"
 redis_up "$P2" "$P1"
-sentinels=()
-for i in 1 2 3; do
-    port=$(free_port)
-    cat >"$T/sentinel-$i.conf" <<EOF
-port $port
-bind 127.0.0.1
-dir $T
-logfile $T/sentinel-$i.log
-sentinel monitor mymaster 127.0.0.1 $P1 2
-sentinel down-after-milliseconds mymaster 1000
-sentinel failover-timeout mymaster 10000
-EOF
-    redis-server "$T/sentinel-$i.conf" --sentinel >/dev/null 2>&1 &
-    _mu_pids+=("$!")
-    sentinels+=("$port")
-done
+start_sentinels "$P1"
 
-# primary: the port the first Sentinel names as the primary now.
-primary() {
-    redis-cli -p "${sentinels[0]}" SENTINEL get-master-addr-by-name mymaster 2>/dev/null | sed -n 2p
-}
 # other PORT: the other Redis port.
 other() {
     if [ "$1" = "$P1" ]; then echo "$P2"; else echo "$P1"; fi
 }
 # rcli ARGS...: redis-cli against the primary the Sentinels name now.
 rcli() {
-    redis-cli -p "$(primary)" "$@"
+    redis-cli -p "$(sentinel_primary)" "$@"
 }
 # ha_ready: every Sentinel names the same primary, which says it is one, and its replica's link
 # is up and seen by every Sentinel: a Redis failure now has a replica to fail over to.
 ha_ready() {
     local p r s
-    p=$(primary)
+    p=$(sentinel_primary)
     [ -n "$p" ] || return 1
     r=$(other "$p")
-    for s in "${sentinels[@]}"; do
+    for s in "${SENTINELS[@]}"; do
         [ "$(redis-cli -p "$s" SENTINEL get-master-addr-by-name mymaster | sed -n 2p)" = "$p" ] || return 1
         redis-cli -p "$s" SENTINEL replicas mymaster | has -x "$r" || return 1
         [ "$(redis-cli -p "$s" SENTINEL sentinels mymaster | grep -c '^name$')" = 2 ] || return 1
@@ -88,7 +69,7 @@ ha_ready() {
 wait_for "the Sentinels see the primary $P1 and its replica" 60 ha_ready
 
 # ---- two musterd, four workers ------------------------------------------------------------------
-export MUSTER_REDIS_URL="redis+sentinel://127.0.0.1:${sentinels[0]},127.0.0.1:${sentinels[1]},127.0.0.1:${sentinels[2]}/mymaster"
+export MUSTER_REDIS_URL=$MUSTER_SENTINEL_URL
 # A short lease for quick takeovers; the workers' lease (node_lost_after_s) well above a takeover
 # plus a failover, so that no task is stopped by the chaos itself.
 make_config --with "{\"leader_lease_s\": $lease_s, \"node_lost_after_s\": 30}" >/dev/null
@@ -193,18 +174,18 @@ while [ $SECONDS -lt $end ]; do
         ;;
     2) # a planned Redis failover
         wait_for "Redis ready for a failover" 120 ha_ready
-        old=$(primary)
-        [ "$(redis-cli -p "${sentinels[$((RANDOM % 3))]}" SENTINEL failover mymaster)" = OK ] ||
+        old=$(sentinel_primary)
+        [ "$(redis-cli -p "${SENTINELS[$((RANDOM % 3))]}" SENTINEL failover mymaster)" = OK ] ||
             { skipped=$((skipped + 1)); continue; }
-        wait_for "the Sentinels promote $(other "$old")" 90 '[ "$(primary)" = "$(other "$old")" ]'
+        wait_for "the Sentinels promote $(other "$old")" 90 '[ "$(sentinel_primary)" = "$(other "$old")" ]'
         failovers=$((failovers + 1))
         ;;
     3) # kill -9 of the Redis primary; it comes back as a replica of the new one
         wait_for "Redis ready for a failover" 120 ha_ready
-        old=$(primary)
+        old=$(sentinel_primary)
         kill -9 "${redis_pid[$old]}"
         wait "${redis_pid[$old]}" 2>/dev/null || true
-        wait_for "the Sentinels promote $(other "$old")" 120 '[ "$(primary)" = "$(other "$old")" ]'
+        wait_for "the Sentinels promote $(other "$old")" 120 '[ "$(sentinel_primary)" = "$(other "$old")" ]'
         redis_up "$old" "$(other "$old")"
         kills_primary=$((kills_primary + 1))
         ;;
