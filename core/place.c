@@ -161,6 +161,17 @@ struct level_best {
     int nodes;    /* nodes taking a task in the domain counted in tasks */
 };
 
+/* The failure remembers the largest domains any scan saw. */
+static void fail_note_best(struct sched_fail *fail, const struct level_best *best)
+{
+    if (best->tasks > fail->best) {
+        fail->best = best->tasks;
+        fail->best_nodes = best->nodes;
+    }
+    if (best->uncapped > fail->best_uncapped)
+        fail->best_uncapped = best->uncapped;
+}
+
 /*
  * Sizes the domains [d0, d1) of level within the tier and returns the best fit that holds
  * r->tasks, or -1.  *best gets the most tasks any domain holds (with and without pool caps) and
@@ -719,12 +730,7 @@ static int place_type(struct sched_cluster *c,
             best.uncapped = (int)min64(total_unc, INT_MAX);
         }
     }
-    if (best.tasks > fail->best) {
-        fail->best = best.tasks;
-        fail->best_nodes = best.nodes;
-    }
-    if (best.uncapped > fail->best_uncapped)
-        fail->best_uncapped = best.uncapped;
+    fail_note_best(fail, &best);
     return 0;
 }
 
@@ -922,12 +928,7 @@ int sched_place_idle_count(struct sched_cluster *c,
             best.tasks = (int)total;
             best.uncapped = (int)min64(total_unc, INT_MAX);
         }
-        if (best.tasks > fail->best) {
-            fail->best = best.tasks;
-            fail->best_nodes = best.nodes;
-        }
-        if (best.uncapped > fail->best_uncapped)
-            fail->best_uncapped = best.uncapped;
+        fail_note_best(fail, &best);
     }
     return 0;
 }
