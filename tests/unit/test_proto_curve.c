@@ -229,7 +229,12 @@ static int pump(struct rig *r, int ms, char *who, size_t who_size, struct mu_err
     return 0;
 }
 
-static void *dealer(struct rig *r, const char *node, const struct proto_curve *keys)
+/* A DEALER for node with keys (NULL: plain) that sends one HEARTBEAT.  The message queues until
+ * the connection is up; a peer the server refuses may lose its connection, and libzmq the queue
+ * with it, before the send when the machine is loaded (seen once in CI, under load), so only a
+ * peer that must get through (refused false) has its send checked: the others are checked by
+ * nothing arriving. */
+static void *dealer(struct rig *r, const char *node, const struct proto_curve *keys, bool refused)
 {
     struct mu_err err;
     void *s = proto_dealer_new_curve(r->ctx, r->endpoint, node, keys,
@@ -240,7 +245,8 @@ static void *dealer(struct rig *r, const char *node, const struct proto_curve *k
         fail_msg("dealer %s: %s", node, err.msg);
     proto_msg_init(&m, PROTO_HEARTBEAT);
     (void)mu_strlcpy(m.node, node, sizeof(m.node));
-    assert_int_equal(proto_send(s, NULL, &m, &err), 0); /* queued until connected */
+    if (proto_send(s, NULL, &m, &err) != 0 && !refused)
+        fail_msg("dealer %s: send: %s", node, err.msg);
     return s;
 }
 
@@ -283,24 +289,24 @@ static void test_curve_zap(void **state)
     assert_int_equal(zmq_getsockopt(r.router, ZMQ_LAST_ENDPOINT, r.endpoint, &len), 0);
 
     /* Allowed and bound: gets through. */
-    d = dealer(&r, "n1", &r.c1);
+    d = dealer(&r, "n1", &r.c1, false);
     assert_int_equal(pump(&r, 5000, who, sizeof(who), &err), 1);
     assert_string_equal(who, "n1");
     (void)zmq_close(d);
 
     /* Unknown key: refused by ZAP, nothing arrives. */
-    d = dealer(&r, "n9", &r.stranger);
+    d = dealer(&r, "n9", &r.stranger, true);
     assert_int_equal(pump(&r, 500, who, sizeof(who), &err), 0);
     assert_true(proto_zap_refused(r.zap) >= 1);
     (void)zmq_close(d);
 
     /* No keys at all: the handshake fails, nothing arrives. */
-    d = dealer(&r, "n8", NULL);
+    d = dealer(&r, "n8", NULL, true);
     assert_int_equal(pump(&r, 500, who, sizeof(who), &err), 0);
     (void)zmq_close(d);
 
     /* n2's key under the name n3: dropped by proto_recv, naming both. */
-    d = dealer(&r, "n3", &r.c2);
+    d = dealer(&r, "n3", &r.c2, false);
     assert_int_equal(pump(&r, 5000, who, sizeof(who), &err), -1);
     assert_string_equal(who, "n3");
     assert_non_null(strstr(err.msg, "node 'n3' uses the CURVE key of node 'n2'"));
