@@ -76,7 +76,7 @@ static void on_signal(int sig)
     stop_flag = 1;
 }
 
-static void send_msg(struct fleet *f, struct fnode *n, struct proto_msg *m)
+static void send_msg(struct fnode *n, struct proto_msg *m)
 {
     struct mu_err err;
     m->seq = ++n->seq;
@@ -84,7 +84,6 @@ static void send_msg(struct fleet *f, struct fnode *n, struct proto_msg *m)
     mu_strlcpy(m->node, n->name, sizeof(m->node));
     if (proto_send(n->sock, NULL, m, &err) != 0)
         (void)fprintf(stderr, "muster-bench-fleet: %s: %s\n", n->name, err.msg);
-    (void)f;
 }
 
 static void send_hello(struct fleet *f, struct fnode *n, int idx)
@@ -120,16 +119,16 @@ static void send_hello(struct fleet *f, struct fnode *n, int idx)
         || proto_msg_set_tasks(&m, nrefs, refs, &err) != 0)
         (void)fprintf(stderr, "muster-bench-fleet: %s: HELLO: %s\n", n->name, err.msg);
     else
-        send_msg(f, n, &m);
+        send_msg(n, &m);
     proto_msg_release(&m);
 }
 
-static void send_status(struct fleet *f, struct fnode *n, const struct proto_task_ref *ref)
+static void send_status(struct fnode *n, const struct proto_task_ref *ref)
 {
     struct proto_msg m;
     proto_msg_init(&m, PROTO_TASK_STATUS);
     m.task = *ref;
-    send_msg(f, n, &m);
+    send_msg(n, &m);
     proto_msg_release(&m);
 }
 
@@ -177,17 +176,17 @@ static void handle_bind(struct fleet *f, struct fnode *n, const struct proto_msg
     proto_msg_init(&ack, PROTO_BIND_ACK);
     ack.task = t->ref;
     ack.ok = true;
-    send_msg(f, n, &ack);
+    send_msg(n, &ack);
     proto_msg_release(&ack);
 }
 
 /* t ended: report it, and again until musterd's KILL acknowledges it. */
-static void task_exit(struct fleet *f, struct fnode *n, struct ftask *t, uint64_t now)
+static void task_exit(struct fnode *n, struct ftask *t, uint64_t now)
 {
     t->ref.state = PROTO_TASK_EXITED;
     t->resend_gap_ms = FLEET_RESEND_FIRST_MS;
     t->resend_at_ms = now + FLEET_RESEND_FIRST_MS;
-    send_status(f, n, &t->ref);
+    send_status(n, &t->ref);
 }
 
 static void handle_kill(struct fleet *f, struct fnode *n, const struct proto_msg *m)
@@ -198,7 +197,7 @@ static void handle_kill(struct fleet *f, struct fnode *n, const struct proto_msg
     f->kills++;
     if (!t) {
         ref.state = PROTO_TASK_LOST;
-        send_status(f, n, &ref);
+        send_status(n, &ref);
         return;
     }
     if (t->ref.state != PROTO_TASK_RUNNING) { /* the acknowledgement of its exit */
@@ -206,7 +205,7 @@ static void handle_kill(struct fleet *f, struct fnode *n, const struct proto_msg
         return;
     }
     t->ref.signal = m->signal > 0 ? m->signal : SIGTERM;
-    task_exit(f, n, t, mu_time_mono_ms());
+    task_exit(n, t, mu_time_mono_ms());
 }
 
 static void handle(struct fleet *f, struct fnode *n, int idx, const struct proto_msg *m)
@@ -240,10 +239,10 @@ static void tick_tasks(struct fleet *f, struct fnode *n, uint64_t now)
         struct ftask *t = &n->tasks[i];
         if (t->ref.state == PROTO_TASK_RUNNING && now >= t->end_ms) {
             t->ref.exit_code = 0;
-            task_exit(f, n, t, now);
+            task_exit(n, t, now);
             f->exits++;
         } else if (t->ref.state == PROTO_TASK_EXITED && now >= t->resend_at_ms) {
-            send_status(f, n, &t->ref);
+            send_status(n, &t->ref);
             t->resend_gap_ms = t->resend_gap_ms * 2 > FLEET_RESEND_MAX_MS ? FLEET_RESEND_MAX_MS
                                                                           : t->resend_gap_ms * 2;
             t->resend_at_ms = now + t->resend_gap_ms;
@@ -379,7 +378,7 @@ static void node_turn(struct fleet *f, int i, uint64_t now)
         struct proto_msg hb;
         proto_msg_init(&hb, PROTO_HEARTBEAT);
         hb.echo_ms = now;
-        send_msg(f, n, &hb);
+        send_msg(n, &hb);
         proto_msg_release(&hb);
     }
     n->next_beat_ms = now + (uint64_t)f->heartbeat_s * 1000u;
