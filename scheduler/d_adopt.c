@@ -75,12 +75,7 @@ int d_adopt_prepare(struct musterd *d,
 out:
     cJSON_Delete(doc);
     if (rc != 0) {
-        free(j->slots);
-        free(j->tasks);
-        free(j->adopt_nodes);
-        j->slots = NULL;
-        j->tasks = NULL;
-        j->adopt_nodes = NULL;
+        d_job_placement_drop(j);
         mu_log(MU_LOG_WARN, "sched", "job=%s stored placement unreadable: requeued instead", j->id);
     }
     return rc;

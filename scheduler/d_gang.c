@@ -176,10 +176,7 @@ void d_job_release_if_done(struct musterd *d, struct d_job *j)
             }
         }
     }
-    free(j->slots);
-    free(j->tasks);
-    j->slots = NULL;
-    j->tasks = NULL;
+    d_job_placement_drop(j); /* adopt_nodes is already gone: adopt_finish freed it */
     j->placed = false;
     d_job_live_update(d, j);
     d->dirty = true;

@@ -77,22 +77,14 @@ static void fields_of_new_job(const struct d_job *j,
 static int idem_claim(struct musterd *d, const struct queue_entry *e, const struct d_job *j)
 {
     char owner[QUEUE_JOB_ID_MAX];
-    bool won = false;
-    struct mu_err err;
     char why[400];
     struct d_change dup = { .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id };
 
-    if (!j->spec.idempotency_key[0])
-        return 0;
-    if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner, sizeof(owner),
-                                 &won, &err)
-        != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
-                       err.msg);
+    if (d_job_idem_claim(d, j, owner, sizeof(owner)) != 0) {
         d->redis_down = true;
         return 1;
     }
-    if (won || strcmp(owner, j->id) == 0)
+    if (!owner[0])
         return 0;
     (void)mu_snprintf(why, sizeof(why), "idempotency key '%s' already used by job %s",
                       j->spec.idempotency_key, owner);

@@ -61,6 +61,16 @@ void d_job_free(struct d_job *j)
     free(j);
 }
 
+void d_job_placement_drop(struct d_job *j)
+{
+    free(j->slots);
+    free(j->tasks);
+    free(j->adopt_nodes);
+    j->slots = NULL;
+    j->tasks = NULL;
+    j->adopt_nodes = NULL;
+}
+
 int d_job_request_build(struct musterd *d, struct d_job *j, struct mu_err *err)
 {
     struct sched_request *r = &j->req;
@@ -384,12 +394,7 @@ void d_job_retire(struct musterd *d, struct d_job *j)
     if (mu_map_put(d->retired_ids, j->id, j, &err) != 0)
         goto drop;
     /* Only the final state is written again: what placed it is of no more use. */
-    free(j->slots);
-    free(j->tasks);
-    free(j->adopt_nodes);
-    j->slots = NULL;
-    j->tasks = NULL;
-    j->adopt_nodes = NULL;
+    d_job_placement_drop(j);
     j->placed = false;
     j->adopting = false;
     j->retired_ms = mu_time_mono_ms();
@@ -603,23 +608,34 @@ int d_jobs_resync(struct musterd *d)
     return n < 0 ? -1 : 0;
 }
 
-/* The idempotency key of j claimed again for it: a new primary may have missed the claim. */
-static int idem_reclaim(struct musterd *d, const struct d_job *j)
+int d_job_idem_claim(struct musterd *d, const struct d_job *j, char *owner, size_t size)
 {
-    char owner[QUEUE_JOB_ID_MAX];
     bool won = false;
     struct mu_err err;
 
+    owner[0] = '\0';
     if (!j->spec.idempotency_key[0])
         return 0;
-    if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner, sizeof(owner),
-                                 &won, &err)
+    if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner, size, &won,
+                                 &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
                        err.msg);
         return -1;
     }
-    if (!won && strcmp(owner, j->id) != 0)
+    if (won || strcmp(owner, j->id) == 0)
+        owner[0] = '\0';
+    return 0;
+}
+
+/* The idempotency key of j claimed again for it: a new primary may have missed the claim. */
+static int idem_reclaim(struct musterd *d, const struct d_job *j)
+{
+    char owner[QUEUE_JOB_ID_MAX];
+
+    if (d_job_idem_claim(d, j, owner, sizeof(owner)) != 0)
+        return -1;
+    if (owner[0])
         mu_log(MU_LOG_WARN, "sched",
                "job=%s its idempotency key '%s' is held by job %s on the new Redis primary", j->id,
                j->spec.idempotency_key, owner);

@@ -168,6 +168,12 @@ uint64_t d_job_id_ms(const char *id);
 /* A new record for id (heap, zeroed, state PENDING, attempt 1); NULL without memory. */
 struct d_job *d_job_new(const char *id);
 void d_job_free(struct d_job *j);
+/* Claims j's idempotency key (none: nothing to do) for j: 0 with owner "" when j holds it, or
+ * the id of the other job that does; -1 when Redis failed (logged). */
+int d_job_idem_claim(struct musterd *d, const struct d_job *j, char *owner, size_t size);
+/* Frees what placed j (slots, tasks, adopt_nodes) and clears the pointers; placed and adopting
+ * are the caller's. */
+void d_job_placement_drop(struct d_job *j);
 /* The fields of a new job's hash into f (D_JOB_NEW_FIELDS entries): id, name, queue, user,
  * priority, tasks, gpus_per_task, attempt, max_retries, submitted_at, spec_json (borrowed) and
  * reason (j->reason, or "waiting for the scheduler"), the numbers formatted into bufs; returns
