@@ -207,6 +207,20 @@ struct sched_cluster {
     } * quota_memo;
     uint32_t quota_gen; /* a start in this pass: every queue's admissions may have shrunk */
     int cap_quota_memo;
+
+    /* The pass under way (sched_pass_open .. sched_pass_close). */
+    struct sched_pass_state {
+        bool open;
+        struct sched_quota_queue *quota; /* borrowed; NULL: no quotas */
+        int nquota;
+        int max_jobs; /* steps the scratch has room for */
+        int njobs;    /* steps taken */
+        int nruns;    /* c->runs: the running gangs, then the pass's starts */
+        int started;
+        bool reserved; /* the reservation is out (res_s, holds set) */
+        int64_t res_s;
+        int64_t now_s;
+    } pass;
 };
 
 /* ---- MIG slices (slice.c) ---- */

@@ -19,7 +19,8 @@
  * outlives the pass.  The free-GPU histograms give a quick bound before any scan, and lead the
  * timeline search to its first candidate.  10,000 pending jobs that cannot fit cost a few hash
  * probes each plus a few searches per family, and one timeline search.  Scratch grows in the
- * cluster, never shrinks.
+ * cluster, never shrinks.  A caller with 100,000 jobs steps the pass (sched_pass_step) and stops
+ * once sched_pass_settled says no later job's shape can start or take the reservation.
  */
 #include "core/internal.h"
 #include "core/sort.h"
@@ -31,10 +32,11 @@
 #include "common/mu_banned.h"
 
 enum pass_mode {
-    MODE_NOW = 0,  /* fits now, reservation ignored (a job that ends before it starts) */
-    MODE_HELD = 1, /* fits now beside the reservation */
-    MODE_EVER = 2, /* fits once the running gangs the pass knows of have ended */
-    MODE_IDLE = 3, /* fits on the idle view of today's nodes (fits are memoized too) */
+    MODE_NOW = 0,     /* fits now, reservation ignored (a job that ends before it starts) */
+    MODE_HELD = 1,    /* fits now beside the reservation */
+    MODE_EVER = 2,    /* fits once the running gangs the pass knows of have ended */
+    MODE_IDLE = 3,    /* fits on the idle view of today's nodes (fits are memoized too) */
+    MODE_SETTLED = 4, /* sched_pass_settled's own failures: apart, so jobs' reasons stay theirs */
 };
 
 /* GPU types: most requests name none (NULL) or share one spec's string, so the pointers are
@@ -364,6 +366,24 @@ static bool fits_idle(struct sched_cluster *c,
         }
     }
     return false;
+}
+
+/* fits_idle's answer without remembering it (or the reason data a job would get from it). */
+static bool idle_fits_quiet(struct sched_cluster *c, const struct sched_request *r, uint32_t fam)
+{
+    struct sched_idle_memo *e = idle_slot(c, r, fam);
+    struct sched_fail fail;
+    bool fits;
+    if (e && e->m.pass == c->nodes_gen) {
+        if (r->tasks >= e->m.min_tasks)
+            return false;
+        if (r->tasks <= e->m.max_fit_tasks)
+            return true;
+    }
+    c->idle_view = true;
+    fits = sched_place_in(c, r, INT64_MAX, NULL, &fail) == 1;
+    c->idle_view = false;
+    return fits;
 }
 
 /*
@@ -754,78 +774,150 @@ int sched_pass_quota(struct sched_cluster *c,
                      struct sched_decision *out,
                      struct mu_err *err)
 {
-    int nruns = nrunning;
-    int started = 0;
-    int reserved = -1;
-    int64_t res_s = 0;
-
-    if (npending < 0 || nrunning < 0 || (npending && (!pending || !out)) || (nrunning && !running)
-        || npending > INT_MAX / 2 - nrunning)
+    if (npending < 0 || (npending && (!pending || !out)))
         return mu_errf(err, MU_E_INVAL, "scheduling pass: bad arguments");
-    if (scratch_reserve(c, nrunning + npending, nrunning + npending + c->npools, err) != 0
-        || (quota && quota_scratch(c, npending, nquota, err) != 0))
+    if (sched_pass_open(c, quota, nquota, npending, running, nrunning, now_s, err) != 0)
+        return -1;
+    for (int i = 0; i < npending; i++)
+        (void)sched_pass_step(c, &pending[i], &out[i]);
+    return sched_pass_close(c);
+}
+
+int sched_pass_open(struct sched_cluster *c,
+                    struct sched_quota_queue *quota,
+                    int nquota,
+                    int max_jobs,
+                    const struct sched_running *running,
+                    int nrunning,
+                    int64_t now_s,
+                    struct mu_err *err)
+{
+    if (max_jobs < 0 || nrunning < 0 || (nrunning && !running) || max_jobs > INT_MAX / 2 - nrunning
+        || (quota && nquota < 0))
+        return mu_errf(err, MU_E_INVAL, "scheduling pass: bad arguments");
+    if (scratch_reserve(c, nrunning + max_jobs, nrunning + max_jobs + c->npools, err) != 0
+        || (quota && quota_scratch(c, max_jobs, nquota, err) != 0))
         return -1;
     pass_begin(c, running, nrunning);
+    c->pass = (struct sched_pass_state){ .open = true,
+                                         .quota = quota,
+                                         .nquota = quota ? nquota : 0,
+                                         .max_jobs = max_jobs,
+                                         .nruns = nrunning,
+                                         .now_s = now_s };
+    return 0;
+}
 
-    for (int i = 0; i < npending; i++) {
-        const struct sched_pass_job *j = &pending[i];
-        const struct sched_request *r = j->req;
-        struct sched_decision *d = &out[i];
-        struct sched_fail fail;
-        struct sched_fail ever = { 0 }; /* fits_idle may answer from its memo without it */
-        const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
-        int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
-        int mode = reserved >= 0 && !sched_done_by(j->run_s, now_s, res_s) ? MODE_HELD : MODE_NOW;
-        uint32_t fam;
+int sched_pass_step(struct sched_cluster *c,
+                    const struct sched_pass_job *j,
+                    struct sched_decision *d)
+{
+    struct sched_pass_state *ps = &c->pass;
+    const struct sched_request *r = j->req;
+    int64_t now_s = ps->now_s;
+    struct sched_fail fail;
+    struct sched_fail ever = { 0 }; /* fits_idle may answer from its memo without it */
+    const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
+    int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
+    int mode = ps->reserved && !sched_done_by(j->run_s, now_s, ps->res_s) ? MODE_HELD : MODE_NOW;
+    int i = ps->njobs;
+    uint32_t fam;
 
-        memset(d, 0, sizeof(*d));
-        d->verdict = SCHED_WAIT;
-        if (bad) {
-            mu_strlcpy(d->reason, bad, sizeof(d->reason));
-            continue;
-        }
-        if (!quota_cut(c, quota, nquota, j, i, &r, d))
-            continue; /* over quota: not a reservation, blocks nobody */
-        fam = family_hash(r);
-        if (try_now(c, r, fam, mode, now_s, j->slots, &fail)) {
-            quota_started(c, quota, nquota, j, r, d);
-            sched_cluster_commit(c, r, j->slots);
-            c->runs[nruns].req = r;
-            c->runs[nruns].slots = j->slots;
-            c->runs[nruns++].end_s = end_s;
-            d->verdict = SCHED_START;
-            started++;
-            continue;
-        }
-        if (mode == MODE_HELD && fits_held_back(c, r, fam, now_s, started, j->slots, &fail)) {
-            held_back(res_s, now_s, d); /* fits, but only on the reserved GPUs */
-            continue;
-        }
-        if (!fits_idle(c, r, fam, &fail, &ever)) {
-            /* Whether or not a reservation is out: it never blocks anyone, and says so. */
-            reason_set(c, r, fam, &ever, now_s, d);
-            continue;
-        }
-        if (reserved < 0) {
-            int64_t at_s = 0;
-            int freed = -1;
-            if (reserve(c, r, fam, nruns, now_s, j->slots, &at_s, &freed, &ever)) {
-                char in[24];
-                reserved = i;
-                res_s = at_s;
-                sched_holds_set(c, r, j->slots);
-                mu_duration_format(at_s - now_s, in, sizeof(in));
-                d->verdict = SCHED_RESERVED;
-                d->est_start_s = at_s;
-                (void)mu_snprintf(d->reason, sizeof(d->reason),
-                                  "waiting for reservation (est. start in %s)", in);
-                continue;
-            }
-        }
-        reason_set(c, r, fam, &fail, now_s, d);
+    memset(d, 0, sizeof(*d));
+    d->verdict = SCHED_WAIT;
+    if (!ps->open || i >= ps->max_jobs) { /* a caller's bug */
+        mu_strlcpy(d->reason, "scheduling pass: more jobs than it was opened for",
+                   sizeof(d->reason));
+        return 0;
     }
-    if (reserved >= 0)
+    ps->njobs++;
+    if (bad) {
+        mu_strlcpy(d->reason, bad, sizeof(d->reason));
+        return 0;
+    }
+    if (!quota_cut(c, ps->quota, ps->nquota, j, i, &r, d))
+        return 0; /* over quota: not a reservation, blocks nobody */
+    fam = family_hash(r);
+    if (try_now(c, r, fam, mode, now_s, j->slots, &fail)) {
+        quota_started(c, ps->quota, ps->nquota, j, r, d);
+        sched_cluster_commit(c, r, j->slots);
+        c->runs[ps->nruns].req = r;
+        c->runs[ps->nruns].slots = j->slots;
+        c->runs[ps->nruns++].end_s = end_s;
+        d->verdict = SCHED_START;
+        ps->started++;
+        return 1;
+    }
+    if (mode == MODE_HELD && fits_held_back(c, r, fam, now_s, ps->started, j->slots, &fail)) {
+        held_back(ps->res_s, now_s, d); /* fits, but only on the reserved GPUs */
+        return 0;
+    }
+    if (!fits_idle(c, r, fam, &fail, &ever)) {
+        /* Whether or not a reservation is out: it never blocks anyone, and says so. */
+        reason_set(c, r, fam, &ever, now_s, d);
+        return 0;
+    }
+    if (!ps->reserved) {
+        int64_t at_s = 0;
+        int freed = -1;
+        if (reserve(c, r, fam, ps->nruns, now_s, j->slots, &at_s, &freed, &ever)) {
+            char in[24];
+            ps->reserved = true;
+            ps->res_s = at_s;
+            sched_holds_set(c, r, j->slots);
+            mu_duration_format(at_s - now_s, in, sizeof(in));
+            d->verdict = SCHED_RESERVED;
+            d->est_start_s = at_s;
+            (void)mu_snprintf(d->reason, sizeof(d->reason),
+                              "waiting for reservation (est. start in %s)", in);
+            return 0;
+        }
+    }
+    reason_set(c, r, fam, &fail, now_s, d);
+    return 0;
+}
+
+/*
+ * Whether no later job of these shapes can change the pass: none starts now (even on the
+ * reserved GPUs: not fitting beside nothing, it fits beside nothing less), and, while no
+ * reservation is out, none would take one (it does not fit on the idle view either).  What the
+ * pass decides only narrows a request (a quota cut, the first capacity type, a narrower
+ * required level, nodes avoided), and nothing is freed in a pass, so a shape that fails here
+ * fails for every job it stands for.  Each shape costs a memo probe, or one placement (without
+ * packing) that the memo keeps for the rest of the pass.
+ */
+bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *shapes, int nshapes)
+{
+    struct sched_pass_state *ps = &c->pass;
+
+    if (!ps->open || nshapes < 0 || (nshapes && !shapes))
+        return false;
+    for (int k = 0; k < nshapes; k++) {
+        const struct sched_request *r = &shapes[k];
+        uint32_t fam;
+        struct sched_fail fail;
+        if (sched_request_invalid(c, r))
+            continue; /* such a job only waits */
+        fam = family_hash(r);
+        if (!memo_fails(c, r, fam, MODE_NOW, &fail)
+            && !memo_fails(c, r, fam, MODE_SETTLED, &fail)) {
+            if (sched_place_may_fit(c, r, ps->now_s, &fail)
+                && sched_place_in(c, r, ps->now_s, NULL, &fail))
+                return false;
+            memo_note(c, r, fam, MODE_SETTLED, &fail);
+        }
+        if (!ps->reserved && idle_fits_quiet(c, r, fam))
+            return false;
+    }
+    return true;
+}
+
+int sched_pass_close(struct sched_cluster *c)
+{
+    int started = c->pass.started;
+    if (c->pass.reserved)
         sched_holds_clear(c);
+    c->pass = (struct sched_pass_state){ 0 };
     return started;
 }
 

@@ -115,6 +115,20 @@ static bool any_limited(const struct sched_quota_queue *quota, int nquota)
     return false;
 }
 
+bool sched_preempt_may(const struct sched_quota_queue *quota,
+                       int nquota,
+                       const struct sched_victim *victims,
+                       int nvictims,
+                       int64_t priority)
+{
+    int64_t lowest = 0;
+    if (nvictims == 0)
+        return false;
+    if (any_limited(quota, nquota))
+        return true;
+    return lowest_victim(victims, nvictims, &lowest) && priority > lowest;
+}
+
 int sched_preempt_first(struct sched_cluster *c,
                         const struct sched_quota_queue *quota,
                         int nquota,

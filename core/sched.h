@@ -334,6 +334,32 @@ int sched_pass_quota(struct sched_cluster *c,
                      struct sched_decision *out,
                      struct mu_err *err);
 
+/*
+ * The same pass in steps, for a caller that stops once the rest of the queue cannot change it
+ * (musterd with 100,000 queued jobs): sched_pass_open (room for max_jobs steps), then
+ * sched_pass_step for each job in order, then sched_pass_close, which returns how many started.
+ * sched_pass_quota is exactly these three over every job.  Pointers given to open and step are
+ * borrowed until close.  Between steps, sched_pass_settled(c, shapes, n) is true when no job
+ * whose request is one of shapes[0..n), or narrower (fewer capacity types, a narrower required
+ * level, nodes avoided, a larger task count of the same shape), would start or take the
+ * reservation if stepped: the caller may close without stepping them, and they keep their last
+ * reasons.  The check places each shape at most once a pass (without packing).
+ */
+int sched_pass_open(struct sched_cluster *c,
+                    struct sched_quota_queue *quota,
+                    int nquota,
+                    int max_jobs,
+                    const struct sched_running *running,
+                    int nrunning,
+                    int64_t now_s,
+                    struct mu_err *err);
+/* Decides the next job into *d (its slots filled and committed on START); 1 when it started. */
+int sched_pass_step(struct sched_cluster *c,
+                    const struct sched_pass_job *j,
+                    struct sched_decision *d);
+bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *shapes, int nshapes);
+int sched_pass_close(struct sched_cluster *c);
+
 /* ---- why a job waits, on demand (core/explain.c, issue #18) ---- */
 
 /* One topology level as a request sees it: the most tasks of it one domain takes. */
@@ -482,6 +508,15 @@ int sched_preempt_plan(struct sched_cluster *c,
                        int nvictims,
                        struct sched_preempt_plan *plan,
                        struct mu_err *err);
+
+/* Whether sched_preempt_first could plan for a job of this priority with these victims: some
+ * victim may be stopped (preemptible), and, unless a queue is limited by a quota (which may
+ * reclaim what it lent at any priority), one of strictly lower priority. */
+bool sched_preempt_may(const struct sched_quota_queue *quota,
+                       int nquota,
+                       const struct sched_victim *victims,
+                       int nvictims,
+                       int64_t priority);
 
 /* A job of a pass as sched_preempt_first sees it. */
 struct sched_preempt_job {

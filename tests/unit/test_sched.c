@@ -1373,6 +1373,118 @@ static void test_random_pass(void **state)
     assert_true(nevers > 100);
 }
 
+/* Builds the same random cluster and running gangs from the same seed (random_cluster, then
+ * gangs placed through the placement): for running one pass two ways. */
+static struct sched_cluster *random_loaded(uint64_t seed,
+                                           struct sched_request *rreq,
+                                           struct sched_slot (*rslots)[4],
+                                           struct sched_running *running,
+                                           int *nrunning)
+{
+    int cpus_used[12];
+    struct sched_cluster *c;
+    rng = seed;
+    c = random_cluster(2 + rnd(10), cpus_used);
+    *nrunning = 0;
+    for (int k = 0; k < 16; k++) {
+        struct sched_request *r = &rreq[*nrunning];
+        *r = random_request(3, 2);
+        r->cpus_per_task = 0;
+        r->memory_mb_per_task = 0;
+        if (sched_place(c, r, 0, rslots[*nrunning], NULL, 0) == 1) {
+            sched_cluster_commit(c, r, rslots[*nrunning]);
+            running[*nrunning].req = r;
+            running[*nrunning].slots = rslots[*nrunning];
+            running[*nrunning].end_s = 10 * (int64_t)(1 + rnd(20));
+            (*nrunning)++;
+        }
+    }
+    return c;
+}
+
+/*
+ * A pass in steps that stops once sched_pass_settled says the rest cannot change it decides the
+ * jobs it looked at exactly as the whole pass does (verdicts, times, slots, reasons), and the
+ * whole pass neither starts nor reserves for, nor holds back, any job after the stop.  The
+ * shapes given are the later jobs' requests, some widened (anywhere, both capacity types) as
+ * musterd's are.
+ */
+static void test_random_pass_settled(void **state)
+{
+    enum { NP = 24, NSHAPE = 4 };
+    int cuts = 0;
+    int tail_jobs = 0;
+    (void)state;
+    for (int round = 0; round < 400; round++) {
+        uint64_t seed = rng;
+        struct sched_request rreq[2][16];
+        struct sched_slot rslots[2][16][4];
+        struct sched_running running[2][16];
+        int nrunning[2];
+        struct sched_cluster *full =
+            random_loaded(seed, rreq[0], rslots[0], running[0], &nrunning[0]);
+        struct sched_cluster *step =
+            random_loaded(seed, rreq[1], rslots[1], running[1], &nrunning[1]);
+        struct sched_request kinds[NSHAPE];
+        struct sched_request preq[NP];
+        struct sched_request shapes[NP];
+        struct sched_slot pslots[2][NP][8];
+        struct sched_pass_job jobs[2][NP];
+        struct sched_decision out[2][NP];
+        int cut = NP;
+
+        assert_int_equal(nrunning[0], nrunning[1]);
+        for (int k = 0; k < NSHAPE; k++)
+            kinds[k] = random_request(4, 2);
+        for (int i = 0; i < NP; i++) {
+            preq[i] = kinds[rnd(NSHAPE)];
+            preq[i].tasks = 1 + rnd(8);
+            shapes[i] = preq[i];
+            if (rnd(3) == 0) { /* wider than the job asks: what the job does may only narrow */
+                shapes[i].required_level = -1;
+                shapes[i].ncapacity = 2;
+                shapes[i].capacity[1] = (enum sched_capacity)(1 - shapes[i].capacity[0]);
+            }
+            for (int w = 0; w < 2; w++) {
+                jobs[w][i].req = &preq[i];
+                jobs[w][i].run_s = 5 * (int64_t)(1 + rnd(60));
+                jobs[w][i].slots = pslots[w][i];
+                jobs[w][i].queue = 0;
+            }
+            jobs[1][i].run_s = jobs[0][i].run_s;
+        }
+        assert_true(sched_pass(full, jobs[0], NP, running[0], nrunning[0], 0, out[0], NULL) >= 0);
+        assert_int_equal(sched_pass_open(step, NULL, 0, NP, running[1], nrunning[1], 0, NULL), 0);
+        for (int i = 0; i < NP; i++) {
+            if (sched_pass_step(step, &jobs[1][i], &out[1][i]) == 0 && i + 1 < NP
+                && sched_pass_settled(step, &shapes[i + 1], NP - i - 1)) {
+                cut = i + 1;
+                break;
+            }
+        }
+        (void)sched_pass_close(step);
+        for (int i = 0; i < cut; i++) {
+            assert_int_equal(out[1][i].verdict, out[0][i].verdict);
+            assert_int_equal(out[1][i].est_start_s, out[0][i].est_start_s);
+            assert_string_equal(out[1][i].reason, out[0][i].reason);
+            for (int t = 0; out[0][i].verdict != SCHED_WAIT && t < preq[i].tasks; t++) {
+                assert_int_equal(pslots[1][i][t].node, pslots[0][i][t].node);
+                assert_int_equal(pslots[1][i][t].gpus, pslots[0][i][t].gpus);
+            }
+        }
+        for (int i = cut; i < NP; i++) {
+            assert_int_equal(out[0][i].verdict, SCHED_WAIT);
+            assert_int_equal(out[0][i].est_start_s, 0); /* not held back behind the reservation */
+            tail_jobs++;
+        }
+        cuts += cut < NP;
+        sched_cluster_free(full);
+        sched_cluster_free(step);
+    }
+    assert_true(cuts > 100);
+    assert_true(tail_jobs > 1000);
+}
+
 /* Wait, then relax: one level wider per relax_after_s waited, then none; the time to the next
  * step counts down; no relax or no requirement leaves the level alone. */
 static void test_relaxed_level(void **state)
@@ -1425,6 +1537,7 @@ int main(void)
         cmocka_unit_test(test_random_brute_force),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_random_pass),
+        cmocka_unit_test(test_random_pass_settled),
         cmocka_unit_test(test_relaxed_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
