@@ -34,6 +34,8 @@ static int job_hold(struct musterd *d, struct d_job *j, bool hold)
     if (d_job_write(d, j, &c) != 0)
         return -1;
     j->held = hold;
+    if (hold && j->state == QUEUE_PENDING && !j->placed)
+        d_job_set_reason(d, j, D_HELD_REASON); /* at once: a pass may stop before it */
     if (!hold) {
         j->reason[0] = '\0';
         d->dirty = true;

@@ -139,6 +139,7 @@ struct d_metrics {
     double passes;          /* how many */
     double pass_jobs;       /* pending jobs the last pass looked at (never an array's unmade
                                elements, nor jobs waiting for dependencies) */
+    double passes_stopped;  /* passes that stopped before the end of the queue (d_pass.c) */
 };
 
 /* What a job update adds to the counters. */

@@ -200,14 +200,45 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
  * once a second (d_jobs_flush_reasons writes what is left); otherwise a long queue would cost a
  * write per job per pass.
  */
+/* j's reason waits for d_jobs_flush_reasons: on the list of late reasons, once. */
+static void reason_late(struct musterd *d, struct d_job *j)
+{
+    if (j->late_at)
+        return;
+    if (d->nlate == d->cap_late) {
+        int cap = d->cap_late ? d->cap_late * 2 : 256;
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        struct d_job **p = realloc(d->late, (size_t)cap * sizeof(*p));
+        if (!p)
+            return; /* written by the next d_jobs_resync, or with its next change */
+        d->late = p;
+        d->cap_late = cap;
+    }
+    d->late[d->nlate++] = j;
+    j->late_at = d->nlate;
+}
+
+static void reason_late_drop(struct musterd *d, struct d_job *j)
+{
+    struct d_job *last;
+    if (!j->late_at)
+        return;
+    last = d->late[--d->nlate];
+    d->late[j->late_at - 1] = last;
+    last->late_at = j->late_at;
+    j->late_at = 0;
+}
+
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
 {
     uint64_t now = mu_time_mono_ms();
     if (strcmp(j->reason, reason) == 0)
         return;
     mu_strlcpy(j->reason, reason, sizeof(j->reason));
-    if ((j->reason_stored && now - j->reason_at_ms < 1000) || d->reason_budget <= 0)
-        return; /* d_jobs_flush_reasons writes it later */
+    if ((j->reason_stored && now - j->reason_at_ms < 1000) || d->reason_budget <= 0) {
+        reason_late(d, j); /* d_jobs_flush_reasons writes it later */
+        return;
+    }
     d->reason_budget--;
     {
         struct queue_kv f[] = { { "reason", reason } };
@@ -217,6 +248,9 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
             j->reason_stored = true;
             j->reason_at_ms = now;
             mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+            reason_late_drop(d, j);
+        } else {
+            reason_late(d, j);
         }
     }
 }
@@ -225,11 +259,17 @@ void d_jobs_flush_reasons(struct musterd *d)
 {
     uint64_t now = mu_time_mono_ms();
     /* A bounded number of reason writes per tick: a queue of 100,000 jobs (after a restart,
-     * say) gets its reasons over some seconds instead of stalling the loop. */
+     * say) gets its reasons over some seconds instead of stalling the loop.  Only the late
+     * reasons are looked at, not the whole queue. */
     d->reason_budget = REASON_WRITES_PER_TICK;
-    for (int i = 0; i < d->npending && d->reason_budget > 0; i++) {
-        struct d_job *j = d->pending[i];
-        if (strcmp(j->reason, j->reason_written) != 0 && now - j->reason_at_ms >= 1000) {
+    for (int i = d->nlate; i-- > 0 && d->reason_budget > 0;) {
+        struct d_job *j;
+        if (i >= d->nlate)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->late[i];
+        if (strcmp(j->reason, j->reason_written) == 0) {
+            reason_late_drop(d, j);
+        } else if (now - j->reason_at_ms >= 1000) {
             char reason[sizeof(j->reason)];
             mu_strlcpy(reason, j->reason, sizeof(reason));
             j->reason[0] = '\0';
@@ -237,6 +277,12 @@ void d_jobs_flush_reasons(struct musterd *d)
             d_job_set_reason(d, j, reason);
         }
     }
+}
+
+void d_job_pending_left(struct musterd *d, struct d_job *j)
+{
+    d_shape_remove(d, j);
+    reason_late_drop(d, j);
 }
 
 void d_array_tally_get(const struct d_job *p, struct d_array_tally *t)
@@ -297,10 +343,11 @@ void d_job_pending_add(struct musterd *d, struct d_job *j)
         d->cap_pending = cap;
     }
     d->pending[d->npending++] = j;
+    d_shape_add(d, j);
     d->dirty = true;
 }
 
-void d_job_pending_remove(struct musterd *d, const struct d_job *j)
+void d_job_pending_remove(struct musterd *d, struct d_job *j)
 {
     for (int i = 0; i < d->npending; i++) {
         if (d->pending[i] == j) {
@@ -308,6 +355,7 @@ void d_job_pending_remove(struct musterd *d, const struct d_job *j)
             /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
             memmove(&d->pending[i], &d->pending[i + 1], after * sizeof(*d->pending));
             d->npending--;
+            d_job_pending_left(d, j);
             return;
         }
     }
@@ -348,6 +396,7 @@ void d_job_live_update(struct musterd *d, struct d_job *j)
 void d_job_forget(struct musterd *d, struct d_job *j)
 {
     d_job_pending_remove(d, j);
+    reason_late_drop(d, j);     /* a reason while an old attempt stops: not in d->pending */
     if (MU_NEVER(j->live_at)) { /* forgotten while it holds GPUs: at least no dangling pointer */
         j->placed = j->adopting = false;
         d_job_live_update(d, j);
@@ -699,6 +748,7 @@ void d_jobs_free(struct musterd *d)
     free(d->pending);
     d->pending = NULL;
     free(d->live);
+    free(d->late);
     d->live = NULL;
     d->nlive = d->cap_live = 0;
 }

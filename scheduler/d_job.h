@@ -161,6 +161,8 @@ struct d_job {
     char array_of[QUEUE_JOB_ID_MAX]; /* an array's element: the array's id; "" otherwise */
     bool array_unstarted;            /* an element counted in its array's pending */
     int live_at;                     /* 1 + its index in d->live; 0 = not placed nor adopting */
+    int shape_at; /* while pending: 1 + its index in d->shapes, -1 not counted; 0 = not pending */
+    int late_at;  /* 1 + its index in d->late (a reason not yet written); 0 = none */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
@@ -231,6 +233,8 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
 /* Keeps j's pending reason; Redis gets it at once the first time, then at most once a second
  * (d_jobs_flush_reasons writes what is left). */
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
+/* A held pending job's reason. */
+#define D_HELD_REASON "held by operator; musterctl release to let it run"
 /* Writes pending reasons that changed since their last (rate-limited) write. */
 void d_jobs_flush_reasons(struct musterd *d);
 
@@ -244,7 +248,15 @@ void d_array_tally_get(const struct d_job *p, struct d_array_tally *t);
 
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);
-void d_job_pending_remove(struct musterd *d, const struct d_job *j);
+void d_job_pending_remove(struct musterd *d, struct d_job *j);
+/* j left d->pending (removed, or started by a pass that took it out): its shape's count and its
+ * late reason go. */
+void d_job_pending_left(struct musterd *d, struct d_job *j);
+/* j joins or leaves d->pending: its shape's count (d_shape.c). */
+void d_shape_add(struct musterd *d, struct d_job *j);
+void d_shape_remove(struct musterd *d, struct d_job *j);
+/* The pending jobs' shapes into out[0..D_SHAPES_MAX); -1 when some job is not counted in one. */
+int d_shape_list(struct musterd *d, struct sched_request *out);
 /* Room in d->live for one more job (0), or -1 without memory: called before a job is placed or
  * starts adopting, so that d_job_live_update never allocates. */
 int d_job_live_reserve(struct musterd *d);

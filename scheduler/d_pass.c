@@ -9,6 +9,11 @@
  * The order is fair share between queues, then priority, spot requeues and age within a queue
  * (core/share.c, docs/fair-share.md).
  *
+ * A long queue (issue #15): the core's pass goes in steps, and once 1,000 jobs were looked at it
+ * stops when sched_pass_settled says none of the pending jobs' shapes (d_shape.c) can start or
+ * take the reservation, and no later job could preempt.  The jobs after keep their reasons until
+ * the pass over every job that comes every REASON_REFRESH_MS (docs/placement.md).
+ *
  * The timer (issue #10 item 3): a pass runs when something changes (a job, a node, a release) and
  * also when the clock alone may let a pending job start: a retry backoff or a fence wait over, a
  * pool's cool-down over, a too-young preemption victim coming of age; and every
@@ -26,6 +31,9 @@
 #include "common/mu_banned.h"
 
 #define REASON_REFRESH_MS 10000
+/* A pass looks at this many jobs at least before it may stop early: a queue this short gets
+ * every reason fresh in every pass, as it costs about a millisecond. */
+#define PASS_DEPTH_MIN 1000
 
 /* Grows the pass's users table to every user musterd knows; 0 or -1. */
 static int users_scratch(struct musterd *d)
@@ -167,8 +175,17 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
             .committed = committed[q],
         };
     }
+    d->pass.max_priority = INT64_MIN;
+    d->pass.any_victim_pending = false;
     for (int i = 0; i < d->npending; i++) {
         const struct d_job *j = d->pending[i];
+        if (j->spec.priority > d->pass.max_priority)
+            d->pass.max_priority = j->spec.priority;
+        if (j->spec.preemptible
+            && (!d->pass.any_victim_pending || j->spec.priority < d->pass.min_victim_priority)) {
+            d->pass.min_victim_priority = j->spec.priority;
+            d->pass.any_victim_pending = true;
+        }
         d->pass.order_jobs[i] = (struct sched_order_job){
             .queue = j->queue_idx,
             .user = MU_NEVER(!j->user) ? 0 : j->user->slot,
@@ -221,16 +238,15 @@ void d_wake_check(struct musterd *d, uint64_t now_mono_ms)
     }
 }
 
-/* After a pass: asks for the next one when a pending job's wait, a pool's cool-down or (every
- * few seconds, while reasons carry times) a reason's clock runs out. */
-static void wake_plan(struct musterd *d,
-                      uint64_t now_mono_ms,
-                      int64_t now_wall_ms,
-                      bool timed_reasons)
+/* After a pass: asks for the next one when the wait of one of the first nseen pending jobs
+ * (those the pass looked at: no later one can start before something changes), a pool's
+ * cool-down or (every few seconds, while reasons carry times) a reason's clock runs out. */
+static void wake_plan(
+    struct musterd *d, uint64_t now_mono_ms, int64_t now_wall_ms, int nseen, bool timed_reasons)
 {
     int64_t now_s = now_wall_ms / 1000;
 
-    for (int i = 0; i < d->npending; i++) {
+    for (int i = 0; i < nseen; i++) {
         uint64_t at = d->pending[i]->not_before_ms;
         if (at && !d->pending[i]->held)
             d_wake_at(d, at);
@@ -275,19 +291,56 @@ static const struct sched_request *pass_request(
     return r;
 }
 
-/* The pending jobs this pass may start, in their order, into d->pass.jobs and d->pass.who;
- * returns how many.  A held job, or one whose not_before_ms is still ahead (it gets its reason
- * and *timed_reasons is set), sits this pass out.  Each gets its request for this pass
- * (pass_request). */
-static int pass_collect(
-    struct musterd *d, int64_t now_ms, uint64_t now_mono, bool regrace, bool *timed_reasons)
+/*
+ * Whether the pass may stop before the end of the queue (issue #15): when this is not the
+ * periodic pass over every job, every pending job is counted in a shape (d_shape.c), and no job
+ * the pass would leave alone could get a preemption plan (sched_preempt_may with the highest
+ * pending priority against the gangs running and the pending jobs that may start and become
+ * victims).  Returns the shapes' count, or -1 when the pass looks at every job.
+ */
+static int pass_shapes(struct musterd *d, uint64_t now_mono, bool regrace, int64_t now_ms)
+{
+    int n;
+    if (now_mono >= d->pass.full_due_ms)
+        return -1;
+    n = d_shape_list(d, d->pass.shapes);
+    if (n < 0 || regrace) /* no preemption while known nodes may come back */
+        return n;
+    d_preempt_collect(d, now_ms);
+    if (sched_preempt_may(d->pass.quota, d->cfg.nqueues + 1, d->pass.victims, d->pass.nvictims,
+                          d->pass.max_priority)
+        || (d->pass.any_victim_pending && d->pass.min_victim_priority < d->pass.max_priority))
+        return -1;
+    return n;
+}
+
+/*
+ * Steps the core's pass through the pending jobs in their order, collecting them into
+ * d->pass.jobs/out/who; returns how many were stepped, *seen how many of d->pending were looked
+ * at.  A held job, or one whose not_before_ms is still ahead (it gets its reason and
+ * *timed_reasons is set), sits this pass out.  Each gets its request for this pass
+ * (pass_request).  With nshapes >= 0, the pass stops once sched_pass_settled says no later job
+ * can change it, asked after PASS_DEPTH_MIN jobs, after a job that did not start, at most once
+ * per nshapes jobs.
+ */
+static int pass_run(struct musterd *d,
+                    int nshapes,
+                    int64_t now_ms,
+                    uint64_t now_mono,
+                    bool regrace,
+                    bool *timed_reasons,
+                    int *seen)
 {
     int n = 0;
+    int next_check = PASS_DEPTH_MIN;
+    int i;
 
-    for (int i = 0; i < d->npending; i++) {
+    for (i = 0; i < d->npending; i++) {
         struct d_job *j = d->pending[i];
-        if (j->held)
+        if (j->held) {
+            d_job_set_reason(d, j, D_HELD_REASON);
             continue;
+        }
         if (j->not_before_ms) {
             if (now_mono < j->not_before_ms) {
                 wait_reason(d, j, now_mono);
@@ -306,8 +359,19 @@ static int pass_collect(
         d->pass.jobs[n].run_s = d_job_run_s(d, j);
         d->pass.jobs[n].slots = j->slots;
         d->pass.jobs[n].queue = j->queue_idx;
-        d->pass.who[n++] = j;
+        d->pass.who[n] = j;
+        if (sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0 && nshapes >= 0
+            && n >= next_check) {
+            if (sched_pass_settled(d->cluster, d->pass.shapes, nshapes)) {
+                n++;
+                i++;
+                break;
+            }
+            next_check = n + (nshapes > 0 ? nshapes : 1);
+        }
+        n++;
     }
+    *seen = i;
     return n;
 }
 
@@ -376,6 +440,8 @@ static void schedule(struct musterd *d)
     bool timed_reasons = false;
     int kept = 0;
     int n;
+    int nshapes;
+    int seen;
     int nrunning;
     double committed[SCHED_MAX_QUEUES] = { 0 };
     struct mu_err err;
@@ -395,18 +461,26 @@ static void schedule(struct musterd *d)
         d->dirty = true;
         return;
     }
-    n = pass_collect(d, now_ms, now_mono, regrace, &timed_reasons);
-    d->metrics.pass_jobs = n;
+    nshapes = pass_shapes(d, now_mono, regrace, now_ms);
     t0 = mu_time_mono_us();
-    if (sched_pass_quota(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->pass.jobs, n,
-                         d->pass.running, nrunning, now_s, d->pass.out, &err)
-        < 0) {
+    if (sched_pass_open(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->npending, d->pass.running,
+                        nrunning, now_s, &err)
+        != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "scheduling pass failed: %s", err.msg);
         d->dirty = true;
         return;
     }
+    n = pass_run(d, nshapes, now_ms, now_mono, regrace, &timed_reasons, &seen);
+    (void)sched_pass_close(d->cluster);
+    d->metrics.pass_jobs = n;
     d->metrics.pass_core_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
+    if (nshapes < 0)
+        d->pass.full_due_ms = now_mono + REASON_REFRESH_MS;
+    if (seen < d->npending) {
+        d->metrics.passes_stopped += 1;
+        d_wake_at(d, d->pass.full_due_ms); /* then the rest of the queue gets fresh reasons */
+    }
     d->pass.reserved[0] = '\0';
     pass_apply(d, n, per_job_s, &timed_reasons);
     if (!regrace) { /* one plan per pass: the first job that can preempt (core/preempt_first.c) */
@@ -417,15 +491,20 @@ static void schedule(struct musterd *d)
     }
     if (regrace)
         d_wake_at(d, d->regrace_until_ms); /* then fallback capacity and preemption again */
-    for (int i = 0; i < d->npending; i++) {
+    for (int i = 0; i < seen; i++) {       /* the started leave the queue; nothing after seen did */
         struct d_job *j = d->pending[i];
-        if (j->held)
-            d_job_set_reason(d, j, "held by operator; musterctl release to let it run");
-        if (!j->placed)
+        if (j->placed)
+            d_job_pending_left(d, j);
+        else
             d->pending[kept++] = j;
     }
-    d->npending = kept;
-    wake_plan(d, now_mono, now_ms, timed_reasons);
+    if (kept < seen) {
+        size_t after = (size_t)(d->npending - seen);
+        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
+        memmove(&d->pending[kept], &d->pending[seen], after * sizeof(*d->pending));
+    }
+    d->npending -= seen - kept;
+    wake_plan(d, now_mono, now_ms, kept, timed_reasons);
 }
 
 void d_pass_free(struct musterd *d)

@@ -60,6 +60,8 @@ struct d_lease {
     bool lost;               /* another musterd took it: step down */
 };
 
+#define D_SHAPES_MAX 256 /* each pass may place each shape once to see it settled */
+
 struct musterd {
     struct cfg cfg;
     struct queue *q;
@@ -90,6 +92,17 @@ struct musterd {
     struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
     int npending;
     int cap_pending;
+    /* The pending jobs' distinct widest requests (d_shape.c), for a pass that stops early. */
+    struct d_shape {
+        struct sched_request req; /* gpu_type points at gpu_type below */
+        char gpu_type[64];
+        int count; /* pending jobs of the shape; 0 = a free entry */
+    } shapes[D_SHAPES_MAX];
+    int nshapes;
+    int shapes_untracked; /* pending jobs not counted in a shape: passes look at every job */
+    struct d_job **late;  /* pending jobs whose reason is newer than Redis's (d_job.c) */
+    int nlate;
+    int cap_late;
     struct d_job **live; /* placed or adopting jobs (d_job_live_update), in no order: what
                             holds GPUs, so that a HELLO, a pass or a status write need not
                             walk 100,000 pending jobs to find them */
@@ -148,6 +161,12 @@ struct musterd {
         int nvictims;                    /* entries of victims this pass (d_preempt_collect) */
         char reserved[QUEUE_JOB_ID_MAX]; /* the job given the last pass's reservation (its slots
                                             and est_start_s say where and when); "" = none */
+        struct sched_request shapes[D_SHAPES_MAX]; /* this pass's (d_shape_list) */
+        uint64_t full_due_ms; /* mono: the next pass looks at every job, to refresh the reasons
+                                 of those an early stop left alone; 0 = the next */
+        int64_t max_priority; /* the highest priority of a pending job, this pass */
+        int64_t min_victim_priority; /* the lowest of a pending preemptible job, this pass */
+        bool any_victim_pending;     /* a pending job is preemptible */
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
     /* After a restart: the nodes the last run knew (name -> d itself), until each registers
