@@ -54,10 +54,12 @@ struct order_queue {
     int n, cap, ndead;
     int nbatch, cap_batch;
     int nusers, cap_users;
-    int max_user; /* the largest user of keys[0..n), dead ones included; -1 when none */
-    int pos;      /* the iteration: the next key, or the end of the band being interleaved */
-    int band_end; /* the end of the band whose runs are in users */
-    double base;  /* the iteration's standing (usage + committed) / weight */
+    int first_dead; /* no key before it is dead (valid while ndead > 0) */
+    int max_user;   /* the largest user of keys[0..n), dead ones included; -1 when none */
+    bool max_stale; /* a dead key had max_user: the next merge finds it again */
+    int pos;        /* the iteration: the next key, or the end of the band being interleaved */
+    int band_end;   /* the end of the band whose runs are in users */
+    double base;    /* the iteration's standing (usage + committed) / weight */
     double weight;
     double charged; /* what the jobs taken in this iteration are expected to use */
 };
@@ -238,7 +240,8 @@ bool sched_order_remove(struct sched_order *o,
     for (int i = lo; i < q->n && prefix_cmp(&q->keys[i], &want) == 0; i++) {
         if (!q->keys[i].dead && q->keys[i].handle == handle) {
             q->keys[i].dead = true;
-            q->ndead++;
+            q->first_dead = q->ndead++ == 0 || i < q->first_dead ? i : q->first_dead;
+            q->max_stale |= q->keys[i].user == q->max_user;
             o->iterating = false;
             return true;
         }
@@ -258,6 +261,7 @@ void sched_order_clear(struct sched_order *o)
     for (int q = 0; q < SCHED_MAX_QUEUES; q++) {
         o->queues[q].n = o->queues[q].ndead = o->queues[q].nbatch = 0;
         o->queues[q].max_user = -1;
+        o->queues[q].max_stale = false;
     }
     o->iterating = false;
 }
@@ -275,22 +279,25 @@ int sched_order_count(const struct sched_order *o)
 static int queue_merge(struct sched_order *o, struct order_queue *q, int qi, struct mu_err *err)
 {
     int nb = q->nbatch;
-    int n = 0;
 
     if (grow((void **)&q->keys, &q->cap, q->n - q->ndead + nb, sizeof(*q->keys)) != 0
         || grow((void **)&o->tmp, &o->cap_tmp, nb, sizeof(*o->tmp)) != 0)
         return mu_errf(err, MU_E_NOMEM, "order: out of memory for %d jobs of queue %d",
                        q->n - q->ndead + nb, qi);
-    if (q->ndead > 0) {
-        q->max_user = -1;
-        for (int r = 0; r < q->n; r++) {
-            if (!q->keys[r].dead) {
+    if (q->ndead > 0) { /* compaction, from the first dead key on */
+        int n = q->first_dead;
+        for (int r = n; r < q->n; r++) {
+            if (!q->keys[r].dead)
                 q->keys[n++] = q->keys[r];
-                q->max_user = q->keys[r].user > q->max_user ? q->keys[r].user : q->max_user;
-            }
         }
         q->n = n;
         q->ndead = 0;
+    }
+    if (q->max_stale) {
+        q->max_user = -1;
+        for (int r = 0; r < q->n; r++)
+            q->max_user = q->keys[r].user > q->max_user ? q->keys[r].user : q->max_user;
+        q->max_stale = false;
     }
     if (nb > 1)
         keys_sort(q->batch, o->tmp, nb, NULL);
