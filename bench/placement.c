@@ -28,12 +28,19 @@
  *
  *   preempt nodes=4096 running=… candidates=… p50_us=… p99_us=… gang=32x8 victims=… lost_gpu_s=…
  *
- * --order times the fair-share order alone (sched_order_jobs, core/share.c) of 100,000 pending
+ * --order times the fair-share order alone (sched_order_jobs, core/order.c) of 100,000 pending
  * jobs in 50 queues of 20 users each with random weights, usages, priorities and sizes, next to
  * a plain qsort of the same jobs by priority and age (the order before fair share), in the same
  * run (the --pass order has the same users):
  *
  *   order pending=100000 queues=50 users=1000 p50_ms=… max_ms=… qsort_p50_ms=…
+ *
+ * then the order kept across passes (issue #15, core/order.c) over 100,000 jobs in 4 queues of
+ * 50 users in all: the full sched_order_jobs, and what a pass that looks at the first 100 jobs
+ * pays after 8 jobs changed (8 removes and 8 adds, begin, 100 next), in the same run:
+ *
+ *   order_kept pending=100000 queues=4 users=50 full_p50_ms=… full_max_ms=… changes=16 take=100
+ *       kept_p50_us=… kept_max_us=…
  *
  * Numbers are printed, never asserted (STYLE §1.8).
  */
@@ -597,6 +604,91 @@ out:
     return rc;
 }
 
+#define KEPT_QUEUES 4
+#define KEPT_USERS  50 /* user u belongs to queue u % KEPT_QUEUES */
+#define KEPT_TAKE   100
+#define KEPT_CHANGE 8
+
+/* The kept order (issue #15): full sched_order_jobs of NORDER jobs, and a pass's share of the
+ * kept one, KEPT_CHANGE removes and adds, begin and the first KEPT_TAKE jobs, both timed. */
+static int bench_order_kept(int runs)
+{
+    struct sched_order_job *jobs = calloc(NORDER, sizeof(*jobs));
+    int *order = calloc(NORDER, sizeof(*order));
+    int64_t *ns = calloc((size_t)runs, sizeof(*ns));
+    int64_t *ks = calloc((size_t)runs, sizeof(*ks));
+    struct sched_share_queue queues[KEPT_QUEUES];
+    struct sched_share_user users[KEPT_USERS];
+    struct sched_order *o = sched_order_new();
+    struct sched_order *kept = sched_order_new();
+    struct mu_err err;
+    int mid = runs / 2;
+    int rc = 1;
+
+    if (!jobs || !order || !ns || !ks || !o || !kept)
+        goto out;
+    for (int q = 0; q < KEPT_QUEUES; q++)
+        queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
+                                                .usage = (double)rnd(1000000),
+                                                .committed = (double)rnd(100000) };
+    users_random(users, KEPT_USERS);
+    for (int i = 0; i < NORDER; i++) {
+        int q = rnd(KEPT_QUEUES);
+        jobs[i] = (struct sched_order_job){
+            .queue = q,
+            .user = q + KEPT_QUEUES * rnd((KEPT_USERS - q + KEPT_QUEUES - 1) / KEPT_QUEUES),
+            .priority = rnd(5),
+            .submitted_ms = 1795000000000ULL + (uint64_t)i,
+            .cost = (double)(1 + rnd(64)) * (600 + rnd(86400))
+        };
+        if (sched_order_add(kept, &jobs[i], (void *)((intptr_t)i + 1), &err) != 0)
+            goto fail;
+    }
+    if (sched_order_begin(kept, queues, KEPT_QUEUES, users, KEPT_USERS, &err) != 0)
+        goto fail;
+    for (int k = 0; k < runs; k++) {
+        int64_t t0 = mono_ns();
+        if (sched_order_jobs(o, jobs, NORDER, queues, KEPT_QUEUES, users, KEPT_USERS, order, &err)
+            != 0)
+            goto fail;
+        ns[k] = mono_ns() - t0;
+        /* A pass: some jobs started or changed (each removed and added anew, submitted later). */
+        t0 = mono_ns();
+        for (int c = 0; c < KEPT_CHANGE; c++) {
+            int i = rnd(NORDER);
+            void *h = (void *)((intptr_t)i + 1);
+            if (!sched_order_remove(kept, &jobs[i], h))
+                goto fail;
+            jobs[i].submitted_ms += NORDER;
+            if (sched_order_add(kept, &jobs[i], h, &err) != 0)
+                goto fail;
+        }
+        if (sched_order_begin(kept, queues, KEPT_QUEUES, users, KEPT_USERS, &err) != 0)
+            goto fail;
+        for (int t = 0; t < KEPT_TAKE; t++)
+            (void)sched_order_next(kept);
+        ks[k] = mono_ns() - t0;
+    }
+    qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
+    qsort(ks, (size_t)runs, sizeof(*ks), cmp_i64);
+    printf("order_kept pending=%d queues=%d users=%d full_p50_ms=%.2f full_max_ms=%.2f "
+           "changes=%d take=%d kept_p50_us=%.1f kept_max_us=%.1f\n",
+           NORDER, KEPT_QUEUES, KEPT_USERS, (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6,
+           2 * KEPT_CHANGE, KEPT_TAKE, (double)ks[mid] / 1e3, (double)ks[runs - 1] / 1e3);
+    rc = 0;
+    goto out;
+fail:
+    (void)fprintf(stderr, "muster-bench-placement: %s\n", err.msg);
+out:
+    sched_order_free(kept);
+    sched_order_free(o);
+    free(ks);
+    free(ns);
+    free(order);
+    free(jobs);
+    return rc;
+}
+
 static int usage(void)
 {
     (void)fprintf(
@@ -689,7 +781,8 @@ int main(int argc, char **argv)
         return rc;
     if (o.order) {
         rng_state ^= (uint64_t)o.seed * 0x2545F4914F6CDD1DULL;
-        return bench_order(o.runs ? (int)o.runs : 20);
+        rc = bench_order(o.runs ? (int)o.runs : 20);
+        return rc != 0 ? rc : bench_order_kept(o.runs ? (int)o.runs : 20);
     }
     if (o.preempt && !o.occ_given)
         o.occ = 0.97;

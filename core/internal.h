@@ -318,4 +318,10 @@ int sched_reserve_search(struct sched_cluster *c,
                          int *freed_by,
                          struct mu_err *err);
 
+/* A queue's weight in the fair-share order: a weight <= 0 counts as 1 (sched.h). */
+static inline double sched_share_weight(const struct sched_share_queue *q)
+{
+    return q->weight > 0 ? q->weight : 1;
+}
+
 #endif

@@ -570,7 +570,7 @@ double sched_spot_return_gain(double from_per_h,
                               int64_t remaining_s,
                               int64_t lost_s);
 
-/* ---- fair share between queues (core/share.c, docs/fair-share.md) ---- */
+/* ---- fair share between queues (core/share.c, core/order.c, docs/fair-share.md) ---- */
 
 #define SCHED_MAX_QUEUES                                                    \
     65 /* the configured queues (64 at most), plus one for jobs whose queue \
@@ -616,9 +616,10 @@ struct sched_order_job {
     double cost;           /* GPU-seconds it is expected to use: GPUs x expected run time */
 };
 
-/* Scratch for sched_order_jobs, kept between passes. */
+/* The fair-share order (core/order.c): the pending jobs' keys, kept sorted between passes and
+ * changed incrementally, and the scratch of an iteration.  Not thread-safe; one user at a time. */
 struct sched_order;
-struct sched_order *sched_order_new(void); /* NULL when out of memory */
+struct sched_order *sched_order_new(void); /* NULL when out of memory; sched_order_free */
 void sched_order_free(struct sched_order *o);
 
 /*
@@ -627,9 +628,10 @@ void sched_order_free(struct sched_order *o);
  * is lowest (ties: the lower queue index); taking a job charges its queue the job's cost.
  * Within a queue: priority (higher first), then gangs requeued by a spot interruption; among
  * jobs equal in both, the next job of the user whose usage + committed + charged is lowest
- * (ties: the user whose next job is older), then age, then id.  users[0..nusers) may be NULL/0:
- * then every job of a queue counts as one user's.  0, or -1 with err (a job naming no queue or
- * no user, out of memory).
+ * (ties: the user whose next job is older), then age, then id (a NULL id before any other),
+ * then index.  users[0..nusers) may be NULL/0: then every job of a queue counts as one user's.
+ * 0, or -1 with err (a job naming no queue or no user, out of memory).  It is sched_order_clear,
+ * sched_order_add of every job, sched_order_begin and sched_order_next (below): O(n log n).
  */
 int sched_order_jobs(struct sched_order *o,
                      const struct sched_order_job *jobs,
@@ -640,6 +642,54 @@ int sched_order_jobs(struct sched_order *o,
                      int nusers,
                      int *order,
                      struct mu_err *err);
+
+/*
+ * The same order kept across passes and produced one job at a time (issue #15), so that a pass
+ * that looks at the first k jobs costs O(k (log q + log u)) plus O(changes), not a sort of every
+ * job.  Keys live in o between calls; a key's fields (and its id string, borrowed) must not change
+ * while it is in o: remove it, then add it again.  Adding or removing ends an iteration (next then
+ * returns NULL until the next begin).
+ *
+ * sched_order_add: the job goes to a batch merged at the next begin; amortized O(1).  handle (not
+ * NULL) is what next returns for it.  The job's queue must be 0..SCHED_MAX_QUEUES-1 and its user
+ * >= 0 (users are checked against nusers at begin).  0, or -1 with err (MU_E_INVAL, MU_E_NOMEM;
+ * o unchanged).
+ */
+int sched_order_add(struct sched_order *o,
+                    const struct sched_order_job *job,
+                    void *handle,
+                    struct mu_err *err);
+
+/* Removes the key added with job's field values and handle: true, or false when it is not in o.
+ * O(log n) over the queue's merged keys, plus a scan of the keys added since the last begin. */
+bool sched_order_remove(struct sched_order *o,
+                        const struct sched_order_job *job,
+                        const void *handle);
+
+void sched_order_clear(struct sched_order *o);      /* removes every key; keeps the memory */
+int sched_order_count(const struct sched_order *o); /* the keys in o */
+
+/*
+ * Starts an iteration of the order for these standings: merges the batch and drops removed keys
+ * (O(n) sequential over the changed queues' keys, only when something changed), then sets up
+ * the queues' heap; O(q + u) otherwise.  queues and users are read here only (copied).  The
+ * order is sched_order_jobs's over the keys in o, the order of adding as the last tie-break; with
+ * nusers 0 there is no interleave between users and a band goes by the user field, then age (add
+ * jobs with user 0 to go by age alone).  Users are per queue: a user index that two queues share
+ * is charged, across them, for the jobs taken so far.  0, or -1 with err (a key naming a queue
+ * >= nqueues or a user >= nusers, out of memory), and then no iteration.
+ */
+int sched_order_begin(struct sched_order *o,
+                      const struct sched_share_queue *queues,
+                      int nqueues,
+                      const struct sched_share_user *users,
+                      int nusers,
+                      struct mu_err *err);
+
+/* The next job's handle in the fair-share order; NULL after the last, or with no iteration
+ * begun.  O(log q + log u) amortized; the first job of a band also finds its users' runs
+ * (O(u log b) for a band of b jobs). */
+void *sched_order_next(struct sched_order *o);
 
 /* ---- quotas, cohorts and borrowing between queues (core/quota.c, docs/quotas.md) ---- */
 
