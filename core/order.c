@@ -447,6 +447,24 @@ void *sched_order_next(struct sched_order *o)
     return key->handle;
 }
 
+bool sched_order_rest_priority(const struct sched_order *o, int64_t *max)
+{
+    bool any = false;
+    int64_t best = INT64_MIN;
+    if (!o->iterating)
+        return false;
+    for (int k = 0; k < o->nheap; k++) {
+        const struct order_queue *q = &o->queues[o->heap[k].index];
+        /* A band being interleaved holds the queue's highest rank left; else the next key. */
+        int64_t rank = q->nusers > 0 ? q->keys[q->band_end - 1].rank : q->keys[q->pos].rank;
+        if (rank > best)
+            best = rank;
+        any = true;
+    }
+    *max = (best - (best & 1)) / 2; /* rank = priority * 2 + requeued */
+    return any;
+}
+
 int sched_order_jobs(struct sched_order *o,
                      const struct sched_order_job *jobs,
                      int n,

@@ -129,6 +129,20 @@ bool sched_preempt_may(const struct sched_quota_queue *quota,
     return lowest_victim(victims, nvictims, &lowest) && priority > lowest;
 }
 
+bool sched_pass_rest_may_preempt(const struct sched_order *o,
+                                 const struct sched_quota_queue *quota,
+                                 int nquota,
+                                 const struct sched_victim *victims,
+                                 int nvictims,
+                                 const struct sched_shape_span *span)
+{
+    int64_t rest;
+    if (!sched_order_rest_priority(o, &rest))
+        return false;
+    return sched_preempt_may(quota, nquota, victims, nvictims, rest)
+           || (span->any_preemptible && span->min_preemptible < rest);
+}
+
 int sched_preempt_first(struct sched_cluster *c,
                         const struct sched_quota_queue *quota,
                         int nquota,

@@ -360,6 +360,48 @@ int sched_pass_step(struct sched_cluster *c,
 bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *shapes, int nshapes);
 int sched_pass_close(struct sched_cluster *c);
 
+/* ---- the shapes of a queue (core/shapes.c, issue #15) ---- */
+
+#define SCHED_SHAPES_MAX 256 /* a pass may place each shape once to see it settled */
+
+struct sched_shape {
+    struct sched_request req; /* gpu_type points at gpu_type below */
+    char gpu_type[64];
+    int64_t priority;
+    bool preemptible;
+    int count; /* pending jobs of the shape; 0 = a free entry */
+};
+
+/* The distinct widest requests of a queue's jobs, with their priority and preemptibility; zero
+ * it to start.  A plain value: no allocation. */
+struct sched_shapes {
+    struct sched_shape e[SCHED_SHAPES_MAX];
+    int n;
+    int untracked; /* jobs not counted in a shape: the list is unknown while there are any */
+};
+
+/* What a list of shapes spans: the highest priority, the lowest of a preemptible job. */
+struct sched_shape_span {
+    int64_t max_priority; /* INT64_MIN: no job */
+    int64_t min_preemptible;
+    bool any_preemptible;
+};
+
+/* Counts a job of request r (relaxes: its required level widens with time, so anywhere) joining
+ * the queue; returns the handle to remove it with: > 0, or -1 when it is not counted (the table is
+ * full, or its GPU type is too long to keep). */
+int sched_shapes_add(struct sched_shapes *s,
+                     const struct sched_request *r,
+                     bool relaxes,
+                     int64_t priority,
+                     bool preemptible);
+void sched_shapes_remove(struct sched_shapes *s, int handle); /* 0: nothing */
+/* The shapes into out[0..SCHED_SHAPES_MAX) and what they span; their count, or -1 when some job
+ * is not counted. */
+int sched_shapes_list(const struct sched_shapes *s,
+                      struct sched_request *out,
+                      struct sched_shape_span *span);
+
 /* ---- why a job waits, on demand (core/explain.c, issue #18) ---- */
 
 /* One topology level as a request sees it: the most tasks of it one domain takes. */
@@ -517,6 +559,19 @@ bool sched_preempt_may(const struct sched_quota_queue *quota,
                        const struct sched_victim *victims,
                        int nvictims,
                        int64_t priority);
+
+struct sched_order;
+
+/* Whether a job that the order's iteration has not reached yet could get a plan from
+ * sched_preempt_first: its priority, at most sched_order_rest_priority's, is above a gang that may
+ * be stopped, one of victims or one of the pending jobs span tells of (which may start in the
+ * pass); or a queue is limited by a quota.  False when the iteration has no job left. */
+bool sched_pass_rest_may_preempt(const struct sched_order *o,
+                                 const struct sched_quota_queue *quota,
+                                 int nquota,
+                                 const struct sched_victim *victims,
+                                 int nvictims,
+                                 const struct sched_shape_span *span);
 
 /* A job of a pass as sched_preempt_first sees it. */
 struct sched_preempt_job {
@@ -690,6 +745,10 @@ int sched_order_begin(struct sched_order *o,
  * begun.  O(log q + log u) amortized; the first job of a band also finds its users' runs
  * (O(u log b) for a band of b jobs). */
 void *sched_order_next(struct sched_order *o);
+
+/* The highest priority among the jobs the iteration has not returned yet (jobs come by priority
+ * within their queue, so O(queues)); false when none is left or no iteration is under way. */
+bool sched_order_rest_priority(const struct sched_order *o, int64_t *max);
 
 /* ---- quotas, cohorts and borrowing between queues (core/quota.c, docs/quotas.md) ---- */
 

@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The shapes of a queue (core/shapes.c, issue #15) and what a pass that stops early asks of the
+ * order (sched_order_rest_priority, sched_pass_rest_may_preempt): jobs of one widest request
+ * share a shape and are counted; a job leaving uncounts it and a free entry is reused; the span
+ * gives the highest priority and the lowest preemptible one; a job that cannot be counted (the
+ * table full, a GPU type too long) makes the list unknown until it leaves.  The rest of an
+ * iteration's highest priority follows the order, and decides whether a later job could preempt.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/mu.h"
+#include "core/sched.h"
+
+#include "common/mu_banned.h"
+
+static void test_shapes_count_and_span(void **state)
+{
+    struct sched_shapes *s = calloc(1, sizeof(*s));
+    struct sched_request out[SCHED_SHAPES_MAX];
+    struct sched_shape_span span;
+    struct sched_request a = sched_request_make(2, 8);
+    struct sched_request b = a;
+    char type[16] = "H100";
+    int ha;
+    int hb;
+    int hc;
+    (void)state;
+    assert_non_null(s);
+
+    a.gpu_type = type;
+    a.required_level = 1;
+    a.avoid = (const int[]){ 3 };
+    a.navoid = 1;
+    b.gpu_type = "H100"; /* the same bytes elsewhere, no avoided node: the same shape */
+    b.required_level = 1;
+    ha = sched_shapes_add(s, &a, false, 0, true);
+    hb = sched_shapes_add(s, &b, false, 0, true);
+    assert_true(ha > 0);
+    assert_int_equal(hb, ha);
+    type[0] = 'X'; /* the shape keeps its own copy of the type */
+    assert_int_equal(sched_shapes_list(s, out, &span), 1);
+    assert_string_equal(out[0].gpu_type, "H100");
+    assert_int_equal(out[0].navoid, 0);
+    assert_int_equal(out[0].required_level, 1);
+    assert_true(span.any_preemptible);
+    assert_int_equal(span.min_preemptible, 0);
+    assert_int_equal(span.max_priority, 0);
+
+    /* Relaxing with time: anywhere.  Another priority: another shape, in the span. */
+    hc = sched_shapes_add(s, &b, true, 10, false);
+    assert_true(hc > 0 && hc != ha);
+    assert_int_equal(sched_shapes_list(s, out, &span), 2);
+    assert_int_equal(out[1].required_level, -1);
+    assert_int_equal(span.max_priority, 10);
+    assert_int_equal(span.min_preemptible, 0);
+
+    /* Leaving: counted down, then gone; its entry is reused. */
+    sched_shapes_remove(s, ha);
+    assert_int_equal(sched_shapes_list(s, out, &span), 2);
+    sched_shapes_remove(s, hb);
+    assert_int_equal(sched_shapes_list(s, out, &span), 1);
+    assert_false(span.any_preemptible);
+    assert_int_equal(sched_shapes_add(s, &a, false, 5, true), ha);
+    sched_shapes_remove(s, 0); /* nothing */
+    assert_int_equal(sched_shapes_list(s, out, &span), 2);
+    free(s);
+}
+
+static void test_shapes_untracked(void **state)
+{
+    struct sched_shapes *s = calloc(1, sizeof(*s));
+    struct sched_request out[SCHED_SHAPES_MAX];
+    struct sched_shape_span span;
+    struct sched_request r = sched_request_make(1, 1);
+    char longtype[100];
+    int h[SCHED_SHAPES_MAX];
+    int extra;
+    int odd;
+    (void)state;
+    assert_non_null(s);
+
+    for (int i = 0; i < SCHED_SHAPES_MAX; i++) {
+        r.tasks = 1 + i;
+        h[i] = sched_shapes_add(s, &r, false, 0, false);
+        assert_true(h[i] > 0);
+    }
+    assert_int_equal(sched_shapes_list(s, out, &span), SCHED_SHAPES_MAX);
+    r.tasks = SCHED_SHAPES_MAX + 1;
+    extra = sched_shapes_add(s, &r, false, 0, false);
+    assert_int_equal(extra, -1);
+    assert_int_equal(sched_shapes_list(s, out, &span), -1); /* unknown while it is there */
+    sched_shapes_remove(s, extra);
+    assert_int_equal(sched_shapes_list(s, out, &span), SCHED_SHAPES_MAX);
+
+    sched_shapes_remove(s, h[7]);
+    memset(longtype, 'a', sizeof(longtype) - 1);
+    longtype[sizeof(longtype) - 1] = '\0';
+    r.gpu_type = longtype;
+    odd = sched_shapes_add(s, &r, false, 0, false); /* room, but a type too long to keep */
+    assert_int_equal(odd, -1);
+    assert_int_equal(sched_shapes_list(s, out, &span), -1);
+    sched_shapes_remove(s, odd);
+    assert_int_equal(sched_shapes_list(s, out, &span), SCHED_SHAPES_MAX - 1);
+    free(s);
+}
+
+/* The order's rest: priority 10 of queue 0 first, then 0s; a later job may preempt a priority-0
+ * gang only while a priority-10 job is left. */
+static void test_rest_priority(void **state)
+{
+    struct sched_order *o = sched_order_new();
+    struct sched_share_queue queues[2] = { { .weight = 1 }, { .weight = 1 } };
+    struct sched_victim victim = { .priority = 0, .preemptible = true };
+    struct sched_shape_span span = { .max_priority = 10 };
+    struct sched_quota_queue quota[2];
+    struct sched_quota_config qcfg[1] = { { .name = "a" } };
+    int64_t rest = -1;
+    int handles[6];
+    (void)state;
+    assert_non_null(o);
+    sched_quota_queues_init(quota, qcfg, 1);
+
+    for (int i = 0; i < 6; i++) {
+        struct sched_order_job j = {
+            .queue = i % 2, .priority = i < 2 ? 10 : 0, .submitted_ms = (uint64_t)i, .cost = 1
+        };
+        assert_int_equal(sched_order_add(o, &j, &handles[i], NULL), 0);
+    }
+    assert_false(sched_order_rest_priority(o, &rest)); /* no iteration yet */
+    assert_int_equal(sched_order_begin(o, queues, 2, NULL, 0, NULL), 0);
+    assert_true(sched_order_rest_priority(o, &rest));
+    assert_int_equal(rest, 10);
+    assert_true(sched_pass_rest_may_preempt(o, quota, 2, &victim, 1, &span));
+    assert_non_null(sched_order_next(o));
+    assert_true(sched_order_rest_priority(o, &rest));
+    assert_int_equal(rest, 10); /* the other queue's priority-10 job is left */
+    assert_non_null(sched_order_next(o));
+    assert_true(sched_order_rest_priority(o, &rest));
+    assert_int_equal(rest, 0);
+    assert_false(sched_pass_rest_may_preempt(o, quota, 2, &victim, 1, &span));
+    span.any_preemptible = true; /* a pending priority-0 job may start and become a victim... */
+    span.min_preemptible = 0;
+    assert_false(sched_pass_rest_may_preempt(o, quota, 2, &victim, 1, &span)); /* ...not lower */
+    span.min_preemptible = -1;
+    assert_true(sched_pass_rest_may_preempt(o, quota, 2, &victim, 1, &span));
+    while (sched_order_next(o))
+        ;
+    assert_false(sched_order_rest_priority(o, &rest));
+    assert_false(sched_pass_rest_may_preempt(o, quota, 2, &victim, 1, &span));
+    sched_order_free(o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shapes_count_and_span),
+        cmocka_unit_test(test_shapes_untracked),
+        cmocka_unit_test(test_rest_priority),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
