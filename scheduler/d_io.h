@@ -140,6 +140,7 @@ struct d_metrics {
     double pass_jobs;       /* pending jobs the last pass looked at (never an array's unmade
                                elements, nor jobs waiting for dependencies) */
     double passes_stopped;  /* passes that stopped before the end of the queue (d_pass.c) */
+    double pass_stopped_sum_s; /* of pass_sum_s, the time of those */
 };
 
 /* What a job update adds to the counters. */

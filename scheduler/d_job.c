@@ -218,7 +218,7 @@ static void reason_late(struct musterd *d, struct d_job *j)
     j->late_at = d->nlate;
 }
 
-static void reason_late_drop(struct musterd *d, struct d_job *j)
+void d_job_reason_late_drop(struct musterd *d, struct d_job *j)
 {
     struct d_job *last;
     if (!j->late_at)
@@ -248,7 +248,7 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
             j->reason_stored = true;
             j->reason_at_ms = now;
             mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
-            reason_late_drop(d, j);
+            d_job_reason_late_drop(d, j);
         } else {
             reason_late(d, j);
         }
@@ -268,7 +268,7 @@ void d_jobs_flush_reasons(struct musterd *d)
             continue; /* jobs after it left the list: the last moved to their place */
         j = d->late[i];
         if (strcmp(j->reason, j->reason_written) == 0) {
-            reason_late_drop(d, j);
+            d_job_reason_late_drop(d, j);
         } else if (now - j->reason_at_ms >= 1000) {
             char reason[sizeof(j->reason)];
             mu_strlcpy(reason, j->reason, sizeof(reason));
@@ -277,12 +277,6 @@ void d_jobs_flush_reasons(struct musterd *d)
             d_job_set_reason(d, j, reason);
         }
     }
-}
-
-void d_job_pending_left(struct musterd *d, struct d_job *j)
-{
-    d_shape_remove(d, j);
-    reason_late_drop(d, j);
 }
 
 void d_array_tally_get(const struct d_job *p, struct d_array_tally *t)
@@ -329,38 +323,6 @@ void d_job_wake_dependents(struct musterd *d, struct d_job *j)
     d->dirty = true; /* the pass begins with d_deps_wake */
 }
 
-void d_job_pending_add(struct musterd *d, struct d_job *j)
-{
-    if (d->npending == d->cap_pending) {
-        int cap = d->cap_pending ? d->cap_pending * 2 : 256;
-        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-        struct d_job **p = realloc(d->pending, (size_t)cap * sizeof(*p));
-        if (!p) {
-            mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory queueing job", j->id);
-            return;
-        }
-        d->pending = p;
-        d->cap_pending = cap;
-    }
-    d->pending[d->npending++] = j;
-    d_shape_add(d, j);
-    d->dirty = true;
-}
-
-void d_job_pending_remove(struct musterd *d, struct d_job *j)
-{
-    for (int i = 0; i < d->npending; i++) {
-        if (d->pending[i] == j) {
-            size_t after = (size_t)(d->npending - i - 1);
-            /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-            memmove(&d->pending[i], &d->pending[i + 1], after * sizeof(*d->pending));
-            d->npending--;
-            d_job_pending_left(d, j);
-            return;
-        }
-    }
-}
-
 int d_job_live_reserve(struct musterd *d)
 {
     int cap = d->cap_live ? d->cap_live * 2 : 256;
@@ -396,8 +358,8 @@ void d_job_live_update(struct musterd *d, struct d_job *j)
 void d_job_forget(struct musterd *d, struct d_job *j)
 {
     d_job_pending_remove(d, j);
-    reason_late_drop(d, j);     /* a reason while an old attempt stops: not in d->pending */
-    if (MU_NEVER(j->live_at)) { /* forgotten while it holds GPUs: at least no dangling pointer */
+    d_job_reason_late_drop(d, j); /* a reason while an old attempt stops: not in d->pending */
+    if (MU_NEVER(j->live_at)) {   /* forgotten while it holds GPUs: at least no dangling pointer */
         j->placed = j->adopting = false;
         d_job_live_update(d, j);
     }
@@ -747,6 +709,8 @@ void d_jobs_free(struct musterd *d)
     d->nwoken = d->cap_woken = 0;
     free(d->pending);
     d->pending = NULL;
+    sched_order_free(d->order);
+    d->order = NULL;
     free(d->live);
     free(d->late);
     d->live = NULL;

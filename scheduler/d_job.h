@@ -161,8 +161,13 @@ struct d_job {
     char array_of[QUEUE_JOB_ID_MAX]; /* an array's element: the array's id; "" otherwise */
     bool array_unstarted;            /* an element counted in its array's pending */
     int live_at;                     /* 1 + its index in d->live; 0 = not placed nor adopting */
+    int pending_at;                  /* 1 + its index in d->pending; 0 = not pending */
     int shape_at; /* while pending: 1 + its index in d->shapes, -1 not counted; 0 = not pending */
-    int late_at;  /* 1 + its index in d->late (a reason not yet written); 0 = none */
+    struct sched_order_job okey; /* its key in d->order, while in_order */
+    bool in_order;
+    int ahead; /* as of the last pass that reached it: jobs before it in the order, not held */
+    int ahead_other; /* of those, in other queues */
+    int late_at;     /* 1 + its index in d->late (a reason not yet written); 0 = none */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
@@ -248,15 +253,13 @@ void d_array_tally_get(const struct d_job *p, struct d_array_tally *t);
 
 /* The pending list: PENDING jobs that hold no resources. */
 void d_job_pending_add(struct musterd *d, struct d_job *j);
-void d_job_pending_remove(struct musterd *d, struct d_job *j);
-/* j left d->pending (removed, or started by a pass that took it out): its shape's count and its
- * late reason go. */
-void d_job_pending_left(struct musterd *d, struct d_job *j);
-/* j joins or leaves d->pending: its shape's count (d_shape.c). */
-void d_shape_add(struct musterd *d, struct d_job *j);
-void d_shape_remove(struct musterd *d, struct d_job *j);
-/* The pending jobs' shapes into out[0..D_SHAPES_MAX); -1 when some job is not counted in one. */
-int d_shape_list(struct musterd *d, struct sched_request *out);
+void d_job_pending_remove(struct musterd *d, struct d_job *j); /* O(1); nothing when not in */
+/* d->order holds every pending job's key as of now: rebuilt when stale (keys may have changed,
+ * or one could not be added).  0, or -1 with err (no memory; still stale). */
+int d_pending_order_fresh(struct musterd *d, struct mu_err *err);
+void d_pending_order_stale(struct musterd *d); /* a reload: queues and run times may differ */
+/* j's reason no longer waits for its write (it left, or was written). */
+void d_job_reason_late_drop(struct musterd *d, struct d_job *j);
 /* Room in d->live for one more job (0), or -1 without memory: called before a job is placed or
  * starts adopting, so that d_job_live_update never allocates. */
 int d_job_live_reserve(struct musterd *d);

@@ -182,13 +182,19 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
                != 0
         || sample(b, "scheduling_pass_jobs", NULL, NULL, NULL, NULL, d->metrics.pass_jobs, err) != 0
         || head(b, "scheduling_passes_stopped", "gauge",
-                "Of the passes, those that stopped before the end of a queue of over 1,000 jobs "
-                "once no later job could start, take the reservation or preempt (their reasons "
-                "are refreshed by a pass over every job every 10 s).",
+                "Of the passes, those that stopped before the end of a queue of over 1,000 jobs, "
+                "once no later job could start, take the reservation or preempt (the later "
+                "jobs' reasons are refreshed by a pass over every job every 10 s).",
                 err)
                != 0
         || sample(b, "scheduling_passes_stopped", NULL, NULL, NULL, NULL, d->metrics.passes_stopped,
                   err)
+               != 0
+        || head(b, "scheduling_pass_stopped_seconds", "gauge",
+                "Of scheduling_pass_seconds, the time of the passes that stopped early.", err)
+               != 0
+        || sample(b, "scheduling_pass_stopped_seconds", NULL, NULL, NULL, NULL,
+                  d->metrics.pass_stopped_sum_s, err)
                != 0)
         return -1;
     return 0;

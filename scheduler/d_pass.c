@@ -10,7 +10,7 @@
  * (core/share.c, docs/fair-share.md).
  *
  * A long queue (issue #15): the core's pass goes in steps, and once 1,000 jobs were looked at it
- * stops when sched_pass_settled says none of the pending jobs' shapes (d_shape.c) can start or
+ * stops when sched_pass_settled says none of the pending jobs' shapes (core/shapes.c) can start or
  * take the reservation, and no later job could preempt.  The jobs after keep their reasons until
  * the pass over every job that comes every REASON_REFRESH_MS (docs/placement.md).
  *
@@ -60,14 +60,8 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
         struct d_job **who = out ? realloc(d->pass.who, (size_t)cap * sizeof(*who)) : NULL;
         struct sched_request *reqs =
             who ? realloc(d->pass.reqs, (size_t)cap * sizeof(*reqs)) : NULL;
-        struct sched_order_job *ojobs =
-            reqs ? realloc(d->pass.order_jobs, (size_t)cap * sizeof(*ojobs)) : NULL;
-        int *oidx = ojobs ? realloc(d->pass.order_idx, (size_t)cap * sizeof(*oidx)) : NULL;
         struct sched_preempt_job *pjobs =
-            oidx ? realloc(d->pass.pjobs, (size_t)cap * sizeof(*pjobs)) : NULL;
-        struct d_job **sorted = NULL;
-        if (pjobs) /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-            sorted = realloc(d->pass.sorted, (size_t)cap * sizeof(*sorted));
+            reqs ? realloc(d->pass.pjobs, (size_t)cap * sizeof(*pjobs)) : NULL;
         if (jobs)
             d->pass.jobs = jobs;
         if (out)
@@ -76,16 +70,9 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
             d->pass.who = who;
         if (reqs)
             d->pass.reqs = reqs;
-        if (ojobs)
-            d->pass.order_jobs = ojobs;
-        if (oidx)
-            d->pass.order_idx = oidx;
-        if (pjobs)
-            d->pass.pjobs = pjobs;
-        if (sorted)
-            d->pass.sorted = sorted;
-        if (!sorted)
+        if (!pjobs)
             return -1;
+        d->pass.pjobs = pjobs;
         d->pass.cap_pending = cap;
     }
     if (nrunning > d->pass.cap_running) {
@@ -160,14 +147,16 @@ void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs)
     sched_quota_queues_init(qs, cfg, n); /* the rule is the core's, shared with muster-sim */
 }
 
-/* Puts d->pending in the fair-share order (core/share.c); 0, or -1 with err. */
-static int pending_order(struct musterd *d, const double *committed, struct mu_err *err)
+/* Starts an iteration of the pending jobs in the fair-share order (core/order.c: kept across
+ * passes in d->order, produced lazily) for the queues' and users' standings now; 0, or -1 with
+ * err. */
+static int order_begin(struct musterd *d, const double *committed, struct mu_err *err)
 {
     struct sched_share_queue queues[SCHED_MAX_QUEUES];
     int nqueues = d->cfg.nqueues + 1; /* the last: queues no longer configured */
 
-    if (!d->pass.order && !(d->pass.order = sched_order_new()))
-        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    if (d_pending_order_fresh(d, err) != 0)
+        return -1;
     for (int q = 0; q < nqueues; q++) {
         queues[q] = (struct sched_share_queue){
             .weight = q < d->cfg.nqueues ? d->cfg.queues[q].weight : 1,
@@ -175,36 +164,7 @@ static int pending_order(struct musterd *d, const double *committed, struct mu_e
             .committed = committed[q],
         };
     }
-    d->pass.max_priority = INT64_MIN;
-    d->pass.any_victim_pending = false;
-    for (int i = 0; i < d->npending; i++) {
-        const struct d_job *j = d->pending[i];
-        if (j->spec.priority > d->pass.max_priority)
-            d->pass.max_priority = j->spec.priority;
-        if (j->spec.preemptible
-            && (!d->pass.any_victim_pending || j->spec.priority < d->pass.min_victim_priority)) {
-            d->pass.min_victim_priority = j->spec.priority;
-            d->pass.any_victim_pending = true;
-        }
-        d->pass.order_jobs[i] = (struct sched_order_job){
-            .queue = j->queue_idx,
-            .user = MU_NEVER(!j->user) ? 0 : j->user->slot,
-            .priority = j->spec.priority,
-            .head_of_queue = j->head_of_queue,
-            .submitted_ms = j->submitted_ms,
-            .id = j->id,
-            .cost = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, d_job_run_s(d, j)),
-        };
-    }
-    if (sched_order_jobs(d->pass.order, d->pass.order_jobs, d->npending, queues, nqueues,
-                         d->pass.users, d->usage.nusers, d->pass.order_idx, err)
-        != 0)
-        return -1;
-    for (int i = 0; i < d->npending; i++)
-        d->pass.sorted[i] = d->pending[d->pass.order_idx[i]];
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-    memcpy(d->pending, d->pass.sorted, (size_t)d->npending * sizeof(*d->pending));
-    return 0;
+    return sched_order_begin(d->order, queues, nqueues, d->pass.users, d->usage.nusers, err);
 }
 
 /* The reason of a pending job that waits for its not_before_ms, with the time left. */
@@ -238,19 +198,16 @@ void d_wake_check(struct musterd *d, uint64_t now_mono_ms)
     }
 }
 
-/* After a pass: asks for the next one when the wait of one of the first nseen pending jobs
- * (those the pass looked at: no later one can start before something changes), a pool's
- * cool-down or (every few seconds, while reasons carry times) a reason's clock runs out. */
-static void wake_plan(
-    struct musterd *d, uint64_t now_mono_ms, int64_t now_wall_ms, int nseen, bool timed_reasons)
+/* After a pass: asks for the next one when a pool's cool-down or (every few seconds, while
+ * reasons carry times) a reason's clock runs out.  (A job's own wait is asked for when the pass
+ * meets it: no job after the pass's stop can start before something changes.) */
+static void wake_plan(struct musterd *d,
+                      uint64_t now_mono_ms,
+                      int64_t now_wall_ms,
+                      bool timed_reasons)
 {
     int64_t now_s = now_wall_ms / 1000;
 
-    for (int i = 0; i < nseen; i++) {
-        uint64_t at = d->pending[i]->not_before_ms;
-        if (at && !d->pending[i]->held)
-            d_wake_at(d, at);
-    }
     for (int p = 0; p < d->cfg.npools; p++) {
         int64_t until_s = sched_cluster_pool_cooldown_until(d->cluster, p);
         if (until_s > now_s && d->npending > 0)
@@ -292,36 +249,30 @@ static const struct sched_request *pass_request(
 }
 
 /*
- * Whether the pass may stop before the end of the queue (issue #15): when this is not the
- * periodic pass over every job, every pending job is counted in a shape (d_shape.c), and no job
- * the pass would leave alone could get a preemption plan (sched_preempt_may with the highest
- * pending priority against the gangs running and the pending jobs that may start and become
- * victims).  Returns the shapes' count, or -1 when the pass looks at every job.
+ * Whether the pass may stop before the end of the queue (issue #15): not in the periodic pass
+ * over every job, and only when every pending job is counted in a shape (core/shapes.c).  Returns
+ * the shapes' count (d->pass.shapes, d->pass.span), or -1 when the pass looks at every job.
  */
 static int pass_shapes(struct musterd *d, uint64_t now_mono, bool regrace, int64_t now_ms)
 {
     int n;
     if (now_mono >= d->pass.full_due_ms)
         return -1;
-    n = d_shape_list(d, d->pass.shapes);
-    if (n < 0 || regrace) /* no preemption while known nodes may come back */
-        return n;
-    d_preempt_collect(d, now_ms);
-    if (sched_preempt_may(d->pass.quota, d->cfg.nqueues + 1, d->pass.victims, d->pass.nvictims,
-                          d->pass.max_priority)
-        || (d->pass.any_victim_pending && d->pass.min_victim_priority < d->pass.max_priority))
-        return -1;
+    n = sched_shapes_list(&d->shapes, d->pass.shapes, &d->pass.span);
+    if (n >= 0 && !regrace) /* no preemption while known nodes may come back */
+        d_preempt_collect(d, now_ms);
     return n;
 }
 
 /*
- * Steps the core's pass through the pending jobs in their order, collecting them into
- * d->pass.jobs/out/who; returns how many were stepped, *seen how many of d->pending were looked
- * at.  A held job, or one whose not_before_ms is still ahead (it gets its reason and
- * *timed_reasons is set), sits this pass out.  Each gets its request for this pass
- * (pass_request).  With nshapes >= 0, the pass stops once sched_pass_settled says no later job
- * can change it, asked after PASS_DEPTH_MIN jobs, after a job that did not start, at most once
- * per nshapes jobs.
+ * Steps the core's pass through the pending jobs in their order (order_begin), collecting them
+ * into d->pass.jobs/out/who; returns how many were stepped, and *seen how many jobs it took from
+ * the order.  A held job, or one whose not_before_ms is still ahead (it gets its reason,
+ * *timed_reasons is set and a pass is asked for then), sits this pass out.  Each gets its request
+ * for this pass (pass_request) and its place in the order (for musterctl why).  With nshapes >=
+ * 0, the pass stops once sched_pass_settled says no later job can change it, asked after
+ * PASS_DEPTH_MIN jobs, after a job that did not start, at most once per nshapes jobs, and
+ * when no later job could preempt (sched_pass_rest_may_preempt).
  */
 static int pass_run(struct musterd *d,
                     int nshapes,
@@ -331,19 +282,27 @@ static int pass_run(struct musterd *d,
                     bool *timed_reasons,
                     int *seen)
 {
+    int ahead_in[SCHED_MAX_QUEUES] = { 0 }; /* by queue: jobs taken, not held */
+    int ahead = 0;
     int n = 0;
     int next_check = PASS_DEPTH_MIN;
-    int i;
+    struct d_job *j;
 
-    for (i = 0; i < d->npending; i++) {
-        struct d_job *j = d->pending[i];
+    *seen = 0;
+    while ((j = sched_order_next(d->order)) != NULL) {
+        (*seen)++;
+        j->ahead = ahead;
+        j->ahead_other = ahead - ahead_in[j->queue_idx];
         if (j->held) {
             d_job_set_reason(d, j, D_HELD_REASON);
             continue;
         }
+        ahead++;
+        ahead_in[j->queue_idx]++;
         if (j->not_before_ms) {
             if (now_mono < j->not_before_ms) {
                 wait_reason(d, j, now_mono);
+                d_wake_at(d, j->not_before_ms);
                 *timed_reasons = true;
                 continue;
             }
@@ -362,16 +321,16 @@ static int pass_run(struct musterd *d,
         d->pass.who[n] = j;
         if (sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0 && nshapes >= 0
             && n >= next_check) {
-            if (sched_pass_settled(d->cluster, d->pass.shapes, nshapes)) {
-                n++;
-                i++;
-                break;
-            }
+            if (sched_pass_settled(d->cluster, d->pass.shapes, nshapes)
+                && (regrace /* no preemption then */
+                    || !sched_pass_rest_may_preempt(d->order, d->pass.quota, d->cfg.nqueues + 1,
+                                                    d->pass.victims, d->pass.nvictims,
+                                                    &d->pass.span)))
+                return n + 1;
             next_check = n + (nshapes > 0 ? nshapes : 1);
         }
         n++;
     }
-    *seen = i;
     return n;
 }
 
@@ -414,34 +373,42 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
     }
 }
 
-static void schedule(struct musterd *d);
+static bool schedule(struct musterd *d);
 
 /* One pass, timed for the metrics (muster_scheduling_pass_seconds). */
 void d_schedule(struct musterd *d)
 {
     uint64_t t0;
+    double took_s;
+    bool stopped;
 
     d->dirty = false;
     d_deps_wake(d); /* jobs whose dependencies started or ended since the last pass */
     if (d->npending == 0)
         return;
     t0 = mu_time_mono_us();
-    schedule(d);
-    d->metrics.pass_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
+    stopped = schedule(d);
+    took_s = (double)(mu_time_mono_us() - t0) / 1e6;
+    d->metrics.pass_sum_s += took_s;
     d->metrics.passes += 1;
+    if (stopped) {
+        d->metrics.passes_stopped += 1;
+        d->metrics.pass_stopped_sum_s += took_s;
+    }
 }
 
-static void schedule(struct musterd *d)
+/* One pass; true when it stopped before the end of the queue. */
+static bool schedule(struct musterd *d)
 {
     int64_t now_ms = (int64_t)mu_time_wall_ms();
     int64_t now_s = now_ms / 1000;
     uint64_t now_mono = mu_time_mono_ms();
     bool regrace = d_nodes_regrace(d, now_mono);
     bool timed_reasons = false;
-    int kept = 0;
     int n;
     int nshapes;
     int seen;
+    bool stopped;
     int nrunning;
     double committed[SCHED_MAX_QUEUES] = { 0 };
     struct mu_err err;
@@ -451,15 +418,15 @@ static void schedule(struct musterd *d)
     if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0 || users_scratch(d) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
         d->dirty = true;
-        return;
+        return false;
     }
     d_quota_queues(d, d->pass.quota);
     nrunning = running_collect(d, now_s, committed);
-    if (pending_order(d, committed, &err) != 0) {
+    if (order_begin(d, committed, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "cannot order the pending jobs: %s",
                        err.msg);
         d->dirty = true;
-        return;
+        return false;
     }
     nshapes = pass_shapes(d, now_mono, regrace, now_ms);
     t0 = mu_time_mono_us();
@@ -468,7 +435,7 @@ static void schedule(struct musterd *d)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "scheduling pass failed: %s", err.msg);
         d->dirty = true;
-        return;
+        return false;
     }
     n = pass_run(d, nshapes, now_ms, now_mono, regrace, &timed_reasons, &seen);
     (void)sched_pass_close(d->cluster);
@@ -477,10 +444,9 @@ static void schedule(struct musterd *d)
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
     if (nshapes < 0)
         d->pass.full_due_ms = now_mono + REASON_REFRESH_MS;
-    if (seen < d->npending) {
-        d->metrics.passes_stopped += 1;
+    stopped = seen < d->npending;
+    if (stopped)
         d_wake_at(d, d->pass.full_due_ms); /* then the rest of the queue gets fresh reasons */
-    }
     d->pass.reserved[0] = '\0';
     pass_apply(d, n, per_job_s, &timed_reasons);
     if (!regrace) { /* one plan per pass: the first job that can preempt (core/preempt_first.c) */
@@ -491,20 +457,12 @@ static void schedule(struct musterd *d)
     }
     if (regrace)
         d_wake_at(d, d->regrace_until_ms); /* then fallback capacity and preemption again */
-    for (int i = 0; i < seen; i++) {       /* the started leave the queue; nothing after seen did */
-        struct d_job *j = d->pending[i];
-        if (j->placed)
-            d_job_pending_left(d, j);
-        else
-            d->pending[kept++] = j;
+    for (int i = 0; i < n; i++) {          /* the started leave the queue */
+        if (d->pass.who[i]->placed)
+            d_job_pending_remove(d, d->pass.who[i]);
     }
-    if (kept < seen) {
-        size_t after = (size_t)(d->npending - seen);
-        /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-        memmove(&d->pending[kept], &d->pending[seen], after * sizeof(*d->pending));
-    }
-    d->npending -= seen - kept;
-    wake_plan(d, now_mono, now_ms, kept, timed_reasons);
+    wake_plan(d, now_mono, now_ms, timed_reasons);
+    return stopped;
 }
 
 void d_pass_free(struct musterd *d)
@@ -517,11 +475,7 @@ void d_pass_free(struct musterd *d)
     free(d->pass.victim_jobs);
     free(d->pass.plan_victims);
     free(d->pass.reqs);
-    free(d->pass.order_jobs);
     free(d->pass.users);
-    free(d->pass.order_idx);
-    free(d->pass.sorted);
     free(d->pass.pjobs);
-    sched_order_free(d->pass.order);
     memset(&d->pass, 0, sizeof(d->pass));
 }

@@ -42,6 +42,7 @@ static void queues_remap(struct musterd *d, const struct cfg *next)
             d->usage.held_gpus[j->queue_idx] += j->tasks[t].committed ? j->spec.gpus_per_task : 0;
     }
     d_usage_recount_users(d); /* by queue name: unchanged, but recounted the same way */
+    d_pending_order_stale(d); /* the keys' queues and expected run times may differ */
 }
 
 /* The queues status fields of queues the new config no longer has. */

@@ -60,8 +60,6 @@ struct d_lease {
     bool lost;               /* another musterd took it: step down */
 };
 
-#define D_SHAPES_MAX 256 /* each pass may place each shape once to see it settled */
-
 struct musterd {
     struct cfg cfg;
     struct queue *q;
@@ -89,18 +87,14 @@ struct musterd {
                                      d_deps_wake works through them */
     int nwoken;
     int cap_woken;
-    struct d_job **pending; /* PENDING jobs not held back by a running old attempt */
+    struct d_job **pending;    /* PENDING jobs not held back by a running old attempt, in no
+                                  order (d_pending.c) */
+    struct sched_order *order; /* their fair-share order, kept across passes; NULL until one */
+    bool order_stale;          /* rebuild it before the next pass */
     int npending;
     int cap_pending;
-    /* The pending jobs' distinct widest requests (d_shape.c), for a pass that stops early. */
-    struct d_shape {
-        struct sched_request req; /* gpu_type points at gpu_type below */
-        char gpu_type[64];
-        int count; /* pending jobs of the shape; 0 = a free entry */
-    } shapes[D_SHAPES_MAX];
-    int nshapes;
-    int shapes_untracked; /* pending jobs not counted in a shape: passes look at every job */
-    struct d_job **late;  /* pending jobs whose reason is newer than Redis's (d_job.c) */
+    struct sched_shapes shapes; /* the pending jobs' shapes, for a pass that stops early */
+    struct d_job **late;        /* pending jobs whose reason is newer than Redis's (d_job.c) */
     int nlate;
     int cap_late;
     struct d_job **live; /* placed or adopting jobs (d_job_live_update), in no order: what
@@ -144,12 +138,8 @@ struct musterd {
         int cap_pending;
         struct sched_running *running;
         int cap_running;
-        struct sched_order *order;          /* the fair-share order's scratch */
-        struct sched_order_job *order_jobs; /* cap_pending entries */
-        struct sched_share_user *users;     /* by user slot, cap_users entries */
+        struct sched_share_user *users; /* by user slot, cap_users entries */
         int cap_users;
-        int *order_idx;                  /* cap_pending entries */
-        struct d_job **sorted;           /* cap_pending entries */
         struct sched_preempt_job *pjobs; /* cap_pending entries (d_preempt_first) */
         struct sched_victim *victims;    /* the pass's victims (d_preempt_collect), cap_victims */
         struct d_job **victim_jobs;
@@ -161,12 +151,10 @@ struct musterd {
         int nvictims;                    /* entries of victims this pass (d_preempt_collect) */
         char reserved[QUEUE_JOB_ID_MAX]; /* the job given the last pass's reservation (its slots
                                             and est_start_s say where and when); "" = none */
-        struct sched_request shapes[D_SHAPES_MAX]; /* this pass's (d_shape_list) */
+        struct sched_request shapes[SCHED_SHAPES_MAX]; /* this pass's (sched_shapes_list) */
+        struct sched_shape_span span;
         uint64_t full_due_ms; /* mono: the next pass looks at every job, to refresh the reasons
                                  of those an early stop left alone; 0 = the next */
-        int64_t max_priority; /* the highest priority of a pending job, this pass */
-        int64_t min_victim_priority; /* the lowest of a pending preemptible job, this pass */
-        bool any_victim_pending;     /* a pending job is preemptible */
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
     /* After a restart: the nodes the last run knew (name -> d itself), until each registers

@@ -295,31 +295,22 @@ static bool add_explain(cJSON *doc, struct musterd *d, const struct d_job *j, in
     return ok;
 }
 
-/* Where j stands before placement: its dependencies, its place in the pass's order. */
-static bool add_standing(cJSON *doc, const struct musterd *d, const struct d_job *j)
+/* Where j stands before placement: its dependencies, its place in the order as the last pass
+ * that reached it counted (a pass that stops early leaves the rest of the queue for the pass
+ * over every job within 10 s). */
+static bool add_standing(cJSON *doc, const struct d_job *j)
 {
     cJSON *o = cJSON_AddObjectToObject(doc, "order");
-    int pos = -1;
-    int ahead_other = 0;
-    int ahead = 0;
+    bool in_pass = j->pending_at && !j->held;
     char deps[256] = "";
 
     if (!o)
         return false;
-    for (int i = 0; i < d->npending && pos < 0; i++) {
-        const struct d_job *p = d->pending[i];
-        if (p == j)
-            pos = ahead;
-        else if (!p->held && !p->placed) {
-            ahead++;
-            ahead_other += p->queue_idx != j->queue_idx;
-        }
-    }
     if (j->deps_open > 0)
         d_deps_reason(j, deps, sizeof(deps));
-    return cJSON_AddBoolToObject(o, "in_pass", pos >= 0 && !j->held)
-           && cJSON_AddNumberToObject(o, "ahead", pos >= 0 ? ahead : 0)
-           && cJSON_AddNumberToObject(o, "ahead_other_queues", pos >= 0 ? ahead_other : 0)
+    return cJSON_AddBoolToObject(o, "in_pass", in_pass)
+           && cJSON_AddNumberToObject(o, "ahead", in_pass ? j->ahead : 0)
+           && cJSON_AddNumberToObject(o, "ahead_other_queues", in_pass ? j->ahead_other : 0)
            && cJSON_AddNumberToObject(o, "dependencies_open", j->deps_open)
            && cJSON_AddStringToObject(o, "dependencies", deps);
 }
@@ -341,9 +332,9 @@ static cJSON *why_doc(struct musterd *d, const struct d_job *j)
              && cJSON_AddNumberToObject(doc, "est_start_in_s", (double)(j->est_start_s - now_s));
 
     if (ok && j->state == QUEUE_PENDING && !j->placed)
-        ok = add_queue(doc, d, j) && add_standing(doc, d, j)
-             && add_capacity(doc, d, j, now_s, slots) && add_pools(doc, d, j, now_s)
-             && add_preview(doc, d, j, now_ms, slots) && add_explain(doc, d, j, now_ms);
+        ok = add_queue(doc, d, j) && add_standing(doc, j) && add_capacity(doc, d, j, now_s, slots)
+             && add_pools(doc, d, j, now_s) && add_preview(doc, d, j, now_ms, slots)
+             && add_explain(doc, d, j, now_ms);
     free(slots);
     if (!ok) {
         cJSON_Delete(doc);
