@@ -161,6 +161,7 @@ int sim_job_start(struct sim_engine *e, int j)
 
     if (slots_account(e, j, +1) != 0)
         return -1;
+    sim_pending_remove(e, j);
     s->state = SJ_RUNNING;
     s->head = false; /* as d_gang_start: first in its queue only until it starts */
     s->att_start_ms = e->now_ms;
@@ -228,7 +229,6 @@ static void job_end(struct sim_engine *e, int j)
 static void job_requeue(struct sim_engine *e, int j)
 {
     struct sim_sjob *s = &e->sj[j];
-    int lo = 0, hi = e->npending;
     if (job_release(e, j) != 0)
         return;
     s->done_ms += s->save_ms;
@@ -238,16 +238,7 @@ static void job_requeue(struct sim_engine *e, int j)
     if (s->preempted_for >= 0 && e->sj[s->preempted_for].victims_stopping > 0)
         e->sj[s->preempted_for].victims_stopping--;
     s->preempted_for = -1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (e->pending[mid] < j)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    memmove(&e->pending[lo + 1], &e->pending[lo], (size_t)(e->npending - lo) * sizeof(int));
-    e->pending[lo] = j;
-    e->npending++;
+    (void)sim_pending_add(e, j);
 }
 
 /* ---- spot nodes ---- */
@@ -492,7 +483,8 @@ static int instant(struct sim_engine *e, int64_t t_ms)
         if (e->sj[j].state == SJ_NEVER)
             continue;
         e->sj[j].state = SJ_PENDING;
-        e->pending[e->npending++] = j;
+        if (sim_pending_add(e, j) != 0)
+            return -1;
         e->dirty = true;
     }
     if (e->failed)
@@ -577,13 +569,15 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     e->mask = e->s->check ? calloc((size_t)e->nnodes, sizeof(uint64_t)) : NULL;
     e->res = sim_result_new(p, n);
     e->order = sched_order_new();
+    e->shapes = calloc(1, sizeof(*e->shapes));
+    e->shape_list = calloc(SCHED_SHAPES_MAX, sizeof(*e->shape_list));
     e->nusers = sim_trace_users(t);
     e->user_usage = calloc((size_t)e->nusers + 1, sizeof(*e->user_usage));
     e->user_held = calloc((size_t)e->nusers + 1, sizeof(*e->user_held));
     e->users = calloc((size_t)e->nusers + 1, sizeof(*e->users));
     if (!e->sj || !e->slot_pool || !e->pending || !e->running || !e->node_up || !e->node_used
-        || !e->rng || (e->s->check && !e->mask) || !e->res || !e->order || !e->user_usage
-        || !e->user_held || !e->users)
+        || !e->rng || (e->s->check && !e->mask) || !e->res || !e->order || !e->shapes
+        || !e->shape_list || !e->user_usage || !e->user_held || !e->users)
         return mu_errf(e->err, MU_E_NOMEM, "out of memory for %d jobs", n);
     ntasks = 0;
     for (int j = 0; j < n; j++) {
@@ -592,6 +586,7 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
         e->sj[j].first_start_ms = -1;
         e->sj[j].run_idx = -1;
         e->sj[j].preempted_for = -1;
+        (void)mu_snprintf(e->sj[j].id, sizeof(e->sj[j].id), "%011d", j);
         ntasks += (size_t)e->jobs[j].tasks;
     }
     for (int i = 0; i < e->nnodes; i++) {
@@ -619,14 +614,14 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
 static void engine_release(struct sim_engine *e)
 {
     sched_order_free(e->order);
+    free(e->shapes);
+    free(e->shape_list);
     free(e->users);
     free(e->user_held);
     free(e->user_usage);
     free(e->plan_slots);
     free(e->plan_victims);
     free(e->pp);
-    free(e->oidx);
-    free(e->oj);
     free(e->vic_job);
     free(e->who);
     free(e->vic);

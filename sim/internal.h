@@ -29,20 +29,24 @@ struct sim_sjob {
     struct sched_slot *slots; /* req.tasks entries of the engine's slot array */
     enum sim_job_state state;
     /* Times are on the replay's clock in milliseconds (internal.h, struct sim_engine). */
-    int64_t first_start_ms; /* -1 until it starts */
-    int64_t att_start_ms;   /* the current attempt's start */
-    int64_t overhead_ms;    /* the current attempt's restart cost */
-    int64_t done_ms;        /* progress kept by checkpoints of earlier attempts */
-    int64_t end_ms;         /* DONE: when */
-    int64_t release_ms;     /* STOPPING: when its GPUs free */
-    int64_t save_ms;        /* STOPPING: progress of this attempt it keeps */
-    int first_cap;          /* the capacity type of its first start (enum sched_capacity) */
-    int attempts;           /* attempts started */
-    uint32_t gen;           /* attempt number; events of older attempts are ignored */
-    int run_idx;            /* index in the running array, -1 when holding nothing */
-    int victims_stopping;   /* preemptor: victims not yet stopped */
-    int preempted_for;      /* victim: the job it makes room for, -1 none */
-    bool head;              /* requeued by a spot notice: first among its priority */
+    int64_t first_start_ms;      /* -1 until it starts */
+    int64_t att_start_ms;        /* the current attempt's start */
+    int64_t overhead_ms;         /* the current attempt's restart cost */
+    int64_t done_ms;             /* progress kept by checkpoints of earlier attempts */
+    int64_t end_ms;              /* DONE: when */
+    int64_t release_ms;          /* STOPPING: when its GPUs free */
+    int64_t save_ms;             /* STOPPING: progress of this attempt it keeps */
+    int first_cap;               /* the capacity type of its first start (enum sched_capacity) */
+    int attempts;                /* attempts started */
+    uint32_t gen;                /* attempt number; events of older attempts are ignored */
+    int run_idx;                 /* index in the running array, -1 when holding nothing */
+    int victims_stopping;        /* preemptor: victims not yet stopped */
+    int preempted_for;           /* victim: the job it makes room for, -1 none */
+    bool head;                   /* requeued by a spot notice: first among its priority */
+    bool in_order;               /* PENDING under a policy with the fair-share order: okey in it */
+    int shape;                   /* PENDING: its handle in the engine's shapes (sched_shapes_add) */
+    struct sched_order_job okey; /* its key in the engine's order, while in_order */
+    char id[12];                 /* its index, zero-padded: the order's tie-break, as the index */
     bool timed_out;
     bool borrowed;        /* RUNNING/STOPPING: started beyond its queue's nominal quota */
     enum sim_cause cause; /* why the last attempt stopped: its restart cost is charged there */
@@ -128,11 +132,11 @@ struct sim_engine {
     struct sched_preempt_job *pp;
     int *who;
     int *vic_job;
-    struct sched_order_job *oj;
-    int *oidx;
     int *plan_victims;
     struct sched_slot *plan_slots;
-    struct sched_order *order;
+    struct sched_order *order;        /* muster, node-drain: the pending jobs, kept across passes */
+    struct sched_shapes *shapes;      /* and their shapes: a pass stops once none can change it */
+    struct sched_request *shape_list; /* [SCHED_SHAPES_MAX] a pass's */
     /* accounting */
     double cap_gpu_s, busy_gpu_s, idle_wait_gpu_s, cost_usd, cost_static_usd;
     double lost_gpu_s[3]; /* by enum sim_cause */
@@ -163,6 +167,10 @@ void sim_wake_at(struct sim_engine *e, int64_t t_ms);
 
 /* policy.c: one pass of e->policy at e->now; 0 or -1 with e->err. */
 int sim_pass(struct sim_engine *e);
+/* Job j becomes PENDING (arrival, requeue) or leaves it (start): the pending list in arrival
+ * order, and under muster and node-drain the order and the shapes (policy.c).  0 or -1. */
+int sim_pending_add(struct sim_engine *e, int j);
+void sim_pending_remove(struct sim_engine *e, int j);
 
 /* result.c */
 struct sim_result *sim_result_new(enum sim_policy p, int njobs);

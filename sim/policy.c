@@ -2,16 +2,17 @@
 /*
  * One scheduling pass of the replayed policy (internal.h).  `muster` and `node-drain` are
  * musterd's pass, step for step as scheduler/d_pass.c drives the core: the running gangs with
- * their expected ends (a stopping gang ends within kill_grace_s), the fair-share order of
- * sched_order_jobs over the queues' and their users' decayed usage plus what their running gangs
- * still commit,
- * sched_pass, then the pass's one preemption (sched_preempt_first) with the victims built as
- * d_preempt.c builds them.  Queue quotas, cohorts and borrowing hold under
- * every policy, through the core's quota table (sched_quota_queues_init, sched_pass_quota,
- * sched_quota_preempt_prepare), as in musterd.  `backfill` is sched_pass in arrival order without
- * preemption; `fifo` places jobs in arrival order until the first that does not fit.  Every
- * policy places with the core's sched_place, so the policies differ in order, reservation,
- * preemption and spot handling, not in how a gang is fitted into the topology.
+ * their expected ends (a stopping gang ends within kill_grace_s), the pending jobs in the
+ * fair-share order kept across passes (core/order.c) over the queues' and their users' decayed
+ * usage plus what their running gangs still commit, the core's pass in steps that stops once no
+ * later job can change it (core/shapes.c, sched_pass_settled), then the pass's one preemption
+ * (sched_preempt_first) with the victims built as d_preempt.c builds them.  Queue quotas, cohorts
+ * and borrowing hold under every policy, through the core's quota table (sched_quota_queues_init,
+ * the pass's quota, sched_quota_preempt_prepare), as in musterd.  `backfill` is the same pass in
+ * arrival order without preemption; `fifo` places jobs in arrival order until the first that
+ * does not fit.  Every policy places with the core's sched_place, so the policies differ in
+ * order, reservation, preemption and spot handling, not in how a gang is fitted into the
+ * topology.
  */
 #include "sim/internal.h"
 
@@ -32,13 +33,11 @@ static int scratch(struct sim_engine *e)
     e->vic = calloc(n, sizeof(*e->vic));
     e->who = calloc(n, sizeof(int));
     e->vic_job = calloc(n, sizeof(int));
-    e->oj = calloc(n, sizeof(*e->oj));
-    e->oidx = calloc(n, sizeof(int));
     e->pp = calloc(n, sizeof(*e->pp));
     e->plan_victims = calloc(n, sizeof(int));
     e->plan_slots = calloc(tasks, sizeof(*e->plan_slots));
-    if (!e->pj || !e->dec || !e->run || !e->vic || !e->who || !e->vic_job || !e->oj || !e->oidx
-        || !e->pp || !e->plan_victims || !e->plan_slots)
+    if (!e->pj || !e->dec || !e->run || !e->vic || !e->who || !e->vic_job || !e->pp
+        || !e->plan_victims || !e->plan_slots)
         return mu_errf(e->err, MU_E_NOMEM, "out of memory for a pass");
     return 0;
 }
@@ -74,8 +73,81 @@ static int running_collect(struct sim_engine *e, double *committed)
     return e->nrunning;
 }
 
-/* The pending jobs in musterd's fair-share order (d_pass.c pending_order) into e->who. */
-static int fair_order(struct sim_engine *e, const double *committed)
+static bool uses_order(const struct sim_engine *e)
+{
+    return e->policy == SIM_MUSTER || e->policy == SIM_NODE_DRAIN;
+}
+
+/* Job j's key in the fair-share order (d_pending.c order_key): its index as the id, so jobs
+ * equal in all else go by arrival. */
+static struct sched_order_job order_key(const struct sim_engine *e, int j)
+{
+    return (struct sched_order_job){
+        .queue = e->jobs[j].queue,
+        .user = e->jobs[j].user,
+        .priority = e->jobs[j].priority,
+        .head_of_queue = e->sj[j].head,
+        .submitted_ms = (uint64_t)e->jobs[j].submit_ms,
+        .id = e->sj[j].id,
+        .cost = sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
+    };
+}
+
+int sim_pending_add(struct sim_engine *e, int j)
+{
+    struct sim_sjob *s = &e->sj[j];
+    int lo = 0;
+    int hi = e->npending;
+
+    while (lo < hi) { /* arrival order: a requeued job goes back to its place */
+        int mid = (lo + hi) / 2;
+        if (e->pending[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    memmove(&e->pending[lo + 1], &e->pending[lo], (size_t)(e->npending - lo) * sizeof(int));
+    e->pending[lo] = j;
+    e->npending++;
+    if (!uses_order(e))
+        return 0;
+    s->shape =
+        sched_shapes_add(e->shapes, &s->req, false, e->jobs[j].priority, e->jobs[j].preemptible);
+    s->okey = order_key(e, j);
+    if (sched_order_add(e->order, &s->okey, (void *)((intptr_t)j + 1), e->err) != 0) {
+        e->failed = true;
+        return -1;
+    }
+    s->in_order = true;
+    return 0;
+}
+
+void sim_pending_remove(struct sim_engine *e, int j)
+{
+    struct sim_sjob *s = &e->sj[j];
+    int lo = 0;
+    int hi = e->npending;
+
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (e->pending[mid] < j)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < e->npending && e->pending[lo] == j) {
+        memmove(&e->pending[lo], &e->pending[lo + 1], (size_t)(e->npending - lo - 1) * sizeof(int));
+        e->npending--;
+    }
+    if (s->in_order) {
+        sched_shapes_remove(e->shapes, s->shape);
+        (void)sched_order_remove(e->order, &s->okey, (void *)((intptr_t)j + 1));
+        s->in_order = false;
+    }
+}
+
+/* Starts an iteration of the pending jobs in musterd's fair-share order (d_pass.c order_begin). */
+static int order_begin(struct sim_engine *e, const double *committed)
 {
     struct sched_share_queue queues[SCHED_MAX_QUEUES];
     const struct cfg *cfg = &e->s->cfg;
@@ -87,26 +159,7 @@ static int fair_order(struct sim_engine *e, const double *committed)
             .usage = e->usage[q],
             .committed = committed[q],
         };
-    for (int i = 0; i < e->npending; i++) {
-        int j = e->pending[i];
-        e->oj[i] = (struct sched_order_job){
-            .queue = e->jobs[j].queue,
-            .user = e->jobs[j].user,
-            .priority = e->jobs[j].priority,
-            .head_of_queue = e->sj[j].head,
-            .submitted_ms = (uint64_t)e->jobs[j].submit_ms,
-            .id = NULL,
-            .cost =
-                sched_share_gpu_s(e->jobs[j].tasks, e->jobs[j].gpus_per_task, sim_job_run_s(e, j)),
-        };
-    }
-    if (sched_order_jobs(e->order, e->oj, e->npending, queues, nqueues, e->users, e->nusers,
-                         e->oidx, e->err)
-        != 0)
-        return -1;
-    for (int i = 0; i < e->npending; i++)
-        e->who[i] = e->pending[e->oidx[i]];
-    return 0;
+    return sched_order_begin(e->order, queues, nqueues, e->users, e->nusers, e->err);
 }
 
 /* The pass's quota table (d_pass.c d_quota_queues and running_collect): the config's queues
@@ -124,22 +177,12 @@ static void quota_collect(struct sim_engine *e)
     }
 }
 
-/* Drops the started jobs from the pending list, keeping its order. */
-static void pending_compact(struct sim_engine *e)
-{
-    int kept = 0;
-    for (int i = 0; i < e->npending; i++)
-        if (e->sj[e->pending[i]].state == SJ_PENDING)
-            e->pending[kept++] = e->pending[i];
-    e->npending = kept;
-}
-
 /* Arrival order until the first job that does not fit, or that its queue's quota holds back. */
 static int fifo_pass(struct sim_engine *e)
 {
     char why[SCHED_REASON_MAX];
-    for (int i = 0; i < e->npending; i++) {
-        int j = e->pending[i];
+    while (e->npending > 0) { /* a start takes the job out of the list */
+        int j = e->pending[0];
         int q = e->jobs[j].queue;
         int gpus = e->jobs[j].tasks * e->jobs[j].gpus_per_task;
         struct sim_sjob *s = &e->sj[j];
@@ -156,7 +199,6 @@ static int fifo_pass(struct sim_engine *e)
         if (sim_job_start(e, j) != 0)
             return -1;
     }
-    pending_compact(e);
     return e->failed ? -1 : 0;
 }
 
@@ -224,23 +266,56 @@ static int preempt_first(struct sim_engine *e, int n)
     return 0;
 }
 
-/* sched_pass over e->who[0..n), starting what it placed; then, with preemption, one plan. */
-static int core_pass(struct sim_engine *e, int n, bool preempt)
+/* The pass's next job: e->who[i] of the npass given (backfill), or the order's next (muster,
+ * node-drain); -1 at the end. */
+static int pass_next(struct sim_engine *e, int i, int npass, bool ordered)
+{
+    void *h;
+    if (!ordered)
+        return i < npass ? e->who[i] : -1;
+    h = sched_order_next(e->order);
+    return h ? (int)((intptr_t)h - 1) : -1;
+}
+
+/*
+ * The core's pass in steps (sched_pass_step), as d_pass.c steps it, over the first npass jobs of
+ * e->who or, ordered, the fair-share order (which then fills e->who), starting what it placed;
+ * then, with preemption (ordered), one plan.  Ordered, it stops once no later job could change it
+ * (sched_pass_settled over the shapes, sched_pass_rest_may_preempt): musterd does the same after
+ * 1,000 jobs (for its reasons' sake), which starts and plans the same gangs.
+ */
+static int core_pass(struct sim_engine *e, int npass, bool ordered)
 {
     int nrunning = running_collect(e, NULL);
-    int started;
+    struct sched_shape_span span;
+    int nshapes = ordered ? sched_shapes_list(e->shapes, e->shape_list, &span) : -1;
+    int nvic = nshapes >= 0 ? victims_collect(e) : 0;
+    int next_check = 0;
+    int n = 0;
+    int j;
 
-    for (int i = 0; i < n; i++) {
-        struct sim_sjob *s = &e->sj[e->who[i]];
-        e->pj[i] = (struct sched_pass_job){ .req = &s->req,
-                                            .run_s = sim_job_run_s(e, e->who[i]),
-                                            .slots = s->slots,
-                                            .queue = e->jobs[e->who[i]].queue };
-    }
-    started = sched_pass_quota(e->c, e->quota, e->nquota, e->pj, n, e->run, nrunning, sim_now_s(e),
-                               e->dec, e->err);
-    if (started < 0)
+    if (sched_pass_open(e->c, e->quota, e->nquota, npass, e->run, nrunning, sim_now_s(e), e->err)
+        != 0)
         return -1;
+    while ((j = pass_next(e, n, npass, ordered)) >= 0) {
+        struct sim_sjob *s = &e->sj[j];
+        e->who[n] = j;
+        e->pj[n] = (struct sched_pass_job){ .req = &s->req,
+                                            .run_s = sim_job_run_s(e, j),
+                                            .slots = s->slots,
+                                            .queue = e->jobs[j].queue };
+        if (sched_pass_step(e->c, &e->pj[n], &e->dec[n]) == 0 && nshapes >= 0 && n >= next_check) {
+            if (sched_pass_settled(e->c, e->shape_list, nshapes)
+                && !sched_pass_rest_may_preempt(e->order, e->quota, e->nquota, e->vic, nvic,
+                                                &span)) {
+                n++;
+                break;
+            }
+            next_check = n + (nshapes > 0 ? nshapes : 1);
+        }
+        n++;
+    }
+    (void)sched_pass_close(e->c);
     for (int i = 0; i < n; i++) {
         if (e->dec[i].verdict != SCHED_START)
             continue;
@@ -248,9 +323,8 @@ static int core_pass(struct sim_engine *e, int n, bool preempt)
         if (sim_job_start(e, e->who[i]) != 0)
             return -1;
     }
-    if (preempt && preempt_first(e, n) != 0)
+    if (ordered && preempt_first(e, n) != 0)
         return -1;
-    pending_compact(e);
     return e->failed ? -1 : 0;
 }
 
@@ -273,7 +347,7 @@ int sim_pass(struct sim_engine *e)
         break;
     }
     (void)running_collect(e, committed);
-    if (fair_order(e, committed) != 0)
+    if (order_begin(e, committed) != 0)
         return -1;
     return core_pass(e, e->npending, true);
 }
