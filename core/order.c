@@ -134,6 +134,17 @@ static void heap_down(struct heap_item *h, int n, int i)
     }
 }
 
+/* Ids: the shorter first, then by bytes, so that stream IDs of one millisecond go by sequence
+ * number ("…-9" before "…-10"), as they were submitted. */
+static inline int id_cmp(const char *x, const char *y)
+{
+    size_t lx = strlen(x);
+    size_t ly = strlen(y);
+    if (lx != ly)
+        return lx < ly ? -1 : 1;
+    return memcmp(x, y, lx);
+}
+
 /* The key without seq: rank (larger first), user, age, then id.  Two NULL ids are equal; a NULL
  * id goes before any other (a total order, which the sorted keys need). */
 static inline int prefix_cmp(const struct order_key *x, const struct order_key *y)
@@ -145,7 +156,7 @@ static inline int prefix_cmp(const struct order_key *x, const struct order_key *
     if (x->submitted_ms != y->submitted_ms)
         return x->submitted_ms < y->submitted_ms ? -1 : 1;
     if (x->id && y->id)
-        return strcmp(x->id, y->id);
+        return id_cmp(x->id, y->id);
     return (x->id != NULL) - (y->id != NULL);
 }
 

@@ -683,10 +683,11 @@ void sched_order_free(struct sched_order *o);
  * is lowest (ties: the lower queue index); taking a job charges its queue the job's cost.
  * Within a queue: priority (higher first), then gangs requeued by a spot interruption; among
  * jobs equal in both, the next job of the user whose usage + committed + charged is lowest
- * (ties: the user whose next job is older), then age, then id (a NULL id before any other),
- * then index.  users[0..nusers) may be NULL/0: then every job of a queue counts as one user's.
- * 0, or -1 with err (a job naming no queue or no user, out of memory).  It is sched_order_clear,
- * sched_order_add of every job, sched_order_begin and sched_order_next (below): O(n log n).
+ * (ties: the user whose next job is older), then age, then id (a NULL id before any other; the
+ * shorter first, then bytes, so stream IDs of one millisecond go by sequence number), then index.
+ * users[0..nusers) may be NULL/0: then every job of a queue counts as one user's. 0, or -1 with err
+ * (a job naming no queue or no user, out of memory).  It is sched_order_clear, sched_order_add of
+ * every job, sched_order_begin and sched_order_next (below): O(n log n).
  */
 int sched_order_jobs(struct sched_order *o,
                      const struct sched_order_job *jobs,

@@ -82,8 +82,10 @@ static int ref_key_cmp(const void *a, const void *b)
         return x->user < y->user ? -1 : 1;
     if (x->submitted_ms != y->submitted_ms)
         return x->submitted_ms < y->submitted_ms ? -1 : 1;
-    if (x->id && y->id) {
-        int c = strcmp(x->id, y->id);
+    if (x->id && y->id) { /* the shorter first, then bytes (stream IDs by sequence number) */
+        size_t lx = strlen(x->id);
+        size_t ly = strlen(y->id);
+        int c = lx != ly ? (lx < ly ? -1 : 1) : strcmp(x->id, y->id);
         if (c != 0)
             return c;
     }
