@@ -28,12 +28,7 @@ struct mu_map {
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211ull;
-    }
-    return h;
+    return mu_hash(s, strlen(s));
 }
 
 struct mu_map *mu_map_new(void)

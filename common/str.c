@@ -27,6 +27,15 @@ size_t mu_strlcpy(char *dst, const char *src, size_t size)
     return len;
 }
 
+uint64_t mu_hash(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
 int mu_snprintf(char *dst, size_t size, const char *fmt, ...)
 {
     va_list ap;

@@ -138,10 +138,7 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
         return -1;
     j->lost_gpu_s += tally.lost_gpu_s;
     j->attempt++;
-    mu_strlcpy(j->reason, reason, sizeof(j->reason));
-    mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
-    j->reason_stored = true;
-    j->reason_at_ms = mu_time_mono_ms();
+    d_job_reason_stored(j, reason);
     mu_log(MU_LOG_INFO, "sched", "job=%s stopped and requeued as attempt %d, lost %.1f GPU-s",
            j->id, j->attempt, tally.lost_gpu_s);
     if (preemptor && preemptor->victims_stopping > 0)
@@ -266,10 +263,7 @@ void d_job_attempt_end(
         j->attempt++;
         (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt);
         j->end = D_END_RETRY;
-        mu_strlcpy(j->reason, reason, sizeof(j->reason));
-        mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
-        j->reason_stored = true;
-        j->reason_at_ms = mu_time_mono_ms();
+        d_job_reason_stored(j, reason);
         /* Whatever ended it (an exit, a lost node, the bind timeout) has happened: a failed
          * write is kept and written whole once Redis is back; the KILLs below are idempotent. */
         if (d_job_write(d, j, &c) != 0)
@@ -438,7 +432,8 @@ static void bind_send(struct musterd *d, struct d_job *j)
                 m.bind_gpus[m.nbind_gpus++] = g;
         }
         mu_strlcpy(m.workdir, j->spec.workdir ? j->spec.workdir : "", sizeof(m.workdir));
-        mu_strlcpy(m.resume_from, j->last_checkpoint, sizeof(m.resume_from));
+        mu_strlcpy(m.resume_from, j->last_checkpoint ? j->last_checkpoint : "",
+                   sizeof(m.resume_from));
         m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
         m.grace_s = j->spec.checkpoint_grace_s;
         m.expires_ms = j->bind_deadline_ms; /* past it the worker refuses: we gave it up */
@@ -508,7 +503,7 @@ int d_gang_start(struct musterd *d, struct d_job *j)
     j->master_port = PORT_BASE + d->next_port;
     d->next_port = (d->next_port + 1) % PORT_RANGE;
     j->reason[0] = '\0';
-    j->reason_written[0] = '\0';
+    j->reason_written = 0;
     j->reason_stored = false;
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
     d_limit_watch(d, j);

@@ -58,6 +58,7 @@ void d_job_free(struct d_job *j)
     }
     free(j->slots);
     free(j->tasks);
+    free(j->last_checkpoint);
     free(j);
 }
 
@@ -245,14 +246,31 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
         struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
         /* On failure the reason is in memory and goes out with the rest (d_jobs_resync). */
         if (d_job_write(d, j, &c) == 0) {
-            j->reason_stored = true;
-            j->reason_at_ms = now;
-            mu_strlcpy(j->reason_written, reason, sizeof(j->reason_written));
+            d_job_reason_stored(j, reason);
             d_job_reason_late_drop(d, j);
         } else {
             reason_late(d, j);
         }
     }
+}
+
+void d_job_reason_stored(struct d_job *j, const char *reason)
+{
+    if (reason != j->reason)
+        mu_strlcpy(j->reason, reason, sizeof(j->reason));
+    j->reason_written = mu_hash(j->reason, strlen(j->reason));
+    j->reason_stored = true;
+    j->reason_at_ms = mu_time_mono_ms();
+}
+
+int d_job_checkpoint_set(struct d_job *j, const char *path)
+{
+    char *copy = NULL;
+    if (path[0] && !(copy = strdup(path)))
+        return -1;
+    free(j->last_checkpoint);
+    j->last_checkpoint = copy;
+    return 0;
 }
 
 void d_jobs_flush_reasons(struct musterd *d)
@@ -267,7 +285,7 @@ void d_jobs_flush_reasons(struct musterd *d)
         if (i >= d->nlate)
             continue; /* jobs after it left the list: the last moved to their place */
         j = d->late[i];
-        if (strcmp(j->reason, j->reason_written) == 0) {
+        if (!j->reason[0] || mu_hash(j->reason, strlen(j->reason)) == j->reason_written) {
             d_job_reason_late_drop(d, j);
         } else if (now - j->reason_at_ms >= 1000) {
             char reason[sizeof(j->reason)];
@@ -546,7 +564,7 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j, const char *wh
                                                    : NULL },
         { "error", j->state == QUEUE_FAILED ? j->error : NULL },
         { "lost_gpu_seconds", lost },
-        { "last_checkpoint", j->last_checkpoint[0] ? j->last_checkpoint : NULL },
+        { "last_checkpoint", j->last_checkpoint },
         { "last_checkpoint_at", j->last_checkpoint_ms ? ckpt_at : NULL },
     };
     struct queue_event ev = { .state = queue_state_name(j->state),

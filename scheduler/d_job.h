@@ -112,15 +112,15 @@ struct d_job {
     struct d_task *tasks;      /* spec.tasks entries while placed: how each task is doing */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
-    double lost_gpu_s;                    /* GPU-seconds of work lost by ended attempts, all told */
-    char last_checkpoint[PROTO_PATH_MAX]; /* newest checkpoint path, "" = none */
-    uint64_t last_checkpoint_ms;          /* wall ms it was written */
-    bool head_of_queue;    /* requeued by a spot interruption: first in its priority */
-    bool borrowed;         /* while placed: started beyond its queue's nominal quota (job hash
-                              field "borrowed"); its cohort may reclaim it */
-    uint64_t kill_at_ms;   /* mono: a stopping gang gets KILL then (checkpoint grace over) */
-    uint64_t kill_sent_ms; /* mono: the attempt's live tasks were last sent KILL; 0 = not yet.
-                              Repeated until each task is answered for (d_stops_check) */
+    double lost_gpu_s;     /* GPU-seconds of work lost by ended attempts, all told */
+    char *last_checkpoint; /* heap: newest checkpoint path (d_job_checkpoint_set); NULL none */
+    uint64_t last_checkpoint_ms; /* wall ms it was written */
+    bool head_of_queue;          /* requeued by a spot interruption: first in its priority */
+    bool borrowed;               /* while placed: started beyond its queue's nominal quota (job hash
+                                    field "borrowed"); its cohort may reclaim it */
+    uint64_t kill_at_ms;         /* mono: a stopping gang gets KILL then (checkpoint grace over) */
+    uint64_t kill_sent_ms;       /* mono: the attempt's live tasks were last sent KILL; 0 = not yet.
+                                    Repeated until each task is answered for (d_stops_check) */
     char preempted_for[QUEUE_JOB_ID_MAX]; /* while PREEMPTING for another job: its id */
     char stop_reason[256];                /* why it is PREEMPTING */
     int victims_stopping;                 /* as a preemptor: victims not yet stopped */
@@ -148,7 +148,7 @@ struct d_job {
     char (*adopt_nodes)[PROTO_NODE_MAX]; /* heap: per task, the node it ran on */
     double place_s;                      /* how long the last placement took */
     char reason[256];                    /* why pending, now */
-    char reason_written[256];            /* as last written to Redis */
+    uint64_t reason_written;             /* mu_hash of the reason last written to Redis; 0 none */
     bool reason_stored;                  /* a reason was written for this pending spell */
     uint64_t reason_at_ms;               /* mono: when */
     int64_t est_start_s; /* wall s: the last pass's estimated start (its reservation), 0 = none */
@@ -238,6 +238,10 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
 /* Keeps j's pending reason; Redis gets it at once the first time, then at most once a second
  * (d_jobs_flush_reasons writes what is left). */
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
+/* j's reason is reason, and Redis has it (written with another change). */
+void d_job_reason_stored(struct d_job *j, const char *reason);
+/* j's newest checkpoint is path (copied; "" = none).  0, or -1 without memory (j keeps the old). */
+int d_job_checkpoint_set(struct d_job *j, const char *path);
 /* A held pending job's reason. */
 #define D_HELD_REASON "held by operator; musterctl release to let it run"
 /* Writes pending reasons that changed since their last (rate-limited) write. */

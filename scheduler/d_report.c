@@ -102,9 +102,14 @@ static void checkpoint_record(struct musterd *d,
     }
     if (at_ms && at_ms < j->last_checkpoint_ms)
         return; /* an older one from another rank */
-    if (at_ms == j->last_checkpoint_ms && strcmp(path, j->last_checkpoint) == 0)
+    if (at_ms == j->last_checkpoint_ms && j->last_checkpoint
+        && strcmp(path, j->last_checkpoint) == 0)
         return; /* a repeat (every HELLO says it again) */
-    mu_strlcpy(j->last_checkpoint, path, sizeof(j->last_checkpoint));
+    if (d_job_checkpoint_set(j, path) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "checkpoint", 10,
+                       "job=%s out of memory noting checkpoint %s", j->id, path);
+        return;
+    }
     j->last_checkpoint_ms = at_ms ? at_ms : mu_time_wall_ms();
     (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)j->last_checkpoint_ms);
     (void)mu_snprintf(why, sizeof(why), "task %d on %s wrote %s", t->task, node->name, path);

@@ -79,7 +79,7 @@ void d_spot_return_check(struct musterd *d, struct d_job *j)
         why, sizeof(why),
         "back to spot after checkpoint %s: spot capacity is free (pool %s), saves "
         "%.2f per hour over the next %s (%.2f net of the restart)",
-        j->last_checkpoint,
+        j->last_checkpoint ? j->last_checkpoint : "",
         sched_cluster_pool(d->cluster, sched_cluster_node_spec(d->cluster, slots[0].node)->pool)
             ->name,
         from - to, in, gain);

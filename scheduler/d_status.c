@@ -218,9 +218,7 @@ static int node_json(const struct musterd *d,
 /* FNV-1a of the entry: equal entries, equal sums; never 0, which means "not written". */
 static uint64_t entry_sum(const struct mu_buf *b)
 {
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < b->len; i++)
-        h = (h ^ (unsigned char)b->data[i]) * 1099511628211ull;
+    uint64_t h = mu_hash(b->data, b->len);
     return h ? h : 1;
 }
 
