@@ -83,12 +83,12 @@ static int job_stopped(struct musterd *d, struct d_job *j)
     int exit_code = gang_exit_code(j);
     char now[32];
     char code[16];
-    struct queue_kv f[] = { { "error", j->stop_reason },
+    struct queue_kv f[] = { { "error", d_job_text(j->stop_reason) },
                             { "exit_code", code },
                             { "finished_at", now } };
     struct d_tally tally = { j->stop_to == QUEUE_TIMEOUT ? D_C_TIMEOUT : D_C_NONE, 0, 0 };
     struct d_change c = { .to = (int)j->stop_to,
-                          .reason = j->stop_reason,
+                          .reason = d_job_text(j->stop_reason),
                           .fields = f,
                           .nfields = (int)MU_ARRAY_LEN(f),
                           .tally = &tally };
@@ -99,9 +99,9 @@ static int job_stopped(struct musterd *d, struct d_job *j)
         return -1;
     j->finished_ms = finished_ms;
     j->exit_code = exit_code;
-    mu_strlcpy(j->error, j->stop_reason, sizeof(j->error));
+    d_job_text_set(&j->error, d_job_text(j->stop_reason));
     mu_log(MU_LOG_INFO, "sched", "job=%s %s: %s", j->id, queue_state_name(j->state),
-           j->stop_reason);
+           d_job_text(j->stop_reason));
     return 0;
 }
 
@@ -133,7 +133,7 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
     (void)mu_snprintf(attempt, sizeof(attempt), "%d", j->attempt + 1);
     (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s + tally.lost_gpu_s);
     (void)mu_snprintf(reason, sizeof(reason), "requeued: %s (lost %.0f GPU-s of work)",
-                      j->stop_reason, tally.lost_gpu_s);
+                      d_job_text(j->stop_reason), tally.lost_gpu_s);
     if (d_job_write(d, j, &c) != 0)
         return -1;
     j->lost_gpu_s += tally.lost_gpu_s;
@@ -225,7 +225,7 @@ void d_job_attempt_end(
                               .tally = &tally };
         (void)mu_snprintf(num, sizeof(num), "%d", exit_code);
         j->exit_code = exit_code;
-        mu_strlcpy(j->error, why, sizeof(j->error));
+        d_job_text_set(&j->error, why);
         j->finished_ms = now_ms;
         j->end = D_END_FINAL;
         tally.counter = D_C_FAILED;
@@ -252,7 +252,7 @@ void d_job_attempt_end(
             char in[24];
             j->backoff = true;
             j->not_before_ms = until > j->not_before_ms ? until : j->not_before_ms;
-            mu_strlcpy(j->failure, why, sizeof(j->failure));
+            d_job_text_set(&j->failure, why);
             mu_duration_format((int64_t)(j->not_before_ms - mu_time_mono_ms()) / 1000, in,
                                sizeof(in));
             (void)mu_snprintf(reason, sizeof(reason), "retrying in %s after attempt %d failed: %s",
@@ -579,7 +579,7 @@ int d_gang_stop(struct musterd *d,
     }
     if (d_job_write(d, j, &c) != 0)
         return -1; /* not stopped: decided again once Redis is back */
-    mu_strlcpy(j->stop_reason, why, sizeof(j->stop_reason));
+    d_job_text_set(&j->stop_reason, why);
     j->end = to == QUEUE_PENDING ? D_END_RETRY : D_END_FINAL;
     if (to != QUEUE_PENDING)
         j->stop_to = to;
@@ -620,7 +620,7 @@ int d_job_cancel_why(struct musterd *d, struct d_job *j, const char *why)
     if (d_job_write(d, j, &c) != 0)
         return -1; /* not cancelled: the command is read again (it is not acknowledged) */
     j->finished_ms = finished_ms;
-    mu_strlcpy(j->error, why, sizeof(j->error));
+    d_job_text_set(&j->error, why);
     mu_log(MU_LOG_INFO, "sched", "job=%s cancelled: %s", j->id, why);
     if (!j->placed) {
         d_job_forget(d, j);

@@ -59,6 +59,9 @@ void d_job_free(struct d_job *j)
     free(j->slots);
     free(j->tasks);
     free(j->last_checkpoint);
+    free(j->stop_reason);
+    free(j->failure);
+    free(j->error);
     free(j);
 }
 
@@ -261,6 +264,17 @@ void d_job_reason_stored(struct d_job *j, const char *reason)
     j->reason_written = mu_hash(j->reason, strlen(j->reason));
     j->reason_stored = true;
     j->reason_at_ms = mu_time_mono_ms();
+}
+
+void d_job_text_set(char **field, const char *text)
+{
+    char *copy = NULL;
+    if (text[0] && !(copy = strdup(text))) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "text", 10, "out of memory keeping '%s'", text);
+        return;
+    }
+    free(*field);
+    *field = copy;
 }
 
 int d_job_checkpoint_set(struct d_job *j, const char *path)
@@ -562,7 +576,7 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j, const char *wh
         { "exit_code", j->state == QUEUE_SUCCEEDED ? "0"
                        : j->state == QUEUE_FAILED  ? code
                                                    : NULL },
-        { "error", j->state == QUEUE_FAILED ? j->error : NULL },
+        { "error", j->state == QUEUE_FAILED ? d_job_text(j->error) : NULL },
         { "lost_gpu_seconds", lost },
         { "last_checkpoint", j->last_checkpoint },
         { "last_checkpoint_at", j->last_checkpoint_ms ? ckpt_at : NULL },

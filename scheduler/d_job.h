@@ -122,14 +122,15 @@ struct d_job {
     uint64_t kill_sent_ms;       /* mono: the attempt's live tasks were last sent KILL; 0 = not yet.
                                     Repeated until each task is answered for (d_stops_check) */
     char preempted_for[QUEUE_JOB_ID_MAX]; /* while PREEMPTING for another job: its id */
-    char stop_reason[256];                /* why it is PREEMPTING */
-    int victims_stopping;                 /* as a preemptor: victims not yet stopped */
+    char *stop_reason;    /* heap (d_job_text_set), NULL = none: why it is PREEMPTING */
+    int victims_stopping; /* as a preemptor: victims not yet stopped */
     /* Adoption after a scheduler restart (d_adopt.c): a gang RUNNING before the restart waits
      * for its nodes to register and report its tasks, instead of being restarted. */
     uint64_t not_before_ms; /* mono: no new attempt before: a lost node's tasks are fencing,
                                or (backoff) the retry backoff after a failed attempt */
     bool backoff;           /* not_before_ms is a retry backoff; failure says why */
-    char failure[256];      /* the last counted failure ("task 1 exited 3 on node n4") */
+    char *failure; /* heap (d_job_text_set), NULL = none: the last counted failure ("task 1 exited 3
+                      on node n4") */
     int avoid[D_AVOID_MAX]; /* nodes the next attempts prefer not to use (a task failed or was
                                refused there), newest last; navoid used */
     int navoid;
@@ -141,7 +142,7 @@ struct d_job {
     bool forget_after_sync;   /* final, retired once written */
     uint64_t retired_ms;      /* mono: when it joined d->retired (d_job_retire) */
     int exit_code;            /* final: the job's exit code */
-    char error[256];          /* FAILED: why */
+    char *error;              /* heap (d_job_text_set), NULL = none: FAILED: why */
     uint64_t finished_ms;     /* final: wall ms */
     bool adopting;
     uint64_t adopt_deadline_ms;          /* mono: nodes not back by then count as lost */
@@ -240,6 +241,13 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
 /* j's reason is reason, and Redis has it (written with another change). */
 void d_job_reason_stored(struct d_job *j, const char *reason);
+/* *field = a heap copy of text ("" = none, NULL); without memory the old text stays. */
+void d_job_text_set(char **field, const char *text);
+/* A text field's text: "" for none. */
+static inline const char *d_job_text(const char *field)
+{
+    return field ? field : "";
+}
 /* j's newest checkpoint is path (copied; "" = none).  0, or -1 without memory (j keeps the old). */
 int d_job_checkpoint_set(struct d_job *j, const char *path);
 /* A held pending job's reason. */

@@ -175,7 +175,7 @@ static void wait_reason(struct musterd *d, struct d_job *j, uint64_t now_mono)
     mu_duration_format((int64_t)((j->not_before_ms - now_mono + 999) / 1000), in, sizeof(in));
     if (j->backoff)
         (void)mu_snprintf(why, sizeof(why), "retrying in %s after attempt %d failed: %s", in,
-                          j->attempt - 1, j->failure);
+                          j->attempt - 1, d_job_text(j->failure));
     else
         (void)mu_snprintf(why, sizeof(why),
                           "waiting %s for the old attempt on a lost node to stop (its "
