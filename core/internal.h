@@ -300,6 +300,37 @@ static inline bool sched_done_by(int64_t run_s, int64_t now_s, int64_t at_s)
     return run_s > 0 && run_s < INT64_MAX - now_s && now_s + run_s <= at_s;
 }
 
+/* ---- the pass's quotas (pass_quota.c) and reasons (pass_reason.c) ---- */
+
+/* Job i's request as its queue's quota admits it: *r unchanged, or cut to the capacity types
+ * with room (in c->quota_reqs[i]).  False when there is none: d says so (over_quota). */
+bool sched_pass_quota_cut(struct sched_cluster *c,
+                          const struct sched_quota_queue *quota,
+                          int nquota,
+                          const struct sched_pass_job *j,
+                          int i,
+                          const struct sched_request **r,
+                          struct sched_decision *d);
+/* Charges a started job to its queue's quota in the capacity type it landed in (d->borrowed). */
+void sched_pass_quota_started(struct sched_cluster *c,
+                              struct sched_quota_queue *quota,
+                              int nquota,
+                              const struct sched_pass_job *j,
+                              const struct sched_request *r,
+                              struct sched_decision *d);
+/* Room for npending jobs' cut requests and nquota queues' memos, the memos emptied; 0 or -1. */
+int sched_pass_quota_scratch(struct sched_cluster *c, int npending, int nquota, struct mu_err *err);
+/* d's reason for r (family hash fam) failing with f at now_s, formatted once a pass per shape
+ * and failure. */
+void sched_pass_reason_set(struct sched_cluster *c,
+                           const struct sched_request *r,
+                           uint32_t fam,
+                           const struct sched_fail *f,
+                           int64_t now_s,
+                           struct sched_decision *d);
+/* d's reason (and est_start_s) for a job that fits now but would delay the reservation at res_s. */
+void sched_pass_held_back(int64_t res_s, int64_t now_s, struct sched_decision *d);
+
 /* The pass's reservation held (counted as used while c->holds_on), and cleared again. */
 void sched_holds_set(struct sched_cluster *c,
                      const struct sched_request *r,

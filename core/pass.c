@@ -512,214 +512,6 @@ static int scratch_reserve(struct sched_cluster *c, int nruns, int nevents, stru
     return 0;
 }
 
-static bool fail_same(const struct sched_fail *a, const struct sched_fail *b)
-{
-    return a->kind == b->kind && a->best == b->best && a->best_uncapped == b->best_uncapped
-           && a->capped_pool == b->capped_pool && a->cooling_pool == b->cooling_pool
-           && a->cooling_until_s == b->cooling_until_s && a->best_nodes == b->best_nodes
-           && a->global == b->global && a->never == b->never;
-}
-
-/* Whether e holds the reason of r failing with f: every field sched_fail_format reads. */
-static bool reason_same(const struct sched_reason_memo *e,
-                        const struct sched_request *r,
-                        const struct sched_fail *f)
-{
-    return e->tasks == r->tasks && e->gpus_per_task == r->gpus_per_task
-           && e->slice_profile == r->slice_profile && e->gpu_milli == r->gpu_milli
-           && e->cpus_per_task == r->cpus_per_task && e->memory_mb_per_task == r->memory_mb_per_task
-           && e->ncapacity == r->ncapacity && e->capacity[0] == r->capacity[0]
-           && (r->ncapacity < 2 || e->capacity[1] == r->capacity[1])
-           && e->required_level == r->required_level && str_same(e->gpu_type, r->gpu_type)
-           && fail_same(&e->fail, f);
-}
-
-/*
- * d's reason for r failing with f (sched_fail_format at now_s).  A queue of thousands of waiting
- * jobs in a few shapes fails in a few ways, and the words depend only on the shape, the failure
- * and now_s, all fixed in a pass (a cap's reason also quotes the pool's use, which a start
- * changes: not kept); so each text is formatted once a pass and copied after that.
- */
-static void reason_set(struct sched_cluster *c,
-                       const struct sched_request *r,
-                       uint32_t fam,
-                       const struct sched_fail *f,
-                       int64_t now_s,
-                       struct sched_decision *d)
-{
-    uint32_t h = fam ^ (uint32_t)r->tasks * 0x85ebca6bu ^ (uint32_t)f->best * 0xc2b2ae35u
-                 ^ (uint32_t)f->kind ^ (uint32_t)f->never << 3;
-    struct sched_reason_memo *e = NULL;
-
-    if (f->capped_pool < 0) {
-        for (uint32_t i = 0; i < 8; i++) {
-            struct sched_reason_memo *x = &c->reasons[(h + i) & (SCHED_REASON_MEMO - 1)];
-            if (x->pass != c->pass_id) {
-                e = x;
-                break;
-            }
-            if (reason_same(x, r, f)) {
-                mu_strlcpy(d->reason, x->reason, sizeof(d->reason));
-                return;
-            }
-        }
-    }
-    sched_fail_format(c, r, f, now_s, d->reason, sizeof(d->reason));
-    if (!e)
-        return;
-    *e = (struct sched_reason_memo){ .pass = c->pass_id,
-                                     .tasks = r->tasks,
-                                     .gpus_per_task = r->gpus_per_task,
-                                     .slice_profile = r->slice_profile,
-                                     .gpu_milli = r->gpu_milli,
-                                     .cpus_per_task = r->cpus_per_task,
-                                     .memory_mb_per_task = r->memory_mb_per_task,
-                                     .gpu_type = r->gpu_type,
-                                     .ncapacity = r->ncapacity,
-                                     .capacity = { r->capacity[0], r->capacity[1] },
-                                     .required_level = r->required_level,
-                                     .fail = *f };
-    mu_strlcpy(e->reason, d->reason, sizeof(e->reason));
-}
-
-/* Reason for a job that fits now but would delay the reservation. */
-static void held_back(int64_t res_s, int64_t now_s, struct sched_decision *d)
-{
-    char in[24];
-    size_t len;
-    mu_duration_format(res_s - now_s, in, sizeof(in));
-    d->est_start_s = res_s;
-    mu_strlcpy(d->reason, "waiting behind a reservation for a higher-priority job (starts in ",
-               sizeof(d->reason));
-    len = strlen(d->reason);
-    (void)mu_snprintf(d->reason + len, sizeof(d->reason) - len,
-                      "%s); it could backfill now with a time limit under %s", in, in);
-}
-
-static int caps_key(const struct sched_request *r)
-{
-    return r->ncapacity * 4 + (int)r->capacity[0] * 2
-           + (r->ncapacity > 1 ? (int)r->capacity[1] : 0);
-}
-
-/* Whether queue q's quota admits gpus more GPUs of capacity cap, through m.  Within a pass use
- * only grows, so a size refused stays refused (and any larger size), and a size admitted holds
- * for any smaller size until the next start anywhere (which may use what the cohort lends). */
-static bool quota_admits_memo(struct sched_cluster *c,
-                              struct sched_quota_memo *m,
-                              const struct sched_quota_queue *quota,
-                              int nquota,
-                              int q,
-                              int cap,
-                              int gpus)
-{
-    bool ok;
-    if (m->admit_gen == c->quota_gen && gpus <= m->admit_max[cap])
-        return true;
-    if (gpus >= m->refuse_min[cap])
-        return false;
-    ok = sched_quota_admits(quota, nquota, q, cap, gpus) != SCHED_QUOTA_NO;
-    if (!ok) {
-        m->refuse_min[cap] = gpus;
-    } else {
-        if (m->admit_gen != c->quota_gen) {
-            m->admit_gen = c->quota_gen;
-            m->admit_max[0] = m->admit_max[1] = -1;
-        }
-        m->admit_max[cap] = gpus;
-    }
-    return ok;
-}
-
-/* Job i's request as its queue's quota admits it: *r unchanged, or cut to the capacity types
- * with room (in c->quota_reqs[i]).  False when there is none: d says so (the reason has no
- * size in it, so one text per capacity list and queue serves the pass). */
-static bool quota_cut(struct sched_cluster *c,
-                      const struct sched_quota_queue *quota,
-                      int nquota,
-                      const struct sched_pass_job *j,
-                      int i,
-                      const struct sched_request **r,
-                      struct sched_decision *d)
-{
-    struct sched_request *cut = &c->quota_reqs[i];
-    struct sched_quota_memo *m;
-    int gpus = (*r)->tasks * (*r)->gpus_per_task;
-    int n = 0;
-    enum sched_capacity caps[2];
-    if (!quota || j->queue < 0 || j->queue >= nquota)
-        return true;
-    m = &c->quota_memo[j->queue];
-    if (m->pass != c->pass_id) {
-        *m = (struct sched_quota_memo){ .pass = c->pass_id,
-                                        .admit_gen = c->quota_gen,
-                                        .admit_max = { -1, -1 },
-                                        .refuse_min = { INT_MAX, INT_MAX },
-                                        .reason_caps = -1 };
-    }
-    for (int k = 0; k < (*r)->ncapacity && k < 2; k++) {
-        if (quota_admits_memo(c, m, quota, nquota, j->queue, (int)(*r)->capacity[k], gpus))
-            caps[n++] = (*r)->capacity[k];
-    }
-    if (n == (*r)->ncapacity)
-        return true;
-    if (n > 0) {
-        *cut = **r;
-        cut->ncapacity = n;
-        memcpy(cut->capacity, caps, (size_t)n * sizeof(caps[0]));
-        *r = cut;
-        return true;
-    }
-    d->over_quota = true;
-    if (m->reason_caps != caps_key(*r)) {
-        sched_quota_reason(quota, nquota, j->queue, *r, m->reason, sizeof(m->reason));
-        m->reason_caps = caps_key(*r);
-    }
-    mu_strlcpy(d->reason, m->reason, sizeof(d->reason));
-    return false;
-}
-
-/* Charges a started job to its queue's quota in the capacity type it landed in. */
-static void quota_started(struct sched_cluster *c,
-                          struct sched_quota_queue *quota,
-                          int nquota,
-                          const struct sched_pass_job *j,
-                          const struct sched_request *r,
-                          struct sched_decision *d)
-{
-    int cap;
-    int gpus = r->tasks * r->gpus_per_task;
-    if (!quota || j->queue < 0 || j->queue >= nquota || r->tasks < 1)
-        return;
-    cap = (int)c->pools[c->nodes[j->slots[0].node].pool].capacity;
-    d->borrowed = sched_quota_admits(quota, nquota, j->queue, cap, gpus) == SCHED_QUOTA_BORROWS;
-    sched_quota_charge(quota, nquota, j->queue, cap, gpus);
-    c->quota_memo[j->queue].pass = 0; /* its use grew: its reasons' numbers changed */
-    c->quota_gen++;                   /* and what its cohort can lend may have shrunk */
-}
-
-static int quota_scratch(struct sched_cluster *c, int npending, int nquota, struct mu_err *err)
-{
-    struct sched_request *p;
-    if (nquota > c->cap_quota_memo) {
-        struct sched_quota_memo *m = realloc(c->quota_memo, (size_t)nquota * sizeof(*m));
-        if (!m)
-            return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
-        c->quota_memo = m;
-        c->cap_quota_memo = nquota;
-    }
-    for (int q = 0; q < nquota; q++)
-        c->quota_memo[q].pass = 0;
-    if (npending <= c->cap_quota_reqs)
-        return 0;
-    p = realloc(c->quota_reqs, (size_t)npending * sizeof(*p));
-    if (!p)
-        return mu_errf(err, MU_E_NOMEM, "scheduling pass: out of memory");
-    c->quota_reqs = p;
-    c->cap_quota_reqs = npending;
-    return 0;
-}
-
 /* A new pass (or explanation): running copied to c->runs (room reserved), a fresh memo. */
 static void pass_begin(struct sched_cluster *c, const struct sched_running *running, int nrunning)
 {
@@ -796,7 +588,7 @@ int sched_pass_open(struct sched_cluster *c,
         || (quota && nquota < 0))
         return mu_errf(err, MU_E_INVAL, "scheduling pass: bad arguments");
     if (scratch_reserve(c, nrunning + max_jobs, nrunning + max_jobs + c->npools, err) != 0
-        || (quota && quota_scratch(c, max_jobs, nquota, err) != 0))
+        || (quota && sched_pass_quota_scratch(c, max_jobs, nquota, err) != 0))
         return -1;
     pass_begin(c, running, nrunning);
     c->pass = (struct sched_pass_state){ .open = true,
@@ -835,11 +627,11 @@ int sched_pass_step(struct sched_cluster *c,
         mu_strlcpy(d->reason, bad, sizeof(d->reason));
         return 0;
     }
-    if (!quota_cut(c, ps->quota, ps->nquota, j, i, &r, d))
+    if (!sched_pass_quota_cut(c, ps->quota, ps->nquota, j, i, &r, d))
         return 0; /* over quota: not a reservation, blocks nobody */
     fam = family_hash(r);
     if (try_now(c, r, fam, mode, now_s, j->slots, &fail)) {
-        quota_started(c, ps->quota, ps->nquota, j, r, d);
+        sched_pass_quota_started(c, ps->quota, ps->nquota, j, r, d);
         sched_cluster_commit(c, r, j->slots);
         c->runs[ps->nruns].req = r;
         c->runs[ps->nruns].slots = j->slots;
@@ -849,12 +641,12 @@ int sched_pass_step(struct sched_cluster *c,
         return 1;
     }
     if (mode == MODE_HELD && fits_held_back(c, r, fam, now_s, ps->started, j->slots, &fail)) {
-        held_back(ps->res_s, now_s, d); /* fits, but only on the reserved GPUs */
+        sched_pass_held_back(ps->res_s, now_s, d); /* fits, but only on the reserved GPUs */
         return 0;
     }
     if (!fits_idle(c, r, fam, &fail, &ever)) {
         /* Whether or not a reservation is out: it never blocks anyone, and says so. */
-        reason_set(c, r, fam, &ever, now_s, d);
+        sched_pass_reason_set(c, r, fam, &ever, now_s, d);
         return 0;
     }
     if (!ps->reserved) {
@@ -873,7 +665,7 @@ int sched_pass_step(struct sched_cluster *c,
             return 0;
         }
     }
-    reason_set(c, r, fam, &fail, now_s, d);
+    sched_pass_reason_set(c, r, fam, &fail, now_s, d);
     return 0;
 }
 
