@@ -5,6 +5,8 @@
 
 #include "core/sched.h"
 
+#include <string.h>
+
 #define SCHED_HIST_W      (SCHED_MAX_GPUS_NODE + 1) /* free-GPU histogram width: 0..64 */
 #define SCHED_MEMO_SIZE   1024                      /* failed-shape memo slots (power of two) */
 #define SCHED_NONE_MEMO   8                         /* task sizes none_last keeps */
@@ -292,6 +294,13 @@ void sched_fail_format(const struct sched_cluster *c,
                        int64_t now_s,
                        char *buf,
                        size_t size);
+
+/* Two requests' GPU types are the same (NULL is "" : any).  Most requests name none or share one
+ * spec's string, so the pointers are compared before the bytes. */
+static inline bool sched_type_same(const char *a, const char *b)
+{
+    return a == b || strcmp(a ? a : "", b ? b : "") == 0;
+}
 
 /* Backfill's rule: a job that runs at most run_s seconds (0: no limit) from now_s is done by
  * at_s, so it may take GPUs the reservation starting at at_s holds. */

@@ -10,13 +10,6 @@
 
 #include "common/mu_banned.h"
 
-/* GPU types: most requests name none (NULL) or share one spec's string, so the pointers are
- * compared before the bytes. */
-static bool str_same(const char *a, const char *b)
-{
-    return a == b || strcmp(a ? a : "", b ? b : "") == 0;
-}
-
 static bool fail_same(const struct sched_fail *a, const struct sched_fail *b)
 {
     return a->kind == b->kind && a->best == b->best && a->best_uncapped == b->best_uncapped
@@ -35,7 +28,7 @@ static bool reason_same(const struct sched_reason_memo *e,
            && e->cpus_per_task == r->cpus_per_task && e->memory_mb_per_task == r->memory_mb_per_task
            && e->ncapacity == r->ncapacity && e->capacity[0] == r->capacity[0]
            && (r->ncapacity < 2 || e->capacity[1] == r->capacity[1])
-           && e->required_level == r->required_level && str_same(e->gpu_type, r->gpu_type)
+           && e->required_level == r->required_level && sched_type_same(e->gpu_type, r->gpu_type)
            && fail_same(&e->fail, f);
 }
 

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/sched.h"
+#include "core/internal.h"
 
 #include "common/mu_banned.h"
 
@@ -48,11 +48,6 @@ struct no_plan {
 
 #define NO_PLAN_SLOTS_MAX 1024 /* a power of two; a full table only stops remembering */
 
-static bool str_same(const char *a, const char *b)
-{
-    return strcmp(a ? a : "", b ? b : "") == 0;
-}
-
 /* Every field of a request the planner reads (the avoided nodes included). */
 static bool req_same(const struct sched_request *a, const struct sched_request *b)
 {
@@ -66,7 +61,7 @@ static bool req_same(const struct sched_request *a, const struct sched_request *
            && a->required_level == b->required_level && a->preferred_level == b->preferred_level
            && a->navoid == b->navoid
            && (a->navoid <= 0 || memcmp(a->avoid, b->avoid, (size_t)a->navoid * sizeof(int)) == 0)
-           && str_same(a->gpu_type, b->gpu_type);
+           && sched_type_same(a->gpu_type, b->gpu_type);
 }
 
 static uint32_t job_hash(const struct sched_preempt_job *j)

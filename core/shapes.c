@@ -12,7 +12,7 @@
  */
 #include <string.h>
 
-#include "core/sched.h"
+#include "core/internal.h"
 
 #include "common/mu_banned.h"
 
@@ -28,7 +28,7 @@ static bool shape_same(const struct sched_shape *s,
            && a->capacity[1] == b->capacity[1] && a->required_level == b->required_level
            && a->slice_profile == b->slice_profile && a->gpu_milli == b->gpu_milli
            && s->priority == priority && s->preemptible == preemptible
-           && strcmp(a->gpu_type ? a->gpu_type : "", b->gpu_type ? b->gpu_type : "") == 0;
+           && sched_type_same(a->gpu_type, b->gpu_type);
 }
 
 int sched_shapes_add(struct sched_shapes *s,
