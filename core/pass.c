@@ -39,13 +39,6 @@ enum pass_mode {
     MODE_SETTLED = 4, /* sched_pass_settled's own failures: apart, so jobs' reasons stay theirs */
 };
 
-/* GPU types: most requests name none (NULL) or share one spec's string, so the pointers are
- * compared before the bytes. */
-static bool str_same(const char *a, const char *b)
-{
-    return a == b || strcmp(a ? a : "", b ? b : "") == 0;
-}
-
 /* The hash of r's family, computed once per job; each probe mixes its mode in. */
 static uint32_t family_hash(const struct sched_request *r)
 {
@@ -71,7 +64,7 @@ static bool family_same(const struct sched_memo *m, const struct sched_request *
            && m->memory_mb_per_task == r->memory_mb_per_task && m->ncapacity == r->ncapacity
            && m->capacity[0] == r->capacity[0]
            && (r->ncapacity < 2 || m->capacity[1] == r->capacity[1])
-           && m->required_level == r->required_level && str_same(m->gpu_type, r->gpu_type);
+           && m->required_level == r->required_level && sched_type_same(m->gpu_type, r->gpu_type);
 }
 
 /* The memo slot of r's family (fam = family_hash(r)) in this pass: its entry, or the empty
@@ -286,6 +279,22 @@ static struct sched_memo *idle_entry(struct sched_cluster *c,
     return m;
 }
 
+/* What the idle memo knows of r: 1 it fits, 0 it does not (*known: the entry, with the reason
+ * data), -1 nothing yet. */
+static int idle_memo_says(struct sched_cluster *c,
+                          const struct sched_request *r,
+                          uint32_t fam,
+                          const struct sched_memo **known)
+{
+    struct sched_idle_memo *e = idle_slot(c, r, fam);
+    if (!e || e->m.pass != c->nodes_gen)
+        return -1;
+    *known = &e->m;
+    if (r->tasks >= e->m.min_tasks)
+        return 0;
+    return r->tasks <= e->m.max_fit_tasks ? 1 : -1;
+}
+
 /*
  * Whether r fits on the idle view of today's nodes: every gang ended, every cool-down over.
  * When it does not, nothing running or cooling down will make room, and *fail (marked never)
@@ -303,25 +312,21 @@ static bool fits_idle(struct sched_cluster *c,
                       const struct sched_fail *now,
                       struct sched_fail *fail)
 {
-    struct sched_idle_memo *e;
+    const struct sched_memo *known = NULL;
     struct sched_memo *m;
     bool fits;
+    int says;
 
     if (now->kind == SCHED_FAIL_NO_NODES) {
         *fail = *now;
         fail->never = true;
         return false;
     }
-    e = idle_slot(c, r, fam);
-    m = e ? &e->m : NULL;
-    if (m && m->pass == c->nodes_gen) {
-        if (r->tasks >= m->min_tasks) {
-            *fail = m->fail;
-            return false;
-        }
-        if (r->tasks <= m->max_fit_tasks)
-            return true;
-    }
+    says = idle_memo_says(c, r, fam, &known);
+    if (says == 0)
+        *fail = known->fail;
+    if (says >= 0)
+        return says == 1;
     c->idle_view = true;
     if (r->required_level < 0 && r->gpus_per_task > 0 && r->slice_profile == 0
         && r->gpu_milli == 0) {
@@ -371,15 +376,12 @@ static bool fits_idle(struct sched_cluster *c,
 /* fits_idle's answer without remembering it (or the reason data a job would get from it). */
 static bool idle_fits_quiet(struct sched_cluster *c, const struct sched_request *r, uint32_t fam)
 {
-    struct sched_idle_memo *e = idle_slot(c, r, fam);
+    const struct sched_memo *known;
     struct sched_fail fail;
     bool fits;
-    if (e && e->m.pass == c->nodes_gen) {
-        if (r->tasks >= e->m.min_tasks)
-            return false;
-        if (r->tasks <= e->m.max_fit_tasks)
-            return true;
-    }
+    int says = idle_memo_says(c, r, fam, &known);
+    if (says >= 0)
+        return says == 1;
     c->idle_view = true;
     fits = sched_place_in(c, r, INT64_MAX, NULL, &fail) == 1;
     c->idle_view = false;
