@@ -706,6 +706,19 @@ bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *sha
     return true;
 }
 
+bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n)
+{
+    if (s->nshapes < 0 || n < s->next_check)
+        return false;
+    if (sched_pass_settled(c, s->shapes, s->nshapes)
+        && (!s->preempts
+            || !sched_pass_rest_may_preempt(s->order, s->quota, s->nquota, s->victims, s->nvictims,
+                                            s->span)))
+        return true;
+    s->next_check = n + (s->nshapes > 0 ? s->nshapes : 1);
+    return false;
+}
+
 int sched_pass_close(struct sched_cluster *c)
 {
     int started = c->pass.started;

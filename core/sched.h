@@ -573,6 +573,28 @@ bool sched_pass_rest_may_preempt(const struct sched_order *o,
                                  int nvictims,
                                  const struct sched_shape_span *span);
 
+/*
+ * When a pass in steps may stop (musterd and muster-sim ask the same rule): after step n
+ * (0-based) of a job that did not start, from step next_check on, true when no job of the
+ * queue's shapes could start or take the reservation (sched_pass_settled) and, when the pass
+ * ends with sched_preempt_first (preempts), no job the order has not reached could preempt
+ * (sched_pass_rest_may_preempt).  When not, the next ask is nshapes steps on, so the checks cost
+ * O(1) a job.  nshapes < 0: the pass never stops.  The pointers are borrowed for the pass.
+ */
+struct sched_pass_stop {
+    const struct sched_request *shapes; /* sched_shapes_list's */
+    int nshapes;
+    const struct sched_shape_span *span;
+    const struct sched_order *order; /* the iteration the jobs come from */
+    const struct sched_quota_queue *quota;
+    int nquota;
+    const struct sched_victim *victims; /* the gangs running now */
+    int nvictims;
+    bool preempts;
+    int next_check; /* the caller's first step to ask at; moved on by each ask */
+};
+bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n);
+
 /* A job of a pass as sched_preempt_first sees it. */
 struct sched_preempt_job {
     const struct sched_request *req; /* borrowed for the call */

@@ -249,19 +249,36 @@ static const struct sched_request *pass_request(
 }
 
 /*
- * Whether the pass may stop before the end of the queue (issue #15): not in the periodic pass
- * over every job, and only when every pending job is counted in a shape (core/shapes.c).  Returns
- * the shapes' count (d->pass.shapes, d->pass.span), or -1 when the pass looks at every job.
+ * When this pass may stop before the end of the queue (issue #15, sched_pass_may_stop): not in
+ * the periodic pass over every job, and only when every pending job is counted in a shape
+ * (core/shapes.c); it weighs the gangs running now (d_preempt_collect) unless no preemption is
+ * planned (regrace).  *stop's nshapes is -1 when the pass looks at every job.
  */
-static int pass_shapes(struct musterd *d, uint64_t now_mono, bool regrace, int64_t now_ms)
+static void pass_stop_rule(struct musterd *d,
+                           uint64_t now_mono,
+                           bool regrace,
+                           int64_t now_ms,
+                           struct sched_pass_stop *stop)
 {
-    int n;
+    int nshapes;
+    *stop = (struct sched_pass_stop){ .nshapes = -1 };
     if (now_mono >= d->pass.full_due_ms)
-        return -1;
-    n = sched_shapes_list(&d->shapes, d->pass.shapes, &d->pass.span);
-    if (n >= 0 && !regrace) /* no preemption while known nodes may come back */
+        return;
+    nshapes = sched_shapes_list(&d->shapes, d->pass.shapes, &d->pass.span);
+    if (nshapes < 0)
+        return;
+    if (!regrace) /* no preemption while known nodes may come back */
         d_preempt_collect(d, now_ms);
-    return n;
+    *stop = (struct sched_pass_stop){ .shapes = d->pass.shapes,
+                                      .nshapes = nshapes,
+                                      .span = &d->pass.span,
+                                      .order = d->order,
+                                      .quota = d->pass.quota,
+                                      .nquota = d->cfg.nqueues + 1,
+                                      .victims = d->pass.victims,
+                                      .nvictims = d->pass.nvictims,
+                                      .preempts = !regrace,
+                                      .next_check = PASS_DEPTH_MIN };
 }
 
 /*
@@ -269,13 +286,11 @@ static int pass_shapes(struct musterd *d, uint64_t now_mono, bool regrace, int64
  * into d->pass.jobs/out/who; returns how many were stepped, and *seen how many jobs it took from
  * the order.  A held job, or one whose not_before_ms is still ahead (it gets its reason,
  * *timed_reasons is set and a pass is asked for then), sits this pass out.  Each gets its request
- * for this pass (pass_request) and its place in the order (for musterctl why).  With nshapes >=
- * 0, the pass stops once sched_pass_settled says no later job can change it, asked after
- * PASS_DEPTH_MIN jobs, after a job that did not start, at most once per nshapes jobs, and
- * when no later job could preempt (sched_pass_rest_may_preempt).
+ * for this pass (pass_request) and its place in the order (for musterctl why).  It stops where
+ * sched_pass_may_stop says the rest of the queue cannot change the pass (pass_stop_rule).
  */
 static int pass_run(struct musterd *d,
-                    int nshapes,
+                    struct sched_pass_stop *stop,
                     int64_t now_ms,
                     uint64_t now_mono,
                     bool regrace,
@@ -285,7 +300,6 @@ static int pass_run(struct musterd *d,
     int ahead_in[SCHED_MAX_QUEUES] = { 0 }; /* by queue: jobs taken, not held */
     int ahead = 0;
     int n = 0;
-    int next_check = PASS_DEPTH_MIN;
     struct d_job *j;
 
     *seen = 0;
@@ -319,16 +333,9 @@ static int pass_run(struct musterd *d,
         d->pass.jobs[n].slots = j->slots;
         d->pass.jobs[n].queue = j->queue_idx;
         d->pass.who[n] = j;
-        if (sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0 && nshapes >= 0
-            && n >= next_check) {
-            if (sched_pass_settled(d->cluster, d->pass.shapes, nshapes)
-                && (regrace /* no preemption then */
-                    || !sched_pass_rest_may_preempt(d->order, d->pass.quota, d->cfg.nqueues + 1,
-                                                    d->pass.victims, d->pass.nvictims,
-                                                    &d->pass.span)))
-                return n + 1;
-            next_check = n + (nshapes > 0 ? nshapes : 1);
-        }
+        if (sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0
+            && sched_pass_may_stop(d->cluster, stop, n))
+            return n + 1;
         n++;
     }
     return n;
@@ -406,7 +413,7 @@ static bool schedule(struct musterd *d)
     bool regrace = d_nodes_regrace(d, now_mono);
     bool timed_reasons = false;
     int n;
-    int nshapes;
+    struct sched_pass_stop stop;
     int seen;
     bool stopped;
     int nrunning;
@@ -428,7 +435,7 @@ static bool schedule(struct musterd *d)
         d->dirty = true;
         return false;
     }
-    nshapes = pass_shapes(d, now_mono, regrace, now_ms);
+    pass_stop_rule(d, now_mono, regrace, now_ms, &stop);
     t0 = mu_time_mono_us();
     if (sched_pass_open(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->npending, d->pass.running,
                         nrunning, now_s, &err)
@@ -437,12 +444,12 @@ static bool schedule(struct musterd *d)
         d->dirty = true;
         return false;
     }
-    n = pass_run(d, nshapes, now_ms, now_mono, regrace, &timed_reasons, &seen);
+    n = pass_run(d, &stop, now_ms, now_mono, regrace, &timed_reasons, &seen);
     (void)sched_pass_close(d->cluster);
     d->metrics.pass_jobs = n;
     d->metrics.pass_core_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
-    if (nshapes < 0)
+    if (stop.nshapes < 0)
         d->pass.full_due_ms = now_mono + REASON_REFRESH_MS;
     stopped = seen < d->npending;
     if (stopped)

@@ -281,19 +281,29 @@ static int pass_next(struct sim_engine *e, int i, int npass, bool ordered)
  * The core's pass in steps (sched_pass_step), as d_pass.c steps it, over the first npass jobs of
  * e->who or, ordered, the fair-share order (which then fills e->who), starting what it placed;
  * then, with preemption (ordered), one plan.  Ordered, it stops once no later job could change it
- * (sched_pass_settled over the shapes, sched_pass_rest_may_preempt): musterd does the same after
- * 1,000 jobs (for its reasons' sake), which starts and plans the same gangs.
+ * (sched_pass_may_stop): musterd asks the same after 1,000 jobs (for its reasons' sake), which
+ * starts and plans the same gangs.
  */
 static int core_pass(struct sim_engine *e, int npass, bool ordered)
 {
     int nrunning = running_collect(e, NULL);
     struct sched_shape_span span;
-    int nshapes = ordered ? sched_shapes_list(e->shapes, e->shape_list, &span) : -1;
-    int nvic = nshapes >= 0 ? victims_collect(e) : 0;
-    int next_check = 0;
+    struct sched_pass_stop stop = { .nshapes = -1 };
     int n = 0;
     int j;
 
+    if (ordered) /* the rule musterd stops by, from the first job: the decisions are the same */
+        stop = (struct sched_pass_stop){
+            .shapes = e->shape_list,
+            .nshapes = sched_shapes_list(e->shapes, e->shape_list, &span),
+            .span = &span,
+            .order = e->order,
+            .quota = e->quota,
+            .nquota = e->nquota,
+            .victims = e->vic,
+            .nvictims = victims_collect(e),
+            .preempts = true,
+        };
     if (sched_pass_open(e->c, e->quota, e->nquota, npass, e->run, nrunning, sim_now_s(e), e->err)
         != 0)
         return -1;
@@ -304,14 +314,10 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
                                             .run_s = sim_job_run_s(e, j),
                                             .slots = s->slots,
                                             .queue = e->jobs[j].queue };
-        if (sched_pass_step(e->c, &e->pj[n], &e->dec[n]) == 0 && nshapes >= 0 && n >= next_check) {
-            if (sched_pass_settled(e->c, e->shape_list, nshapes)
-                && !sched_pass_rest_may_preempt(e->order, e->quota, e->nquota, e->vic, nvic,
-                                                &span)) {
-                n++;
-                break;
-            }
-            next_check = n + (nshapes > 0 ? nshapes : 1);
+        if (sched_pass_step(e->c, &e->pj[n], &e->dec[n]) == 0
+            && sched_pass_may_stop(e->c, &stop, n)) {
+            n++;
+            break;
         }
         n++;
     }
