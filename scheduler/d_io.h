@@ -135,7 +135,7 @@ struct d_metrics {
     double place_buckets[D_PLACE_BUCKETS + 1]; /* non-cumulative; the last is +Inf */
     double place_sum_s;
     double pass_sum_s;      /* scheduling passes: time spent, all told (their Redis writes too) */
-    double pass_core_sum_s; /* of that, in the placement core (sched_pass_quota) */
+    double pass_core_sum_s; /* of that, stepping the core's pass through the queue (pass_run) */
     double passes;          /* how many */
     double pass_jobs;       /* pending jobs the last pass looked at (never an array's unmade
                                elements, nor jobs waiting for dependencies) */

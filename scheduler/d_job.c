@@ -198,12 +198,6 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
     }
 }
 
-/*
- * Keeps the job's pending reason.  Reasons carry live numbers ("at most 3 task(s) fit now") that
- * change with every pass, so Redis gets a job's reason at once the first time and then at most
- * once a second (d_jobs_flush_reasons writes what is left); otherwise a long queue would cost a
- * write per job per pass.
- */
 /* j's reason waits for d_jobs_flush_reasons: on the list of late reasons, once. */
 static void reason_late(struct musterd *d, struct d_job *j)
 {
@@ -233,6 +227,12 @@ void d_job_reason_late_drop(struct musterd *d, struct d_job *j)
     j->late_at = 0;
 }
 
+/*
+ * Keeps the job's pending reason.  Reasons carry live numbers ("at most 3 task(s) fit now") that
+ * change with every pass, so Redis gets a job's reason at once the first time and then at most
+ * once a second (d_jobs_flush_reasons writes what is left); otherwise a long queue would cost a
+ * write per job per pass.
+ */
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
 {
     uint64_t now = mu_time_mono_ms();
@@ -266,24 +266,15 @@ void d_job_reason_stored(struct d_job *j, const char *reason)
     j->reason_at_ms = mu_time_mono_ms();
 }
 
-void d_job_text_set(char **field, const char *text)
+int d_job_text_set(char **field, const char *text)
 {
     char *copy = NULL;
     if (text[0] && !(copy = strdup(text))) {
         mu_log_limited(MU_LOG_ERROR, "sched", "text", 10, "out of memory keeping '%s'", text);
-        return;
+        return -1;
     }
     free(*field);
     *field = copy;
-}
-
-int d_job_checkpoint_set(struct d_job *j, const char *path)
-{
-    char *copy = NULL;
-    if (path[0] && !(copy = strdup(path)))
-        return -1;
-    free(j->last_checkpoint);
-    j->last_checkpoint = copy;
     return 0;
 }
 

@@ -112,8 +112,8 @@ struct d_job {
     struct d_task *tasks;      /* spec.tasks entries while placed: how each task is doing */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
-    double lost_gpu_s;     /* GPU-seconds of work lost by ended attempts, all told */
-    char *last_checkpoint; /* heap: newest checkpoint path (d_job_checkpoint_set); NULL none */
+    double lost_gpu_s;           /* GPU-seconds of work lost by ended attempts, all told */
+    char *last_checkpoint;       /* heap (d_job_text_set), NULL = none: newest checkpoint path */
     uint64_t last_checkpoint_ms; /* wall ms it was written */
     bool head_of_queue;          /* requeued by a spot interruption: first in its priority */
     bool borrowed;               /* while placed: started beyond its queue's nominal quota (job hash
@@ -163,7 +163,7 @@ struct d_job {
     bool array_unstarted;            /* an element counted in its array's pending */
     int live_at;                     /* 1 + its index in d->live; 0 = not placed nor adopting */
     int pending_at;                  /* 1 + its index in d->pending; 0 = not pending */
-    int shape_at; /* while pending: 1 + its index in d->shapes, -1 not counted; 0 = not pending */
+    int shape_at; /* while pending: its handle in d->shapes (sched_shapes_add); 0 = not pending */
     struct sched_order_job okey; /* its key in d->order, while in_order */
     bool in_order;
     int ahead; /* as of the last pass that reached it: jobs before it in the order, not held */
@@ -241,15 +241,14 @@ void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);
 /* j's reason is reason, and Redis has it (written with another change). */
 void d_job_reason_stored(struct d_job *j, const char *reason);
-/* *field = a heap copy of text ("" = none, NULL); without memory the old text stays. */
-void d_job_text_set(char **field, const char *text);
+/* *field = a heap copy of text ("" = none, NULL): a job's stop reason, failure, error, last
+ * checkpoint.  0, or -1 without memory (logged; the old text stays). */
+int d_job_text_set(char **field, const char *text);
 /* A text field's text: "" for none. */
 static inline const char *d_job_text(const char *field)
 {
     return field ? field : "";
 }
-/* j's newest checkpoint is path (copied; "" = none).  0, or -1 without memory (j keeps the old). */
-int d_job_checkpoint_set(struct d_job *j, const char *path);
 /* A held pending job's reason. */
 #define D_HELD_REASON "held by operator; musterctl release to let it run"
 /* Writes pending reasons that changed since their last (rate-limited) write. */

@@ -97,7 +97,7 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     j->submitted_ms = d_job_id_ms(j->id);
     j->started_ms = s->started_ms;
     j->lost_gpu_s = s->lost_gpu_s;
-    if (d_job_checkpoint_set(j, s->last_checkpoint) != 0) {
+    if (d_job_text_set(&j->last_checkpoint, s->last_checkpoint) != 0) {
         d_job_free(j);
         return mu_errf(err, MU_E_NOMEM, "out of memory recovering jobs");
     }

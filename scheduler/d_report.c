@@ -105,11 +105,8 @@ static void checkpoint_record(struct musterd *d,
     if (at_ms == j->last_checkpoint_ms && j->last_checkpoint
         && strcmp(path, j->last_checkpoint) == 0)
         return; /* a repeat (every HELLO says it again) */
-    if (d_job_checkpoint_set(j, path) != 0) {
-        mu_log_limited(MU_LOG_ERROR, "sched", "checkpoint", 10,
-                       "job=%s out of memory noting checkpoint %s", j->id, path);
+    if (d_job_text_set(&j->last_checkpoint, path) != 0)
         return;
-    }
     j->last_checkpoint_ms = at_ms ? at_ms : mu_time_wall_ms();
     (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)j->last_checkpoint_ms);
     (void)mu_snprintf(why, sizeof(why), "task %d on %s wrote %s", t->task, node->name, path);
