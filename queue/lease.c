@@ -21,7 +21,9 @@
 
 #include "common/mu_banned.h"
 
-#define BATCH_MAX 64 /* commands in one fenced pipeline (a job update makes at most 12) */
+/* Commands in one fenced pipeline: a job update makes at most 12, and a scheduling pass sends its
+ * starts and reasons together (hundreds). */
+#define BATCH_MAX 65536
 
 /* KEYS leader, epoch; ARGV token, epoch, ttl_ms, then per command: argc, argv...  An expired key
  * is taken back when no later epoch was handed out; an epoch below ours (a promoted replica that
@@ -263,7 +265,7 @@ int queue_batch_finish(struct queue *q, redisReply **out, struct mu_err *err)
 {
     char keys[2][CFG_NAME_MAX + 16];
     char nums[2][24];
-    char counts[BATCH_MAX][16];
+    char(*counts)[16] = NULL; /* each command's argument count, as text */
     const char **argv = NULL;
     size_t *lens = NULL;
     redisReply *r = NULL;
@@ -275,7 +277,8 @@ int queue_batch_finish(struct queue *q, redisReply **out, struct mu_err *err)
         cap += 1 + q->batch_len[i] / 4; /* an argument takes at least "$0\r\n\r\n" */
     argv = calloc((size_t)cap, sizeof(*argv));
     lens = calloc((size_t)cap, sizeof(*lens));
-    if (!argv || !lens) {
+    counts = calloc((size_t)q->nbatch + 1, sizeof(*counts));
+    if (!argv || !lens || !counts) {
         mu_errf(err, MU_E_NOMEM, "out of memory for a fenced write");
         goto out;
     }
@@ -318,6 +321,7 @@ int queue_batch_finish(struct queue *q, redisReply **out, struct mu_err *err)
 out:
     if (r)
         freeReplyObject(r);
+    free(counts);
     free(argv);
     free(lens);
     queue_batch_clear(q);

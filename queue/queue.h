@@ -350,6 +350,24 @@ int queue_job_update(struct queue *q,
                      enum queue_stream ack_stream,
                      const char *ack_id,
                      struct mu_err *err);
+/* queue_job_update without waiting for Redis: its commands are appended to q's pipeline and
+ * *total grows by their count.  Updates appended one after another go in one round trip, written
+ * by queue_updates_finish (with the count); nothing else may use q in between.  0, or -1 with
+ * err (nothing of this update appended). */
+int queue_job_update_append(struct queue *q,
+                            const char *id,
+                            const struct queue_kv *fields,
+                            int nfields,
+                            uint64_t index_ms,
+                            const struct queue_event *ev,
+                            long events_max,
+                            enum queue_stream ack_stream,
+                            const char *ack_id,
+                            int *total,
+                            struct mu_err *err);
+/* Sends the appended updates (sent commands, fenced as one when a fence is set) and reads every
+ * reply; 0, or -1 with the first error (then any of them may or may not have landed). */
+int queue_updates_finish(struct queue *q, int sent, struct mu_err *err);
 
 /* HINCRBY counters name 1 (a metrics counter not tied to a job update). */
 int queue_counter_incr(struct queue *q, const char *name, struct mu_err *err);

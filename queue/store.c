@@ -51,16 +51,25 @@ int queue_pipeline_finish(struct queue *q, int n, struct mu_err *err)
     return rc;
 }
 
-int queue_job_update(struct queue *q,
-                     const char *id,
-                     const struct queue_kv *fields,
-                     int nfields,
-                     uint64_t index_ms,
-                     const struct queue_event *ev,
-                     long events_max,
-                     enum queue_stream ack_stream,
-                     const char *ack_id,
-                     struct mu_err *err)
+/* Counts one command appended (rc REDIS_OK) or not. */
+static void counted(int rc, int *sent, int *tried)
+{
+    (*tried)++;
+    if (rc == REDIS_OK)
+        (*sent)++;
+}
+
+int queue_job_update_append(struct queue *q,
+                            const char *id,
+                            const struct queue_kv *fields,
+                            int nfields,
+                            uint64_t index_ms,
+                            const struct queue_event *ev,
+                            long events_max,
+                            enum queue_stream ack_stream,
+                            const char *ack_id,
+                            int *total,
+                            struct mu_err *err)
 {
     char key[CFG_NAME_MAX + QUEUE_JOB_ID_MAX + 8];
     char list_key[CFG_NAME_MAX + 8];
@@ -69,7 +78,9 @@ int queue_job_update(struct queue *q,
     char num[3][32];
     struct argv_builder set = { 0 };
     struct argv_builder del = { 0 };
+    int base = q->nbatch; /* a fenced connection's batch, before this update */
     int sent = 0;
+    int tried = 0;
 
     if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
@@ -88,15 +99,14 @@ int queue_job_update(struct queue *q,
     }
     if (set.argc >= ARGV_MAX || del.argc >= ARGV_MAX)
         return mu_errf(err, MU_E_TOOBIG, "job %s: too many fields in one update", id);
-    if (set.argc > 2 && queue_append_argv(q, set.argc, set.argv, set.lens) == REDIS_OK)
-        sent++;
-    if (del.argc > 2 && queue_append_argv(q, del.argc, del.argv, del.lens) == REDIS_OK)
-        sent++;
+    if (set.argc > 2)
+        counted(queue_append_argv(q, set.argc, set.argv, set.lens), &sent, &tried);
+    if (del.argc > 2)
+        counted(queue_append_argv(q, del.argc, del.argv, del.lens), &sent, &tried);
     if (index_ms) {
         (void)mu_snprintf(list_key, sizeof(list_key), "%sjobs", q->prefix);
         (void)mu_snprintf(num[0], sizeof(num[0]), "%llu", (unsigned long long)index_ms);
-        if (queue_append(q, "ZADD %s %s %s", list_key, num[0], id) == REDIS_OK)
-            sent++;
+        counted(queue_append(q, "ZADD %s %s %s", list_key, num[0], id), &sent, &tried);
     }
     if (ev || index_ms) {
         /* The active set lists non-final jobs, so a restarted scheduler reads only those. */
@@ -104,35 +114,70 @@ int queue_job_update(struct queue *q,
         enum queue_state st;
         if (ev && queue_state_parse(ev->state, &st) == 0)
             final = queue_state_is_final(st);
-        if ((final || index_ms)
-            && queue_append(q, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id)
-                   == REDIS_OK)
-            sent++;
+        if (final || index_ms)
+            counted(queue_append(q, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id),
+                    &sent, &tried);
     }
     if (ev) {
         (void)mu_snprintf(events_key, sizeof(events_key), "%sevents", q->prefix);
         (void)mu_snprintf(num[1], sizeof(num[1]), "%d", ev->attempt);
         (void)mu_snprintf(num[2], sizeof(num[2]), "%llu", (unsigned long long)ev->at_ms);
-        if (queue_append(q, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
-                         events_key, events_max, id, ev->state, ev->reason ? ev->reason : "",
-                         num[1], num[2])
-            == REDIS_OK)
-            sent++;
+        counted(queue_append(q, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
+                             events_key, events_max, id, ev->state, ev->reason ? ev->reason : "",
+                             num[1], num[2]),
+                &sent, &tried);
     }
-    for (int i = 0; ev && i < 4 && ev->incr[i]; i++) {
-        if (queue_append(q, "HINCRBY %scounters %s 1", q->prefix, ev->incr[i]) == REDIS_OK)
-            sent++;
-    }
-    if (ev && ev->incr_float_name
-        && queue_append(q, "HINCRBYFLOAT %scounters %s %.9f", q->prefix, ev->incr_float_name,
-                        ev->incr_float)
-               == REDIS_OK)
-        sent++;
+    for (int i = 0; ev && i < 4 && ev->incr[i]; i++)
+        counted(queue_append(q, "HINCRBY %scounters %s 1", q->prefix, ev->incr[i]), &sent, &tried);
+    if (ev && ev->incr_float_name)
+        counted(queue_append(q, "HINCRBYFLOAT %scounters %s %.9f", q->prefix, ev->incr_float_name,
+                             ev->incr_float),
+                &sent, &tried);
     if (ack_id) {
         (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
                           ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
-        if (queue_append(q, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id) == REDIS_OK)
-            sent++;
+        counted(queue_append(q, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id), &sent, &tried);
+    }
+    if (sent < tried) {
+        /* Not one command of it goes: a fenced batch drops what it took (an unfenced pipeline
+         * cannot, and Redis answers what went; only memory runs out there). */
+        if (q->fence[0]) {
+            for (int i = base; i < q->nbatch; i++)
+                redisFreeCommand(q->batch[i]);
+            q->nbatch = base;
+            sent = 0;
+        }
+        *total += sent;
+        return mu_errf(err, MU_E_NOMEM, "job %s: cannot queue its update (out of memory)", id);
+    }
+    *total += sent;
+    return 0;
+}
+
+int queue_updates_finish(struct queue *q, int sent, struct mu_err *err)
+{
+    return queue_pipeline_finish(q, sent, err);
+}
+
+int queue_job_update(struct queue *q,
+                     const char *id,
+                     const struct queue_kv *fields,
+                     int nfields,
+                     uint64_t index_ms,
+                     const struct queue_event *ev,
+                     long events_max,
+                     enum queue_stream ack_stream,
+                     const char *ack_id,
+                     struct mu_err *err)
+{
+    int sent = 0;
+    struct mu_err drained;
+
+    if (queue_job_update_append(q, id, fields, nfields, index_ms, ev, events_max, ack_stream,
+                                ack_id, &sent, err)
+        != 0) {
+        (void)queue_pipeline_finish(q, sent, &drained); /* the replies of what went out */
+        return -1;
     }
     if (queue_pipeline_finish(q, sent, err) != 0) {
         mu_err_prefix(err, "job %s: ", id);
