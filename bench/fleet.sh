@@ -13,10 +13,13 @@
 #   fleet full       the same with every GPU busy (gangs that run an hour) and JOBS more queued
 #                    (1 x 8 GPUs each) while a gang ends (is cancelled) every second
 #   fleet passes     the scheduling passes' mean time over that window; of them, those that
-#                    stopped early (the rest of the queue could not change them) and those that
-#                    looked at every job (one every 10 s refreshes the reasons); core: of the
-#                    passes' time, the stepping through the queue (the rest is mostly the
-#                    gangs' starts, each written to Redis before its BINDs go out)
+#                    stopped early (the rest of the queue could not change them; every 10 s a
+#                    sweep refreshes the rest's reasons, 4,096 jobs in each) and those that
+#                    looked at every job; core: of the passes' time, the stepping through the
+#                    queue (the rest is mostly the gangs' starts: a pass's are written to Redis
+#                    in one round trip before their BINDs go out); within_10ms: the share of
+#                    passes that took at most 10 ms; p99_le_s and max_le_s: the bucket of the
+#                    passes_by_duration buckets that holds 99 % of them, and all of them
 #   fleet ctl        seconds for `musterctl -o json nodes` and `musterctl jobs` to answer
 #   fleet recover    kill -9 of musterd, then a new one: seconds to "recovered", and until
 #                    every node is back and every running gang adopted
@@ -123,25 +126,33 @@ for ((i = 0; i < jobs; i++)); do
 done | rcli >/dev/null
 wait_for "$jobs jobs queued" 900 '[ "$(metric_sum jobs state=\"PENDING\")" -ge '"$jobs"' ]'
 sleep 5
-p0=$(metric scheduling_passes)
-s0=$(metric scheduling_pass_seconds)
-c0=$(metric scheduling_pass_core_seconds)
-q0=$(metric scheduling_passes_stopped)
-st0=$(metric scheduling_pass_stopped_seconds)
+# One scrape before and one after the window, so that the figures agree with each other.
+curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$T/metrics0"
 # A gang ends every second (cancelled), so passes run over the whole queue and start 8 of it.
 (for i in $(seq 1 30); do ctl cancel "$(sed -n "${i}p" "$T/gangs")" >/dev/null 2>&1; sleep 1; done) &
 window full 30
 wait $!
-p1=$(metric scheduling_passes)
-s1=$(metric scheduling_pass_seconds)
-c1=$(metric scheduling_pass_core_seconds)
-q1=$(metric scheduling_passes_stopped)
-st1=$(metric scheduling_pass_stopped_seconds)
-awk -v p=$((p1 - p0)) -v s="$(awk -v a="$s0" -v b="$s1" 'BEGIN { print b - a }')" \
-    -v c="$(awk -v a="$c0" -v b="$c1" 'BEGIN { print b - a }')" \
-    -v q=$((q1 - q0)) -v t="$(awk -v a="$st0" -v b="$st1" 'BEGIN { print b - a }')" -v j="$jobs" \
-    'BEGIN { printf "fleet passes queued=%d passes=%d pass_mean_ms=%.1f core_mean_ms=%.1f stopped=%d stopped_mean_ms=%.1f whole=%d whole_mean_ms=%.1f\n",
-             j, p, p ? 1000 * s / p : 0, p ? 1000 * c / p : 0, q, q ? 1000 * t / q : 0, p - q, (p > q) ? 1000 * (s - t) / (p - q) : 0 }'
+curl -s "http://127.0.0.1:$METRICS_PORT/metrics" >"$T/metrics1"
+awk -v j="$jobs" '
+    FNR == 1 { f++ }
+    { k = $1; sub(/^muster_/, "", k); v[f, k] = $2; if (f == 1) keys[k] = 1 }
+    function d(k) { return v[2, k] - v[1, k] }
+    END {
+        p = d("scheduling_passes"); s = d("scheduling_pass_seconds"); c = d("scheduling_pass_core_seconds")
+        q = d("scheduling_passes_stopped"); t = d("scheduling_pass_stopped_seconds")
+        # the duration buckets: the share within 10 ms, and the bound that holds 99 % and all
+        within = d("scheduling_passes_by_duration{le=\"0.01\"}")
+        n = split("0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 1 +Inf", les, " ")
+        p99 = ""; pmax = ""
+        for (i = 1; i <= n; i++) {
+            b = d("scheduling_passes_by_duration{le=\"" les[i] "\"}")
+            if (p99 == "" && b >= 0.99 * p) p99 = les[i]
+            if (pmax == "" && b >= p) pmax = les[i]
+        }
+        printf "fleet passes queued=%d passes=%d pass_mean_ms=%.1f core_mean_ms=%.1f stopped=%d stopped_mean_ms=%.1f whole=%d whole_mean_ms=%.1f within_10ms=%.0f%% p99_le_s=%s max_le_s=%s\n",
+            j, p, p ? 1000 * s / p : 0, p ? 1000 * c / p : 0, q, q ? 1000 * t / q : 0, p - q,
+            (p > q) ? 1000 * (s - t) / (p - q) : 0, p ? 100 * within / p : 0, p99, pmax
+    }' "$T/metrics0" "$T/metrics1"
 
 t=$(date +%s%N)
 ctl -o json nodes >/dev/null

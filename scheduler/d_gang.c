@@ -448,8 +448,7 @@ static void bind_send(struct musterd *d, struct d_job *j)
     free(node_rank);
 }
 
-/* Starts a gang whose slots the scheduling pass committed; on failure the caller releases. */
-int d_gang_start(struct musterd *d, struct d_job *j)
+int d_gang_start_write(struct musterd *d, struct d_job *j)
 {
     uint64_t started_ms = mu_time_wall_ms();
     struct mu_buf json;
@@ -488,30 +487,13 @@ int d_gang_start(struct musterd *d, struct d_job *j)
                               .fields = f,
                               .nfields = (int)MU_ARRAY_LEN(f),
                               .tally = &tally };
-        if (d_job_write(d, j, &c) != 0)
-            goto out; /* not started: no BIND goes out, the caller releases the slots */
+        if (d->redis_down || d_record_write(d, j->id, j->attempt, &c) != 0) {
+            j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
+            goto out;           /* not started: no BIND goes out, the caller releases the slots */
+        }
     }
-    j->placed = true; /* the pass committed the slots */
-    d_job_live_update(d, j);
-    j->head_of_queue = false;
-    j->kill_at_ms = 0;
-    j->kill_sent_ms = 0;
-    j->placed_attempt = j->attempt;
-    j->end = D_END_NONE;
     j->started_ms = started_ms;
-    j->bind_deadline_ms = mu_time_mono_ms() + (uint64_t)d->cfg.bind_timeout_s * 1000u;
-    j->master_port = PORT_BASE + d->next_port;
-    d->next_port = (d->next_port + 1) % PORT_RANGE;
-    j->reason[0] = '\0';
-    j->reason_written = 0;
-    j->reason_stored = false;
-    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding on %s", j->id, j->attempt, nodes.data);
-    d_limit_watch(d, j);
-    bind_send(d, j);
-    d_usage_hold(d, j, j->spec.tasks);
-    for (int t = 0; t < j->spec.tasks; t++)
-        d->nodes[j->slots[t].node].idle_since_ms = 0; /* not releasable from now on */
-    d->nodes_dirty = true;
+    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d placed on %s", j->id, j->attempt, nodes.data);
     rc = 0;
 out:
     mu_buf_release(&json);
@@ -521,6 +503,38 @@ out:
         j->tasks = NULL;
     }
     return rc;
+}
+
+void d_gang_start_abandon(struct d_job *j)
+{
+    free(j->tasks);
+    j->tasks = NULL;
+    j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
+}
+
+void d_gang_start_commit(struct musterd *d, struct d_job *j)
+{
+    d_job_moved(d, j, QUEUE_STARTING);
+    j->placed = true; /* the pass committed the slots */
+    d_job_live_update(d, j);
+    j->head_of_queue = false;
+    j->kill_at_ms = 0;
+    j->kill_sent_ms = 0;
+    j->placed_attempt = j->attempt;
+    j->end = D_END_NONE;
+    j->bind_deadline_ms = mu_time_mono_ms() + (uint64_t)d->cfg.bind_timeout_s * 1000u;
+    j->master_port = PORT_BASE + d->next_port;
+    d->next_port = (d->next_port + 1) % PORT_RANGE;
+    j->reason[0] = '\0';
+    j->reason_written = 0;
+    j->reason_stored = false;
+    mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d binding", j->id, j->attempt);
+    d_limit_watch(d, j);
+    bind_send(d, j);
+    d_usage_hold(d, j, j->spec.tasks);
+    for (int t = 0; t < j->spec.tasks; t++)
+        d->nodes[j->slots[t].node].idle_since_ms = 0; /* not releasable from now on */
+    d->nodes_dirty = true;
 }
 
 void d_job_running_if_all_acked(struct musterd *d, struct d_job *j)

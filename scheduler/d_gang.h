@@ -11,9 +11,18 @@
 
 #include "scheduler/d_job.h"
 
-/* Starts a gang whose slots the scheduling pass committed: STARTING written, then the BINDs.
- * -1 (no memory, or the write failed): nothing started, the caller releases the slots. */
-int d_gang_start(struct musterd *d, struct d_job *j);
+/*
+ * Starts a gang whose slots the scheduling pass committed, in two halves, so that a pass's starts
+ * are written in one Redis round trip (between the store's batch_begin and batch_end):
+ * d_gang_start_write writes (or appends to the batch) STARTING with the placement; -1 (no
+ * memory, or the write failed): nothing started (abandoned), the caller releases the slots.
+ * Once the write landed, d_gang_start_commit moves the job to STARTING and sends the BINDs; when
+ * it did not, d_gang_start_abandon leaves it PENDING, to be written whole once Redis is back, and
+ * the caller releases the slots.
+ */
+int d_gang_start_write(struct musterd *d, struct d_job *j);
+void d_gang_start_commit(struct musterd *d, struct d_job *j);
+void d_gang_start_abandon(struct d_job *j);
 /* A STARTING gang whose every task is acknowledged becomes RUNNING (written). */
 void d_job_running_if_all_acked(struct musterd *d, struct d_job *j);
 /* Sends KILL (SIGTERM, then SIGKILL after grace_s) to task t of j's placed attempt. */

@@ -41,10 +41,28 @@ static int redis_job_update(void *ctx,
                             const char *ack_id,
                             struct mu_err *err)
 {
+    struct d_store *s = ctx;
+    if (s->batching)
+        return queue_job_update_append(conn(ctx), id, fields, nfields, index_ms, ev, events_max,
+                                       ack_stream, ack_id, &s->batch_sent, err);
     return noted(ctx,
                  queue_job_update(conn(ctx), id, fields, nfields, index_ms, ev, events_max,
                                   ack_stream, ack_id, err),
                  err);
+}
+
+static void redis_batch_begin(void *ctx)
+{
+    struct d_store *s = ctx;
+    s->batching = true;
+    s->batch_sent = 0;
+}
+
+static int redis_batch_end(void *ctx, struct mu_err *err)
+{
+    struct d_store *s = ctx;
+    s->batching = false;
+    return noted(ctx, queue_updates_finish(s->q, s->batch_sent, err), err);
 }
 
 static int redis_idem_claim(void *ctx,
@@ -98,8 +116,8 @@ static int redis_answer_push(
 }
 
 static const struct d_store_ops redis_ops = {
-    redis_job_update,   redis_idem_claim,   redis_idem_get,  redis_job_state,
-    redis_status_write, redis_counter_incr, redis_log_reply, redis_answer_push,
+    redis_job_update,   redis_idem_claim, redis_idem_get,    redis_job_state,   redis_status_write,
+    redis_counter_incr, redis_log_reply,  redis_answer_push, redis_batch_begin, redis_batch_end,
 };
 
 void d_store_redis(struct d_store *s, struct queue *q)
@@ -108,6 +126,7 @@ void d_store_redis(struct d_store *s, struct queue *q)
     s->ctx = s;
     s->q = q;
     s->fenced = false;
+    s->batching = false;
 }
 
 /* ---- the sender over the ROUTER ---- */
@@ -166,6 +185,23 @@ const char *d_counter_name(enum d_counter c)
 double d_bucket_le(int i)
 {
     return i >= 0 && i < D_PLACE_BUCKETS ? bucket_le[i] : 0;
+}
+
+/* Scheduling pass duration histogram bucket upper bounds, seconds (issue #15 aims at 10 ms). */
+static const double pass_le[D_PASS_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                0.05,  0.1,    0.25,  1 };
+
+double d_pass_bucket_le(int i)
+{
+    return i >= 0 && i < D_PASS_BUCKETS ? pass_le[i] : 0;
+}
+
+int d_pass_bucket(double s)
+{
+    int b = 0;
+    while (b < D_PASS_BUCKETS && s > pass_le[b])
+        b++;
+    return b;
 }
 
 static void event_incr(struct queue_event *ev, const char *name)

@@ -72,6 +72,11 @@ struct d_store_ops {
     /* queue_answer_push: an answer (musterctl why) on <prefix><key>, expiring */
     int (*answer_push)(
         void *ctx, const char *key, const char *value, size_t len, struct mu_err *err);
+    /* The job_updates between batch_begin and batch_end go in one round trip
+     * (queue_job_update_append, queue_updates_finish): until batch_end returns 0 none of them
+     * may be taken as landed, and after -1 any may or may not have.  No other write between. */
+    void (*batch_begin)(void *ctx);
+    int (*batch_end)(void *ctx, struct mu_err *err);
 };
 
 struct d_store {
@@ -79,6 +84,8 @@ struct d_store {
     void *ctx;       /* borrowed */
     struct queue *q; /* the real store's connection (borrowed); NULL for others */
     bool fenced;     /* a write was refused with MU_E_FENCED: another musterd leads now */
+    bool batching;   /* between batch_begin and batch_end */
+    int batch_sent;  /* commands appended since batch_begin */
 };
 
 /* The store over q (borrowed; it must outlive s); s is the ops' ctx.  A write Redis refuses for
@@ -128,6 +135,7 @@ enum d_counter {
 };
 
 #define D_PLACE_BUCKETS 10 /* placement latency histogram, plus +Inf */
+#define D_PASS_BUCKETS  9  /* scheduling pass duration histogram, plus +Inf */
 
 struct d_metrics {
     double counters[D_COUNTER_COUNT];
@@ -140,7 +148,8 @@ struct d_metrics {
     double pass_jobs;       /* pending jobs the last pass looked at (never an array's unmade
                                elements, nor jobs waiting for dependencies) */
     double passes_stopped;  /* passes that stopped before the end of the queue (d_pass.c) */
-    double pass_stopped_sum_s; /* of pass_sum_s, the time of those */
+    double pass_stopped_sum_s;               /* of pass_sum_s, the time of those */
+    double pass_buckets[D_PASS_BUCKETS + 1]; /* passes by duration, non-cumulative; last +Inf */
 };
 
 /* What a job update adds to the counters. */
@@ -174,5 +183,8 @@ int d_counters_load(struct d_metrics *mx, struct queue *q, struct mu_err *err);
 /* "jobs_submitted", ...: counter c's name; the histogram's bucket i upper bound (seconds). */
 const char *d_counter_name(enum d_counter c);
 double d_bucket_le(int i);
+/* The pass duration histogram's bucket i upper bound (seconds), and the bucket of s seconds. */
+double d_pass_bucket_le(int i);
+int d_pass_bucket(double s);
 
 #endif

@@ -15,8 +15,6 @@
 
 #include "common/mu_banned.h"
 
-#define REASON_WRITES_PER_TICK 400 /* pending reasons written per 200 ms tick at most */
-
 uint64_t d_job_id_ms(const char *id)
 {
     int64_t ms = 0;
@@ -168,19 +166,21 @@ int d_job_write(struct musterd *d, struct d_job *j, const struct d_change *c)
         j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
         return -1;
     }
-    if (c->to >= 0) {
-        j->state = (enum queue_state)c->to;
+    d_job_moved(d, j, c->to);
+    return 0;
+}
+
+void d_job_moved(struct musterd *d, struct d_job *j, int to)
+{
+    if (to >= 0) {
+        j->state = (enum queue_state)to;
         d_job_wake_dependents(d, j);
     }
-    return 0;
 }
 
 void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c)
 {
-    if (c->to >= 0) {
-        j->state = (enum queue_state)c->to;
-        d_job_wake_dependents(d, j);
-    }
+    d_job_moved(d, j, c->to);
     d_counters_owe(&d->metrics, &j->owed, c->tally);
     j->unsynced = true; /* d_jobs_resync writes it whole before anything new is decided */
 }
@@ -247,6 +247,17 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
     {
         struct queue_kv f[] = { { "reason", reason } };
         struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
+        if (d->batch.open) { /* it lands with the batch (d_batch_end) */
+            if (MU_NEVER(d->batch.nreasons == D_REASONS_PER_TICK) || d->redis_down
+                || d_record_write(d, j->id, j->attempt, &c) != 0) {
+                j->unsynced = true;
+                reason_late(d, j);
+                return;
+            }
+            d->batch.reasons[d->batch.nreasons].job = j;
+            d->batch.reasons[d->batch.nreasons++].written = mu_hash(reason, strlen(reason));
+            return;
+        }
         /* On failure the reason is in memory and goes out with the rest (d_jobs_resync). */
         if (d_job_write(d, j, &c) == 0) {
             d_job_reason_stored(j, reason);
@@ -255,6 +266,49 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
             reason_late(d, j);
         }
     }
+}
+
+void d_batch_begin(struct musterd *d)
+{
+    if (MU_NEVER(d->batch.open))
+        return;
+    d->batch.open = true;
+    d->batch.before = d->metrics;
+    d->batch.nreasons = 0;
+    d->store.ops->batch_begin(d->store.ctx);
+}
+
+int d_batch_end(struct musterd *d)
+{
+    uint64_t now = mu_time_mono_ms();
+    struct mu_err err;
+    bool landed;
+
+    if (MU_NEVER(!d->batch.open))
+        return -1;
+    d->batch.open = false;
+    landed = d->store.ops->batch_end(d->store.ctx, &err) == 0;
+    if (!landed) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "cannot store a batch: %s",
+                       err.msg);
+        d->redis_down = true;
+        d->metrics = d->batch.before;
+    }
+    for (int i = 0; i < d->batch.nreasons; i++) {
+        struct d_job *j = d->batch.reasons[i].job;
+        if (!landed) {
+            j->unsynced = true; /* the reason goes out with the rest (d_jobs_resync) */
+            reason_late(d, j);
+            continue;
+        }
+        j->reason_written = d->batch.reasons[i].written;
+        j->reason_stored = true;
+        j->reason_at_ms = now;
+        if (mu_hash(j->reason, strlen(j->reason)) == j->reason_written)
+            d_job_reason_late_drop(d, j);
+    }
+    d->batch.nreasons = 0;
+    return landed ? 0 : -1;
 }
 
 void d_job_reason_stored(struct d_job *j, const char *reason)
@@ -284,7 +338,8 @@ void d_jobs_flush_reasons(struct musterd *d)
     /* A bounded number of reason writes per tick: a queue of 100,000 jobs (after a restart,
      * say) gets its reasons over some seconds instead of stalling the loop.  Only the late
      * reasons are looked at, not the whole queue. */
-    d->reason_budget = REASON_WRITES_PER_TICK;
+    d->reason_budget = D_REASONS_PER_TICK;
+    d_batch_begin(d); /* in one round trip */
     for (int i = d->nlate; i-- > 0 && d->reason_budget > 0;) {
         struct d_job *j;
         if (i >= d->nlate)
@@ -300,6 +355,7 @@ void d_jobs_flush_reasons(struct musterd *d)
             d_job_set_reason(d, j, reason);
         }
     }
+    (void)d_batch_end(d);
 }
 
 void d_array_tally_get(const struct d_job *p, struct d_array_tally *t)

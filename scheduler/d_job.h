@@ -166,9 +166,8 @@ struct d_job {
     int shape_at; /* while pending: its handle in d->shapes (sched_shapes_add); 0 = not pending */
     struct sched_order_job okey; /* its key in d->order, while in_order */
     bool in_order;
-    int ahead; /* as of the last pass that reached it: jobs before it in the order, not held */
-    int ahead_other; /* of those, in other queues */
-    int late_at;     /* 1 + its index in d->late (a reason not yet written); 0 = none */
+    uint32_t stepped_in; /* the serial of the last pass that stepped it (d->pass.serial) */
+    int late_at;         /* 1 + its index in d->late (a reason not yet written); 0 = none */
 };
 
 /* The job's id as a submit time: the ms part of its stream id (0 when it has none). */
@@ -231,6 +230,9 @@ MU_MUST_CHECK int d_record_write(struct musterd *d,
                                  const char *id,
                                  int attempt,
                                  const struct d_change *c);
+/* What d_job_write does once its write landed: j->state = to (unless D_SAME), and its dependents
+ * are told.  For a write made in a batch (d_store's batch_begin), once the batch landed. */
+void d_job_moved(struct musterd *d, struct d_job *j, int to);
 /* Keeps a reported fact c whose write failed: j->state = c->to (unless D_SAME) and its counts
  * raised in memory now and owed to Redis; d_jobs_resync writes the job whole with them. */
 void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c);
@@ -253,6 +255,16 @@ static inline const char *d_job_text(const char *field)
 #define D_HELD_REASON "held by operator; musterctl release to let it run"
 /* Writes pending reasons that changed since their last (rate-limited) write. */
 void d_jobs_flush_reasons(struct musterd *d);
+/*
+ * A batch of job writes in one Redis round trip (issue #15).  Between d_batch_begin and
+ * d_batch_end, d_job_set_reason appends its writes to the store's batch, as may the caller
+ * (d_gang_start_write, with d_record_write); nothing else may write.  d_batch_end sends them: 0
+ * when they landed (the reasons are then marked written); -1 when not (Redis is down, the jobs
+ * are to be written whole again, and the counters the writes raised are taken back), when the
+ * caller's own writes must be undone too.  A batch with no write costs nothing.
+ */
+void d_batch_begin(struct musterd *d);
+int d_batch_end(struct musterd *d);
 
 /* Notes that j reached a state jobs may wait for (started, or final), when some job waits for
  * it: d_deps_wake (called by the pass) then looks at its dependents.  Called by d_job_write and
@@ -269,6 +281,19 @@ void d_job_pending_remove(struct musterd *d, struct d_job *j); /* O(1); nothing 
  * or one could not be added).  0, or -1 with err (no memory; still stale). */
 int d_pending_order_fresh(struct musterd *d, struct mu_err *err);
 void d_pending_order_stale(struct musterd *d); /* a reload: queues and run times may differ */
+/* Readies a pass over the pending jobs at now_s: the gangs that hold resources into
+ * d->pass.running (*nrunning of them), what each queue uses into d->pass.quota, and an iteration
+ * of d->order (sched_order_next) in the fair-share order for the queues' and users' standings
+ * now.  0, or -1 with err (no memory). */
+int d_pending_begin(struct musterd *d, int64_t now_s, int *nrunning, struct mu_err *err);
+/* Pending job j's place in the fair-share order now, as the next pass would take it: how many
+ * jobs (not held) come before it, and of them how many from other queues; d->pass.quota is left
+ * as the last pass made it.  0, or -1 with err (no memory, or j is not in the order). */
+int d_pending_standing(
+    struct musterd *d, const struct d_job *j, int *ahead, int *ahead_other, struct mu_err *err);
+/* The queues' quotas with nothing used yet, into qs[0..nqueues] (cohorts numbered by the first
+ * queue that names them); the pass then counts the use. */
+void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs);
 /* j's reason no longer waits for its write (it left, or was written). */
 void d_job_reason_late_drop(struct musterd *d, struct d_job *j);
 /* Room in d->live for one more job (0), or -1 without memory: called before a job is placed or

@@ -71,6 +71,30 @@ static int sample(struct mu_buf *b,
     return mu_buf_appendf(b, err, " %.17g\n", value);
 }
 
+/* name{le="…"} of counts[0..n] (non-cumulative, the last +Inf; le(i) the bounds), cumulative;
+ * *total gets the count. */
+static int buckets(struct mu_buf *b,
+                   const char *name,
+                   const double *counts,
+                   int n,
+                   double (*le)(int),
+                   double *total,
+                   struct mu_err *err)
+{
+    *total = 0;
+    for (int i = 0; i <= n; i++) {
+        char bound[32];
+        *total += counts[i];
+        if (i < n)
+            (void)mu_snprintf(bound, sizeof(bound), "%g", le(i));
+        else
+            mu_strlcpy(bound, "+Inf", sizeof(bound));
+        if (sample(b, name, "le", bound, NULL, NULL, *total, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The consolidation signal (issue #16): releasable nodes per pool, and each node's idle time. */
 static int render_releasable(const struct musterd *d, struct mu_buf *b, struct mu_err *err)
 {
@@ -146,20 +170,25 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
              err)
         != 0)
         return -1;
-    for (int i = 0; i <= D_PLACE_BUCKETS; i++) {
-        char le[32];
-        cumulative += d->metrics.place_buckets[i];
-        if (i < D_PLACE_BUCKETS)
-            (void)mu_snprintf(le, sizeof(le), "%g", d_bucket_le(i));
-        else
-            mu_strlcpy(le, "+Inf", sizeof(le));
-        if (sample(b, "placement_latency_seconds_bucket", "le", le, NULL, NULL, cumulative, err))
-            return -1;
-    }
+    if (buckets(b, "placement_latency_seconds_bucket", d->metrics.place_buckets, D_PLACE_BUCKETS,
+                d_bucket_le, &cumulative, err)
+        != 0)
+        return -1;
     if (sample(b, "placement_latency_seconds_sum", NULL, NULL, NULL, NULL, d->metrics.place_sum_s,
                err)
             != 0
         || sample(b, "placement_latency_seconds_count", NULL, NULL, NULL, NULL, cumulative, err))
+        return -1;
+    /* Not a histogram: it starts again with musterd, as the other pass figures do, where the
+     * counters above never go backwards (they are kept in Redis). */
+    if (head(b, "scheduling_passes_by_duration", "gauge",
+             "Scheduling passes since this musterd started that took at most le seconds "
+             "(cumulative, as a histogram's buckets).",
+             err)
+            != 0
+        || buckets(b, "scheduling_passes_by_duration", d->metrics.pass_buckets, D_PASS_BUCKETS,
+                   d_pass_bucket_le, &cumulative, err)
+               != 0)
         return -1;
     if (head(b, "scheduling_passes", "gauge", "Scheduling passes since this musterd started.", err)
             != 0
@@ -183,8 +212,8 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
         || sample(b, "scheduling_pass_jobs", NULL, NULL, NULL, NULL, d->metrics.pass_jobs, err) != 0
         || head(b, "scheduling_passes_stopped", "gauge",
                 "Of the passes, those that stopped before the end of a queue of over 1,000 jobs, "
-                "once no later job could start, take the reservation or preempt (the later "
-                "jobs' reasons are refreshed by a pass over every job every 10 s).",
+                "once no later job could start, take the reservation or preempt (every 10 s a "
+                "sweep refreshes the later jobs' reasons, 4,096 jobs in each such pass).",
                 err)
                != 0
         || sample(b, "scheduling_passes_stopped", NULL, NULL, NULL, NULL, d->metrics.passes_stopped,

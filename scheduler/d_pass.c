@@ -11,8 +11,12 @@
  *
  * A long queue (issue #15): the core's pass goes in steps, and once 1,000 jobs were looked at it
  * stops when sched_pass_settled says none of the pending jobs' shapes (core/shapes.c) can start or
- * take the reservation, and no later job could preempt.  The jobs after keep their reasons until
- * the pass over every job that comes every REASON_REFRESH_MS (docs/placement.md).
+ * take the reservation, and no later job could preempt.  From then on no job's decision depends
+ * on another's, so the rest of the queue gets fresh reasons from a sweep: every REASON_REFRESH_MS,
+ * the passes that stop each step SWEEP_WINDOW more jobs of d->pending, in no order, through the
+ * pass still open, until every job was stepped; no pass looks at 100,000 jobs at once
+ * (docs/placement.md).  A job's place in the order is counted when musterctl why asks
+ * (d_pending_standing).
  *
  * The timer (issue #10 item 3): a pass runs when something changes (a job, a node, a release) and
  * also when the clock alone may let a pending job start: a retry backoff or a fence wait over, a
@@ -34,23 +38,11 @@
 /* A pass looks at this many jobs at least before it may stop early: a queue this short gets
  * every reason fresh in every pass, as it costs about a millisecond. */
 #define PASS_DEPTH_MIN 1000
-
-/* Grows the pass's users table to every user musterd knows; 0 or -1. */
-static int users_scratch(struct musterd *d)
-{
-    if (d->usage.nusers > d->pass.cap_users) {
-        int cap = d->usage.nusers * 2;
-        struct sched_share_user *users = realloc(d->pass.users, (size_t)cap * sizeof(*users));
-        if (!users)
-            return -1;
-        d->pass.users = users;
-        d->pass.cap_users = cap;
-    }
-    return 0;
-}
+/* A sweep steps this many jobs a pass: a few milliseconds. */
+#define SWEEP_WINDOW 4096
 
 /* Grows the pass's scratch arrays to hold n jobs; 0 or -1. */
-static int pass_scratch(struct musterd *d, int npending, int nrunning)
+static int pass_scratch(struct musterd *d, int npending)
 {
     if (npending > d->pass.cap_pending) {
         int cap = npending * 2;
@@ -75,96 +67,7 @@ static int pass_scratch(struct musterd *d, int npending, int nrunning)
         d->pass.pjobs = pjobs;
         d->pass.cap_pending = cap;
     }
-    if (nrunning > d->pass.cap_running) {
-        int cap = nrunning * 2;
-        struct sched_running *running = realloc(d->pass.running, (size_t)cap * sizeof(*running));
-        if (!running)
-            return -1;
-        d->pass.running = running;
-        d->pass.cap_running = cap;
-    }
     return 0;
-}
-
-/* The gangs that hold resources now, with their expected ends, into d->pass.running; into
- * committed (by queue index) and d->pass.users (by user) the GPU-seconds each queue's and each
- * user's gangs are still expected to use; and into d->pass.quota what each queue uses. */
-static int running_collect(struct musterd *d, int64_t now_s, double *committed)
-{
-    struct d_job *j;
-    int n = 0;
-
-    for (int u = 0; u < d->usage.nusers; u++)
-        d->pass.users[u] = (struct sched_share_user){ .usage = d->usage.users[u]->gpu_s };
-
-    for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive)
-            continue; /* jobs after it left the list: the last moved to their place */
-        j = d->live[k];
-        int64_t end_s;
-        double gpu_s;
-        /* Quota counts every gang that holds or may hold GPUs: one being adopted after a
-         * restart (its first capacity type until its nodes say), one being stopped. */
-        if (j->placed || j->adopting) {
-            int cap = d_job_capacity(d, j);
-            sched_quota_charge(d->pass.quota, SCHED_MAX_QUEUES, j->queue_idx,
-                               cap >= 0 ? cap : (int)j->req.capacity[0],
-                               j->spec.tasks * j->spec.gpus_per_task);
-        }
-        if (!j->placed || !d_job_fully_committed(j))
-            continue; /* a partly adopted gang is being stopped; its GPUs free soon */
-        /* An attempt being stopped ends within the kill grace; a running one at its limit. */
-        end_s = j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
-        d->pass.running[n].req = &j->req;
-        d->pass.running[n].slots = j->slots;
-        d->pass.running[n].end_s = end_s;
-        gpu_s = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, end_s - now_s);
-        committed[j->queue_idx] += gpu_s;
-        if (!MU_NEVER(!j->user))
-            d->pass.users[j->user->slot].committed += gpu_s;
-        n++;
-    }
-    return n;
-}
-
-void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs)
-{
-    struct sched_quota_config cfg[SCHED_MAX_QUEUES];
-    int n = d->cfg.nqueues < SCHED_MAX_QUEUES ? d->cfg.nqueues : SCHED_MAX_QUEUES - 1;
-
-    for (int q = 0; q < n; q++) {
-        const struct cfg_queue *cq = &d->cfg.queues[q];
-        cfg[q] = (struct sched_quota_config){
-            .name = cq->name,
-            .cohort = cq->cohort,
-            .has_quota = cq->has_quota,
-            .quota = { [SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT],
-                       [SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND] },
-            .borrow_limit = cq->borrow_limit,
-            .lend_limit = cq->lend_limit,
-        };
-    }
-    sched_quota_queues_init(qs, cfg, n); /* the rule is the core's, shared with muster-sim */
-}
-
-/* Starts an iteration of the pending jobs in the fair-share order (core/order.c: kept across
- * passes in d->order, produced lazily) for the queues' and users' standings now; 0, or -1 with
- * err. */
-static int order_begin(struct musterd *d, const double *committed, struct mu_err *err)
-{
-    struct sched_share_queue queues[SCHED_MAX_QUEUES];
-    int nqueues = d->cfg.nqueues + 1; /* the last: queues no longer configured */
-
-    if (d_pending_order_fresh(d, err) != 0)
-        return -1;
-    for (int q = 0; q < nqueues; q++) {
-        queues[q] = (struct sched_share_queue){
-            .weight = q < d->cfg.nqueues ? d->cfg.queues[q].weight : 1,
-            .usage = d->usage.gpu_s[q],
-            .committed = committed[q],
-        };
-    }
-    return sched_order_begin(d->order, queues, nqueues, d->pass.users, d->usage.nusers, err);
 }
 
 /* The reason of a pending job that waits for its not_before_ms, with the time left. */
@@ -249,21 +152,18 @@ static const struct sched_request *pass_request(
 }
 
 /*
- * When this pass may stop before the end of the queue (issue #15, sched_pass_may_stop): not in
- * the periodic pass over every job, and only when every pending job is counted in a shape
- * (core/shapes.c); it weighs the gangs running now (d_preempt_collect) unless no preemption is
- * planned (regrace).  *stop's nshapes is -1 when the pass looks at every job.
+ * When this pass may stop before the end of the queue (issue #15, sched_pass_may_stop): only when
+ * every pending job is counted in a shape (core/shapes.c); it weighs the gangs running now
+ * (d_preempt_collect) unless no preemption is planned (regrace).  *stop's nshapes is -1 when the
+ * pass looks at every job.
  */
 static void pass_stop_rule(struct musterd *d,
-                           uint64_t now_mono,
                            bool regrace,
                            int64_t now_ms,
                            struct sched_pass_stop *stop)
 {
     int nshapes;
     *stop = (struct sched_pass_stop){ .nshapes = -1 };
-    if (now_mono >= d->pass.full_due_ms)
-        return;
     nshapes = sched_shapes_list(&d->shapes, d->pass.shapes, &d->pass.span);
     if (nshapes < 0)
         return;
@@ -282,11 +182,53 @@ static void pass_stop_rule(struct musterd *d,
 }
 
 /*
- * Steps the core's pass through the pending jobs in their order (order_begin), collecting them
- * into d->pass.jobs/out/who; returns how many were stepped, and *seen how many jobs it took from
- * the order.  A held job, or one whose not_before_ms is still ahead (it gets its reason,
- * *timed_reasons is set and a pass is asked for then), sits this pass out.  Each gets its request
- * for this pass (pass_request) and its place in the order (for musterctl why).  It stops where
+ * Steps j through the core's pass as its n-th job (d->pass.jobs/out/who[n]), with its request for
+ * this pass (pass_request); true when it was stepped and the step succeeded.  A held job, or one
+ * whose not_before_ms is still ahead (it gets its reason, *timed_reasons is set and a pass is
+ * asked for then), sits this pass out, as does one without memory for its slots.
+ */
+static bool pass_step(struct musterd *d,
+                      struct d_job *j,
+                      int n,
+                      int64_t now_ms,
+                      uint64_t now_mono,
+                      bool regrace,
+                      bool *timed_reasons,
+                      bool *stepped)
+{
+    *stepped = false;
+    j->stepped_in = d->pass.serial;
+    if (j->held) {
+        d_job_set_reason(d, j, D_HELD_REASON);
+        return false;
+    }
+    if (j->not_before_ms) {
+        if (now_mono < j->not_before_ms) {
+            wait_reason(d, j, now_mono);
+            d_wake_at(d, j->not_before_ms);
+            *timed_reasons = true;
+            return false;
+        }
+        j->not_before_ms = 0;
+        j->backoff = false;
+    }
+    if (!j->slots) {
+        j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
+        if (!j->slots)
+            return false;
+    }
+    d->pass.jobs[n].req = pass_request(d, j, n, now_ms, now_mono, regrace);
+    d->pass.jobs[n].run_s = d_job_run_s(d, j);
+    d->pass.jobs[n].slots = j->slots;
+    d->pass.jobs[n].queue = j->queue_idx;
+    d->pass.who[n] = j;
+    *stepped = true;
+    return sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0;
+}
+
+/*
+ * Steps the core's pass through the pending jobs in their order (order_begin, pass_step); returns
+ * how many were stepped, and *seen how many jobs it took from the order.  It stops where
  * sched_pass_may_stop says the rest of the queue cannot change the pass (pass_stop_rule).
  */
 static int pass_run(struct musterd *d,
@@ -297,53 +239,109 @@ static int pass_run(struct musterd *d,
                     bool *timed_reasons,
                     int *seen)
 {
-    int ahead_in[SCHED_MAX_QUEUES] = { 0 }; /* by queue: jobs taken, not held */
-    int ahead = 0;
     int n = 0;
     struct d_job *j;
 
     *seen = 0;
     while ((j = sched_order_next(d->order)) != NULL) {
+        bool stepped;
+        bool ok = pass_step(d, j, n, now_ms, now_mono, regrace, timed_reasons, &stepped);
         (*seen)++;
-        j->ahead = ahead;
-        j->ahead_other = ahead - ahead_in[j->queue_idx];
-        if (j->held) {
-            d_job_set_reason(d, j, D_HELD_REASON);
+        if (!stepped)
             continue;
-        }
-        ahead++;
-        ahead_in[j->queue_idx]++;
-        if (j->not_before_ms) {
-            if (now_mono < j->not_before_ms) {
-                wait_reason(d, j, now_mono);
-                d_wake_at(d, j->not_before_ms);
-                *timed_reasons = true;
-                continue;
-            }
-            j->not_before_ms = 0;
-            j->backoff = false;
-        }
-        if (!j->slots) {
-            j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
-            if (!j->slots)
-                continue;
-        }
-        d->pass.jobs[n].req = pass_request(d, j, n, now_ms, now_mono, regrace);
-        d->pass.jobs[n].run_s = d_job_run_s(d, j);
-        d->pass.jobs[n].slots = j->slots;
-        d->pass.jobs[n].queue = j->queue_idx;
-        d->pass.who[n] = j;
-        if (sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0
-            && sched_pass_may_stop(d->cluster, stop, n))
+        if (ok && sched_pass_may_stop(d->cluster, stop, n))
             return n + 1;
         n++;
     }
     return n;
 }
 
-/* Acts on the pass's n decisions: starts the gangs it placed (each took per_job_s to place) and
- * gives the others their reasons; *timed_reasons is set when a reason carries a time. */
-static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_reasons)
+/*
+ * After a pass that stopped early, while a sweep is on: steps up to SWEEP_WINDOW more pending
+ * jobs, from d->pass.sweep_at on, through the pass still open, as its jobs n onwards; returns the
+ * new count.  The stop means none of them can start, be held back by the reservation or take it,
+ * so each decision is its reason alone and the order does not matter.  The set changes between
+ * passes (a job that leaves moves the last in its place), so a sweep may miss a job that the
+ * next one reaches.
+ */
+static int pass_sweep(
+    struct musterd *d, int n, int64_t now_ms, uint64_t now_mono, bool regrace, bool *timed_reasons)
+{
+    int window = 0;
+
+    while (d->pass.sweep_at < d->npending && window < SWEEP_WINDOW) {
+        struct d_job *j = d->pending[d->pass.sweep_at++];
+        bool stepped;
+        if (j->stepped_in == d->pass.serial)
+            continue; /* this pass's order reached it */
+        window++;
+        (void)pass_step(d, j, n, now_ms, now_mono, regrace, timed_reasons, &stepped);
+        if (!stepped)
+            continue;
+        if (MU_NEVER(d->pass.out[n].verdict != SCHED_WAIT)) {
+            if (d->pass.out[n].verdict == SCHED_START)
+                sched_cluster_release(d->cluster, d->pass.jobs[n].req, j->slots);
+            d->dirty = true; /* a pass in order decides it */
+            continue;
+        }
+        n++;
+    }
+    if (d->pass.sweep_at >= d->npending) {
+        d->pass.sweeping = false;
+        d->pass.sweep_due_ms = now_mono + REASON_REFRESH_MS;
+    }
+    return n;
+}
+
+/* A placed gang that could not be started: its slots go back, it waits with a reason, and a pass
+ * comes back to it. */
+static void start_failed(struct musterd *d, struct d_job *j)
+{
+    sched_cluster_release(d->cluster, &j->req, j->slots);
+    d_job_set_reason(d, j,
+                     d->redis_down ? "waiting for Redis to come back to start the gang"
+                                   : "out of memory starting the gang; retrying");
+    d->dirty = true;
+}
+
+/*
+ * Starts the gangs the pass placed (each took per_job_s to place), in two halves (issue #15):
+ * pass_starts_write appends every STARTING to the pass's batch (d_batch_begin), which goes to
+ * Redis in one round trip with the pass's reasons; pass_starts_finish then moves each gang and
+ * sends its BINDs when the batch landed.  When it did not, none started: each waits, to be
+ * written whole once Redis is back.
+ */
+static void pass_starts_write(struct musterd *d, int n, double per_job_s)
+{
+    for (int i = 0; i < n; i++) {
+        struct d_job *j = d->pass.who[i];
+        if (d->pass.out[i].verdict != SCHED_START)
+            continue;
+        j->place_s = per_job_s;
+        j->borrowed = d->pass.out[i].borrowed;
+        (void)d_gang_start_write(d, j); /* when it fails it has no tasks (pass_starts_finish) */
+    }
+}
+
+static void pass_starts_finish(struct musterd *d, int n, bool landed)
+{
+    for (int i = 0; i < n; i++) {
+        struct d_job *j = d->pass.who[i];
+        if (d->pass.out[i].verdict != SCHED_START)
+            continue;
+        if (j->tasks && landed) {
+            d_gang_start_commit(d, j);
+            continue;
+        }
+        if (j->tasks)
+            d_gang_start_abandon(j);
+        start_failed(d, j);
+    }
+}
+
+/* Gives the jobs the pass did not start their reasons; *timed_reasons is set when a reason
+ * carries a time. */
+static void pass_reasons(struct musterd *d, int n, bool *timed_reasons)
 {
     for (int i = 0; i < n; i++) {
         struct d_job *j = d->pass.who[i];
@@ -366,16 +364,6 @@ static void pass_apply(struct musterd *d, int n, double per_job_s, bool *timed_r
             if (dec->verdict == SCHED_RESERVED)
                 mu_strlcpy(d->pass.reserved, j->id, sizeof(d->pass.reserved));
             *timed_reasons = *timed_reasons || dec->est_start_s > 0;
-            continue;
-        }
-        j->place_s = per_job_s;
-        j->borrowed = dec->borrowed;
-        if (d_gang_start(d, j) != 0) {
-            sched_cluster_release(d->cluster, &j->req, j->slots);
-            d_job_set_reason(d, j,
-                             d->redis_down ? "waiting for Redis to come back to start the gang"
-                                           : "out of memory starting the gang; retrying");
-            d->dirty = true;
         }
     }
 }
@@ -398,6 +386,7 @@ void d_schedule(struct musterd *d)
     took_s = (double)(mu_time_mono_us() - t0) / 1e6;
     d->metrics.pass_sum_s += took_s;
     d->metrics.passes += 1;
+    d->metrics.pass_buckets[d_pass_bucket(took_s)] += 1;
     if (stopped) {
         d->metrics.passes_stopped += 1;
         d->metrics.pass_stopped_sum_s += took_s;
@@ -413,29 +402,28 @@ static bool schedule(struct musterd *d)
     bool regrace = d_nodes_regrace(d, now_mono);
     bool timed_reasons = false;
     int n;
+    int nordered;
     struct sched_pass_stop stop;
     int seen;
     bool stopped;
     int nrunning;
-    double committed[SCHED_MAX_QUEUES] = { 0 };
     struct mu_err err;
     uint64_t t0;
     double per_job_s;
 
-    if (pass_scratch(d, d->npending, (int)mu_map_count(d->jobs)) != 0 || users_scratch(d) != 0) {
+    if (pass_scratch(d, d->npending) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "out of memory for a scheduling pass");
         d->dirty = true;
         return false;
     }
-    d_quota_queues(d, d->pass.quota);
-    nrunning = running_collect(d, now_s, committed);
-    if (order_begin(d, committed, &err) != 0) {
+    if (d_pending_begin(d, now_s, &nrunning, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "pass", 10, "cannot order the pending jobs: %s",
                        err.msg);
         d->dirty = true;
         return false;
     }
-    pass_stop_rule(d, now_mono, regrace, now_ms, &stop);
+    d->pass.serial++;
+    pass_stop_rule(d, regrace, now_ms, &stop);
     t0 = mu_time_mono_us();
     if (sched_pass_open(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->npending, d->pass.running,
                         nrunning, now_s, &err)
@@ -444,21 +432,34 @@ static bool schedule(struct musterd *d)
         d->dirty = true;
         return false;
     }
+    d_batch_begin(d); /* the pass's writes in one round trip: reasons, then starts */
     n = pass_run(d, &stop, now_ms, now_mono, regrace, &timed_reasons, &seen);
+    nordered = n;
+    per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0; /* to place a gang */
+    stopped = seen < d->npending;
+    if (!stopped) { /* every reason is fresh */
+        d->pass.sweeping = false;
+        d->pass.sweep_due_ms = now_mono + REASON_REFRESH_MS;
+    } else {
+        if (!d->pass.sweeping && now_mono >= d->pass.sweep_due_ms) {
+            d->pass.sweeping = true;
+            d->pass.sweep_at = 0;
+        }
+        if (d->pass.sweeping)
+            n = pass_sweep(d, n, now_ms, now_mono, regrace, &timed_reasons);
+        /* the next window at once, or the next sweep when it is due */
+        d_wake_at(d, d->pass.sweeping ? now_mono : d->pass.sweep_due_ms);
+    }
     (void)sched_pass_close(d->cluster);
     d->metrics.pass_jobs = n;
     d->metrics.pass_core_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
-    per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0;
-    if (stop.nshapes < 0)
-        d->pass.full_due_ms = now_mono + REASON_REFRESH_MS;
-    stopped = seen < d->npending;
-    if (stopped)
-        d_wake_at(d, d->pass.full_due_ms); /* then the rest of the queue gets fresh reasons */
     d->pass.reserved[0] = '\0';
-    pass_apply(d, n, per_job_s, &timed_reasons);
+    pass_starts_write(d, n, per_job_s);
+    pass_reasons(d, n, &timed_reasons);
+    pass_starts_finish(d, n, d_batch_end(d) == 0);
     if (!regrace) { /* one plan per pass: the first job that can preempt (core/preempt_first.c) */
         d_preempt_collect(d, now_ms);
-        uint64_t retry = d_preempt_first(d, n, now_ms);
+        uint64_t retry = d_preempt_first(d, nordered, now_ms); /* a sweep's jobs cannot */
         if (retry)
             d_wake_at(d, retry); /* a victim comes of age then */
     }

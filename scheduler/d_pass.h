@@ -17,8 +17,5 @@ void d_wake_at(struct musterd *d, uint64_t mono_ms);
 /* In the periodic tick: marks the pass dirty once its due time came. */
 void d_wake_check(struct musterd *d, uint64_t now_mono_ms);
 void d_pass_free(struct musterd *d);
-/* The queues' quotas with nothing used yet, into qs[0..nqueues] (cohorts numbered by the first
- * queue that names them); the pass then counts the use. */
-void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs);
 
 #endif

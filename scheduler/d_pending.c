@@ -6,6 +6,8 @@
  * one at a time and stops once none of the shapes can start or take the reservation and no later
  * job could preempt: the rest of the queue cannot change it.  A key that cannot be added (no
  * memory) or may have changed (a reload) marks the order stale, and the next pass rebuilds it.
+ * A pass (and musterctl why, counting a job's place) begins here: the running gangs and the
+ * queues' and users' standings, then an iteration of the order (d_pending_begin).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +77,156 @@ int d_pending_order_fresh(struct musterd *d, struct mu_err *err)
     return 0;
 }
 
+/* Grows the pass's users table to every user musterd knows; 0 or -1. */
+static int users_scratch(struct musterd *d)
+{
+    if (d->usage.nusers > d->pass.cap_users) {
+        int cap = d->usage.nusers * 2;
+        struct sched_share_user *users = realloc(d->pass.users, (size_t)cap * sizeof(*users));
+        if (!users)
+            return -1;
+        d->pass.users = users;
+        d->pass.cap_users = cap;
+    }
+    return 0;
+}
+
+/* Grows d->pass.running to hold n gangs; 0 or -1. */
+static int running_scratch(struct musterd *d, int n)
+{
+    if (n > d->pass.cap_running) {
+        int cap = n * 2;
+        struct sched_running *running = realloc(d->pass.running, (size_t)cap * sizeof(*running));
+        if (!running)
+            return -1;
+        d->pass.running = running;
+        d->pass.cap_running = cap;
+    }
+    return 0;
+}
+
+/* The gangs that hold resources now, with their expected ends, into d->pass.running; into
+ * committed (by queue index) and d->pass.users (by user) the GPU-seconds each queue's and each
+ * user's gangs are still expected to use; and into d->pass.quota what each queue uses. */
+static int running_collect(struct musterd *d, int64_t now_s, double *committed)
+{
+    struct d_job *j;
+    int n = 0;
+
+    for (int u = 0; u < d->usage.nusers; u++)
+        d->pass.users[u] = (struct sched_share_user){ .usage = d->usage.users[u]->gpu_s };
+
+    for (int k = d->nlive; k-- > 0;) {
+        if (k >= d->nlive)
+            continue; /* jobs after it left the list: the last moved to their place */
+        j = d->live[k];
+        int64_t end_s;
+        double gpu_s;
+        /* Quota counts every gang that holds or may hold GPUs: one being adopted after a
+         * restart (its first capacity type until its nodes say), one being stopped. */
+        if (j->placed || j->adopting) {
+            int cap = d_job_capacity(d, j);
+            sched_quota_charge(d->pass.quota, SCHED_MAX_QUEUES, j->queue_idx,
+                               cap >= 0 ? cap : (int)j->req.capacity[0],
+                               j->spec.tasks * j->spec.gpus_per_task);
+        }
+        if (!j->placed || !d_job_fully_committed(j))
+            continue; /* a partly adopted gang is being stopped; its GPUs free soon */
+        /* An attempt being stopped ends within the kill grace; a running one at its limit. */
+        end_s = j->end != D_END_NONE ? now_s + d->cfg.kill_grace_s : d_job_end_s(d, j);
+        d->pass.running[n].req = &j->req;
+        d->pass.running[n].slots = j->slots;
+        d->pass.running[n].end_s = end_s;
+        gpu_s = sched_share_gpu_s(j->spec.tasks, j->spec.gpus_per_task, end_s - now_s);
+        committed[j->queue_idx] += gpu_s;
+        if (!MU_NEVER(!j->user))
+            d->pass.users[j->user->slot].committed += gpu_s;
+        n++;
+    }
+    return n;
+}
+
+void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs)
+{
+    struct sched_quota_config cfg[SCHED_MAX_QUEUES];
+    int n = d->cfg.nqueues < SCHED_MAX_QUEUES ? d->cfg.nqueues : SCHED_MAX_QUEUES - 1;
+
+    for (int q = 0; q < n; q++) {
+        const struct cfg_queue *cq = &d->cfg.queues[q];
+        cfg[q] = (struct sched_quota_config){
+            .name = cq->name,
+            .cohort = cq->cohort,
+            .has_quota = cq->has_quota,
+            .quota = { [SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT],
+                       [SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND] },
+            .borrow_limit = cq->borrow_limit,
+            .lend_limit = cq->lend_limit,
+        };
+    }
+    sched_quota_queues_init(qs, cfg, n); /* the rule is the core's, shared with muster-sim */
+}
+
+/* Starts an iteration of the pending jobs in the fair-share order (core/order.c: kept across
+ * passes in d->order, produced lazily) for the queues' and users' standings now; 0, or -1 with
+ * err. */
+static int order_begin(struct musterd *d, const double *committed, struct mu_err *err)
+{
+    struct sched_share_queue queues[SCHED_MAX_QUEUES];
+    int nqueues = d->cfg.nqueues + 1; /* the last: queues no longer configured */
+
+    if (d_pending_order_fresh(d, err) != 0)
+        return -1;
+    for (int q = 0; q < nqueues; q++) {
+        queues[q] = (struct sched_share_queue){
+            .weight = q < d->cfg.nqueues ? d->cfg.queues[q].weight : 1,
+            .usage = d->usage.gpu_s[q],
+            .committed = committed[q],
+        };
+    }
+    return sched_order_begin(d->order, queues, nqueues, d->pass.users, d->usage.nusers, err);
+}
+
+int d_pending_begin(struct musterd *d, int64_t now_s, int *nrunning, struct mu_err *err)
+{
+    double committed[SCHED_MAX_QUEUES] = { 0 };
+
+    *nrunning = 0;
+    if (running_scratch(d, d->nlive) != 0 || users_scratch(d) != 0)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    d_quota_queues(d, d->pass.quota);
+    *nrunning = running_collect(d, now_s, committed);
+    return order_begin(d, committed, err);
+}
+
+int d_pending_standing(
+    struct musterd *d, const struct d_job *j, int *ahead, int *ahead_other, struct mu_err *err)
+{
+    int ahead_in[SCHED_MAX_QUEUES] = { 0 };
+    struct sched_quota_queue quota[SCHED_MAX_QUEUES];
+    const struct d_job *k;
+    int nrunning;
+    int rc;
+
+    *ahead = 0;
+    *ahead_other = 0;
+    /* The last pass's quotas stay for musterctl why's other answers. */
+    memcpy(quota, d->pass.quota, sizeof(quota));
+    rc = d_pending_begin(d, (int64_t)(mu_time_wall_ms() / 1000), &nrunning, err);
+    memcpy(d->pass.quota, quota, sizeof(quota));
+    if (rc != 0)
+        return -1;
+    while ((k = sched_order_next(d->order)) != NULL && k != j) {
+        if (k->held)
+            continue;
+        (*ahead)++;
+        ahead_in[k->queue_idx]++;
+    }
+    if (!k)
+        return mu_errf(err, MU_E_NOTFOUND, "job %s is not in the order", j->id);
+    *ahead_other = *ahead - ahead_in[j->queue_idx];
+    return 0;
+}
+
 void d_pending_order_stale(struct musterd *d)
 {
     d->order_stale = true;
@@ -97,8 +249,6 @@ void d_job_pending_add(struct musterd *d, struct d_job *j)
     }
     d->pending[d->npending++] = j;
     j->pending_at = d->npending;
-    j->ahead = d->npending - 1; /* until a pass reaches it: behind every job there */
-    j->ahead_other = 0;
     j->shape_at = sched_shapes_add(&d->shapes, &j->req, j->spec.topo_relax_after_s > 0,
                                    j->spec.priority, j->spec.preemptible);
     order_add(d, j);

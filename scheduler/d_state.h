@@ -60,6 +60,8 @@ struct d_lease {
     bool lost;               /* another musterd took it: step down */
 };
 
+#define D_REASONS_PER_TICK 400 /* pending reasons written per 200 ms tick at most */
+
 struct musterd {
     struct cfg cfg;
     struct queue *q;
@@ -123,6 +125,15 @@ struct musterd {
     int cap_deferred;
     uint64_t next_redis_try_ms; /* mono: reconnect backoff */
     int reason_budget;          /* pending-reason writes left in this tick */
+    struct {                    /* job writes in one round trip (d_batch_begin, d_job.c) */
+        bool open;
+        struct d_metrics before; /* what the counters were: a failed batch raised none */
+        struct {
+            struct d_job *job;
+            uint64_t written; /* mu_hash of the reason written */
+        } reasons[D_REASONS_PER_TICK];
+        int nreasons;
+    } batch;
     uint64_t redis_backoff_ms;
     volatile sig_atomic_t *stop;
     volatile sig_atomic_t *reload; /* SIGHUP: read config_path again (d_reload.c); NULL = never */
@@ -153,8 +164,10 @@ struct musterd {
                                             and est_start_s say where and when); "" = none */
         struct sched_request shapes[SCHED_SHAPES_MAX]; /* this pass's (sched_shapes_list) */
         struct sched_shape_span span;
-        uint64_t full_due_ms; /* mono: the next pass looks at every job, to refresh the reasons
-                                 of those an early stop left alone; 0 = the next */
+        uint32_t serial; /* of this pass, for d_job's stepped_in */
+        bool sweeping;   /* passes that stop early refresh the rest's reasons, a window each */
+        int sweep_at;    /* while sweeping: the index in d->pending the next window starts at */
+        uint64_t sweep_due_ms; /* mono: the next sweep starts then (0 = with the next pass) */
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
     /* After a restart: the nodes the last run knew (name -> d itself), until each registers

@@ -295,22 +295,26 @@ static bool add_explain(cJSON *doc, struct musterd *d, const struct d_job *j, in
     return ok;
 }
 
-/* Where j stands before placement: its dependencies, its place in the order as the last pass
- * that reached it counted (a pass that stops early leaves the rest of the queue for the pass
- * over every job within 10 s). */
-static bool add_standing(cJSON *doc, const struct d_job *j)
+/* Where j stands before placement: its dependencies, and its place in the order now
+ * (d_pending_standing). */
+static bool add_standing(cJSON *doc, struct musterd *d, const struct d_job *j)
 {
     cJSON *o = cJSON_AddObjectToObject(doc, "order");
     bool in_pass = j->pending_at && !j->held;
     char deps[256] = "";
+    int ahead = 0;
+    int ahead_other = 0;
+    struct mu_err err;
 
     if (!o)
         return false;
     if (j->deps_open > 0)
         d_deps_reason(j, deps, sizeof(deps));
+    if (in_pass && d_pending_standing(d, j, &ahead, &ahead_other, &err) != 0)
+        return false;
     return cJSON_AddBoolToObject(o, "in_pass", in_pass)
-           && cJSON_AddNumberToObject(o, "ahead", in_pass ? j->ahead : 0)
-           && cJSON_AddNumberToObject(o, "ahead_other_queues", in_pass ? j->ahead_other : 0)
+           && cJSON_AddNumberToObject(o, "ahead", ahead)
+           && cJSON_AddNumberToObject(o, "ahead_other_queues", ahead_other)
            && cJSON_AddNumberToObject(o, "dependencies_open", j->deps_open)
            && cJSON_AddStringToObject(o, "dependencies", deps);
 }
@@ -332,9 +336,9 @@ static cJSON *why_doc(struct musterd *d, const struct d_job *j)
              && cJSON_AddNumberToObject(doc, "est_start_in_s", (double)(j->est_start_s - now_s));
 
     if (ok && j->state == QUEUE_PENDING && !j->placed)
-        ok = add_queue(doc, d, j) && add_standing(doc, j) && add_capacity(doc, d, j, now_s, slots)
-             && add_pools(doc, d, j, now_s) && add_preview(doc, d, j, now_ms, slots)
-             && add_explain(doc, d, j, now_ms);
+        ok = add_queue(doc, d, j) && add_standing(doc, d, j)
+             && add_capacity(doc, d, j, now_s, slots) && add_pools(doc, d, j, now_s)
+             && add_preview(doc, d, j, now_ms, slots) && add_explain(doc, d, j, now_ms);
     free(slots);
     if (!ok) {
         cJSON_Delete(doc);

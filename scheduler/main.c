@@ -275,7 +275,7 @@ int main(int argc, char **argv)
     d.stop = &stop_flag;
     d.reload = &reload_flag;
     d.config_path = o.config;
-    d.reason_budget = 400;
+    d.reason_budget = D_REASONS_PER_TICK;
     if (o.check_only) {
         if (cfg_load_file(&d.cfg, o.config, &err) != 0) {
             (void)fprintf(stderr, "musterd: %s\n", err.msg);

@@ -3,8 +3,9 @@
 # of 4 simulated nodes (muster-bench-fleet: the real protocol, no task processes).  Passes stop
 # early once no later job can start, take the reservation or preempt
 # (muster_scheduling_passes_stopped), yet a small job far down the queue that fits still starts
-# at once, every job gets its reason (the last one too, from the pass over every job that comes
-# within 10 s), `musterctl why` answers for the last job, and jobs start in their order.
+# at once, every job gets its reason (the last one too, from the sweep that refreshes the rest of
+# the queue's reasons, a window a pass, within 10 s), `musterctl why` counts the last job's place
+# in the order, and jobs start in their order.
 source "$(dirname "$0")/lib.sh"
 
 _mu_need_bin muster-bench-fleet
@@ -49,10 +50,19 @@ expect_job_field "${ids[0]}" reason "waiting for reservation"
 second=$(job_field "${ids[1]}" reason)
 [ -n "$second" ] && [ "$second" != "waiting for the scheduler" ] || fail "the second job's reason: '$second'"
 wait_for "the last job's reason" 60 '[ "$(job_field "$last" reason)" = "$second" ]'
+# A pass writes hundreds of reasons in one fenced round trip: none of them is lost.
+unwritten() {
+    for id in "${ids[@]:1}"; do echo "HGET muster:job:$id reason"; done | rcli |
+        grep -cvxF -- "$second" || true
+}
+wait_for "every queued job's reason written" 30 '[ "$(unwritten)" = 0 ]'
 ok "passes stopped early ($(metric scheduling_passes_stopped) of $(metric scheduling_passes)); the last job's reason: $second"
 
 ctl why "$last" >"$T/why" || fail "musterctl why $last failed: $(cat "$T/why")"
 has -F -- "$last" <"$T/why" || fail "musterctl why does not name the job: $(cat "$T/why")"
+# Every other queued job is ahead of it (the small one started).
+has -F "order: 1499 job(s) ahead of it" <"$T/why" || fail "musterctl why's order: $(cat "$T/why")"
+ok "musterctl why: the last job has the other 1,499 ahead of it"
 
 # The cluster frees one node at a time: jobs start in their order (those that started are a
 # prefix of the queue).

@@ -4,11 +4,11 @@
  * daemon's own seams (tests/unit/support/d_fake.h), nodes registered by HELLO, jobs submitted
  * through the intake.  What is asserted is what users and workers see: the job's state and
  * events as written, which messages go to which node, when GPUs are free again.  Covered: a gang
- * started, running and succeeding; the write-ahead (a start whose write fails sends no BIND); a
- * task failure (the other tasks killed, a retry, the resources held until the old attempt is
- * gone, FAILED past max_retries) and the retry backoff; a node refusing a task; the bind
- * deadline; a node judged lost; a worker's report taken while Redis is down; a musterd without
- * the leader lease sending nothing; a new Redis primary getting every held job and every
+ * started, running and succeeding; the write-ahead (a start whose write, or whose pass's batch,
+ * fails sends no BIND); a task failure (the other tasks killed, a retry, the resources held until
+ * the old attempt is gone, FAILED past max_retries) and the retry backoff; a node refusing a task;
+ * the bind deadline; a node judged lost; a worker's report taken while Redis is down; a musterd
+ * without the leader lease sending nothing; a new Redis primary getting every held job and every
  * recently ended one written again.  Times are passed
  * in, an hour or more ahead, never slept for.
  */
@@ -153,6 +153,38 @@ static void test_failed_start_write_sends_no_bind(void **state)
     expect_last_event(f, J1, "STARTING", 1, "placed on");
     dfix_ack_all(f, J1, 2, 1, node_of);
     expect_last_event(f, J1, "RUNNING", 1, NULL);
+}
+
+/* A pass's starts are written in one round trip (issue #15): when it fails, neither gang gets a
+ * BIND nor moves, though the store may hold some of the writes (a pipeline lands in part); once
+ * the store is back each is written whole again as PENDING, and the next pass starts both. */
+static void test_failed_start_batch_sends_no_bind(void **state)
+{
+    static const char one[] = "{\"tasks\":1,\"gpus_per_task\":8,\"command\":[\"./train\"]}";
+    struct dfix *f = *state;
+    char node_of[2][1][PROTO_NODE_MAX];
+
+    dfix_two_nodes(f);
+    dfix_submit(f, J1, one);
+    dfix_submit(f, J2, one);
+    fake_store_fail_batch(f->store);
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    assert_true(f->d.redis_down);
+    assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
+    assert_int_equal(dfix_job_state(f, J2), QUEUE_PENDING);
+    assert_string_equal(dfix_state_field(f, J1), "STARTING"); /* landed, not taken as landed */
+
+    dfix_store_recover(f);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    assert_string_equal(dfix_state_field(f, J1), "PENDING");
+    assert_string_equal(dfix_state_field(f, J2), "PENDING");
+    d_schedule(&f->d); /* the slots went back: both fit again */
+    dfix_take_binds(f, J1, 1, 1, node_of[0]);
+    dfix_take_binds(f, J2, 1, 1, node_of[1]);
+    assert_string_not_equal(node_of[0][0], node_of[1][0]);
+    expect_last_event(f, J1, "STARTING", 1, "placed on");
+    expect_last_event(f, J2, "STARTING", 1, "placed on");
 }
 
 /* A task exits non-zero: the attempt ends (counted), the other task is killed, the job is
@@ -533,6 +565,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_gang_runs_to_success, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_failed_start_write_sends_no_bind, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_failed_start_batch_sends_no_bind, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_task_failure_retries_then_fails, setup_now,
                                         dfix_teardown),

@@ -1405,7 +1405,11 @@ static struct sched_cluster *random_loaded(uint64_t seed,
 /*
  * A pass in steps that stops once sched_pass_settled says the rest cannot change it decides the
  * jobs it looked at exactly as the whole pass does (verdicts, times, slots, reasons), and the
- * whole pass neither starts nor reserves for, nor holds back, any job after the stop.  The
+ * whole pass neither starts nor reserves for, nor holds back, any job after the stop; stepped
+ * after the stop in another order (musterd's sweep), those jobs wait too, with the same estimates
+ * and a reason.  (Not always the same words: a family's failure is memoized with the words of the
+ * first size that failed, so a job that fails two ways, or for a count that a start of the pass
+ * changed, is told the cause met first.)  The
  * shapes given are the later jobs' requests, some widened (anywhere, both capacity types) as
  * musterd's are.
  */
@@ -1462,6 +1466,9 @@ static void test_random_pass_settled(void **state)
                 break;
             }
         }
+        /* musterd's sweep: the rest stepped after the stop, in another order (last first) */
+        for (int i = NP; i-- > cut;)
+            (void)sched_pass_step(step, &jobs[1][i], &out[1][i]);
         (void)sched_pass_close(step);
         for (int i = 0; i < cut; i++) {
             assert_int_equal(out[1][i].verdict, out[0][i].verdict);
@@ -1475,6 +1482,9 @@ static void test_random_pass_settled(void **state)
         for (int i = cut; i < NP; i++) {
             assert_int_equal(out[0][i].verdict, SCHED_WAIT);
             assert_int_equal(out[0][i].est_start_s, 0); /* not held back behind the reservation */
+            assert_int_equal(out[1][i].verdict, SCHED_WAIT);
+            assert_int_equal(out[1][i].est_start_s, out[0][i].est_start_s);
+            assert_true(out[1][i].reason[0] != '\0');
             tail_jobs++;
         }
         cuts += cut < NP;

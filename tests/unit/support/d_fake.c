@@ -75,6 +75,9 @@ struct fake_counter {
 struct fake_store {
     bool fail;
     int fail_next;         /* writes still to fail, then they land again */
+    bool fail_batch;       /* the next batch_end fails */
+    bool batching;         /* between batch_begin and batch_end */
+    int batch_writes;      /* job updates since batch_begin */
     struct mu_map *jobs;   /* id -> struct fake_record * (owned) */
     struct mu_map *status; /* "<hash> <field>" -> heap JSON (owned) */
     struct mu_map *idem;   /* idempotency key -> heap job id (owned) */
@@ -173,6 +176,7 @@ static int fake_job_update(void *ctx,
     (void)events_max;
     if (failing(s))
         return store_down(err);
+    s->batch_writes += s->batching;
     if (nfields > 0 || ev) {
         struct fake_record *r = record_get(s, id);
         for (int i = 0; i < nfields; i++)
@@ -323,9 +327,31 @@ static int fake_answer_push(
     return 0;
 }
 
+/* A batch's writes land as they are made; the end of one that has any fails while the store
+ * fails, or once after fake_store_fail_batch. */
+static void fake_batch_begin(void *ctx)
+{
+    struct fake_store *s = ctx;
+    s->batching = true;
+    s->batch_writes = 0;
+}
+
+static int fake_batch_end(void *ctx, struct mu_err *err)
+{
+    struct fake_store *s = ctx;
+    s->batching = false;
+    if (s->batch_writes == 0)
+        return 0;
+    if (s->fail_batch || s->fail) {
+        s->fail_batch = false;
+        return store_down(err);
+    }
+    return 0;
+}
+
 static const struct d_store_ops fake_ops = {
-    fake_job_update,   fake_idem_claim,   fake_idem_get,  fake_job_state,
-    fake_status_write, fake_counter_incr, fake_log_reply, fake_answer_push,
+    fake_job_update,   fake_idem_claim, fake_idem_get,    fake_job_state,   fake_status_write,
+    fake_counter_incr, fake_log_reply,  fake_answer_push, fake_batch_begin, fake_batch_end,
 };
 
 struct fake_store *fake_store_new(struct d_store *out)
@@ -377,6 +403,11 @@ void fake_store_fail(struct fake_store *s, bool fail)
 void fake_store_fail_next(struct fake_store *s, int n)
 {
     s->fail_next = n;
+}
+
+void fake_store_fail_batch(struct fake_store *s)
+{
+    s->fail_batch = true;
 }
 
 const char *fake_field(const struct fake_store *s, const char *id, const char *key)
@@ -556,7 +587,7 @@ struct dfix *dfix_new(const char *config_json)
     if (cfg_parse(&f->d.cfg, config_json, strlen(config_json), &err) != 0)
         fail_msg("config: %s", err.msg);
     f->d.stop = &f->stop;
-    f->d.reason_budget = 400; /* as main() starts it; the loop's tick refills it */
+    f->d.reason_budget = D_REASONS_PER_TICK; /* as main() starts it; the loop's tick refills it */
     if (d_state_init(&f->d, &err) != 0)
         fail_msg("d_state_init: %s", err.msg);
     f->store = fake_store_new(&f->d.store);
