@@ -477,6 +477,7 @@ static int load_run(struct queue *q,
 
     c.argv[0] = "HMGET";
     c.argv[1] = c.key;
+    c.key[0] = '\0'; /* set per job (load_refill) */
     for (int i = 0; i < STORED_NFIELDS; i++)
         c.argv[i + 2] = stored_fields[i];
     for (int i = 0; i < STORED_NFIELDS + 2; i++)
