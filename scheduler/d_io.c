@@ -187,6 +187,15 @@ double d_bucket_le(int i)
     return i >= 0 && i < D_PLACE_BUCKETS ? bucket_le[i] : 0;
 }
 
+/* The bucket of value among n ascending upper bounds le (n: above them all, +Inf). */
+static int bucket_of(const double *le, int n, double value)
+{
+    int b = 0;
+    while (b < n && value > le[b])
+        b++;
+    return b;
+}
+
 /* Scheduling pass duration histogram bucket upper bounds, seconds (issue #15 aims at 10 ms). */
 static const double pass_le[D_PASS_BUCKETS] = { 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                 0.05,  0.1,    0.25,  1 };
@@ -198,10 +207,7 @@ double d_pass_bucket_le(int i)
 
 int d_pass_bucket(double s)
 {
-    int b = 0;
-    while (b < D_PASS_BUCKETS && s > pass_le[b])
-        b++;
-    return b;
+    return bucket_of(pass_le, D_PASS_BUCKETS, s);
 }
 
 static void event_incr(struct queue_event *ev, const char *name)
@@ -227,9 +233,7 @@ void d_counters_tally(struct d_metrics *mx, const struct d_tally *t, struct queu
         ev->incr_float = t->lost_gpu_s;
         mx->lost_gpu_seconds += t->lost_gpu_s;
     } else if (t->place_s > 0) {
-        int b = 0;
-        while (b < D_PLACE_BUCKETS && t->place_s > bucket_le[b])
-            b++;
+        int b = bucket_of(bucket_le, D_PLACE_BUCKETS, t->place_s);
         event_incr(ev, bucket_names[b]);
         mx->place_buckets[b] += 1;
         ev->incr_float_name = "placement_seconds_sum";
