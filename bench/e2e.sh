@@ -11,6 +11,11 @@
 #                                 8-GPU nodes (default 10000 on 512): submit -> every element
 #                                 SUCCEEDED, jobs/s and the scheduling passes' time; then the
 #                                 baseline in the same run: N separate 1-task jobs the same way
+#   bench/e2e.sh ctl [JOBS]       JOBS pending jobs (1-4 x 8 GPUs, no node) with their reasons
+#                                 written; musterd stopped, then three timings each of
+#                                 `musterctl jobs` (the table) and `musterctl -o json jobs`.
+#                                 MUSTER_CTL_BASELINE=PATH times that musterctl too, alternating
+#                                 with this build's, for a before/after on the same data
 #   bench/e2e.sh floor [RUNS]     this machine's floor (muster-bench-floor: Redis and ZeroMQ round
 #                                 trips, XREADGROUP wake-up, process starts), then latency and
 #                                 drain 1000, and muster's figures against the floor (issue #15;
@@ -173,8 +178,32 @@ JSON
     run_array_case array "$n"
     run_array_case plain "$n"
     ;;
+ctl)
+    jobs=${2:-100000}
+    start_musterd "$CONFIG" --log-level warn
+    "$MUSTER_BIN/muster-bench" submit --jobs "$jobs" --seed 42 >/dev/null
+    wait_for "$jobs jobs stored" 600 '[ "$(rcli ZCARD muster:jobs)" -ge '"$jobs"' ]'
+    last=$(rcli ZREVRANGE muster:jobs 0 0)
+    wait_for "the last job's reason" 600 \
+        '[ -n "$(rcli HGET "muster:job:$last" reason)" ] && [ "$(rcli HGET "muster:job:$last" reason)" != "waiting for the scheduler" ]'
+    stop_musterd # a quiet machine while timing
+    bins=("$MUSTER_BIN/musterctl")
+    [ -n "${MUSTER_CTL_BASELINE:-}" ] && bins+=("$MUSTER_CTL_BASELINE")
+    for run in 1 2 3; do
+        for bin in "${bins[@]}"; do
+            for out in table json; do
+                args=(jobs)
+                [ "$out" = json ] && args=(-o json jobs)
+                t0=$(date +%s%N)
+                lines=$("$bin" --redis "$MUSTER_REDIS_URL" "${args[@]}" | wc -l)
+                t1=$(date +%s%N)
+                echo "ctl run=$run bin=$bin out=$out lines=$lines seconds=$(python3 -c "print('%.3f' % (($t1 - $t0) / 1e9))")"
+            done
+        done
+    done
+    ;;
 *)
-    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS] | recover [JOBS] | floor [RUNS] | array [N] [NODES]" >&2
+    echo "usage: bench/e2e.sh latency [RUNS] | drain [JOBS] | recover [JOBS] | ctl [JOBS] | floor [RUNS] | array [N] [NODES]" >&2
     exit 2
     ;;
 esac

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * musterctl jobs: the queue at a glance, like squeue.  Rows come oldest submission first from
- * queue_jobs_read, which scans the jobs index newest first and stops at --limit, so a long
- * history costs nothing when only the newest jobs are asked for.  --sort reorders what was read
- * (a stable sort, ties kept in submit order), so --limit always means "the newest N matches".
- * REASON shows why a job waits (PENDING) or what went wrong (FAILED, REJECTED); it and NODES are
- * cut to fit the terminal.  The table is shared with `top` (running gangs).
+ * queue_job_rows_read (queue_jobs_read for -o json), which scans the jobs index newest first and
+ * stops at --limit, so a long history costs nothing when only the newest jobs are asked for. --sort
+ * reorders what was read (a stable sort, ties kept in submit order), so --limit always means "the
+ * newest N matches". REASON shows why a job waits (PENDING) or what went wrong (FAILED, REJECTED);
+ * it and NODES are cut to fit the terminal.  The table is shared with `top` (running gangs).
  */
 #include "cli/internal.h"
 
@@ -19,21 +19,69 @@ enum jobs_sort { SORT_SUBMIT = 0, SORT_ID, SORT_PRIORITY, SORT_AGE, SORT_STATE, 
 
 static const char *const sort_names[] = { "submit", "id", "priority", "age", "state", "queue" };
 
-/* The parent array (in jobs, not final) of element job, or NULL. */
-static const cJSON *array_parent(const cJSON *jobs, const cJSON *job)
-{
-    const cJSON *base = cJSON_GetObjectItemCaseSensitive(job, "array_job");
-    const cJSON *p;
-    char b[2][32];
+/* The hash fields the table and --sort read, as queue_job_rows_read fetches them. */
+enum job_field {
+    JF_NAME,
+    JF_QUEUE,
+    JF_STATE,
+    JF_TASKS,
+    JF_GPUS,
+    JF_PRIORITY,
+    JF_SUBMITTED_AT,
+    JF_NODES,
+    JF_REASON,
+    JF_ERROR,
+    JF_HELD,
+    JF_ARRAY,
+    JF_ARRAY_JOB,
+    JF_ARRAY_INDEX,
+    JF_ARRAY_SKIP,
+    JF_ARRAY_NEXT,
+    JF_COUNT
+};
 
-    if (!cJSON_IsString(base))
-        return NULL;
-    cJSON_ArrayForEach(p, jobs)
-    {
-        if (strcmp(ctl_json_text(p, "id", b[0], sizeof(b[0])), base->valuestring) == 0)
-            return ctl_state_is_final(ctl_json_text(p, "state", b[1], sizeof(b[1]))) ? NULL : p;
-    }
-    return NULL;
+static const char *const job_fields[JF_COUNT] = {
+    [JF_NAME] = "name",
+    [JF_QUEUE] = "queue",
+    [JF_STATE] = "state",
+    [JF_TASKS] = "tasks",
+    [JF_GPUS] = "gpus_per_task",
+    [JF_PRIORITY] = "priority",
+    [JF_SUBMITTED_AT] = "submitted_at",
+    [JF_NODES] = "nodes",
+    [JF_REASON] = "reason",
+    [JF_ERROR] = "error",
+    [JF_HELD] = "held",
+    [JF_ARRAY] = "array",
+    [JF_ARRAY_JOB] = "array_job",
+    [JF_ARRAY_INDEX] = "array_index",
+    [JF_ARRAY_SKIP] = "array_skip",
+    [JF_ARRAY_NEXT] = "array_next",
+};
+
+int ctl_job_rows_read(struct queue *q,
+                      const struct queue_jobs_filter *f,
+                      struct queue_job_rows *out,
+                      struct mu_err *err)
+{
+    return queue_job_rows_read(q, f, job_fields, JF_COUNT, out, err);
+}
+
+static const char *val(const struct queue_job_row *r, enum job_field f)
+{
+    return r->values[f] ? r->values[f] : "";
+}
+
+static int64_t ival(const struct queue_job_row *r, enum job_field f, int64_t def)
+{
+    int64_t n;
+    return r->values[f] && mu_parse_i64(r->values[f], INT64_MIN, INT64_MAX, &n, NULL) == 0 ? n
+                                                                                           : def;
+}
+
+bool ctl_job_row_is_pending(const struct queue_job_row *r)
+{
+    return strcmp(val(r, JF_STATE), "PENDING") == 0;
 }
 
 /* Appends index to the ranges text in buf ("3-7,9"), extending the last range when it follows
@@ -74,171 +122,274 @@ static bool skip_has(const char *skip, int64_t index)
     return false;
 }
 
-static int cmp_i64(const void *a, const void *b)
+/* A pending element of an active array listed with it: the parent's row and the element's
+ * index. */
+struct element {
+    size_t parent;
+    int64_t index;
+};
+
+/*
+ * What the table needs across rows: which rows are pending elements of an active array in the
+ * listing (they show in the array's row, "ID_[12-99]"), and each such array's elements.  Built
+ * once per table in O(n log n), so that many arrays in a long queue stay cheap.
+ */
+struct jobs_view {
+    const struct queue_job_rows *rows;
+    size_t *parent; /* per row: its active array's row, SIZE_MAX when none; NULL = all none */
+    struct element *elements; /* sorted by parent, then index */
+    size_t nelements;
+};
+
+struct id_entry {
+    const char *id;
+    size_t row;
+};
+
+static int cmp_id_entry(const void *a, const void *b)
 {
-    int64_t x = *(const int64_t *)a;
-    int64_t y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    return strcmp(((const struct id_entry *)a)->id, ((const struct id_entry *)b)->id);
 }
 
-/* "ID_[12-99]": an active array's pending elements, made (PENDING rows of jobs) or not yet,
- * collapsed into one id (true); the plain id when none is pending (false). */
-static bool array_id_text(const cJSON *jobs, const cJSON *parent, char *buf, size_t size)
+static int cmp_element(const void *pa, const void *pb)
 {
-    char b[3][32];
+    const struct element *a = pa;
+    const struct element *b = pb;
+    if (a->parent != b->parent)
+        return a->parent < b->parent ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static void jobs_view_release(struct jobs_view *v)
+{
+    free(v->parent);
+    free(v->elements);
+    *v = (struct jobs_view){ .rows = v->rows };
+}
+
+/* 0, or -1 on no memory (nothing held). */
+static int jobs_view_build(struct jobs_view *v, const struct queue_job_rows *rows)
+{
+    struct id_entry *ids = NULL;
+    size_t n = rows->n;
+    bool any = false;
+    int rc = -1;
+
+    *v = (struct jobs_view){ .rows = rows };
+    for (size_t i = 0; i < n && !any; i++)
+        any = rows->rows[i]->values[JF_ARRAY_JOB] && ctl_job_row_is_pending(rows->rows[i]);
+    if (!any)
+        return 0;
+    ids = malloc(n * sizeof(*ids));
+    v->parent = malloc(n * sizeof(*v->parent));
+    v->elements = malloc(n * sizeof(*v->elements));
+    if (!ids || !v->parent || !v->elements)
+        goto out;
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (struct id_entry){ rows->rows[i]->id, i };
+    qsort(ids, n, sizeof(*ids), cmp_id_entry);
+    for (size_t i = 0; i < n; i++) {
+        const struct queue_job_row *r = rows->rows[i];
+        struct id_entry key = { r->values[JF_ARRAY_JOB], 0 };
+        const struct id_entry *p = NULL;
+
+        v->parent[i] = SIZE_MAX;
+        if (key.id && ctl_job_row_is_pending(r))
+            p = bsearch(&key, ids, n, sizeof(*ids), cmp_id_entry);
+        if (!p || ctl_state_is_final(val(rows->rows[p->row], JF_STATE)))
+            continue;
+        v->parent[i] = p->row;
+        v->elements[v->nelements++] = (struct element){ p->row, ival(r, JF_ARRAY_INDEX, -1) };
+    }
+    qsort(v->elements, v->nelements, sizeof(*v->elements), cmp_element);
+    rc = 0;
+out:
+    free(ids);
+    if (rc != 0)
+        jobs_view_release(v);
+    return rc;
+}
+
+/* "ID_[12-99]": an active array's pending elements, made (PENDING rows) or not yet, collapsed
+ * into one id (true); the plain id when none is pending (false). */
+static bool array_id_text(const struct jobs_view *v, size_t row, char *buf, size_t size)
+{
+    const struct queue_job_row *parent = v->rows->rows[row];
+    const char *skip = val(parent, JF_ARRAY_SKIP);
+    struct element key = { row, INT64_MIN };
     char ranges[48] = "";
-    const char *id = ctl_json_text(parent, "id", b[0], sizeof(b[0]));
-    const char *skip = ctl_json_text(parent, "array_skip", b[2], sizeof(b[2]));
-    struct queue_array *a = malloc(sizeof(*a));
-    int64_t *made = calloc((size_t)cJSON_GetArraySize(jobs) + 1, sizeof(*made));
-    size_t nmade = 0;
+    struct queue_array a;
+    struct mu_err err;
     int64_t last = -2;
     int64_t start = 0;
-    struct mu_err err;
-    const cJSON *j;
+    size_t lo = 0;
+    size_t hi = v->nelements;
 
-    (void)snprintf(buf, size, "%s", id);
-    if (!a || !made
-        || queue_array_parse(ctl_json_text(parent, "array", b[1], sizeof(b[1])), a, &err) != 0)
-        goto out;
-    cJSON_ArrayForEach(j, jobs)
-    {
-        char c[2][32];
-        if (strcmp(ctl_json_text(j, "state", c[0], sizeof(c[0])), "PENDING") == 0
-            && array_parent(jobs, j) == parent)
-            made[nmade++] = ctl_json_int(j, "array_index", -1);
+    (void)snprintf(buf, size, "%s", parent->id);
+    if (queue_array_parse(val(parent, JF_ARRAY), &a, &err) != 0)
+        return false;
+    while (lo < hi) { /* the first element of this parent */
+        size_t mid = lo + (hi - lo) / 2;
+        if (cmp_element(&v->elements[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    qsort(made, nmade, sizeof(*made), cmp_i64);
-    for (size_t i = 0; i < nmade; i++)
-        ranges_add(ranges, sizeof(ranges), made[i], &last, &start);
-    for (int64_t pos = ctl_json_int(parent, "array_next", 0); pos < a->count; pos++) {
-        int64_t index = queue_array_index(a, pos);
+    for (size_t i = lo; i < v->nelements && v->elements[i].parent == row; i++)
+        ranges_add(ranges, sizeof(ranges), v->elements[i].index, &last, &start);
+    for (int64_t pos = ival(parent, JF_ARRAY_NEXT, 0); pos < a.count; pos++) {
+        int64_t index = queue_array_index(&a, pos);
         if (!skip_has(skip, index))
             ranges_add(ranges, sizeof(ranges), index, &last, &start);
     }
     if (ranges[0])
-        (void)snprintf(buf, size, "%s_[%s]", id, ranges);
-out:
-    free(made);
-    free(a);
+        (void)snprintf(buf, size, "%s_[%s]", parent->id, ranges);
     return ranges[0] != '\0';
 }
 
 /* Adds one job's row. */
-static int jobs_row(struct ctl_table *t, const cJSON *jobs, const cJSON *job, uint64_t now_ms)
+static int jobs_row(struct ctl_table *t, const struct jobs_view *v, size_t row, uint64_t now_ms)
 {
-    char b[7][32];
-    char shape[48];
-    char age[16];
-    const char *state = ctl_json_text(job, "state", b[0], sizeof(b[0]));
+    const struct queue_job_row *job = v->rows->rows[row];
+    const char *state = val(job, JF_STATE);
     const char *reason = "";
     const char *cells[9];
+    char shape[48];
+    char age[16];
     char idtext[96];
 
     /* An active array's row stands for its pending elements: PENDING, its progress as reason. */
-    if (cJSON_GetObjectItemCaseSensitive(job, "array") && !ctl_state_is_final(state)
-        && array_id_text(jobs, job, idtext, sizeof(idtext)))
+    if (job->values[JF_ARRAY] && !ctl_state_is_final(state)
+        && array_id_text(v, row, idtext, sizeof(idtext)))
         state = "PENDING";
     else
-        (void)snprintf(idtext, sizeof(idtext), "%s", ctl_json_text(job, "id", b[2], sizeof(b[2])));
+        (void)snprintf(idtext, sizeof(idtext), "%s", job->id);
 
-    (void)snprintf(shape, sizeof(shape), "%lldx%lld", (long long)ctl_json_int(job, "tasks", 1),
-                   (long long)ctl_json_int(job, "gpus_per_task", 1));
-    ctl_format_age(now_ms, (uint64_t)ctl_json_int(job, "submitted_at", (int64_t)now_ms), age,
-                   sizeof(age));
-    if (ctl_json_int(job, "held", 0) != 0 && !ctl_state_is_final(state))
+    (void)snprintf(shape, sizeof(shape), "%lldx%lld", (long long)ival(job, JF_TASKS, 1),
+                   (long long)ival(job, JF_GPUS, 1));
+    ctl_format_age(now_ms, (uint64_t)ival(job, JF_SUBMITTED_AT, (int64_t)now_ms), age, sizeof(age));
+    if (ival(job, JF_HELD, 0) != 0 && !ctl_state_is_final(state))
         reason = strcmp(state, "PENDING") == 0 ? "held: 'musterctl release ID' lets it start"
                                                : "held: not restarted if it is requeued";
     else if (strcmp(state, "PENDING") == 0)
-        reason = ctl_json_text(job, "reason", b[1], sizeof(b[1]));
+        reason = val(job, JF_REASON);
     else if (strcmp(state, "FAILED") == 0 || strcmp(state, "REJECTED") == 0
              || strcmp(state, "TIMEOUT") == 0)
-        reason = ctl_json_text(job, "error", b[1], sizeof(b[1]));
+        reason = val(job, JF_ERROR);
     cells[0] = idtext;
-    cells[1] = ctl_json_text(job, "name", b[3], sizeof(b[3]));
-    cells[2] = ctl_json_text(job, "queue", b[4], sizeof(b[4]));
+    cells[1] = val(job, JF_NAME);
+    cells[2] = val(job, JF_QUEUE);
     cells[3] = state;
     cells[4] = shape;
-    cells[5] = ctl_json_text(job, "priority", b[5], sizeof(b[5]));
+    cells[5] = val(job, JF_PRIORITY);
     cells[6] = age;
-    cells[7] = ctl_json_text(job, "nodes", b[6], sizeof(b[6]));
+    cells[7] = val(job, JF_NODES);
     cells[8] = reason;
     return ctl_table_add(t, cells);
 }
 
-struct ctl_table *ctl_jobs_table(const cJSON *jobs, uint64_t now_ms, size_t max_rows)
+struct ctl_table *ctl_jobs_table(const struct queue_job_rows *rows,
+                                 uint64_t now_ms,
+                                 size_t max_rows)
 {
     static const char *const headers[] = { "ID",   "NAME", "QUEUE", "STATE", "TASKSxGPUS",
                                            "PRIO", "AGE",  "NODES", "REASON" };
     struct ctl_table *t = ctl_table_new(headers, MU_ARRAY_LEN(headers));
-    const cJSON *job;
-    size_t n = 0;
+    struct jobs_view v;
+    size_t shown = 0;
 
     if (!t)
         return NULL;
+    if (jobs_view_build(&v, rows) != 0) {
+        ctl_table_free(t);
+        return NULL;
+    }
     ctl_table_set_state(t, 3);
     ctl_table_set_flex(t, 1);
     ctl_table_set_flex(t, 7);
     ctl_table_set_flex(t, 8);
-    cJSON_ArrayForEach(job, jobs)
-    {
-        if (max_rows && n++ >= max_rows)
-            break;
-        char st[32];
+    for (size_t i = 0; i < rows->n && (max_rows == 0 || shown < max_rows); i++) {
         /* A pending element shows in its array's row ("ID_[12-99]"). */
-        if (strcmp(ctl_json_text(job, "state", st, sizeof(st)), "PENDING") == 0
-            && array_parent(jobs, job))
+        if (v.parent && v.parent[i] != SIZE_MAX)
             continue;
-        if (jobs_row(t, jobs, job, now_ms) != 0) {
+        shown++;
+        if (jobs_row(t, &v, i, now_ms) != 0) {
             ctl_table_free(t);
-            return NULL;
+            t = NULL;
+            break;
         }
     }
+    jobs_view_release(&v);
     return t;
 }
 
-static size_t state_rank(const cJSON *job)
+static size_t state_rank(const char *state)
 {
-    char buf[32];
-    const char *s = ctl_json_text(job, "state", buf, sizeof(buf));
-
     for (size_t i = 0; i < MU_ARRAY_LEN(ctl_job_states); i++) {
-        if (strcmp(s, ctl_job_states[i]) == 0)
+        if (strcmp(state, ctl_job_states[i]) == 0)
             return i;
     }
     return MU_ARRAY_LEN(ctl_job_states);
 }
 
-/* Parses "seq-ms" ids into their two numbers, for numeric id order. */
-static void id_parts(const cJSON *job, uint64_t *ms, uint64_t *seq)
+/* "ms-seq" ids as their two numbers, for numeric id order; 0 and 0 for any other text. */
+static void id_parts(const char *id, int64_t *ms, int64_t *seq)
 {
-    char buf[64];
-    const char *id = ctl_json_text(job, "id", buf, sizeof(buf));
     const char *dash = strchr(id, '-');
-    int64_t a = 0;
-    int64_t b = 0;
     char head[32];
 
-    *ms = 0;
-    *seq = 0;
+    *ms = *seq = 0;
     if (!dash || (size_t)(dash - id) >= sizeof(head))
         return;
     memcpy(head, id, (size_t)(dash - id));
     head[dash - id] = '\0';
-    if (mu_parse_i64(head, 0, INT64_MAX, &a, NULL) == 0
-        && mu_parse_i64(dash + 1, 0, INT64_MAX, &b, NULL) == 0) {
-        *ms = (uint64_t)a;
-        *seq = (uint64_t)b;
+    if (mu_parse_i64(head, 0, INT64_MAX, ms, NULL) != 0
+        || mu_parse_i64(dash + 1, 0, INT64_MAX, seq, NULL) != 0)
+        *ms = *seq = 0;
+}
+
+/* One job's place under --sort: two numbers, then a text, compared in that order. */
+struct sort_item {
+    void *job;  /* a row or a cJSON object */
+    size_t pos; /* position in submit order: the tie-break that makes qsort stable */
+    int64_t a;
+    int64_t b;
+    const char *text;
+};
+
+/* The keys of one job under how, from its id, state, queue, priority and submit time. */
+static void sort_keys(struct sort_item *it,
+                      enum jobs_sort how,
+                      const char *id,
+                      const char *state,
+                      const char *queue,
+                      int64_t priority,
+                      int64_t submitted_at)
+{
+    it->a = it->b = 0;
+    it->text = "";
+    switch (how) {
+    case SORT_ID:
+        id_parts(id, &it->a, &it->b);
+        break;
+    case SORT_PRIORITY: /* highest first */
+        it->a = priority == INT64_MIN ? INT64_MAX : -priority;
+        break;
+    case SORT_AGE: /* oldest first */
+        it->a = submitted_at;
+        break;
+    case SORT_STATE:
+        it->a = (int64_t)state_rank(state);
+        break;
+    case SORT_QUEUE:
+        it->text = queue;
+        break;
+    case SORT_SUBMIT:
+        break;
     }
 }
 
-struct sort_item {
-    cJSON *job;
-    size_t pos; /* position in submit order: the tie-break that makes qsort stable */
-};
-
-static enum jobs_sort g_sort; /* qsort has no context argument; musterctl is single-threaded */
-static bool g_reverse;
+static bool g_reverse; /* qsort has no context argument; musterctl is single-threaded */
 
 static int cmp3(int64_t a, int64_t b)
 {
@@ -249,36 +400,12 @@ static int sort_cmp(const void *pa, const void *pb)
 {
     const struct sort_item *a = pa;
     const struct sort_item *b = pb;
-    int c = 0;
-    char ba[64];
-    char bb[64];
-    uint64_t ams;
-    uint64_t aseq;
-    uint64_t bms;
-    uint64_t bseq;
+    int c = cmp3(a->a, b->a);
 
-    switch (g_sort) {
-    case SORT_ID:
-        id_parts(a->job, &ams, &aseq);
-        id_parts(b->job, &bms, &bseq);
-        c = ams != bms ? (ams < bms ? -1 : 1) : (aseq < bseq ? -1 : aseq > bseq ? 1 : 0);
-        break;
-    case SORT_PRIORITY: /* highest first */
-        c = cmp3(ctl_json_int(b->job, "priority", 0), ctl_json_int(a->job, "priority", 0));
-        break;
-    case SORT_AGE: /* oldest first */
-        c = cmp3(ctl_json_int(a->job, "submitted_at", 0), ctl_json_int(b->job, "submitted_at", 0));
-        break;
-    case SORT_STATE:
-        c = cmp3((int64_t)state_rank(a->job), (int64_t)state_rank(b->job));
-        break;
-    case SORT_QUEUE:
-        c = strcmp(ctl_json_text(a->job, "queue", ba, sizeof(ba)),
-                   ctl_json_text(b->job, "queue", bb, sizeof(bb)));
-        break;
-    case SORT_SUBMIT:
-        break;
-    }
+    if (c == 0)
+        c = cmp3(a->b, b->b);
+    if (c == 0)
+        c = strcmp(a->text, b->text);
     if (g_reverse)
         c = -c;
     if (c == 0)
@@ -286,8 +413,38 @@ static int sort_cmp(const void *pa, const void *pb)
     return c;
 }
 
+static void sort_items(struct sort_item *items, size_t n, bool reverse)
+{
+    g_reverse = reverse;
+    qsort(items, n, sizeof(*items), sort_cmp);
+}
+
+/* Reorders the rows in place; 0, or -1 on no memory (the rows are left as they were). */
+static int rows_sort(struct queue_job_rows *rows, enum jobs_sort how, bool reverse)
+{
+    struct sort_item *items;
+
+    if (rows->n < 2 || (how == SORT_SUBMIT && !reverse))
+        return 0;
+    items = calloc(rows->n, sizeof(*items));
+    if (!items)
+        return -1;
+    for (size_t i = 0; i < rows->n; i++) {
+        struct queue_job_row *r = rows->rows[i];
+        items[i].job = r;
+        items[i].pos = i;
+        sort_keys(&items[i], how, r->id, val(r, JF_STATE), val(r, JF_QUEUE),
+                  ival(r, JF_PRIORITY, 0), ival(r, JF_SUBMITTED_AT, 0));
+    }
+    sort_items(items, rows->n, reverse);
+    for (size_t i = 0; i < rows->n; i++)
+        rows->rows[i] = items[i].job;
+    free(items);
+    return 0;
+}
+
 /* Reorders the array in place; 0, or -1 on no memory (the array is left as it was). */
-static int jobs_sort(cJSON *jobs, enum jobs_sort how, bool reverse)
+static int objects_sort(cJSON *jobs, enum jobs_sort how, bool reverse)
 {
     int n = cJSON_GetArraySize(jobs);
     struct sort_item *items;
@@ -301,18 +458,24 @@ static int jobs_sort(cJSON *jobs, enum jobs_sort how, bool reverse)
         return -1;
     cJSON_ArrayForEach(job, jobs)
     {
+        const cJSON *queue = cJSON_GetObjectItemCaseSensitive(job, "queue");
+        char b[2][64];
         items[i].job = job;
         items[i].pos = i;
+        /* The queue's text is kept past this loop: the object's own, never a buffer here. */
+        sort_keys(&items[i], how, ctl_json_text(job, "id", b[0], sizeof(b[0])),
+                  ctl_json_text(job, "state", b[1], sizeof(b[1])),
+                  cJSON_IsString(queue) ? queue->valuestring : "", ctl_json_int(job, "priority", 0),
+                  ctl_json_int(job, "submitted_at", 0));
         i++;
     }
-    g_sort = how;
-    g_reverse = reverse;
-    qsort(items, i, sizeof(*items), sort_cmp);
+    sort_items(items, i, reverse);
     /* Relink the children in the new order (cJSON arrays are doubly linked lists whose head's
      * prev points at the tail). */
     for (size_t k = 0; k < i; k++) {
-        items[k].job->prev = k ? items[k - 1].job : items[i - 1].job;
-        items[k].job->next = k + 1 < i ? items[k + 1].job : NULL;
+        cJSON *it = items[k].job;
+        it->prev = k ? items[k - 1].job : items[i - 1].job;
+        it->next = k + 1 < i ? items[k + 1].job : NULL;
     }
     jobs->child = items[0].job;
     free(items);
@@ -337,69 +500,107 @@ static int sort_parse(struct ctl *ctl, const char *text, enum jobs_sort *how, bo
     return -1;
 }
 
-int ctl_cmd_jobs(struct ctl *ctl, const struct ctl_args *args)
+/* The options: the filter (f->state points into state) and the order; CTL_EXIT_OK or the
+ * usage error's exit code (printed). */
+static int jobs_options(struct ctl *ctl,
+                        const struct ctl_args *args,
+                        struct queue_jobs_filter *f,
+                        char *state,
+                        size_t size,
+                        enum jobs_sort *how,
+                        bool *reverse)
 {
-    struct queue_jobs_filter f = { 0 };
-    struct mu_err err = { 0 };
-    struct ctl_table *t = NULL;
-    struct queue *q;
-    cJSON *jobs = NULL;
     const char *sort = ctl_args_get(ctl, args, "sort");
-    enum jobs_sort how = SORT_SUBMIT;
-    bool reverse = false;
-    char state[16];
     int64_t limit = 0;
-    uint64_t now_ms = mu_time_wall_ms();
-    int rc = CTL_EXIT_FAIL;
 
-    f.all = ctl_args_get(ctl, args, "all") != NULL;
-    f.queue = ctl_args_get(ctl, args, "queue");
-    f.state = ctl_args_get(ctl, args, "state");
-    f.user = ctl_args_get(ctl, args, "user");
+    f->all = ctl_args_get(ctl, args, "all") != NULL;
+    f->queue = ctl_args_get(ctl, args, "queue");
+    f->state = ctl_args_get(ctl, args, "state");
+    f->user = ctl_args_get(ctl, args, "user");
     if (ctl_args_int(ctl, args, "limit", 1, 1000000, &limit) != 0)
         return CTL_EXIT_USAGE;
-    if (sort && sort_parse(ctl, sort, &how, &reverse) != 0)
+    if (sort && sort_parse(ctl, sort, how, reverse) != 0)
         return CTL_EXIT_USAGE;
-    f.limit = (size_t)limit;
-    if (f.state) {
+    f->limit = (size_t)limit;
+    if (f->state) {
         size_t i;
-        size_t n = mu_strlcpy(state, f.state, sizeof(state));
+        size_t n = mu_strlcpy(state, f->state, size);
         for (i = 0; state[i]; i++)
             state[i] = (char)toupper((unsigned char)state[i]);
-        for (i = 0; n < sizeof(state) && i < MU_ARRAY_LEN(ctl_job_states); i++) {
+        for (i = 0; n < size && i < MU_ARRAY_LEN(ctl_job_states); i++) {
             if (strcmp(state, ctl_job_states[i]) == 0)
                 break;
         }
-        if (n >= sizeof(state) || i == MU_ARRAY_LEN(ctl_job_states))
+        if (n >= size || i == MU_ARRAY_LEN(ctl_job_states))
             return ctl_usage(ctl,
                              "--state: expected one of PENDING, STARTING, RUNNING, "
                              "PREEMPTING, SUCCEEDED, FAILED, CANCELLED, REJECTED, TIMEOUT, "
                              "got '%s'",
-                             f.state);
-        f.state = state;
+                             f->state);
+        f->state = state;
     }
+    return CTL_EXIT_OK;
+}
+
+/* -o json: whole jobs. */
+static int jobs_print_json(struct ctl *ctl,
+                           struct queue *q,
+                           const struct queue_jobs_filter *f,
+                           enum jobs_sort how,
+                           bool reverse)
+{
+    struct mu_err err = { 0 };
+    cJSON *jobs = NULL;
+    int rc;
+
+    if (queue_jobs_read(q, f, &jobs, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
+    if (objects_sort(jobs, how, reverse) != 0)
+        rc = ctl_fail(ctl, "out of memory");
+    else
+        rc = ctl_json_print(ctl, jobs);
+    cJSON_Delete(jobs);
+    return rc;
+}
+
+/* The table: only its columns are read (no JSON at all). */
+static int jobs_print_table(struct ctl *ctl,
+                            struct queue *q,
+                            const struct queue_jobs_filter *f,
+                            enum jobs_sort how,
+                            bool reverse)
+{
+    struct mu_err err = { 0 };
+    struct queue_job_rows rows = { 0 };
+    struct ctl_table *t = NULL;
+    int rc = CTL_EXIT_OK;
+
+    if (ctl_job_rows_read(q, f, &rows, &err) != 0)
+        return ctl_fail(ctl, "%s", err.msg);
+    if (rows_sort(&rows, how, reverse) != 0 || !(t = ctl_jobs_table(&rows, mu_time_wall_ms(), 0)))
+        rc = ctl_fail(ctl, "out of memory");
+    else
+        ctl_table_print(t, ctl, stdout);
+    ctl_table_free(t);
+    queue_job_rows_release(&rows);
+    return rc;
+}
+
+int ctl_cmd_jobs(struct ctl *ctl, const struct ctl_args *args)
+{
+    struct queue_jobs_filter f = { 0 };
+    enum jobs_sort how = SORT_SUBMIT;
+    bool reverse = false;
+    char state[16];
+    struct queue *q;
+    int rc = jobs_options(ctl, args, &f, state, sizeof(state), &how, &reverse);
+
+    if (rc != CTL_EXIT_OK)
+        return rc;
     q = ctl_queue(ctl);
     if (!q)
         return CTL_EXIT_FAIL;
-    if (queue_jobs_read(q, &f, &jobs, &err) != 0)
-        return ctl_fail(ctl, "%s", err.msg);
-    if (jobs_sort(jobs, how, reverse) != 0) {
-        ctl_fail(ctl, "out of memory");
-        goto out;
-    }
-    if (ctl->output == CTL_OUT_JSON) {
-        rc = ctl_json_print(ctl, jobs);
-        goto out;
-    }
-    t = ctl_jobs_table(jobs, now_ms, 0);
-    if (!t) {
-        ctl_fail(ctl, "out of memory");
-        goto out;
-    }
-    ctl_table_print(t, ctl, stdout);
-    rc = CTL_EXIT_OK;
-out:
-    ctl_table_free(t);
-    cJSON_Delete(jobs);
-    return rc;
+    if (ctl->output == CTL_OUT_JSON)
+        return jobs_print_json(ctl, q, &f, how, reverse);
+    return jobs_print_table(ctl, q, &f, how, reverse);
 }

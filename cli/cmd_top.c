@@ -35,46 +35,73 @@ static void top_on_signal(int sig)
         top_stop = 1;
 }
 
-/* What one frame shows, read from Redis. */
+/* What one frame shows, read from Redis.  The active jobs that hold GPUs (STARTING, RUNNING,
+ * PREEMPTING) are whole objects for -o json and table rows otherwise: a queue of 100,000
+ * pending jobs is read every second, and rows cost a fraction of objects. */
 struct top_data {
     cJSON *queues;
     cJSON *pools;
-    cJSON *running; /* active jobs that hold GPUs (STARTING, RUNNING, PREEMPTING) */
-    int pending;    /* active jobs that wait */
+    cJSON *running_json;
+    struct queue_job_rows running;
+    size_t pending; /* active jobs that wait */
 };
 
 static void top_data_release(struct top_data *d)
 {
     cJSON_Delete(d->queues);
     cJSON_Delete(d->pools);
-    cJSON_Delete(d->running);
+    cJSON_Delete(d->running_json);
+    queue_job_rows_release(&d->running);
     *d = (struct top_data){ 0 };
 }
 
-static int top_data_read(struct queue *q, struct top_data *d, struct mu_err *err)
+/* Keeps the gangs holding GPUs; counts the rest (pending). */
+static void keep_running_json(struct top_data *d)
 {
-    struct queue_jobs_filter f = { 0 };
-    cJSON *active = NULL;
-    cJSON *job;
     cJSON *next;
 
-    *d = (struct top_data){ 0 };
-    if (queue_status_read(q, "queues", &d->queues, err) != 0
-        || queue_status_read(q, "pools", &d->pools, err) != 0
-        || queue_jobs_read(q, &f, &active, err) != 0) {
-        top_data_release(d);
-        return -1;
-    }
-    /* Keep the gangs holding GPUs; count the rest (pending). */
-    for (job = active ? active->child : NULL; job; job = next) {
+    for (cJSON *job = d->running_json ? d->running_json->child : NULL; job; job = next) {
         char b[32];
         next = job->next;
         if (strcmp(ctl_json_text(job, "state", b, sizeof(b)), "PENDING") == 0) {
             d->pending++;
-            cJSON_Delete(cJSON_DetachItemViaPointer(active, job));
+            cJSON_Delete(cJSON_DetachItemViaPointer(d->running_json, job));
         }
     }
-    d->running = active;
+}
+
+static void keep_running_rows(struct top_data *d)
+{
+    size_t kept = 0;
+
+    for (size_t i = 0; i < d->running.n; i++) {
+        if (ctl_job_row_is_pending(d->running.rows[i])) {
+            d->pending++;
+            free(d->running.rows[i]);
+        } else {
+            d->running.rows[kept++] = d->running.rows[i];
+        }
+    }
+    d->running.n = kept;
+}
+
+static int top_data_read(struct queue *q, struct top_data *d, bool json, struct mu_err *err)
+{
+    struct queue_jobs_filter f = { 0 };
+
+    *d = (struct top_data){ 0 };
+    if (queue_status_read(q, "queues", &d->queues, err) != 0
+        || queue_status_read(q, "pools", &d->pools, err) != 0
+        || (json ? queue_jobs_read(q, &f, &d->running_json, err)
+                 : ctl_job_rows_read(q, &f, &d->running, err))
+               != 0) {
+        top_data_release(d);
+        return -1;
+    }
+    if (json)
+        keep_running_json(d);
+    else
+        keep_running_rows(d);
     return 0;
 }
 
@@ -106,7 +133,7 @@ static int top_frame(
     char when[40];
     size_t used;
     size_t max_rows = 0;
-    int n;
+    size_t n;
 
     mu_time_format_iso(now, when, sizeof(when));
     (void)fprintf(out, "%smuster top%s  redis %s:%d  %s%s\n", ctl->color ? "\033[1m" : "",
@@ -129,23 +156,23 @@ static int top_frame(
         return -1;
     ctl_table_print(t, ctl, out);
     ctl_table_free(t);
-    n = cJSON_GetArraySize(d->running);
-    (void)fprintf(out, "\nRUNNING GANGS %d   PENDING JOBS %d\n", n, d->pending);
+    n = d->running.n;
+    (void)fprintf(out, "\nRUNNING GANGS %zu   PENDING JOBS %zu\n", n, d->pending);
     /* Lines so far: 1 title + 2x(blank, heading, header, rows) + blank, heading, header. */
     used = 1 + 3 + (size_t)cJSON_GetArraySize(d->queues) + 3 + (size_t)cJSON_GetArraySize(d->pools)
            + 3;
     if (rows) {
         max_rows = rows > used + CTL_TOP_MIN_ROWS ? rows - used - 1 : CTL_TOP_MIN_ROWS;
-        if ((size_t)n > max_rows && max_rows > 1)
+        if (n > max_rows && max_rows > 1)
             max_rows--; /* room for the "… more" line */
     }
-    t = ctl_jobs_table(d->running, now, max_rows);
+    t = ctl_jobs_table(&d->running, now, max_rows);
     if (!t)
         return -1;
     ctl_table_print(t, ctl, out);
     ctl_table_free(t);
-    if (max_rows && (size_t)n > max_rows)
-        (void)fprintf(out, "… %zu more\n", (size_t)n - max_rows);
+    if (max_rows && n > max_rows)
+        (void)fprintf(out, "… %zu more\n", n - max_rows);
     return 0;
 }
 
@@ -165,12 +192,12 @@ static int top_json(struct ctl *ctl, struct top_data *d)
         return ctl_fail(ctl, "out of memory");
     }
     d->pools = NULL;
-    if (!cJSON_AddItemToObject(doc, "running", d->running)) {
+    if (!cJSON_AddItemToObject(doc, "running", d->running_json)) {
         cJSON_Delete(doc);
         return ctl_fail(ctl, "out of memory");
     }
-    d->running = NULL;
-    if (!cJSON_AddNumberToObject(doc, "pending_jobs", d->pending)) {
+    d->running_json = NULL;
+    if (!cJSON_AddNumberToObject(doc, "pending_jobs", (double)d->pending)) {
         cJSON_Delete(doc);
         return ctl_fail(ctl, "out of memory");
     }
@@ -264,7 +291,7 @@ static int top_live(struct ctl *ctl, struct queue *q, int interval_ms)
             break;
         }
         ctl->width = term_cols(ctl->width);
-        ok = top_data_read(q, &d, &err) == 0;
+        ok = top_data_read(q, &d, false, &err) == 0;
         if (top_frame(ctl, &d, ok ? NULL : err.msg, tt.tty_out ? term_rows() : 0, mem) != 0)
             rc = CTL_EXIT_FAIL;
         top_data_release(&d);
@@ -303,7 +330,7 @@ int ctl_cmd_top(struct ctl *ctl, const struct ctl_args *args)
         return CTL_EXIT_FAIL;
     if (ctl->output == CTL_OUT_TABLE && !ctl_args_get(ctl, args, "once"))
         return top_live(ctl, q, (int)interval * 1000);
-    if (top_data_read(q, &d, &err) != 0)
+    if (top_data_read(q, &d, ctl->output == CTL_OUT_JSON, &err) != 0)
         return ctl_fail(ctl, "%s", err.msg);
     if (ctl->output == CTL_OUT_JSON)
         rc = top_json(ctl, &d);

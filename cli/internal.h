@@ -229,8 +229,17 @@ typedef struct ctl_table *ctl_status_table_fn(const cJSON *items, uint64_t now_m
 /* The body of `queues` and `pools`: reads the status hash `hash` ("queues", "pools") and prints
  * it as JSON or as the table `build` makes.  Returns the exit code. */
 int ctl_status_show(struct ctl *ctl, const char *hash, ctl_status_table_fn *build);
-/* The jobs table (ID … REASON) of a job array, at most max_rows rows (0 = all); NULL on no
- * memory. */
-struct ctl_table *ctl_jobs_table(const cJSON *jobs, uint64_t now_ms, size_t max_rows);
+/* The jobs the filter passes, as rows of the fields the jobs table shows (queue_job_rows_read). */
+int ctl_job_rows_read(struct queue *q,
+                      const struct queue_jobs_filter *f,
+                      struct queue_job_rows *out,
+                      struct mu_err *err);
+/* True for a row of ctl_job_rows_read whose job is PENDING. */
+bool ctl_job_row_is_pending(const struct queue_job_row *r);
+/* The jobs table (ID … REASON) of rows from ctl_job_rows_read, at most max_rows rows (0 = all);
+ * NULL on no memory. */
+struct ctl_table *ctl_jobs_table(const struct queue_job_rows *rows,
+                                 uint64_t now_ms,
+                                 size_t max_rows);
 
 #endif

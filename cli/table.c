@@ -23,7 +23,7 @@ struct ctl_table {
     size_t ncols;
     bool flex[16];
     bool state[16];
-    char **cells; /* nrows * ncols heap strings, row-major */
+    char ***rows; /* per row, one allocation: ncols cell pointers, then the cells' bytes */
     size_t nrows;
     size_t cap_rows;
 };
@@ -55,9 +55,9 @@ void ctl_table_free(struct ctl_table *t)
 {
     if (!t)
         return;
-    for (size_t i = 0; i < t->nrows * t->ncols; i++)
-        free(t->cells[i]);
-    free(t->cells);
+    for (size_t i = 0; i < t->nrows; i++)
+        free(t->rows[i]);
+    free(t->rows);
     free(t);
 }
 
@@ -73,39 +73,47 @@ void ctl_table_set_state(struct ctl_table *t, size_t col)
         t->state[col] = true;
 }
 
-/* Copies s with control characters replaced, so stored text cannot drive the terminal. */
-static char *cell_dup(const char *s)
+/* Copies s to d with control characters replaced, so stored text cannot drive the terminal;
+ * returns the byte after the copy's NUL. */
+static char *cell_copy(char *d, const char *s, size_t len)
 {
-    char *d = strdup(s ? s : "");
-    for (char *p = d; p && *p; p++) {
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
+    memcpy(d, s, len);
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)d[i] < 0x20 || d[i] == 0x7f)
+            d[i] = '?';
     }
-    return d;
+    d[len] = '\0';
+    return d + len + 1;
 }
 
 int ctl_table_add(struct ctl_table *t, const char *const *cells)
 {
-    size_t base;
+    size_t len[16];
+    size_t size = t->ncols * sizeof(char *);
+    char **row;
+    char *p;
 
     if (t->nrows == t->cap_rows) {
         size_t cap = t->cap_rows ? t->cap_rows * 2 : 16;
-        char **p = realloc(t->cells, cap * t->ncols * sizeof(*p));
-        if (!p)
+        char ***grown = realloc(t->rows, cap * sizeof(*grown));
+        if (!grown)
             return -1;
-        t->cells = p;
+        t->rows = grown;
         t->cap_rows = cap;
     }
-    base = t->nrows * t->ncols;
     for (size_t c = 0; c < t->ncols; c++) {
-        t->cells[base + c] = cell_dup(cells[c]);
-        if (!t->cells[base + c]) {
-            while (c-- > 0)
-                free(t->cells[base + c]);
-            return -1;
-        }
+        len[c] = cells[c] ? strlen(cells[c]) : 0;
+        size += len[c] + 1;
     }
-    t->nrows++;
+    row = malloc(size);
+    if (!row)
+        return -1;
+    p = (char *)(row + t->ncols);
+    for (size_t c = 0; c < t->ncols; c++) {
+        row[c] = p;
+        p = cell_copy(p, cells[c] ? cells[c] : "", len[c]);
+    }
+    t->rows[t->nrows++] = row;
     return 0;
 }
 
@@ -158,8 +166,13 @@ static void print_cell(FILE *out, const char *s, size_t w, bool last, const char
     if (color)
         (void)fputs(CTL_COLOR_RESET, out);
     if (!last) {
-        for (size_t i = shown; i < w + CTL_TABLE_GAP; i++)
-            (void)fputc(' ', out);
+        static const char spaces[] =
+            "                                                                ";
+        for (size_t pad = w + CTL_TABLE_GAP - shown; pad > 0;) {
+            size_t k = pad < sizeof(spaces) - 1 ? pad : sizeof(spaces) - 1;
+            (void)fwrite(spaces, 1, k, out);
+            pad -= k;
+        }
     }
 }
 
@@ -170,7 +183,7 @@ void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out
     for (size_t c = 0; c < t->ncols; c++) {
         w[c] = text_width(t->headers[c]);
         for (size_t r = 0; r < t->nrows; r++) {
-            size_t cw = text_width(t->cells[r * t->ncols + c]);
+            size_t cw = text_width(t->rows[r][c]);
             if (cw > w[c])
                 w[c] = cw;
         }
@@ -180,7 +193,7 @@ void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out
         print_cell(out, t->headers[c], w[c], c + 1 == t->ncols, NULL);
     (void)fputc('\n', out);
     for (size_t r = 0; r < t->nrows; r++) {
-        char *const *row = &t->cells[r * t->ncols];
+        char *const *row = t->rows[r];
         size_t end = t->ncols; /* cells from end on are empty: no trailing blanks */
         while (end > 1 && row[end - 1][0] == '\0')
             end--;

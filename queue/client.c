@@ -21,7 +21,6 @@
 
 #include "common/mu_banned.h"
 
-#define CLIENT_BATCH       256u /* job ids per pipelined HGETALL batch */
 #define CLIENT_EVENT_BATCH 512u /* events per XREVRANGE when filtering by job */
 #define CLIENT_WAIT_COUNT  256u /* events per XREAD while following */
 
@@ -37,9 +36,6 @@ static const char *const num_fields[] = { "lost_gpu_seconds" };
 
 /* Hash fields holding JSON documents; shown parsed when they parse. */
 static const char *const json_fields[] = { "placement", "attempts" };
-
-/* The states that are not final (DESIGN §3); listing without --all shows only these. */
-static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
 
 static bool is_int_field(const char *name)
 {
@@ -146,11 +142,7 @@ static int object_add_pairs(cJSON *obj, const redisReply *pairs, struct mu_err *
     return 0;
 }
 
-/*
- * Builds a job object from an HGETALL reply; *out = NULL for an empty hash (no such job).
- * id fills the "id" field when the hash lacks one.
- */
-static int job_from_reply(const redisReply *r, const char *id, cJSON **out, struct mu_err *err)
+int queue_job_from_reply(const redisReply *r, const char *id, cJSON **out, struct mu_err *err)
 {
     cJSON *obj = NULL;
     int rc = -1;
@@ -343,7 +335,7 @@ int queue_job_read(struct queue *q, const char *id, cJSON **out, struct mu_err *
     r = queue_command(q, err, "HGETALL %sjob:%s", q->prefix, id);
     if (!r)
         return -1;
-    rc = job_from_reply(r, id, out, err);
+    rc = queue_job_from_reply(r, id, out, err);
     queue_reply_free(r);
     return rc;
 }
@@ -394,139 +386,6 @@ int queue_submission_read(struct queue *q, const char *id, char **spec_out, stru
     rc = 0;
 out:
     queue_reply_free(r);
-    return rc;
-}
-
-static bool job_matches(const cJSON *job, const struct queue_jobs_filter *f)
-{
-    const cJSON *state = cJSON_GetObjectItemCaseSensitive(job, "state");
-    const cJSON *queue = cJSON_GetObjectItemCaseSensitive(job, "queue");
-    const char *s = cJSON_IsString(state) ? state->valuestring : "";
-
-    const cJSON *user = cJSON_GetObjectItemCaseSensitive(job, "user");
-
-    if (f->queue && (!cJSON_IsString(queue) || strcmp(queue->valuestring, f->queue) != 0))
-        return false;
-    if (f->user && (!cJSON_IsString(user) || strcmp(user->valuestring, f->user) != 0))
-        return false;
-    if (f->state)
-        return strcmp(s, f->state) == 0;
-    if (f->all)
-        return true;
-    for (size_t i = 0; i < MU_ARRAY_LEN(active_states); i++) {
-        if (strcmp(s, active_states[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* hiredis's format knows %s, %b and the integer conversions with hh/h/l/ll, but not %zu. */
-
-/*
- * Pipelines HGETALL for every id in ids (a ZREVRANGE reply, newest first) and puts each matching
- * job at the front of acc, so that acc ends up oldest first.  *taken counts matches; stops adding
- * at limit but still reads every reply, which keeps the connection in step.
- */
-static int jobs_fetch_batch(struct queue *q,
-                            const redisReply *ids,
-                            const struct queue_jobs_filter *f,
-                            cJSON *acc,
-                            size_t *taken,
-                            struct mu_err *err)
-{
-    size_t sent = 0;
-    bool failed = false;
-
-    if (!q->ctx && queue_conn_open(q, err) != 0)
-        return -1;
-    for (size_t i = 0; i < ids->elements; i++) {
-        if (ids->element[i]->type != REDIS_REPLY_STRING)
-            continue;
-        if (redisAppendCommand(q->ctx, "HGETALL %sjob:%s", q->prefix, ids->element[i]->str)
-            != REDIS_OK) {
-            mu_errf(err, MU_E_NOMEM, "redis: cannot queue HGETALL: out of memory");
-            queue_conn_drop(q);
-            return -1;
-        }
-        sent++;
-    }
-    for (size_t i = 0, got = 0; got < sent; i++) {
-        redisReply *r = NULL;
-        cJSON *job = NULL;
-
-        if (ids->element[i]->type != REDIS_REPLY_STRING)
-            continue;
-        got++;
-        if (redisGetReply(q->ctx, (void **)&r) != REDIS_OK || !r) {
-            mu_errf(err, MU_E_REDIS, "redis %s:%d: %s", q->url.host, q->url.port,
-                    q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
-            queue_conn_drop(q);
-            return -1;
-        }
-        /* After a failure keep reading, so that the pipeline's replies do not leak into the
-         * next command; only the first failure is reported. */
-        if (!failed && r->type == REDIS_REPLY_ERROR) {
-            mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
-            failed = true;
-        } else if (!failed && job_from_reply(r, ids->element[i]->str, &job, err) != 0) {
-            failed = true;
-        }
-        freeReplyObject(r);
-        if (job && !failed && (f->limit == 0 || *taken < f->limit) && job_matches(job, f)) {
-            if (cJSON_InsertItemInArray(acc, 0, job)) {
-                job = NULL; /* acc owns it now */
-                (*taken)++;
-            } else {
-                mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
-                failed = true;
-            }
-        }
-        cJSON_Delete(job);
-    }
-    return failed ? -1 : 0;
-}
-
-int queue_jobs_read(struct queue *q,
-                    const struct queue_jobs_filter *f,
-                    cJSON **out,
-                    struct mu_err *err)
-{
-    cJSON *acc = cJSON_CreateArray();
-    redisReply *ids = NULL;
-    size_t start = 0;
-    size_t taken = 0;
-    int rc = -1;
-
-    *out = NULL;
-    if (!acc)
-        return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
-    for (;;) {
-        size_t n;
-        ids = queue_command(q, err, "ZREVRANGE %sjobs %llu %llu", q->prefix,
-                            (unsigned long long)start,
-                            (unsigned long long)(start + CLIENT_BATCH - 1));
-        if (!ids)
-            goto out;
-        if (ids->type != REDIS_REPLY_ARRAY) {
-            mu_errf(err, MU_E_REDIS, "redis: ZREVRANGE %sjobs: unexpected reply type %d", q->prefix,
-                    ids->type);
-            goto out;
-        }
-        n = ids->elements;
-        if (n > 0 && jobs_fetch_batch(q, ids, f, acc, &taken, err) != 0)
-            goto out;
-        queue_reply_free(ids);
-        ids = NULL;
-        if (n < CLIENT_BATCH || (f->limit && taken >= f->limit))
-            break;
-        start += CLIENT_BATCH;
-    }
-    *out = acc;
-    acc = NULL;
-    rc = 0;
-out:
-    queue_reply_free(ids);
-    cJSON_Delete(acc);
     return rc;
 }
 

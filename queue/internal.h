@@ -43,6 +43,13 @@ int queue_json_printable(const struct cJSON *v,
 int queue_spec_after_set(struct queue_spec *s, const struct cJSON *arr, struct mu_err *err);
 int queue_spec_array_set(struct queue_spec *s, const struct cJSON *v, struct mu_err *err);
 
+/* Builds a job object from an HGETALL reply (client.c); *out = NULL for an empty hash (no such
+ * job).  id fills the "id" field when the hash lacks one. */
+int queue_job_from_reply(const redisReply *r,
+                         const char *id,
+                         struct cJSON **out,
+                         struct mu_err *err);
+
 /* Opens q->ctx from q->url (AUTH, SELECT/PING). */
 int queue_conn_open(struct queue *q, struct mu_err *err);
 /* Frees a dead context so the next command reconnects. */

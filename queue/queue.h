@@ -646,6 +646,31 @@ int queue_jobs_read(struct queue *q,
                     struct cJSON **out,
                     struct mu_err *err);
 
+/* One job of a listing: the values of the fields the listing named, as stored. */
+struct queue_job_row {
+    const char *id;            /* the id in the jobs index */
+    const char *const *values; /* values[i] for fields[i]; NULL where the hash has no such field */
+};
+
+/* A listing's rows, oldest submission first; owned (queue_job_rows_release). */
+struct queue_job_rows {
+    struct queue_job_row **rows;
+    size_t n;
+};
+
+/*
+ * queue_jobs_read for tables: the same jobs in the same order, each as the values of nfields
+ * (at most 32) named hash fields, read with pipelined HMGETs and no JSON.  Numbers come as
+ * Redis holds them (decimal text).  *out is empty on failure.
+ */
+int queue_job_rows_read(struct queue *q,
+                        const struct queue_jobs_filter *f,
+                        const char *const *fields,
+                        size_t nfields,
+                        struct queue_job_rows *out,
+                        struct mu_err *err);
+void queue_job_rows_release(struct queue_job_rows *rows);
+
 /*
  * HGET prefix+"nodes" name.  *out = the node's status object (cJSON_Delete), or NULL when no such
  * node is registered.  A value that is not a JSON object is MU_E_PARSE.

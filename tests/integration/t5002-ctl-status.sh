@@ -220,11 +220,23 @@ expect_rc 0 sctl -o json jobs --sort age
 jqo 'map(.user) == ["alice", "bob", "alice", "carol"]'
 expect_rc 0 sctl -o json jobs --sort -id
 jqo 'map(.user) == ["carol", "alice", "bob", "alice"]'
+# The table (read without JSON) lists the same jobs in the same order as -o json, for every sort
+# and filter.
+for how in "--sort submit" "--sort priority" "--sort -priority" "--sort state" "--sort -state" \
+    "--sort queue" "--sort age" "--sort -age" "--sort id" "--sort -id" "--user alice" \
+    "--queue research" "--state pending" "--limit 2" "--limit 3 --sort priority" "--all"; do
+    # shellcheck disable=SC2086 # $how is several words on purpose
+    sctl -o json jobs $how | jq -r '.[].id' >"$T/json.ids"
+    # shellcheck disable=SC2086
+    sctl jobs $how | awk 'NR > 1 { print $1 }' >"$T/table.ids"
+    [ -s "$T/json.ids" ] && cmp -s "$T/json.ids" "$T/table.ids" ||
+        fail "jobs $how: the table's order $(paste -sd' ' "$T/table.ids") is not -o json's $(paste -sd' ' "$T/json.ids")"
+done
 expect_rc 0 sctl jobs --user bob --sort priority
 [ "$(wc -l <"$T/out")" = 2 ] && grep -q "bob\|j-$((now - 3000))-0" "$T/out" || fail "jobs --user bob: $(cat "$T/out")"
 expect_rc 2 sctl jobs --sort size
 err_has "--sort: expected id, priority, age, state or queue"
-ok "jobs --user and --sort (id, priority, age, state, queue, -FIELD)"
+ok "jobs --user and --sort (id, priority, age, state, queue, -FIELD); the table in -o json's order"
 
 x=$((now - 4000))-0
 rcli HSET "${S}job:$x" attempt 3 failures 1 last_checkpoint /ckpt/step-900 \

@@ -1,0 +1,382 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Listing jobs (musterctl jobs and top, completion, libmuster): the jobs index is scanned newest
+ * first in batches of ids, each batch's hashes fetched in one pipelined round trip, and the scan
+ * stops once the filter's limit is met.  It comes in two shapes.  Whole job objects (cJSON) are
+ * what -o json and libmuster show.  Rows of named fields, read with HMGET, are what tables need:
+ * no JSON, one allocation per job, and only the bytes shown (a job's spec can be kilobytes).  At
+ * 100,000 jobs the objects cost more than the round trips: a cJSON node per field and a linear
+ * search per lookup.
+ */
+#include "queue/internal.h"
+
+#include <cjson/cJSON.h>
+#include <hiredis/hiredis.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/mu_banned.h"
+
+/* Job ids per ZREVRANGE, and hashes per pipelined round trip: the first batch is small (or the
+ * limit), later ones double up to the most.  Large batches let Redis answer while the client
+ * parses what came before, and a batch's replies are a few MB at most. */
+#define LIST_BATCH_FIRST 256u
+#define LIST_BATCH_MAX   4096u
+#define LIST_FIELDS_MAX  32u   /* fields a row may name (the filter's three come on top) */
+#define LIST_TAIL_MAX    1024u /* bytes of the formatted field names */
+
+/* The states that are not final (DESIGN §3); listing without --all shows only these. */
+static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
+
+/* The fields the filter reads; rows fetch them after the caller's. */
+static const char *const filter_fields[] = { "state", "queue", "user" };
+
+static bool filter_match(const struct queue_jobs_filter *f,
+                         const char *state,
+                         const char *queue,
+                         const char *user)
+{
+    if (f->queue && (!queue || strcmp(queue, f->queue) != 0))
+        return false;
+    if (f->user && (!user || strcmp(user, f->user) != 0))
+        return false;
+    if (f->state)
+        return state && strcmp(state, f->state) == 0;
+    if (f->all)
+        return true;
+    for (size_t i = 0; state && i < MU_ARRAY_LEN(active_states); i++) {
+        if (strcmp(state, active_states[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Keeps one job's reply: 1 when it matched and was kept, 0 when skipped, -1 with err. */
+typedef int list_take_fn(void *ctx, const char *id, const redisReply *r, struct mu_err *err);
+
+/* One scan: the command sent per job ("HGETALL key" or "HMGET key fields...") and what keeps it.
+ * The command is formatted once, less the key: per job only the key is written. */
+struct list_scan {
+    char head[64];            /* "*<argc>\r\n$<n>\r\n<command>\r\n" */
+    char tail[LIST_TAIL_MAX]; /* "$<n>\r\n<field>\r\n" per field */
+    size_t head_len;
+    size_t tail_len;
+    list_take_fn *take;
+    void *ctx;
+};
+
+/* Formats command (with nfields fields after the key) for s; -1 with err when it is too long. */
+static int scan_init(struct list_scan *s,
+                     const char *command,
+                     const char *const *fields,
+                     size_t nfields,
+                     struct mu_err *err)
+{
+    int n = snprintf(s->head, sizeof(s->head), "*%zu\r\n$%zu\r\n%s\r\n", nfields + 2,
+                     strlen(command), command);
+
+    s->head_len = (size_t)n;
+    s->tail_len = 0;
+    for (size_t i = 0; i < nfields; i++) {
+        size_t room = sizeof(s->tail) - s->tail_len;
+        n = snprintf(s->tail + s->tail_len, room, "$%zu\r\n%s\r\n", strlen(fields[i]), fields[i]);
+        if (n < 0 || (size_t)n >= room)
+            return mu_errf(err, MU_E_TOOBIG, "a job listing's field names are too long");
+        s->tail_len += (size_t)n;
+    }
+    return 0;
+}
+
+/* Queues s's command for key (one memcpy per part, no formatting of fields). */
+static int scan_append(struct queue *q, const struct list_scan *s, const char *key, size_t key_len)
+{
+    char cmd[sizeof(s->head) + 32 + CFG_NAME_MAX + 96 + LIST_TAIL_MAX];
+    size_t len = s->head_len;
+    int n;
+
+    memcpy(cmd, s->head, s->head_len);
+    n = snprintf(cmd + len, sizeof(cmd) - len, "$%zu\r\n", key_len);
+    len += (size_t)n;
+    memcpy(cmd + len, key, key_len);
+    len += key_len;
+    cmd[len++] = '\r';
+    cmd[len++] = '\n';
+    memcpy(cmd + len, s->tail, s->tail_len);
+    len += s->tail_len;
+    return redisAppendFormattedCommand(q->ctx, cmd, len);
+}
+
+/* prefix + "job:" + id into key; its length, or 0 when it does not fit (no id this long was ever
+ * stored: the id is skipped). */
+static size_t job_key(const struct queue *q, const char *id, char *key, size_t size)
+{
+    int n = snprintf(key, size, "%sjob:%s", q->prefix, id);
+    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+}
+
+/*
+ * Sends the command for every id in ids (a ZREVRANGE reply, newest first) in one pipeline and
+ * hands each reply to the scan's take.  *taken counts matches; stops taking at limit but still
+ * reads every reply, which keeps the connection in step.
+ */
+static int list_batch(struct queue *q,
+                      struct list_scan *s,
+                      const redisReply *ids,
+                      size_t limit,
+                      size_t *taken,
+                      struct mu_err *err)
+{
+    char key[CFG_NAME_MAX + 96];
+    size_t sent = 0;
+    bool failed = false;
+
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return -1;
+    for (size_t i = 0; i < ids->elements; i++) {
+        if (ids->element[i]->type != REDIS_REPLY_STRING)
+            continue;
+        size_t key_len = job_key(q, ids->element[i]->str, key, sizeof(key));
+        if (key_len == 0)
+            continue;
+        if (scan_append(q, s, key, key_len) != REDIS_OK) {
+            mu_errf(err, MU_E_NOMEM, "redis: cannot queue a job's read: out of memory");
+            queue_conn_drop(q);
+            return -1;
+        }
+        sent++;
+    }
+    for (size_t i = 0, got = 0; got < sent; i++) {
+        redisReply *r = NULL;
+
+        if (ids->element[i]->type != REDIS_REPLY_STRING
+            || job_key(q, ids->element[i]->str, key, sizeof(key)) == 0)
+            continue;
+        got++;
+        if (redisGetReply(q->ctx, (void **)&r) != REDIS_OK || !r) {
+            mu_errf(err, MU_E_REDIS, "redis %s:%d: %s", q->url.host, q->url.port,
+                    q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
+            queue_conn_drop(q);
+            return -1;
+        }
+        /* After a failure keep reading, so that the pipeline's replies do not leak into the
+         * next command; only the first failure is reported. */
+        if (!failed && r->type == REDIS_REPLY_ERROR) {
+            mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
+            failed = true;
+        } else if (!failed && (limit == 0 || *taken < limit)) {
+            int kept = s->take(s->ctx, ids->element[i]->str, r, err);
+            if (kept < 0)
+                failed = true;
+            else
+                *taken += (size_t)kept;
+        }
+        freeReplyObject(r);
+    }
+    return failed ? -1 : 0;
+}
+
+/* Runs a scan over the jobs index, newest first, until the index ends or limit jobs are taken. */
+static int list_run(struct queue *q, struct list_scan *s, size_t limit, struct mu_err *err)
+{
+    size_t taken = 0;
+    size_t batch = limit && limit < LIST_BATCH_FIRST ? limit : LIST_BATCH_FIRST;
+
+    for (size_t start = 0;;
+         start += batch, batch = batch * 2 < LIST_BATCH_MAX ? batch * 2 : LIST_BATCH_MAX) {
+        redisReply *ids =
+            queue_command(q, err, "ZREVRANGE %sjobs %llu %llu", q->prefix,
+                          (unsigned long long)start, (unsigned long long)(start + batch - 1));
+        size_t n;
+        int rc = 0;
+
+        if (!ids)
+            return -1;
+        if (ids->type != REDIS_REPLY_ARRAY) {
+            mu_errf(err, MU_E_REDIS, "redis: ZREVRANGE %sjobs: unexpected reply type %d", q->prefix,
+                    ids->type);
+            queue_reply_free(ids);
+            return -1;
+        }
+        n = ids->elements;
+        if (n > 0)
+            rc = list_batch(q, s, ids, limit, &taken, err);
+        queue_reply_free(ids);
+        if (rc != 0)
+            return -1;
+        if (n < batch || (limit && taken >= limit))
+            return 0;
+    }
+}
+
+/* ---------------- whole job objects ---------------- */
+
+static const char *object_text(const cJSON *job, const char *name)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(job, name);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+struct objects_ctx {
+    const struct queue_jobs_filter *f;
+    cJSON *acc; /* oldest first: each match goes to the front */
+};
+
+static int take_object(void *ctx, const char *id, const redisReply *r, struct mu_err *err)
+{
+    struct objects_ctx *c = ctx;
+    cJSON *job = NULL;
+
+    if (queue_job_from_reply(r, id, &job, err) != 0)
+        return -1;
+    if (!job
+        || !filter_match(c->f, object_text(job, "state"), object_text(job, "queue"),
+                         object_text(job, "user"))) {
+        cJSON_Delete(job);
+        return 0;
+    }
+    if (!cJSON_InsertItemInArray(c->acc, 0, job)) {
+        cJSON_Delete(job);
+        return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+    }
+    return 1;
+}
+
+int queue_jobs_read(struct queue *q,
+                    const struct queue_jobs_filter *f,
+                    cJSON **out,
+                    struct mu_err *err)
+{
+    struct objects_ctx c = { .f = f, .acc = cJSON_CreateArray() };
+    struct list_scan s = { .take = take_object, .ctx = &c };
+
+    *out = NULL;
+    if (!c.acc)
+        return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
+    if (scan_init(&s, "HGETALL", NULL, 0, err) != 0 || list_run(q, &s, f->limit, err) != 0) {
+        cJSON_Delete(c.acc);
+        return -1;
+    }
+    *out = c.acc;
+    return 0;
+}
+
+/* ---------------- rows of named fields ---------------- */
+
+struct rows_ctx {
+    const struct queue_jobs_filter *f;
+    size_t nvalues;              /* the caller's fields, then filter_fields */
+    struct queue_job_row **rows; /* newest first while scanning */
+    size_t n;
+    size_t cap;
+};
+
+/* One allocation: the row, its value pointers, then the id and the values' bytes. */
+static struct queue_job_row *row_new(const char *id, const redisReply *r)
+{
+    size_t idlen = strlen(id) + 1;
+    size_t size = sizeof(struct queue_job_row) + r->elements * sizeof(char *) + idlen;
+    struct queue_job_row *row;
+    const char **values;
+    char *p;
+
+    for (size_t i = 0; i < r->elements; i++) {
+        if (r->element[i]->type == REDIS_REPLY_STRING)
+            size += r->element[i]->len + 1;
+    }
+    row = malloc(size);
+    if (!row)
+        return NULL;
+    values = (const char **)(row + 1);
+    p = (char *)(values + r->elements);
+    memcpy(p, id, idlen);
+    row->id = p;
+    p += idlen;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *v = r->element[i];
+        values[i] = NULL;
+        if (v->type != REDIS_REPLY_STRING)
+            continue;
+        memcpy(p, v->str, v->len);
+        p[v->len] = '\0';
+        values[i] = p;
+        p += v->len + 1;
+    }
+    row->values = values;
+    return row;
+}
+
+static const char *reply_text(const redisReply *v)
+{
+    return v->type == REDIS_REPLY_STRING ? v->str : NULL;
+}
+
+static int take_row(void *ctx, const char *id, const redisReply *r, struct mu_err *err)
+{
+    struct rows_ctx *c = ctx;
+    const size_t nf = c->nvalues - MU_ARRAY_LEN(filter_fields);
+    const redisReply *const *v = (const redisReply *const *)r->element;
+    struct queue_job_row *row;
+    bool any = false;
+
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != c->nvalues)
+        return mu_errf(err, MU_E_REDIS, "redis: HMGET of job '%s': unexpected reply", id);
+    for (size_t i = 0; i < r->elements && !any; i++)
+        any = v[i]->type == REDIS_REPLY_STRING;
+    if (!any)
+        return 0; /* the hash is gone */
+    if (!filter_match(c->f, reply_text(v[nf]), reply_text(v[nf + 1]), reply_text(v[nf + 2])))
+        return 0;
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? c->cap * 2 : 1024;
+        struct queue_job_row **grown = realloc(c->rows, cap * sizeof(struct queue_job_row *));
+        if (!grown)
+            return mu_errf(err, MU_E_NOMEM, "out of memory listing jobs");
+        c->rows = grown;
+        c->cap = cap;
+    }
+    row = row_new(id, r);
+    if (!row)
+        return mu_errf(err, MU_E_NOMEM, "out of memory listing jobs");
+    c->rows[c->n++] = row;
+    return 1;
+}
+
+int queue_job_rows_read(struct queue *q,
+                        const struct queue_jobs_filter *f,
+                        const char *const *fields,
+                        size_t nfields,
+                        struct queue_job_rows *out,
+                        struct mu_err *err)
+{
+    struct rows_ctx c = { .f = f, .nvalues = nfields + MU_ARRAY_LEN(filter_fields) };
+    struct list_scan s = { .take = take_row, .ctx = &c };
+    const char *names[LIST_FIELDS_MAX + MU_ARRAY_LEN(filter_fields)];
+
+    *out = (struct queue_job_rows){ 0 };
+    if (nfields > LIST_FIELDS_MAX)
+        return mu_errf(err, MU_E_TOOBIG, "a job row names at most %u fields, not %zu",
+                       LIST_FIELDS_MAX, nfields);
+    for (size_t i = 0; i < c.nvalues; i++)
+        names[i] = i < nfields ? fields[i] : filter_fields[i - nfields];
+    if (scan_init(&s, "HMGET", names, c.nvalues, err) != 0 || list_run(q, &s, f->limit, err) != 0) {
+        queue_job_rows_release(&(struct queue_job_rows){ .rows = c.rows, .n = c.n });
+        return -1;
+    }
+    /* Oldest submission first, as queue_jobs_read. */
+    for (size_t i = 0; i < c.n / 2; i++) {
+        struct queue_job_row *t = c.rows[i];
+        c.rows[i] = c.rows[c.n - 1 - i];
+        c.rows[c.n - 1 - i] = t;
+    }
+    out->rows = c.rows;
+    out->n = c.n;
+    return 0;
+}
+
+void queue_job_rows_release(struct queue_job_rows *rows)
+{
+    for (size_t i = 0; i < rows->n; i++)
+        free(rows->rows[i]);
+    free(rows->rows);
+    *rows = (struct queue_job_rows){ 0 };
+}
