@@ -13,10 +13,11 @@
  * stops when sched_pass_settled says none of the pending jobs' shapes (core/shapes.c) can start or
  * take the reservation, and no later job could preempt.  From then on no job's decision depends
  * on another's, so the rest of the queue gets fresh reasons from a sweep: every REASON_REFRESH_MS,
- * the passes that stop each step SWEEP_WINDOW more jobs of d->pending, in no order, through the
- * pass still open, until every job was stepped; no pass looks at 100,000 jobs at once
- * (docs/placement.md).  A job's place in the order is counted when musterctl why asks
- * (d_pending_standing).
+ * the passes that stop each step SWEEP_WINDOW more jobs of d->pending (fewer when time is short),
+ * in no order, through the pass still open, until every job was stepped; no pass looks at 100,000
+ * jobs at once (docs/placement.md).  A pass that starts gangs leaves its window to the next one,
+ * so that starts never wait behind a sweep.  A job's place in the order is counted when musterctl
+ * why asks (d_pending_standing).
  *
  * The timer (issue #10 item 3): a pass runs when something changes (a job, a node, a release) and
  * also when the clock alone may let a pending job start: a retry backoff or a fence wait over, a
@@ -38,8 +39,11 @@
 /* A pass looks at this many jobs at least before it may stop early: a queue this short gets
  * every reason fresh in every pass, as it costs about a millisecond. */
 #define PASS_DEPTH_MIN 1000
-/* A sweep steps this many jobs a pass: a few milliseconds. */
-#define SWEEP_WINDOW 4096
+/* A sweep steps at most this many jobs a pass, and stops its window after SWEEP_BUDGET_US (checked
+ * every SWEEP_CHECK jobs): a few milliseconds, however busy the machine. */
+#define SWEEP_WINDOW    4096
+#define SWEEP_BUDGET_US 3000
+#define SWEEP_CHECK     256
 
 /* Grows the pass's scratch arrays to hold n jobs; 0 or -1. */
 static int pass_scratch(struct musterd *d, int npending)
@@ -258,15 +262,16 @@ static int pass_run(struct musterd *d,
 
 /*
  * After a pass that stopped early, while a sweep is on: steps up to SWEEP_WINDOW more pending
- * jobs, from d->pass.sweep_at on, through the pass still open, as its jobs n onwards; returns the
- * new count.  The stop means none of them can start, be held back by the reservation or take it,
- * so each decision is its reason alone and the order does not matter.  The set changes between
- * passes (a job that leaves moves the last in its place), so a sweep may miss a job that the
- * next one reaches.
+ * jobs (fewer once SWEEP_BUDGET_US passed), from d->pass.sweep_at on, through the pass still
+ * open, as its jobs n onwards; returns the new count.  The stop means none of them can start, be
+ * held back by the reservation or take it, so each decision is its reason alone and the order does
+ * not matter.  The set changes between passes (a job that leaves moves the last in its place), so a
+ * sweep may miss a job that the next one reaches.
  */
 static int pass_sweep(
     struct musterd *d, int n, int64_t now_ms, uint64_t now_mono, bool regrace, bool *timed_reasons)
 {
+    uint64_t deadline_us = mu_time_mono_us() + SWEEP_BUDGET_US;
     int window = 0;
 
     while (d->pass.sweep_at < d->npending && window < SWEEP_WINDOW) {
@@ -274,7 +279,10 @@ static int pass_sweep(
         bool stepped;
         if (j->stepped_in == d->pass.serial)
             continue; /* this pass's order reached it */
-        window++;
+        if (++window % SWEEP_CHECK == 0 && mu_time_mono_us() >= deadline_us) {
+            d->pass.sweep_at--; /* j is the next window's first */
+            break;
+        }
         (void)pass_step(d, j, n, now_ms, now_mono, regrace, timed_reasons, &stepped);
         if (!stepped)
             continue;
@@ -291,6 +299,16 @@ static int pass_sweep(
         d->pass.sweep_due_ms = now_mono + REASON_REFRESH_MS;
     }
     return n;
+}
+
+/* True when the pass's first n decisions start a gang. */
+static bool pass_starts(const struct musterd *d, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (d->pass.out[i].verdict == SCHED_START)
+            return true;
+    }
+    return false;
 }
 
 /* A placed gang that could not be started: its slots go back, it waits with a reason, and a pass
@@ -445,7 +463,10 @@ static bool schedule(struct musterd *d)
             d->pass.sweeping = true;
             d->pass.sweep_at = 0;
         }
-        if (d->pass.sweeping)
+        /* A pass that starts gangs leaves its window to the next (woken at once), so that the
+         * starts do not wait behind the sweep; but only once in a row. */
+        d->pass.sweep_deferred = d->pass.sweeping && !d->pass.sweep_deferred && pass_starts(d, n);
+        if (d->pass.sweeping && !d->pass.sweep_deferred)
             n = pass_sweep(d, n, now_ms, now_mono, regrace, &timed_reasons);
         /* the next window at once, or the next sweep when it is due */
         d_wake_at(d, d->pass.sweeping ? now_mono : d->pass.sweep_due_ms);

@@ -168,6 +168,7 @@ struct musterd {
         bool sweeping;   /* passes that stop early refresh the rest's reasons, a window each */
         int sweep_at;    /* while sweeping: the index in d->pending the next window starts at */
         uint64_t sweep_due_ms; /* mono: the next sweep starts then (0 = with the next pass) */
+        bool sweep_deferred;   /* the last pass started gangs and left its window to this one */
     } pass;
     struct MHD_Daemon *mhd; /* NULL without --metrics */
     /* After a restart: the nodes the last run knew (name -> d itself), until each registers
