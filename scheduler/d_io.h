@@ -142,12 +142,13 @@ struct d_metrics {
     double lost_gpu_seconds;
     double place_buckets[D_PLACE_BUCKETS + 1]; /* non-cumulative; the last is +Inf */
     double place_sum_s;
-    double pass_sum_s;      /* scheduling passes: time spent, all told (their Redis writes too) */
-    double pass_core_sum_s; /* of that, stepping the core's pass through the queue (pass_run) */
-    double passes;          /* how many */
-    double pass_jobs;       /* pending jobs the last pass looked at (never an array's unmade
-                               elements, nor jobs waiting for dependencies) */
-    double passes_stopped;  /* passes that stopped before the end of the queue (d_pass.c) */
+    double pass_sum_s;       /* scheduling passes: time spent, all told (their Redis writes too) */
+    double pass_core_sum_s;  /* of that, stepping the core's pass through the queue (pass_run) */
+    double pass_write_sum_s; /* of that, waiting for Redis to take the pass's writes */
+    double passes;           /* how many */
+    double pass_jobs;        /* pending jobs the last pass looked at (never an array's unmade
+                                elements, nor jobs waiting for dependencies) */
+    double passes_stopped;   /* passes that stopped before the end of the queue (d_pass.c) */
     double pass_stopped_sum_s;               /* of pass_sum_s, the time of those */
     double pass_buckets[D_PASS_BUCKETS + 1]; /* passes by duration, non-cumulative; last +Inf */
 };

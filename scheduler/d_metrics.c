@@ -204,6 +204,14 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
         || sample(b, "scheduling_pass_core_seconds", NULL, NULL, NULL, NULL,
                   d->metrics.pass_core_sum_s, err)
                != 0
+        || head(b, "scheduling_pass_write_seconds", "gauge",
+                "Of that, the time waiting for Redis to take the passes' writes (one round trip "
+                "a pass: its starts and reasons).",
+                err)
+               != 0
+        || sample(b, "scheduling_pass_write_seconds", NULL, NULL, NULL, NULL,
+                  d->metrics.pass_write_sum_s, err)
+               != 0
         || head(b, "scheduling_pass_jobs", "gauge",
                 "Pending jobs the last scheduling pass looked at (an array's elements not made "
                 "yet and jobs waiting for dependencies are not among them).",

@@ -424,6 +424,7 @@ static bool schedule(struct musterd *d)
     struct sched_pass_stop stop;
     int seen;
     bool stopped;
+    bool landed;
     int nrunning;
     struct mu_err err;
     uint64_t t0;
@@ -477,7 +478,10 @@ static bool schedule(struct musterd *d)
     d->pass.reserved[0] = '\0';
     pass_starts_write(d, n, per_job_s);
     pass_reasons(d, n, &timed_reasons);
-    pass_starts_finish(d, n, d_batch_end(d) == 0);
+    t0 = mu_time_mono_us();
+    landed = d_batch_end(d) == 0;
+    d->metrics.pass_write_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
+    pass_starts_finish(d, n, landed);
     if (!regrace) { /* one plan per pass: the first job that can preempt (core/preempt_first.c) */
         d_preempt_collect(d, now_ms);
         uint64_t retry = d_preempt_first(d, nordered, now_ms); /* a sweep's jobs cannot */
