@@ -50,6 +50,28 @@ int queue_job_from_reply(const redisReply *r,
                          struct cJSON **out,
                          struct mu_err *err);
 
+/* A per-job command formatted once but for the key (keyed.c): head "*<argc> $<n> <command>",
+ * tail "$<n> <field>" per field, both in the protocol's framing. */
+#define QUEUE_KEYED_KEY_MAX 512
+struct queue_keyed {
+    char head[64];
+    char tail[1024];
+    size_t head_len;
+    size_t tail_len;
+};
+/* command with nfields fields after the key; MU_E_TOOBIG when they do not fit. */
+int queue_keyed_init(struct queue_keyed *k,
+                     const char *command,
+                     const char *const *fields,
+                     size_t nfields,
+                     struct mu_err *err);
+/* Appends k's command for key to q->ctx (which must be open); REDIS_OK, or REDIS_ERR (no memory,
+ * or a key over QUEUE_KEYED_KEY_MAX bytes). */
+int queue_keyed_append(struct queue *q,
+                       const struct queue_keyed *k,
+                       const char *key,
+                       size_t key_len);
+
 /* Opens q->ctx from q->url (AUTH, SELECT/PING). */
 int queue_conn_open(struct queue *q, struct mu_err *err);
 /* Frees a dead context so the next command reconnects. */

@@ -22,8 +22,7 @@
  * parses what came before, and a batch's replies are a few MB at most. */
 #define LIST_BATCH_FIRST 256u
 #define LIST_BATCH_MAX   4096u
-#define LIST_FIELDS_MAX  32u   /* fields a row may name (the filter's three come on top) */
-#define LIST_TAIL_MAX    1024u /* bytes of the formatted field names */
+#define LIST_FIELDS_MAX  32u /* fields a row may name (the filter's three come on top) */
 
 /* The states that are not final (DESIGN §3); listing without --all shows only these. */
 static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
@@ -54,57 +53,13 @@ static bool filter_match(const struct queue_jobs_filter *f,
 /* Keeps one job's reply: 1 when it matched and was kept, 0 when skipped, -1 with err. */
 typedef int list_take_fn(void *ctx, const char *id, const redisReply *r, struct mu_err *err);
 
-/* One scan: the command sent per job ("HGETALL key" or "HMGET key fields...") and what keeps it.
- * The command is formatted once, less the key: per job only the key is written. */
+/* One scan: the command sent per job ("HGETALL key" or "HMGET key fields...") and what keeps
+ * it. */
 struct list_scan {
-    char head[64];            /* "*<argc>\r\n$<n>\r\n<command>\r\n" */
-    char tail[LIST_TAIL_MAX]; /* "$<n>\r\n<field>\r\n" per field */
-    size_t head_len;
-    size_t tail_len;
+    struct queue_keyed cmd;
     list_take_fn *take;
     void *ctx;
 };
-
-/* Formats command (with nfields fields after the key) for s; -1 with err when it is too long. */
-static int scan_init(struct list_scan *s,
-                     const char *command,
-                     const char *const *fields,
-                     size_t nfields,
-                     struct mu_err *err)
-{
-    int n = snprintf(s->head, sizeof(s->head), "*%zu\r\n$%zu\r\n%s\r\n", nfields + 2,
-                     strlen(command), command);
-
-    s->head_len = (size_t)n;
-    s->tail_len = 0;
-    for (size_t i = 0; i < nfields; i++) {
-        size_t room = sizeof(s->tail) - s->tail_len;
-        n = snprintf(s->tail + s->tail_len, room, "$%zu\r\n%s\r\n", strlen(fields[i]), fields[i]);
-        if (n < 0 || (size_t)n >= room)
-            return mu_errf(err, MU_E_TOOBIG, "a job listing's field names are too long");
-        s->tail_len += (size_t)n;
-    }
-    return 0;
-}
-
-/* Queues s's command for key (one memcpy per part, no formatting of fields). */
-static int scan_append(struct queue *q, const struct list_scan *s, const char *key, size_t key_len)
-{
-    char cmd[sizeof(s->head) + 32 + CFG_NAME_MAX + 96 + LIST_TAIL_MAX];
-    size_t len = s->head_len;
-    int n;
-
-    memcpy(cmd, s->head, s->head_len);
-    n = snprintf(cmd + len, sizeof(cmd) - len, "$%zu\r\n", key_len);
-    len += (size_t)n;
-    memcpy(cmd + len, key, key_len);
-    len += key_len;
-    cmd[len++] = '\r';
-    cmd[len++] = '\n';
-    memcpy(cmd + len, s->tail, s->tail_len);
-    len += s->tail_len;
-    return redisAppendFormattedCommand(q->ctx, cmd, len);
-}
 
 /* prefix + "job:" + id into key; its length, or 0 when it does not fit (no id this long was ever
  * stored: the id is skipped). */
@@ -138,7 +93,7 @@ static int list_batch(struct queue *q,
         size_t key_len = job_key(q, ids->element[i]->str, key, sizeof(key));
         if (key_len == 0)
             continue;
-        if (scan_append(q, s, key, key_len) != REDIS_OK) {
+        if (queue_keyed_append(q, &s->cmd, key, key_len) != REDIS_OK) {
             mu_errf(err, MU_E_NOMEM, "redis: cannot queue a job's read: out of memory");
             queue_conn_drop(q);
             return -1;
@@ -252,7 +207,8 @@ int queue_jobs_read(struct queue *q,
     *out = NULL;
     if (!c.acc)
         return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
-    if (scan_init(&s, "HGETALL", NULL, 0, err) != 0 || list_run(q, &s, f->limit, err) != 0) {
+    if (queue_keyed_init(&s.cmd, "HGETALL", NULL, 0, err) != 0
+        || list_run(q, &s, f->limit, err) != 0) {
         cJSON_Delete(c.acc);
         return -1;
     }
@@ -358,7 +314,8 @@ int queue_job_rows_read(struct queue *q,
                        LIST_FIELDS_MAX, nfields);
     for (size_t i = 0; i < c.nvalues; i++)
         names[i] = i < nfields ? fields[i] : filter_fields[i - nfields];
-    if (scan_init(&s, "HMGET", names, c.nvalues, err) != 0 || list_run(q, &s, f->limit, err) != 0) {
+    if (queue_keyed_init(&s.cmd, "HMGET", names, c.nvalues, err) != 0
+        || list_run(q, &s, f->limit, err) != 0) {
         queue_job_rows_release(&(struct queue_job_rows){ .rows = c.rows, .n = c.n });
         return -1;
     }
