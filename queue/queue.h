@@ -333,6 +333,18 @@ int queue_counters_read(
     struct queue *q, char ***names, double **values, int *n, struct mu_err *err);
 void queue_counters_free(char **names, double *values, int n);
 
+/* One job update (all borrowed for the call). */
+struct queue_job_change {
+    const char *id;
+    const struct queue_kv *fields; /* set on job:<id>; a NULL value deletes the field */
+    int nfields;
+    uint64_t index_ms;            /* > 0: the job's place in the jobs index */
+    const struct queue_event *ev; /* NULL = no event */
+    long events_max;              /* the events stream is capped near this */
+    enum queue_stream ack_stream;
+    const char *ack_id; /* NULL = no stream entry to acknowledge */
+};
+
 /*
  * One job update, pipelined and applied in this order: HSET (and HDEL of NULL values) on
  * job:<id>; ZADD jobs <index_ms> <id> when index_ms > 0; XADD events (capped near events_max)
@@ -340,29 +352,13 @@ void queue_counters_free(char **names, double *values, int n);
  * ack_stream/ack_id when ack_id != NULL.  The ack comes last, so a submission is only acknowledged
  * once its job is stored (DESIGN §6).
  */
-int queue_job_update(struct queue *q,
-                     const char *id,
-                     const struct queue_kv *fields,
-                     int nfields,
-                     uint64_t index_ms,
-                     const struct queue_event *ev,
-                     long events_max,
-                     enum queue_stream ack_stream,
-                     const char *ack_id,
-                     struct mu_err *err);
+int queue_job_update(struct queue *q, const struct queue_job_change *c, struct mu_err *err);
 /* queue_job_update without waiting for Redis: its commands are appended to q's pipeline and
  * *total grows by their count.  Updates appended one after another go in one round trip, written
  * by queue_updates_finish (with the count); nothing else may use q in between.  0, or -1 with
  * err (nothing of this update appended). */
 int queue_job_update_append(struct queue *q,
-                            const char *id,
-                            const struct queue_kv *fields,
-                            int nfields,
-                            uint64_t index_ms,
-                            const struct queue_event *ev,
-                            long events_max,
-                            enum queue_stream ack_stream,
-                            const char *ack_id,
+                            const struct queue_job_change *c,
                             int *total,
                             struct mu_err *err);
 /* Sends the appended updates (sent commands, fenced as one when a fence is set) and reads every

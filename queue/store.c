@@ -100,17 +100,11 @@ static void append_event(struct queue *q,
 }
 
 int queue_job_update_append(struct queue *q,
-                            const char *id,
-                            const struct queue_kv *fields,
-                            int nfields,
-                            uint64_t index_ms,
-                            const struct queue_event *ev,
-                            long events_max,
-                            enum queue_stream ack_stream,
-                            const char *ack_id,
+                            const struct queue_job_change *c,
                             int *total,
                             struct mu_err *err)
 {
+    const char *id = c->id;
     char key[CFG_NAME_MAX + QUEUE_JOB_ID_MAX + 8];
     char list_key[CFG_NAME_MAX + 8];
     char stream_key[CFG_NAME_MAX + 16];
@@ -128,12 +122,12 @@ int queue_job_update_append(struct queue *q,
     argv_add(&set, key);
     argv_add(&del, "HDEL");
     argv_add(&del, key);
-    for (int i = 0; i < nfields; i++) {
-        if (fields[i].value) {
-            argv_add(&set, fields[i].key);
-            argv_add(&set, fields[i].value);
+    for (int i = 0; i < c->nfields; i++) {
+        if (c->fields[i].value) {
+            argv_add(&set, c->fields[i].key);
+            argv_add(&set, c->fields[i].value);
         } else {
-            argv_add(&del, fields[i].key);
+            argv_add(&del, c->fields[i].key);
         }
     }
     if (set.argc >= ARGV_MAX || del.argc >= ARGV_MAX)
@@ -142,16 +136,17 @@ int queue_job_update_append(struct queue *q,
         counted(queue_append_argv(q, set.argc, set.argv, set.lens), &sent, &tried);
     if (del.argc > 2)
         counted(queue_append_argv(q, del.argc, del.argv, del.lens), &sent, &tried);
-    if (index_ms) {
+    if (c->index_ms) {
         (void)mu_snprintf(list_key, sizeof(list_key), "%sjobs", q->prefix);
-        (void)mu_snprintf(num, sizeof(num), "%llu", (unsigned long long)index_ms);
+        (void)mu_snprintf(num, sizeof(num), "%llu", (unsigned long long)c->index_ms);
         counted(queue_append(q, "ZADD %s %s %s", list_key, num, id), &sent, &tried);
     }
-    append_event(q, id, index_ms, ev, events_max, &sent, &tried);
-    if (ack_id) {
+    append_event(q, id, c->index_ms, c->ev, c->events_max, &sent, &tried);
+    if (c->ack_id) {
         (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
-                          ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
-        counted(queue_append(q, "XACK %s %s %s", stream_key, QUEUE_GROUP, ack_id), &sent, &tried);
+                          c->ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
+        counted(queue_append(q, "XACK %s %s %s", stream_key, QUEUE_GROUP, c->ack_id), &sent,
+                &tried);
     }
     if (sent < tried) {
         /* Not one command of it goes: a fenced batch drops what it took (an unfenced pipeline
@@ -174,28 +169,17 @@ int queue_updates_finish(struct queue *q, int sent, struct mu_err *err)
     return queue_pipeline_finish(q, sent, err);
 }
 
-int queue_job_update(struct queue *q,
-                     const char *id,
-                     const struct queue_kv *fields,
-                     int nfields,
-                     uint64_t index_ms,
-                     const struct queue_event *ev,
-                     long events_max,
-                     enum queue_stream ack_stream,
-                     const char *ack_id,
-                     struct mu_err *err)
+int queue_job_update(struct queue *q, const struct queue_job_change *c, struct mu_err *err)
 {
     int sent = 0;
     struct mu_err drained;
 
-    if (queue_job_update_append(q, id, fields, nfields, index_ms, ev, events_max, ack_stream,
-                                ack_id, &sent, err)
-        != 0) {
+    if (queue_job_update_append(q, c, &sent, err) != 0) {
         (void)queue_pipeline_finish(q, sent, &drained); /* the replies of what went out */
         return -1;
     }
     if (queue_pipeline_finish(q, sent, err) != 0) {
-        mu_err_prefix(err, "job %s: ", id);
+        mu_err_prefix(err, "job %s: ", c->id);
         return -1;
     }
     return 0;

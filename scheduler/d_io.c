@@ -30,25 +30,12 @@ static struct queue *conn(void *ctx)
     return ((struct d_store *)ctx)->q;
 }
 
-static int redis_job_update(void *ctx,
-                            const char *id,
-                            const struct queue_kv *fields,
-                            int nfields,
-                            uint64_t index_ms,
-                            const struct queue_event *ev,
-                            long events_max,
-                            enum queue_stream ack_stream,
-                            const char *ack_id,
-                            struct mu_err *err)
+static int redis_job_update(void *ctx, const struct queue_job_change *c, struct mu_err *err)
 {
     struct d_store *s = ctx;
     if (s->batching)
-        return queue_job_update_append(conn(ctx), id, fields, nfields, index_ms, ev, events_max,
-                                       ack_stream, ack_id, &s->batch_sent, err);
-    return noted(ctx,
-                 queue_job_update(conn(ctx), id, fields, nfields, index_ms, ev, events_max,
-                                  ack_stream, ack_id, err),
-                 err);
+        return queue_job_update_append(conn(ctx), c, &s->batch_sent, err);
+    return noted(ctx, queue_job_update(conn(ctx), c, err), err);
 }
 
 static void redis_batch_begin(void *ctx)

@@ -33,16 +33,7 @@
  * implementation's. */
 struct d_store_ops {
     /* queue_job_update */
-    int (*job_update)(void *ctx,
-                      const char *id,
-                      const struct queue_kv *fields,
-                      int nfields,
-                      uint64_t index_ms,
-                      const struct queue_event *ev,
-                      long events_max,
-                      enum queue_stream ack_stream,
-                      const char *ack_id,
-                      struct mu_err *err);
+    int (*job_update)(void *ctx, const struct queue_job_change *c, struct mu_err *err);
     /* queue_idem_claim */
     int (*idem_claim)(void *ctx,
                       const char *key,

@@ -147,8 +147,16 @@ int d_record_write(struct musterd *d, const char *id, int attempt, const struct 
     for (int i = 0; i < c->nfields; i++)
         f[n++] = c->fields[i];
     d_counters_tally(&counted, c->tally, &ev);
-    if (d->store.ops->job_update(d->store.ctx, id, f, n, c->index_ms, event ? &ev : NULL,
-                                 d->cfg.events_max, QUEUE_STREAM_SUBMIT, c->ack_entry, &err)
+    if (d->store.ops->job_update(d->store.ctx,
+                                 &(struct queue_job_change){ .id = id,
+                                                             .fields = f,
+                                                             .nfields = n,
+                                                             .index_ms = c->index_ms,
+                                                             .ev = event ? &ev : NULL,
+                                                             .events_max = d->cfg.events_max,
+                                                             .ack_stream = QUEUE_STREAM_SUBMIT,
+                                                             .ack_id = c->ack_entry },
+                                 &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s cannot store: %s", id,
                        err.msg);
@@ -189,8 +197,10 @@ void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c
 void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id)
 {
     struct mu_err err;
-    if (d->store.ops->job_update(d->store.ctx, entry_id, NULL, 0, 0, NULL, d->cfg.events_max,
-                                 stream, entry_id, &err)
+    if (d->store.ops->job_update(
+            d->store.ctx,
+            &(struct queue_job_change){ .id = entry_id, .ack_stream = stream, .ack_id = entry_id },
+            &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-ack", 5, "cannot acknowledge %s: %s", entry_id,
                        err.msg);
@@ -647,9 +657,16 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j, const char *wh
     (void)mu_snprintf(retries, sizeof(retries), "%d", j->spec.max_retries);
     (void)mu_snprintf(submitted, sizeof(submitted), "%llu", (unsigned long long)j->submitted_ms);
     d_counters_settle(&j->owed, &ev);
-    if (d->store.ops->job_update(d->store.ctx, j->id, f, (int)MU_ARRAY_LEN(f),
-                                 j->submitted_ms ? j->submitted_ms : 1, &ev, d->cfg.events_max,
-                                 QUEUE_STREAM_SUBMIT, NULL, &err)
+    if (d->store.ops->job_update(
+            d->store.ctx,
+            &(struct queue_job_change){ .id = j->id,
+                                        .fields = f,
+                                        .nfields = (int)MU_ARRAY_LEN(f),
+                                        .index_ms = j->submitted_ms ? j->submitted_ms : 1,
+                                        .ev = &ev,
+                                        .events_max = d->cfg.events_max,
+                                        .ack_stream = QUEUE_STREAM_SUBMIT },
+            &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s resync: %s", j->id,
                        err.msg);

@@ -160,27 +160,17 @@ static int store_down(struct mu_err *err)
     return mu_errf(err, MU_E_REDIS, "fake store: redis is down");
 }
 
-static int fake_job_update(void *ctx,
-                           const char *id,
-                           const struct queue_kv *fields,
-                           int nfields,
-                           uint64_t index_ms,
-                           const struct queue_event *ev,
-                           long events_max,
-                           enum queue_stream ack_stream,
-                           const char *ack_id,
-                           struct mu_err *err)
+static int fake_job_update(void *ctx, const struct queue_job_change *c, struct mu_err *err)
 {
     struct fake_store *s = ctx;
-    (void)index_ms;
-    (void)events_max;
+    const struct queue_event *ev = c->ev;
     if (failing(s))
         return store_down(err);
     s->batch_writes += s->batching;
-    if (nfields > 0 || ev) {
-        struct fake_record *r = record_get(s, id);
-        for (int i = 0; i < nfields; i++)
-            record_set(r, fields[i].key, fields[i].value);
+    if (c->nfields > 0 || ev) {
+        struct fake_record *r = record_get(s, c->id);
+        for (int i = 0; i < c->nfields; i++)
+            record_set(r, c->fields[i].key, c->fields[i].value);
         if (ev) {
             r->events = grow(r->events, &r->cap_events, r->nevents, sizeof(*r->events));
             r->events[r->nevents].state = copy(ev->state);
@@ -192,10 +182,10 @@ static int fake_job_update(void *ctx,
                 counter_add(s, ev->incr_float_name, ev->incr_float);
         }
     }
-    if (ack_id) {
+    if (c->ack_id) {
         s->acks = grow(s->acks, &s->cap_acks, s->nacks, sizeof(*s->acks));
-        s->acks[s->nacks].stream = ack_stream;
-        mu_strlcpy(s->acks[s->nacks++].id, ack_id, sizeof(s->acks[0].id));
+        s->acks[s->nacks].stream = c->ack_stream;
+        mu_strlcpy(s->acks[s->nacks++].id, c->ack_id, sizeof(s->acks[0].id));
     }
     return 0;
 }
