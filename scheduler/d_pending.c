@@ -149,20 +149,8 @@ static int running_collect(struct musterd *d, int64_t now_s, double *committed)
 void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs)
 {
     struct sched_quota_config cfg[SCHED_MAX_QUEUES];
-    int n = d->cfg.nqueues < SCHED_MAX_QUEUES ? d->cfg.nqueues : SCHED_MAX_QUEUES - 1;
+    int n = cfg_sched_quotas(&d->cfg, cfg); /* the same as muster-sim's */
 
-    for (int q = 0; q < n; q++) {
-        const struct cfg_queue *cq = &d->cfg.queues[q];
-        cfg[q] = (struct sched_quota_config){
-            .name = cq->name,
-            .cohort = cq->cohort,
-            .has_quota = cq->has_quota,
-            .quota = { [SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT],
-                       [SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND] },
-            .borrow_limit = cq->borrow_limit,
-            .lend_limit = cq->lend_limit,
-        };
-    }
     sched_quota_queues_init(qs, cfg, n); /* the rule is the core's, shared with muster-sim */
 }
 

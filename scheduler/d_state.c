@@ -15,25 +15,6 @@
 
 #include "common/mu_banned.h"
 
-static struct sched_cluster *cluster_from_cfg(const struct cfg *c, struct mu_err *err)
-{
-    struct sched_pool pools[CFG_MAX_POOLS];
-    for (int i = 0; i < c->npools; i++) {
-        memset(&pools[i], 0, sizeof(pools[i]));
-        mu_strlcpy(pools[i].name, c->pools[i].name, sizeof(pools[i].name));
-        mu_strlcpy(pools[i].gpu_type, c->pools[i].gpu_type, sizeof(pools[i].gpu_type));
-        pools[i].capacity =
-            c->pools[i].capacity == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
-        pools[i].price_per_hour = c->pools[i].price_per_hour;
-        pools[i].max_gpus = c->pools[i].max_gpus;
-        pools[i].shared = c->pools[i].shared;
-    }
-    const char *levels[CFG_MAX_LEVELS];
-    for (int l = 0; l < c->nlevels; l++)
-        levels[l] = c->levels[l];
-    return sched_cluster_new(pools, c->npools, levels, c->nlevels, err);
-}
-
 int d_state_init(struct musterd *d, struct mu_err *err)
 {
     struct sched_cluster *cluster = NULL;
@@ -42,7 +23,7 @@ int d_state_init(struct musterd *d, struct mu_err *err)
     struct mu_map *waiters = NULL;
     int rc = -1;
 
-    cluster = cluster_from_cfg(&d->cfg, err);
+    cluster = cfg_sched_cluster_new(&d->cfg, err);
     if (!cluster)
         goto out;
     jobs = mu_map_new();

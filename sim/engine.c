@@ -602,9 +602,7 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     if (e->s->avail && sim_avail_count(e->s->avail) > 0
         && ev_push(e, sim_avail_rows(e->s->avail)[0].t_s * MS, EV_AVAIL, 0, 0) != 0)
         return -1;
-    sim_quota_config(&e->s->cfg, e->qcfg);
-    e->nquota =
-        (e->s->cfg.nqueues < SCHED_MAX_QUEUES ? e->s->cfg.nqueues : SCHED_MAX_QUEUES - 1) + 1;
+    e->nquota = cfg_sched_quotas(&e->s->cfg, e->qcfg) + 1; /* the same as musterd's */
     never_fit(e);
     e->sample_step_ms =
         MS * (n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60);

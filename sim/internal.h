@@ -146,10 +146,6 @@ struct sim_engine {
     bool failed;
 };
 
-/* setup.c: the config's queues as the core's quota builder takes them (d_pass.c does the same
- * for musterd); out holds SCHED_MAX_QUEUES entries. */
-void sim_quota_config(const struct cfg *cfg, struct sched_quota_config *out);
-
 /* engine.c, for policy.c */
 static inline int64_t sim_now_s(const struct sim_engine *e) /* the core's now_s */
 {

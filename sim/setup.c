@@ -77,22 +77,6 @@ static int set_rate(struct sim_setup *s, int pool, const char *v, struct mu_err 
     return mu_parse_double(v, 0, 100, &s->spot_rate[pool], err);
 }
 
-void sim_quota_config(const struct cfg *cfg, struct sched_quota_config *out)
-{
-    for (int q = 0; q < cfg->nqueues && q < SCHED_MAX_QUEUES - 1; q++) {
-        const struct cfg_queue *cq = &cfg->queues[q];
-        out[q] = (struct sched_quota_config){
-            .name = cq->name,
-            .cohort = cq->cohort,
-            .has_quota = cq->has_quota,
-            .quota = { [SCHED_SPOT] = cq->quota[CFG_CAPACITY_SPOT],
-                       [SCHED_ON_DEMAND] = cq->quota[CFG_CAPACITY_ON_DEMAND] },
-            .borrow_limit = cq->borrow_limit,
-            .lend_limit = cq->lend_limit,
-        };
-    }
-}
-
 int sim_setup_parse_nodes(struct sim_setup *s, const char *text, struct mu_err *err)
 {
     int total = 0;
@@ -145,24 +129,9 @@ static void node_labels(const struct cfg *cfg, int i, struct sched_node_spec *sp
 
 struct sched_cluster *sim_cluster_build(const struct sim_setup *s, struct mu_err *err)
 {
-    struct sched_pool pools[CFG_MAX_POOLS];
-    const char *levels[CFG_MAX_LEVELS];
-    struct sched_cluster *c;
+    struct sched_cluster *c = cfg_sched_cluster_new(&s->cfg, err); /* as musterd's */
     int i = 0;
 
-    for (int p = 0; p < s->cfg.npools; p++) {
-        const struct cfg_pool *cp = &s->cfg.pools[p];
-        memset(&pools[p], 0, sizeof(pools[p]));
-        mu_strlcpy(pools[p].name, cp->name, sizeof(pools[p].name));
-        mu_strlcpy(pools[p].gpu_type, cp->gpu_type, sizeof(pools[p].gpu_type));
-        pools[p].price_per_hour = cp->price_per_hour;
-        pools[p].capacity = cp->capacity == CFG_CAPACITY_SPOT ? SCHED_SPOT : SCHED_ON_DEMAND;
-        pools[p].max_gpus = cp->max_gpus;
-    }
-    for (int l = 0; l < s->cfg.nlevels; l++)
-        levels[l] = s->cfg.levels[l];
-    c = sched_cluster_new(pools, s->cfg.npools, s->cfg.nlevels ? levels : NULL, s->cfg.nlevels,
-                          err);
     if (!c)
         return NULL;
     for (int p = 0; p < s->cfg.npools; p++) {
