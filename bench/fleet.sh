@@ -138,7 +138,7 @@ awk -v j="$jobs" '
     { k = $1; sub(/^muster_/, "", k); v[f, k] = $2; if (f == 1) keys[k] = 1 }
     function d(k) { return v[2, k] - v[1, k] }
     END {
-        p = d("scheduling_passes"); s = d("scheduling_pass_seconds"); c = d("scheduling_pass_core_seconds"); w = d("scheduling_pass_write_seconds")
+        p = d("scheduling_passes"); s = d("scheduling_pass_seconds"); c = d("scheduling_pass_core_seconds"); w = d("scheduling_pass_write_seconds"); u = d("scheduling_pass_cpu_seconds")
         q = d("scheduling_passes_stopped"); t = d("scheduling_pass_stopped_seconds")
         # the duration buckets: the share within 10 ms, and the bound that holds 99 % and all
         within = d("scheduling_passes_by_duration{le=\"0.01\"}")
@@ -149,8 +149,8 @@ awk -v j="$jobs" '
             if (p99 == "" && b >= 0.99 * p) p99 = les[i]
             if (pmax == "" && b >= p) pmax = les[i]
         }
-        printf "fleet passes queued=%d passes=%d pass_mean_ms=%.1f core_mean_ms=%.1f write_mean_ms=%.1f stopped=%d stopped_mean_ms=%.1f whole=%d whole_mean_ms=%.1f within_10ms=%.0f%% p99_le_s=%s max_le_s=%s\n",
-            j, p, p ? 1000 * s / p : 0, p ? 1000 * c / p : 0, p ? 1000 * w / p : 0, q, q ? 1000 * t / q : 0, p - q,
+        printf "fleet passes queued=%d passes=%d pass_mean_ms=%.1f core_mean_ms=%.1f write_mean_ms=%.1f cpu_mean_ms=%.1f stopped=%d stopped_mean_ms=%.1f whole=%d whole_mean_ms=%.1f within_10ms=%.0f%% p99_le_s=%s max_le_s=%s\n",
+            j, p, p ? 1000 * s / p : 0, p ? 1000 * c / p : 0, p ? 1000 * w / p : 0, p ? 1000 * u / p : 0, q, q ? 1000 * t / q : 0, p - q,
             (p > q) ? 1000 * (s - t) / (p - q) : 0, p ? 100 * within / p : 0, p99, pmax
     }' "$T/metrics0" "$T/metrics1"
 

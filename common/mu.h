@@ -90,9 +90,10 @@ void mu_log_limited(enum mu_log_level level,
 
 /* ---- time (daemons only; the core takes `now` as a parameter) ---- */
 
-uint64_t mu_time_wall_ms(void); /* milliseconds since the Unix epoch */
-uint64_t mu_time_mono_ms(void); /* monotonic milliseconds, for timeouts */
-uint64_t mu_time_mono_us(void); /* monotonic microseconds, for benchmarks */
+uint64_t mu_time_wall_ms(void);       /* milliseconds since the Unix epoch */
+uint64_t mu_time_mono_ms(void);       /* monotonic milliseconds, for timeouts */
+uint64_t mu_time_mono_us(void);       /* monotonic microseconds, for benchmarks */
+uint64_t mu_time_thread_cpu_us(void); /* CPU time of the calling thread, microseconds */
 /* Formats wall ms as "2026-11-22T08:00:00.123Z" into buf (at least 32 bytes). */
 void mu_time_format_iso(uint64_t wall_ms, char *buf, size_t size);
 

@@ -33,6 +33,11 @@ uint64_t mu_time_mono_us(void)
     return clock_us(CLOCK_MONOTONIC);
 }
 
+uint64_t mu_time_thread_cpu_us(void)
+{
+    return clock_us(CLOCK_THREAD_CPUTIME_ID);
+}
+
 void mu_time_format_iso(uint64_t wall_ms, char *buf, size_t size)
 {
     time_t secs = (time_t)(wall_ms / 1000u);

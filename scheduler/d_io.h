@@ -136,6 +136,7 @@ struct d_metrics {
     double pass_sum_s;       /* scheduling passes: time spent, all told (their Redis writes too) */
     double pass_core_sum_s;  /* of that, stepping the core's pass through the queue (pass_run) */
     double pass_write_sum_s; /* of that, waiting for Redis to take the pass's writes */
+    double pass_cpu_sum_s;   /* the passes' own CPU time (the rest of pass_sum_s: waiting) */
     double passes;           /* how many */
     double pass_jobs;        /* pending jobs the last pass looked at (never an array's unmade
                                 elements, nor jobs waiting for dependencies) */

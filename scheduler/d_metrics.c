@@ -212,6 +212,14 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
         || sample(b, "scheduling_pass_write_seconds", NULL, NULL, NULL, NULL,
                   d->metrics.pass_write_sum_s, err)
                != 0
+        || head(b, "scheduling_pass_cpu_seconds", "gauge",
+                "CPU time those passes took in musterd's thread: what is left of their time was "
+                "spent waiting, for Redis or for a CPU.",
+                err)
+               != 0
+        || sample(b, "scheduling_pass_cpu_seconds", NULL, NULL, NULL, NULL,
+                  d->metrics.pass_cpu_sum_s, err)
+               != 0
         || head(b, "scheduling_pass_jobs", "gauge",
                 "Pending jobs the last scheduling pass looked at (an array's elements not made "
                 "yet and jobs waiting for dependencies are not among them).",

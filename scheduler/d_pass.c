@@ -392,6 +392,7 @@ static bool schedule(struct musterd *d);
 void d_schedule(struct musterd *d)
 {
     uint64_t t0;
+    uint64_t cpu0;
     double took_s;
     bool stopped;
 
@@ -400,8 +401,10 @@ void d_schedule(struct musterd *d)
     if (d->npending == 0)
         return;
     t0 = mu_time_mono_us();
+    cpu0 = mu_time_thread_cpu_us();
     stopped = schedule(d);
     took_s = (double)(mu_time_mono_us() - t0) / 1e6;
+    d->metrics.pass_cpu_sum_s += (double)(mu_time_thread_cpu_us() - cpu0) / 1e6;
     d->metrics.pass_sum_s += took_s;
     d->metrics.passes += 1;
     d->metrics.pass_buckets[d_pass_bucket(took_s)] += 1;
