@@ -94,12 +94,23 @@ int mu_buf_appendf(struct mu_buf *b, struct mu_err *err, const char *fmt, ...)
 
 int mu_buf_append_json_str(struct mu_buf *b, const char *s, struct mu_err *err)
 {
+    const unsigned char *p = (const unsigned char *)s;
+
     if (mu_buf_append(b, "\"", 1, err) != 0)
         return -1;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    for (;;) {
+        /* The longest run that needs no escape goes in one append (status entries and reasons
+         * are built from thousands of these a second). */
+        const unsigned char *run = p;
         char esc[8];
         const char *out = esc;
         size_t n = 2;
+        while (*p >= 0x20 && *p != '"' && *p != '\\')
+            p++;
+        if (p > run && mu_buf_append(b, run, (size_t)(p - run), err) != 0)
+            return -1;
+        if (!*p)
+            break;
         switch (*p) {
         case '"':
             out = "\\\"";
@@ -117,16 +128,12 @@ int mu_buf_append_json_str(struct mu_buf *b, const char *s, struct mu_err *err)
             out = "\\t";
             break;
         default:
-            if (*p < 0x20) {
-                (void)snprintf(esc, sizeof(esc), "\\u%04x", *p);
-                n = 6;
-            } else {
-                out = (const char *)p;
-                n = 1;
-            }
+            (void)snprintf(esc, sizeof(esc), "\\u%04x", *p);
+            n = 6;
         }
         if (mu_buf_append(b, out, n, err) != 0)
             return -1;
+        p++;
     }
     return mu_buf_append(b, "\"", 1, err);
 }

@@ -493,6 +493,14 @@ static void test_buf(void **state)
     assert_int_equal(b.len, 0);
     free(p);
     mu_buf_release(&b);
+    /* Runs without escapes go whole: escapes at either end, back to back, and none at all. */
+    mu_buf_init(&b, 0);
+    assert_int_equal(mu_buf_append_json_str(&b, "", &err), 0);
+    assert_int_equal(mu_buf_append_json_str(&b, "\"\"x\\", &err), 0);
+    assert_int_equal(mu_buf_append_json_str(&b, "\nplain run\x7f\t", &err), 0);
+    assert_int_equal(mu_buf_append_json_str(&b, "node-01234", &err), 0);
+    assert_string_equal(b.data, "\"\"\"\\\"\\\"x\\\\\"\"\\nplain run\x7f\\t\"\"node-01234\"");
+    mu_buf_release(&b);
 
     /* The cap: a failed append leaves the buffer as it was. */
     mu_buf_init(&b, 8);
