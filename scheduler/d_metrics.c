@@ -71,6 +71,66 @@ static int sample(struct mu_buf *b,
     return mu_buf_appendf(b, err, " %.17g\n", value);
 }
 
+/* A metric of one sample without labels. */
+static int single(struct mu_buf *b,
+                  const char *name,
+                  const char *type,
+                  const char *help,
+                  double value,
+                  struct mu_err *err)
+{
+    if (head(b, name, type, help, err) != 0
+        || sample(b, name, NULL, NULL, NULL, NULL, value, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* The scheduling passes' figures since this musterd started (they start again with it). */
+static int render_passes(const struct musterd *d, struct mu_buf *b, struct mu_err *err)
+{
+    const struct {
+        const char *name;
+        const char *help;
+        double value;
+    } passes[] = {
+        { "scheduling_passes", "Scheduling passes since this musterd started.",
+          (double)d->metrics.passes },
+        { "scheduling_pass_seconds",
+          "Time those passes took, all told (their Redis writes included).",
+          d->metrics.pass_sum_s },
+        { "scheduling_pass_core_seconds",
+          "Of that, the time in the placement core (what grows with the pending jobs).",
+          d->metrics.pass_core_sum_s },
+        { "scheduling_pass_write_seconds",
+          "Of that, the time waiting for Redis to take the passes' writes (one round trip a "
+          "pass: its starts and reasons).",
+          d->metrics.pass_write_sum_s },
+        { "scheduling_pass_cpu_seconds",
+          "CPU time those passes took in musterd's thread: what is left of their time was spent "
+          "waiting, for Redis or for a CPU.",
+          d->metrics.pass_cpu_sum_s },
+        { "scheduling_pass_jobs",
+          "Pending jobs the last scheduling pass looked at (an array's elements not made yet "
+          "and jobs waiting for dependencies are not among them).",
+          (double)d->metrics.pass_jobs },
+        { "scheduling_passes_stopped",
+          "Of the passes, those that stopped before the end of a queue of over 1,000 jobs, once "
+          "no later job could start, take the reservation or preempt (every 10 s a sweep "
+          "refreshes the later jobs' reasons, up to 4,096 jobs or 3 ms in each such pass that "
+          "starts no gang).",
+          (double)d->metrics.passes_stopped },
+        { "scheduling_pass_stopped_seconds",
+          "Of scheduling_pass_seconds, the time of the passes that stopped early.",
+          d->metrics.pass_stopped_sum_s },
+    };
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(passes); i++) {
+        if (single(b, passes[i].name, "gauge", passes[i].help, passes[i].value, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* name{le="…"} of counts[0..n] (non-cumulative, the last +Inf; le(i) the bounds), cumulative;
  * *total gets the count. */
 static int buckets(struct mu_buf *b,
@@ -155,16 +215,13 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
     for (int c = 0; c < D_COUNTER_COUNT; c++) {
         char name[64];
         (void)mu_snprintf(name, sizeof(name), "%s_total", d_counter_name((enum d_counter)c));
-        if (head(b, name, "counter", help[c], err) != 0
-            || sample(b, name, NULL, NULL, NULL, NULL, d->metrics.counters[c], err) != 0)
+        if (single(b, name, "counter", help[c], d->metrics.counters[c], err) != 0)
             return -1;
     }
-    if (head(b, "lost_gpu_seconds_total", "counter",
-             "GPU-seconds of work lost when gang attempts ended without finishing.", err)
-            != 0
-        || sample(b, "lost_gpu_seconds_total", NULL, NULL, NULL, NULL, d->metrics.lost_gpu_seconds,
-                  err)
-               != 0)
+    if (single(b, "lost_gpu_seconds_total", "counter",
+               "GPU-seconds of work lost when gang attempts ended without finishing.",
+               d->metrics.lost_gpu_seconds, err)
+        != 0)
         return -1;
     if (head(b, "placement_latency_seconds", "histogram", "Time to compute a gang's placement.",
              err)
@@ -190,59 +247,7 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
                    d_pass_bucket_le, &cumulative, err)
                != 0)
         return -1;
-    if (head(b, "scheduling_passes", "gauge", "Scheduling passes since this musterd started.", err)
-            != 0
-        || sample(b, "scheduling_passes", NULL, NULL, NULL, NULL, d->metrics.passes, err) != 0
-        || head(b, "scheduling_pass_seconds", "gauge",
-                "Time those passes took, all told (their Redis writes included).", err)
-               != 0
-        || sample(b, "scheduling_pass_seconds", NULL, NULL, NULL, NULL, d->metrics.pass_sum_s, err)
-               != 0
-        || head(b, "scheduling_pass_core_seconds", "gauge",
-                "Of that, the time in the placement core (what grows with the pending jobs).", err)
-               != 0
-        || sample(b, "scheduling_pass_core_seconds", NULL, NULL, NULL, NULL,
-                  d->metrics.pass_core_sum_s, err)
-               != 0
-        || head(b, "scheduling_pass_write_seconds", "gauge",
-                "Of that, the time waiting for Redis to take the passes' writes (one round trip "
-                "a pass: its starts and reasons).",
-                err)
-               != 0
-        || sample(b, "scheduling_pass_write_seconds", NULL, NULL, NULL, NULL,
-                  d->metrics.pass_write_sum_s, err)
-               != 0
-        || head(b, "scheduling_pass_cpu_seconds", "gauge",
-                "CPU time those passes took in musterd's thread: what is left of their time was "
-                "spent waiting, for Redis or for a CPU.",
-                err)
-               != 0
-        || sample(b, "scheduling_pass_cpu_seconds", NULL, NULL, NULL, NULL,
-                  d->metrics.pass_cpu_sum_s, err)
-               != 0
-        || head(b, "scheduling_pass_jobs", "gauge",
-                "Pending jobs the last scheduling pass looked at (an array's elements not made "
-                "yet and jobs waiting for dependencies are not among them).",
-                err)
-               != 0
-        || sample(b, "scheduling_pass_jobs", NULL, NULL, NULL, NULL, d->metrics.pass_jobs, err) != 0
-        || head(b, "scheduling_passes_stopped", "gauge",
-                "Of the passes, those that stopped before the end of a queue of over 1,000 jobs, "
-                "once no later job could start, take the reservation or preempt (every 10 s a "
-                "sweep refreshes the later jobs' reasons, 4,096 jobs in each such pass).",
-                err)
-               != 0
-        || sample(b, "scheduling_passes_stopped", NULL, NULL, NULL, NULL, d->metrics.passes_stopped,
-                  err)
-               != 0
-        || head(b, "scheduling_pass_stopped_seconds", "gauge",
-                "Of scheduling_pass_seconds, the time of the passes that stopped early.", err)
-               != 0
-        || sample(b, "scheduling_pass_stopped_seconds", NULL, NULL, NULL, NULL,
-                  d->metrics.pass_stopped_sum_s, err)
-               != 0)
-        return -1;
-    return 0;
+    return render_passes(d, b, err);
 }
 
 /* One gauge of one sample per configured queue: the int64_t at `field` of its d_queue_stats. */
