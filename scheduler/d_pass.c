@@ -260,6 +260,13 @@ static int pass_run(struct musterd *d,
     return n;
 }
 
+/* Every pending job has a fresh reason: no sweep until REASON_REFRESH_MS from now. */
+static void sweep_done(struct musterd *d, uint64_t now_mono)
+{
+    d->pass.sweeping = false;
+    d->pass.sweep_due_ms = now_mono + REASON_REFRESH_MS;
+}
+
 /*
  * After a pass that stopped early, while a sweep is on: steps up to SWEEP_WINDOW more pending
  * jobs (fewer once SWEEP_BUDGET_US passed), from d->pass.sweep_at on, through the pass still
@@ -294,10 +301,8 @@ static int pass_sweep(
         }
         n++;
     }
-    if (d->pass.sweep_at >= d->npending) {
-        d->pass.sweeping = false;
-        d->pass.sweep_due_ms = now_mono + REASON_REFRESH_MS;
-    }
+    if (d->pass.sweep_at >= d->npending)
+        sweep_done(d, now_mono);
     return n;
 }
 
@@ -459,9 +464,8 @@ static bool schedule(struct musterd *d)
     nordered = n;
     per_job_s = n ? (double)(mu_time_mono_us() - t0) / 1e6 / n : 0; /* to place a gang */
     stopped = seen < d->npending;
-    if (!stopped) { /* every reason is fresh */
-        d->pass.sweeping = false;
-        d->pass.sweep_due_ms = now_mono + REASON_REFRESH_MS;
+    if (!stopped) {
+        sweep_done(d, now_mono);
     } else {
         if (!d->pass.sweeping && now_mono >= d->pass.sweep_due_ms) {
             d->pass.sweeping = true;
@@ -469,7 +473,8 @@ static bool schedule(struct musterd *d)
         }
         /* A pass that starts gangs leaves its window to the next (woken at once), so that the
          * starts do not wait behind the sweep; but only once in a row. */
-        d->pass.sweep_deferred = d->pass.sweeping && !d->pass.sweep_deferred && pass_starts(d, n);
+        d->pass.sweep_deferred =
+            d->pass.sweeping && !d->pass.sweep_deferred && pass_starts(d, nordered);
         if (d->pass.sweeping && !d->pass.sweep_deferred)
             n = pass_sweep(d, n, now_ms, now_mono, regrace, &timed_reasons);
         /* the next window at once, or the next sweep when it is due */
@@ -479,12 +484,12 @@ static bool schedule(struct musterd *d)
     d->metrics.pass_jobs = n;
     d->metrics.pass_core_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
     d->pass.reserved[0] = '\0';
-    pass_starts_write(d, n, per_job_s);
+    pass_starts_write(d, nordered, per_job_s); /* a sweep's jobs start nothing */
     pass_reasons(d, n, &timed_reasons);
     t0 = mu_time_mono_us();
     landed = d_batch_end(d) == 0;
     d->metrics.pass_write_sum_s += (double)(mu_time_mono_us() - t0) / 1e6;
-    pass_starts_finish(d, n, landed);
+    pass_starts_finish(d, nordered, landed);
     if (!regrace) { /* one plan per pass: the first job that can preempt (core/preempt_first.c) */
         d_preempt_collect(d, now_ms);
         uint64_t retry = d_preempt_first(d, nordered, now_ms); /* a sweep's jobs cannot */
@@ -493,7 +498,7 @@ static bool schedule(struct musterd *d)
     }
     if (regrace)
         d_wake_at(d, d->regrace_until_ms); /* then fallback capacity and preemption again */
-    for (int i = 0; i < n; i++) {          /* the started leave the queue */
+    for (int i = 0; i < nordered; i++) {   /* the started leave the queue */
         if (d->pass.who[i]->placed)
             d_job_pending_remove(d, d->pass.who[i]);
     }
