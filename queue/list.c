@@ -61,12 +61,13 @@ struct list_scan {
     void *ctx;
 };
 
-/* prefix + "job:" + id into key; its length, or 0 when it does not fit (no id this long was ever
- * stored: the id is skipped). */
-static size_t job_key(const struct queue *q, const char *id, char *key, size_t size)
+#define LIST_KEY_MAX (CFG_NAME_MAX + 96) /* prefix + "job:" + id, with its NUL */
+
+/* Whether the index entry id is read: a string whose key fits (no id this long was ever
+ * stored). */
+static bool listed(const struct queue *q, const redisReply *id)
 {
-    int n = snprintf(key, size, "%sjob:%s", q->prefix, id);
-    return n > 0 && (size_t)n < size ? (size_t)n : 0;
+    return id->type == REDIS_REPLY_STRING && strlen(q->prefix) + 4 + id->len < LIST_KEY_MAX;
 }
 
 /*
@@ -81,19 +82,17 @@ static int list_batch(struct queue *q,
                       size_t *taken,
                       struct mu_err *err)
 {
-    char key[CFG_NAME_MAX + 96];
+    char key[LIST_KEY_MAX];
     size_t sent = 0;
     bool failed = false;
 
     if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
     for (size_t i = 0; i < ids->elements; i++) {
-        if (ids->element[i]->type != REDIS_REPLY_STRING)
+        if (!listed(q, ids->element[i]))
             continue;
-        size_t key_len = job_key(q, ids->element[i]->str, key, sizeof(key));
-        if (key_len == 0)
-            continue;
-        if (queue_keyed_append(q, &s->cmd, key, key_len) != REDIS_OK) {
+        int key_len = snprintf(key, sizeof(key), "%sjob:%s", q->prefix, ids->element[i]->str);
+        if (queue_keyed_append(q, &s->cmd, key, (size_t)key_len) != REDIS_OK) {
             mu_errf(err, MU_E_NOMEM, "redis: cannot queue a job's read: out of memory");
             queue_conn_drop(q);
             return -1;
@@ -103,8 +102,7 @@ static int list_batch(struct queue *q,
     for (size_t i = 0, got = 0; got < sent; i++) {
         redisReply *r = NULL;
 
-        if (ids->element[i]->type != REDIS_REPLY_STRING
-            || job_key(q, ids->element[i]->str, key, sizeof(key)) == 0)
+        if (!listed(q, ids->element[i]))
             continue;
         got++;
         if (redisGetReply(q->ctx, (void **)&r) != REDIS_OK || !r) {
