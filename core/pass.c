@@ -44,10 +44,10 @@ static uint32_t family_hash(const struct sched_request *r)
 {
     uint64_t h = 1469598103934665603ULL;
     const char *t = r->gpu_type ? r->gpu_type : "";
-    uint64_t parts[7] = { (uint64_t)r->gpus_per_task,       (uint64_t)r->cpus_per_task,
+    uint64_t parts[8] = { (uint64_t)r->gpus_per_task,       (uint64_t)r->cpus_per_task,
                           (uint64_t)r->memory_mb_per_task,  (uint64_t)r->ncapacity,
                           (uint64_t)r->capacity[0] * 2 + 1, (uint64_t)(r->required_level + 1),
-                          (uint64_t)r->slice_profile };
+                          (uint64_t)r->slice_profile,       (uint64_t)r->gpu_milli };
     if (r->ncapacity > 1)
         parts[4] = parts[4] * 3 + (uint64_t)r->capacity[1];
     for (size_t i = 0; i < MU_ARRAY_LEN(parts); i++)
@@ -60,9 +60,9 @@ static uint32_t family_hash(const struct sched_request *r)
 static bool family_same(const struct sched_memo *m, const struct sched_request *r, int mode)
 {
     return m->mode == mode && m->gpus_per_task == r->gpus_per_task
-           && m->slice_profile == r->slice_profile && m->cpus_per_task == r->cpus_per_task
-           && m->memory_mb_per_task == r->memory_mb_per_task && m->ncapacity == r->ncapacity
-           && m->capacity[0] == r->capacity[0]
+           && m->slice_profile == r->slice_profile && m->gpu_milli == r->gpu_milli
+           && m->cpus_per_task == r->cpus_per_task && m->memory_mb_per_task == r->memory_mb_per_task
+           && m->ncapacity == r->ncapacity && m->capacity[0] == r->capacity[0]
            && (r->ncapacity < 2 || m->capacity[1] == r->capacity[1])
            && m->required_level == r->required_level && sched_type_same(m->gpu_type, r->gpu_type);
 }
@@ -97,6 +97,7 @@ static struct sched_memo *memo_entry(struct sched_cluster *c,
     m->mode = mode;
     m->gpus_per_task = r->gpus_per_task;
     m->slice_profile = r->slice_profile;
+    m->gpu_milli = r->gpu_milli;
     m->cpus_per_task = r->cpus_per_task;
     m->memory_mb_per_task = r->memory_mb_per_task;
     m->gpu_type = r->gpu_type;
@@ -264,6 +265,8 @@ static struct sched_memo *idle_entry(struct sched_cluster *c,
     *m = (struct sched_memo){ .pass = c->nodes_gen,
                               .mode = MODE_IDLE,
                               .gpus_per_task = r->gpus_per_task,
+                              .slice_profile = r->slice_profile,
+                              .gpu_milli = r->gpu_milli,
                               .cpus_per_task = r->cpus_per_task,
                               .memory_mb_per_task = r->memory_mb_per_task,
                               .gpu_type = NULL,

@@ -526,6 +526,57 @@ static void test_milli_gang(void **state)
     sched_cluster_free(c);
 }
 
+/* A pass remembers what failed by shape family, and the share is part of the shape: 600m failing
+ * on a GPU with 400m left says nothing of 300m, which fits there. */
+static void test_milli_pass_memo(void **state)
+{
+    struct sched_cluster *c = shared_cluster();
+    struct sched_request a = milli_req(1, 600);
+    struct sched_request b = milli_req(1, 600);
+    struct sched_request small = milli_req(1, 300);
+    struct sched_slot sa[1];
+    struct sched_slot sb[1];
+    struct sched_slot ss[1];
+    struct sched_pass_job jobs[3] = { { &a, 60, sa, 0 }, { &b, 60, sb, 0 }, { &small, 60, ss, 0 } };
+    struct sched_decision out[3];
+    (void)state;
+
+    (void)add_node(c, "s1", 1, "W");
+    assert_int_equal(sched_pass(c, jobs, 3, NULL, 0, 0, out, NULL), 2);
+    assert_int_equal(out[0].verdict, SCHED_START);
+    assert_int_not_equal(out[1].verdict, SCHED_START);
+    assert_int_equal(out[2].verdict, SCHED_START);
+    assert_int_equal(sched_cluster_gpu_milli(c, 0, 0), 900);
+    sched_cluster_free(c);
+}
+
+/* The same across the pass's other memos: 3 x 600m never fit on 2 GPUs, 3 x 300m do once the
+ * running job's shares end, and the memo of the one must not answer for the other. */
+static void test_milli_idle_memo(void **state)
+{
+    struct sched_cluster *c = shared_cluster();
+    struct sched_request run = milli_req(2, 600);
+    struct sched_request big = milli_req(3, 600);
+    struct sched_request small = milli_req(3, 300);
+    struct sched_slot run_slots[2];
+    struct sched_slot sb[3];
+    struct sched_slot ss[3];
+    struct sched_running running = { &run, run_slots, 100 };
+    struct sched_pass_job jobs[2] = { { &big, 60, sb, 0 }, { &small, 60, ss, 0 } };
+    struct sched_decision out[2];
+    char reason[SCHED_REASON_MAX];
+    (void)state;
+
+    (void)add_node(c, "s1", 1, "W;W");
+    assert_int_equal(sched_place(c, &run, 0, run_slots, reason, sizeof(reason)), 1);
+    sched_cluster_commit(c, &run, run_slots);
+    assert_int_equal(sched_pass(c, jobs, 2, &running, 1, 0, out, NULL), 0);
+    assert_non_null(strstr(out[0].reason, "cannot fit until nodes join"));
+    assert_int_equal(out[1].verdict, SCHED_RESERVED);
+    assert_int_equal(out[1].est_start_s, 100);
+    sched_cluster_free(c);
+}
+
 /* Random shares, whole GPUs and a preemption plan over shared victims: never over 1000 per GPU,
  * never a whole-GPU task on a shared GPU, and every release puts it all back. */
 static void test_milli_random(void **state)
@@ -617,6 +668,8 @@ int main(void)
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_milli_packing),
         cmocka_unit_test(test_milli_gang),
+        cmocka_unit_test(test_milli_pass_memo),
+        cmocka_unit_test(test_milli_idle_memo),
         cmocka_unit_test(test_milli_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
