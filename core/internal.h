@@ -69,11 +69,11 @@ struct sched_fail {
 /* One failed shape in the current pass: any request of the same family with at least
  * min_tasks tasks fails too (nothing is freed during a pass).  In the idle mode, whose view
  * does not change during a pass, fits are kept too: max_fit_tasks or fewer tasks fit.  In the
- * now mode a fit holds only until the pass starts another job: max_fit_tasks or fewer tasks
- * fit while the pass's start count is still fit_starts. */
+ * now and settled modes a fit holds only until the pass starts another job: max_fit_tasks or
+ * fewer tasks fit while the pass's start count is still fit_starts. */
 struct sched_memo {
     uint32_t pass; /* the pass the entry belongs to; 0 = empty */
-    int mode;      /* see pass.c: now, now with the reservation held, ever, idle */
+    int mode;      /* see pass.c: now, now with the reservation held, ever, idle, settled */
     int gpus_per_task;
     int slice_profile;
     int gpu_milli;
@@ -84,8 +84,8 @@ struct sched_memo {
     enum sched_capacity capacity[2];
     int required_level;
     int min_tasks;     /* INT_MAX: no failure known */
-    int max_fit_tasks; /* idle and now modes; 0: no fit known */
-    int fit_starts;    /* now mode: the pass's start count when max_fit_tasks was seen */
+    int max_fit_tasks; /* idle, now and settled modes; 0: no fit known */
+    int fit_starts;    /* now, settled: the pass's start count when max_fit_tasks was seen */
     struct sched_fail fail;
 };
 

@@ -167,11 +167,32 @@ static int try_now(struct sched_cluster *c,
     return 0;
 }
 
+/* Whether the memo knows that r fits now in mode: between two starts of the pass (started: its
+ * start count) nothing changes what fits now, and any smaller size of the family fits too. */
+static bool fit_known(
+    struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started)
+{
+    const struct sched_memo *m = memo_slot(c, r, fam, mode);
+    return m && m->pass == c->pass_id && m->fit_starts == started && r->tasks <= m->max_fit_tasks;
+}
+
+/* Remembers that r fits now in mode, until the next start. */
+static void fit_note(
+    struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started)
+{
+    struct sched_memo *m = memo_entry(c, r, fam, mode);
+    if (m && m->fit_starts != started) {
+        m->fit_starts = started;
+        m->max_fit_tasks = 0;
+    }
+    if (m && r->tasks > m->max_fit_tasks)
+        m->max_fit_tasks = r->tasks;
+}
+
 /* Whether r, which does not fit beside the reservation, fits now on the GPUs it holds: only
- * the answer is wanted (the job waits either way, held back).  Between two starts of the pass
- * nothing changes what fits now, so a fit is kept until the next start (started: the pass's
- * start count), and any smaller size of the family fits too; a queue of jobs held back costs one
- * placement per family between starts, not one per job. */
+ * the answer is wanted (the job waits either way, held back).  The fit is kept until the next
+ * start, so a queue of jobs held back costs one placement per family between starts, not one
+ * per job. */
 static bool fits_held_back(struct sched_cluster *c,
                            const struct sched_request *r,
                            uint32_t fam,
@@ -180,18 +201,11 @@ static bool fits_held_back(struct sched_cluster *c,
                            struct sched_slot *slots,
                            struct sched_fail *fail)
 {
-    struct sched_memo *m = memo_slot(c, r, fam, MODE_NOW);
-    if (m && m->pass == c->pass_id && m->fit_starts == started && r->tasks <= m->max_fit_tasks)
+    if (fit_known(c, r, fam, MODE_NOW, started))
         return true;
     if (try_now(c, r, fam, MODE_NOW, now_s, slots, fail) != 1)
         return false;
-    m = memo_entry(c, r, fam, MODE_NOW);
-    if (m && m->fit_starts != started) {
-        m->fit_starts = started;
-        m->max_fit_tasks = 0;
-    }
-    if (m && r->tasks > m->max_fit_tasks)
-        m->max_fit_tasks = r->tasks;
+    fit_note(c, r, fam, MODE_NOW, started);
     return true;
 }
 
@@ -681,7 +695,9 @@ int sched_pass_step(struct sched_cluster *c,
  * pass decides only narrows a request (a quota cut, the first capacity type, a narrower
  * required level, nodes avoided), and nothing is freed in a pass, so a shape that fails here
  * fails for every job it stands for.  Each shape costs a memo probe, or one placement (without
- * packing) that the memo keeps for the rest of the pass.
+ * packing) that the memo keeps: a failure for the rest of the pass, a fit until the next start
+ * (the queue's head may fit only on the reserved GPUs, or a shape's jobs wait for their level to
+ * relax, for thousands of checks in a row).
  */
 bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *shapes, int nshapes)
 {
@@ -698,9 +714,13 @@ bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *sha
         fam = family_hash(r);
         if (!memo_fails(c, r, fam, MODE_NOW, &fail)
             && !memo_fails(c, r, fam, MODE_SETTLED, &fail)) {
-            if (sched_place_may_fit(c, r, ps->now_s, &fail)
-                && sched_place_in(c, r, ps->now_s, NULL, &fail))
+            if (fit_known(c, r, fam, MODE_SETTLED, ps->started))
                 return false;
+            if (sched_place_may_fit(c, r, ps->now_s, &fail)
+                && sched_place_in(c, r, ps->now_s, NULL, &fail)) {
+                fit_note(c, r, fam, MODE_SETTLED, ps->started);
+                return false;
+            }
             memo_note(c, r, fam, MODE_SETTLED, &fail);
         }
         if (!ps->reserved && idle_fits_quiet(c, r, fam))
