@@ -699,7 +699,10 @@ int sched_pass_step(struct sched_cluster *c,
  * (the queue's head may fit only on the reserved GPUs, or a shape's jobs wait for their level to
  * relax, for thousands of checks in a row).
  */
-bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *shapes, int nshapes)
+bool sched_pass_settled(struct sched_cluster *c,
+                        const struct sched_request *shapes,
+                        const int *left,
+                        int nshapes)
 {
     struct sched_pass_state *ps = &c->pass;
 
@@ -709,8 +712,8 @@ bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *sha
         const struct sched_request *r = &shapes[k];
         uint32_t fam;
         struct sched_fail fail;
-        if (sched_request_invalid(c, r))
-            continue; /* such a job only waits */
+        if ((left && left[k] <= 0) || sched_request_invalid(c, r))
+            continue; /* no job of it left to step, or such a job only waits */
         fam = family_hash(r);
         if (!memo_fails(c, r, fam, MODE_NOW, &fail)
             && !memo_fails(c, r, fam, MODE_SETTLED, &fail)) {
@@ -733,13 +736,19 @@ bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int
 {
     if (s->nshapes < 0 || n < s->next_check)
         return false;
-    if (sched_pass_settled(c, s->shapes, s->nshapes)
+    if (sched_pass_settled(c, s->shapes, s->left, s->nshapes)
         && (!s->preempts
             || !sched_pass_rest_may_preempt(s->order, s->quota, s->nquota, s->victims, s->nvictims,
                                             s->span)))
         return true;
     s->next_check = n + (s->nshapes > 0 ? s->nshapes : 1);
     return false;
+}
+
+void sched_pass_stop_taken(struct sched_pass_stop *s, int shape)
+{
+    if (shape >= 1 && shape <= s->nshapes && s->left && s->left[shape - 1] > 0)
+        s->left[shape - 1]--;
 }
 
 int sched_pass_close(struct sched_cluster *c)

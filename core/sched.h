@@ -339,11 +339,12 @@ int sched_pass_quota(struct sched_cluster *c,
  * (musterd with 100,000 queued jobs): sched_pass_open (room for max_jobs steps), then
  * sched_pass_step for each job in order, then sched_pass_close, which returns how many started.
  * sched_pass_quota is exactly these three over every job.  Pointers given to open and step are
- * borrowed until close.  Between steps, sched_pass_settled(c, shapes, n) is true when no job
- * whose request is one of shapes[0..n), or narrower (fewer capacity types, a narrower required
- * level, nodes avoided, a larger task count of the same shape), would start or take the
- * reservation if stepped: the caller may close without stepping them, and they keep their last
- * reasons.  The check places each shape at most once a pass (without packing).
+ * borrowed until close.  Between steps, sched_pass_settled(c, shapes, left, n) is true when no
+ * job whose request is one of shapes[0..n) with left[k] > 0 (NULL: all of them), or narrower
+ * (fewer capacity types, a narrower required level, nodes avoided, a larger task count of the
+ * same shape), would start or take the reservation if stepped: the caller may close without
+ * stepping them, and they keep their last reasons.  The check places each shape at most once a
+ * pass between two starts (without packing).
  */
 int sched_pass_open(struct sched_cluster *c,
                     struct sched_quota_queue *quota,
@@ -357,7 +358,10 @@ int sched_pass_open(struct sched_cluster *c,
 int sched_pass_step(struct sched_cluster *c,
                     const struct sched_pass_job *j,
                     struct sched_decision *d);
-bool sched_pass_settled(struct sched_cluster *c, const struct sched_request *shapes, int nshapes);
+bool sched_pass_settled(struct sched_cluster *c,
+                        const struct sched_request *shapes,
+                        const int *left,
+                        int nshapes);
 int sched_pass_close(struct sched_cluster *c);
 
 /* ---- the shapes of a queue (core/shapes.c, issue #15) ---- */
@@ -396,10 +400,12 @@ int sched_shapes_add(struct sched_shapes *s,
                      int64_t priority,
                      bool preemptible);
 void sched_shapes_remove(struct sched_shapes *s, int handle); /* 0: nothing */
-/* The shapes into out[0..SCHED_SHAPES_MAX) and what they span; their count, or -1 when some job
- * is not counted. */
+/* The shapes by handle into out[0..n) (out[h - 1] is handle h's), their jobs into count[0..n)
+ * (0: a free entry, whose out is to be skipped), and what they span; n, or -1 when some job is
+ * not counted.  out and count hold SCHED_SHAPES_MAX entries. */
 int sched_shapes_list(const struct sched_shapes *s,
                       struct sched_request *out,
+                      int *count,
                       struct sched_shape_span *span);
 
 /* ---- why a job waits, on demand (core/explain.c, issue #18) ---- */
@@ -579,10 +585,13 @@ bool sched_pass_rest_may_preempt(const struct sched_order *o,
  * queue's shapes could start or take the reservation (sched_pass_settled) and, when the pass
  * ends with sched_preempt_first (preempts), no job the order has not reached could preempt
  * (sched_pass_rest_may_preempt).  When not, the next ask is nshapes steps on, so the checks cost
- * O(1) a job.  nshapes < 0: the pass never stops.  The pointers are borrowed for the pass.
+ * O(1) a job.  A shape counts while the order still holds a job of it: the caller tells each job
+ * it takes from the order (sched_pass_stop_taken), stepped or not, since its decision is made.
+ * nshapes < 0: the pass never stops.  The pointers are borrowed for the pass.
  */
 struct sched_pass_stop {
     const struct sched_request *shapes; /* sched_shapes_list's */
+    int *left;                          /* its counts, taken down as the pass takes the jobs */
     int nshapes;
     const struct sched_shape_span *span;
     const struct sched_order *order; /* the iteration the jobs come from */
@@ -594,6 +603,8 @@ struct sched_pass_stop {
     int next_check; /* the caller's first step to ask at; moved on by each ask */
 };
 bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n);
+/* The pass took a job of shape (its sched_shapes_add handle; < 1: not counted) from the order. */
+void sched_pass_stop_taken(struct sched_pass_stop *s, int shape);
 
 /* A job of a pass as sched_preempt_first sees it. */
 struct sched_preempt_job {

@@ -7,7 +7,9 @@
  * widest request its jobs may make in a pass (its task count, its required level dropped when it
  * relaxes with time, no avoided nodes: a pass only narrows a request) with their priority and
  * preemptibility.  A fixed table, no allocation: past SCHED_SHAPES_MAX shapes, or with a GPU type
- * too long to keep, a job is not counted, and the list says "unknown" until it leaves.  musterd
+ * too long to keep, a job is not counted, and the list says "unknown" until it leaves.  The list
+ * gives each shape's job count by handle, so that a pass counts down the jobs it has taken
+ * (sched_pass_stop_taken) and asks only of shapes that still have one.  musterd
  * (scheduler/d_pending.c) and muster-sim (sim/policy.c) keep one each.
  */
 #include <string.h>
@@ -84,17 +86,18 @@ void sched_shapes_remove(struct sched_shapes *s, int handle)
 
 int sched_shapes_list(const struct sched_shapes *s,
                       struct sched_request *out,
+                      int *count,
                       struct sched_shape_span *span)
 {
-    int n = 0;
     *span = (struct sched_shape_span){ .max_priority = INT64_MIN };
     if (s->untracked > 0)
         return -1;
     for (int i = 0; i < s->n; i++) {
         const struct sched_shape *e = &s->e[i];
+        out[i] = e->req;
+        count[i] = e->count;
         if (e->count == 0)
             continue;
-        out[n++] = e->req;
         if (e->priority > span->max_priority)
             span->max_priority = e->priority;
         if (e->preemptible && (!span->any_preemptible || e->priority < span->min_preemptible)) {
@@ -102,5 +105,5 @@ int sched_shapes_list(const struct sched_shapes *s,
             span->any_preemptible = true;
         }
     }
-    return n;
+    return s->n;
 }

@@ -168,12 +168,13 @@ static void pass_stop_rule(struct musterd *d,
 {
     int nshapes;
     *stop = (struct sched_pass_stop){ .nshapes = -1 };
-    nshapes = sched_shapes_list(&d->shapes, d->pass.shapes, &d->pass.span);
+    nshapes = sched_shapes_list(&d->shapes, d->pass.shapes, d->pass.shape_left, &d->pass.span);
     if (nshapes < 0)
         return;
     if (!regrace) /* no preemption while known nodes may come back */
         d_preempt_collect(d, now_ms);
     *stop = (struct sched_pass_stop){ .shapes = d->pass.shapes,
+                                      .left = d->pass.shape_left,
                                       .nshapes = nshapes,
                                       .span = &d->pass.span,
                                       .order = d->order,
@@ -251,6 +252,7 @@ static int pass_run(struct musterd *d,
         bool stepped;
         bool ok = pass_step(d, j, n, now_ms, now_mono, regrace, timed_reasons, &stepped);
         (*seen)++;
+        sched_pass_stop_taken(stop, j->shape_at);
         if (!stepped)
             continue;
         if (ok && sched_pass_may_stop(d->cluster, stop, n))

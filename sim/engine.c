@@ -571,13 +571,14 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
     e->order = sched_order_new();
     e->shapes = calloc(1, sizeof(*e->shapes));
     e->shape_list = calloc(SCHED_SHAPES_MAX, sizeof(*e->shape_list));
+    e->shape_left = calloc(SCHED_SHAPES_MAX, sizeof(*e->shape_left));
     e->nusers = sim_trace_users(t);
     e->user_usage = calloc((size_t)e->nusers + 1, sizeof(*e->user_usage));
     e->user_held = calloc((size_t)e->nusers + 1, sizeof(*e->user_held));
     e->users = calloc((size_t)e->nusers + 1, sizeof(*e->users));
     if (!e->sj || !e->slot_pool || !e->pending || !e->running || !e->node_up || !e->node_used
         || !e->rng || (e->s->check && !e->mask) || !e->res || !e->order || !e->shapes
-        || !e->shape_list || !e->user_usage || !e->user_held || !e->users)
+        || !e->shape_list || !e->shape_left || !e->user_usage || !e->user_held || !e->users)
         return mu_errf(e->err, MU_E_NOMEM, "out of memory for %d jobs", n);
     ntasks = 0;
     for (int j = 0; j < n; j++) {
@@ -614,6 +615,7 @@ static void engine_release(struct sim_engine *e)
     sched_order_free(e->order);
     free(e->shapes);
     free(e->shape_list);
+    free(e->shape_left);
     free(e->users);
     free(e->user_held);
     free(e->user_usage);

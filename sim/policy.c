@@ -295,7 +295,8 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
     if (ordered) /* the rule musterd stops by, from the first job: the decisions are the same */
         stop = (struct sched_pass_stop){
             .shapes = e->shape_list,
-            .nshapes = sched_shapes_list(e->shapes, e->shape_list, &span),
+            .left = e->shape_left,
+            .nshapes = sched_shapes_list(e->shapes, e->shape_list, e->shape_left, &span),
             .span = &span,
             .order = e->order,
             .quota = e->quota,
@@ -309,6 +310,7 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
         return -1;
     while ((j = pass_next(e, n, npass, ordered)) >= 0) {
         struct sim_sjob *s = &e->sj[j];
+        sched_pass_stop_taken(&stop, s->shape);
         e->who[n] = j;
         e->pj[n] = (struct sched_pass_job){ .req = &s->req,
                                             .run_s = sim_job_run_s(e, j),

@@ -1402,6 +1402,38 @@ static struct sched_cluster *random_loaded(uint64_t seed,
     return c;
 }
 
+/* A shape counts while the order still holds a job of it: once the pass has taken every job of
+ * a shape that fits now (here one that sits the pass out, as a held job does), that shape no
+ * longer keeps the pass going. */
+static void test_pass_stop_taken(void **state)
+{
+    struct sched_cluster *c = cluster(0);
+    struct sched_request shapes[2] = { sched_request_make(1, 8), sched_request_make(2, 8) };
+    int left[2] = { 1, 1 };
+    struct sched_slot slots[2];
+    struct sched_pass_job two = { &shapes[1], 60, slots, 0 };
+    struct sched_decision out;
+    struct sched_pass_stop stop = { .shapes = shapes, .left = left, .nshapes = 2 };
+    (void)state;
+
+    add_node(c, "n0", 0, 8, "");
+    assert_int_equal(sched_pass_open(c, NULL, 0, 1, NULL, 0, 0, NULL), 0);
+    sched_pass_stop_taken(&stop, 1); /* the 1 x 8 job, taken and not stepped */
+    sched_pass_stop_taken(&stop, 2);
+    sched_pass_stop_taken(&stop, 3); /* not a shape of the list: nothing */
+    sched_pass_stop_taken(&stop, -1);
+    assert_int_equal(left[0], 0);
+    assert_int_equal(left[1], 0);
+    assert_int_equal(sched_pass_step(c, &two, &out), 0);  /* 2 x 8 never fits one node */
+    assert_false(sched_pass_settled(c, shapes, NULL, 2)); /* a 1 x 8 would start */
+    assert_true(sched_pass_settled(c, shapes, left, 2));
+    assert_true(sched_pass_may_stop(c, &stop, 0));
+    left[0] = 1; /* another 1 x 8 job still in the order */
+    assert_false(sched_pass_may_stop(c, &stop, 0));
+    assert_int_equal(sched_pass_close(c), 0);
+    sched_cluster_free(c);
+}
+
 /*
  * A pass in steps that stops once sched_pass_settled says the rest cannot change it decides the
  * jobs it looked at exactly as the whole pass does (verdicts, times, slots, reasons), and the
@@ -1461,7 +1493,7 @@ static void test_random_pass_settled(void **state)
         assert_int_equal(sched_pass_open(step, NULL, 0, NP, running[1], nrunning[1], 0, NULL), 0);
         for (int i = 0; i < NP; i++) {
             if (sched_pass_step(step, &jobs[1][i], &out[1][i]) == 0 && i + 1 < NP
-                && sched_pass_settled(step, &shapes[i + 1], NP - i - 1)) {
+                && sched_pass_settled(step, &shapes[i + 1], NULL, NP - i - 1)) {
                 cut = i + 1;
                 break;
             }
@@ -1547,6 +1579,7 @@ int main(void)
         cmocka_unit_test(test_random_brute_force),
         cmocka_unit_test(test_random_invariants),
         cmocka_unit_test(test_random_pass),
+        cmocka_unit_test(test_pass_stop_taken),
         cmocka_unit_test(test_random_pass_settled),
         cmocka_unit_test(test_relaxed_level),
     };
