@@ -37,6 +37,7 @@ enum pass_mode {
     MODE_EVER = 2,    /* fits once the running gangs the pass knows of have ended */
     MODE_IDLE = 3,    /* fits on the idle view of today's nodes (fits are memoized too) */
     MODE_SETTLED = 4, /* sched_pass_settled's own failures: apart, so jobs' reasons stay theirs */
+    MODE_SETTLED_HELD = 5, /* its own, beside the reservation */
 };
 
 /* The hash of r's family, computed once per job; each probe mixes its mode in. */
@@ -688,20 +689,48 @@ int sched_pass_step(struct sched_cluster *c,
     return 0;
 }
 
+/* Whether shape r fits now in mode (MODE_SETTLED: the reservation ignored; MODE_SETTLED_HELD:
+ * beside it), from the memo or one placement without packing that the memo keeps: a failure for
+ * the rest of the pass, a fit until the next start (the queue's head may fit only on the reserved
+ * GPUs, or a shape's jobs wait for their level to relax, for thousands of checks in a row).  A
+ * job's failure of the same family counts (the family is what decides a fit). */
+static bool shape_fits(struct sched_cluster *c,
+                       const struct sched_request *r,
+                       uint32_t fam,
+                       int mode)
+{
+    struct sched_pass_state *ps = &c->pass;
+    struct sched_fail fail;
+    bool fits;
+
+    if (memo_fails(c, r, fam, MODE_NOW, &fail) || memo_fails(c, r, fam, mode, &fail)
+        || (mode == MODE_SETTLED_HELD && memo_fails(c, r, fam, MODE_HELD, &fail)))
+        return false;
+    if (fit_known(c, r, fam, mode, ps->started))
+        return true;
+    c->holds_on = mode == MODE_SETTLED_HELD;
+    fits =
+        sched_place_may_fit(c, r, ps->now_s, &fail) && sched_place_in(c, r, ps->now_s, NULL, &fail);
+    c->holds_on = false;
+    if (fits)
+        fit_note(c, r, fam, mode, ps->started);
+    else
+        memo_note(c, r, fam, mode, &fail);
+    return fits;
+}
+
 /*
- * Whether no later job of these shapes can change the pass: none starts now (even on the
- * reserved GPUs: not fitting beside nothing, it fits beside nothing less), and, while no
- * reservation is out, none would take one (it does not fit on the idle view either).  What the
- * pass decides only narrows a request (a quota cut, the first capacity type, a narrower
- * required level, nodes avoided), and nothing is freed in a pass, so a shape that fails here
- * fails for every job it stands for.  Each shape costs a memo probe, or one placement (without
- * packing) that the memo keeps: a failure for the rest of the pass, a fit until the next start
- * (the queue's head may fit only on the reserved GPUs, or a shape's jobs wait for their level to
- * relax, for thousands of checks in a row).
+ * Whether no later job of these shapes can change the pass: none starts now, and, while no
+ * reservation is out, none would take one (it does not fit on the idle view either).  A shape
+ * that fits only on the reserved GPUs starts no job that runs past the reservation's start, so
+ * it settles when its shortest expected run does (left's min_run_s).  What the pass decides only
+ * narrows a request (a quota cut, the first capacity type, a narrower required level, nodes
+ * avoided), and nothing is freed in a pass, so a shape that fails here fails for every job it
+ * stands for.  Each shape costs a memo probe or two, or a placement (shape_fits).
  */
 bool sched_pass_settled(struct sched_cluster *c,
                         const struct sched_request *shapes,
-                        const int *left,
+                        const struct sched_shape_left *left,
                         int nshapes)
 {
     struct sched_pass_state *ps = &c->pass;
@@ -711,21 +740,13 @@ bool sched_pass_settled(struct sched_cluster *c,
     for (int k = 0; k < nshapes; k++) {
         const struct sched_request *r = &shapes[k];
         uint32_t fam;
-        struct sched_fail fail;
-        if ((left && left[k] <= 0) || sched_request_invalid(c, r))
+        if ((left && left[k].jobs <= 0) || sched_request_invalid(c, r))
             continue; /* no job of it left to step, or such a job only waits */
         fam = family_hash(r);
-        if (!memo_fails(c, r, fam, MODE_NOW, &fail)
-            && !memo_fails(c, r, fam, MODE_SETTLED, &fail)) {
-            if (fit_known(c, r, fam, MODE_SETTLED, ps->started))
-                return false;
-            if (sched_place_may_fit(c, r, ps->now_s, &fail)
-                && sched_place_in(c, r, ps->now_s, NULL, &fail)) {
-                fit_note(c, r, fam, MODE_SETTLED, ps->started);
-                return false;
-            }
-            memo_note(c, r, fam, MODE_SETTLED, &fail);
-        }
+        if (shape_fits(c, r, fam, MODE_SETTLED)
+            && (!ps->reserved || !left || sched_done_by(left[k].min_run_s, ps->now_s, ps->res_s)
+                || shape_fits(c, r, fam, MODE_SETTLED_HELD)))
+            return false;
         if (!ps->reserved && idle_fits_quiet(c, r, fam))
             return false;
     }
@@ -747,8 +768,8 @@ bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int
 
 void sched_pass_stop_taken(struct sched_pass_stop *s, int shape)
 {
-    if (shape >= 1 && shape <= s->nshapes && s->left && s->left[shape - 1] > 0)
-        s->left[shape - 1]--;
+    if (shape >= 1 && shape <= s->nshapes && s->left && s->left[shape - 1].jobs > 0)
+        s->left[shape - 1].jobs--;
 }
 
 int sched_pass_close(struct sched_cluster *c)

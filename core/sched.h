@@ -340,11 +340,12 @@ int sched_pass_quota(struct sched_cluster *c,
  * sched_pass_step for each job in order, then sched_pass_close, which returns how many started.
  * sched_pass_quota is exactly these three over every job.  Pointers given to open and step are
  * borrowed until close.  Between steps, sched_pass_settled(c, shapes, left, n) is true when no
- * job whose request is one of shapes[0..n) with left[k] > 0 (NULL: all of them), or narrower
- * (fewer capacity types, a narrower required level, nodes avoided, a larger task count of the
- * same shape), would start or take the reservation if stepped: the caller may close without
- * stepping them, and they keep their last reasons.  The check places each shape at most once a
- * pass between two starts (without packing).
+ * job whose request is one of shapes[0..n) with jobs left (left NULL: all of them, their runs
+ * unknown), or narrower (fewer capacity types, a narrower required level, nodes avoided, a larger
+ * task count of the same shape), would start or take the reservation if stepped: the caller may
+ * close without stepping them, and they keep their last reasons.  A shape that fits only on the
+ * reserved GPUs settles when none of its jobs would end before the reservation starts.  The check
+ * places each shape at most once a pass between two starts (without packing).
  */
 int sched_pass_open(struct sched_cluster *c,
                     struct sched_quota_queue *quota,
@@ -358,9 +359,10 @@ int sched_pass_open(struct sched_cluster *c,
 int sched_pass_step(struct sched_cluster *c,
                     const struct sched_pass_job *j,
                     struct sched_decision *d);
+struct sched_shape_left; /* core/shapes.c, below */
 bool sched_pass_settled(struct sched_cluster *c,
                         const struct sched_request *shapes,
-                        const int *left,
+                        const struct sched_shape_left *left,
                         int nshapes);
 int sched_pass_close(struct sched_cluster *c);
 
@@ -373,7 +375,10 @@ struct sched_shape {
     char gpu_type[64];
     int64_t priority;
     bool preemptible;
-    int count; /* pending jobs of the shape; 0 = a free entry */
+    int count;           /* pending jobs of the shape; 0 = a free entry */
+    int64_t min_limit_s; /* the least time limit of its jobs since the entry was taken (a bound:
+                            not raised when one leaves); INT64_MAX: none set */
+    bool some_default;   /* one of them runs to the default limit (not reset when it leaves) */
 };
 
 /* The distinct widest requests of a queue's jobs, with their priority and preemptibility; zero
@@ -391,21 +396,30 @@ struct sched_shape_span {
     bool any_preemptible;
 };
 
-/* Counts a job of request r (relaxes: its required level widens with time, so anywhere) joining
- * the queue; returns the handle to remove it with: > 0, or -1 when it is not counted (the table is
- * full, or its GPU type is too long to keep). */
+/* Counts a job of request r (relaxes: its required level widens with time, so anywhere;
+ * time_limit_s: its own, 0 for the default) joining the queue; returns the handle to remove it
+ * with: > 0, or -1 when it is not counted (the table is full, or its GPU type is too long to
+ * keep). */
 int sched_shapes_add(struct sched_shapes *s,
                      const struct sched_request *r,
                      bool relaxes,
                      int64_t priority,
-                     bool preemptible);
+                     bool preemptible,
+                     int64_t time_limit_s);
 void sched_shapes_remove(struct sched_shapes *s, int handle); /* 0: nothing */
-/* The shapes by handle into out[0..n) (out[h - 1] is handle h's), their jobs into count[0..n)
- * (0: a free entry, whose out is to be skipped), and what they span; n, or -1 when some job is
- * not counted.  out and count hold SCHED_SHAPES_MAX entries. */
+/* What a pass has left of one listed shape. */
+struct sched_shape_left {
+    int jobs;          /* not taken from the order yet; 0: none (or a free entry) */
+    int64_t min_run_s; /* none of them expects to run less (sched_pass_job's run_s); a bound */
+};
+
+/* The shapes by handle into out[0..n) (out[h - 1] is handle h's), their jobs and least expected
+ * run into left[0..n) (default_run_s: a job's without a limit of its own), and what they span;
+ * n, or -1 when some job is not counted.  out and left hold SCHED_SHAPES_MAX entries. */
 int sched_shapes_list(const struct sched_shapes *s,
                       struct sched_request *out,
-                      int *count,
+                      struct sched_shape_left *left,
+                      int64_t default_run_s,
                       struct sched_shape_span *span);
 
 /* ---- why a job waits, on demand (core/explain.c, issue #18) ---- */
@@ -591,7 +605,7 @@ bool sched_pass_rest_may_preempt(const struct sched_order *o,
  */
 struct sched_pass_stop {
     const struct sched_request *shapes; /* sched_shapes_list's */
-    int *left;                          /* its counts, taken down as the pass takes the jobs */
+    struct sched_shape_left *left;      /* its jobs, taken down as the pass takes them */
     int nshapes;
     const struct sched_shape_span *span;
     const struct sched_order *order; /* the iteration the jobs come from */

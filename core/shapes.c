@@ -33,11 +33,21 @@ static bool shape_same(const struct sched_shape *s,
            && sched_type_same(a->gpu_type, b->gpu_type);
 }
 
+/* Notes a job's time limit (0: the default) in its shape's bounds. */
+static void limit_note(struct sched_shape *e, int64_t time_limit_s)
+{
+    if (time_limit_s <= 0)
+        e->some_default = true;
+    else if (time_limit_s < e->min_limit_s)
+        e->min_limit_s = time_limit_s;
+}
+
 int sched_shapes_add(struct sched_shapes *s,
                      const struct sched_request *r,
                      bool relaxes,
                      int64_t priority,
-                     bool preemptible)
+                     bool preemptible,
+                     int64_t time_limit_s)
 {
     struct sched_request w = *r; /* widest */
     int free_at = -1;
@@ -51,6 +61,7 @@ int sched_shapes_add(struct sched_shapes *s,
         struct sched_shape *e = &s->e[i];
         if (e->count > 0 && shape_same(e, &w, priority, preemptible)) {
             e->count++;
+            limit_note(e, time_limit_s);
             return i + 1;
         }
         if (e->count == 0 && free_at < 0)
@@ -72,6 +83,9 @@ int sched_shapes_add(struct sched_shapes *s,
         e->priority = priority;
         e->preemptible = preemptible;
         e->count = 1;
+        e->min_limit_s = INT64_MAX;
+        e->some_default = false;
+        limit_note(e, time_limit_s);
     }
     return free_at + 1;
 }
@@ -86,7 +100,8 @@ void sched_shapes_remove(struct sched_shapes *s, int handle)
 
 int sched_shapes_list(const struct sched_shapes *s,
                       struct sched_request *out,
-                      int *count,
+                      struct sched_shape_left *left,
+                      int64_t default_run_s,
                       struct sched_shape_span *span)
 {
     *span = (struct sched_shape_span){ .max_priority = INT64_MIN };
@@ -95,7 +110,11 @@ int sched_shapes_list(const struct sched_shapes *s,
     for (int i = 0; i < s->n; i++) {
         const struct sched_shape *e = &s->e[i];
         out[i] = e->req;
-        count[i] = e->count;
+        left[i].jobs = e->count;
+        /* A run of 0 or less never ends by a time (sched_done_by): it lowers no bound. */
+        left[i].min_run_s = e->some_default && default_run_s > 0 && default_run_s < e->min_limit_s
+                                ? default_run_s
+                                : e->min_limit_s;
         if (e->count == 0)
             continue;
         if (e->priority > span->max_priority)

@@ -168,7 +168,8 @@ static void pass_stop_rule(struct musterd *d,
 {
     int nshapes;
     *stop = (struct sched_pass_stop){ .nshapes = -1 };
-    nshapes = sched_shapes_list(&d->shapes, d->pass.shapes, d->pass.shape_left, &d->pass.span);
+    nshapes = sched_shapes_list(&d->shapes, d->pass.shapes, d->pass.shape_left,
+                                d->cfg.default_time_limit_s, &d->pass.span);
     if (nshapes < 0)
         return;
     if (!regrace) /* no preemption while known nodes may come back */

@@ -238,7 +238,7 @@ void d_job_pending_add(struct musterd *d, struct d_job *j)
     d->pending[d->npending++] = j;
     j->pending_at = d->npending;
     j->shape_at = sched_shapes_add(&d->shapes, &j->req, j->spec.topo_relax_after_s > 0,
-                                   j->spec.priority, j->spec.preemptible);
+                                   j->spec.priority, j->spec.preemptible, j->spec.time_limit_s);
     order_add(d, j);
     d->dirty = true;
 }

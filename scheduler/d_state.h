@@ -162,8 +162,8 @@ struct musterd {
         int nvictims;                    /* entries of victims this pass (d_preempt_collect) */
         char reserved[QUEUE_JOB_ID_MAX]; /* the job given the last pass's reservation (its slots
                                             and est_start_s say where and when); "" = none */
-        struct sched_request shapes[SCHED_SHAPES_MAX]; /* this pass's (sched_shapes_list) */
-        int shape_left[SCHED_SHAPES_MAX];              /* their jobs the pass has not taken */
+        struct sched_request shapes[SCHED_SHAPES_MAX];        /* this pass's (sched_shapes_list) */
+        struct sched_shape_left shape_left[SCHED_SHAPES_MAX]; /* what the pass has left */
         struct sched_shape_span span;
         uint32_t serial; /* of this pass, for d_job's stepped_in */
         bool sweeping;   /* passes that stop early refresh the rest's reasons, a window each */

@@ -137,7 +137,7 @@ struct sim_engine {
     struct sched_order *order;        /* muster, node-drain: the pending jobs, kept across passes */
     struct sched_shapes *shapes;      /* and their shapes: a pass stops once none can change it */
     struct sched_request *shape_list; /* [SCHED_SHAPES_MAX] a pass's */
-    int *shape_left;                  /* [SCHED_SHAPES_MAX] their jobs the pass has not taken */
+    struct sched_shape_left *shape_left; /* [SCHED_SHAPES_MAX] what a pass has left of them */
     /* accounting */
     double cap_gpu_s, busy_gpu_s, idle_wait_gpu_s, cost_usd, cost_static_usd;
     double lost_gpu_s[3]; /* by enum sim_cause */

@@ -111,8 +111,8 @@ int sim_pending_add(struct sim_engine *e, int j)
     e->npending++;
     if (!uses_order(e))
         return 0;
-    s->shape =
-        sched_shapes_add(e->shapes, &s->req, false, e->jobs[j].priority, e->jobs[j].preemptible);
+    s->shape = sched_shapes_add(e->shapes, &s->req, false, e->jobs[j].priority,
+                                e->jobs[j].preemptible, e->jobs[j].time_limit_s);
     s->okey = order_key(e, j);
     if (sched_order_add(e->order, &s->okey, (void *)((intptr_t)j + 1), e->err) != 0) {
         e->failed = true;
@@ -296,7 +296,8 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
         stop = (struct sched_pass_stop){
             .shapes = e->shape_list,
             .left = e->shape_left,
-            .nshapes = sched_shapes_list(e->shapes, e->shape_list, e->shape_left, &span),
+            .nshapes = sched_shapes_list(e->shapes, e->shape_list, e->shape_left,
+                                         e->s->cfg.default_time_limit_s, &span),
             .span = &span,
             .order = e->order,
             .quota = e->quota,

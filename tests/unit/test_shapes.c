@@ -22,17 +22,17 @@
 
 #include "common/mu_banned.h"
 
-static int count[SCHED_SHAPES_MAX];
+static struct sched_shape_left left[SCHED_SHAPES_MAX];
 
 /* The shapes listed (by handle, into out and count): how many have jobs, or -1 when unknown. */
 static int live(const struct sched_shapes *s,
                 struct sched_request *out,
                 struct sched_shape_span *span)
 {
-    int n = sched_shapes_list(s, out, count, span);
+    int n = sched_shapes_list(s, out, left, 86400, span);
     int k = 0;
     for (int i = 0; i < n; i++)
-        k += count[i] > 0;
+        k += left[i].jobs > 0;
     return n < 0 ? -1 : k;
 }
 
@@ -56,13 +56,13 @@ static void test_shapes_count_and_span(void **state)
     a.navoid = 1;
     b.gpu_type = "H100"; /* the same bytes elsewhere, no avoided node: the same shape */
     b.required_level = 1;
-    ha = sched_shapes_add(s, &a, false, 0, true);
-    hb = sched_shapes_add(s, &b, false, 0, true);
+    ha = sched_shapes_add(s, &a, false, 0, true, 0);
+    hb = sched_shapes_add(s, &b, false, 0, true, 0);
     assert_true(ha > 0);
     assert_int_equal(hb, ha);
     type[0] = 'X'; /* the shape keeps its own copy of the type */
     assert_int_equal(live(s, out, &span), 1);
-    assert_int_equal(count[ha - 1], 2);
+    assert_int_equal(left[ha - 1].jobs, 2);
     assert_string_equal(out[ha - 1].gpu_type, "H100");
     assert_int_equal(out[0].navoid, 0);
     assert_int_equal(out[0].required_level, 1);
@@ -71,7 +71,7 @@ static void test_shapes_count_and_span(void **state)
     assert_int_equal(span.max_priority, 0);
 
     /* Relaxing with time: anywhere.  Another priority: another shape, in the span. */
-    hc = sched_shapes_add(s, &b, true, 10, false);
+    hc = sched_shapes_add(s, &b, true, 10, false, 0);
     assert_true(hc > 0 && hc != ha);
     assert_int_equal(live(s, out, &span), 2);
     assert_int_equal(out[1].required_level, -1);
@@ -81,15 +81,52 @@ static void test_shapes_count_and_span(void **state)
     /* Leaving: counted down, then gone; its entry is reused. */
     sched_shapes_remove(s, ha);
     assert_int_equal(live(s, out, &span), 2);
-    assert_int_equal(count[ha - 1], 1);
+    assert_int_equal(left[ha - 1].jobs, 1);
     sched_shapes_remove(s, hb);
     assert_int_equal(live(s, out, &span), 1);
-    assert_int_equal(count[ha - 1], 0); /* a free entry, listed at its handle */
-    assert_int_equal(count[hc - 1], 1);
+    assert_int_equal(left[ha - 1].jobs, 0); /* a free entry, listed at its handle */
+    assert_int_equal(left[hc - 1].jobs, 1);
     assert_false(span.any_preemptible);
-    assert_int_equal(sched_shapes_add(s, &a, false, 5, true), ha);
+    assert_int_equal(sched_shapes_add(s, &a, false, 5, true, 0), ha);
     sched_shapes_remove(s, 0); /* nothing */
     assert_int_equal(live(s, out, &span), 2);
+    free(s);
+}
+
+/* A shape's least expected run: its jobs' own limits and the default, a bound that a job
+ * leaving does not raise; a new entry starts afresh.  A default of 0 (none) lowers nothing. */
+static void test_shapes_min_run(void **state)
+{
+    struct sched_shapes *s = calloc(1, sizeof(*s));
+    struct sched_request out[SCHED_SHAPES_MAX];
+    struct sched_shape_span span;
+    struct sched_request r = sched_request_make(1, 8);
+    int h;
+    int h2;
+    (void)state;
+    assert_non_null(s);
+
+    h = sched_shapes_add(s, &r, false, 0, false, 7200);
+    assert_int_equal(sched_shapes_list(s, out, left, 86400, &span), 1);
+    assert_int_equal(left[h - 1].min_run_s, 7200);
+    assert_int_equal(sched_shapes_add(s, &r, false, 0, false, 0), h); /* the default */
+    (void)sched_shapes_list(s, out, left, 86400, &span);
+    assert_int_equal(left[h - 1].min_run_s, 7200);
+    (void)sched_shapes_list(s, out, left, 3600, &span);
+    assert_int_equal(left[h - 1].min_run_s, 3600);
+    (void)sched_shapes_list(s, out, left, 0, &span);
+    assert_int_equal(left[h - 1].min_run_s, 7200);
+    assert_int_equal(sched_shapes_add(s, &r, false, 0, false, 60), h);
+    sched_shapes_remove(s, h);
+    (void)sched_shapes_list(s, out, left, 86400, &span);
+    assert_int_equal(left[h - 1].jobs, 2);
+    assert_int_equal(left[h - 1].min_run_s, 60); /* still a bound for the two left */
+    sched_shapes_remove(s, h);
+    sched_shapes_remove(s, h);
+    h2 = sched_shapes_add(s, &r, false, 0, false, 0);
+    assert_int_equal(h2, h); /* the entry reused, its bounds afresh */
+    (void)sched_shapes_list(s, out, left, 0, &span);
+    assert_int_equal(left[h - 1].min_run_s, INT64_MAX); /* no limit anywhere: never ends */
     free(s);
 }
 
@@ -108,12 +145,12 @@ static void test_shapes_untracked(void **state)
 
     for (int i = 0; i < SCHED_SHAPES_MAX; i++) {
         r.tasks = 1 + i;
-        h[i] = sched_shapes_add(s, &r, false, 0, false);
+        h[i] = sched_shapes_add(s, &r, false, 0, false, 0);
         assert_true(h[i] > 0);
     }
     assert_int_equal(live(s, out, &span), SCHED_SHAPES_MAX);
     r.tasks = SCHED_SHAPES_MAX + 1;
-    extra = sched_shapes_add(s, &r, false, 0, false);
+    extra = sched_shapes_add(s, &r, false, 0, false, 0);
     assert_int_equal(extra, -1);
     assert_int_equal(live(s, out, &span), -1); /* unknown while it is there */
     sched_shapes_remove(s, extra);
@@ -123,7 +160,7 @@ static void test_shapes_untracked(void **state)
     memset(longtype, 'a', sizeof(longtype) - 1);
     longtype[sizeof(longtype) - 1] = '\0';
     r.gpu_type = longtype;
-    odd = sched_shapes_add(s, &r, false, 0, false); /* room, but a type too long to keep */
+    odd = sched_shapes_add(s, &r, false, 0, false, 0); /* room, but a type too long to keep */
     assert_int_equal(odd, -1);
     assert_int_equal(live(s, out, &span), -1);
     sched_shapes_remove(s, odd);
@@ -181,6 +218,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes_count_and_span),
+        cmocka_unit_test(test_shapes_min_run),
         cmocka_unit_test(test_shapes_untracked),
         cmocka_unit_test(test_rest_priority),
     };
