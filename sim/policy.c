@@ -202,10 +202,11 @@ static int fifo_pass(struct sim_engine *e)
     return e->failed ? -1 : 0;
 }
 
-/* The victims as d_preempt.c builds them: every gang holding resources now. */
-static int victims_collect(struct sim_engine *e)
+/* The victims as d_preempt.c builds them: every gang holding resources now.  Those before from
+ * are in e->vic already (the gangs of this instant's pass keep their place in e->running). */
+static int victims_collect(struct sim_engine *e, int from)
 {
-    for (int i = 0; i < e->nrunning; i++) {
+    for (int i = from; i < e->nrunning; i++) {
         int j = e->running[i];
         const struct sim_sjob *s = &e->sj[j];
         bool ckpt = e->jobs[j].ckpt_interval_s > 0;
@@ -228,14 +229,15 @@ static int victims_collect(struct sim_engine *e)
 }
 
 /* The pass's one preemption (sched_preempt_first, as d_pass.c asks for it): the victims it
- * plans stop, each with its checkpoint when it has one. */
-static int preempt_first(struct sim_engine *e, int n)
+ * plans stop, each with its checkpoint when it has one.  The first nvic victims were collected
+ * before the pass started its gangs. */
+static int preempt_first(struct sim_engine *e, int n, int nvic)
 {
     struct sched_preempt_plan plan;
-    int nvic = victims_collect(e);
     int p;
     int rc;
 
+    nvic = victims_collect(e, nvic);
     for (int i = 0; i < n; i++) {
         int j = e->who[i];
         e->pp[i] = (struct sched_preempt_job){ .req = &e->sj[j].req,
@@ -278,15 +280,15 @@ static int pass_next(struct sim_engine *e, int i, int npass, bool ordered)
 }
 
 /*
- * The core's pass in steps (sched_pass_step), as d_pass.c steps it, over the first npass jobs of
- * e->who or, ordered, the fair-share order (which then fills e->who), starting what it placed;
+ * The core's pass in steps (sched_pass_step), as d_pass.c steps it, with the nrunning gangs
+ * running_collect put in e->run, over the first npass jobs of e->who or, ordered, the fair-share
+ * order (which then fills e->who), starting what it placed;
  * then, with preemption (ordered), one plan.  Ordered, it stops once no later job could change it
  * (sched_pass_may_stop): musterd asks the same after 1,000 jobs (for its reasons' sake), which
  * starts and plans the same gangs.
  */
-static int core_pass(struct sim_engine *e, int npass, bool ordered)
+static int core_pass(struct sim_engine *e, int nrunning, int npass, bool ordered)
 {
-    int nrunning = running_collect(e, NULL);
     struct sched_shape_span span;
     struct sched_pass_stop stop = { .nshapes = -1 };
     int n = 0;
@@ -303,7 +305,7 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
             .quota = e->quota,
             .nquota = e->nquota,
             .victims = e->vic,
-            .nvictims = victims_collect(e),
+            .nvictims = victims_collect(e, 0),
             .preempts = true,
         };
     if (sched_pass_open(e->c, e->quota, e->nquota, npass, e->run, nrunning, sim_now_s(e), e->err)
@@ -332,7 +334,7 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
         if (sim_job_start(e, e->who[i]) != 0)
             return -1;
     }
-    if (ordered && preempt_first(e, n) != 0)
+    if (ordered && preempt_first(e, n, stop.nvictims) != 0)
         return -1;
     return e->failed ? -1 : 0;
 }
@@ -340,6 +342,7 @@ static int core_pass(struct sim_engine *e, int npass, bool ordered)
 int sim_pass(struct sim_engine *e)
 {
     double committed[SCHED_MAX_QUEUES] = { 0 };
+    int nrunning;
 
     if (scratch(e) != 0)
         return -1;
@@ -349,14 +352,14 @@ int sim_pass(struct sim_engine *e)
         return fifo_pass(e);
     case SIM_BACKFILL:
         memcpy(e->who, e->pending, (size_t)e->npending * sizeof(int));
-        return core_pass(e, e->npending, false);
+        return core_pass(e, running_collect(e, NULL), e->npending, false);
     case SIM_NODE_DRAIN:
     case SIM_MUSTER:
     case SIM_NPOLICIES:
         break;
     }
-    (void)running_collect(e, committed);
+    nrunning = running_collect(e, committed);
     if (order_begin(e, committed) != 0)
         return -1;
-    return core_pass(e, e->npending, true);
+    return core_pass(e, nrunning, e->npending, true);
 }
