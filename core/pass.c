@@ -146,7 +146,8 @@ static void memo_note(struct sched_cluster *c,
     }
 }
 
-/* Tries to place r now in mode (MODE_NOW or MODE_HELD); remembers failures. */
+/* Tries to place r now in mode (MODE_NOW or MODE_HELD); remembers failures.  1 placed; 0 not
+ * placed; -1 not placed, and known not to fit even ignoring the reservation's hold. */
 static int try_now(struct sched_cluster *c,
                    const struct sched_request *r,
                    uint32_t fam,
@@ -155,8 +156,9 @@ static int try_now(struct sched_cluster *c,
                    struct sched_slot *slots,
                    struct sched_fail *fail)
 {
-    if (memo_fails(c, r, fam, MODE_NOW, fail)
-        || (mode == MODE_HELD && memo_fails(c, r, fam, mode, fail)))
+    if (memo_fails(c, r, fam, MODE_NOW, fail))
+        return -1;
+    if (mode == MODE_HELD && memo_fails(c, r, fam, mode, fail))
         return 0;
     c->holds_on = mode == MODE_HELD;
     if (sched_place_may_fit(c, r, now_s, fail) && sched_place_in(c, r, now_s, slots, fail)) {
@@ -165,7 +167,7 @@ static int try_now(struct sched_cluster *c,
     }
     c->holds_on = false;
     memo_note(c, r, fam, mode, fail);
-    return 0;
+    return mode == MODE_NOW ? -1 : 0;
 }
 
 /* Whether the memo knows that r fits now in mode: between two starts of the pass (started: its
@@ -634,6 +636,7 @@ int sched_pass_step(struct sched_cluster *c,
     int mode = ps->reserved && !sched_done_by(j->run_s, now_s, ps->res_s) ? MODE_HELD : MODE_NOW;
     int i = ps->njobs;
     uint32_t fam;
+    int placed;
 
     memset(d, 0, sizeof(*d));
     d->verdict = SCHED_WAIT;
@@ -650,7 +653,8 @@ int sched_pass_step(struct sched_cluster *c,
     if (!sched_pass_quota_cut(c, ps->quota, ps->nquota, j, i, &r, d))
         return 0; /* over quota: not a reservation, blocks nobody */
     fam = family_hash(r);
-    if (try_now(c, r, fam, mode, now_s, j->slots, &fail)) {
+    placed = try_now(c, r, fam, mode, now_s, j->slots, &fail);
+    if (placed == 1) {
         sched_pass_quota_started(c, ps->quota, ps->nquota, j, r, d);
         sched_cluster_commit(c, r, j->slots);
         c->runs[ps->nruns].req = r;
@@ -660,7 +664,8 @@ int sched_pass_step(struct sched_cluster *c,
         ps->started++;
         return 1;
     }
-    if (mode == MODE_HELD && fits_held_back(c, r, fam, now_s, ps->started, j->slots, &fail)) {
+    if (placed == 0 && mode == MODE_HELD
+        && fits_held_back(c, r, fam, now_s, ps->started, j->slots, &fail)) {
         sched_pass_held_back(ps->res_s, now_s, d); /* fits, but only on the reserved GPUs */
         return 0;
     }
