@@ -40,21 +40,37 @@ enum pass_mode {
     MODE_SETTLED_HELD = 5, /* its own, beside the reservation */
 };
 
-/* The hash of r's family, computed once per job; each probe mixes its mode in. */
+/* The hash of r's family, computed once per job; each probe mixes its mode in.  Every field
+ * family_same compares, packed into words (a field out of its range only collides: entries are
+ * compared in full) and mixed one multiply a word; the GPU type eight bytes a word. */
 static uint32_t family_hash(const struct sched_request *r)
 {
-    uint64_t h = 1469598103934665603ULL;
-    const char *t = r->gpu_type ? r->gpu_type : "";
-    uint64_t parts[8] = { (uint64_t)r->gpus_per_task,       (uint64_t)r->cpus_per_task,
-                          (uint64_t)r->memory_mb_per_task,  (uint64_t)r->ncapacity,
-                          (uint64_t)r->capacity[0] * 2 + 1, (uint64_t)(r->required_level + 1),
-                          (uint64_t)r->slice_profile,       (uint64_t)r->gpu_milli };
-    if (r->ncapacity > 1)
-        parts[4] = parts[4] * 3 + (uint64_t)r->capacity[1];
-    for (size_t i = 0; i < MU_ARRAY_LEN(parts); i++)
-        h = (h ^ parts[i]) * 1099511628211ULL;
-    for (; *t; t++)
-        h = (h ^ (unsigned char)*t) * 1099511628211ULL;
+    const uint64_t mul = 0x9e3779b97f4a7c15ULL;
+    const unsigned char *t = (const unsigned char *)(r->gpu_type ? r->gpu_type : "");
+    uint64_t cap1 = r->ncapacity > 1 ? (uint64_t)(r->capacity[1] & 0xff) : 0xff;
+    uint64_t w[3] = {
+        (uint64_t)r->memory_mb_per_task,
+        (uint64_t)(uint32_t)r->cpus_per_task | (uint64_t)(uint32_t)r->gpu_milli << 32,
+        (uint64_t)(r->gpus_per_task & 0xff) | (uint64_t)(r->ncapacity & 0xff) << 8
+            | (uint64_t)(r->capacity[0] & 0xff) << 16 | cap1 << 24
+            | (uint64_t)((r->required_level + 1) & 0xffff) << 32
+            | (uint64_t)(r->slice_profile & 0xffff) << 48,
+    };
+    uint64_t h = 0;
+    uint64_t word = 0;
+    int k = 0;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(w); i++)
+        h = (h ^ w[i]) * mul;
+    for (; *t; t++) {
+        word |= (uint64_t)*t << (8 * k);
+        if (++k == 8) {
+            h = (h ^ word) * mul;
+            word = 0;
+            k = 0;
+        }
+    }
+    h = (h ^ word ^ (uint64_t)k << 56) * mul;
     return (uint32_t)(h ^ (h >> 32));
 }
 
