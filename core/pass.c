@@ -740,6 +740,20 @@ static bool shape_fits(struct sched_cluster *c,
     return fits;
 }
 
+/* Whether a job of shape r (with what the pass has left of it) could start now, a reservation
+ * being out: it fits, and beside the reservation's hold unless one of its jobs ends before the
+ * reservation starts.  sched_pass_settled's rule, for one shape. */
+static bool shape_may_start(struct sched_cluster *c,
+                            const struct sched_request *r,
+                            const struct sched_shape_left *left,
+                            uint32_t fam)
+{
+    const struct sched_pass_state *ps = &c->pass;
+    return shape_fits(c, r, fam, MODE_SETTLED)
+           && (!left || sched_done_by(left->min_run_s, ps->now_s, ps->res_s)
+               || shape_fits(c, r, fam, MODE_SETTLED_HELD));
+}
+
 /*
  * Whether no later job of these shapes can change the pass: none starts now, and, while no
  * reservation is out, none would take one (it does not fit on the idle view either).  A shape
@@ -764,9 +778,8 @@ bool sched_pass_settled(struct sched_cluster *c,
         if ((left && left[k].jobs <= 0) || sched_request_invalid(c, r))
             continue; /* no job of it left to step, or such a job only waits */
         fam = family_hash(r);
-        if (shape_fits(c, r, fam, MODE_SETTLED)
-            && (!ps->reserved || !left || sched_done_by(left[k].min_run_s, ps->now_s, ps->res_s)
-                || shape_fits(c, r, fam, MODE_SETTLED_HELD)))
+        if (ps->reserved ? shape_may_start(c, r, left ? &left[k] : NULL, fam)
+                         : shape_fits(c, r, fam, MODE_SETTLED))
             return false;
         if (!ps->reserved && idle_fits_quiet(c, r, fam))
             return false;
@@ -774,17 +787,38 @@ bool sched_pass_settled(struct sched_cluster *c,
     return true;
 }
 
+/* Marks the shapes with jobs left that could start (sched_pass_stop's skip_waiting). */
+static void mark_may_start(struct sched_cluster *c, struct sched_pass_stop *s)
+{
+    for (int k = 0; k < s->nshapes; k++) {
+        const struct sched_request *r = &s->shapes[k];
+        s->may_start[k] = s->left[k].jobs > 0 && !sched_request_invalid(c, r)
+                          && shape_may_start(c, r, &s->left[k], family_hash(r));
+    }
+    s->skipping = true;
+}
+
 bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n)
 {
+    bool settled;
     if (s->nshapes < 0 || n < s->next_check)
         return false;
-    if (sched_pass_settled(c, s->shapes, s->left, s->nshapes)
+    settled = sched_pass_settled(c, s->shapes, s->left, s->nshapes);
+    if ((settled || (s->skip_waiting && !s->skipping && c->pass.reserved && s->left))
         && (!s->preempts
             || !sched_pass_rest_may_preempt(s->order, s->quota, s->nquota, s->victims, s->nvictims,
-                                            s->span)))
-        return true;
+                                            s->span))) {
+        if (settled)
+            return true;
+        mark_may_start(c, s); /* once: the rest's priorities only fall, shapes only stop fitting */
+    }
     s->next_check = n + (s->nshapes > 0 ? s->nshapes : 1);
     return false;
+}
+
+bool sched_pass_stop_skips(const struct sched_pass_stop *s, int shape)
+{
+    return s->skipping && shape >= 1 && shape <= s->nshapes && !s->may_start[shape - 1];
 }
 
 void sched_pass_stop_taken(struct sched_pass_stop *s, int shape)

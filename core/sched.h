@@ -602,6 +602,15 @@ bool sched_pass_rest_may_preempt(const struct sched_order *o,
  * O(1) a job.  A shape counts while the order still holds a job of it: the caller tells each job
  * it takes from the order (sched_pass_stop_taken), stepped or not, since its decision is made.
  * nshapes < 0: the pass never stops.  The pointers are borrowed for the pass.
+ *
+ * A caller that needs no decision for a job that only waits (muster-sim: no reasons) sets
+ * skip_waiting.  Once a reservation is out and no job the order has not reached could preempt,
+ * an ask that does not stop the pass also marks the shapes whose jobs could still start, and
+ * sched_pass_stop_skips is then true for a job of any other shape: it would wait (it neither
+ * starts, nor takes the reservation, which is out, nor plans a preemption), so it need not be
+ * stepped.  Nothing is freed in a pass, so a shape that cannot start stays so.  A job whose
+ * earlier plan's victims are still stopping must be stepped all the same (sched_preempt_first
+ * stops at it).
  */
 struct sched_pass_stop {
     const struct sched_request *shapes; /* sched_shapes_list's */
@@ -614,9 +623,14 @@ struct sched_pass_stop {
     const struct sched_victim *victims; /* the gangs running now */
     int nvictims;
     bool preempts;
+    bool skip_waiting;
     int next_check; /* the caller's first step to ask at; moved on by each ask */
+    bool skipping;  /* may_start is set: jobs of the other shapes only wait */
+    bool may_start[SCHED_SHAPES_MAX];
 };
 bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n);
+/* Whether the pass may leave a job of shape (its handle) unstepped: see skip_waiting. */
+bool sched_pass_stop_skips(const struct sched_pass_stop *s, int shape);
 /* The pass took a job of shape (its sched_shapes_add handle; < 1: not counted) from the order. */
 void sched_pass_stop_taken(struct sched_pass_stop *s, int shape);
 

@@ -285,7 +285,8 @@ static int pass_next(struct sim_engine *e, int i, int npass, bool ordered)
  * order (which then fills e->who), starting what it placed;
  * then, with preemption (ordered), one plan.  Ordered, it stops once no later job could change it
  * (sched_pass_may_stop): musterd asks the same after 1,000 jobs (for its reasons' sake), which
- * starts and plans the same gangs.
+ * starts and plans the same gangs.  Nothing here reads a waiting job's reason, so a job the stop
+ * rule says would only wait is not stepped at all (skip_waiting).
  */
 static int core_pass(struct sim_engine *e, int nrunning, int npass, bool ordered)
 {
@@ -307,6 +308,7 @@ static int core_pass(struct sim_engine *e, int nrunning, int npass, bool ordered
             .victims = e->vic,
             .nvictims = victims_collect(e, 0),
             .preempts = true,
+            .skip_waiting = true, /* no reasons here */
         };
     if (sched_pass_open(e->c, e->quota, e->nquota, npass, e->run, nrunning, sim_now_s(e), e->err)
         != 0)
@@ -314,6 +316,8 @@ static int core_pass(struct sim_engine *e, int nrunning, int npass, bool ordered
     while ((j = pass_next(e, n, npass, ordered)) >= 0) {
         struct sim_sjob *s = &e->sj[j];
         sched_pass_stop_taken(&stop, s->shape);
+        if (s->victims_stopping == 0 && sched_pass_stop_skips(&stop, s->shape))
+            continue; /* it would only wait */
         e->who[n] = j;
         e->pj[n] = (struct sched_pass_job){ .req = &s->req,
                                             .run_s = sim_job_run_s(e, j),

@@ -1534,6 +1534,102 @@ static void test_random_pass_settled(void **state)
     assert_true(tail_held > 0); /* the rule for shapes held back is met (13 times, this seed) */
 }
 
+/*
+ * A pass that leaves unstepped the jobs sched_pass_stop_skips names (muster-sim's skip_waiting)
+ * decides every job it steps as the whole pass does (verdict, estimate, slots; not always the
+ * same words, since the memo saw fewer jobs), and every job it skips, or leaves after a stop, only
+ * waits in the whole pass.  Jobs come in four shapes, each the widest of its jobs (the fewest
+ * tasks, some anywhere and on both capacity types) with its jobs' count and shortest run.
+ */
+static void test_random_pass_skips(void **state)
+{
+    enum { NP = 24, NSHAPE = 4 };
+    int skipped = 0;
+    (void)state;
+    for (int round = 0; round < 400; round++) {
+        uint64_t seed = rng;
+        struct sched_request rreq[2][16];
+        struct sched_slot rslots[2][16][4];
+        struct sched_running running[2][16];
+        int nrunning[2];
+        struct sched_cluster *full =
+            random_loaded(seed, rreq[0], rslots[0], running[0], &nrunning[0]);
+        struct sched_cluster *step =
+            random_loaded(seed, rreq[1], rslots[1], running[1], &nrunning[1]);
+        struct sched_request shapes[NSHAPE];
+        struct sched_shape_left left[NSHAPE];
+        struct sched_request preq[NP];
+        int kind[NP];
+        struct sched_slot pslots[2][NP][8];
+        struct sched_pass_job jobs[2][NP];
+        struct sched_decision out[2][NP];
+        bool stepped[NP] = { false };
+        struct sched_pass_stop stop = {
+            .shapes = shapes, .left = left, .nshapes = NSHAPE, .skip_waiting = true
+        };
+        int n = 0;
+
+        for (int k = 0; k < NSHAPE; k++) {
+            shapes[k] = random_request(4, 2);
+            shapes[k].tasks = 8;
+            left[k] = (struct sched_shape_left){ .jobs = 0, .min_run_s = INT64_MAX };
+        }
+        for (int i = 0; i < NP; i++) {
+            int k = kind[i] = rnd(NSHAPE);
+            preq[i] = shapes[k];
+            preq[i].tasks = 1 + rnd(8);
+            for (int w = 0; w < 2; w++) {
+                jobs[w][i].req = &preq[i];
+                jobs[w][i].run_s = 5 * (int64_t)(1 + rnd(60));
+                jobs[w][i].slots = pslots[w][i];
+                jobs[w][i].queue = 0;
+            }
+            jobs[1][i].run_s = jobs[0][i].run_s;
+            left[k].jobs++;
+            if (jobs[0][i].run_s < left[k].min_run_s)
+                left[k].min_run_s = jobs[0][i].run_s;
+            if (preq[i].tasks < shapes[k].tasks)
+                shapes[k].tasks = preq[i].tasks;
+        }
+        for (int k = 0; k < NSHAPE; k++) {
+            if (rnd(3) == 0) { /* wider than its jobs ask */
+                shapes[k].required_level = -1;
+                shapes[k].ncapacity = 2;
+                shapes[k].capacity[1] = (enum sched_capacity)(1 - shapes[k].capacity[0]);
+            }
+        }
+        assert_true(sched_pass(full, jobs[0], NP, running[0], nrunning[0], 0, out[0], NULL) >= 0);
+        assert_int_equal(sched_pass_open(step, NULL, 0, NP, running[1], nrunning[1], 0, NULL), 0);
+        for (int i = 0; i < NP; i++) {
+            sched_pass_stop_taken(&stop, kind[i] + 1);
+            if (sched_pass_stop_skips(&stop, kind[i] + 1)) {
+                skipped++;
+                continue;
+            }
+            stepped[i] = true;
+            if (sched_pass_step(step, &jobs[1][i], &out[1][i]) == 0
+                && sched_pass_may_stop(step, &stop, n++))
+                break;
+        }
+        (void)sched_pass_close(step);
+        for (int i = 0; i < NP; i++) {
+            if (!stepped[i]) {
+                assert_int_equal(out[0][i].verdict, SCHED_WAIT);
+                continue;
+            }
+            assert_int_equal(out[1][i].verdict, out[0][i].verdict);
+            assert_int_equal(out[1][i].est_start_s, out[0][i].est_start_s);
+            for (int t = 0; out[0][i].verdict == SCHED_START && t < preq[i].tasks; t++) {
+                assert_int_equal(pslots[1][i][t].node, pslots[0][i][t].node);
+                assert_int_equal(pslots[1][i][t].gpus, pslots[0][i][t].gpus);
+            }
+        }
+        sched_cluster_free(full);
+        sched_cluster_free(step);
+    }
+    assert_true(skipped > 1000); /* 2,133 with this seed */
+}
+
 /* Wait, then relax: one level wider per relax_after_s waited, then none; the time to the next
  * step counts down; no relax or no requirement leaves the level alone. */
 static void test_relaxed_level(void **state)
@@ -1588,6 +1684,7 @@ int main(void)
         cmocka_unit_test(test_random_pass),
         cmocka_unit_test(test_pass_stop_taken),
         cmocka_unit_test(test_random_pass_settled),
+        cmocka_unit_test(test_random_pass_skips),
         cmocka_unit_test(test_relaxed_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
