@@ -1448,6 +1448,7 @@ struct twin {
 static void twin_load(struct twin *t)
 {
     uint64_t seed = rng;
+    memset(t, 0, sizeof(*t));
     t->full = random_loaded(seed, t->rreq[0], t->rslots[0], t->running[0], &t->nrunning[0]);
     t->step = random_loaded(seed, t->rreq[1], t->rslots[1], t->running[1], &t->nrunning[1]);
     assert_int_equal(t->nrunning[0], t->nrunning[1]);
