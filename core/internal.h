@@ -309,6 +309,44 @@ static inline bool sched_done_by(int64_t run_s, int64_t now_s, int64_t at_s)
     return run_s > 0 && run_s < INT64_MAX - now_s && now_s + run_s <= at_s;
 }
 
+/* ---- the pass's memo (pass.c), which its stop rule (pass_stop.c) asks too ---- */
+
+/* What a memo entry answers for: the question a placement was asked. */
+enum sched_pass_mode {
+    SCHED_MODE_NOW = 0,  /* fits now, reservation ignored (a job that ends before it starts) */
+    SCHED_MODE_HELD = 1, /* fits now beside the reservation */
+    SCHED_MODE_EVER = 2, /* fits once the running gangs the pass knows of have ended */
+    SCHED_MODE_IDLE = 3, /* fits on the idle view of today's nodes (fits are memoized too) */
+    SCHED_MODE_SETTLED =
+        4, /* sched_pass_settled's own failures: apart, so jobs' reasons stay theirs */
+    SCHED_MODE_SETTLED_HELD = 5, /* its own, beside the reservation */
+};
+
+/* The hash of r's family: everything but the task count and the preferred level, which never
+ * change whether a request fits. */
+uint32_t sched_family_hash(const struct sched_request *r);
+/* True when the pass's memo says r (family fam) fails in mode; *fail gets the reason data. */
+bool sched_memo_fails(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      uint32_t fam,
+                      int mode,
+                      struct sched_fail *fail);
+/* Remembers that r failed in mode, with the reason data, for the rest of the pass. */
+void sched_memo_note(struct sched_cluster *c,
+                     const struct sched_request *r,
+                     uint32_t fam,
+                     int mode,
+                     const struct sched_fail *fail);
+/* Whether the memo knows that r fits now in mode while the pass's start count is started, and
+ * remembers that it does: a fit holds until the next start, and for fewer tasks of the family. */
+bool sched_fit_known(
+    struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started);
+void sched_fit_note(
+    struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started);
+/* Whether r fits on the idle view of today's nodes, from the idle memo or a search, without
+ * remembering the answer. */
+bool sched_idle_fits_quiet(struct sched_cluster *c, const struct sched_request *r, uint32_t fam);
+
 /* ---- the pass's quotas (pass_quota.c) and reasons (pass_reason.c) ---- */
 
 /* Job i's request as its queue's quota admits it: *r unchanged, or cut to the capacity types

@@ -20,7 +20,8 @@
  * timeline search to its first candidate.  10,000 pending jobs that cannot fit cost a few hash
  * probes each plus a few searches per family, and one timeline search.  Scratch grows in the
  * cluster, never shrinks.  A caller with 100,000 jobs steps the pass (sched_pass_step) and stops
- * once sched_pass_settled says no later job's shape can start or take the reservation.
+ * once sched_pass_settled (pass_stop.c) says no later job's shape can start or take the
+ * reservation.
  */
 #include "core/internal.h"
 #include "core/sort.h"
@@ -31,19 +32,10 @@
 
 #include "common/mu_banned.h"
 
-enum pass_mode {
-    MODE_NOW = 0,     /* fits now, reservation ignored (a job that ends before it starts) */
-    MODE_HELD = 1,    /* fits now beside the reservation */
-    MODE_EVER = 2,    /* fits once the running gangs the pass knows of have ended */
-    MODE_IDLE = 3,    /* fits on the idle view of today's nodes (fits are memoized too) */
-    MODE_SETTLED = 4, /* sched_pass_settled's own failures: apart, so jobs' reasons stay theirs */
-    MODE_SETTLED_HELD = 5, /* its own, beside the reservation */
-};
-
 /* The hash of r's family, computed once per job; each probe mixes its mode in.  Every field
  * family_same compares, packed into words (a field out of its range only collides: entries are
  * compared in full) and mixed one multiply a word; the GPU type eight bytes a word. */
-static uint32_t family_hash(const struct sched_request *r)
+uint32_t sched_family_hash(const struct sched_request *r)
 {
     const uint64_t mul = 0x9e3779b97f4a7c15ULL;
     const unsigned char *t = (const unsigned char *)(r->gpu_type ? r->gpu_type : "");
@@ -84,7 +76,7 @@ static bool family_same(const struct sched_memo *m, const struct sched_request *
            && m->required_level == r->required_level && sched_type_same(m->gpu_type, r->gpu_type);
 }
 
-/* The memo slot of r's family (fam = family_hash(r)) in this pass: its entry, or the empty
+/* The memo slot of r's family (fam = sched_family_hash(r)) in this pass: its entry, or the empty
  * slot to fill (NULL when the table is full: then nothing is remembered). */
 static struct sched_memo *memo_slot(struct sched_cluster *c,
                                     const struct sched_request *r,
@@ -129,11 +121,11 @@ static struct sched_memo *memo_entry(struct sched_cluster *c,
 }
 
 /* True when the memo says r fails in mode; *fail gets the reason data. */
-static bool memo_fails(struct sched_cluster *c,
-                       const struct sched_request *r,
-                       uint32_t fam,
-                       int mode,
-                       struct sched_fail *fail)
+bool sched_memo_fails(struct sched_cluster *c,
+                      const struct sched_request *r,
+                      uint32_t fam,
+                      int mode,
+                      struct sched_fail *fail)
 {
     struct sched_memo *m = memo_slot(c, r, fam, mode);
     if (m && m->pass == c->pass_id && r->tasks >= m->min_tasks) {
@@ -143,11 +135,11 @@ static bool memo_fails(struct sched_cluster *c,
     return false;
 }
 
-static void memo_note(struct sched_cluster *c,
-                      const struct sched_request *r,
-                      uint32_t fam,
-                      int mode,
-                      const struct sched_fail *fail)
+void sched_memo_note(struct sched_cluster *c,
+                     const struct sched_request *r,
+                     uint32_t fam,
+                     int mode,
+                     const struct sched_fail *fail)
 {
     struct sched_memo *m = memo_entry(c, r, fam, mode);
     if (m && r->tasks < m->min_tasks) {
@@ -162,8 +154,8 @@ static void memo_note(struct sched_cluster *c,
     }
 }
 
-/* Tries to place r now in mode (MODE_NOW or MODE_HELD); remembers failures.  1 placed; 0 not
- * placed; -1 not placed, and known not to fit even ignoring the reservation's hold. */
+/* Tries to place r now in mode (SCHED_MODE_NOW or SCHED_MODE_HELD); remembers failures.  1 placed;
+ * 0 not placed; -1 not placed, and known not to fit even ignoring the reservation's hold. */
 static int try_now(struct sched_cluster *c,
                    const struct sched_request *r,
                    uint32_t fam,
@@ -172,23 +164,23 @@ static int try_now(struct sched_cluster *c,
                    struct sched_slot *slots,
                    struct sched_fail *fail)
 {
-    if (memo_fails(c, r, fam, MODE_NOW, fail))
+    if (sched_memo_fails(c, r, fam, SCHED_MODE_NOW, fail))
         return -1;
-    if (mode == MODE_HELD && memo_fails(c, r, fam, mode, fail))
+    if (mode == SCHED_MODE_HELD && sched_memo_fails(c, r, fam, mode, fail))
         return 0;
-    c->holds_on = mode == MODE_HELD;
+    c->holds_on = mode == SCHED_MODE_HELD;
     if (sched_place_may_fit(c, r, now_s, fail) && sched_place_in(c, r, now_s, slots, fail)) {
         c->holds_on = false;
         return 1;
     }
     c->holds_on = false;
-    memo_note(c, r, fam, mode, fail);
-    return mode == MODE_NOW ? -1 : 0;
+    sched_memo_note(c, r, fam, mode, fail);
+    return mode == SCHED_MODE_NOW ? -1 : 0;
 }
 
 /* Whether the memo knows that r fits now in mode: between two starts of the pass (started: its
  * start count) nothing changes what fits now, and any smaller size of the family fits too. */
-static bool fit_known(
+bool sched_fit_known(
     struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started)
 {
     const struct sched_memo *m = memo_slot(c, r, fam, mode);
@@ -196,7 +188,7 @@ static bool fit_known(
 }
 
 /* Remembers that r fits now in mode, until the next start. */
-static void fit_note(
+void sched_fit_note(
     struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started)
 {
     struct sched_memo *m = memo_entry(c, r, fam, mode);
@@ -220,11 +212,11 @@ static bool fits_held_back(struct sched_cluster *c,
                            struct sched_slot *slots,
                            struct sched_fail *fail)
 {
-    if (fit_known(c, r, fam, MODE_NOW, started))
+    if (sched_fit_known(c, r, fam, SCHED_MODE_NOW, started))
         return true;
-    if (try_now(c, r, fam, MODE_NOW, now_s, slots, fail) != 1)
+    if (try_now(c, r, fam, SCHED_MODE_NOW, now_s, slots, fail) != 1)
         return false;
-    fit_note(c, r, fam, MODE_NOW, started);
+    sched_fit_note(c, r, fam, SCHED_MODE_NOW, started);
     return true;
 }
 
@@ -271,10 +263,10 @@ static struct sched_idle_memo *idle_slot(struct sched_cluster *c,
                                          const struct sched_request *r,
                                          uint32_t fam)
 {
-    uint32_t h = fam ^ (uint32_t)MODE_IDLE * 0x9e3779b9u;
+    uint32_t h = fam ^ (uint32_t)SCHED_MODE_IDLE * 0x9e3779b9u;
     for (uint32_t i = 0; i < 32; i++) {
         struct sched_idle_memo *e = &c->idle_memo[(h + i) & (SCHED_MEMO_SIZE - 1)];
-        if (e->m.pass != c->nodes_gen || family_same(&e->m, r, MODE_IDLE))
+        if (e->m.pass != c->nodes_gen || family_same(&e->m, r, SCHED_MODE_IDLE))
             return e;
     }
     return NULL;
@@ -296,7 +288,7 @@ static struct sched_memo *idle_entry(struct sched_cluster *c,
     if (r->gpu_type && strlen(r->gpu_type) >= sizeof(e->gpu_type))
         return NULL;
     *m = (struct sched_memo){ .pass = c->nodes_gen,
-                              .mode = MODE_IDLE,
+                              .mode = SCHED_MODE_IDLE,
                               .gpus_per_task = r->gpus_per_task,
                               .slice_profile = r->slice_profile,
                               .gpu_milli = r->gpu_milli,
@@ -410,7 +402,7 @@ static bool fits_idle(struct sched_cluster *c,
 }
 
 /* fits_idle's answer without remembering it (or the reason data a job would get from it). */
-static bool idle_fits_quiet(struct sched_cluster *c, const struct sched_request *r, uint32_t fam)
+bool sched_idle_fits_quiet(struct sched_cluster *c, const struct sched_request *r, uint32_t fam)
 {
     const struct sched_memo *known;
     struct sched_fail fail;
@@ -445,7 +437,7 @@ static int reserve(struct sched_cluster *c,
     int hi;
     bool found = false; /* placed (with slots) at hi by the sweep */
 
-    if (memo_fails(c, r, fam, MODE_EVER, fail))
+    if (sched_memo_fails(c, r, fam, SCHED_MODE_EVER, fail))
         return 0;
     for (int i = 0; i < nruns; i++) {
         c->events[tl.nevents].t_s = c->runs[i].end_s;
@@ -480,7 +472,7 @@ static int reserve(struct sched_cluster *c,
     /* Only the last placement packs: the search needs to know whether it fits, not where. */
     if (!found && (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail))) {
         timeline_move(c, &tl, 0);
-        memo_note(c, r, fam, MODE_EVER, fail);
+        sched_memo_note(c, r, fam, SCHED_MODE_EVER, fail);
         return 0;
     }
     while (lo < hi) {
@@ -578,7 +570,7 @@ int sched_reserve_search(struct sched_cluster *c,
     if (scratch_reserve(c, nrunning, nrunning + c->npools, err) != 0)
         return -1;
     pass_begin(c, running, nrunning);
-    return reserve(c, r, family_hash(r), nrunning, now_s, slots, at_s, freed_by, &fail);
+    return reserve(c, r, sched_family_hash(r), nrunning, now_s, slots, at_s, freed_by, &fail);
 }
 
 int sched_pass(struct sched_cluster *c,
@@ -649,7 +641,8 @@ int sched_pass_step(struct sched_cluster *c,
     struct sched_fail ever = { 0 }; /* fits_idle may answer from its memo without it */
     const char *bad = r && j->slots ? sched_request_invalid(c, r) : "invalid request";
     int64_t end_s = j->run_s > 0 && j->run_s < INT64_MAX - now_s ? now_s + j->run_s : INT64_MAX;
-    int mode = ps->reserved && !sched_done_by(j->run_s, now_s, ps->res_s) ? MODE_HELD : MODE_NOW;
+    int mode = ps->reserved && !sched_done_by(j->run_s, now_s, ps->res_s) ? SCHED_MODE_HELD
+                                                                          : SCHED_MODE_NOW;
     int i = ps->njobs;
     uint32_t fam;
     int placed;
@@ -668,7 +661,7 @@ int sched_pass_step(struct sched_cluster *c,
     }
     if (!sched_pass_quota_cut(c, ps->quota, ps->nquota, j, i, &r, d))
         return 0; /* over quota: not a reservation, blocks nobody */
-    fam = family_hash(r);
+    fam = sched_family_hash(r);
     placed = try_now(c, r, fam, mode, now_s, j->slots, &fail);
     if (placed == 1) {
         sched_pass_quota_started(c, ps->quota, ps->nquota, j, r, d);
@@ -680,7 +673,7 @@ int sched_pass_step(struct sched_cluster *c,
         ps->started++;
         return 1;
     }
-    if (placed == 0 && mode == MODE_HELD
+    if (placed == 0 && mode == SCHED_MODE_HELD
         && fits_held_back(c, r, fam, now_s, ps->started, j->slots, &fail)) {
         sched_pass_held_back(ps->res_s, now_s, d); /* fits, but only on the reserved GPUs */
         return 0;
@@ -708,123 +701,6 @@ int sched_pass_step(struct sched_cluster *c,
     }
     sched_pass_reason_set(c, r, fam, &fail, now_s, d);
     return 0;
-}
-
-/* Whether shape r fits now in mode (MODE_SETTLED: the reservation ignored; MODE_SETTLED_HELD:
- * beside it), from the memo or one placement without packing that the memo keeps: a failure for
- * the rest of the pass, a fit until the next start (the queue's head may fit only on the reserved
- * GPUs, or a shape's jobs wait for their level to relax, for thousands of checks in a row).  A
- * job's failure of the same family counts (the family is what decides a fit). */
-static bool shape_fits(struct sched_cluster *c,
-                       const struct sched_request *r,
-                       uint32_t fam,
-                       int mode)
-{
-    struct sched_pass_state *ps = &c->pass;
-    struct sched_fail fail;
-    bool fits;
-
-    if (memo_fails(c, r, fam, MODE_NOW, &fail) || memo_fails(c, r, fam, mode, &fail)
-        || (mode == MODE_SETTLED_HELD && memo_fails(c, r, fam, MODE_HELD, &fail)))
-        return false;
-    if (fit_known(c, r, fam, mode, ps->started))
-        return true;
-    c->holds_on = mode == MODE_SETTLED_HELD;
-    fits =
-        sched_place_may_fit(c, r, ps->now_s, &fail) && sched_place_in(c, r, ps->now_s, NULL, &fail);
-    c->holds_on = false;
-    if (fits)
-        fit_note(c, r, fam, mode, ps->started);
-    else
-        memo_note(c, r, fam, mode, &fail);
-    return fits;
-}
-
-/* Whether a job of shape r (with what the pass has left of it) could start now, a reservation
- * being out: it fits, and beside the reservation's hold unless one of its jobs ends before the
- * reservation starts.  sched_pass_settled's rule, for one shape. */
-static bool shape_may_start(struct sched_cluster *c,
-                            const struct sched_request *r,
-                            const struct sched_shape_left *left,
-                            uint32_t fam)
-{
-    const struct sched_pass_state *ps = &c->pass;
-    return shape_fits(c, r, fam, MODE_SETTLED)
-           && (!left || sched_done_by(left->min_run_s, ps->now_s, ps->res_s)
-               || shape_fits(c, r, fam, MODE_SETTLED_HELD));
-}
-
-/*
- * Whether no later job of these shapes can change the pass: none starts now, and, while no
- * reservation is out, none would take one (it does not fit on the idle view either).  A shape
- * that fits only on the reserved GPUs starts no job that runs past the reservation's start, so
- * it settles when its shortest expected run does (left's min_run_s).  What the pass decides only
- * narrows a request (a quota cut, the first capacity type, a narrower required level, nodes
- * avoided), and nothing is freed in a pass, so a shape that fails here fails for every job it
- * stands for.  Each shape costs a memo probe or two, or a placement (shape_fits).
- */
-bool sched_pass_settled(struct sched_cluster *c,
-                        const struct sched_request *shapes,
-                        const struct sched_shape_left *left,
-                        int nshapes)
-{
-    struct sched_pass_state *ps = &c->pass;
-
-    if (!ps->open || nshapes < 0 || (nshapes && !shapes))
-        return false;
-    for (int k = 0; k < nshapes; k++) {
-        const struct sched_request *r = &shapes[k];
-        uint32_t fam;
-        if ((left && left[k].jobs <= 0) || sched_request_invalid(c, r))
-            continue; /* no job of it left to step, or such a job only waits */
-        fam = family_hash(r);
-        if (ps->reserved ? shape_may_start(c, r, left ? &left[k] : NULL, fam)
-                         : shape_fits(c, r, fam, MODE_SETTLED))
-            return false;
-        if (!ps->reserved && idle_fits_quiet(c, r, fam))
-            return false;
-    }
-    return true;
-}
-
-/* Marks the shapes with jobs left that could start (sched_pass_stop's skip_waiting). */
-static void mark_may_start(struct sched_cluster *c, struct sched_pass_stop *s)
-{
-    for (int k = 0; k < s->nshapes; k++) {
-        const struct sched_request *r = &s->shapes[k];
-        s->may_start[k] = s->left[k].jobs > 0 && !sched_request_invalid(c, r)
-                          && shape_may_start(c, r, &s->left[k], family_hash(r));
-    }
-    s->skipping = true;
-}
-
-bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n)
-{
-    bool settled;
-    if (s->nshapes < 0 || n < s->next_check)
-        return false;
-    settled = sched_pass_settled(c, s->shapes, s->left, s->nshapes);
-    if ((settled || (s->skip_waiting && !s->skipping && c->pass.reserved && s->left))
-        && (!s->preempts
-            || !sched_pass_rest_may_preempt(s->order, s->quota, s->nquota, s->victims, s->nvictims,
-                                            s->span))) {
-        if (settled)
-            return true;
-        mark_may_start(c, s); /* once: the rest's priorities only fall, shapes only stop fitting */
-    }
-    s->next_check = n + (s->nshapes > 0 ? s->nshapes : 1);
-    return false;
-}
-
-bool sched_pass_stop_skips(const struct sched_pass_stop *s, int shape)
-{
-    return s->skipping && shape >= 1 && shape <= s->nshapes && !s->may_start[shape - 1];
-}
-
-void sched_pass_stop_taken(struct sched_pass_stop *s, int shape)
-{
-    if (shape >= 1 && shape <= s->nshapes && s->left && s->left[shape - 1].jobs > 0)
-        s->left[shape - 1].jobs--;
 }
 
 int sched_pass_close(struct sched_cluster *c)
