@@ -57,6 +57,23 @@ static bool shape_may_start(struct sched_cluster *c,
                || shape_fits(c, r, fam, SCHED_MODE_SETTLED_HELD));
 }
 
+/* Whether a job of shapes[k] that the order still holds could change the pass: start now, or,
+ * while no reservation is out, take one (sched_pass_settled's question for one shape). */
+static bool shape_counts(struct sched_cluster *c,
+                         const struct sched_request *shapes,
+                         const struct sched_shape_left *left,
+                         int k)
+{
+    const struct sched_request *r = &shapes[k];
+    uint32_t fam;
+    if ((left && left[k].jobs <= 0) || sched_request_invalid(c, r))
+        return false; /* no job of it left to step, or such a job only waits */
+    fam = sched_family_hash(r);
+    if (c->pass.reserved)
+        return shape_may_start(c, r, left ? &left[k] : NULL, fam);
+    return shape_fits(c, r, fam, SCHED_MODE_SETTLED) || sched_idle_fits_quiet(c, r, fam);
+}
+
 /*
  * Whether no later job of these shapes can change the pass: none starts now, and, while no
  * reservation is out, none would take one (it does not fit on the idle view either).  A shape
@@ -71,43 +88,33 @@ bool sched_pass_settled(struct sched_cluster *c,
                         const struct sched_shape_left *left,
                         int nshapes)
 {
-    struct sched_pass_state *ps = &c->pass;
-
-    if (!ps->open || nshapes < 0 || (nshapes && !shapes))
+    if (!c->pass.open || nshapes < 0 || (nshapes && !shapes))
         return false;
     for (int k = 0; k < nshapes; k++) {
-        const struct sched_request *r = &shapes[k];
-        uint32_t fam;
-        if ((left && left[k].jobs <= 0) || sched_request_invalid(c, r))
-            continue; /* no job of it left to step, or such a job only waits */
-        fam = sched_family_hash(r);
-        if (ps->reserved ? shape_may_start(c, r, left ? &left[k] : NULL, fam)
-                         : shape_fits(c, r, fam, SCHED_MODE_SETTLED))
-            return false;
-        if (!ps->reserved && sched_idle_fits_quiet(c, r, fam))
+        if (shape_counts(c, shapes, left, k))
             return false;
     }
     return true;
 }
 
-/* Marks the shapes with jobs left that could start (sched_pass_stop's skip_waiting). */
+/* Marks the shapes with jobs left that could start, a reservation being out (sched_pass_stop's
+ * skip_waiting). */
 static void mark_may_start(struct sched_cluster *c, struct sched_pass_stop *s)
 {
-    for (int k = 0; k < s->nshapes; k++) {
-        const struct sched_request *r = &s->shapes[k];
-        s->may_start[k] = s->left[k].jobs > 0 && !sched_request_invalid(c, r)
-                          && shape_may_start(c, r, &s->left[k], sched_family_hash(r));
-    }
+    for (int k = 0; k < s->nshapes; k++)
+        s->may_start[k] = shape_counts(c, s->shapes, s->left, k);
     s->skipping = true;
 }
 
 bool sched_pass_may_stop(struct sched_cluster *c, struct sched_pass_stop *s, int n)
 {
     bool settled;
+    bool to_mark;
     if (s->nshapes < 0 || n < s->next_check)
         return false;
     settled = sched_pass_settled(c, s->shapes, s->left, s->nshapes);
-    if ((settled || (s->skip_waiting && !s->skipping && c->pass.reserved && s->left))
+    to_mark = !settled && s->skip_waiting && !s->skipping && c->pass.reserved && s->left;
+    if ((settled || to_mark)
         && (!s->preempts
             || !sched_pass_rest_may_preempt(s->order, s->quota, s->nquota, s->victims, s->nvictims,
                                             s->span))) {
