@@ -103,6 +103,10 @@ void mu_time_format_iso(uint64_t wall_ms, char *buf, size_t size);
 size_t mu_strlcpy(char *dst, const char *src, size_t size);
 /* FNV-1a of n bytes at p: for tables and "did this text change" checks, not for security. */
 uint64_t mu_hash(const void *p, size_t n);
+/* Goes on with FNV-1a sum h over n more bytes: mu_hash(ab) == mu_hash_more(mu_hash(a), b), and
+ * MU_HASH_START is the sum of nothing. */
+#define MU_HASH_START 14695981039346656037ull
+uint64_t mu_hash_more(uint64_t h, const void *p, size_t n);
 /* snprintf that reports truncation: 0 when it fit, -1 when it did not (dst is still terminated). */
 int mu_snprintf(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Strict decimal integer: the whole string, no spaces, within [min, max].  0 or -1 with err. */

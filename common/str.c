@@ -27,13 +27,17 @@ size_t mu_strlcpy(char *dst, const char *src, size_t size)
     return len;
 }
 
-uint64_t mu_hash(const void *p, size_t n)
+uint64_t mu_hash_more(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
-    uint64_t h = 14695981039346656037ull;
     for (size_t i = 0; i < n; i++)
         h = (h ^ b[i]) * 1099511628211ull;
     return h;
+}
+
+uint64_t mu_hash(const void *p, size_t n)
+{
+    return mu_hash_more(MU_HASH_START, p, n);
 }
 
 int mu_snprintf(char *dst, size_t size, const char *fmt, ...)

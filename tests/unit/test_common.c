@@ -514,6 +514,20 @@ static void test_buf(void **state)
     mu_buf_release(&b);
 }
 
+/* mu_hash_more goes on where mu_hash stopped: a sum built in pieces is the sum of the whole. */
+static void test_hash_more(void **state)
+{
+    static const char text[] = "node-0007:{\"gpus\":8}";
+    uint64_t h = MU_HASH_START;
+
+    (void)state;
+    assert_true(mu_hash("", 0) == MU_HASH_START);
+    for (size_t i = 0; i < sizeof(text) - 1; i += 3)
+        h = mu_hash_more(h, text + i, sizeof(text) - 1 - i < 3 ? sizeof(text) - 1 - i : 3);
+    assert_true(h == mu_hash(text, sizeof(text) - 1));
+    assert_true(mu_hash_more(mu_hash("ab", 2), "c", 1) != mu_hash_more(mu_hash("a", 1), "c", 1));
+}
+
 /* ---- mu.h: the guarded small-file read ---- */
 
 /* Writes len bytes of data to path (created or truncated). */
@@ -764,18 +778,31 @@ static void test_signal(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json_clip),          cmocka_unit_test(test_json_describe),
-        cmocka_unit_test(test_json_err_expected),  cmocka_unit_test(test_json_err_unknown_key),
-        cmocka_unit_test(test_json_edit_distance), cmocka_unit_test(test_json_keys),
-        cmocka_unit_test(test_json_path_join),     cmocka_unit_test(test_json_get_int),
-        cmocka_unit_test(test_json_get_number),    cmocka_unit_test(test_json_get_name),
-        cmocka_unit_test(test_json_scan_clean),    cmocka_unit_test(test_json_scan_flaws),
-        cmocka_unit_test(test_json_scan_depth),    cmocka_unit_test(test_json_scan_path),
-        cmocka_unit_test(test_json_text_line),     cmocka_unit_test(test_map),
-        cmocka_unit_test(test_map_churn),          cmocka_unit_test(test_buf),
-        cmocka_unit_test(test_file_read_small),    cmocka_unit_test(test_parse_i64),
-        cmocka_unit_test(test_parse_double),       cmocka_unit_test(test_strlcpy),
-        cmocka_unit_test(test_err_prefix),         cmocka_unit_test(test_signal),
+        cmocka_unit_test(test_json_clip),
+        cmocka_unit_test(test_json_describe),
+        cmocka_unit_test(test_json_err_expected),
+        cmocka_unit_test(test_json_err_unknown_key),
+        cmocka_unit_test(test_json_edit_distance),
+        cmocka_unit_test(test_json_keys),
+        cmocka_unit_test(test_json_path_join),
+        cmocka_unit_test(test_json_get_int),
+        cmocka_unit_test(test_json_get_number),
+        cmocka_unit_test(test_json_get_name),
+        cmocka_unit_test(test_json_scan_clean),
+        cmocka_unit_test(test_json_scan_flaws),
+        cmocka_unit_test(test_json_scan_depth),
+        cmocka_unit_test(test_json_scan_path),
+        cmocka_unit_test(test_json_text_line),
+        cmocka_unit_test(test_map),
+        cmocka_unit_test(test_map_churn),
+        cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_hash_more),
+        cmocka_unit_test(test_file_read_small),
+        cmocka_unit_test(test_parse_i64),
+        cmocka_unit_test(test_parse_double),
+        cmocka_unit_test(test_strlcpy),
+        cmocka_unit_test(test_err_prefix),
+        cmocka_unit_test(test_signal),
         cmocka_unit_test(test_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
