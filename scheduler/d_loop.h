@@ -67,6 +67,7 @@ void d_status_write(struct musterd *d);
 /* Every node's entry is written again at the next d_status_write (after Redis came back: a new
  * primary may lack any of them); until then only the entries that changed are. */
 void d_status_rewrite(struct musterd *d);
+void d_status_free(struct musterd *d); /* the write's scratch */
 void d_jobs_gauges(struct musterd *d, struct d_gauges *g);
 
 /* d_metrics.c: the Prometheus endpoint. */

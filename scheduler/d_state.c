@@ -54,6 +54,7 @@ void d_state_release(struct musterd *d)
 {
     d_deferred_free(d);
     d_pass_free(d);
+    d_status_free(d);
     d_jobs_free(d);
     d_usage_free(d);
     d_nodes_free(d);

@@ -115,6 +115,16 @@ struct musterd {
                                UINT64_MAX = none runs) */
     bool nodes_dirty;
     uint64_t next_nodes_write_ms;
+    struct {                 /* the node status write's scratch (d_status.c), kept between
+                                writes; cap entries each */
+        struct mu_buf *jobs; /* per node: its jobs' ids, as its entry lists them */
+        uint64_t *sums;      /* per changed entry: the sum of what it shows (node_sum) */
+        int *changed;        /* per changed entry: its node */
+        size_t *at;          /* per changed entry: where text holds it */
+        struct queue_kv *kv; /* the changed entries, as written */
+        struct mu_buf text;  /* the changed entries, each NUL-terminated */
+        int cap;
+    } status;
     uint64_t next_check_ms;
     uint64_t next_claim_ms;
     char consumer[128]; /* this scheduler's name in the consumer group */

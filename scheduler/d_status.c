@@ -6,12 +6,14 @@
  * records.
  *
  * <prefix>nodes gets only the entries that changed (issue #15: 20,000 nodes heartbeating once a
- * second must not mean 20,000 entries, megabytes, written every second).  Each entry's hash is
- * kept with its node and compared with the next; the heartbeat_at an entry shows moves on only
- * when it is a third of node_lost_after_s old, so a live node's entry is rewritten that often,
- * and a silent one's age grows until musterd marks it lost (a change, written at once).  After
- * Redis comes back every entry is written again (d_status_rewrite): a failed-over primary may
- * have lost any of them.
+ * second must not mean 20,000 entries, megabytes, written every second).  Each node keeps the sum
+ * of what its last entry showed (node_sum: the numbers and texts node_json prints, not the text
+ * itself), and an entry is formatted only when that sum moved, so a write costs a sum per node
+ * and the text of the changed ones.  The heartbeat_at an entry shows moves on only when it is a
+ * third of node_lost_after_s old, so a live node's entry is rewritten that often, and a silent
+ * one's age grows until musterd marks it lost (a change, written at once).  After Redis comes
+ * back every entry is written again (d_status_rewrite): a failed-over primary may have lost any
+ * of them.
  */
 
 #include "scheduler/d_loop.h"
@@ -166,11 +168,64 @@ static uint64_t shown_heartbeat(const struct d_node *node, uint64_t hb_refresh_m
     return node->seen_wall_ms;
 }
 
+static uint64_t hash_str(uint64_t h, const char *s)
+{
+    return mu_hash_more(h, s, strlen(s) + 1); /* with its NUL: "ab","c" is not "a","bc" */
+}
+
+/*
+ * The sum of everything node i's entry shows: node_json prints these and nothing else, so a field
+ * added there is added here.  Equal sums, equal entries (as equal hashes of the text were before,
+ * without formatting 20,000 entries to find the few that changed).  Never 0 ("not written").
+ */
+static uint64_t node_sum(const struct musterd *d,
+                         int i,
+                         const struct mu_buf *jobs,
+                         uint64_t heartbeat_ms,
+                         bool releasable)
+{
+    const struct d_node *node = &d->nodes[i];
+    const struct sched_node_spec *spec = sched_cluster_node_spec(d->cluster, i);
+    const struct sched_pool *pool = sched_cluster_pool(d->cluster, spec->pool);
+    const int64_t nums[] = { pool->capacity,
+                             sched_cluster_node_state(d->cluster, i),
+                             sched_cluster_node_gpus_total(d->cluster, i),
+                             sched_cluster_node_gpus_free(d->cluster, i),
+                             spec->cpus,
+                             spec->memory_mb,
+                             (int64_t)heartbeat_ms,
+                             (int64_t)node->idle_since_ms,
+                             node->at_risk,
+                             releasable,
+                             pool->shared,
+                             d->cfg.nlevels };
+    int profiles = sched_cluster_profile_count(d->cluster);
+    uint64_t h = mu_hash_more(MU_HASH_START, nums, sizeof(nums));
+
+    h = mu_hash_more(h, jobs->data ? jobs->data : "", jobs->len);
+    h = hash_str(hash_str(hash_str(h, node->name), node->pool), node->addr);
+    h = hash_str(hash_str(h, node->reason), node->instance_id);
+    for (int l = 0; l < d->cfg.nlevels; l++)
+        h = hash_str(hash_str(h, d->cfg.levels[l]), spec->labels[l]);
+    for (int id = 1; id <= profiles; id++) {
+        int ft[2];
+        sched_cluster_node_slices(d->cluster, i, id, &ft[0], &ft[1]);
+        h = hash_str(mu_hash_more(h, ft, sizeof(ft)), sched_cluster_profile_name(d->cluster, id));
+    }
+    for (int g = 0; pool->shared && g < spec->ngpus; g++) {
+        int milli =
+            spec->unit[g] == SCHED_UNIT_GPU ? sched_cluster_gpu_milli(d->cluster, i, g) : -1;
+        h = mu_hash_more(h, &milli, sizeof(milli));
+    }
+    return h ? h : 1;
+}
+
+/* Node i's entry, appended to b: what node_sum sums. */
 static int node_json(const struct musterd *d,
                      int i,
                      const struct mu_buf *jobs,
-                     uint64_t now_ms,
                      uint64_t heartbeat_ms,
+                     bool releasable,
                      struct mu_buf *b,
                      struct mu_err *err)
 {
@@ -194,7 +249,7 @@ static int node_json(const struct musterd *d,
         || mu_buf_append_json_str(b, node->addr, err) != 0
         || mu_buf_appendf(b, err, ",\"at_risk\":%s,\"idle_since\":%llu,\"releasable\":%s",
                           node->at_risk ? "true" : "false", (unsigned long long)node->idle_since_ms,
-                          d_node_releasable(d, node, now_ms) ? "true" : "false")
+                          releasable ? "true" : "false")
                != 0
         || (node->reason[0]
             && (mu_buf_append(b, ",\"reason\":", 10, err) != 0
@@ -215,13 +270,6 @@ static int node_json(const struct musterd *d,
     return mu_buf_appendf(b, err, "},\"jobs\":[%s]}", jobs->data ? jobs->data : "");
 }
 
-/* FNV-1a of the entry: equal entries, equal sums; never 0, which means "not written". */
-static uint64_t entry_sum(const struct mu_buf *b)
-{
-    uint64_t h = mu_hash(b->data, b->len);
-    return h ? h : 1;
-}
-
 void d_status_rewrite(struct musterd *d)
 {
     for (int i = 0; i < d->nnodes; i++)
@@ -229,76 +277,115 @@ void d_status_rewrite(struct musterd *d)
     d->nodes_dirty = true;
 }
 
+void d_status_free(struct musterd *d)
+{
+    for (int i = 0; d->status.jobs && i < d->status.cap; i++)
+        mu_buf_release(&d->status.jobs[i]);
+    free(d->status.jobs);
+    free(d->status.sums);
+    free(d->status.changed);
+    free(d->status.at);
+    free(d->status.kv);
+    mu_buf_release(&d->status.text);
+    memset(&d->status, 0, sizeof(d->status));
+}
+
+/* Grows the write's scratch to n nodes (the texts keep their room between writes); 0 or -1. */
+static int status_scratch(struct musterd *d, int n)
+{
+    if (n > d->status.cap) {
+        int cap = n + n / 2;
+        struct mu_buf *jobs = realloc(d->status.jobs, (size_t)cap * sizeof(*jobs));
+        uint64_t *sums = jobs ? realloc(d->status.sums, (size_t)cap * sizeof(*sums)) : NULL;
+        int *changed = sums ? realloc(d->status.changed, (size_t)cap * sizeof(*changed)) : NULL;
+        size_t *at = changed ? realloc(d->status.at, (size_t)cap * sizeof(*at)) : NULL;
+        struct queue_kv *kv = at ? realloc(d->status.kv, (size_t)cap * sizeof(*kv)) : NULL;
+        if (jobs) {
+            for (int i = d->status.cap; i < cap; i++)
+                mu_buf_init(&jobs[i], 0);
+            d->status.jobs = jobs;
+            d->status.cap = cap;
+        }
+        if (sums)
+            d->status.sums = sums;
+        if (changed)
+            d->status.changed = changed;
+        if (at)
+            d->status.at = at;
+        if (!kv)
+            return -1;
+        d->status.kv = kv;
+    }
+    for (int i = 0; i < n; i++) {
+        d->status.jobs[i].len = 0;
+        if (d->status.jobs[i].data)
+            d->status.jobs[i].data[0] = '\0';
+    }
+    if (!d->status.text.max) /* zeroed: never used */
+        mu_buf_init(&d->status.text, 0);
+    d->status.text.len = 0;
+    return 0;
+}
+
 static void nodes_write(struct musterd *d)
 {
     uint64_t now_ms = mu_time_wall_ms();
     uint64_t hb_refresh_ms = (uint64_t)d->cfg.node_lost_after_s * 1000u / 3u;
-    struct queue_kv *kv = NULL;
-    struct mu_buf *bufs = NULL;
-    struct mu_buf *jobs = NULL;
-    uint64_t *sums = NULL;
-    int *changed = NULL;
+    struct mu_buf *jobs;
+    struct mu_buf *text = &d->status.text;
     int nchanged = 0;
     struct mu_err err;
 
     d->nodes_dirty = false;
     if (d->nnodes == 0)
         return;
-    kv = calloc((size_t)d->nnodes, sizeof(*kv));
-    bufs = calloc((size_t)d->nnodes, sizeof(*bufs));
-    jobs = calloc((size_t)d->nnodes, sizeof(*jobs));
-    sums = calloc((size_t)d->nnodes, sizeof(*sums));
-    changed = calloc((size_t)d->nnodes, sizeof(*changed));
-    if (!kv || !bufs || !jobs || !sums || !changed)
-        goto out;
-    for (int i = 0; i < d->nnodes; i++) {
-        mu_buf_init(&bufs[i], 0);
-        mu_buf_init(&jobs[i], 0);
+    if (status_scratch(d, d->nnodes) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "status", 10, "out of memory writing node status");
+        return; /* the next heartbeat's write tries again */
     }
+    jobs = d->status.jobs;
     if (jobs_by_node(d, jobs, &err) != 0)
-        goto out;
+        return;
     for (int i = 0; i < d->nnodes; i++) {
         struct d_node *node = &d->nodes[i];
+        uint64_t heartbeat_ms = shown_heartbeat(node, hb_refresh_ms);
+        bool releasable;
+        uint64_t sum;
         /* Idle since the first status write that found no task here (writes follow every start
          * and release, so this is within a loop turn of the truth). */
         if (jobs[i].len > 0)
             node->idle_since_ms = 0;
         else if (!node->idle_since_ms)
             node->idle_since_ms = now_ms;
-        if (node_json(d, i, &jobs[i], now_ms, shown_heartbeat(node, hb_refresh_ms), &bufs[i], &err)
-            != 0)
-            goto out;
-        sums[i] = entry_sum(&bufs[i]);
-        if (sums[i] == node->status_sum)
+        releasable = d_node_releasable(d, node, now_ms);
+        sum = node_sum(d, i, &jobs[i], heartbeat_ms, releasable);
+        if (sum == node->status_sum)
             continue;
-        kv[nchanged].key = node->name;
-        kv[nchanged].value = bufs[i].data;
-        changed[nchanged++] = i;
+        d->status.at[nchanged] = text->len;
+        if (node_json(d, i, &jobs[i], heartbeat_ms, releasable, text, &err) != 0
+            || mu_buf_append(text, "", 1, &err) != 0) /* its end, within text */
+            return;
+        d->status.sums[nchanged] = sum;
+        d->status.changed[nchanged++] = i;
     }
     if (nchanged == 0)
-        goto out;
-    if (d->store.ops->status_write(d->store.ctx, "nodes", kv, nchanged, &err) != 0) {
+        return;
+    for (int k = 0; k < nchanged; k++) {
+        d->status.kv[k].key = d->nodes[d->status.changed[k]].name;
+        d->status.kv[k].value = text->data + d->status.at[k];
+    }
+    if (d->store.ops->status_write(d->store.ctx, "nodes", d->status.kv, nchanged, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
                        err.msg);
         d->redis_down = true;
         d->nodes_dirty = true;
-        goto out;
+        return;
     }
     for (int k = 0; k < nchanged; k++) {
-        struct d_node *node = &d->nodes[changed[k]];
-        node->status_sum = sums[changed[k]];
+        struct d_node *node = &d->nodes[d->status.changed[k]];
+        node->status_sum = d->status.sums[k];
         node->status_hb_ms = shown_heartbeat(node, hb_refresh_ms);
     }
-out:
-    for (int i = 0; bufs && jobs && i < d->nnodes; i++) {
-        mu_buf_release(&bufs[i]);
-        mu_buf_release(&jobs[i]);
-    }
-    free(changed);
-    free(sums);
-    free(jobs);
-    free(bufs);
-    free(kv);
 }
 
 /* muster:pools: per pool, what it is and how much of it is free (musterctl pools, autoscalers). */

@@ -4,10 +4,11 @@
  * recording store and sender of tests/unit/support/d_fake.h: cancel (pending, running, before
  * the submission is read, and a cancel whose write fails, which must stay unacknowledged so that
  * Redis hands it out again), hold and release, a node musterd cordons after repeated refusals
- * until the operator uncordons it, drain (checkpoint signal, grace, KILL, requeue without
- * counting a failure, the next attempt resuming from the checkpoint elsewhere; and a drain during
- * an outage, made once the store is back), time limits (TIMEOUT), preemption of a lower-priority
- * gang, and a spot notice.  Times are passed in, never slept for.
+ * until the operator uncordons it, node status written only for the nodes that changed, drain
+ * (checkpoint signal, grace, KILL, requeue without counting a failure, the next attempt resuming
+ * from the checkpoint elsewhere; and a drain during an outage, made once the store is back), time
+ * limits (TIMEOUT), preemption of a lower-priority gang, and a spot notice.  Times are passed in,
+ * never slept for.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -252,6 +253,54 @@ static void test_refusing_node_cordoned_until_uncordon(void **state)
     expect_sent(f, PROTO_BIND, "n1", J1, 0, attempt, NULL);
 }
 
+/* Sets every node entry of the fake store's status to "old": an entry written again shows it. */
+static void status_mark_old(struct dfix *f, const char *const *names, int n)
+{
+    struct queue_kv kv[4];
+    struct mu_err err;
+    for (int i = 0; i < n; i++)
+        kv[i] = (struct queue_kv){ names[i], "old" };
+    assert_int_equal(f->d.store.ops->status_write(f->d.store.ctx, "nodes", kv, n, &err), 0);
+}
+
+/* A node's entry is written again when something it shows changed (its gang, its state), and
+ * only then: issue #15's 20,000 nodes must not mean 20,000 entries formatted every heartbeat.
+ * After Redis came back (d_status_rewrite) every entry is written again. */
+static void test_node_status_written_when_changed(void **state)
+{
+    struct dfix *f = *state;
+    const char *names[] = { "n1", "n2" };
+    const char *busy_entry;
+    const char *other;
+    char node_of[1][PROTO_NODE_MAX];
+
+    dfix_two_nodes(f);
+    d_status_write(&f->d);
+    assert_non_null(strstr(fake_status(f->store, "nodes", "n1"), "\"jobs\":[]"));
+    status_mark_old(f, names, 2);
+    d_status_write(&f->d);
+    assert_string_equal(fake_status(f->store, "nodes", "n1"), "old");
+    assert_string_equal(fake_status(f->store, "nodes", "n2"), "old");
+
+    dfix_start_gang(f, J1, "{\"gpus_per_task\":8,\"command\":[\"./train\"]}", 1, node_of);
+    other = strcmp(node_of[0], "n1") == 0 ? "n2" : "n1";
+    d_status_write(&f->d);
+    busy_entry = fake_status(f->store, "nodes", node_of[0]);
+    assert_non_null(strstr(busy_entry, "\"gpus_free\":0"));
+    assert_non_null(strstr(busy_entry, "\"jobs\":[\"" J1 "\"]"));
+    assert_string_equal(fake_status(f->store, "nodes", other), "old");
+
+    dfix_control(f, C1, "cordon", other, -1);
+    d_status_write(&f->d);
+    assert_non_null(strstr(fake_status(f->store, "nodes", other), "\"state\":\"cordoned\""));
+
+    status_mark_old(f, names, 2);
+    d_status_rewrite(&f->d);
+    d_status_write(&f->d);
+    assert_non_null(strstr(fake_status(f->store, "nodes", "n1"), "\"name\":\"n1\""));
+    assert_non_null(strstr(fake_status(f->store, "nodes", "n2"), "\"name\":\"n2\""));
+}
+
 /* ---- drain ---- */
 
 /* Draining a node stops the gangs on it the way a preemption does: checkpoint signal to every
@@ -473,6 +522,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_before_submission_read, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_hold_and_release, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_refusing_node_cordoned_until_uncordon, setup,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_node_status_written_when_changed, setup,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_drain_checkpoints_and_requeues, setup, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_drain_during_outage_stops_after_recovery, setup,
