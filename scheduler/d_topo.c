@@ -149,9 +149,14 @@ static int stage_one(
 /* Stores the staged instances in <prefix>topology and in d->topology; 0 or -1 with err. */
 static int staged_store(struct musterd *d, const struct staged *s, struct mu_err *err)
 {
-    struct queue_kv *kv = calloc((size_t)s->n, sizeof(*kv));
-    char **json = calloc((size_t)s->n, sizeof(*json));
+    struct queue_kv *kv;
+    char **json;
     int rc = -1;
+
+    if (s->n <= 0)
+        return 0; /* the caller refuses an empty import */
+    kv = calloc((size_t)s->n, sizeof(*kv));
+    json = calloc((size_t)s->n, sizeof(*json));
 
     if (!kv || !json) {
         mu_errf(err, MU_E_NOMEM, "out of memory storing the import");

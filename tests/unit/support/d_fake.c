@@ -640,7 +640,7 @@ struct d_node *dfix_hello_tasks(struct dfix *f,
 {
     struct proto_msg m;
     struct proto_gpu gpus[PROTO_MAX_GPUS];
-    struct fake_msg answer;
+    struct fake_msg answer = { 0 }; /* cmocka's fail_msg is not noreturn to the compiler */
     struct mu_err err;
     struct d_node *n;
 
