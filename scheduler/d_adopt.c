@@ -178,11 +178,12 @@ static const struct proto_task_ref *reported(const struct proto_msg *hello,
 
 void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
 {
+    struct d_live_probe on = d_live_probe(node->name);
     struct d_job *j;
 
     for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive)
-            continue; /* jobs after it left the list: the last moved to their place */
+        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
+            continue; /* left the list (the last moved to its place), or not on this node */
         j = d->live[k];
         if (!j->adopting)
             continue;

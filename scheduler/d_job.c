@@ -412,38 +412,6 @@ void d_job_wake_dependents(struct musterd *d, struct d_job *j)
     d->dirty = true; /* the pass begins with d_deps_wake */
 }
 
-int d_job_live_reserve(struct musterd *d)
-{
-    int cap = d->cap_live ? d->cap_live * 2 : 256;
-    struct d_job **p;
-
-    if (d->nlive < d->cap_live)
-        return 0;
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
-    p = realloc(d->live, (size_t)cap * sizeof(*p));
-    if (!p)
-        return -1;
-    d->live = p;
-    d->cap_live = cap;
-    return 0;
-}
-
-void d_job_live_update(struct musterd *d, struct d_job *j)
-{
-    bool live = j->placed || j->adopting;
-    if (live && !j->live_at) {
-        if (MU_NEVER(d->nlive == d->cap_live)) /* the caller reserved room first */
-            return;
-        d->live[d->nlive++] = j;
-        j->live_at = d->nlive;
-    } else if (!live && j->live_at) {
-        struct d_job *last = d->live[--d->nlive];
-        d->live[j->live_at - 1] = last;
-        last->live_at = j->live_at;
-        j->live_at = 0;
-    }
-}
-
 void d_job_forget(struct musterd *d, struct d_job *j)
 {
     d_job_pending_remove(d, j);
@@ -808,7 +776,9 @@ void d_jobs_free(struct musterd *d)
     sched_order_free(d->order);
     d->order = NULL;
     free(d->live);
+    free(d->live_sig);
     free(d->late);
     d->live = NULL;
+    d->live_sig = NULL;
     d->nlive = d->cap_live = 0;
 }

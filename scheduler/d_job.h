@@ -296,11 +296,27 @@ int d_pending_standing(
 void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs);
 /* j's reason no longer waits for its write (it left, or was written). */
 void d_job_reason_late_drop(struct musterd *d, struct d_job *j);
+/* ---- d->live, the placed and adopting jobs (d_live.c) ---- */
+
 /* Room in d->live for one more job (0), or -1 without memory: called before a job is placed or
  * starts adopting, so that d_job_live_update never allocates. */
 int d_job_live_reserve(struct musterd *d);
-/* After j->placed or j->adopting changed: j is in d->live exactly while either is true. */
+/* After j->placed or j->adopting changed: j is in d->live exactly while either is true.  Its
+ * nodes (the stored placement's while adopting, else its slots') are fixed from then on. */
 void d_job_live_update(struct musterd *d, struct d_job *j);
+/* A node's bit in the live jobs' node signatures: d_live_maybe_on's question. */
+#define D_LIVE_SIG_WORDS 4
+struct d_live_sig {
+    uint64_t w[D_LIVE_SIG_WORDS];
+};
+struct d_live_probe {
+    int word;
+    uint64_t bit;
+};
+struct d_live_probe d_live_probe(const char *node_name);
+/* False when live job k (d->live[k]) has no task on the probed node; true when it may have (one
+ * bit of 256 per node name, so a gang on 8 nodes seldom answers true for another). */
+bool d_live_maybe_on(const struct musterd *d, int k, struct d_live_probe p);
 /* Drops a final job from the table (once its final state is written) and retires it. */
 void d_job_forget(struct musterd *d, struct d_job *j);
 /*

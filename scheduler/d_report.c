@@ -128,13 +128,14 @@ static void checkpoint_record(struct musterd *d,
 static void node_reconcile(struct musterd *d, struct d_node *node, const struct proto_msg *hello)
 {
     struct d_job *j;
+    struct d_live_probe on = d_live_probe(node->name);
 
     for (int i = 0; i < hello->ntasks; i++)
         d_task_status(d, node, &hello->tasks[i]);
     /* Tasks we placed there that the worker does not know any more. */
     for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive)
-            continue; /* jobs after it left the list: the last moved to their place */
+        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
+            continue; /* left the list (the last moved to its place), or not on this node */
         j = d->live[k];
         if (!j->placed)
             continue;
@@ -230,6 +231,7 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
     const struct cfg_pool *pool = cfg_pool_find(&d->cfg, node->pool);
     char why[256];
     struct d_job *j;
+    struct d_live_probe on = d_live_probe(node->name);
 
     if (node->terminating)
         return; /* the same notice again */
@@ -251,8 +253,8 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
     (void)mu_snprintf(why, sizeof(why), "spot %s of node %s",
                       m->action[0] ? m->action : "interruption", node->name);
     for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive)
-            continue; /* jobs after it left the list: the last moved to their place */
+        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
+            continue; /* left the list (the last moved to its place), or not on this node */
         j = d->live[k];
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
@@ -281,10 +283,12 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
     struct d_job *j;
     char why[200];
 
+    struct d_live_probe on = d_live_probe(d_node_name(d, node_idx));
+
     (void)mu_snprintf(why, sizeof(why), "node %s lost", d_node_name(d, node_idx));
     for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive)
-            continue; /* jobs after it left the list: the last moved to their place */
+        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
+            continue; /* left the list (the last moved to its place), or not on this node */
         j = d->live[k];
         bool hit = false;
         if (!j->placed)

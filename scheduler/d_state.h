@@ -99,9 +99,10 @@ struct musterd {
     struct d_job **late;        /* pending jobs whose reason is newer than Redis's (d_job.c) */
     int nlate;
     int cap_late;
-    struct d_job **live; /* placed or adopting jobs (d_job_live_update), in no order: what
-                            holds GPUs, so that a HELLO, a pass or a status write need not
-                            walk 100,000 pending jobs to find them */
+    struct d_job **live;         /* placed or adopting jobs (d_job_live_update), in no order: what
+                                    holds GPUs, so that a HELLO, a pass or a status write need not
+                                    walk 100,000 pending jobs to find them */
+    struct d_live_sig *live_sig; /* per live job, the nodes it has tasks on (d_live.c) */
     int nlive;
     int cap_live;
     struct d_node *nodes; /* by cluster index */

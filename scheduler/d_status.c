@@ -175,8 +175,8 @@ static uint64_t hash_str(uint64_t h, const char *s)
 
 /*
  * The sum of everything node i's entry shows: node_json prints these and nothing else, so a field
- * added there is added here.  Equal sums, equal entries (as equal hashes of the text were before,
- * without formatting 20,000 entries to find the few that changed).  Never 0 ("not written").
+ * added there is added here.  Equal sums, equal entries, found without formatting 20,000 entries
+ * to learn which few changed.  Never 0 ("not written").
  */
 static uint64_t node_sum(const struct musterd *d,
                          int i,

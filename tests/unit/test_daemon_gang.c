@@ -408,6 +408,37 @@ static void test_node_lost_requeues_after_fence(void **state)
     assert_int_equal(dfix_job_state(f, J1), QUEUE_PENDING);
 }
 
+/* A worker that registers again without a task it ran: among 64 running gangs on 64 nodes, its
+ * gang alone loses the task and is requeued (a HELLO looks only at the gangs on its node,
+ * d_live_maybe_on), and no other gang is touched. */
+static void test_hello_reconciles_its_node_only(void **state)
+{
+    enum { N = 64, GONE = 17 };
+    struct dfix *f = *state;
+    char ids[N][32];
+    char node_of[N][1][PROTO_NODE_MAX];
+
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        (void)mu_snprintf(name, sizeof(name), "n%02d", i);
+        (void)dfix_hello(f, name, "od", 8);
+    }
+    for (int i = 0; i < N; i++) {
+        (void)mu_snprintf(ids[i], sizeof(ids[i]), "1700000000%03d-0", 100 + i);
+        dfix_start_gang(f, ids[i], "{\"gpus_per_task\":8,\"command\":[\"./train\"]}", 1,
+                        node_of[i]);
+    }
+    fake_sent_clear(f->sent);
+    (void)dfix_hello(f, node_of[GONE][0], "od", 8); /* restarted: it runs nothing */
+    expect_last_event(f, ids[GONE], "PENDING", 2, NULL);
+    for (int i = 0; i < N; i++) {
+        if (i == GONE)
+            continue;
+        assert_int_equal(dfix_job_state(f, ids[i]), QUEUE_RUNNING);
+        assert_int_equal(fake_sent_matching(f->sent, PROTO_KILL, node_of[i][0], NULL, -1), 0);
+    }
+}
+
 /* A pass before any node registered (a job submitted first) waits; it used to read node 0. */
 static void test_pass_before_any_node(void **state)
 {
@@ -577,6 +608,8 @@ int main(void)
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_hello_reconciles_its_node_only, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_pass_before_any_node, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_hello_checkpoint_resumes_fenced_gang, setup_now,
