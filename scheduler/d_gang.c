@@ -494,6 +494,7 @@ int d_gang_start_write(struct musterd *d, struct d_job *j)
     }
     j->started_ms = started_ms;
     mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d placed on %s", j->id, j->attempt, nodes.data);
+    d->live_promised++; /* its room in d->live, until committed or abandoned */
     rc = 0;
 out:
     mu_buf_release(&json);
@@ -505,8 +506,16 @@ out:
     return rc;
 }
 
-void d_gang_start_abandon(struct d_job *j)
+/* A written start leaves the promised ones: committed (it joins d->live) or abandoned. */
+static void promise_kept(struct musterd *d)
 {
+    if (!MU_NEVER(d->live_promised <= 0))
+        d->live_promised--;
+}
+
+void d_gang_start_abandon(struct musterd *d, struct d_job *j)
+{
+    promise_kept(d);
     free(j->tasks);
     j->tasks = NULL;
     j->unsynced = true; /* written whole once Redis is back (d_jobs_resync) */
@@ -516,6 +525,7 @@ void d_gang_start_commit(struct musterd *d, struct d_job *j)
 {
     d_job_moved(d, j, QUEUE_STARTING);
     j->placed = true; /* the pass committed the slots */
+    promise_kept(d);
     d_job_live_update(d, j);
     j->head_of_queue = false;
     j->kill_at_ms = 0;

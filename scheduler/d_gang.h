@@ -22,7 +22,7 @@
  */
 int d_gang_start_write(struct musterd *d, struct d_job *j);
 void d_gang_start_commit(struct musterd *d, struct d_job *j);
-void d_gang_start_abandon(struct d_job *j);
+void d_gang_start_abandon(struct musterd *d, struct d_job *j);
 /* A STARTING gang whose every task is acknowledged becomes RUNNING (written). */
 void d_job_running_if_all_acked(struct musterd *d, struct d_job *j);
 /* Sends KILL (SIGTERM, then SIGKILL after grace_s) to task t of j's placed attempt. */

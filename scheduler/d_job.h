@@ -298,7 +298,8 @@ void d_quota_queues(const struct musterd *d, struct sched_quota_queue *qs);
 void d_job_reason_late_drop(struct musterd *d, struct d_job *j);
 /* ---- d->live, the placed and adopting jobs (d_live.c) ---- */
 
-/* Room in d->live for one more job (0), or -1 without memory: called before a job is placed or
+/* Room in d->live for one more job beyond those promised (d->live_promised: a pass writes all
+ * its starts before it commits any), 0, or -1 without memory: called before a job is placed or
  * starts adopting, so that d_job_live_update never allocates. */
 int d_job_live_reserve(struct musterd *d);
 /* After j->placed or j->adopting changed: j is in d->live exactly while either is true.  Its

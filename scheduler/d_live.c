@@ -20,12 +20,15 @@
 
 int d_job_live_reserve(struct musterd *d)
 {
+    int need = d->nlive + d->live_promised + 1;
     int cap = d->cap_live ? d->cap_live * 2 : 256;
     struct d_job **p;
     struct d_live_sig *sig;
 
-    if (d->nlive < d->cap_live)
+    if (need <= d->cap_live)
         return 0;
+    if (cap < need)
+        cap = need;
     /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers */
     p = realloc(d->live, (size_t)cap * sizeof(*p));
     if (!p)

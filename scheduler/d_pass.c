@@ -360,7 +360,7 @@ static void pass_starts_finish(struct musterd *d, int n, bool landed)
             continue;
         }
         if (j->tasks)
-            d_gang_start_abandon(j);
+            d_gang_start_abandon(d, j);
         start_failed(d, j);
     }
 }

@@ -105,6 +105,8 @@ struct musterd {
     struct d_live_sig *live_sig; /* per live job, the nodes it has tasks on (d_live.c) */
     int nlive;
     int cap_live;
+    int live_promised;    /* gangs whose start is written (d_gang_start_write), not yet committed
+                             or abandoned: d->live keeps room for them */
     struct d_node *nodes; /* by cluster index */
     int nnodes;
     int cap_nodes;

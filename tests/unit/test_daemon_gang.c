@@ -439,6 +439,33 @@ static void test_hello_reconciles_its_node_only(void **state)
     }
 }
 
+/* One pass that starts more gangs than d->live had room for (256 at first): a pass writes every
+ * start before it commits any, and each gang must still join d->live (what status writes,
+ * reconciles, time limits and stops walk).  Every node's entry shows its gang. */
+static void test_pass_starts_more_gangs_than_live_room(void **state)
+{
+    enum { N = 300 };
+    struct dfix *f = *state;
+
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        char id[32];
+        (void)mu_snprintf(name, sizeof(name), "n%03d", i);
+        (void)dfix_hello(f, name, "od", 8);
+        (void)mu_snprintf(id, sizeof(id), "1700000000%03d-0", i);
+        dfix_submit(f, id, "{\"gpus_per_task\":8,\"command\":[\"./train\"]}");
+    }
+    d_schedule(&f->d);
+    assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, NULL, -1), N);
+    assert_int_equal(f->d.nlive, N);
+    d_status_write(&f->d);
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        (void)mu_snprintf(name, sizeof(name), "n%03d", i);
+        assert_non_null(strstr(fake_status(f->store, "nodes", name), "\"jobs\":[\"17"));
+    }
+}
+
 /* A pass before any node registered (a job submitted first) waits; it used to read node 0. */
 static void test_pass_before_any_node(void **state)
 {
@@ -610,6 +637,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_hello_reconciles_its_node_only, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_pass_starts_more_gangs_than_live_room, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_pass_before_any_node, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_hello_checkpoint_resumes_fenced_gang, setup_now,
