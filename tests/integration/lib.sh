@@ -105,6 +105,14 @@ _mu_cleanup() {
         rc=1
         : >"$T/.fail-reported"
     fi
+    # MU_NEVER logs a state the code holds impossible: a bug, whatever the test asserted.
+    reports=$(grep -rl 'believed impossible state' "$T" --include='*.log' 2>/dev/null)
+    if [ -n "$reports" ]; then
+        echo "FAIL - $TEST_NAME: impossible state(s) logged in: ${reports//$T\//}" >&2
+        grep -h 'believed impossible state' $reports | sort | uniq -c | head -n 20 >&2
+        rc=1
+        : >"$T/.fail-reported"
+    fi
     if [ "$rc" -ne 0 ] && [ ! -e "$T/.fail-reported" ]; then
         # set -e stopped the test: name the command, then show what the daemons said.
         if [ "$_mu_err_line" = "?" ]; then
