@@ -21,9 +21,13 @@
 #                    passes that took at most 10 ms; p99_le_s and max_le_s: the bucket of the
 #                    passes_by_duration buckets that holds 99 % of them, and all of them
 #   fleet ctl        seconds for `musterctl -o json nodes` and `musterctl jobs` to answer
-#   fleet recover    kill -9 of musterd, then a new one: seconds to "recovered", and until
-#                    every node is back and every running gang adopted
+#   fleet recover    kill -9 of musterd, then a new one: seconds to "recovered", until every
+#                    running gang is adopted, and until every node of the last run registered
+#                    again (from its log); the new musterd's CPU seconds until every gang is
+#                    adopted
 #   fleet stop       seconds from SIGTERM to exit
+#   fleet impossible_states  lines in musterd's logs saying a state it holds impossible
+#                    (MU_NEVER): 0, or a bug
 #
 # musterd holds one TCP connection per node, so it needs an open-file limit above NODES + 100
 # (this script raises its soft limit to the hard one; as root, raise the hard one first: ulimit -Hn
@@ -163,16 +167,23 @@ echo "fleet ctl jobs_seconds=$(awk -v t="$(($(date +%s%N) - t))" 'BEGIN { printf
 
 kill -9 "$MUSTERD_PID"
 wait "$MUSTERD_PID" 2>/dev/null || true
-: >"$T/musterd.log"
+mv "$T/musterd.log" "$T/musterd-first.log" # the new musterd's log starts empty
 t0=$(date +%s%N)
 start_musterd "$CONFIG" --log-level info --metrics "127.0.0.1:$METRICS_PORT"
 wait_for "recovered" 600 'grep -q "recovered" "$T/musterd.log"'
 t1=$(date +%s%N)
 wait_for "every gang adopted" 600 '[ "$(metric_sum gpus state=\"used\")" = $((nodes * 8)) ]'
 t2=$(date +%s%N)
-awk -v a="$((t1 - t0))" -v b="$((t2 - t0))" 'BEGIN { printf "fleet recover recovered_s=%.2f all_adopted_s=%.2f\n", a / 1e9, b / 1e9 }'
+cpu=$(cpu_ticks "$MUSTERD_PID")
+# when the last node of the last run registered again, from musterd's first log line
+back=$(awk '{ split($1, d, "T"); split(d[2], t, ":"); s = t[1] * 3600 + t[2] * 60 + t[3] }
+    NR == 1 { first = s } /every node of the last run is back/ { printf "%.2f", s - first; exit }' "$T/musterd.log")
+awk -v a="$((t1 - t0))" -v b="$((t2 - t0))" -v c="$cpu" -v hz="$(getconf CLK_TCK)" -v back="${back:-none}" \
+    'BEGIN { printf "fleet recover recovered_s=%.2f all_adopted_s=%.2f nodes_back_s=%s musterd_cpu_s=%.1f\n", a / 1e9, b / 1e9, back, c / hz }'
 
 t0=$(date +%s%N)
 kill -TERM "$MUSTERD_PID"
 wait "$MUSTERD_PID" 2>/dev/null || true
 echo "fleet stop seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.2f", t / 1e9 }')"
+# MU_NEVER's "believed impossible state" is a bug whatever the figures say.
+echo "fleet impossible_states=$(cat "$T"/musterd*.log | grep -c 'believed impossible state' || true)"
