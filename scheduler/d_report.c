@@ -282,7 +282,6 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
 {
     struct d_job *j;
     char why[200];
-
     struct d_live_probe on = d_live_probe(d_node_name(d, node_idx));
 
     (void)mu_snprintf(why, sizeof(why), "node %s lost", d_node_name(d, node_idx));

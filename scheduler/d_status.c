@@ -302,9 +302,8 @@ static int status_scratch(struct musterd *d, int n)
         struct queue_kv *kv = at ? realloc(d->status.kv, (size_t)cap * sizeof(*kv)) : NULL;
         if (jobs) {
             for (int i = d->status.cap; i < cap; i++)
-                mu_buf_init(&jobs[i], 0);
+                mu_buf_init(&jobs[i], 0); /* unused yet: again if a later realloc fails */
             d->status.jobs = jobs;
-            d->status.cap = cap;
         }
         if (sums)
             d->status.sums = sums;
@@ -315,6 +314,7 @@ static int status_scratch(struct musterd *d, int n)
         if (!kv)
             return -1;
         d->status.kv = kv;
+        d->status.cap = cap; /* every array holds cap now */
     }
     for (int i = 0; i < n; i++) {
         d->status.jobs[i].len = 0;
