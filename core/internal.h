@@ -343,6 +343,14 @@ bool sched_fit_known(
     struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started);
 void sched_fit_note(
     struct sched_cluster *c, const struct sched_request *r, uint32_t fam, int mode, int started);
+/* Places r at now_s (slots; NULL: only whether it fits), the pass's reservation counted as used
+ * when held: true when placed, else false with *fail.  Nothing is remembered. */
+bool sched_place_now(struct sched_cluster *c,
+                     const struct sched_request *r,
+                     bool held,
+                     int64_t now_s,
+                     struct sched_slot *slots,
+                     struct sched_fail *fail);
 /* Whether r fits on the idle view of today's nodes, from the idle memo or a search, without
  * remembering the answer. */
 bool sched_idle_fits_quiet(struct sched_cluster *c, const struct sched_request *r, uint32_t fam);

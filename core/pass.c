@@ -154,6 +154,20 @@ void sched_memo_note(struct sched_cluster *c,
     }
 }
 
+bool sched_place_now(struct sched_cluster *c,
+                     const struct sched_request *r,
+                     bool held,
+                     int64_t now_s,
+                     struct sched_slot *slots,
+                     struct sched_fail *fail)
+{
+    bool placed;
+    c->holds_on = held;
+    placed = sched_place_may_fit(c, r, now_s, fail) && sched_place_in(c, r, now_s, slots, fail);
+    c->holds_on = false;
+    return placed;
+}
+
 /* Tries to place r now in mode (SCHED_MODE_NOW or SCHED_MODE_HELD); remembers failures.  1 placed;
  * 0 not placed; -1 not placed, and known not to fit even ignoring the reservation's hold. */
 static int try_now(struct sched_cluster *c,
@@ -168,12 +182,8 @@ static int try_now(struct sched_cluster *c,
         return -1;
     if (mode == SCHED_MODE_HELD && sched_memo_fails(c, r, fam, mode, fail))
         return 0;
-    c->holds_on = mode == SCHED_MODE_HELD;
-    if (sched_place_may_fit(c, r, now_s, fail) && sched_place_in(c, r, now_s, slots, fail)) {
-        c->holds_on = false;
+    if (sched_place_now(c, r, mode == SCHED_MODE_HELD, now_s, slots, fail))
         return 1;
-    }
-    c->holds_on = false;
     sched_memo_note(c, r, fam, mode, fail);
     return mode == SCHED_MODE_NOW ? -1 : 0;
 }

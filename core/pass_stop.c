@@ -32,10 +32,7 @@ static bool shape_fits(struct sched_cluster *c,
         return false;
     if (sched_fit_known(c, r, fam, mode, ps->started))
         return true;
-    c->holds_on = mode == SCHED_MODE_SETTLED_HELD;
-    fits =
-        sched_place_may_fit(c, r, ps->now_s, &fail) && sched_place_in(c, r, ps->now_s, NULL, &fail);
-    c->holds_on = false;
+    fits = sched_place_now(c, r, mode == SCHED_MODE_SETTLED_HELD, ps->now_s, NULL, &fail);
     if (fits)
         sched_fit_note(c, r, fam, mode, ps->started);
     else
