@@ -181,10 +181,7 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
     struct d_live_probe on = d_live_probe(node->name);
     struct d_job *j;
 
-    for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
-            continue; /* left the list (the last moved to its place), or not on this node */
-        j = d->live[k];
+    for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         if (!j->adopting)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {

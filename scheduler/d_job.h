@@ -305,7 +305,7 @@ int d_job_live_reserve(struct musterd *d);
 /* After j->placed or j->adopting changed: j is in d->live exactly while either is true.  Its
  * nodes (the stored placement's while adopting, else its slots') are fixed from then on. */
 void d_job_live_update(struct musterd *d, struct d_job *j);
-/* A node's bit in the live jobs' node signatures: d_live_maybe_on's question. */
+/* A node's bit in the live jobs' node signatures: d_live_prev_on's question. */
 #define D_LIVE_SIG_WORDS 4
 struct d_live_sig {
     uint64_t w[D_LIVE_SIG_WORDS];
@@ -315,9 +315,11 @@ struct d_live_probe {
     uint64_t bit;
 };
 struct d_live_probe d_live_probe(const char *node_name);
-/* False when live job k (d->live[k]) has no task on the probed node; true when it may have (one
- * bit of 256 per node name, so a gang on 8 nodes seldom answers true for another). */
-bool d_live_maybe_on(const struct musterd *d, int k, struct d_live_probe p);
+/* Walks d->live down for the jobs that may have a task on the probed node (one bit of 256 per
+ * node name, so a gang on 8 nodes seldom counts for another): the next one below *k (start at
+ * d->nlive), or NULL at the end.  A job that leaves the list meanwhile moves the last one to its
+ * place, which the walk has seen already. */
+struct d_job *d_live_prev_on(const struct musterd *d, int *k, struct d_live_probe p);
 /* Drops a final job from the table (once its final state is written) and retires it. */
 void d_job_forget(struct musterd *d, struct d_job *j);
 /*

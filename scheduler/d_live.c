@@ -88,7 +88,11 @@ void d_job_live_update(struct musterd *d, struct d_job *j)
     }
 }
 
-bool d_live_maybe_on(const struct musterd *d, int k, struct d_live_probe p)
+struct d_job *d_live_prev_on(const struct musterd *d, int *k, struct d_live_probe p)
 {
-    return (d->live_sig[k].w[p.word] & p.bit) != 0;
+    while ((*k)-- > 0) {
+        if (*k < d->nlive && (d->live_sig[*k].w[p.word] & p.bit) != 0)
+            return d->live[*k];
+    }
+    return NULL;
 }

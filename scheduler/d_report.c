@@ -133,10 +133,7 @@ static void node_reconcile(struct musterd *d, struct d_node *node, const struct 
     for (int i = 0; i < hello->ntasks; i++)
         d_task_status(d, node, &hello->tasks[i]);
     /* Tasks we placed there that the worker does not know any more. */
-    for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
-            continue; /* left the list (the last moved to its place), or not on this node */
-        j = d->live[k];
+    for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         if (!j->placed)
             continue;
         for (int t = 0; t < j->spec.tasks; t++) {
@@ -252,10 +249,7 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
            d->cfg.spot_cooldown_s);
     (void)mu_snprintf(why, sizeof(why), "spot %s of node %s",
                       m->action[0] ? m->action : "interruption", node->name);
-    for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
-            continue; /* left the list (the last moved to its place), or not on this node */
-        j = d->live[k];
+    for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
         j->head_of_queue = true;
@@ -285,10 +279,7 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
     struct d_live_probe on = d_live_probe(d_node_name(d, node_idx));
 
     (void)mu_snprintf(why, sizeof(why), "node %s lost", d_node_name(d, node_idx));
-    for (int k = d->nlive; k-- > 0;) {
-        if (k >= d->nlive || !d_live_maybe_on(d, k, on))
-            continue; /* left the list (the last moved to its place), or not on this node */
-        j = d->live[k];
+    for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         bool hit = false;
         if (!j->placed)
             continue;

@@ -410,7 +410,7 @@ static void test_node_lost_requeues_after_fence(void **state)
 
 /* A worker that registers again without a task it ran: among 64 running gangs on 64 nodes, its
  * gang alone loses the task and is requeued (a HELLO looks only at the gangs on its node,
- * d_live_maybe_on), and no other gang is touched. */
+ * d_live_prev_on), and no other gang is touched. */
 static void test_hello_reconciles_its_node_only(void **state)
 {
     enum { N = 64, GONE = 17 };
