@@ -88,6 +88,21 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
 }
 
+# _mu_log_failure WHAT ERE [GREP_OPTION...]: 0 when no log under $T has a line matching ERE;
+# else names the logs, shows the lines (GREP_OPTION: -A12 for context), marks the failure as
+# reported and returns 1.
+_mu_log_failure() {
+    local what=$1 ere=$2 reports
+    shift 2
+    reports=$(grep -rlE "$ere" "$T" --include='*.log' 2>/dev/null)
+    [ -n "$reports" ] || return 0
+    echo "FAIL - $TEST_NAME: $what in: ${reports//$T\//}" >&2
+    # shellcheck disable=SC2086 # one path per line, none with spaces ($T is mktemp's)
+    grep -hE "$@" "$ere" $reports | head -n 60 >&2
+    : >"$T/.fail-reported"
+    return 1
+}
+
 _mu_cleanup() {
     local rc=$? i
     trap - EXIT INT TERM ERR
@@ -97,22 +112,9 @@ _mu_cleanup() {
         stop_pid "${_mu_pids[i]}"
     done
     # Under -DMUSTER_SANITIZE a daemon's report lands in its log (a leak one at its clean exit).
-    local reports
-    reports=$(grep -rlE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T" --include='*.log' 2>/dev/null)
-    if [ -n "$reports" ]; then
-        echo "FAIL - $TEST_NAME: sanitizer report(s) in: ${reports//$T\//}" >&2
-        grep -hE -A12 'ERROR: (Address|Leak)Sanitizer|runtime error:' $reports | head -n 60 >&2
-        rc=1
-        : >"$T/.fail-reported"
-    fi
+    _mu_log_failure "sanitizer report(s)" 'ERROR: (Address|Leak)Sanitizer|runtime error:' -A12 || rc=1
     # MU_NEVER logs a state the code holds impossible: a bug, whatever the test asserted.
-    reports=$(grep -rl 'believed impossible state' "$T" --include='*.log' 2>/dev/null)
-    if [ -n "$reports" ]; then
-        echo "FAIL - $TEST_NAME: impossible state(s) logged in: ${reports//$T\//}" >&2
-        grep -h 'believed impossible state' $reports | sort | uniq -c | head -n 20 >&2
-        rc=1
-        : >"$T/.fail-reported"
-    fi
+    _mu_log_failure "impossible state(s) logged" 'believed impossible state' || rc=1
     if [ "$rc" -ne 0 ] && [ ! -e "$T/.fail-reported" ]; then
         # set -e stopped the test: name the command, then show what the daemons said.
         if [ "$_mu_err_line" = "?" ]; then
