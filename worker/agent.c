@@ -514,7 +514,7 @@ static int shim_resolve(struct wrk_agent *a, const struct wrk_config *cfg, struc
     return 0;
 }
 
-/* The state directory with logs/, ckpt/ and tasks/. */
+/* The state directory with logs/ and ckpt/, the run directory with tasks/. */
 static int state_dirs_create(struct wrk_agent *a, struct mu_err *err)
 {
     char dir[PROTO_PATH_MAX + 8];
@@ -532,7 +532,7 @@ static int state_dirs_create(struct wrk_agent *a, struct mu_err *err)
     if ((a->run_as.name[0] || a->nallow > 0) && chmod(dir, 01777) != 0)
         mu_log(MU_LOG_WARN, WRK_MOD, "node=%s cannot open '%s' to task users: %s", a->node, dir,
                strerror(errno));
-    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);
+    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->run_dir);
     return wrk_mkdir_p(dir, err);
 }
 
@@ -552,6 +552,10 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         || copy_field(a->node, sizeof(a->node), cfg->node, "--node", err) != 0
         || copy_field(a->pool, sizeof(a->pool), cfg->pool, "--pool", err) != 0
         || copy_field(a->state_dir, sizeof(a->state_dir), cfg->state_dir, "--state-dir", err) != 0
+        || copy_field(a->run_dir, sizeof(a->run_dir),
+                      cfg->run_dir && cfg->run_dir[0] ? cfg->run_dir : cfg->state_dir, "--run-dir",
+                      err)
+               != 0
         || copy_field(a->addr, sizeof(a->addr), cfg->addr, "--addr", err) != 0)
         goto fail;
     if (cfg->instance_id && cfg->instance_id[0]
@@ -596,9 +600,9 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     a->exit_poll_ms = a->last_rx_ms;
     mu_log(MU_LOG_INFO, WRK_MOD,
            "node=%s pool=%s gpus=%d (%s) islands=%d cpus=%d memory_mb=%" PRId64
-           " scheduler=%s state_dir=%s",
+           " scheduler=%s state_dir=%s run_dir=%s",
            a->node, a->pool, a->ngpus, a->simulated ? "simulated" : "nvidia-smi", a->nislands,
-           a->cpus, a->memory_mb, a->scheduler, a->state_dir);
+           a->cpus, a->memory_mb, a->scheduler, a->state_dir, a->run_dir);
     a->rotated_ms = a->last_rx_ms;
     return a;
 fail:

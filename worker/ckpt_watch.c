@@ -151,7 +151,7 @@ void wrk_watch_start(struct wrk_agent *a)
     char tasks[PROTO_PATH_MAX + 8];
 
     (void)mu_snprintf(ckpt, sizeof(ckpt), "%s/ckpt", a->state_dir);
-    (void)mu_snprintf(tasks, sizeof(tasks), "%s/tasks", a->state_dir);
+    (void)mu_snprintf(tasks, sizeof(tasks), "%s/tasks", a->run_dir);
     a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (a->ino_fd >= 0) {
         a->ckpt_wd = inotify_add_watch(a->ino_fd, ckpt, IN_CLOSE_WRITE | IN_MOVED_TO);

@@ -2,7 +2,7 @@
 /*
  * How the agent learns that tasks ended (DESIGN §5 "worker crash or restart", issue #5).  Each
  * task runs under a muster-shim (shim.c) in its own session, which records the task in
- * <state-dir>/tasks/<job>.<attempt>.<task>.json and its true exit status in .exit.  The worker
+ * <run-dir>/tasks/<job>.<attempt>.<task>.json and its true exit status in .exit.  The worker
  * learns exits from those files (inotify on tasks/, a reaped shim, and a 1 s sweep that also
  * notices a dead re-adopted shim), never from a shim's own status.  On start it reads the
  * records back: an exit file means EXITED, a live shim (checked by /proc/PID/cmdline) is
@@ -224,7 +224,37 @@ static void adopt_one(struct wrk_agent *a, const char *dir, const char *name)
     (void)wrk_exit_check(a, t, true);
 }
 
-/* Reads <state>/tasks: re-adopts, reports, and clears what no record explains. */
+/*
+ * Records left in <state>/tasks by a worker whose run directory was the state directory: their
+ * shims map that directory's lease, which nobody renews now, so they stop their tasks when it runs
+ * out.  Said once at start, with how to keep them.
+ */
+static void old_records_warn(const struct wrk_agent *a)
+{
+    char dir[PROTO_PATH_MAX + 8];
+    struct dirent *de;
+    int n = 0;
+    DIR *d;
+
+    if (strcmp(a->run_dir, a->state_dir) == 0)
+        return;
+    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);
+    d = opendir(dir);
+    if (!d)
+        return;
+    while ((de = readdir(d)) != NULL)
+        n += has_suffix(de->d_name, WRK_TASKREC_SUFFIX);
+    (void)closedir(d);
+    if (n > 0)
+        mu_log(MU_LOG_WARN, WRK_MOD,
+               "node=%s %d task record(s) in '%s', from a worker whose run directory was the state "
+               "directory: not re-adopted here (this worker's records are in '%s/tasks'); their "
+               "tasks stop by themselves when that lease runs out; to keep them, restart with "
+               "--run-dir %s",
+               a->node, n, dir, a->run_dir, a->state_dir);
+}
+
+/* Reads <run>/tasks: re-adopts, reports, and clears what no record explains. */
 void wrk_tasks_adopt(struct wrk_agent *a)
 {
     char dir[PROTO_PATH_MAX + 8];
@@ -232,7 +262,8 @@ void wrk_tasks_adopt(struct wrk_agent *a)
     struct dirent *de;
     DIR *d;
 
-    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);
+    old_records_warn(a);
+    (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->run_dir);
     d = opendir(dir);
     if (!d) {
         mu_log(MU_LOG_WARN, WRK_MOD, "node=%s cannot read '%s': %s", a->node, dir, strerror(errno));

@@ -60,6 +60,7 @@ static int bind_start(struct wrk_agent *a,
     memset(&l, 0, sizeof(l));
     l.bind = m;
     l.state_dir = a->state_dir;
+    l.run_dir = a->run_dir;
     l.node = a->node;
     l.cuda_visible = visible;
     l.cuda_pci_order = !a->simulated;

@@ -58,7 +58,8 @@ struct wrk_agent {
     char curve_server[PROTO_CURVE_KEY_LEN + 1]; /* with curve_on: their public key */
     char node[PROTO_NODE_MAX];
     char pool[PROTO_NODE_MAX];
-    char state_dir[PROTO_PATH_MAX];
+    char state_dir[PROTO_PATH_MAX]; /* logs/ and ckpt/ */
+    char run_dir[PROTO_PATH_MAX];   /* tasks/ and the lease: what lasts only while processes do */
     char addr[128];
     char instance_id[64]; /* sent in HELLO; "" = none (yet: --imds may fill it) */
     int cpus;
@@ -90,11 +91,11 @@ struct wrk_agent {
 
     uint64_t ckpt_poll_ms; /* monotonic time of the last poll (without inotify) */
     uint64_t exit_poll_ms; /* monotonic time of the last sweep of exit files */
-    int ino_fd;            /* inotify on <state_dir>/ckpt and tasks; -1 = poll every 1 s */
-    int ckpt_wd;           /* inotify watch on ckpt/ */
-    int tasks_wd;          /* inotify watch on tasks/ */
-    int nallow;            /* allow[0..nallow-1]: --allow-user */
-    int heartbeat_s;       /* the interval the scheduler asked for */
+    int ino_fd;      /* inotify on <state_dir>/ckpt and <run_dir>/tasks; -1 = poll every 1 s */
+    int ckpt_wd;     /* inotify watch on ckpt/ */
+    int tasks_wd;    /* inotify watch on tasks/ */
+    int nallow;      /* allow[0..nallow-1]: --allow-user */
+    int heartbeat_s; /* the interval the scheduler asked for */
     bool is_root;
     bool allow_root;
     bool lease_out;            /* the lease ran out: logged, and not renewed since */
@@ -110,7 +111,7 @@ struct wrk_agent {
     bool have_rebalance;
     struct wrk_imds_event rebalance;
 
-    struct wrk_lease *lease;            /* owned: <state_dir>/lease, shared with the shims */
+    struct wrk_lease *lease;            /* owned: <run_dir>/lease, shared with the shims */
     struct wrk_sched_clock sched_clock; /* lower bound of the scheduler's clock */
     struct wrk_tombs tombs;             /* tasks a KILL gave up before any BIND */
     char lease_path[PROTO_PATH_MAX];    /* handed to each shim */

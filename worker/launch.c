@@ -61,15 +61,22 @@ int wrk_mkdir_p(const char *dir, struct mu_err *err)
     return 0;
 }
 
-/* Makes <state>/logs, <state>/ckpt and <state>/tasks. */
-static int state_dirs_make(const char *state_dir, struct mu_err *err)
+static const char *run_dir_of(const struct wrk_launch *l)
 {
-    static const char *const subdirs[] = { "logs", "ckpt", "tasks" };
+    return l->run_dir && l->run_dir[0] ? l->run_dir : l->state_dir;
+}
+
+/* Makes <state>/logs, <state>/ckpt and <run>/tasks. */
+static int dirs_make(const struct wrk_launch *l, struct mu_err *err)
+{
+    const char *const dirs[][2] = { { l->state_dir, "logs" },
+                                    { l->state_dir, "ckpt" },
+                                    { run_dir_of(l), "tasks" } };
     char dir[PROTO_PATH_MAX];
 
-    for (size_t i = 0; i < MU_ARRAY_LEN(subdirs); i++) {
-        if (mu_snprintf(dir, sizeof(dir), "%s/%s", state_dir, subdirs[i]) != 0)
-            return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", state_dir);
+    for (size_t i = 0; i < MU_ARRAY_LEN(dirs); i++) {
+        if (mu_snprintf(dir, sizeof(dir), "%s/%s", dirs[i][0], dirs[i][1]) != 0)
+            return mu_errf(err, MU_E_TOOBIG, "directory '%s' is too long", dirs[i][0]);
         if (wrk_mkdir_p(dir, err) != 0)
             return -1;
     }
@@ -80,11 +87,11 @@ static int state_dirs_make(const char *state_dir, struct mu_err *err)
  * Opens a task's log file.  The directories normally exist (the agent makes them at start), so
  * they are only made when the open says they are missing: a launch costs no mkdir calls.
  */
-static int open_log(const char *state_dir, const char *path, struct mu_err *err)
+static int open_log(const struct wrk_launch *l, const char *path, struct mu_err *err)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ENOENT) {
-        if (state_dirs_make(state_dir, err) != 0)
+        if (dirs_make(l, err) != 0)
             return -1;
         fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     }
@@ -162,10 +169,10 @@ static int prepare(const struct wrk_launch *l,
         }
         p->argv[i] = b->argv[i];
     }
-    p->out_fd = open_log(l->state_dir, out_path, err);
+    p->out_fd = open_log(l, out_path, err);
     if (p->out_fd < 0)
         goto fail;
-    p->err_fd = open_log(l->state_dir, err_path, err);
+    p->err_fd = open_log(l, err_path, err);
     if (p->err_fd < 0)
         goto fail;
     return 0;
@@ -206,23 +213,24 @@ int wrk_launch_start(const struct wrk_launch *l,
     return rc;
 }
 
-/* An unlinked temp file under <state>/tasks, for kernels without memfd_create; -1 with err. */
-static int spec_tmpfile(const char *state_dir, struct mu_err *err)
+/* An unlinked temp file under <run>/tasks, for kernels without memfd_create; -1 with err. */
+static int spec_tmpfile(const struct wrk_launch *l, struct mu_err *err)
 {
+    const char *run_dir = run_dir_of(l);
     char path[PROTO_PATH_MAX];
     int fd;
 
-    if (mu_snprintf(path, sizeof(path), "%s/tasks/.spec.XXXXXX", state_dir) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", state_dir);
+    if (mu_snprintf(path, sizeof(path), "%s/tasks/.spec.XXXXXX", run_dir) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "run directory '%s' is too long", run_dir);
     fd = mkstemp(path);
     if (fd < 0 && errno == ENOENT) {
-        if (state_dirs_make(state_dir, err) != 0)
+        if (dirs_make(l, err) != 0)
             return -1;
-        (void)mu_snprintf(path, sizeof(path), "%s/tasks/.spec.XXXXXX", state_dir);
+        (void)mu_snprintf(path, sizeof(path), "%s/tasks/.spec.XXXXXX", run_dir);
         fd = mkstemp(path);
     }
     if (fd < 0)
-        return mu_errf(err, MU_E_IO, "cannot create a temp file in '%s/tasks': %s", state_dir,
+        return mu_errf(err, MU_E_IO, "cannot create a temp file in '%s/tasks': %s", run_dir,
                        strerror(errno));
     (void)unlink(path);
     (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
@@ -230,12 +238,12 @@ static int spec_tmpfile(const char *state_dir, struct mu_err *err)
 }
 
 /* The spec in a memfd (or an unlinked temp file), positioned at 0; -1 with err. */
-static int spec_file(const char *state_dir, const struct mu_buf *spec, struct mu_err *err)
+static int spec_file(const struct wrk_launch *l, const struct mu_buf *spec, struct mu_err *err)
 {
     size_t done = 0;
     int fd = memfd_create("muster-shim-spec", MFD_CLOEXEC);
 
-    if (fd < 0 && (fd = spec_tmpfile(state_dir, err)) < 0)
+    if (fd < 0 && (fd = spec_tmpfile(l, err)) < 0)
         return -1;
     while (done < spec->len) {
         ssize_t n = write(fd, spec->data + done, spec->len - done);
@@ -418,7 +426,7 @@ int wrk_launch_shim(const struct wrk_launch *l,
 
     if (fault)
         *fault = WRK_FAULT_NODE;
-    if (wrk_task_path(l->state_dir, "tasks", t->job, t->attempt, t->task, "", rec_base,
+    if (wrk_task_path(run_dir_of(l), "tasks", t->job, t->attempt, t->task, "", rec_base,
                       sizeof(rec_base), err)
         != 0)
         return -1;
@@ -445,7 +453,7 @@ int wrk_launch_shim(const struct wrk_launch *l,
     spec.not_after_ms = l->not_after_ms;
     if (wrk_shim_spec_encode(&spec, &buf, err) != 0)
         goto out;
-    spec_fd = spec_file(l->state_dir, &buf, err);
+    spec_fd = spec_file(l, &buf, err);
     if (spec_fd < 0)
         goto out;
     if (shim_spawn(shim_path, rec_base, spec_fd, &p, &pid, &shim_pid, &why, err) != 0) {

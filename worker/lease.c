@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The lease record <state-dir>/lease (protocol/README.md "The lease and stale commands"): how
+ * The lease record <run-dir>/lease (protocol/README.md "The lease and stale commands"): how
  * long this node may still run tasks without a word from the scheduler, in CLOCK_MONOTONIC ms.
  * The worker writes it; every muster-shim reads it and stops its task by itself once it runs
  * out, so the scheduler's wait before requeueing holds even when the worker is dead or frozen.

@@ -6,7 +6,7 @@
  * node_lost_after_s), and the lease then holds until echo_ms + lease_s, since the scheduler
  * cannot judge us lost before.  Only such an answer renews it: one that sat in the socket while
  * we were frozen renews nothing, and never shortens a newer one.  The lease lives in
- * <state-dir>/lease, which each shim maps: once it runs out the shims stop their tasks by
+ * <run-dir>/lease, which each shim maps: once it runs out the shims stop their tasks by
  * themselves (checkpoint signal, grace, SIGTERM, SIGKILL) and record the exits as fenced, so the
  * scheduler requeues rather than counts a failure; a dead worker's tasks stop too.  A restarted
  * worker keeps the lease it finds until the first answer sets it.  Here: that setup, the
@@ -19,7 +19,7 @@
 
 #include "common/mu_banned.h"
 
-/* <state>/lease: the lease a previous run left holds (its shims honour it) until renewed. */
+/* <run>/lease: the lease a previous run left holds (its shims honour it) until renewed. */
 int wrk_agent_lease_setup(struct wrk_agent *a, struct mu_err *err)
 {
     char old[PROTO_PATH_MAX + 16];
@@ -27,8 +27,8 @@ int wrk_agent_lease_setup(struct wrk_agent *a, struct mu_err *err)
     uint64_t until;
     int lease_s;
 
-    if (mu_snprintf(a->lease_path, sizeof(a->lease_path), "%s/lease", a->state_dir) != 0)
-        return mu_errf(err, MU_E_TOOBIG, "state directory '%s' is too long", a->state_dir);
+    if (mu_snprintf(a->lease_path, sizeof(a->lease_path), "%s/lease", a->run_dir) != 0)
+        return mu_errf(err, MU_E_TOOBIG, "run directory '%s' is too long", a->run_dir);
     a->lease = wrk_lease_new(a->lease_path, true, err);
     if (!a->lease) {
         mu_err_prefix(err, "cannot keep the lease: ");

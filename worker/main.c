@@ -51,6 +51,10 @@ static const char usage_text[] =
     "                      topology_levels, or registration fails\n"
     "  --state-dir DIR     task logs and checkpoint files  [MUSTER_STATE_DIR]\n"
     "                      (default /var/lib/muster/worker/NODE; created with its parents)\n"
+    "  --run-dir DIR       the task records and the node's lease, which matter only while\n"
+    "                      the node's processes live: put it on tmpfs (/run), where a task\n"
+    "                      start creates no disk inode  [MUSTER_RUN_DIR]  (default: the\n"
+    "                      state directory; created with its parents)\n"
     "  --addr HOST         address other nodes reach this one at, used as MASTER_ADDR\n"
     "                      (default: this machine's hostname)\n"
     "  --cpus N            CPUs to offer (default: online processors)\n"
@@ -94,12 +98,13 @@ static const char usage_text[] =
     "unreachable metadata service is logged and retried, never fatal.\n"
     "\n"
     "Each task runs under muster-shim (found beside this program, or at $MUSTER_SHIM), which\n"
-    "outlives the worker and records the task in DIR/tasks/; a worker restarted on the same\n"
-    "--state-dir re-adopts running tasks and reports the exits it missed.  The node holds a\n"
-    "lease (node_lost_after_s past the scheduler's last answer, kept in DIR/lease); when it runs\n"
-    "out, each muster-shim stops its task by itself, even with the worker dead: checkpoint\n"
-    "signal, SIGTERM after the grace, SIGKILL 5 s later.  A BIND is refused (node_fault) while\n"
-    "the lease is out, once its expires_ms has passed, or after a KILL of the same task.\n"
+    "outlives the worker and records the task in RUN/tasks/ (RUN: --run-dir); a worker\n"
+    "restarted on the same --run-dir re-adopts running tasks and reports the exits it missed.\n"
+    "The node holds a lease (node_lost_after_s past the scheduler's last answer, kept in\n"
+    "RUN/lease); when it runs out, each muster-shim stops its task by itself, even with the\n"
+    "worker dead: checkpoint signal, SIGTERM after the grace, SIGKILL 5 s later.  A BIND is\n"
+    "refused (node_fault) while the lease is out, once its expires_ms has passed, or after a\n"
+    "KILL of the same task.\n"
     "\n"
     "On SIGTERM or SIGINT the worker stops its tasks (SIGTERM, then SIGKILL after 5 s) and\n"
     "exits 0.\n"
@@ -115,6 +120,7 @@ enum opt_id {
     OPT_MIG,
     OPT_LABEL,
     OPT_STATE_DIR,
+    OPT_RUN_DIR,
     OPT_ADDR,
     OPT_CPUS,
     OPT_MEMORY,
@@ -140,6 +146,7 @@ static const struct option long_opts[] = {
     { "mig", required_argument, NULL, OPT_MIG },
     { "label", required_argument, NULL, OPT_LABEL },
     { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+    { "run-dir", required_argument, NULL, OPT_RUN_DIR },
     { "addr", required_argument, NULL, OPT_ADDR },
     { "cpus", required_argument, NULL, OPT_CPUS },
     { "memory-mb", required_argument, NULL, OPT_MEMORY },
@@ -261,6 +268,8 @@ static const char **text_option(struct cli *c, int opt)
         return &c->cfg.sim_mig;
     case OPT_STATE_DIR:
         return &c->cfg.state_dir;
+    case OPT_RUN_DIR:
+        return &c->cfg.run_dir;
     case OPT_ADDR:
         return &c->cfg.addr;
     case OPT_INSTANCE_ID:
@@ -431,6 +440,8 @@ static int complete_config(struct cli *c)
         cfg->pool = getenv("MUSTER_POOL");
     if (!cfg->state_dir)
         cfg->state_dir = getenv("MUSTER_STATE_DIR");
+    if (!cfg->run_dir)
+        cfg->run_dir = getenv("MUSTER_RUN_DIR");
     if (complete_imds(c) >= 0)
         return 2;
     if (!c->curve_server_arg)

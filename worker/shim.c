@@ -3,7 +3,7 @@
  * muster-shim: the per-task supervisor (issue #5 "worker crash or restart"), as container shims
  * are for containers.  The worker starts one per task:
  *
- *     muster-shim <state-dir>/tasks/<job>.<attempt>.<task>    (stdin: spec, fd 3: report pipe)
+ *     muster-shim <run-dir>/tasks/<job>.<attempt>.<task>    (stdin: spec, fd 3: report pipe)
  *
  * It leaves the worker's session (setsid), so that neither the worker's death nor a signal to
  * the worker's process group reaches it; starts the task in the task's own process group with
@@ -16,7 +16,7 @@
  * the group id cannot be reused by a stranger.
  *
  * The shim holds the node's lease (protocol/README.md "The lease and stale commands"): it reads
- * <state-dir>/lease, which the worker renews from the scheduler's answers, at least once a
+ * <run-dir>/lease, which the worker renews from the scheduler's answers, at least once a
  * second, and once it has run out it stops its task by itself, as the scheduler expects when it
  * requeues the gang elsewhere: the job's checkpoint signal to the group, SIGTERM after grace_s,
  * SIGKILL WRK_FENCE_TERM_GRACE_MS later (without a checkpoint signal SIGTERM at once).  So the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The files that let a task outlive its worker (DESIGN §5, issue #5 "worker crash or restart"):
- * <state-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task runs,
+ * <run-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task runs,
  * and .exit, the task's true exit status (and whether the shim stopped it because the node's lease
  * ran out: "fenced"), written by the shim when the task ends.  Both are
  * written to "<path>.tmp" and renamed, so a reader sees a whole file or none.  A restarted
@@ -28,7 +28,7 @@
 
 #include "common/mu_banned.h"
 
-int wrk_task_path(const char *state_dir,
+int wrk_task_path(const char *root,
                   const char *dir,
                   const char *job,
                   int attempt,
@@ -38,9 +38,9 @@ int wrk_task_path(const char *state_dir,
                   size_t size,
                   struct mu_err *err)
 {
-    if (mu_snprintf(buf, size, "%s/%s/%s.%d.%d%s", state_dir, dir, job, attempt, task, suffix) != 0)
+    if (mu_snprintf(buf, size, "%s/%s/%s.%d.%d%s", root, dir, job, attempt, task, suffix) != 0)
         return mu_errf(err, MU_E_TOOBIG, "path of %s/%s.%d.%d%s under '%s' is too long", dir, job,
-                       attempt, task, suffix, state_dir);
+                       attempt, task, suffix, root);
     return 0;
 }
 
@@ -296,7 +296,7 @@ int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err 
     return r;
 }
 
-int wrk_taskrec_remove(const char *state_dir, const struct proto_task_ref *ref, struct mu_err *err)
+int wrk_taskrec_remove(const char *run_dir, const struct proto_task_ref *ref, struct mu_err *err)
 {
     static const char *const suffixes[] = { WRK_TASKREC_SUFFIX, WRK_TASKEXIT_SUFFIX,
                                             WRK_TASKREC_SUFFIX ".tmp", WRK_TASKEXIT_SUFFIX ".tmp",
@@ -305,7 +305,7 @@ int wrk_taskrec_remove(const char *state_dir, const struct proto_task_ref *ref, 
     int rc = 0;
 
     for (size_t i = 0; i < MU_ARRAY_LEN(suffixes); i++) {
-        if (wrk_task_path(state_dir, "tasks", ref->job, ref->attempt, ref->task, suffixes[i], path,
+        if (wrk_task_path(run_dir, "tasks", ref->job, ref->attempt, ref->task, suffixes[i], path,
                           sizeof(path), NULL)
             != 0)
             continue; /* it was never written under a name that long */

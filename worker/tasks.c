@@ -5,7 +5,7 @@
  * until the scheduler's KILL acknowledges them, which it sends once the attempt's outcome is
  * stored, so an exit is never lost; beyond WRK_MAX_EXITED the oldest are evicted, at the end of a
  * turn so that no loop sees entries move.  An entry embeds the task's record (struct
- * wrk_taskrec), the one copy of what its shim wrote to <state-dir>/tasks; the record files go
+ * wrk_taskrec), the one copy of what its shim wrote to <run-dir>/tasks; the record files go
  * with the entry once the task has ended.
  */
 #include "worker/internal.h"
@@ -45,7 +45,7 @@ void wrk_task_file(const struct wrk_agent *a,
                    char *buf,
                    size_t size)
 {
-    if (wrk_task_path(a->state_dir, "tasks", ref->job, ref->attempt, ref->task, suffix, buf, size,
+    if (wrk_task_path(a->run_dir, "tasks", ref->job, ref->attempt, ref->task, suffix, buf, size,
                       NULL)
         != 0)
         buf[0] = '\0';
@@ -58,7 +58,7 @@ void wrk_task_remove(struct wrk_agent *a, struct wrk_task *t)
 
     /* Ended and acknowledged: the scheduler has its exit, nobody needs the files again. */
     if (t->rec.ref.state != PROTO_TASK_RUNNING
-        && wrk_taskrec_remove(a->state_dir, &t->rec.ref, &err) != 0)
+        && wrk_taskrec_remove(a->run_dir, &t->rec.ref, &err) != 0)
         wrk_task_log(MU_LOG_WARN, &t->rec.ref, err.msg);
     free(t->ckpt_last);
     t->ckpt_last = NULL;

@@ -225,6 +225,7 @@ struct wrk_ident {
 struct wrk_launch {
     const struct proto_msg *bind; /* the BIND message (required) */
     const char *state_dir;        /* logs/ and ckpt/ live here; the default workdir */
+    const char *run_dir;          /* tasks/ (the shims' records) lives here; NULL = state_dir */
     const char *node;
     const char *cuda_visible;     /* CUDA_VISIBLE_DEVICES value ("" = no GPUs) */
     bool cuda_pci_order;          /* also set CUDA_DEVICE_ORDER=PCI_BUS_ID (discovered GPUs) */
@@ -248,11 +249,12 @@ void wrk_env_free(char **envp);
 const char *wrk_env_get(char *const *envp, const char *key);
 
 /*
- * A task's file "<state_dir>/<dir>/<job>.<attempt>.<task><suffix>": dir "logs" (suffix ".out" or
- * ".err"), "ckpt" (suffix "": its checkpoint file) or "tasks" (its supervisor's record: ".json",
- * ".exit").  MU_E_TOOBIG when it does not fit.
+ * A task's file "<root>/<dir>/<job>.<attempt>.<task><suffix>": dir "logs" (suffix ".out" or
+ * ".err") or "ckpt" (suffix "": its checkpoint file) under the state directory, or "tasks" (its
+ * supervisor's record: ".json", ".exit") under the run directory.  MU_E_TOOBIG when it does not
+ * fit.
  */
-int wrk_task_path(const char *state_dir,
+int wrk_task_path(const char *root,
                   const char *dir,
                   const char *job,
                   int attempt,
@@ -348,12 +350,12 @@ int wrk_taskrec_read(const char *path, struct wrk_taskrec *out, struct mu_err *e
 int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err *err);
 
 /*
- * Deletes the files of ref's task in <state_dir>/tasks: its record, its exit file, their temp
+ * Deletes the files of ref's task in <run_dir>/tasks: its record, its exit file, their temp
  * files, and the ".fenced" mark older versions kept; the scheduler has its exit and nobody reads
  * them again.  A missing file is fine; -1 with err names the first file that could not go (the
  * others are still tried).
  */
-int wrk_taskrec_remove(const char *state_dir, const struct proto_task_ref *ref, struct mu_err *err);
+int wrk_taskrec_remove(const char *run_dir, const struct proto_task_ref *ref, struct mu_err *err);
 
 /* Writes data to "<path>.tmp" and renames it to path (mode 0644). */
 int wrk_file_write_atomic(const char *path, const char *data, size_t len, struct mu_err *err);
@@ -652,7 +654,8 @@ struct wrk_config {
     const char *scheduler; /* "tcp://HOST:PORT" */
     const char *node;
     const char *pool;
-    const char *state_dir;          /* created with its parents */
+    const char *state_dir;          /* logs and checkpoints; created with its parents */
+    const char *run_dir;            /* task records and the lease; NULL or "" = state_dir */
     const char *addr;               /* MASTER_ADDR other nodes use to reach this one */
     const char *instance_id;        /* EC2 instance id for HELLO; NULL = from --imds, or none */
     const char *imds;               /* metadata service URL; NULL or "" = no spot watcher */
