@@ -41,8 +41,7 @@ JSON
 # state directories, with the logs, stay under $T).
 run_root=$(mktemp -d "${MUSTER_BENCH_RUN_ROOT:-/dev/shm}/muster-e2e-run.XXXXXX" 2>/dev/null \
     || mktemp -d "$T/run.XXXXXX")
-_keep_status() { return "$1"; }
-trap '_rc=$?; rm -rf "$run_root"; _keep_status "$_rc"; _mu_cleanup' EXIT
+_mu_dirs+=("$run_root")
 echo "# run dirs under $run_root"
 
 start_workers() {

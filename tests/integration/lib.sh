@@ -5,7 +5,8 @@
 #
 # Each test gets a private temp dir $T, its own redis-server on a free loopback port and its own
 # daemons, so tests run in parallel (ctest -j).  An EXIT trap stops exactly the PIDs this file
-# started (TERM, then KILL after 3 s) and removes $T (kept with MUSTER_KEEP_TMP=1).
+# started (TERM, then KILL after 3 s) and removes $T and the directories a test adds to _mu_dirs
+# (kept with MUSTER_KEEP_TMP=1).
 #
 #   source "$(dirname "$0")/lib.sh"
 #   start_redis
@@ -22,6 +23,8 @@ set -euo pipefail
 
 MUSTER_SRC=${MUSTER_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 MUSTER_BIN=${MUSTER_BIN:-$MUSTER_SRC/build/bin}
+# Absolute: tasks name programs under it and run in their own working directory.
+[ -d "$MUSTER_BIN" ] && MUSTER_BIN=$(cd "$MUSTER_BIN" && pwd)
 MUSTER_KEY_PREFIX=${MUSTER_KEY_PREFIX:-muster:}
 # CI runs as root; a root worker refuses to run tasks as root unless told to.
 [ "$(id -u)" = 0 ] && export MUSTER_ALLOW_ROOT=${MUSTER_ALLOW_ROOT:-1}
@@ -32,6 +35,7 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/muster-$TEST_NAME.XXXXXX")
 export T
 
 _mu_pids=()         # every PID started here, in start order
+_mu_dirs=()         # directories outside $T (a tmpfs one, say) to remove with it
 declare -gA WORKER_PID # node name -> worker PID
 MUSTERD_PID=
 REDIS_PID=
@@ -130,9 +134,9 @@ _mu_cleanup() {
         echo "FAIL $TEST_NAME (exit $rc)"
     fi
     if [ "${MUSTER_KEEP_TMP:-0}" = 1 ]; then
-        echo "# kept $T"
+        echo "# kept $T ${_mu_dirs[*]}"
     else
-        rm -rf "$T"
+        rm -rf "$T" "${_mu_dirs[@]}"
     fi
     exit "$rc"
 }
