@@ -236,6 +236,7 @@ static void old_records_warn(const struct wrk_agent *a)
     int n = 0;
     DIR *d;
 
+    /* By name, not by inode: a shim is re-adopted only under the path it was started with. */
     if (strcmp(a->run_dir, a->state_dir) == 0)
         return;
     (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);

@@ -3,7 +3,7 @@
 # directory meant for tmpfs, since they describe processes a reboot ends.  A worker killed and
 # restarted on the same --run-dir re-adopts its running task from there; the logs stay in
 # --state-dir.  A worker whose records were in the state directory and that comes back with a
-# different --run-dir says so, with the flag that would keep them.
+# different --run-dir says so, with the flag that would keep them, and that flag re-adopts them.
 source "$(dirname "$0")/lib.sh"
 
 # A root test run plays an operator who lets tasks run as root (t4002 checks the refusal).
@@ -78,3 +78,16 @@ start_worker n1 spot-a 8 --run-dir "$T/r/n1"
 wait_for "the worker names the records it leaves" 10 \
     'grep -q "1 task record(s) in .$T/w/n1/tasks.*restart with --run-dir $T/w/n1\$" "$T/worker-n1.log"'
 ok "a worker moved to a new --run-dir says which records it leaves and how to keep them"
+
+# ---- 3: the advice works: --run-dir naming the state directory re-adopts the records there ----
+
+old_worker=${WORKER_PID[n1]}
+stop_worker n1 KILL
+wait "$old_worker" 2>/dev/null || true
+warned=$(grep -c "task record(s) in" "$T/worker-n1.log")
+start_worker n1 spot-a 8 --run-dir "$T/w/n1"
+wait_for "the worker re-adopted the task from the state directory" 10 \
+    '[ "$(grep -c "re-adopted: still running" "$T/worker-n1.log")" = 2 ]'
+[ "$(grep -c "task record(s) in" "$T/worker-n1.log")" = "$warned" ] \
+    || fail "warned about records in its own run directory: $(grep "task record(s) in" "$T/worker-n1.log" | tail -1)"
+ok "--run-dir naming the state directory re-adopts the records there, without the warning"
