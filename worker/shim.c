@@ -164,6 +164,7 @@ static int start_task(struct wrk_shim_spec *spec,
     s.fd_stderr = 2;
     s.new_pgrp = true;
     s.not_after_ms = spec->not_after_ms;
+    s.single_threaded = true;
     *fault = WRK_FAULT_NODE;
     if (spec->user) {
         /* Looked up here, in a single-threaded process, so that the child only makes system

@@ -102,11 +102,13 @@ static int child_fd(int fd, int flags)
  * the child borrows the parent's memory instead of copying its page tables, which is most of a
  * start's cost in a process with libzmq's threads.  Only then, because such a child must not
  * write the parent's globals (environ, for execvp's PATH search) nor run glibc's setuid, which
- * would signal the parent's threads.  Everything else is forked.
+ * would signal the parent's threads.  A single-threaded caller (the shim starting its task) has
+ * no threads to signal, and points environ at the task's environment itself around the vfork,
+ * so every start of its shares memory.  Everything else is forked.
  */
 static bool shares_memory(const struct wrk_spawn *s)
 {
-    return s->argv[0][0] == '/' && !s->set_ids;
+    return s->single_threaded || (s->argv[0][0] == '/' && !s->set_ids);
 }
 
 /* Runs in the child: only async-signal-safe calls until exec. */
@@ -164,10 +166,11 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
             child_fail(report_fd, STAGE_DEADLINE);
         }
     }
-    if (shares_memory(s)) {
+    if (shares_memory(s) && !s->single_threaded) {
         (void)execve(s->argv[0], s->argv, s->envp ? s->envp : environ);
     } else {
-        if (s->envp)
+        /* Forked: our own copy of environ.  Single-threaded: the parent pointed it at envp. */
+        if (s->envp && !s->single_threaded)
             environ = (char **)s->envp;
         (void)execvp(s->argv[0], s->argv);
     }
@@ -231,6 +234,7 @@ int wrk_spawn_start(const struct wrk_spawn *s,
 {
     int report[2];
     struct child_report r;
+    char **saved_environ;
     ssize_t n;
     pid_t pid;
 
@@ -247,8 +251,13 @@ int wrk_spawn_start(const struct wrk_spawn *s,
      * is set again when vfork returns in the parent) and, in child_exec, makes only
      * async-signal-safe calls until exec or _exit, as glibc's posix_spawn does in its CLONE_VFORK
      * child; posix_spawn itself cannot do child_exec's deadline check or say which step failed. */
+    saved_environ = environ;
+    if (s->single_threaded && s->envp)
+        environ = (char **)s->envp; /* for the child's execvp: its PATH and its environment */
     /* NOLINTNEXTLINE(clang-analyzer-security.insecureAPI.vfork,clang-analyzer-unix.Vfork) */
     pid = shares_memory(s) ? vfork() : fork();
+    if (pid != 0)
+        environ = saved_environ;
     if (pid < 0) {
         int e = errno;
         (void)close(report[0]);

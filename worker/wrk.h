@@ -170,10 +170,12 @@ struct wrk_spawn {
     const gid_t *groups;   /* borrowed */
     uint64_t not_after_ms; /* CLOCK_MONOTONIC ms: the child does not exec at or after this
                               (checked right before exec); 0 = no deadline */
+    bool single_threaded;  /* the caller has no other thread (muster-shim): vfork for any start */
 };
 
 /*
- * Forks (vforks for an absolute path that keeps the caller's ids) and execs.  The child resets
+ * Forks (vforks for an absolute path that keeps the caller's ids, and for any start from a
+ * single-threaded caller) and execs.  The child resets
  * signal dispositions and its mask, moves to its own process group when asked, sets up stdio (and
  * fd 3 from fd_extra), switches to uid/gid/groups when set_ids ("cannot switch to uid 1000:
  * Operation not permitted"), changes directory, checks not_after_ms and execs; when any of that

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for starting tasks (worker/spawn.c, worker/env.c, worker/launch.c): capturing a
- * program's output, the task environment builder (pure, no fork) fed a BIND message as the
- * agent feeds it, and the launcher for real: a task's log file and exit code, KILL of a whole
- * process group, exec failures turned into messages, and the state directories.
+ * program's output, the shim's vforked starts, the task environment builder (pure, no fork) fed a
+ * BIND message as the agent feeds it, and the launcher for real: a task's log file and exit code,
+ * KILL of a whole process group, exec failures turned into messages, and the state directories.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -52,6 +53,67 @@ static void test_spawn_capture(void **state)
     char *slow[] = { (char *)"/bin/sh", (char *)"-c", (char *)"exec sleep 30", NULL };
     assert_int_equal(wrk_spawn_capture(slow, 1000, 200, &out, &errout, &status, &err), -1);
     assert_non_null(strstr(err.msg, "did not finish within 200 ms"));
+}
+
+/* The shim's starts: vforked, the command looked up in the PATH of the task's environment. */
+static void test_spawn_single_threaded(void **state)
+{
+    char *dir = make_tmpdir();
+    char path[1024];
+    char path_var[1100];
+    char out[64];
+    char *envp[] = { path_var, (char *)"MARK=from-the-task-env", NULL };
+    char *tool[] = { (char *)"muster-test-tool", NULL };
+    char *plain[] = { (char *)"muster-test-plain", NULL };
+    char *missing[] = { (char *)"nosuch-muster-tool", NULL };
+    const char *path_before = getenv("PATH");
+    enum wrk_fault fault;
+    struct wrk_spawn s;
+    struct mu_err err;
+    int status = 0;
+    pid_t pid = -1;
+    FILE *f;
+    (void)state;
+
+    assert_int_equal(mu_snprintf(path_var, sizeof(path_var), "PATH=%s:/usr/bin:/bin", dir), 0);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/muster-test-tool", dir), 0);
+    write_file(path, "#!/bin/sh\necho \"$MARK\" > \"$0.out\"\n", 0755);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/muster-test-plain", dir), 0);
+    write_file(path, "echo \"plain $MARK\" > \"$0.out\"\n", 0755); /* no #!: run by sh */
+    memset(&s, 0, sizeof(s));
+    s.envp = envp;
+    s.fd_stdin = s.fd_stdout = s.fd_stderr = -1;
+    s.single_threaded = true;
+
+    s.argv = tool;
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/muster-test-tool.out", dir), 0);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(out, sizeof(out), f));
+    (void)fclose(f);
+    assert_string_equal(out, "from-the-task-env\n");
+    assert_ptr_equal(getenv("PATH"), path_before); /* the caller's environment is back */
+
+    s.argv = plain;
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/muster-test-plain.out", dir), 0);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(out, sizeof(out), f));
+    (void)fclose(f);
+    assert_string_equal(out, "plain from-the-task-env\n");
+
+    s.argv = missing;
+    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), -1);
+    assert_string_equal(err.msg, "cannot run 'nosuch-muster-tool': No such file or directory");
+    assert_int_equal(fault, WRK_FAULT_JOB);
+    assert_ptr_equal(getenv("PATH"), path_before);
+    rm_rf(dir);
+    free(dir);
 }
 
 /* ---- environment ---- */
@@ -339,9 +401,10 @@ static void test_mkdir_p(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_spawn_capture),    cmocka_unit_test(test_env_build),
-        cmocka_unit_test(test_launch_exit_code), cmocka_unit_test(test_launch_kill_group),
-        cmocka_unit_test(test_launch_failures),  cmocka_unit_test(test_mkdir_p),
+        cmocka_unit_test(test_spawn_capture),     cmocka_unit_test(test_spawn_single_threaded),
+        cmocka_unit_test(test_env_build),         cmocka_unit_test(test_launch_exit_code),
+        cmocka_unit_test(test_launch_kill_group), cmocka_unit_test(test_launch_failures),
+        cmocka_unit_test(test_mkdir_p),
     };
     /* WRK_TEST_FILTER=test_x* runs a subset by hand. */
     if (getenv("WRK_TEST_FILTER"))
