@@ -36,6 +36,7 @@ export T
 
 _mu_pids=()         # every PID started here, in start order
 _mu_dirs=()         # directories outside $T (a tmpfs one, say) to remove with it
+_mu_at_exit=()      # commands run at exit before the daemons stop (at_exit)
 declare -gA WORKER_PID # node name -> worker PID
 MUSTERD_PID=
 REDIS_PID=
@@ -111,6 +112,9 @@ _mu_cleanup() {
     local rc=$? i
     trap - EXIT INT TERM ERR
     set +e
+    for i in "${!_mu_at_exit[@]}"; do
+        eval "${_mu_at_exit[i]}"
+    done
     # Reverse start order: workers, then musterd, then redis, so each sees its peers go cleanly.
     for ((i = ${#_mu_pids[@]} - 1; i >= 0; i--)); do
         stop_pid "${_mu_pids[i]}"
@@ -149,6 +153,22 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- helpers ------------------------------------------------------------------------------------
+
+# at_exit CMD: eval CMD when the test ends, pass or fail, before its daemons are stopped: resume
+# a process the test stopped, remove a user it added, kill the tasks that outlive their worker.
+at_exit() {
+    _mu_at_exit+=("$1")
+}
+
+# kill_pid_files: SIGKILL to every pid written in $T/pid.* (tasks run under muster-shim outlive
+# their worker by design); for at_exit.
+kill_pid_files() {
+    local f
+    for f in "$T"/pid.*; do
+        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
+    done
+    return 0
+}
 
 # CMD | has [GREP_ARGS] PATTERN: true when a line matches.  Unlike `grep -q` it reads all its
 # input: grep -q leaves at the first match, the writer then dies of SIGPIPE, and with pipefail

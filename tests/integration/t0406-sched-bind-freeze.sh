@@ -25,13 +25,7 @@ start_worker n1 spot-a 8
 start_worker n2 spot-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 mkdir -p "$T/run"
-_t0406_cleanup() {
-    local n
-    for n in "${!WORKER_PID[@]}"; do kill -CONT "${WORKER_PID[$n]}" 2>/dev/null; done
-    return 0
-}
-_keep_status() { return "$1"; }
-trap '_rc=$?; set +e; _t0406_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+at_exit 'for n in "${!WORKER_PID[@]}"; do kill -CONT "${WORKER_PID[$n]}" 2>/dev/null; done'
 
 # TAG.ATTEMPT.RANK.start holds "ns node"; .end the ns it ended.  Attempt 1 runs until stopped;
 # later attempts run a moment and succeed.

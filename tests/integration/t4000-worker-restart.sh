@@ -26,16 +26,8 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "node n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
-# Our own leftovers (tasks outlive their worker by design): stopped at exit, by pid file.
-_t4000_cleanup() {
-    local f
-    for f in "$T"/pid.*; do
-        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
-    done
-    return 0
-}
-_keep_status() { return "$1"; }
-trap '_rc=$?; set +e; _t4000_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+# Tasks outlive their worker by design: killed at exit, by pid file.
+at_exit kill_pid_files
 
 alive() {
     local f

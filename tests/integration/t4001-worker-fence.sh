@@ -25,16 +25,9 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "node n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
-_t4001_cleanup() {
-    local f
-    [ -n "$MUSTERD_PID" ] && kill -CONT "$MUSTERD_PID" 2>/dev/null
-    for f in "$T"/pid.*; do
-        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
-    done
-    return 0
-}
-_keep_status() { return "$1"; }
-trap '_rc=$?; set +e; _t4001_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+# Tasks outlive their worker by design, and a stopped musterd must not outlive the test.
+at_exit '[ -n "$MUSTERD_PID" ] && kill -CONT "$MUSTERD_PID" 2>/dev/null'
+at_exit kill_pid_files
 
 # Job a is checkpointable: its trap writes a checkpoint on SIGUSR1, and it ignores SIGTERM, so
 # only the checkpoint signal and the final SIGKILL reach it.  Job b is not: SIGTERM stops it.

@@ -12,12 +12,7 @@ source "$(dirname "$0")/lib.sh"
 user=mut4002-$$
 useradd --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user" \
     || fail "useradd $user failed"
-_t4002_cleanup() {
-    userdel "$user" >/dev/null 2>&1
-    return 0
-}
-_keep_status() { return "$1"; }
-trap '_rc=$?; set +e; _t4002_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+at_exit 'userdel "$user" >/dev/null 2>&1'
 uid=$(id -u "$user")
 gid=$(id -g "$user")
 chmod 755 "$T" # the default workdir is the state dir under $T: the user must reach it

@@ -24,16 +24,8 @@ start_worker n1 spot-a 1
 start_worker n2 spot-a 1
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 
-# Tasks outlive their worker by design: whatever is left is stopped at exit, by pid file.
-_t4003_cleanup() {
-    local f
-    for f in "$T"/pid.*; do
-        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
-    done
-    return 0
-}
-_keep_status() { return "$1"; }
-trap '_rc=$?; set +e; _t4003_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+# Tasks outlive their worker by design: killed at exit, by pid file.
+at_exit kill_pid_files
 
 # Each task writes when it started, and attempt 1 when SIGTERM reached it, in ms, under
 # $T/{start,end}.ATTEMPT.RANK.NODE; attempt 1 runs until stopped, attempt 2 exits 0.

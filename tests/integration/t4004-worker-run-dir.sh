@@ -27,22 +27,14 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8 --run-dir "$T/r/n1"
 wait_for "node n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
-# Tasks outlive their worker by design: stopped at exit, by pid file.
-_t4004_cleanup() {
-    local f
-    for f in "$T"/pid.*; do
-        [ -e "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null
-    done
-    return 0
-}
-_keep_status() { return "$1"; }
-trap '_rc=$?; set +e; _t4004_cleanup; _keep_status "$_rc"; _mu_cleanup' EXIT
+# Tasks outlive their worker by design: killed at exit, by pid file.
+at_exit kill_pid_files
 
 # ---- 1: records and lease in the run directory, logs in the state directory ----
 
-id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":8,\"max_retries\":0,\"command\":\"echo started; echo \$\$ > $T/pid.a; while [ ! -e $T/release-a ]; do sleep 0.1; done; exit 0\"}")
+id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":8,\"max_retries\":0,\"command\":\"echo started; echo \$\$ > $T/pid.a.\$MUSTER_ATTEMPT; while [ ! -e $T/release-a ]; do sleep 0.1; done; exit 0\"}")
 wait_for "job $id running" 15 job_state_is "$id" RUNNING
-wait_for "the task wrote its pid" 10 '[ -s "$T/pid.a" ]'
+wait_for "the task wrote its pid" 10 '[ -s "$T/pid.a.1" ]'
 wait_for "the task record in $T/r/n1/tasks" 10 '[ -s "$T/r/n1/tasks/$id.1.0.json" ]'
 [ -s "$T/r/n1/lease" ] || fail "no lease in $T/r/n1"
 [ ! -e "$T/w/n1/tasks" ] && [ ! -e "$T/w/n1/lease" ] \
@@ -67,9 +59,9 @@ stop_worker n1
 start_worker n1 spot-a 8
 # The scheduler answered this worker's HELLO (a BIND before it would go to the stopped one).
 wait_for "the third worker registered" 10 '[ "$(grep -c "scheduler epoch 1 (was 0)" "$T/worker-n1.log")" = 3 ]'
-id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":8,\"max_retries\":0,\"command\":\"echo \$\$ > $T/pid.b; exec sleep 600\"}")
+id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":8,\"max_retries\":0,\"command\":\"echo \$\$ > $T/pid.b.\$MUSTER_ATTEMPT; exec sleep 600\"}")
 wait_for "job $id running" 15 job_state_is "$id" RUNNING
-wait_for "the task wrote its pid" 10 '[ -s "$T/pid.b" ]'
+wait_for "the task wrote its pid" 10 '[ -s "$T/pid.b.1" ]'
 wait_for "the record in the state directory (no --run-dir)" 10 '[ -s "$T/w/n1/tasks/$id.1.0.json" ]'
 old_worker=${WORKER_PID[n1]}
 stop_worker n1 KILL
