@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -415,6 +416,8 @@ int wrk_launch_shim(const struct wrk_launch *l,
 {
     const struct proto_task_ref *t = &l->bind->task;
     char rec_base[PROTO_PATH_MAX];
+    gid_t groups[WRK_GROUPS_MAX];
+    int ngroups = WRK_GROUPS_MAX;
     struct wrk_shim_spec spec;
     struct prepared p;
     struct mu_buf buf;
@@ -445,9 +448,17 @@ int wrk_launch_shim(const struct wrk_launch *l,
     spec.envp = p.envp;
     spec.workdir = workdir_of(l);
     if (l->user && l->user->name[0]) {
+        /* Looked up here, so that the shim needs no NSS (it is linked statically). */
+        if (getgrouplist(l->user->name, l->user->gid, groups, &ngroups) < 0) {
+            mu_errf(err, MU_E_SYS, "user '%s' is in more than %d groups", l->user->name,
+                    WRK_GROUPS_MAX);
+            goto out;
+        }
         spec.user = l->user->name;
         spec.uid = (int)l->user->uid;
         spec.gid = (int)l->user->gid;
+        spec.groups = groups;
+        spec.ngroups = ngroups;
     }
     spec.lease_path = l->lease_path;
     spec.not_after_ms = l->not_after_ms;

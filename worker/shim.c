@@ -29,12 +29,8 @@
  * sees the task's exit, a SIGTERM (passed on to the task's group) and the lease's deadlines;
  * SIGHUP, SIGINT and SIGPIPE are ignored.
  */
-/* getgrouplist is not in POSIX: ask glibc for its default (BSD/SVID) declarations as well. */
-#define _DEFAULT_SOURCE 1 /* NOLINT(bugprone-reserved-identifier): the libc's own switch */
-
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -51,7 +47,6 @@
 #include "common/mu_banned.h"
 
 #define REPORT_FD      3
-#define MAX_GROUPS     1024
 #define LEASE_CHECK_MS 1000 /* the lease is read at least this often: a renewal or a shortening */
 
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -147,8 +142,6 @@ static int start_task(struct wrk_shim_spec *spec,
                       enum wrk_fault *fault,
                       struct mu_err *err)
 {
-    gid_t groups[MAX_GROUPS];
-    int ngroups = MAX_GROUPS;
     struct wrk_spawn s;
     char path[PROTO_PATH_MAX + 16];
     char *text = NULL;
@@ -167,16 +160,11 @@ static int start_task(struct wrk_shim_spec *spec,
     s.single_threaded = true;
     *fault = WRK_FAULT_NODE;
     if (spec->user) {
-        /* Looked up here, in a single-threaded process, so that the child only makes system
-         * calls between fork and exec. */
-        if (getgrouplist(spec->user, (gid_t)spec->gid, groups, &ngroups) < 0)
-            return mu_errf(err, MU_E_SYS, "user '%s' is in more than %d groups", spec->user,
-                           MAX_GROUPS);
         s.set_ids = true;
         s.uid = (uid_t)spec->uid;
         s.gid = (gid_t)spec->gid;
-        s.groups = groups;
-        s.ngroups = ngroups;
+        s.groups = spec->groups;
+        s.ngroups = spec->ngroups;
     }
     if (wrk_spawn_start(&s, &pid, fault, err) != 0)
         return -1;

@@ -4,10 +4,9 @@
  * <run-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task runs,
  * and .exit, the task's true exit status (and whether the shim stopped it because the node's lease
  * ran out: "fenced"), written by the shim when the task ends.  Both are
- * written to "<path>.tmp" and renamed, so a reader sees a whole file or none.  A restarted
- * worker trusts nothing in them blindly: each is read through common's guarded read
- * (mu_file_read_small: no symlink, no FIFO, at most WRK_REC_MAX_BYTES), every field is
- * range-checked, and a file that does not parse is reported and skipped.
+ * written to "<path>.tmp" and renamed, so a reader sees a whole file or none; taskrec_read.c
+ * reads them back.  Nothing here needs a JSON library: muster-shim, which writes them, links
+ * this file and none.
  *
  * Also here: the spec a worker hands a shim on its stdin (NUL-separated "key=value" entries,
  * because the environment must not appear on the world-readable command line), and the check
@@ -15,7 +14,6 @@
  */
 #include "worker/wrk.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -46,166 +44,32 @@ int wrk_task_path(const char *root,
 
 /* ---- JSON ---- */
 
-static bool add_num(cJSON *o, const char *key, double v)
-{
-    return cJSON_AddNumberToObject(o, key, v) != NULL;
-}
-
 char *wrk_taskrec_format(const struct wrk_taskrec *r, struct mu_err *err)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *gpus = NULL;
-    char *text = NULL;
-    char *copy = NULL;
+    struct mu_buf b;
 
-    if (!o)
-        goto nomem;
-    if (!cJSON_AddStringToObject(o, "job", r->ref.job) || !add_num(o, "task", r->ref.task)
-        || !add_num(o, "attempt", r->ref.attempt) || !add_num(o, "pid", r->ref.pid)
-        || !add_num(o, "shim_pid", r->shim_pid) || !add_num(o, "started_ms", (double)r->started_ms)
-        || !add_num(o, "ckpt_signal", r->ckpt_signal) || !add_num(o, "grace_s", r->grace_s)
-        || !add_num(o, "uid", r->uid))
-        goto nomem;
-    gpus = cJSON_AddArrayToObject(o, "gpus");
-    if (!gpus)
-        goto nomem;
+    /* By hand rather than with cJSON, so that muster-shim links no JSON library. */
+    mu_buf_init(&b, WRK_REC_MAX_BYTES);
+    if (mu_buf_append(&b, "{\"job\":", 7, err) != 0
+        || mu_buf_append_json_str(&b, r->ref.job, err) != 0
+        || mu_buf_appendf(
+               &b, err,
+               ",\"task\":%d,\"attempt\":%d,\"pid\":%d,\"shim_pid\":%d,\"started_ms\":%" PRIu64
+               ",\"ckpt_signal\":%d,\"grace_s\":%d,\"uid\":%d,\"gpus\":[",
+               r->ref.task, r->ref.attempt, r->ref.pid, r->shim_pid, r->started_ms, r->ckpt_signal,
+               r->grace_s, r->uid)
+               != 0)
+        goto fail;
     for (int i = 0; i < r->ngpus && i < PROTO_MAX_GPUS; i++) {
-        cJSON *g = cJSON_CreateNumber(r->gpus[i]);
-        if (!g || !cJSON_AddItemToArray(gpus, g)) {
-            cJSON_Delete(g);
-            goto nomem;
-        }
+        if (mu_buf_appendf(&b, err, "%s%d", i ? "," : "", r->gpus[i]) != 0)
+            goto fail;
     }
-    text = cJSON_PrintUnformatted(o);
-    if (!text)
-        goto nomem;
-    /* cJSON_free and free may differ (cJSON_InitHooks); hand out plain heap memory. */
-    copy = strdup(text);
-    cJSON_free(text);
-    cJSON_Delete(o);
-    if (!copy)
-        mu_errf(err, MU_E_NOMEM, "out of memory for a task record");
-    return copy;
-nomem:
-    cJSON_Delete(o);
-    mu_errf(err, MU_E_NOMEM, "out of memory for a task record");
+    if (mu_buf_append(&b, "]}", 2, err) != 0)
+        goto fail;
+    return mu_buf_take(&b);
+fail:
+    mu_buf_release(&b);
     return NULL;
-}
-
-/* An integer member in lo..hi; absent is *out = dflt unless required. */
-static int get_int(const cJSON *o,
-                   const char *what,
-                   const char *key,
-                   bool required,
-                   int64_t lo,
-                   int64_t hi,
-                   int64_t dflt,
-                   int64_t *out,
-                   struct mu_err *err)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    double d;
-
-    if (!v) {
-        if (required)
-            return mu_errf(err, MU_E_PARSE, "%s: missing \"%s\"", what, key);
-        *out = dflt;
-        return 0;
-    }
-    d = cJSON_IsNumber(v) ? v->valuedouble : -1e300;
-    if (!cJSON_IsNumber(v) || d != d || d < (double)lo || d > (double)hi || d != (double)(int64_t)d)
-        return mu_errf(err, MU_E_RANGE, "%s: \"%s\": expected an integer in %" PRId64 "..%" PRId64,
-                       what, key, lo, hi);
-    *out = (int64_t)d;
-    return 0;
-}
-
-/* Parses len bytes of text as a JSON object; NULL with err. */
-static cJSON *parse_object(const char *text, size_t len, const char *what, struct mu_err *err)
-{
-    cJSON *o;
-
-    if (!text) {
-        mu_errf(err, MU_E_INVAL, "%s: no text", what);
-        return NULL;
-    }
-    if (len > WRK_REC_MAX_BYTES) {
-        mu_errf(err, MU_E_TOOBIG, "%s of %zu bytes, more than %u", what, len, WRK_REC_MAX_BYTES);
-        return NULL;
-    }
-    if (memchr(text, '\0', len)) {
-        mu_errf(err, MU_E_PARSE, "%s holds a NUL byte", what);
-        return NULL;
-    }
-    o = cJSON_ParseWithLength(text, len);
-    if (!o || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        mu_errf(err, MU_E_PARSE, "%s: not a JSON object", what);
-        return NULL;
-    }
-    return o;
-}
-
-#define MAX_MS ((int64_t)1 << 53) /* exact in a double */
-
-int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, struct mu_err *err)
-{
-    static const char what[] = "task record";
-    struct wrk_taskrec r;
-    const cJSON *job;
-    const cJSON *gpus;
-    const cJSON *g;
-    int64_t v[8] = { 0 };
-    cJSON *o = parse_object(text, len, what, err);
-    int rc = -1;
-
-    if (!o)
-        return -1;
-    memset(&r, 0, sizeof(r));
-    job = cJSON_GetObjectItemCaseSensitive(o, "job");
-    if (!cJSON_IsString(job) || !mu_name_is_valid(job->valuestring, PROTO_JOB_MAX - 1)) {
-        mu_errf(err, MU_E_PARSE, "%s: \"job\": expected a job id", what);
-        goto out;
-    }
-    mu_strlcpy(r.ref.job, job->valuestring, sizeof(r.ref.job));
-    if (get_int(o, what, "task", true, 0, INT_MAX, 0, &v[0], err) != 0
-        || get_int(o, what, "attempt", true, 1, INT_MAX, 0, &v[1], err) != 0
-        || get_int(o, what, "pid", true, 2, INT_MAX, 0, &v[2], err) != 0
-        || get_int(o, what, "shim_pid", true, 2, INT_MAX, 0, &v[3], err) != 0
-        || get_int(o, what, "started_ms", false, 0, MAX_MS, 0, &v[4], err) != 0
-        || get_int(o, what, "ckpt_signal", false, 0, 255, 0, &v[5], err) != 0
-        || get_int(o, what, "grace_s", false, 0, INT_MAX, 0, &v[6], err) != 0
-        || get_int(o, what, "uid", false, -1, INT_MAX, -1, &v[7], err) != 0)
-        goto out;
-    r.ref.task = (int)v[0];
-    r.ref.attempt = (int)v[1];
-    r.ref.state = PROTO_TASK_RUNNING;
-    r.ref.pid = (int)v[2];
-    r.shim_pid = (int)v[3];
-    r.started_ms = (uint64_t)v[4];
-    r.ckpt_signal = (int)v[5];
-    r.grace_s = (int)v[6];
-    r.uid = (int)v[7];
-    gpus = cJSON_GetObjectItemCaseSensitive(o, "gpus");
-    if (gpus && (!cJSON_IsArray(gpus) || cJSON_GetArraySize(gpus) > PROTO_MAX_GPUS)) {
-        mu_errf(err, MU_E_PARSE, "%s: \"gpus\": expected an array of at most %d indices", what,
-                PROTO_MAX_GPUS);
-        goto out;
-    }
-    cJSON_ArrayForEach(g, gpus)
-    {
-        if (!cJSON_IsNumber(g) || g->valuedouble < 0 || g->valuedouble > PROTO_MAX_GPUS * 64
-            || g->valuedouble != (double)(int)g->valuedouble) {
-            mu_errf(err, MU_E_RANGE, "%s: \"gpus\"[%d]: expected a GPU index", what, r.ngpus);
-            goto out;
-        }
-        r.gpus[r.ngpus++] = (int)g->valuedouble;
-    }
-    *out = r;
-    rc = 0;
-out:
-    cJSON_Delete(o);
-    return rc;
 }
 
 int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, struct mu_err *err)
@@ -215,37 +79,6 @@ int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, st
         != 0)
         return mu_errf(err, MU_E_TOOBIG, "exit record does not fit %zu bytes", size);
     return 0;
-}
-
-int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, struct mu_err *err)
-{
-    static const char what[] = "exit record";
-    int64_t code = 0;
-    int64_t sig = 0;
-    int64_t ended = 0;
-    const cJSON *fenced;
-    cJSON *o = parse_object(text, len, what, err);
-    int rc = -1;
-
-    if (!o)
-        return -1;
-    if (get_int(o, what, "exit_code", true, INT_MIN, INT_MAX, 0, &code, err) != 0
-        || get_int(o, what, "signal", true, 0, 255, 0, &sig, err) != 0
-        || get_int(o, what, "ended_ms", false, 0, MAX_MS, 0, &ended, err) != 0)
-        goto out;
-    fenced = cJSON_GetObjectItemCaseSensitive(o, "fenced");
-    if (fenced && !cJSON_IsBool(fenced)) {
-        mu_errf(err, MU_E_PARSE, "%s: \"fenced\": expected true or false", what);
-        goto out;
-    }
-    out->exit_code = (int)code;
-    out->signal = (int)sig;
-    out->ended_ms = (uint64_t)ended;
-    out->fenced = cJSON_IsTrue(fenced);
-    rc = 0;
-out:
-    cJSON_Delete(o);
-    return rc;
 }
 
 void wrk_taskexit_from_status(int status, struct wrk_taskexit *out)
@@ -267,34 +100,6 @@ void wrk_taskexit_from_siginfo(int code, int status, struct wrk_taskexit *out)
 }
 
 /* ---- files ---- */
-
-int wrk_taskrec_read(const char *path, struct wrk_taskrec *out, struct mu_err *err)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int r = mu_file_read_small(path, WRK_REC_MAX_BYTES, &text, &len, NULL, err);
-
-    if (r == 1 && wrk_taskrec_parse(text, len, out, err) != 0) {
-        mu_err_prefix(err, "'%s': ", path);
-        r = -1;
-    }
-    free(text);
-    return r;
-}
-
-int wrk_taskexit_read(const char *path, struct wrk_taskexit *out, struct mu_err *err)
-{
-    char *text = NULL;
-    size_t len = 0;
-    int r = mu_file_read_small(path, WRK_REC_MAX_BYTES, &text, &len, NULL, err);
-
-    if (r == 1 && wrk_taskexit_parse(text, len, out, err) != 0) {
-        mu_err_prefix(err, "'%s': ", path);
-        r = -1;
-    }
-    free(text);
-    return r;
-}
 
 int wrk_taskrec_remove(const char *run_dir, const struct proto_task_ref *ref, struct mu_err *err)
 {
@@ -385,6 +190,10 @@ int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, stru
         && (put_entry(out, "user", s->user, err) != 0 || put_int(out, "user_uid", s->uid, err) != 0
             || put_int(out, "user_gid", s->gid, err) != 0))
         goto fail;
+    for (int i = 0; s->user && s->user[0] && i < s->ngroups; i++) {
+        if (put_int(out, "group", (int64_t)s->groups[i], err) != 0)
+            goto fail;
+    }
     if (s->lease_path && s->lease_path[0] && put_entry(out, "lease", s->lease_path, err) != 0)
         goto fail;
     if (s->not_after_ms > (uint64_t)INT64_MAX) {
@@ -499,6 +308,17 @@ static int spec_entry(struct wrk_shim_spec *out,
         return spec_int("user_uid", value, 0, INT_MAX, &out->uid, err);
     if (KEY_IS("user_gid"))
         return spec_int("user_gid", value, 0, INT_MAX, &out->gid, err);
+    if (KEY_IS("group")) {
+        int g;
+        if (out->ngroups >= WRK_GROUPS_MAX)
+            return mu_errf(err, MU_E_PARSE, "shim spec: more than %d groups", WRK_GROUPS_MAX);
+        if (spec_int("group", value, 0, INT_MAX, &g, err) != 0)
+            return -1;
+        if (!out->groups && !(out->groups = malloc(WRK_GROUPS_MAX * sizeof(*out->groups))))
+            return mu_errf(err, MU_E_NOMEM, "out of memory for the shim's spec");
+        out->groups[out->ngroups++] = (gid_t)g;
+        return 0;
+    }
     if (KEY_IS("lease")) {
         out->lease_path = value;
         return 0;
@@ -556,10 +376,13 @@ void wrk_shim_spec_release(struct wrk_shim_spec *s)
 {
     free(s->argv);
     free(s->envp);
+    free(s->groups);
     s->argv = NULL;
     s->envp = NULL;
+    s->groups = NULL;
     s->argc = 0;
     s->nenv = 0;
+    s->ngroups = 0;
 }
 
 /* ---- is it our shim? ---- */

@@ -298,6 +298,7 @@ int wrk_launch_start(const struct wrk_launch *l,
  * them to re-adopt running tasks and report the exits it missed.
  */
 #define WRK_REC_MAX_BYTES         (64u << 10)  /* a larger record or exit file is garbage */
+#define WRK_GROUPS_MAX            1024         /* supplementary groups handed to a task */
 #define WRK_SPEC_MAX_BYTES        (256u << 20) /* cap on what the shim reads from its stdin */
 #define WRK_SHIM_START_TIMEOUT_MS 10000        /* a shim that says nothing by then is killed */
 #define WRK_FENCE_TERM_GRACE_MS   5000         /* self-fencing: SIGTERM -> SIGKILL */
@@ -374,9 +375,12 @@ struct wrk_shim_spec {
     int nenv;
     char **envp;         /* NULL-terminated */
     const char *workdir; /* NULL = the shim's cwd */
-    const char *user;    /* NULL = keep the shim's ids; else switch to uid/gid and user's groups */
+    const char *user;    /* NULL = keep the shim's ids; else switch to uid/gid and groups */
     int uid;
     int gid;
+    int ngroups;   /* with user: groups[0..ngroups-1], its supplementary groups (looked up by the
+                      worker, so that the shim needs no NSS); at most WRK_GROUPS_MAX */
+    gid_t *groups; /* encode: borrowed; decode: heap (wrk_shim_spec_release) */
     const char *lease_path; /* the lease record (wrk_lease_new) to honour; NULL = none */
     uint64_t not_after_ms;  /* CLOCK_MONOTONIC ms: no exec at or after this; 0 = no deadline */
 };
@@ -386,7 +390,7 @@ int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, stru
 
 /*
  * Decodes data[0..len-1] (the last byte must be NUL) into out: the strings point into data,
- * the two arrays are heap (wrk_shim_spec_release frees them, also after a failure).  Errors
+ * the arrays are heap (wrk_shim_spec_release frees them, also after a failure).  Errors
  * (MU_E_PARSE) name the entry.
  */
 int wrk_shim_spec_decode(const char *data,

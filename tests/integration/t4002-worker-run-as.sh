@@ -10,11 +10,15 @@ fi
 source "$(dirname "$0")/lib.sh"
 
 user=mut4002-$$
-useradd --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin "$user" \
+group=mut4002g-$$ # a supplementary group: the worker looks it up, the shim sets it
+groupadd "$group" || fail "groupadd $group failed"
+at_exit 'groupdel "$group" >/dev/null 2>&1'
+useradd --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin -G "$group" "$user" \
     || fail "useradd $user failed"
 at_exit 'userdel "$user" >/dev/null 2>&1'
 uid=$(id -u "$user")
 gid=$(id -g "$user")
+groups=$(id -G "$user")
 chmod 755 "$T" # the default workdir is the state dir under $T: the user must reach it
 
 start_redis
@@ -29,11 +33,11 @@ log_of() { # job -> its task 0 stdout on node $2
     cat "$T/w/$2/logs/$1.1.0.out" 2>/dev/null
 }
 
-id=$(submit_json '{"capacity":["spot"],"max_retries":0,"command":"echo $(id -u) $(id -g) $HOME $USER $LOGNAME"}')
+id=$(submit_json '{"capacity":["spot"],"max_retries":0,"command":"echo $(id -u) $(id -g) $HOME $USER $LOGNAME; id -G"}')
 wait_for "job $id succeeded" 15 job_state_is "$id" SUCCEEDED
-[ "$(log_of "$id" n1)" = "$uid $gid /nonexistent $user $user" ] \
-    || fail "task saw '$(log_of "$id" n1)', want '$uid $gid /nonexistent $user $user'"
-ok "--run-as $user: the task ran as uid $uid gid $gid with HOME, USER and LOGNAME set"
+[ "$(log_of "$id" n1)" = "$uid $gid /nonexistent $user $user
+$groups" ] || fail "task saw '$(log_of "$id" n1)', want '$uid $gid /nonexistent $user $user' and '$groups'"
+ok "--run-as $user: the task ran as uid $uid gid $gid, groups $groups, with HOME, USER and LOGNAME set"
 
 # The refusal is the node's doing (issue #10 item 5): it does not count against the job's
 # max_retries, the job is requeued, and after three attempts refused in a row musterd cordons

@@ -375,6 +375,7 @@ static void test_shim_spec(void **state)
     char e0[] = "A=1", e1[] = "B=x=y", e2[] = "EMPTY=";
     char *argv[] = { a0, a1, a2, NULL };
     char *envp[] = { e0, e1, e2, NULL };
+    gid_t groups[] = { 100, 27, 44 };
     struct wrk_shim_spec s;
     struct wrk_shim_spec d;
     struct mu_buf b;
@@ -399,6 +400,8 @@ static void test_shim_spec(void **state)
     s.user = "alice";
     s.uid = 1000;
     s.gid = 100;
+    s.groups = groups;
+    s.ngroups = 3;
     mu_buf_init(&b, 0);
     assert_int_equal(wrk_shim_spec_encode(&s, &b, &err), 0);
     assert_int_equal(wrk_shim_spec_decode(b.data, b.len, &d, &err), 0);
@@ -421,6 +424,9 @@ static void test_shim_spec(void **state)
     assert_string_equal(d.user, "alice");
     assert_int_equal(d.uid, 1000);
     assert_int_equal(d.gid, 100);
+    assert_int_equal(d.ngroups, 3);
+    assert_int_equal(d.groups[0], 100);
+    assert_int_equal(d.groups[2], 44);
     wrk_shim_spec_release(&d);
 
     /* Bad specs: each names what is wrong, and release is safe after a failure. */
@@ -439,6 +445,7 @@ static void test_shim_spec(void **state)
             { "job=a/b\0arg=x\0", 14, "not a job id" },
             { "job=1-0\0task=-1\0arg=x\0", 22, "'task'" },
             { "job=1-0\0ckpt_signal=x\0arg=x\0", 28, "'ckpt_signal'" },
+            { "job=1-0\0group=-5\0arg=x\0", 23, "'group'" },
         };
         for (size_t i = 0; i < MU_ARRAY_LEN(bad); i++) {
             mu_err_clear(&err);
