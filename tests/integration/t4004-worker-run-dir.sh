@@ -11,18 +11,7 @@ source "$(dirname "$0")/lib.sh"
 
 start_redis
 # Long enough that the scheduler does not judge a node lost while its worker is down.
-make_config - >/dev/null <<'JSON'
-{
-  "topology_levels": ["zone", "rack"],
-  "pools": [
-    {"name": "spot-a", "capacity": "spot", "instance_type": "p4d.24xlarge",
-     "gpu_type": "A100", "gpus_per_node": 8, "price_per_hour": 3}
-  ],
-  "heartbeat_s": 1,
-  "node_lost_after_s": 30,
-  "bind_timeout_s": 10
-}
-JSON
+make_config --with '{"node_lost_after_s": 30}' >/dev/null
 start_musterd "$CONFIG"
 start_worker n1 spot-a 8 --run-dir "$T/r/n1"
 wait_for "node n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
