@@ -62,20 +62,17 @@ int wrk_mkdir_p(const char *dir, struct mu_err *err)
     return 0;
 }
 
-static const char *run_dir_of(const struct wrk_launch *l)
-{
-    return l->run_dir && l->run_dir[0] ? l->run_dir : l->state_dir;
-}
-
-/* Makes <state>/logs, <state>/ckpt and <run>/tasks. */
+/* Makes <state>/logs, <state>/ckpt and, with a run directory, <run>/tasks. */
 static int dirs_make(const struct wrk_launch *l, struct mu_err *err)
 {
     const char *const dirs[][2] = { { l->state_dir, "logs" },
                                     { l->state_dir, "ckpt" },
-                                    { run_dir_of(l), "tasks" } };
+                                    { l->run_dir, "tasks" } };
     char dir[PROTO_PATH_MAX];
 
     for (size_t i = 0; i < MU_ARRAY_LEN(dirs); i++) {
+        if (!dirs[i][0] || !dirs[i][0][0])
+            continue; /* no run directory: a direct start (wrk_launch_start) */
         if (mu_snprintf(dir, sizeof(dir), "%s/%s", dirs[i][0], dirs[i][1]) != 0)
             return mu_errf(err, MU_E_TOOBIG, "directory '%s' is too long", dirs[i][0]);
         if (wrk_mkdir_p(dir, err) != 0)
@@ -217,7 +214,7 @@ int wrk_launch_start(const struct wrk_launch *l,
 /* An unlinked temp file under <run>/tasks, for kernels without memfd_create; -1 with err. */
 static int spec_tmpfile(const struct wrk_launch *l, struct mu_err *err)
 {
-    const char *run_dir = run_dir_of(l);
+    const char *run_dir = l->run_dir;
     char path[PROTO_PATH_MAX];
     int fd;
 
@@ -429,7 +426,9 @@ int wrk_launch_shim(const struct wrk_launch *l,
 
     if (fault)
         *fault = WRK_FAULT_NODE;
-    if (wrk_task_path(run_dir_of(l), "tasks", t->job, t->attempt, t->task, "", rec_base,
+    if (!l->run_dir || !l->run_dir[0])
+        return mu_errf(err, MU_E_INVAL, "no run directory for the task's record");
+    if (wrk_task_path(l->run_dir, "tasks", t->job, t->attempt, t->task, "", rec_base,
                       sizeof(rec_base), err)
         != 0)
         return -1;

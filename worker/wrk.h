@@ -227,7 +227,7 @@ struct wrk_ident {
 struct wrk_launch {
     const struct proto_msg *bind; /* the BIND message (required) */
     const char *state_dir;        /* logs/ and ckpt/ live here; the default workdir */
-    const char *run_dir;          /* tasks/ (the shims' records) lives here; NULL = state_dir */
+    const char *run_dir;          /* wrk_launch_shim: tasks/ (the shims' records) lives here */
     const char *node;
     const char *cuda_visible;     /* CUDA_VISIBLE_DEVICES value ("" = no GPUs) */
     bool cuda_pci_order;          /* also set CUDA_DEVICE_ORDER=PCI_BUS_ID (discovered GPUs) */
