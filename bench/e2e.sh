@@ -39,12 +39,12 @@ JSON
 # The workers' --run-dir (task records, the lease) on tmpfs, as deploy/systemd's /run: a task
 # start then creates no disk inode there.  MUSTER_BENCH_RUN_ROOT=DIR puts it elsewhere (the
 # state directories, with the logs, stay under $T).
-run_root=$(mktemp -d "${MUSTER_BENCH_RUN_ROOT:-/dev/shm}/muster-e2e-run.XXXXXX" 2>/dev/null \
-    || mktemp -d "$T/run.XXXXXX")
-_mu_dirs+=("$run_root")
-echo "# run dirs under $run_root"
-
 start_workers() {
+    local run_root
+    run_root=$(mktemp -d "${MUSTER_BENCH_RUN_ROOT:-/dev/shm}/muster-e2e-run.XXXXXX" 2>/dev/null \
+        || mktemp -d "$T/run.XXXXXX")
+    _mu_dirs+=("$run_root")
+    echo "# run dirs under $run_root"
     for i in $(seq 1 "$nodes"); do
         start_worker "n$i" p4d-spot 8 --label zone=z$((i % 4)) --log-level warn \
             --run-dir "$run_root/n$i"
