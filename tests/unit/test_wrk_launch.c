@@ -55,13 +55,34 @@ static void test_spawn_capture(void **state)
     assert_non_null(strstr(err.msg, "did not finish within 200 ms"));
 }
 
+/* Starts s, waits for a clean exit, and checks the first line of the file <dir>/<name>.out. */
+static void spawn_expect_out(const struct wrk_spawn *s, const char *dir, const char *want)
+{
+    char path[1024];
+    char line[64];
+    enum wrk_fault fault;
+    struct mu_err err;
+    int status = 0;
+    pid_t pid = -1;
+    FILE *f;
+
+    assert_int_equal(wrk_spawn_start(s, &pid, &fault, &err), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/%s.out", dir, s->argv[0]), 0);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof(line), f));
+    (void)fclose(f);
+    assert_string_equal(line, want);
+}
+
 /* The shim's starts: vforked, the command looked up in the PATH of the task's environment. */
 static void test_spawn_single_threaded(void **state)
 {
     char *dir = make_tmpdir();
     char path[1024];
     char path_var[1100];
-    char out[64];
     char *envp[] = { path_var, (char *)"MARK=from-the-task-env", NULL };
     char *tool[] = { (char *)"muster-test-tool", NULL };
     char *plain[] = { (char *)"muster-test-plain", NULL };
@@ -70,9 +91,7 @@ static void test_spawn_single_threaded(void **state)
     enum wrk_fault fault;
     struct wrk_spawn s;
     struct mu_err err;
-    int status = 0;
     pid_t pid = -1;
-    FILE *f;
     (void)state;
 
     assert_int_equal(mu_snprintf(path_var, sizeof(path_var), "PATH=%s:/usr/bin:/bin", dir), 0);
@@ -86,26 +105,10 @@ static void test_spawn_single_threaded(void **state)
     s.single_threaded = true;
 
     s.argv = tool;
-    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), 0);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/muster-test-tool.out", dir), 0);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    assert_non_null(fgets(out, sizeof(out), f));
-    (void)fclose(f);
-    assert_string_equal(out, "from-the-task-env\n");
+    spawn_expect_out(&s, dir, "from-the-task-env\n");
     assert_ptr_equal(getenv("PATH"), path_before); /* the caller's environment is back */
-
     s.argv = plain;
-    assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), 0);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_int_equal(mu_snprintf(path, sizeof(path), "%s/muster-test-plain.out", dir), 0);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    assert_non_null(fgets(out, sizeof(out), f));
-    (void)fclose(f);
-    assert_string_equal(out, "plain from-the-task-env\n");
+    spawn_expect_out(&s, dir, "plain from-the-task-env\n");
 
     s.argv = missing;
     assert_int_equal(wrk_spawn_start(&s, &pid, &fault, &err), -1);
