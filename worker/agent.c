@@ -573,6 +573,8 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     memcpy(a->labels, cfg->labels, sizeof(a->labels));
     a->heartbeat_s = cfg->heartbeat_s > 0 ? cfg->heartbeat_s : 1;
     a->ckpt_wd = a->tasks_wd = -1;
+    a->shim_server.fd = -1;
+    a->shim_server.pid = -1;
 
     if (wrk_ident_setup(a, cfg, err) != 0 || shim_resolve(a, cfg, err) != 0)
         goto fail;
@@ -776,5 +778,6 @@ void wrk_agent_free(struct wrk_agent *a)
     }
     free(a->tasks);
     wrk_lease_free(a->lease); /* the record stays: the shims keep honouring it */
+    wrk_agent_shim_server_stop(a);
     free(a);
 }

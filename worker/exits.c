@@ -73,7 +73,8 @@ static void task_lost(struct wrk_agent *a, struct wrk_task *t, const char *why)
 
 /*
  * Looks for running task t's exit file.  shim_gone: its shim is known to have ended (reaped);
- * a re-adopted shim is looked up in /proc instead.  Returns true when t is no longer running.
+ * otherwise it is looked up in /proc (most shims are not the worker's children: forked by the
+ * shim server, or re-adopted).  Returns true when t is no longer running.
  */
 bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
 {
@@ -88,9 +89,9 @@ bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
     wrk_task_file(a, &t->rec.ref, WRK_TASKEXIT_SUFFIX, path, sizeof(path));
     mu_err_clear(&err);
     r = wrk_taskexit_read(path, &x, &err);
-    if (r == 0 && !shim_gone && t->adopted) {
+    if (r == 0 && !shim_gone) {
         wrk_task_file(a, &t->rec.ref, "", base, sizeof(base));
-        if (!wrk_shim_is_running(t->rec.shim_pid, base)) {
+        if (!wrk_shim_is_running(t->rec.shim_pid, t->rec.shim_start, base)) {
             shim_gone = true;
             r = wrk_taskexit_read(path, &x, &err); /* it may have written just before leaving */
         }
@@ -136,6 +137,10 @@ void wrk_exits_reap(struct wrk_agent *a)
             continue;
         if (pid <= 0)
             return;
+        if (pid == a->shim_server.pid) {
+            wrk_agent_shim_server_reaped(a, status);
+            continue;
+        }
         t = wrk_task_find_shim(a, pid);
         if (t)
             (void)wrk_exit_check(a, t, true);
@@ -205,12 +210,11 @@ static void adopt_one(struct wrk_agent *a, const char *dir, const char *name)
         return;
     }
     t->rec = rec; /* wrk_taskrec_parse made it RUNNING */
-    t->adopted = true;
     a->nrunning++;
     wrk_task_file(a, &t->rec.ref, "", base, sizeof(base));
     wrk_task_file(a, &t->rec.ref, WRK_TASKEXIT_SUFFIX, path, sizeof(path));
     r = wrk_taskexit_read(path, &x, &err);
-    if (r == 0 && wrk_shim_is_running(t->rec.shim_pid, base)) {
+    if (r == 0 && wrk_shim_is_running(t->rec.shim_pid, t->rec.shim_start, base)) {
         mu_log(MU_LOG_INFO, WRK_MOD,
                "job=%s task=%d attempt=%d re-adopted: still running, pid=%d shim=%d",
                t->rec.ref.job, t->rec.ref.task, t->rec.ref.attempt, t->rec.ref.pid,
@@ -236,7 +240,8 @@ static void old_records_warn(const struct wrk_agent *a)
     int n = 0;
     DIR *d;
 
-    /* By name, not by inode: a shim is re-adopted only under the path it was started with. */
+    /* By name, not by inode: an older version's shim is re-adopted only under the path it was
+     * started with (its command line names it). */
     if (strcmp(a->run_dir, a->state_dir) == 0)
         return;
     (void)mu_snprintf(dir, sizeof(dir), "%s/tasks", a->state_dir);

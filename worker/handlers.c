@@ -67,7 +67,7 @@ static int bind_start(struct wrk_agent *a,
     l.user = &who;
     l.lease_path = a->lease_path;
     l.not_after_ms = not_after_ms;
-    return wrk_launch_shim(&l, NULL, a->shim, rec, fault, err);
+    return wrk_launch_shim(&l, NULL, a->shim, wrk_agent_shim_server(a), rec, fault, err);
 }
 
 static void handle_bind(struct wrk_agent *a, const struct proto_msg *m)

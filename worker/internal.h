@@ -27,7 +27,7 @@
 
 #define WRK_MOD             "wrk" /* the module in log lines */
 #define WRK_CKPT_POLL_MS    1000  /* checkpoint files re-read this often without inotify */
-#define WRK_EXIT_POLL_MS    1000  /* exit files and re-adopted shims are checked this often */
+#define WRK_EXIT_POLL_MS    1000  /* exit files and live shims are checked this often */
 #define WRK_RESEND_FIRST_MS 2000  /* an unacknowledged exit is sent again after this, */
 #define WRK_RESEND_MAX_MS   60000 /* doubling up to this */
 #define WRK_MAX_ALLOW_USERS 64    /* --allow-user entries */
@@ -37,7 +37,6 @@ struct wrk_task {
     struct wrk_taskrec rec; /* its record: ref (state RUNNING, EXITED or LOST; pid = its process
                                group id; exit_code, signal, fenced once EXITED), shim_pid,
                                ckpt_signal, grace_s, uid (-1 = the worker's own), GPUs */
-    bool adopted;           /* the shim is not our child: re-adopted after a restart */
     uint64_t exit_order;    /* when EXITED or LOST: larger is newer (eviction, HELLO order) */
     uint64_t kill_at_ms;    /* monotonic; 0 = no SIGKILL pending */
     uint64_t resend_at_ms;  /* monotonic: EXITED and not acknowledged: TASK_STATUS again then */
@@ -101,7 +100,9 @@ struct wrk_agent {
     bool lease_out;            /* the lease ran out: logged, and not renewed since */
     bool loading;              /* reading the records at start: the first HELLO reports them */
     char shim[PROTO_PATH_MAX]; /* the muster-shim program */
-    struct wrk_ident run_as;   /* --run-as; name "" = none */
+    struct wrk_shim_server shim_server; /* forks the shims; fd -1 while there is none */
+    uint64_t shim_server_retry_ms;      /* monotonic: no new server before this */
+    struct wrk_ident run_as;            /* --run-as; name "" = none */
     char allow[WRK_MAX_ALLOW_USERS][64];
 
     struct wrk_imds *imds; /* owned; NULL without --imds */
@@ -141,12 +142,21 @@ void wrk_task_file(const struct wrk_agent *a,
 /* One log line "job=J task=T attempt=A <what>". */
 void wrk_task_log(enum mu_log_level level, const struct proto_task_ref *ref, const char *what);
 
+/* ---- shim_server.c: the shim server ---- */
+
+/* The shim server, started when there is none (at most once a second); NULL: execute the shim. */
+struct wrk_shim_server *wrk_agent_shim_server(struct wrk_agent *a);
+/* The server was reaped with status: said when unexpected; the next task starts another. */
+void wrk_agent_shim_server_reaped(struct wrk_agent *a, int status);
+/* At the end: closes the server's socket, and reaps it when it leaves within a second. */
+void wrk_agent_shim_server_stop(struct wrk_agent *a);
+
 /* ---- exits.c: how tasks end ---- */
 
 /*
  * Looks for running task t's exit file and, when there is one (or the shim is gone without
  * one), marks t EXITED (or LOST) and reports it.  shim_gone: its shim is known to have ended
- * (reaped); a re-adopted shim is looked up in /proc instead.  True when t no longer runs.
+ * (reaped); otherwise it is looked up in /proc.  True when t no longer runs.
  */
 bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone);
 /* wrk_exit_check on every running task (the 1 s sweep, and after inotify on tasks/). */

@@ -7,14 +7,16 @@
  * env.c.  The log files are opened here, before fork, so that an unwritable state directory is
  * a plain error message and the child has nothing left to do but dup2, chdir and exec.
  *
- * wrk_launch_shim starts the same task through muster-shim (shim.c), which outlives the worker:
- * the worker prepares everything as for a direct start, writes the shim's spec to an anonymous
+ * wrk_launch_shim starts the same task through muster-shim (shim.c), which outlives the worker,
+ * forked by the shim server (wrk_shim_server_start; executed when there is none): the worker
+ * prepares everything as for a direct start, writes the shim's spec to an anonymous
  * memory file (memfd; its stdin: the environment holds secrets and must not show in
  * /proc/PID/cmdline; no file system inode, whose allocation costs more than the rest of a start),
  * gives it the log files as stdout/stderr and a pipe as fd 3, and waits for one line on that
- * pipe: "OK <pid>" once the task runs and its record is written, or "ERR <code> <node|job>
- * <message>" when it could not start, with whose fault that is.  So a failed exec is still a
- * BIND_ACK error, as with a direct start, and the scheduler learns whether to blame the node.
+ * pipe: "OK <pid> <shim pid> <shim start>" once the task runs and its record is written, or
+ * "ERR <code> <node|job> <message>" when it could not start, with whose fault that is.  So a failed
+ * exec is still a BIND_ACK error, as with a direct start, and the scheduler learns whether to blame
+ * the node.
  */
 /* memfd_create is Linux's: ask glibc for its GNU declarations. */
 #define _GNU_SOURCE 1 /* NOLINT(bugprone-reserved-identifier): the libc's own switch */
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -293,15 +296,61 @@ static int parse_err_line(const char *line,
     return mu_errf(err, (int)code, "%s", msg);
 }
 
-/* Reads the shim's one-line report from fd within WRK_SHIM_START_TIMEOUT_MS. */
-static int read_report(
-    int fd, const char *shim, pid_t *pid_out, enum wrk_fault *fault, struct mu_err *err)
+/* What a shim said once its task ran: "OK <pid> <shim pid> <shim start>". */
+struct shim_report {
+    pid_t pid;
+    pid_t shim_pid;
+    uint64_t shim_start;
+};
+
+/* Parses "<pid> <shim pid> <shim start>"; 0, or -1 when the line has another shape. */
+static int parse_ok_line(const char *line, struct shim_report *out)
+{
+    int64_t v[2];
+    uint64_t start;
+    char *end = NULL;
+    const char *sp1 = strchr(line, ' ');
+    const char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+    char num[24];
+
+    if (!sp2 || (size_t)(sp1 - line) >= sizeof(num) || (size_t)(sp2 - sp1 - 1) >= sizeof(num))
+        return -1;
+    memcpy(num, line, (size_t)(sp1 - line));
+    num[sp1 - line] = '\0';
+    if (mu_parse_i64(num, 2, INT32_MAX, &v[0], NULL) != 0)
+        return -1;
+    memcpy(num, sp1 + 1, (size_t)(sp2 - sp1 - 1));
+    num[sp2 - sp1 - 1] = '\0';
+    if (mu_parse_i64(num, 2, INT32_MAX, &v[1], NULL) != 0)
+        return -1;
+    if (sp2[1] < '0' || sp2[1] > '9')
+        return -1;
+    errno = 0;
+    start = strtoull(sp2 + 1, &end, 10);
+    if (errno || *end || start == 0)
+        return -1;
+    out->pid = (pid_t)v[0];
+    out->shim_pid = (pid_t)v[1];
+    out->shim_start = start;
+    return 0;
+}
+
+/*
+ * Reads the shim's one-line report from fd within WRK_SHIM_START_TIMEOUT_MS.  *silent is set
+ * when the pipe closed without a word: no shim holds it any more.
+ */
+static int read_report(int fd,
+                       const char *shim,
+                       struct shim_report *out,
+                       bool *silent,
+                       enum wrk_fault *fault,
+                       struct mu_err *err)
 {
     uint64_t deadline = mu_time_mono_ms() + WRK_SHIM_START_TIMEOUT_MS;
     char line[512];
     size_t len = 0;
-    int64_t v;
 
+    *silent = false;
     for (;;) {
         struct pollfd pfd = { fd, POLLIN, 0 };
         uint64_t now = mu_time_mono_ms();
@@ -327,63 +376,154 @@ static int read_report(
     line[len] = '\0';
     if (len > 0 && line[len - 1] == '\n')
         line[--len] = '\0';
-    if (strncmp(line, "OK ", 3) == 0 && mu_parse_i64(line + 3, 2, INT32_MAX, &v, NULL) == 0) {
-        *pid_out = (pid_t)v;
+    if (strncmp(line, "OK ", 3) == 0 && parse_ok_line(line + 3, out) == 0)
         return 0;
-    }
     if (strncmp(line, "ERR ", 4) == 0)
         return parse_err_line(line + 4, shim, fault, err);
-    if (len == 0)
+    if (len == 0) {
+        *silent = true;
         return mu_errf(err, MU_E_SYS, "the task supervisor '%s' exited before starting the task",
                        shim);
+    }
     return mu_errf(err, MU_E_SYS, "the task supervisor '%s' said '%.100s'", shim, line);
 }
 
-/* Spawns the shim (stdin spec_fd, stdout/stderr the logs) and waits for its report. */
-static int shim_spawn(const char *shim_path,
-                      char *rec_base,
-                      int spec_fd,
-                      const struct prepared *p,
-                      pid_t *pid_out,
-                      pid_t *shim_pid_out,
-                      enum wrk_fault *fault,
-                      struct mu_err *err)
+/* How a request to the shim server went. */
+enum server_ask {
+    SERVER_FORKED,  /* a supervisor runs: its pid is known */
+    SERVER_UNSENT,  /* the server is gone; nothing was forked */
+    SERVER_UNKNOWN, /* the server went after the request: its report says whether one runs */
+    SERVER_FAILED,  /* the server could not fork (err) */
+};
+
+/* Asks the server for a supervisor with fds 0-3: spec_fd, the logs and report_fd. */
+static enum server_ask server_ask(struct wrk_shim_server *srv,
+                                  const char *rec_base,
+                                  const int fds[4],
+                                  pid_t *shim_pid,
+                                  struct mu_err *err)
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+    } ctl;
+    struct iovec iov = { (void *)rec_base, strlen(rec_base) };
+    struct pollfd pfd = { srv->fd, POLLIN, 0 };
+    struct msghdr mh;
+    struct cmsghdr *c;
+    int32_t answer = 0;
+    ssize_t n;
+
+    memset(&mh, 0, sizeof(mh));
+    memset(&ctl, 0, sizeof(ctl));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof(ctl.buf);
+    c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * 4);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * 4);
+    do {
+        n = sendmsg(srv->fd, &mh, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)iov.iov_len)
+        return SERVER_UNSENT;
+    do {
+        n = poll(&pfd, 1, WRK_SHIM_SERVER_ANSWER_MS);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) {
+        do {
+            n = recv(srv->fd, &answer, sizeof(answer), 0);
+        } while (n < 0 && errno == EINTR);
+    }
+    if (n != (ssize_t)sizeof(answer))
+        return SERVER_UNKNOWN;
+    if (answer < 0) {
+        mu_errf(err, MU_E_SYS, "the shim server could not fork a supervisor: %s",
+                strerror(-answer));
+        return SERVER_FAILED;
+    }
+    *shim_pid = (pid_t)answer;
+    return SERVER_FORKED;
+}
+
+/* Executes the shim (stdin spec_fd, stdout/stderr the logs, fd 3 report_fd), the caller's child. */
+static int shim_exec(
+    const char *shim_path, char *rec_base, const int fds[4], pid_t *shim_pid, struct mu_err *err)
 {
     static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     char *shim_envp[] = { path_env, NULL };
     char *shim_argv[] = { (char *)shim_path, rec_base, NULL };
     struct wrk_spawn s;
-    int report[2];
-    pid_t shim_pid = -1;
-    int rc = -1;
 
-    if (pipe(report) != 0)
-        return mu_errf(err, MU_E_SYS, "cannot create a pipe: %s", strerror(errno));
-    (void)fcntl(report[0], F_SETFD, FD_CLOEXEC);
-    (void)fcntl(report[1], F_SETFD, FD_CLOEXEC);
     memset(&s, 0, sizeof(s));
     s.argv = shim_argv;
     s.envp = shim_envp; /* nothing of the task's environment: no LD_PRELOAD for a root shim */
-    s.fd_stdin = spec_fd;
-    s.fd_stdout = p->out_fd;
-    s.fd_stderr = p->err_fd;
-    s.fd_extra = report[1];
+    s.fd_stdin = fds[0];
+    s.fd_stdout = fds[1];
+    s.fd_stderr = fds[2];
+    s.fd_extra = fds[3];
     /* The shim is the node's: whatever stops it from starting (its exec included) is too. */
-    if (wrk_spawn_start(&s, &shim_pid, NULL, err) != 0) {
-        (void)close(report[0]);
-        (void)close(report[1]);
-        return -1;
-    }
-    (void)close(report[1]);
-    if (read_report(report[0], shim_path, pid_out, fault, err) != 0) {
-        (void)kill(shim_pid, SIGKILL); /* it has nothing left to do: failed or wedged */
-        while (waitpid(shim_pid, NULL, 0) < 0 && errno == EINTR) {
+    return wrk_spawn_start(&s, shim_pid, NULL, err);
+}
+
+/*
+ * Starts the task's shim, forked by the server when there is one (a server that is gone is
+ * closed, and the shim executed instead), and waits for its report.
+ */
+static int shim_spawn(const char *shim_path,
+                      struct wrk_shim_server *srv,
+                      char *rec_base,
+                      int spec_fd,
+                      const struct prepared *p,
+                      struct shim_report *out,
+                      enum wrk_fault *fault,
+                      struct mu_err *err)
+{
+    enum server_ask asked = SERVER_UNSENT;
+    pid_t shim_pid = -1;
+    int report[2];
+    bool silent = false;
+    int rc = -1;
+
+    for (;;) {
+        int fds[4];
+        if (pipe(report) != 0)
+            return mu_errf(err, MU_E_SYS, "cannot create a pipe: %s", strerror(errno));
+        (void)fcntl(report[0], F_SETFD, FD_CLOEXEC);
+        (void)fcntl(report[1], F_SETFD, FD_CLOEXEC);
+        fds[0] = spec_fd;
+        fds[1] = p->out_fd;
+        fds[2] = p->err_fd;
+        fds[3] = report[1];
+        asked =
+            srv && srv->fd >= 0 ? server_ask(srv, rec_base, fds, &shim_pid, err) : SERVER_UNSENT;
+        if (asked == SERVER_UNKNOWN && srv->pid > 0)
+            (void)kill(srv->pid, SIGKILL); /* wedged or dying: this request goes with it */
+        if (asked == SERVER_UNSENT || asked == SERVER_UNKNOWN)
+            wrk_shim_server_close(srv);
+        if (asked == SERVER_FAILED
+            || (asked == SERVER_UNSENT
+                && shim_exec(shim_path, rec_base, fds, &shim_pid, err) != 0)) {
+            (void)close(report[0]);
+            (void)close(report[1]);
+            return -1;
         }
-        goto out;
+        (void)close(report[1]);
+        rc = read_report(report[0], shim_path, out, &silent, fault, err);
+        /* A server gone with the request: no supervisor holds the pipe, so the shim is executed. */
+        if (rc == 0 || !silent || asked != SERVER_UNKNOWN)
+            break;
+        (void)close(report[0]);
+        (void)lseek(spec_fd, 0, SEEK_SET);
     }
-    *shim_pid_out = shim_pid;
-    rc = 0;
-out:
+    if (rc != 0 && shim_pid > 0) {
+        (void)kill(shim_pid, SIGKILL); /* it has nothing left to do: failed or wedged */
+        while (asked == SERVER_UNSENT && waitpid(shim_pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+    }
     (void)close(report[0]);
     return rc;
 }
@@ -407,6 +547,7 @@ static void rec_init(const struct wrk_launch *l, struct wrk_taskrec *r)
 int wrk_launch_shim(const struct wrk_launch *l,
                     char *const *base,
                     const char *shim_path,
+                    struct wrk_shim_server *srv,
                     struct wrk_taskrec *rec,
                     enum wrk_fault *fault,
                     struct mu_err *err)
@@ -418,9 +559,8 @@ int wrk_launch_shim(const struct wrk_launch *l,
     struct wrk_shim_spec spec;
     struct prepared p;
     struct mu_buf buf;
+    struct shim_report said = { 0, 0, 0 };
     enum wrk_fault why = WRK_FAULT_NODE;
-    pid_t pid = -1;
-    pid_t shim_pid = -1;
     int spec_fd = -1;
     int rc = -1;
 
@@ -466,15 +606,16 @@ int wrk_launch_shim(const struct wrk_launch *l,
     spec_fd = spec_file(l, &buf, err);
     if (spec_fd < 0)
         goto out;
-    if (shim_spawn(shim_path, rec_base, spec_fd, &p, &pid, &shim_pid, &why, err) != 0) {
+    if (shim_spawn(shim_path, srv, rec_base, spec_fd, &p, &said, &why, err) != 0) {
         if (fault)
             *fault = why;
         goto out;
     }
     *rec = spec.rec;
     rec->ref.state = PROTO_TASK_RUNNING;
-    rec->ref.pid = (int)pid;
-    rec->shim_pid = (int)shim_pid;
+    rec->ref.pid = (int)said.pid;
+    rec->shim_pid = (int)said.shim_pid;
+    rec->shim_start = said.shim_start;
     rc = 0;
 out:
     if (spec_fd >= 0)

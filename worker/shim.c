@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * muster-shim: the per-task supervisor (issue #5 "worker crash or restart"), as container shims
- * are for containers.  The worker starts one per task:
+ * are for containers.  There is one per task, forked by the worker's shim server (serve() below,
+ * issue #15: a fork costs a fraction of an exec and the C library's start-up) or, without one,
+ * executed by the worker:
  *
  *     muster-shim <run-dir>/tasks/<job>.<attempt>.<task>    (stdin: spec, fd 3: report pipe)
+ *     muster-shim --serve                                    (fd 3: the worker's socket)
  *
  * It leaves the worker's session (setsid), so that neither the worker's death nor a signal to
  * the worker's process group reaches it; starts the task in the task's own process group with
  * spawn.c (as another user when the spec says so, and not at all once the spec's start
- * deadline has passed); writes the record <base>.json and says "OK <pid>" on fd 3, or
+ * deadline has passed); writes the record <base>.json and says "OK <pid> <shim pid> <shim
+ * start>" on fd 3, or
  * "ERR <code> <node|job> <message>" when the task could not start (with whose fault that is);
  * then waits for the task and writes its true exit status to <base>.exit.  Both files are
  * written to a temp file and renamed.  The leader's exit is observed with waitid(WNOWAIT), and
@@ -24,8 +28,8 @@
  * "fenced", so that the scheduler requeues the gang without counting a failure.
  *
  * Its stdout and stderr are the task's log files, so its own rare complaints (and each fencing
- * step) land there.  Its argv names the task, which is how a restarted worker recognises it
- * (/proc/PID/cmdline).  SIGTERM and SIGCHLD are blocked and taken with sigtimedwait, so one loop
+ * step) land there.  A restarted worker recognises it by its pid and start time (/proc/PID/stat,
+ * in the record).  SIGTERM and SIGCHLD are blocked and taken with sigtimedwait, so one loop
  * sees the task's exit, a SIGTERM (passed on to the task's group) and the lease's deadlines;
  * SIGHUP, SIGINT and SIGPIPE are ignored.
  */
@@ -37,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -172,6 +177,7 @@ static int start_task(struct wrk_shim_spec *spec,
     spec->rec.ref.pid = (int)pid;
     spec->rec.ref.state = PROTO_TASK_RUNNING;
     spec->rec.shim_pid = (int)getpid();
+    spec->rec.shim_start = wrk_proc_start(0);
     spec->rec.started_ms = mu_time_wall_ms();
     text = wrk_taskrec_format(&spec->rec, err);
     if (!text || mu_snprintf(path, sizeof(path), "%s" WRK_TASKREC_SUFFIX, base) != 0
@@ -340,25 +346,24 @@ static struct wrk_lease *lease_open(const struct wrk_shim_spec *spec)
     return lease;
 }
 
-int main(int argc, char **argv)
+/*
+ * Supervises one task: base is its record path less ".json"; stdin holds the spec, stdout and
+ * stderr are its logs, REPORT_FD the worker's pipe.  The exit status of the shim.
+ */
+static int shim_main(const char *base)
 {
     struct wrk_shim_spec spec;
     struct wrk_lease *lease = NULL;
     enum wrk_fault fault = WRK_FAULT_NODE;
     struct mu_err err;
     sigset_t waited;
-    char line[32];
+    char line[96];
     char *data = NULL;
     size_t len = 0;
     int null_fd;
     int rc = 1;
 
     memset(&spec, 0, sizeof(spec));
-    if (argc != 2 || !argv[1][0] || fcntl(REPORT_FD, F_GETFD) < 0) {
-        (void)fprintf(stderr, "usage: " WRK_SHIM_NAME
-                              " RECORD-BASE  (started by muster-worker, not by hand)\n");
-        return 2;
-    }
     (void)fcntl(REPORT_FD, F_SETFD, FD_CLOEXEC); /* the task must not hold the worker's pipe */
     signals_setup(&waited);
     if (setsid() < 0)
@@ -375,18 +380,145 @@ int main(int argc, char **argv)
         (void)dup2(null_fd, 0); /* the spec file is not the task's stdin either way */
         (void)close(null_fd);
     }
-    lease = lease_open(&spec);
-    if (start_task(&spec, argv[1], &fault, &err) != 0) {
+    if (start_task(&spec, base, &fault, &err) != 0) {
         report_err(&err, fault);
         goto out;
     }
-    (void)mu_snprintf(line, sizeof(line), "OK %d\n", spec.rec.ref.pid);
+    lease = lease_open(&spec); /* the start itself is bounded by the spec's deadline */
+    (void)mu_snprintf(line, sizeof(line), "OK %d %d %" PRIu64 "\n", spec.rec.ref.pid,
+                      spec.rec.shim_pid, spec.rec.shim_start);
     report(line);
     (void)close(REPORT_FD);
-    rc = supervise(&spec, argv[1], lease, &waited);
+    rc = supervise(&spec, base, lease, &waited);
 out:
     wrk_lease_free(lease);
     wrk_shim_spec_release(&spec);
     free(data);
     return rc;
+}
+
+/* ---- the server: one supervisor per task, forked rather than executed ---- */
+
+enum { SERVE_SPEC, SERVE_OUT, SERVE_ERR, SERVE_REPORT, SERVE_NFDS };
+
+static void close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        (void)close(fds[i]);
+}
+
+/*
+ * One request from the worker: the record base, with the spec, the two logs and the report
+ * pipe as SCM_RIGHTS.  1 with base and fds[] filled; 0 when the worker has gone (end of file);
+ * -1 for a request of another shape (what came with it closed).
+ */
+static int serve_recv(int sock, char *base, size_t size, int fds[SERVE_NFDS])
+{
+    union {
+        struct cmsghdr align;
+        char buf[CMSG_SPACE(sizeof(int) * SERVE_NFDS)];
+    } ctl;
+    struct iovec iov = { base, size - 1 };
+    struct msghdr mh;
+    struct cmsghdr *c;
+    int got = 0;
+    ssize_t n;
+
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof(ctl.buf);
+    do {
+        n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return 0;
+    base[n] = '\0';
+    for (c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            if (k > SERVE_NFDS - got)
+                k = SERVE_NFDS - got;
+            memcpy(fds + got, CMSG_DATA(c), (size_t)k * sizeof(int));
+            got += k;
+        }
+    }
+    if (got == SERVE_NFDS && !(mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && base[0]
+        && strlen(base) == (size_t)n)
+        return 1;
+    close_fds(fds, got);
+    return -1;
+}
+
+/* The supervisor's pid, or -errno: the worker's answer to a request. */
+static bool serve_answer(int sock, int32_t v)
+{
+    return send(sock, &v, sizeof(v), MSG_NOSIGNAL) == (ssize_t)sizeof(v);
+}
+
+/*
+ * muster-shim --serve: started once by the worker, with a SOCK_SEQPACKET socket as fd 3.  For
+ * each request it forks a supervisor that becomes what an executed shim is (fds 0-3 in place,
+ * then shim_main), which spares each task start an exec and the C library's start-up.  The
+ * supervisors leave its session as executed shims do, so they outlive it and the worker; they
+ * are reaped by the kernel (SIGCHLD ignored here, and set back in each).  It ends when the
+ * worker closes the socket.
+ */
+static int serve(void)
+{
+    struct sigaction sa;
+    char base[PROTO_PATH_MAX];
+    int fds[SERVE_NFDS];
+    int sock = REPORT_FD;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    (void)sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGHUP, &sa, NULL);
+    (void)sigaction(SIGINT, &sa, NULL);
+    (void)sigaction(SIGPIPE, &sa, NULL);
+    sa.sa_flags = SA_NOCLDWAIT;
+    (void)sigaction(SIGCHLD, &sa, NULL);
+    (void)fcntl(sock, F_SETFD, FD_CLOEXEC);
+    for (;;) {
+        int r = serve_recv(sock, base, sizeof(base), fds);
+        int32_t answer;
+        pid_t pid;
+        if (r == 0)
+            return 0;
+        if (r < 0) {
+            if (!serve_answer(sock, -EPROTO))
+                return 0;
+            continue;
+        }
+        pid = fork();
+        answer = pid > 0 ? (int32_t)pid : -(int32_t)errno;
+        if (pid == 0) {
+            sa.sa_handler = SIG_DFL;
+            sa.sa_flags = 0;
+            (void)sigaction(SIGCHLD, &sa, NULL); /* its task is waited for */
+            (void)close(sock);
+            for (int i = 0; i < SERVE_NFDS; i++) {
+                (void)dup2(fds[i], i); /* received above 3: 0-3 were taken */
+                (void)close(fds[i]);
+            }
+            exit(shim_main(base));
+        }
+        close_fds(fds, SERVE_NFDS);
+        if (!serve_answer(sock, answer))
+            return 0;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2 || !argv[1][0] || fcntl(REPORT_FD, F_GETFD) < 0) {
+        (void)fprintf(stderr, "usage: " WRK_SHIM_NAME " RECORD-BASE | --serve"
+                              "  (started by muster-worker, not by hand)\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "--serve") == 0)
+        return serve();
+    return shim_main(argv[1]);
 }

@@ -54,10 +54,11 @@ char *wrk_taskrec_format(const struct wrk_taskrec *r, struct mu_err *err)
         || mu_buf_append_json_str(&b, r->ref.job, err) != 0
         || mu_buf_appendf(
                &b, err,
-               ",\"task\":%d,\"attempt\":%d,\"pid\":%d,\"shim_pid\":%d,\"started_ms\":%" PRIu64
+               ",\"task\":%d,\"attempt\":%d,\"pid\":%d,\"shim_pid\":%d,\"shim_start\":%" PRIu64
+               ",\"started_ms\":%" PRIu64
                ",\"ckpt_signal\":%d,\"grace_s\":%d,\"uid\":%d,\"gpus\":[",
-               r->ref.task, r->ref.attempt, r->ref.pid, r->shim_pid, r->started_ms, r->ckpt_signal,
-               r->grace_s, r->uid)
+               r->ref.task, r->ref.attempt, r->ref.pid, r->shim_pid, r->shim_start, r->started_ms,
+               r->ckpt_signal, r->grace_s, r->uid)
                != 0)
         goto fail;
     for (int i = 0; i < r->ngpus && i < PROTO_MAX_GPUS; i++) {
@@ -404,7 +405,63 @@ bool wrk_shim_cmdline_matches(const char *cmdline, size_t len, const char *base)
            && memcmp(cmdline + len0 + 1, base, strlen(base) + 1) == 0;
 }
 
-bool wrk_shim_is_running(int pid, const char *base)
+int wrk_proc_stat_parse(const char *text, size_t len, char *state, uint64_t *start)
+{
+    const char *end = text + len;
+    const char *p = NULL;
+    int field = 2; /* the name's */
+
+    for (const char *q = text; q < end; q++) {
+        if (*q == ')')
+            p = q;
+    }
+    if (!p || p + 2 >= end || p[1] != ' ')
+        return -1;
+    *state = p[2];
+    for (p++; p < end && field < 22; p++) {
+        if (*p == ' ')
+            field++;
+    }
+    if (field != 22 || p >= end || *p < '0' || *p > '9')
+        return -1;
+    *start = 0;
+    for (; p < end && *p >= '0' && *p <= '9'; p++) {
+        if (*start > (UINT64_MAX - 9) / 10)
+            return -1;
+        *start = *start * 10 + (uint64_t)(*p - '0');
+    }
+    return p < end && *p != ' ' && *p != '\n' ? -1 : 0;
+}
+
+uint64_t wrk_proc_start(int pid)
+{
+    char path[64];
+    char text[1024]; /* the line is a few hundred bytes; its name at most 64 */
+    uint64_t start = 0;
+    char state = '?';
+    ssize_t n;
+    int fd;
+
+    if (pid < 0)
+        return 0;
+    if (pid == 0)
+        mu_strlcpy(path, "/proc/self/stat", sizeof(path));
+    else
+        (void)mu_snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    do {
+        n = read(fd, text, sizeof(text));
+    } while (n < 0 && errno == EINTR);
+    (void)close(fd);
+    if (n <= 0 || wrk_proc_stat_parse(text, (size_t)n, &state, &start) != 0 || state == 'Z'
+        || state == 'X')
+        return 0;
+    return start;
+}
+
+bool wrk_shim_is_running(int pid, uint64_t start, const char *base)
 {
     char path[64];
     char *text = NULL;
@@ -413,6 +470,8 @@ bool wrk_shim_is_running(int pid, const char *base)
 
     if (pid <= 1)
         return false;
+    if (start)
+        return wrk_proc_start(pid) == start;
     (void)mu_snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
     if (mu_file_read_small(path, (size_t)PROTO_PATH_MAX * 2, &text, &len, NULL, NULL) != 1)
         return false; /* gone, or a zombie: /proc/PID/cmdline of a zombie is empty */

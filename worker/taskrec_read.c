@@ -80,7 +80,7 @@ int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, str
     const cJSON *job;
     const cJSON *gpus;
     const cJSON *g;
-    int64_t v[8] = { 0 };
+    int64_t v[9] = { 0 };
     cJSON *o = parse_object(text, len, what, err);
     int rc = -1;
 
@@ -97,6 +97,7 @@ int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, str
         || get_int(o, what, "attempt", true, 1, INT_MAX, 0, &v[1], err) != 0
         || get_int(o, what, "pid", true, 2, INT_MAX, 0, &v[2], err) != 0
         || get_int(o, what, "shim_pid", true, 2, INT_MAX, 0, &v[3], err) != 0
+        || get_int(o, what, "shim_start", false, 0, MAX_MS, 0, &v[8], err) != 0
         || get_int(o, what, "started_ms", false, 0, MAX_MS, 0, &v[4], err) != 0
         || get_int(o, what, "ckpt_signal", false, 0, 255, 0, &v[5], err) != 0
         || get_int(o, what, "grace_s", false, 0, INT_MAX, 0, &v[6], err) != 0
@@ -107,6 +108,7 @@ int wrk_taskrec_parse(const char *text, size_t len, struct wrk_taskrec *out, str
     r.ref.state = PROTO_TASK_RUNNING;
     r.ref.pid = (int)v[2];
     r.shim_pid = (int)v[3];
+    r.shim_start = (uint64_t)v[8];
     r.started_ms = (uint64_t)v[4];
     r.ckpt_signal = (int)v[5];
     r.grace_s = (int)v[6];

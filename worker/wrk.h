@@ -301,7 +301,8 @@ int wrk_launch_start(const struct wrk_launch *l,
 #define WRK_GROUPS_MAX            1024         /* supplementary groups handed to a task */
 #define WRK_SPEC_MAX_BYTES        (256u << 20) /* cap on what the shim reads from its stdin */
 #define WRK_SHIM_START_TIMEOUT_MS 10000        /* a shim that says nothing by then is killed */
-#define WRK_FENCE_TERM_GRACE_MS   5000         /* self-fencing: SIGTERM -> SIGKILL */
+#define WRK_SHIM_SERVER_ANSWER_MS 1000 /* a shim server that has not forked by then is killed */
+#define WRK_FENCE_TERM_GRACE_MS   5000 /* self-fencing: SIGTERM -> SIGKILL */
 #define WRK_SHIM_NAME             "muster-shim"
 /* The suffixes of a task's files in <state-dir>/tasks, after "<job>.<attempt>.<task>". */
 #define WRK_TASKREC_SUFFIX  ".json"   /* the record */
@@ -311,6 +312,8 @@ int wrk_launch_start(const struct wrk_launch *l,
 struct wrk_taskrec {
     struct proto_task_ref ref; /* job, task, attempt; pid = the task's process group id */
     int shim_pid;
+    uint64_t shim_start; /* the shim's start time (/proc/PID/stat, clock ticks after boot): with
+                            shim_pid, which process it is; 0 = not known (an older record) */
     uint64_t started_ms; /* wall */
     int ckpt_signal;     /* the job's checkpoint signal; 0 = not checkpointable */
     int grace_s;         /* the job's checkpoint grace */
@@ -404,8 +407,38 @@ void wrk_shim_spec_release(struct wrk_shim_spec *s);
  * started for the task whose record path, without ".json", is base.  Pure.
  */
 bool wrk_shim_cmdline_matches(const char *cmdline, size_t len, const char *base);
-/* True when process pid runs and is the shim of base (reads /proc/PID/cmdline). */
-bool wrk_shim_is_running(int pid, const char *base);
+
+/*
+ * From the bytes of /proc/PID/stat: the process's state letter and its start time (field 22,
+ * clock ticks after boot).  The name in parentheses may hold spaces and parentheses: fields are
+ * counted after the last ')'.  0, or -1 when the text is not such a line.  Pure.
+ */
+int wrk_proc_stat_parse(const char *text, size_t len, char *state, uint64_t *start);
+/* Process pid's start time (0 when it is gone, a zombie or unreadable); pid 0 = this process. */
+uint64_t wrk_proc_start(int pid);
+
+/*
+ * True when the shim of the task whose record base is base still runs as process pid: the same
+ * start time when start is known (a pid reused by another process has another), else (a record
+ * of an older version) its /proc/PID/cmdline names base.
+ */
+bool wrk_shim_is_running(int pid, uint64_t start, const char *base);
+
+/*
+ * The shim server, "muster-shim --serve" (shim.c): started once, it forks each task's shim, which
+ * then is what an executed one is (its own session, outliving the worker), for the cost of a fork
+ * rather than an exec.  fd: the worker's end of its socket, -1 when closed; pid: the server, a
+ * child of the worker (-1: none started).
+ */
+struct wrk_shim_server {
+    int fd;
+    pid_t pid;
+};
+
+/* Starts the server from shim_path; 0, or -1 with err, srv closed. */
+int wrk_shim_server_start(struct wrk_shim_server *srv, const char *shim_path, struct mu_err *err);
+/* Closes the worker's end (srv may be NULL): the server then ends; srv->pid is left to reap. */
+void wrk_shim_server_close(struct wrk_shim_server *srv);
 
 /*
  * Starts the BIND's task through the shim at shim_path: prepares logs and environment as
@@ -415,12 +448,15 @@ bool wrk_shim_is_running(int pid, const char *base);
  * not start ("cannot run 'x': No such file or directory") and whose fault that is (*fault, may
  * be NULL; the shim's report line is "ERR <code> <node|job> <message>").  On success *rec is the
  * running task's record: ref state RUNNING, ref.pid the task's pid (= its process group id),
- * shim_pid (started_ms stays 0: the shim's file has it); on failure rec is untouched.  The shim
- * is a child of the caller, which must reap it.
+ * shim_pid and shim_start (started_ms stays 0: the shim's file has it); on failure rec is
+ * untouched.  With srv (may be NULL) open, the shim is forked by that server; a server found gone
+ * is closed (wrk_shim_server_close) and the shim executed from shim_path, as without one.  An
+ * executed shim is a child of the caller, which must reap it.
  */
 int wrk_launch_shim(const struct wrk_launch *l,
                     char *const *base,
                     const char *shim_path,
+                    struct wrk_shim_server *srv,
                     struct wrk_taskrec *rec,
                     enum wrk_fault *fault,
                     struct mu_err *err);

@@ -129,6 +129,7 @@ static void test_taskrec_roundtrip(void **state)
     r.ref.attempt = 2;
     r.ref.pid = 4242;
     r.shim_pid = 4241;
+    r.shim_start = 123456789012ULL;
     r.started_ms = UINT64_C(1732270000999);
     r.ckpt_signal = SIGUSR1;
     r.grace_s = 90;
@@ -146,6 +147,7 @@ static void test_taskrec_roundtrip(void **state)
     assert_int_equal(back.ref.state, PROTO_TASK_RUNNING);
     assert_int_equal(back.ref.pid, 4242);
     assert_int_equal(back.shim_pid, 4241);
+    assert_true(back.shim_start == 123456789012ULL);
     assert_true(back.started_ms == UINT64_C(1732270000999));
     assert_int_equal(back.ckpt_signal, SIGUSR1);
     assert_int_equal(back.grace_s, 90);
@@ -481,9 +483,60 @@ static void test_shim_cmdline(void **state)
     assert_false(wrk_shim_cmdline_matches(noarg, sizeof(noarg), "/s/tasks/1-0.1.0"));
     assert_false(wrk_shim_cmdline_matches("", 0, "/s/tasks/1-0.1.0"));
     assert_false(wrk_shim_cmdline_matches(good, 5, "/s/tasks/1-0.1.0")); /* no NUL */
-    /* This process is no shim; pid 0 and 1 never are. */
-    assert_false(wrk_shim_is_running((int)getpid(), "/s/tasks/1-0.1.0"));
-    assert_false(wrk_shim_is_running(1, "/s/tasks/1-0.1.0"));
+    /* A record without a start time (an older version's): this process is no shim by its
+     * command line; pid 0 and 1 never are. */
+    assert_false(wrk_shim_is_running((int)getpid(), 0, "/s/tasks/1-0.1.0"));
+    assert_false(wrk_shim_is_running(1, 0, "/s/tasks/1-0.1.0"));
+}
+
+/* A shim is known by its pid and start time: a reused pid has another start time. */
+static void test_shim_start_time(void **state)
+{
+    /* Field 22 counted after the last ')': the name may hold spaces and parentheses. */
+    static const char line[] = "4242 (a b) c)) S 1 4242 4242 0 -1 4194560 101 0 0 0 0 0 0 0 20 "
+                               "0 1 0 987654 2265088 256 18446744073709551615\n";
+    static const char zombie[] = "7 (x) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0\n";
+    static const char *bad[] = {
+        "4242 no name S 1",                                               /* no ')' */
+        "4242 (x) S 1 2 3",                                               /* ends before field 22 */
+        "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 12x 0\n", /* not a number */
+        "4242 (x)",                                                       /* no state */
+    };
+    char st = 0;
+    uint64_t start = 0;
+    uint64_t mine;
+    char base[] = "/nonexistent/tasks/1-0.1.0";
+    (void)state;
+
+    assert_int_equal(wrk_proc_stat_parse(line, strlen(line), &st, &start), 0);
+    assert_int_equal(st, 'S');
+    assert_true(start == 987654);
+    assert_int_equal(wrk_proc_stat_parse(zombie, strlen(zombie), &st, &start), 0);
+    assert_int_equal(st, 'Z');
+    assert_true(start == 55);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(wrk_proc_stat_parse(bad[i], strlen(bad[i]), &st, &start), -1);
+
+    /* This process, by its own start time, whatever its command line; not by another. */
+    mine = wrk_proc_start(0);
+    assert_true(mine > 0);
+    assert_true(wrk_proc_start((int)getpid()) == mine);
+    assert_true(wrk_shim_is_running((int)getpid(), mine, base));
+    assert_false(wrk_shim_is_running((int)getpid(), mine + 1, base));
+    assert_int_equal(wrk_proc_start(-1), 0);
+
+    /* A zombie holds its pid but runs no more: not a live shim. */
+    {
+        pid_t child = fork();
+        siginfo_t si;
+        assert_true(child >= 0);
+        if (child == 0)
+            _exit(0);
+        memset(&si, 0, sizeof(si));
+        assert_int_equal(waitid(P_PID, (id_t)child, &si, WEXITED | WNOWAIT), 0);
+        assert_int_equal(wrk_proc_start((int)child), 0);
+        assert_int_equal(waitpid(child, NULL, 0), child);
+    }
 }
 
 /* ---- task logs for LOG_READ (logread.c) ---- */
@@ -629,7 +682,8 @@ int main(void)
         cmocka_unit_test(test_taskrec_roundtrip), cmocka_unit_test(test_taskrec_bad),
         cmocka_unit_test(test_taskexit),          cmocka_unit_test(test_taskrec_files),
         cmocka_unit_test(test_taskrec_remove),    cmocka_unit_test(test_shim_spec),
-        cmocka_unit_test(test_shim_cmdline),      cmocka_unit_test(test_log_read),
+        cmocka_unit_test(test_shim_cmdline),      cmocka_unit_test(test_shim_start_time),
+        cmocka_unit_test(test_log_read),
     };
     /* WRK_TEST_FILTER=test_x* runs a subset by hand. */
     if (getenv("WRK_TEST_FILTER"))
