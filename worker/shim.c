@@ -123,9 +123,9 @@ static char *read_spec(size_t *len_out, struct mu_err *err)
     return mu_buf_take(&b);
 }
 
-/* SIGTERM and SIGCHLD stay pending for supervise's sigtimedwait (the task's child resets its
- * mask before exec); a SIGTERM that comes before the task runs is passed on once it does. */
-static void signals_setup(sigset_t *waited)
+/* SIGHUP, SIGINT and SIGPIPE ignored: a shim's end is its task's (or the worker's), not a
+ * terminal's or a closed pipe's. */
+static void ignore_hangups(void)
 {
     struct sigaction sa;
 
@@ -135,6 +135,25 @@ static void signals_setup(sigset_t *waited)
     (void)sigaction(SIGHUP, &sa, NULL);
     (void)sigaction(SIGINT, &sa, NULL);
     (void)sigaction(SIGPIPE, &sa, NULL);
+}
+
+/* SIGCHLD's disposition: the server's children are reaped by the kernel, a shim's task is not. */
+static void sigchld_set(void (*handler)(int), int flags)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = handler;
+    sa.sa_flags = flags;
+    (void)sigemptyset(&sa.sa_mask);
+    (void)sigaction(SIGCHLD, &sa, NULL);
+}
+
+/* SIGTERM and SIGCHLD stay pending for supervise's sigtimedwait (the task's child resets its
+ * mask before exec); a SIGTERM that comes before the task runs is passed on once it does. */
+static void signals_setup(sigset_t *waited)
+{
+    ignore_hangups();
     (void)sigemptyset(waited);
     (void)sigaddset(waited, SIGTERM);
     (void)sigaddset(waited, SIGCHLD);
@@ -467,19 +486,12 @@ static bool serve_answer(int sock, int32_t v)
  */
 static int serve(void)
 {
-    struct sigaction sa;
     char base[PROTO_PATH_MAX];
     int fds[SERVE_NFDS];
     int sock = REPORT_FD;
 
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_IGN;
-    (void)sigemptyset(&sa.sa_mask);
-    (void)sigaction(SIGHUP, &sa, NULL);
-    (void)sigaction(SIGINT, &sa, NULL);
-    (void)sigaction(SIGPIPE, &sa, NULL);
-    sa.sa_flags = SA_NOCLDWAIT;
-    (void)sigaction(SIGCHLD, &sa, NULL);
+    ignore_hangups();
+    sigchld_set(SIG_IGN, SA_NOCLDWAIT);
     (void)fcntl(sock, F_SETFD, FD_CLOEXEC);
     for (;;) {
         int r = serve_recv(sock, base, sizeof(base), fds);
@@ -495,9 +507,7 @@ static int serve(void)
         pid = fork();
         answer = pid > 0 ? (int32_t)pid : -(int32_t)errno;
         if (pid == 0) {
-            sa.sa_handler = SIG_DFL;
-            sa.sa_flags = 0;
-            (void)sigaction(SIGCHLD, &sa, NULL); /* its task is waited for */
+            sigchld_set(SIG_DFL, 0); /* its task is waited for */
             (void)close(sock);
             for (int i = 0; i < SERVE_NFDS; i++) {
                 (void)dup2(fds[i], i); /* received above 3: 0-3 were taken */
