@@ -449,13 +449,12 @@ static enum server_ask server_ask(struct wrk_shim_server *srv,
     return SERVER_FORKED;
 }
 
-/* Executes the shim (stdin spec_fd, stdout/stderr the logs, fd 3 report_fd), the caller's child. */
-static int shim_exec(
-    const char *shim_path, char *rec_base, const int fds[4], pid_t *shim_pid, struct mu_err *err)
+int wrk_shim_exec(
+    const char *shim_path, char *arg, const int fds[4], pid_t *pid, struct mu_err *err)
 {
     static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     char *shim_envp[] = { path_env, NULL };
-    char *shim_argv[] = { (char *)shim_path, rec_base, NULL };
+    char *shim_argv[] = { (char *)shim_path, arg, NULL };
     struct wrk_spawn s;
 
     memset(&s, 0, sizeof(s));
@@ -466,7 +465,7 @@ static int shim_exec(
     s.fd_stderr = fds[2];
     s.fd_extra = fds[3];
     /* The shim is the node's: whatever stops it from starting (its exec included) is too. */
-    return wrk_spawn_start(&s, shim_pid, NULL, err);
+    return wrk_spawn_start(&s, pid, NULL, err);
 }
 
 /*
@@ -506,7 +505,7 @@ static int shim_spawn(const char *shim_path,
             wrk_shim_server_close(srv);
         if (asked == SERVER_FAILED
             || (asked == SERVER_UNSENT
-                && shim_exec(shim_path, rec_base, fds, &shim_pid, err) != 0)) {
+                && wrk_shim_exec(shim_path, rec_base, fds, &shim_pid, err) != 0)) {
             (void)close(report[0]);
             (void)close(report[1]);
             return -1;

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -22,26 +21,20 @@
 
 int wrk_shim_server_start(struct wrk_shim_server *srv, const char *shim_path, struct mu_err *err)
 {
-    static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     static char serve_arg[] = "--serve";
-    char *envp[] = { path_env, NULL };
-    char *argv[] = { (char *)shim_path, serve_arg, NULL };
-    struct wrk_spawn s;
     int sv[2];
+    int fds[4];
 
     srv->fd = -1;
     srv->pid = -1;
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
         return mu_errf(err, MU_E_SYS, "cannot create the shim server's socket: %s",
                        strerror(errno));
-    memset(&s, 0, sizeof(s));
-    s.argv = argv;
-    s.envp = envp;
-    s.fd_stdin = -1;
-    s.fd_stdout = -1;
-    s.fd_stderr = STDERR_FILENO; /* its rare complaints: the worker's log */
-    s.fd_extra = sv[1];
-    if (wrk_spawn_start(&s, &srv->pid, NULL, err) != 0) {
+    fds[0] = -1;            /* /dev/null */
+    fds[1] = -1;            /* /dev/null */
+    fds[2] = STDERR_FILENO; /* its rare complaints: the worker's log */
+    fds[3] = sv[1];
+    if (wrk_shim_exec(shim_path, serve_arg, fds, &srv->pid, err) != 0) {
         (void)close(sv[0]);
         (void)close(sv[1]);
         return -1;

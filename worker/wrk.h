@@ -435,6 +435,14 @@ struct wrk_shim_server {
     pid_t pid;
 };
 
+/*
+ * Executes the shim at shim_path with one argument (a record base, or "--serve") and fds 0-3
+ * (-1: /dev/null for 0-2), in the caller's session, with PATH as its whole environment; the
+ * caller's child, to reap.  0 with *pid, or -1 with err.
+ */
+int wrk_shim_exec(
+    const char *shim_path, char *arg, const int fds[4], pid_t *pid, struct mu_err *err);
+
 /* Starts the server from shim_path; 0, or -1 with err, srv closed. */
 int wrk_shim_server_start(struct wrk_shim_server *srv, const char *shim_path, struct mu_err *err);
 /* Closes the worker's end (srv may be NULL): the server then ends; srv->pid is left to reap. */
