@@ -306,32 +306,27 @@ struct shim_report {
 /* Parses "<pid> <shim pid> <shim start>"; 0, or -1 when the line has another shape. */
 static int parse_ok_line(const char *line, struct shim_report *out)
 {
-    int64_t v[2];
-    uint64_t start;
-    char *end = NULL;
-    const char *sp1 = strchr(line, ' ');
-    const char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-    char num[24];
+    static const int64_t min[3] = { 2, 2, 1 };
+    static const int64_t max[3] = { INT32_MAX, INT32_MAX, INT64_MAX };
+    char copy[96];
+    char *field = copy;
+    int64_t v[3];
 
-    if (!sp2 || (size_t)(sp1 - line) >= sizeof(num) || (size_t)(sp2 - sp1 - 1) >= sizeof(num))
+    if (mu_strlcpy(copy, line, sizeof(copy)) >= sizeof(copy))
         return -1;
-    memcpy(num, line, (size_t)(sp1 - line));
-    num[sp1 - line] = '\0';
-    if (mu_parse_i64(num, 2, INT32_MAX, &v[0], NULL) != 0)
-        return -1;
-    memcpy(num, sp1 + 1, (size_t)(sp2 - sp1 - 1));
-    num[sp2 - sp1 - 1] = '\0';
-    if (mu_parse_i64(num, 2, INT32_MAX, &v[1], NULL) != 0)
-        return -1;
-    if (sp2[1] < '0' || sp2[1] > '9')
-        return -1;
-    errno = 0;
-    start = strtoull(sp2 + 1, &end, 10);
-    if (errno || *end || start == 0)
-        return -1;
+    for (int i = 0; i < 3; i++) {
+        char *sp = strchr(field, ' ');
+        if ((sp != NULL) != (i < 2))
+            return -1; /* two spaces, three fields */
+        if (sp)
+            *sp = '\0';
+        if (mu_parse_i64(field, min[i], max[i], &v[i], NULL) != 0)
+            return -1;
+        field = sp ? sp + 1 : field;
+    }
     out->pid = (pid_t)v[0];
     out->shim_pid = (pid_t)v[1];
-    out->shim_start = start;
+    out->shim_start = (uint64_t)v[2];
     return 0;
 }
 
