@@ -204,5 +204,5 @@ void wrk_watch_events(struct wrk_agent *a)
     if (overflow)
         wrk_ckpt_check_running(a); /* events were lost: look at every file */
     if (overflow || exits)
-        wrk_exits_scan(a);
+        wrk_exits_read(a);
 }

@@ -4,9 +4,10 @@
  * task runs under a muster-shim (shim.c) in its own session, which records the task in
  * <run-dir>/tasks/<job>.<attempt>.<task>.json and its true exit status in .exit.  The worker
  * learns exits from those files (inotify on tasks/, a reaped shim, and a 1 s sweep that also
- * notices a dead re-adopted shim), never from a shim's own status.  On start it reads the
- * records back: an exit file means EXITED, a live shim (checked by /proc/PID/cmdline) is
- * re-adopted as RUNNING, anything else is LOST; all go out in the first HELLO.
+ * notices a shim gone without one: most shims are not the worker's children), never from a
+ * shim's own status.  On start it reads the records back: an exit file means EXITED, a live
+ * shim (its pid and start time in /proc/PID/stat) is re-adopted as RUNNING, anything else is
+ * LOST; all go out in the first HELLO.
  *
  * An exit stays in the table until the scheduler acknowledges it with a KILL (tasks.c); a
  * TASK_STATUS can be lost on the way (a scheduler restarted with it in a socket buffer), so an
@@ -72,30 +73,19 @@ static void task_lost(struct wrk_agent *a, struct wrk_task *t, const char *why)
 }
 
 /*
- * Looks for running task t's exit file.  shim_gone: its shim is known to have ended (reaped);
- * otherwise it is looked up in /proc (most shims are not the worker's children: forked by the
- * shim server, or re-adopted).  Returns true when t is no longer running.
+ * Reads running task t's exit file: true when t ended (EXITED, or LOST for an unreadable file;
+ * with shim_gone, no file at all is LOST too).
  */
-bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
+static bool exit_file_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
 {
     char path[PROTO_PATH_MAX + 16];
-    char base[PROTO_PATH_MAX + 16];
     struct wrk_taskexit x;
     struct mu_err err;
     int r;
 
-    if (t->rec.ref.state != PROTO_TASK_RUNNING)
-        return true;
     wrk_task_file(a, &t->rec.ref, WRK_TASKEXIT_SUFFIX, path, sizeof(path));
     mu_err_clear(&err);
     r = wrk_taskexit_read(path, &x, &err);
-    if (r == 0 && !shim_gone) {
-        wrk_task_file(a, &t->rec.ref, "", base, sizeof(base));
-        if (!wrk_shim_is_running(t->rec.shim_pid, t->rec.shim_start, base)) {
-            shim_gone = true;
-            r = wrk_taskexit_read(path, &x, &err); /* it may have written just before leaving */
-        }
-    }
     if (r == 1) {
         task_finish(a, t, &x);
         return true;
@@ -117,12 +107,39 @@ bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
     return false;
 }
 
+/*
+ * Looks for running task t's exit file.  shim_gone: its shim is known to have ended (reaped);
+ * otherwise it is looked up in /proc (most shims are not the worker's children: forked by the
+ * shim server, or re-adopted).  Returns true when t is no longer running.
+ */
+bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone)
+{
+    char base[PROTO_PATH_MAX + 16];
+
+    if (t->rec.ref.state != PROTO_TASK_RUNNING)
+        return true;
+    if (exit_file_check(a, t, shim_gone))
+        return true;
+    wrk_task_file(a, &t->rec.ref, "", base, sizeof(base));
+    if (wrk_shim_is_running(t->rec.shim_pid, t->rec.shim_start, base))
+        return false;
+    return exit_file_check(a, t, true); /* it may have written just before leaving */
+}
+
 void wrk_exits_scan(struct wrk_agent *a)
 {
     a->exit_poll_ms = mu_time_mono_ms();
     for (int i = 0; i < a->ntasks; i++) {
         if (a->tasks[i].rec.ref.state == PROTO_TASK_RUNNING)
             (void)wrk_exit_check(a, &a->tasks[i], false);
+    }
+}
+
+void wrk_exits_read(struct wrk_agent *a)
+{
+    for (int i = 0; i < a->ntasks; i++) {
+        if (a->tasks[i].rec.ref.state == PROTO_TASK_RUNNING)
+            (void)exit_file_check(a, &a->tasks[i], false);
     }
 }
 

@@ -159,8 +159,11 @@ void wrk_agent_shim_server_stop(struct wrk_agent *a);
  * (reaped); otherwise it is looked up in /proc.  True when t no longer runs.
  */
 bool wrk_exit_check(struct wrk_agent *a, struct wrk_task *t, bool shim_gone);
-/* wrk_exit_check on every running task (the 1 s sweep, and after inotify on tasks/). */
+/* wrk_exit_check on every running task: the 1 s sweep, which also finds shims gone without an
+ * exit file. */
 void wrk_exits_scan(struct wrk_agent *a);
+/* After inotify on tasks/: every running task's exit file, and nothing in /proc (the sweep's). */
+void wrk_exits_read(struct wrk_agent *a);
 /* Reaps every shim that ended (waitpid WNOHANG) and reads its exit file at once. */
 void wrk_exits_reap(struct wrk_agent *a);
 /* TASK_STATUS again for each unacknowledged exit that is due (2 s, doubling to 60 s). */
