@@ -33,15 +33,18 @@
 # (this script raises its soft limit to the hard one; as root, raise the hard one first: ulimit -Hn
 # 65536; deploy/systemd/musterd.service sets LimitNOFILE=65536).  The simulated nodes cost two
 # descriptors each (the connection and the socket's mailbox), so they run as several fleet
-# processes of at most FLEET_PROCESS_NODES (default 6000) each.  NODES is rounded down to a
-# multiple of 32, so both pools fill with whole 8-node gangs.  Build first (cmake); MUSTER_BIN
-# points at the binaries.
+# processes of at most FLEET_PROCESS_NODES (default 6000) each.  They run at nice FLEET_NICE
+# (default 19): on a cluster the nodes are other machines, and here, on the cores musterd uses,
+# they would otherwise take the CPU in the middle of its passes (FLEET_NICE=0 measures that too).
+# NODES is rounded down to a multiple of 32, so both pools fill with whole 8-node gangs.  Build
+# first (cmake); MUSTER_BIN points at the binaries.
 source "$(dirname "$0")/../tests/integration/lib.sh"
 
 nodes=$((${1:-20000} / 32 * 32))
 jobs=${2:-100000}
 hb=${3:-1}
 per_fleet=${FLEET_PROCESS_NODES:-6000}
+fleet_nice=${FLEET_NICE:-19}
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 [ "$(ulimit -n)" -ge $((nodes + 100)) ] && [ "$(ulimit -n)" -ge $((2 * per_fleet + 100)) ] ||
     fail "open-file limit $(ulimit -n) is below $nodes + 100 nodes' connections, or 2 x $per_fleet + 100 for a fleet process (hint: ulimit -Hn 65536 as root, FLEET_PROCESS_NODES)"
@@ -103,7 +106,7 @@ fleet() {
     local pools=()
     [ "$2" -eq 0 ] || pools+=("p5-spot=$2")
     [ "$3" -eq 0 ] || pools+=("p5-od=$3")
-    "$MUSTER_BIN/muster-bench-fleet" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --index-base "$1" \
+    nice -n "$fleet_nice" "$MUSTER_BIN/muster-bench-fleet" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --index-base "$1" \
         --nodes "$(IFS=,; echo "${pools[*]}")" >"$T/fleet-$1.log" 2>&1 &
     _mu_pids+=("$!")
 }
@@ -115,7 +118,7 @@ for ((base = spot; base < nodes; base += per_fleet)); do
     fleet "$base" 0 "$((nodes - base < per_fleet ? nodes - base : per_fleet))"
 done
 wait_for "$nodes nodes registered" 600 '[ "$(rcli HLEN muster:nodes)" = '"$nodes"' ]'
-echo "fleet register nodes=$nodes seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.1f", t / 1e9 }')"
+echo "fleet register nodes=$nodes fleet_nice=$fleet_nice seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.1f", t / 1e9 }')"
 sleep 5
 window idle 30
 
