@@ -37,10 +37,11 @@
  *
  * then the order kept across passes (issue #15, core/order.c) over 100,000 jobs in 4 queues of
  * 50 users in all: the full sched_order_jobs, and what a pass that looks at the first 100 jobs
- * pays after 8 jobs changed (8 removes and 8 adds, begin, 100 next), in the same run:
+ * pays after 8 jobs changed (8 removes and 8 adds, begin, 100 next), in the same run; and
+ * (starts_*) the same when the 8 are the first 8 of the order, as when a pass starts them:
  *
  *   order_kept pending=100000 queues=4 users=50 full_p50_ms=… full_max_ms=… changes=16 take=100
- *       kept_p50_us=… kept_max_us=…
+ *       kept_p50_us=… kept_max_us=… starts_p50_us=… starts_max_us=…
  *
  * Numbers are printed, never asserted (STYLE §1.8).
  */
@@ -609,14 +610,51 @@ out:
 #define KEPT_TAKE   100
 #define KEPT_CHANGE 8
 
+/* A pass's share of the kept order o after KEPT_CHANGE jobs changed (each removed, and added anew
+ * as a job submitted later): random jobs, or when first the first jobs of the order (as when a
+ * pass starts them).  Times the removes and adds, begin, and the first KEPT_TAKE jobs;
+ * nanoseconds, or -1 with err. */
+static int64_t order_pass(struct sched_order *o,
+                          struct sched_order_job *jobs,
+                          const struct sched_share_queue *queues,
+                          const struct sched_share_user *users,
+                          bool first,
+                          struct mu_err *err)
+{
+    void *changed[KEPT_CHANGE];
+    int64_t t0;
+    int n = 0;
+
+    if (first && sched_order_begin(o, queues, KEPT_QUEUES, users, KEPT_USERS, err) != 0)
+        return -1;
+    while (n < KEPT_CHANGE
+           && (changed[n] = first ? sched_order_next(o) : (void *)((intptr_t)rnd(NORDER) + 1)))
+        n++;
+    t0 = mono_ns();
+    for (int c = 0; c < n; c++) {
+        struct sched_order_job *j = &jobs[(intptr_t)changed[c] - 1];
+        if (!sched_order_remove(o, j, changed[c]))
+            return mu_errf(err, MU_E_STATE, "order: a changed job was not in it");
+        j->submitted_ms += NORDER;
+        if (sched_order_add(o, j, changed[c], err) != 0)
+            return -1;
+    }
+    if (sched_order_begin(o, queues, KEPT_QUEUES, users, KEPT_USERS, err) != 0)
+        return -1;
+    for (int t = 0; t < KEPT_TAKE; t++)
+        (void)sched_order_next(o);
+    return mono_ns() - t0;
+}
+
 /* The kept order (issue #15): full sched_order_jobs of NORDER jobs, and a pass's share of the
- * kept one, KEPT_CHANGE removes and adds, begin and the first KEPT_TAKE jobs, both timed. */
+ * kept one, KEPT_CHANGE removes and adds, begin and the first KEPT_TAKE jobs, all timed. */
 static int bench_order_kept(int runs)
 {
     struct sched_order_job *jobs = calloc(NORDER, sizeof(*jobs));
     int *order = calloc(NORDER, sizeof(*order));
     int64_t *ns = calloc((size_t)runs, sizeof(*ns));
     int64_t *ks = calloc((size_t)runs, sizeof(*ks));
+    int64_t *ss = calloc((size_t)runs, sizeof(*ss));
     struct sched_share_queue queues[KEPT_QUEUES];
     struct sched_share_user users[KEPT_USERS];
     struct sched_order *o = sched_order_new();
@@ -625,7 +663,7 @@ static int bench_order_kept(int runs)
     int mid = runs / 2;
     int rc = 1;
 
-    if (!jobs || !order || !ns || !ks || !o || !kept)
+    if (!jobs || !order || !ns || !ks || !ss || !o || !kept)
         goto out;
     for (int q = 0; q < KEPT_QUEUES; q++)
         queues[q] = (struct sched_share_queue){ .weight = 1 + rnd(10),
@@ -652,29 +690,22 @@ static int bench_order_kept(int runs)
             != 0)
             goto fail;
         ns[k] = mono_ns() - t0;
-        /* A pass: some jobs started or changed (each removed and added anew, submitted later). */
-        t0 = mono_ns();
-        for (int c = 0; c < KEPT_CHANGE; c++) {
-            int i = rnd(NORDER);
-            void *h = (void *)((intptr_t)i + 1);
-            if (!sched_order_remove(kept, &jobs[i], h))
-                goto fail;
-            jobs[i].submitted_ms += NORDER;
-            if (sched_order_add(kept, &jobs[i], h, &err) != 0)
-                goto fail;
-        }
-        if (sched_order_begin(kept, queues, KEPT_QUEUES, users, KEPT_USERS, &err) != 0)
+        if ((ks[k] = order_pass(kept, jobs, queues, users, false, &err)) < 0)
             goto fail;
-        for (int t = 0; t < KEPT_TAKE; t++)
-            (void)sched_order_next(kept);
-        ks[k] = mono_ns() - t0;
+    }
+    for (int k = 0; k < runs; k++) {
+        if ((ss[k] = order_pass(kept, jobs, queues, users, true, &err)) < 0)
+            goto fail;
     }
     qsort(ns, (size_t)runs, sizeof(*ns), cmp_i64);
     qsort(ks, (size_t)runs, sizeof(*ks), cmp_i64);
+    qsort(ss, (size_t)runs, sizeof(*ss), cmp_i64);
     printf("order_kept pending=%d queues=%d users=%d full_p50_ms=%.2f full_max_ms=%.2f "
-           "changes=%d take=%d kept_p50_us=%.1f kept_max_us=%.1f\n",
+           "changes=%d take=%d kept_p50_us=%.1f kept_max_us=%.1f starts_p50_us=%.1f "
+           "starts_max_us=%.1f\n",
            NORDER, KEPT_QUEUES, KEPT_USERS, (double)ns[mid] / 1e6, (double)ns[runs - 1] / 1e6,
-           2 * KEPT_CHANGE, KEPT_TAKE, (double)ks[mid] / 1e3, (double)ks[runs - 1] / 1e3);
+           2 * KEPT_CHANGE, KEPT_TAKE, (double)ks[mid] / 1e3, (double)ks[runs - 1] / 1e3,
+           (double)ss[mid] / 1e3, (double)ss[runs - 1] / 1e3);
     rc = 0;
     goto out;
 fail:
@@ -682,6 +713,7 @@ fail:
 out:
     sched_order_free(kept);
     sched_order_free(o);
+    free(ss);
     free(ks);
     free(ns);
     free(order);

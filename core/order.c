@@ -48,18 +48,20 @@ struct heap_item {
 
 /* One queue's keys and its place in the iteration. */
 struct order_queue {
-    struct order_key *keys;  /* [0..n) sorted, some dead until the next merge */
+    struct order_key *mem;   /* the keys' allocation, of cap keys */
+    struct order_key *keys;  /* mem + head: [0..n) sorted, some dead until the next merge */
     struct order_key *batch; /* [0..nbatch) added since the last merge, unsorted */
     struct heap_item *users; /* the current band's users' runs, a heap of nusers */
-    int n, cap, ndead;
+    int *user_keys;          /* [0..cap_user_keys): live keys of keys[0..n) by user */
+    int n, cap, head, ndead;
     int nbatch, cap_batch;
     int nusers, cap_users;
-    int first_dead; /* no key before it is dead (valid while ndead > 0) */
-    int max_user;   /* the largest user of keys[0..n), dead ones included; -1 when none */
-    bool max_stale; /* a dead key had max_user: the next merge finds it again */
-    int pos;        /* the iteration: the next key, or the end of the band being interleaved */
-    int band_end;   /* the end of the band whose runs are in users */
-    double base;    /* the iteration's standing (usage + committed) / weight */
+    int cap_user_keys;
+    int first_dead, last_dead; /* no key outside them is dead (valid while ndead > 0) */
+    int max_user;              /* the largest user with live keys in keys[0..n); -1 when none */
+    int pos;      /* the iteration: the next key, or the end of the band being interleaved */
+    int band_end; /* the end of the band whose runs are in users */
+    double base;  /* the iteration's standing (usage + committed) / weight */
     double weight;
     double charged; /* what the jobs taken in this iteration are expected to use */
 };
@@ -97,9 +99,10 @@ void sched_order_free(struct sched_order *o)
     if (!o)
         return;
     for (int q = 0; q < SCHED_MAX_QUEUES; q++) {
-        free(o->queues[q].keys);
+        free(o->queues[q].mem);
         free(o->queues[q].batch);
         free(o->queues[q].users);
+        free(o->queues[q].user_keys);
     }
     free(o->tmp);
     free(o->user);
@@ -251,8 +254,12 @@ bool sched_order_remove(struct sched_order *o,
     for (int i = lo; i < q->n && prefix_cmp(&q->keys[i], &want) == 0; i++) {
         if (!q->keys[i].dead && q->keys[i].handle == handle) {
             q->keys[i].dead = true;
-            q->first_dead = q->ndead++ == 0 || i < q->first_dead ? i : q->first_dead;
-            q->max_stale |= q->keys[i].user == q->max_user;
+            q->first_dead = q->ndead == 0 || i < q->first_dead ? i : q->first_dead;
+            q->last_dead = q->ndead == 0 || i > q->last_dead ? i : q->last_dead;
+            q->ndead++;
+            q->user_keys[q->keys[i].user]--;
+            while (q->max_user >= 0 && q->user_keys[q->max_user] == 0)
+                q->max_user--;
             o->iterating = false;
             return true;
         }
@@ -267,12 +274,23 @@ bool sched_order_remove(struct sched_order *o,
     return false;
 }
 
+/* Points q->keys at q->mem + head (both stay NULL until the first merge). */
+static void keys_at(struct order_queue *q, int head)
+{
+    q->head = head;
+    if (q->mem)
+        q->keys = q->mem + head;
+}
+
 void sched_order_clear(struct sched_order *o)
 {
     for (int q = 0; q < SCHED_MAX_QUEUES; q++) {
-        o->queues[q].n = o->queues[q].ndead = o->queues[q].nbatch = 0;
-        o->queues[q].max_user = -1;
-        o->queues[q].max_stale = false;
+        struct order_queue *oq = &o->queues[q];
+        for (int u = 0; u <= oq->max_user; u++)
+            oq->user_keys[u] = 0;
+        oq->n = oq->ndead = oq->nbatch = 0;
+        oq->max_user = -1;
+        keys_at(oq, 0);
     }
     o->iterating = false;
 }
@@ -285,38 +303,77 @@ int sched_order_count(const struct sched_order *o)
     return n;
 }
 
-/* Folds the batch into the keys and drops the dead ones: compaction forward, then a merge from
- * the back, so nothing but the batch's sort needs scratch.  0 or -1 with err. */
-static int queue_merge(struct sched_order *o, struct order_queue *q, int qi, struct mu_err *err)
+/* Drops q's dead keys.  The started jobs are the ones a pass removes, and they come first, so
+ * when the dead keys are nearer the front than the back, the live keys before them move back and
+ * the keys start later in mem (keys_at): a queue of 100,000 moves a few keys, not all of them. */
+static void queue_compact(struct order_queue *q)
 {
-    int nb = q->nbatch;
-
-    if (grow((void **)&q->keys, &q->cap, q->n - q->ndead + nb, sizeof(*q->keys)) != 0
-        || grow((void **)&o->tmp, &o->cap_tmp, nb, sizeof(*o->tmp)) != 0)
-        return mu_errf(err, MU_E_NOMEM, "order: out of memory for %d jobs of queue %d",
-                       q->n - q->ndead + nb, qi);
-    if (q->ndead > 0) { /* compaction, from the first dead key on */
+    if (q->last_dead + 1 <= q->n - q->first_dead) {
+        int w = q->last_dead;
+        for (int r = q->last_dead; r >= 0; r--) {
+            if (!q->keys[r].dead)
+                q->keys[w--] = q->keys[r];
+        }
+        keys_at(q, q->head + q->ndead);
+        q->n -= q->ndead;
+    } else {
         int n = q->first_dead;
         for (int r = n; r < q->n; r++) {
             if (!q->keys[r].dead)
                 q->keys[n++] = q->keys[r];
         }
         q->n = n;
-        q->ndead = 0;
     }
-    if (q->max_stale) {
-        q->max_user = -1;
-        for (int r = 0; r < q->n; r++)
-            q->max_user = q->keys[r].user > q->max_user ? q->keys[r].user : q->max_user;
-        q->max_stale = false;
+    q->ndead = 0;
+}
+
+/* Makes room in q->mem for want keys after q->keys; 0 or -1 (out of memory). */
+static int queue_room(struct order_queue *q, int want)
+{
+    if (q->head + want <= q->cap)
+        return 0;
+    if (q->head > 0) {
+        memmove(q->mem, q->keys, (size_t)q->n * sizeof(*q->keys));
+        keys_at(q, 0);
     }
+    if (grow((void **)&q->mem, &q->cap, want, sizeof(*q->mem)) != 0)
+        return -1;
+    keys_at(q, 0);
+    return 0;
+}
+
+/* Folds the batch into the keys and drops the dead ones: compaction (queue_compact), then a merge
+ * from the back, so nothing but the batch's sort needs scratch.  0 or -1 with err. */
+static int queue_merge(struct sched_order *o, struct order_queue *q, int qi, struct mu_err *err)
+{
+    int nb = q->nbatch;
+    int max_user = q->max_user;
+
+    for (int j = 0; j < nb; j++)
+        max_user = q->batch[j].user > max_user ? q->batch[j].user : max_user;
+    if (grow((void **)&o->tmp, &o->cap_tmp, nb, sizeof(*o->tmp)) != 0
+        || grow((void **)&q->user_keys, &q->cap_user_keys, max_user + 1, sizeof(*q->user_keys))
+               != 0)
+        return mu_errf(err, MU_E_NOMEM, "order: out of memory for %d jobs of queue %d",
+                       q->n - q->ndead + nb, qi);
+    for (int u = q->max_user + 1; u <= max_user; u++)
+        q->user_keys[u] = 0;
+    if (q->ndead > 0)
+        queue_compact(q);
+    if (queue_room(q, q->n + nb) != 0)
+        return mu_errf(err, MU_E_NOMEM, "order: out of memory for %d jobs of queue %d", q->n + nb,
+                       qi);
     if (nb > 1)
         keys_sort(q->batch, o->tmp, nb, NULL);
     for (int i = q->n - 1, j = nb - 1, w = q->n + nb - 1; j >= 0; w--) {
-        q->max_user = q->batch[j].user > q->max_user ? q->batch[j].user : q->max_user;
-        q->keys[w] =
-            i >= 0 && key_less(NULL, &q->batch[j], &q->keys[i]) ? q->keys[i--] : q->batch[j--];
+        if (i >= 0 && key_less(NULL, &q->batch[j], &q->keys[i])) {
+            q->keys[w] = q->keys[i--];
+        } else {
+            q->keys[w] = q->batch[j--];
+            q->user_keys[q->keys[w].user]++;
+        }
     }
+    q->max_user = max_user;
     q->n += nb;
     q->nbatch = 0;
     return 0;

@@ -326,84 +326,173 @@ static int drain(struct sched_order *o, int *handles)
     return k;
 }
 
-/* Jobs added and removed over rounds: each round's order is sched_order_jobs's over the jobs in
+/* Jobs and what the tests below know of o: added[i] is 0 when job i is not in o, else the number
+ * of its (last) add. */
+struct kept {
+    struct world *w;
+    struct sched_order *o, *full;
+    struct sched_order_job *in;
+    int *in_job, *got, *want;
+    uint64_t *added;
+    uint64_t nadds;
+};
+
+static void kept_add(struct kept *k, int i)
+{
+    struct mu_err err;
+    assert_int_equal(sched_order_add(k->o, &k->w->jobs[i], (void *)((intptr_t)i + 1), &err), 0);
+    k->added[i] = ++k->nadds;
+}
+
+static void kept_remove(struct kept *k, int i)
+{
+    assert_true(sched_order_remove(k->o, &k->w->jobs[i], (void *)((intptr_t)i + 1)));
+    k->added[i] = 0;
+}
+
+/* o's whole order (after a partial iteration when partial) is sched_order_jobs's over the jobs in
  * o, listed in the order they were (last) added. */
+static void kept_check(struct kept *k, int pool, bool partial)
+{
+    struct world *w = k->w;
+    struct mu_err err;
+    int n = 0;
+    for (uint64_t a = 1; a <= k->nadds; a++) {
+        for (int i = 0; i < pool; i++) {
+            if (k->added[i] == a) {
+                k->in[n] = w->jobs[i];
+                k->in_job[n++] = i;
+            }
+        }
+    }
+    assert_int_equal(sched_order_count(k->o), n);
+    assert_int_equal(sched_order_jobs(k->full, k->in, n, w->queues, w->nqueues, w->users, w->nusers,
+                                      k->want, &err),
+                     0);
+    assert_int_equal(sched_order_begin(k->o, w->queues, w->nqueues, w->users, w->nusers, &err), 0);
+    if (partial) { /* a partial iteration, then the pass begins again */
+        for (int t = 0; t < 5; t++)
+            (void)sched_order_next(k->o);
+        assert_int_equal(sched_order_begin(k->o, w->queues, w->nqueues, w->users, w->nusers, &err),
+                         0);
+    }
+    assert_int_equal(drain(k->o, k->got), n);
+    for (int t = 0; t < n; t++)
+        assert_int_equal(k->got[t], k->in_job[k->want[t]]);
+}
+
+static void kept_init(struct kept *k)
+{
+    *k = (struct kept){ .w = calloc(1, sizeof(*k->w)),
+                        .o = sched_order_new(),
+                        .full = sched_order_new(),
+                        .in = calloc(RMAX, sizeof(*k->in)),
+                        .in_job = calloc(RMAX, sizeof(*k->in_job)),
+                        .got = calloc(RMAX, sizeof(*k->got)),
+                        .want = calloc(RMAX, sizeof(*k->want)),
+                        .added = calloc(RMAX, sizeof(*k->added)) };
+    assert_true(k->w && k->o && k->full && k->in && k->in_job && k->got && k->want && k->added);
+}
+
+static void kept_world(struct kept *k, int maxq, int pool)
+{
+    world_random(k->w, maxq);
+    if (k->w->nusers == 0)
+        k->w->nusers = k->w->nqueues * k->w->upq;
+    sched_order_clear(k->o);
+    memset(k->added, 0, RMAX * sizeof(*k->added));
+    for (int i = 0; i < pool; i++)
+        job_random(k->w, i);
+}
+
+static void kept_free(struct kept *k)
+{
+    sched_order_free(k->full);
+    sched_order_free(k->o);
+    free(k->want);
+    free(k->got);
+    free(k->added);
+    free(k->in_job);
+    free(k->in);
+    free(k->w);
+}
+
+/* Jobs added and removed over rounds, anywhere in the order: each round's order is
+ * sched_order_jobs's over the jobs in o. */
 static void test_order_incremental(void **state)
 {
-    struct world *w = calloc(1, sizeof(*w));
-    struct sched_order *o = sched_order_new();
-    struct sched_order *full = sched_order_new();
-    struct sched_order_job *in = calloc(RMAX, sizeof(*in));
-    int *in_job = calloc(RMAX, sizeof(*in_job));
-    uint64_t *added = calloc(RMAX, sizeof(*added)); /* 0: not in o; else the add's number */
-    int *got = calloc(RMAX, sizeof(*got));
-    int *want = calloc(RMAX, sizeof(*want));
-    uint64_t nadds = 0;
-    struct mu_err err;
+    struct kept k;
     const int pool = 600;
     (void)state;
-    assert_true(w && o && full && in && in_job && added && got && want);
+    kept_init(&k);
     for (int world = 0; world < 6; world++) {
-        world_random(w, 5);
-        if (w->nusers == 0)
-            w->nusers = w->nqueues * w->upq;
-        sched_order_clear(o);
-        memset(added, 0, RMAX * sizeof(*added));
-        for (int i = 0; i < pool; i++)
-            job_random(w, i);
+        kept_world(&k, 5, pool);
         for (int round = 0; round < 25; round++) {
-            int n = 0;
             int changes = round == 0 ? pool / 2 : rnd(40);
             for (int c = 0; c < changes; c++) {
                 int i = rnd(pool);
-                void *h = (void *)((intptr_t)i + 1);
-                if (added[i]) {
-                    assert_true(sched_order_remove(o, &w->jobs[i], h));
-                    added[i] = 0;
-                    if (rnd(2) == 0)
-                        job_random(w, i); /* changed: removed, then added anew */
-                } else {
-                    assert_int_equal(sched_order_add(o, &w->jobs[i], h, &err), 0);
-                    added[i] = ++nadds;
+                if (!k.added[i]) {
+                    kept_add(&k, i);
+                    continue;
                 }
+                kept_remove(&k, i);
+                if (rnd(2) == 0)
+                    job_random(k.w, i); /* changed: removed, then added anew */
             }
-            /* The jobs in o, by the order of adding. */
-            for (uint64_t a = 1; a <= nadds; a++) {
-                for (int i = 0; i < pool; i++) {
-                    if (added[i] == a) {
-                        in[n] = w->jobs[i];
-                        in_job[n++] = i;
-                    }
-                }
-            }
-            assert_int_equal(sched_order_count(o), n);
-            assert_int_equal(sched_order_jobs(full, in, n, w->queues, w->nqueues, w->users,
-                                              w->nusers, want, &err),
-                             0);
-            assert_int_equal(sched_order_begin(o, w->queues, w->nqueues, w->users, w->nusers, &err),
-                             0);
-            if (round % 3 == 1) { /* a partial iteration, then the pass begins again */
-                for (int k = 0; k < 5; k++)
-                    (void)sched_order_next(o);
-                assert_int_equal(
-                    sched_order_begin(o, w->queues, w->nqueues, w->users, w->nusers, &err), 0);
-            }
-            assert_int_equal(drain(o, got), n);
-            for (int k = 0; k < n; k++)
-                assert_int_equal(got[k], in_job[want[k]]);
+            kept_check(&k, pool, round % 3 == 1);
             /* Standings move between passes: the same keys, another order. */
-            w->queues[rnd(w->nqueues)].usage += HOUR;
-            w->users[rnd(w->nusers)].usage += HOUR;
+            k.w->queues[rnd(k.w->nqueues)].usage += HOUR;
+            k.w->users[rnd(k.w->nusers)].usage += HOUR;
         }
     }
-    sched_order_free(full);
-    sched_order_free(o);
-    free(want);
-    free(got);
-    free(added);
-    free(in_job);
-    free(in);
-    free(w);
+    kept_free(&k);
+}
+
+/* As passes change it: the first jobs of the order start and leave, new ones come, now and then
+ * one leaves from anywhere; for long enough that the keys' start moves through their whole
+ * allocation (core/order.c: queue_compact, queue_room). */
+static void test_order_starts_leave_first(void **state)
+{
+    struct kept k;
+    const int pool = 3000;
+    int *started = calloc(64, sizeof(*started));
+    struct mu_err err;
+    (void)state;
+    assert_true(started);
+    kept_init(&k);
+    for (int world = 0; world < 3; world++) {
+        kept_world(&k, world == 0 ? 1 : 4, pool);
+        for (int i = 0; i < pool / 2; i++)
+            kept_add(&k, i);
+        for (int round = 0; round < 150; round++) {
+            int nstart = 1 + rnd(40);
+            int n = 0;
+            void *h;
+            assert_int_equal(
+                sched_order_begin(k.o, k.w->queues, k.w->nqueues, k.w->users, k.w->nusers, &err),
+                0);
+            while (n < nstart && (h = sched_order_next(k.o)) != NULL)
+                started[n++] = (int)((intptr_t)h - 1);
+            for (int s = 0; s < n; s++)
+                kept_remove(&k, started[s]);
+            if (rnd(4) == 0) {
+                int i = rnd(pool);
+                if (k.added[i])
+                    kept_remove(&k, i);
+            }
+            for (int c = 0; c < nstart; c++) { /* newcomers, and some of the started come back */
+                int i = rnd(pool);
+                if (!k.added[i]) {
+                    job_random(k.w, i);
+                    kept_add(&k, i);
+                }
+            }
+            if (round % 10 == 0 || round == 149)
+                kept_check(&k, pool, round % 20 == 10);
+        }
+    }
+    kept_free(&k);
+    free(started);
 }
 
 /* 10 jobs of 10,000 taken, then a new iteration: the whole order again, as sched_order_jobs. */
@@ -498,6 +587,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_matches_reference),
         cmocka_unit_test(test_order_incremental),
+        cmocka_unit_test(test_order_starts_leave_first),
         cmocka_unit_test(test_order_partial_then_full),
         cmocka_unit_test(test_order_errors),
     };
