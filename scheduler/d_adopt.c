@@ -40,9 +40,8 @@ int d_adopt_prepare(struct musterd *d,
         || d_job_live_reserve(d) != 0)
         goto out;
     j->slots = calloc((size_t)j->spec.tasks, sizeof(*j->slots));
-    j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
     j->adopt_nodes = calloc((size_t)j->spec.tasks, sizeof(*j->adopt_nodes));
-    if (!j->slots || !j->tasks || !j->adopt_nodes)
+    if (!j->slots || d_job_tasks_new(j) != 0 || !j->adopt_nodes)
         goto out;
     cJSON_ArrayForEach(item, doc)
     {
@@ -205,7 +204,7 @@ void d_adopt_node(struct musterd *d, struct d_node *node, const struct proto_msg
              * the way: its resources are ours again before anything else is placed here. */
             one.tasks = 1;
             sched_cluster_commit(d->cluster, &one, &j->slots[t]);
-            task->committed = true;
+            d_job_task_commit(j, t);
             d_usage_hold(d, j, 1);
             node->idle_since_ms = 0;
             if (!r)

@@ -460,11 +460,10 @@ int d_gang_start_write(struct musterd *d, struct d_job *j)
 
     if (d_job_live_reserve(d) != 0)
         return -1;
-    j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
-    if (!j->tasks)
+    if (d_job_tasks_new(j) != 0)
         return -1;
     for (int t = 0; t < j->spec.tasks; t++)
-        j->tasks[t].committed = true;
+        d_job_task_commit(j, t);
     mu_buf_init(&json, 0);
     mu_buf_init(&nodes, 0);
     if (placement_format(d, j, &json, &nodes) != 0)

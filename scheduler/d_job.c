@@ -245,9 +245,10 @@ void d_job_reason_late_drop(struct musterd *d, struct d_job *j)
  */
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
 {
-    uint64_t now = mu_time_mono_ms();
+    uint64_t now;
     if (strcmp(j->reason, reason) == 0)
-        return;
+        return; /* the common case in a long queue: before the clock is read */
+    now = mu_time_mono_ms();
     mu_strlcpy(j->reason, reason, sizeof(j->reason));
     if ((j->reason_stored && now - j->reason_at_ms < 1000) || d->reason_budget <= 0) {
         reason_late(d, j); /* d_jobs_flush_reasons writes it later */
@@ -496,13 +497,24 @@ bool d_job_all_gone(const struct d_job *j)
     return true;
 }
 
+int d_job_tasks_new(struct d_job *j)
+{
+    free(j->tasks);
+    j->ncommitted = 0;
+    j->tasks = calloc((size_t)j->spec.tasks, sizeof(*j->tasks));
+    return j->tasks ? 0 : -1;
+}
+
+void d_job_task_commit(struct d_job *j, int t)
+{
+    if (!j->tasks[t].committed)
+        j->ncommitted++;
+    j->tasks[t].committed = true;
+}
+
 bool d_job_fully_committed(const struct d_job *j)
 {
-    for (int t = 0; t < j->spec.tasks; t++) {
-        if (!j->tasks[t].committed)
-            return false;
-    }
-    return true;
+    return j->ncommitted == j->spec.tasks;
 }
 
 void d_job_avoid(struct d_job *j, int node)

@@ -110,6 +110,7 @@ struct d_job {
                                   slots[t].node (-1 while an adopted gang waits for it), GPUs
                                   slots[t].gpus; the one record of the placement */
     struct d_task *tasks;      /* spec.tasks entries while placed: how each task is doing */
+    int ncommitted;            /* of tasks, those committed (d_job_task_commit) */
     uint64_t bind_deadline_ms; /* mono; while STARTING */
     int master_port;
     double lost_gpu_s;           /* GPU-seconds of work lost by ended attempts, all told */
@@ -349,6 +350,11 @@ int d_jobs_resync(struct musterd *d);
 int d_jobs_resync_all(struct musterd *d);
 
 bool d_job_all_gone(const struct d_job *j);
+/* Tasks are committed one way only, through d_job_task_commit, so that a pass over every running
+ * gang asks d_job_fully_committed without reading their tasks (issue #15).  A new tasks array
+ * starts with none (d_job_tasks_new). */
+int d_job_tasks_new(struct d_job *j); /* 0, or -1 out of memory */
+void d_job_task_commit(struct d_job *j, int t);
 bool d_job_fully_committed(const struct d_job *j); /* false for a partly adopted gang */
 /* The job's next attempts prefer other nodes than node (a task failed or was refused there). */
 void d_job_avoid(struct d_job *j, int node);
