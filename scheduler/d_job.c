@@ -514,7 +514,7 @@ void d_job_task_commit(struct d_job *j, int t)
 
 bool d_job_fully_committed(const struct d_job *j)
 {
-    return j->ncommitted == j->spec.tasks;
+    return j->tasks && j->ncommitted == j->spec.tasks;
 }
 
 void d_job_avoid(struct d_job *j, int node)
