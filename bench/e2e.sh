@@ -13,7 +13,8 @@
 #                                 baseline in the same run: N separate 1-task jobs the same way
 #   bench/e2e.sh ctl [JOBS]       JOBS pending jobs (1-4 x 8 GPUs, no node) with their reasons
 #                                 written; musterd stopped, then three timings each of
-#                                 `musterctl jobs` (the table) and `musterctl -o json jobs`.
+#                                 `musterctl jobs` (the table) and `musterctl -o json jobs`, with
+#                                 the CPU Redis used meanwhile.
 #                                 MUSTER_CTL_BASELINE=PATH times that musterctl too, alternating
 #                                 with this build's, for a before/after on the same data
 #   bench/e2e.sh floor [RUNS]     this machine's floor (muster-bench-floor: Redis and ZeroMQ round
@@ -203,10 +204,13 @@ ctl)
             for out in table json; do
                 args=(jobs)
                 [ "$out" = json ] && args=(-o json jobs)
+                r0=$(awk '{ print $14 + $15 }' "/proc/$REDIS_PID/stat")
                 t0=$(date +%s%N)
                 lines=$("$bin" --redis "$MUSTER_REDIS_URL" "${args[@]}" | wc -l)
                 t1=$(date +%s%N)
-                echo "ctl run=$run bin=$bin out=$out lines=$lines seconds=$(python3 -c "print('%.3f' % (($t1 - $t0) / 1e9))")"
+                r1=$(awk '{ print $14 + $15 }' "/proc/$REDIS_PID/stat")
+                # Where the wall time went: Redis's CPU over the call (clock ticks).
+                echo "ctl run=$run bin=$bin out=$out lines=$lines seconds=$(python3 -c "print('%.3f' % (($t1 - $t0) / 1e9))") redis_cpu_s=$(python3 -c "print('%.2f' % (($r1 - $r0) / $(getconf CLK_TCK)))")"
             done
         done
     done

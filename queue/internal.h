@@ -71,6 +71,22 @@ int queue_keyed_append(struct queue *q,
                        const struct queue_keyed *k,
                        const char *key,
                        size_t key_len);
+/* Called with the reply of ids->element[i]: 0 goes on, 1 stops, -1 stops with err filled. */
+typedef int queue_keyed_fn(void *ctx, size_t i, const redisReply *r, struct mu_err *err);
+/*
+ * Sends k for "<prefix>job:<id>" of each string id of ids (an array reply), QUEUE_LOAD_WINDOW
+ * ahead of the reply being read, so Redis answers the next ones while fn works on this one, and
+ * hands fn each reply in ids' order.  An error reply fails with its message; an id that is not a
+ * string, or whose key would not fit, is skipped.  Stopping early drops the connection with the
+ * replies still in flight (cheaper than reading them; the next command reconnects).  0 when
+ * every id was handed over, 1 when fn stopped, -1 on failure (err filled).
+ */
+int queue_keyed_each(struct queue *q,
+                     const struct queue_keyed *k,
+                     const redisReply *ids,
+                     queue_keyed_fn *fn,
+                     void *ctx,
+                     struct mu_err *err);
 
 /* Opens q->ctx from q->url (AUTH, SELECT/PING). */
 int queue_conn_open(struct queue *q, struct mu_err *err);

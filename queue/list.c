@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Listing jobs (musterctl jobs and top, completion, libmuster): the jobs index is scanned newest
- * first in batches of ids, each batch's hashes fetched in one pipelined round trip, and the scan
- * stops once the filter's limit is met.  It comes in two shapes.  Whole job objects (cJSON) are
- * what -o json and libmuster show.  Rows of named fields, read with HMGET, are what tables need:
- * no JSON, one allocation per job, and only the bytes shown (a job's spec can be kilobytes).  At
- * 100,000 jobs the objects cost more than the round trips: a cJSON node per field and a linear
- * search per lookup.
+ * first in batches of ids, each batch's hashes pipelined a window ahead of the one parsed, and
+ * the scan stops once the filter's limit is met.  It comes in two shapes.  Whole job objects
+ * (cJSON) are what -o json and libmuster show.  Rows of named fields, read with HMGET, are what
+ * tables need: no JSON, one allocation per job, and only the bytes shown (a job's spec can be
+ * kilobytes).  At 100,000 jobs the objects cost more than the round trips: a cJSON node per field
+ * and a linear search per lookup.
  */
 #include "queue/internal.h"
 
@@ -17,12 +17,14 @@
 
 #include "common/mu_banned.h"
 
-/* Job ids per ZREVRANGE, and hashes per pipelined round trip: the first batch is small (or the
- * limit), later ones double up to the most.  Large batches let Redis answer while the client
- * parses what came before, and a batch's replies are a few MB at most. */
+/* Job ids per ZREVRANGE: the first batch is small (or the limit), later ones double up to the
+ * most.  A batch's hashes are read a window ahead (queue_keyed_each), so Redis answers the next
+ * ones while the client parses these; the window restarts at each batch, and a batch of ids is
+ * about a MB. */
 #define LIST_BATCH_FIRST 256u
-#define LIST_BATCH_MAX   4096u
-#define LIST_FIELDS_MAX  32u /* fields a row may name (the filter's three come on top) */
+#define LIST_BATCH_MAX   16384u
+#define LIST_FIELDS_MAX \
+    32u /* fields a row may name (the filter's three, if not among them, come on top) */
 
 /* The states that are not final (DESIGN §3); listing without --all shows only these. */
 static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
@@ -54,85 +56,32 @@ static bool filter_match(const struct queue_jobs_filter *f,
 typedef int list_take_fn(void *ctx, const char *id, const redisReply *r, struct mu_err *err);
 
 /* One scan: the command sent per job ("HGETALL key" or "HMGET key fields...") and what keeps
- * it. */
+ * it, until limit jobs are taken (0: no limit). */
 struct list_scan {
     struct queue_keyed cmd;
     list_take_fn *take;
     void *ctx;
+    size_t limit;
+    size_t taken;
+    const redisReply *ids; /* the batch being read */
 };
 
-#define LIST_KEY_MAX (CFG_NAME_MAX + 96) /* prefix + "job:" + id, with its NUL */
-
-/* Whether the index entry id is read: a string whose key fits (no id this long was ever
- * stored). */
-static bool listed(const struct queue *q, const redisReply *id)
+static int list_one(void *ctx, size_t i, const redisReply *r, struct mu_err *err)
 {
-    return id->type == REDIS_REPLY_STRING && strlen(q->prefix) + 4 + id->len < LIST_KEY_MAX;
-}
+    struct list_scan *s = ctx;
+    int kept = s->take(s->ctx, s->ids->element[i]->str, r, err);
 
-/*
- * Sends the command for every id in ids (a ZREVRANGE reply, newest first) in one pipeline and
- * hands each reply to the scan's take.  *taken counts matches; stops taking at limit but still
- * reads every reply, which keeps the connection in step.
- */
-static int list_batch(struct queue *q,
-                      struct list_scan *s,
-                      const redisReply *ids,
-                      size_t limit,
-                      size_t *taken,
-                      struct mu_err *err)
-{
-    char key[LIST_KEY_MAX];
-    size_t sent = 0;
-    bool failed = false;
-
-    if (!q->ctx && queue_conn_open(q, err) != 0)
+    if (kept < 0)
         return -1;
-    for (size_t i = 0; i < ids->elements; i++) {
-        if (!listed(q, ids->element[i]))
-            continue;
-        int key_len = snprintf(key, sizeof(key), "%sjob:%s", q->prefix, ids->element[i]->str);
-        if (queue_keyed_append(q, &s->cmd, key, (size_t)key_len) != REDIS_OK) {
-            mu_errf(err, MU_E_NOMEM, "redis: cannot queue a job's read: out of memory");
-            queue_conn_drop(q);
-            return -1;
-        }
-        sent++;
-    }
-    for (size_t i = 0, got = 0; got < sent; i++) {
-        redisReply *r = NULL;
-
-        if (!listed(q, ids->element[i]))
-            continue;
-        got++;
-        if (redisGetReply(q->ctx, (void **)&r) != REDIS_OK || !r) {
-            mu_errf(err, MU_E_REDIS, "redis %s:%d: %s", q->url.host, q->url.port,
-                    q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
-            queue_conn_drop(q);
-            return -1;
-        }
-        /* After a failure keep reading, so that the pipeline's replies do not leak into the
-         * next command; only the first failure is reported. */
-        if (!failed && r->type == REDIS_REPLY_ERROR) {
-            mu_errf(err, MU_E_REDIS, "redis: %s", r->str);
-            failed = true;
-        } else if (!failed && (limit == 0 || *taken < limit)) {
-            int kept = s->take(s->ctx, ids->element[i]->str, r, err);
-            if (kept < 0)
-                failed = true;
-            else
-                *taken += (size_t)kept;
-        }
-        freeReplyObject(r);
-    }
-    return failed ? -1 : 0;
+    s->taken += (size_t)kept;
+    return s->limit && s->taken >= s->limit ? 1 : 0;
 }
 
-/* Runs a scan over the jobs index, newest first, until the index ends or limit jobs are taken. */
-static int list_run(struct queue *q, struct list_scan *s, size_t limit, struct mu_err *err)
+/* Runs a scan over the jobs index, newest first, until the index ends or limit jobs are taken.
+ * Each batch of ids is read through queue_keyed_each, a window of hashes ahead. */
+static int list_run(struct queue *q, struct list_scan *s, struct mu_err *err)
 {
-    size_t taken = 0;
-    size_t batch = limit && limit < LIST_BATCH_FIRST ? limit : LIST_BATCH_FIRST;
+    size_t batch = s->limit && s->limit < LIST_BATCH_FIRST ? s->limit : LIST_BATCH_FIRST;
 
     for (size_t start = 0;;
          start += batch, batch = batch * 2 < LIST_BATCH_MAX ? batch * 2 : LIST_BATCH_MAX) {
@@ -151,12 +100,13 @@ static int list_run(struct queue *q, struct list_scan *s, size_t limit, struct m
             return -1;
         }
         n = ids->elements;
+        s->ids = ids;
         if (n > 0)
-            rc = list_batch(q, s, ids, limit, &taken, err);
+            rc = queue_keyed_each(q, &s->cmd, ids, list_one, s, err);
         queue_reply_free(ids);
-        if (rc != 0)
+        if (rc < 0)
             return -1;
-        if (n < batch || (limit && taken >= limit))
+        if (rc == 1 || n < batch)
             return 0;
     }
 }
@@ -200,13 +150,12 @@ int queue_jobs_read(struct queue *q,
                     struct mu_err *err)
 {
     struct objects_ctx c = { .f = f, .acc = cJSON_CreateArray() };
-    struct list_scan s = { .take = take_object, .ctx = &c };
+    struct list_scan s = { .take = take_object, .ctx = &c, .limit = f->limit };
 
     *out = NULL;
     if (!c.acc)
         return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
-    if (queue_keyed_init(&s.cmd, "HGETALL", NULL, 0, err) != 0
-        || list_run(q, &s, f->limit, err) != 0) {
+    if (queue_keyed_init(&s.cmd, "HGETALL", NULL, 0, err) != 0 || list_run(q, &s, err) != 0) {
         cJSON_Delete(c.acc);
         return -1;
     }
@@ -218,8 +167,9 @@ int queue_jobs_read(struct queue *q,
 
 struct rows_ctx {
     const struct queue_jobs_filter *f;
-    size_t nvalues;              /* the caller's fields, then filter_fields */
-    struct queue_job_row **rows; /* newest first while scanning */
+    size_t nvalues; /* the caller's fields, then the filter_fields not among them */
+    size_t filter_at[MU_ARRAY_LEN(filter_fields)]; /* where each filter field's value is */
+    struct queue_job_row **rows;                   /* newest first while scanning */
     size_t n;
     size_t cap;
 };
@@ -267,7 +217,6 @@ static const char *reply_text(const redisReply *v)
 static int take_row(void *ctx, const char *id, const redisReply *r, struct mu_err *err)
 {
     struct rows_ctx *c = ctx;
-    const size_t nf = c->nvalues - MU_ARRAY_LEN(filter_fields);
     const redisReply *const *v = (const redisReply *const *)r->element;
     struct queue_job_row *row;
     bool any = false;
@@ -278,7 +227,8 @@ static int take_row(void *ctx, const char *id, const redisReply *r, struct mu_er
         any = v[i]->type == REDIS_REPLY_STRING;
     if (!any)
         return 0; /* the hash is gone */
-    if (!filter_match(c->f, reply_text(v[nf]), reply_text(v[nf + 1]), reply_text(v[nf + 2])))
+    if (!filter_match(c->f, reply_text(v[c->filter_at[0]]), reply_text(v[c->filter_at[1]]),
+                      reply_text(v[c->filter_at[2]])))
         return 0;
     if (c->n == c->cap) {
         size_t cap = c->cap ? c->cap * 2 : 1024;
@@ -302,18 +252,25 @@ int queue_job_rows_read(struct queue *q,
                         struct queue_job_rows *out,
                         struct mu_err *err)
 {
-    struct rows_ctx c = { .f = f, .nvalues = nfields + MU_ARRAY_LEN(filter_fields) };
-    struct list_scan s = { .take = take_row, .ctx = &c };
+    struct rows_ctx c = { .f = f, .nvalues = nfields };
+    struct list_scan s = { .take = take_row, .ctx = &c, .limit = f->limit };
     const char *names[LIST_FIELDS_MAX + MU_ARRAY_LEN(filter_fields)];
 
     *out = (struct queue_job_rows){ 0 };
     if (nfields > LIST_FIELDS_MAX)
         return mu_errf(err, MU_E_TOOBIG, "a job row names at most %u fields, not %zu",
                        LIST_FIELDS_MAX, nfields);
-    for (size_t i = 0; i < c.nvalues; i++)
-        names[i] = i < nfields ? fields[i] : filter_fields[i - nfields];
+    memcpy(names, fields, nfields * sizeof(*fields));
+    for (size_t i = 0; i < MU_ARRAY_LEN(filter_fields); i++) {
+        size_t at = 0;
+        while (at < nfields && strcmp(fields[at], filter_fields[i]) != 0)
+            at++;
+        if (at == nfields)
+            names[at = c.nvalues++] = filter_fields[i];
+        c.filter_at[i] = at;
+    }
     if (queue_keyed_init(&s.cmd, "HMGET", names, c.nvalues, err) != 0
-        || list_run(q, &s, f->limit, err) != 0) {
+        || list_run(q, &s, err) != 0) {
         queue_job_rows_release(&(struct queue_job_rows){ .rows = c.rows, .n = c.n });
         return -1;
     }

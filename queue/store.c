@@ -384,13 +384,6 @@ static const char *const stored_fields[] = {
 };
 #define STORED_NFIELDS ((int)MU_ARRAY_LEN(stored_fields))
 
-/* HMGET <key> and the stored fields, formatted once (queue_keyed): formatting each of 100,000
- * commands from a format string cost a fifth of a restart's CPU, and from argv a tenth. */
-struct hmget_cmd {
-    struct queue_keyed cmd;
-    char key[CFG_NAME_MAX + QUEUE_JOB_ID_MAX + 8];
-};
-
 /* s from an HMGET reply of STORED_FIELDS (s->id set); borrows the reply's strings.  A hash that
  * is gone leaves s->state NULL. */
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
@@ -430,71 +423,37 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
     return 0;
 }
 
-/* Appends HMGETs for ids[*sent..] until 2 windows are in flight past done. */
-static void load_refill(
-    struct queue *q, struct hmget_cmd *c, const redisReply *ids, size_t done, size_t *sent)
-{
-    if (*sent > done + QUEUE_LOAD_WINDOW)
-        return;
-    while (*sent < ids->elements && *sent < done + (size_t)2 * QUEUE_LOAD_WINDOW) {
-        (void)mu_snprintf(c->key, sizeof(c->key), "%sjob:%s", q->prefix, ids->element[*sent]->str);
-        (void)queue_keyed_append(q, &c->cmd, c->key, strlen(c->key));
-        (*sent)++;
-    }
-}
+struct load_ctx {
+    const redisReply *ids;
+    queue_stored_job_fn fn;
+    void *ctx;
+    bool *vanished; /* ids->elements flags, made at the first id whose hash is gone */
+};
 
-/* Reads every id's hash, a window ahead, and hands each job to fn; *vanished (heap,
- * ids->elements flags, made at the first) marks ids whose hash is gone.  0, 1 (fn stopped) or
- * -1 (err filled). */
-static int load_run(struct queue *q,
-                    const redisReply *ids,
-                    queue_stored_job_fn fn,
-                    void *ctx,
-                    bool **vanished,
-                    struct mu_err *err)
+/* Hands one job's HMGET reply to the caller's fn, or marks its id vanished. */
+static int load_one(void *ctx, size_t i, const redisReply *r, struct mu_err *err)
 {
-    struct hmget_cmd c;
-    size_t sent = 0;
-    int rc = 0;
+    struct load_ctx *c = ctx;
+    struct queue_stored_job s;
 
-    if (queue_keyed_init(&c.cmd, "HMGET", stored_fields, STORED_NFIELDS, err) != 0)
+    memset(&s, 0, sizeof(s));
+    s.id = c->ids->element[i]->str;
+    if (stored_job_fill(&s, r, err) != 0)
         return -1;
-    for (size_t done = 0; done < ids->elements; done++) {
-        struct queue_stored_job s;
-        void *reply = NULL;
-        load_refill(q, &c, ids, done, &sent);
-        if (redisGetReply(q->ctx, &reply) != REDIS_OK) {
-            mu_errf(err, MU_E_REDIS, "redis: %s", q->ctx->errstr);
-            queue_conn_drop(q);
-            return -1;
-        }
-        memset(&s, 0, sizeof(s));
-        s.id = ids->element[done]->str;
-        if (rc == 0 && stored_job_fill(&s, reply, err) != 0)
-            rc = -1;
-        else if (rc == 0 && (!s.state || !s.state[0])) {
-            if (!*vanished)
-                *vanished = calloc(ids->elements, sizeof(**vanished));
-            if (*vanished)
-                (*vanished)[done] = true;
-        } else if (rc == 0)
-            rc = fn(ctx, &s, err);
-        freeReplyObject(reply);
-        if (rc != 0) {
-            /* Stopped or failed: the replies still in flight go with the connection, which
-             * is cheaper than reading them (the next call reconnects). */
-            if (done + 1 < sent)
-                queue_conn_drop(q);
-            return rc;
-        }
-    }
+    if (s.state && s.state[0])
+        return c->fn(c->ctx, &s, err);
+    if (!c->vanished)
+        c->vanished = calloc(c->ids->elements, sizeof(*c->vanished));
+    if (c->vanished)
+        c->vanished[i] = true;
     return 0;
 }
 
 int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct mu_err *err)
 {
+    struct load_ctx c = { .fn = fn, .ctx = ctx };
+    struct queue_keyed hmget;
     redisReply *ids = NULL;
-    bool *vanished = NULL;
     int rc = -1;
 
     ids = queue_command(q, err, "SMEMBERS %sactive", q->prefix);
@@ -510,15 +469,18 @@ int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct
             goto out;
         }
     }
-    rc = load_run(q, ids, fn, ctx, &vanished, err);
+    c.ids = ids;
+    if (queue_keyed_init(&hmget, "HMGET", stored_fields, STORED_NFIELDS, err) != 0)
+        goto out;
+    rc = queue_keyed_each(q, &hmget, ids, load_one, &c, err);
     /* An id whose hash vanished (deleted by hand) leaves the active set. */
-    for (size_t i = 0; rc == 0 && vanished && i < ids->elements; i++) {
-        if (vanished[i]
+    for (size_t i = 0; rc == 0 && c.vanished && i < ids->elements; i++) {
+        if (c.vanished[i]
             && queue_append(q, "SREM %sactive %s", q->prefix, ids->element[i]->str) == REDIS_OK)
             (void)queue_pipeline_finish(q, 1, NULL);
     }
 out:
-    free(vanished);
+    free(c.vanished);
     queue_reply_free(ids);
     return rc;
 }

@@ -345,6 +345,14 @@ expect_rc 0 ctl -o json jobs
 jqo 'length == 350 and all(.state == "RUNNING")'
 expect_rc 0 ctl -o json jobs --state SUCCEEDED --limit 300
 jqo "length == 300 and .[299].id == \"$((now - 100000 + 700))-0\" and all(.state == \"SUCCEEDED\")"
+# The table reads rows (HMGET), not objects: the same jobs, and the scan that stops at the limit
+# with replies in flight leaves the connection clean for the next command.
+expect_rc 0 ctl jobs --state SUCCEEDED --limit 300
+[ "$(grep -c ' SUCCEEDED ' "$T/out")" = 300 ] && tail -1 "$T/out" | grep -q "^$((now - 100000 + 700))-0 " ||
+    fail "jobs --state SUCCEEDED --limit 300 (table): $(head -3 "$T/out"; tail -1 "$T/out")"
+all=$(ctl -o json jobs --all | jq -r '.[].id')
+expect_rc 0 ctl jobs --all
+[ "$(tail -n +2 "$T/out" | cut -d' ' -f1)" = "$all" ] || fail "jobs --all: the table's ids differ from -o json's"
 expect_rc 0 ctl -o json events --job "$A" --count 100
 jqo 'length == 2'
 expect_rc 0 ctl -o json events --count 1000
