@@ -113,6 +113,7 @@ void sched_cluster_free(struct sched_cluster *c)
     free(c->slices);
     free(c->milli);
     free(c->specs);
+    free(c->brief);
     free(c->nodes);
     free(c->pool_size_hist);
     free(c->pool_hist);
@@ -194,6 +195,7 @@ static int grow_nodes(struct sched_cluster *c, int cap, struct mu_err *err)
     size_t n = (size_t)cap;
     int rc = 0;
     c->nodes = regrow(c->nodes, n, sizeof(*c->nodes), &rc);
+    c->brief = regrow(c->brief, n, sizeof(*c->brief), &rc);
     c->specs = regrow(c->specs, n, sizeof(*c->specs), &rc);
     c->slices = regrow(c->slices, n, sizeof(*c->slices), &rc);
     c->milli = regrow(c->milli, n, sizeof(*c->milli), &rc);
@@ -210,6 +212,15 @@ static int grow_nodes(struct sched_cluster *c, int cap, struct mu_err *err)
         return mu_errf(err, MU_E_NOMEM, "cluster: out of memory adding a node");
     c->cap_nodes = cap;
     return 0;
+}
+
+/* Node idx's gpus_free from its masks, and its brief (after any change to its GPUs or pool). */
+static void node_free_set(struct sched_cluster *c, int idx)
+{
+    struct sched_node *n = &c->nodes[idx];
+    n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+    c->brief[idx].pool = (int16_t)n->pool;
+    c->brief[idx].gpus_free = (int16_t)n->gpus_free;
 }
 
 static int spec_check(const struct sched_cluster *c,
@@ -312,10 +323,10 @@ int sched_cluster_node_add(struct sched_cluster *c,
         int g = __builtin_ctzll(m);
         n->one_island &= spec->island[g] == spec->island[__builtin_ctzll(n->gpus_all)];
     }
-    n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
     n->cpus = spec->cpus;
     n->memory_mb = spec->memory_mb;
     n->pool = spec->pool;
+    node_free_set(c, idx);
     hist_adj(c, idx, +1);
     size_adj(c, idx, +1);
     c->generation++;
@@ -462,7 +473,7 @@ void sched_cluster_commit(struct sched_cluster *c,
             hist_adj(c, idx, -1);
             c->pool_gpus_used[n->pool] +=
                 __builtin_popcountll(sched_milli_commit(c, idx, slots[i].gpus, r->gpu_milli));
-            n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+            node_free_set(c, idx);
             n->cpus_used += r->cpus_per_task;
             n->memory_mb_used += r->memory_mb_per_task;
             hist_adj(c, idx, +1);
@@ -473,7 +484,7 @@ void sched_cluster_commit(struct sched_cluster *c,
                || ((n->gpus_all | c->slices[idx].all) & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
         n->gpus_used |= slots[i].gpus;
-        n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+        node_free_set(c, idx);
         n->cpus_used += r->cpus_per_task;
         n->memory_mb_used += r->memory_mb_per_task;
         c->pool_gpus_used[n->pool] += __builtin_popcountll(slots[i].gpus & n->gpus_all);
@@ -492,7 +503,7 @@ void sched_cluster_release(struct sched_cluster *c,
             hist_adj(c, idx, -1);
             c->pool_gpus_used[n->pool] -=
                 __builtin_popcountll(sched_milli_release(c, idx, slots[i].gpus, r->gpu_milli));
-            n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+            node_free_set(c, idx);
             n->cpus_used -= r->cpus_per_task;
             n->memory_mb_used -= r->memory_mb_per_task;
             hist_adj(c, idx, +1);
@@ -501,7 +512,7 @@ void sched_cluster_release(struct sched_cluster *c,
         assert((n->gpus_used & slots[i].gpus) == slots[i].gpus);
         hist_adj(c, idx, -1);
         n->gpus_used &= ~slots[i].gpus;
-        n->gpus_free = __builtin_popcountll(n->gpus_all & ~n->gpus_used);
+        node_free_set(c, idx);
         n->cpus_used -= r->cpus_per_task;
         n->memory_mb_used -= r->memory_mb_per_task;
         c->pool_gpus_used[n->pool] -= __builtin_popcountll(slots[i].gpus & n->gpus_all);

@@ -24,11 +24,20 @@ struct sched_node {
     int cpus_used;
     int cpus_held;
     int ngpus;     /* popcount(gpus_all) */
-    int gpus_free; /* popcount(gpus_all & ~gpus_used), kept by commit and release */
+    int gpus_free; /* popcount(gpus_all & ~gpus_used), kept by node_free_set */
     int pool;
     enum sched_node_state state;
     bool at_risk;
     bool one_island; /* all GPUs in one island: any free GPUs will do */
+};
+
+/* What a placement's scan reads of a node first (core/place.c size_node): its pool and its
+ * gpus_free, 4 bytes apart from the 80-byte struct, so that a scan over a busy cluster's full
+ * nodes does not load each one's struct (issue #15: that load was a third of the scan at 19,840
+ * nodes).  Kept with gpus_free by cluster.c's node_free_set, its only writer. */
+struct sched_node_brief {
+    int16_t pool;
+    int16_t gpus_free;
 };
 
 /* A node's MIG slices (core/slice.c), apart from the hot struct: only slice requests read it. */
@@ -139,6 +148,7 @@ struct sched_cluster {
     int nlevels;
     char level_names[SCHED_MAX_LEVELS + 1][SCHED_NAME_MAX]; /* [nlevels] = "node" */
     struct sched_node *nodes;
+    struct sched_node_brief *brief; /* [cap_nodes] */
     struct sched_node_spec *specs;
     struct sched_node_slices *slices;       /* [cap_nodes] */
     uint16_t (*milli)[SCHED_MAX_GPUS_NODE]; /* [cap_nodes]: gpu_milli in use per GPU (shared) */

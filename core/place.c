@@ -590,19 +590,34 @@ static void rank_pools(struct sched_cluster *c,
  * Sizes the node at order position pos for r: its task capacity and its free GPUs (slices of
  * the profile, milli of shares).  Inlined into three loops of size_nodes with prof and milli
  * constants where they can be, so the whole-GPU loop carries no test for slices or shares.
+ * brief (whole GPUs, not the idle view): a node of another type, or one with no GPU free once
+ * some node counted for any_node, is sized from its brief alone, as the rest would size it.
  */
 static inline __attribute__((always_inline)) void size_node(struct sched_cluster *c,
                                                             const struct sched_request *r,
                                                             struct type_state *ts,
                                                             int pos,
                                                             int prof,
-                                                            int milli)
+                                                            int milli,
+                                                            bool brief)
 {
     int node = c->order[pos];
-    const struct sched_node *n = &c->nodes[node];
-    int rank = c->pool_rank[n->pool];
+    const struct sched_node *n;
+    int rank;
     int free;
     int fit;
+    if (brief) {
+        struct sched_node_brief b = c->brief[node];
+        rank = c->pool_rank[b.pool];
+        if (rank == -1 || (rank >= 0 && b.gpus_free == 0 && ts->any_node)) {
+            c->npool[pos] = b.pool;
+            c->ncap[pos] = 0;
+            c->nfree[pos] = 0;
+            return;
+        }
+    }
+    n = &c->nodes[node];
+    rank = c->pool_rank[n->pool];
     c->npool[pos] = n->pool;
     c->ncap[pos] = 0;
     c->nfree[pos] = 0;
@@ -670,13 +685,16 @@ static void size_nodes(struct sched_cluster *c,
     }
     if (milli > 0) {
         for (int pos = 0; pos < c->nnodes; pos++)
-            size_node(c, r, ts, pos, 0, milli);
+            size_node(c, r, ts, pos, 0, milli, false);
     } else if (prof > 0) {
         for (int pos = 0; pos < c->nnodes; pos++)
-            size_node(c, r, ts, pos, prof, 0);
+            size_node(c, r, ts, pos, prof, 0, false);
+    } else if (r->gpus_per_task > 0 && !c->idle_view) {
+        for (int pos = 0; pos < c->nnodes; pos++)
+            size_node(c, r, ts, pos, 0, 0, true); /* whole GPUs: no test for slices or shares */
     } else {
         for (int pos = 0; pos < c->nnodes; pos++)
-            size_node(c, r, ts, pos, 0, 0); /* whole GPUs: no test for slices or shares */
+            size_node(c, r, ts, pos, 0, 0, false);
     }
 }
 

@@ -259,6 +259,39 @@ static void test_pool_cap_and_states(void **state)
     sched_cluster_free(c);
 }
 
+/* The scan sizes full nodes and other pools' nodes from each node's brief (pool, free GPUs):
+ * it follows commits, releases and a node that comes back in another pool, and a full cluster
+ * still says "none free now", not "no ready node". */
+static void test_full_nodes_and_pool_moves(void **state)
+{
+    struct sched_cluster *c = cluster(0);
+    struct sched_request r = sched_request_make(1, 8);
+    struct sched_slot first[1];
+    struct sched_slot slots[1];
+    char reason[256];
+    int a;
+    int b;
+    (void)state;
+    a = add_node(c, "a", 2, 8, ""); /* on-demand */
+    b = add_node(c, "b", 1, 8, ""); /* spot-y */
+    r.ncapacity = 1;                /* spot only */
+    assert_int_equal(place(c, &r, first), 1);
+    assert_int_equal(first[0].node, b);
+    sched_cluster_commit(c, &r, first);
+    assert_int_equal(place_why(c, &r, slots, reason), 0);
+    assert_non_null(strstr(reason, "none free now"));
+    assert_int_equal(add_node(c, "a", 0, 8, ""), a); /* back, in spot-x */
+    assert_int_equal(place(c, &r, slots), 1);
+    assert_int_equal(slots[0].node, a);
+    sched_cluster_commit(c, &r, slots);
+    assert_int_equal(place_why(c, &r, slots, reason), 0);
+    assert_non_null(strstr(reason, "none free now"));
+    sched_cluster_release(c, &r, first);
+    assert_int_equal(place(c, &r, slots), 1);
+    assert_int_equal(slots[0].node, b);
+    sched_cluster_free(c);
+}
+
 static void test_cooldown(void **state)
 {
     struct sched_pool pools[3] = {
@@ -1682,6 +1715,7 @@ int main(void)
         cmocka_unit_test(test_cheapest_pool_then_best_fit),
         cmocka_unit_test(test_avoid_nodes),
         cmocka_unit_test(test_pool_cap_and_states),
+        cmocka_unit_test(test_full_nodes_and_pool_moves),
         cmocka_unit_test(test_cooldown),
         cmocka_unit_test(test_required_topology),
         cmocka_unit_test(test_levels_and_best_fit),
