@@ -23,8 +23,8 @@
  * about a MB. */
 #define LIST_BATCH_FIRST 256u
 #define LIST_BATCH_MAX   16384u
-#define LIST_FIELDS_MAX \
-    32u /* fields a row may name (the filter's three, if not among them, come on top) */
+/* Fields a row may name; the filter's three come on top, those the row does not name. */
+#define LIST_FIELDS_MAX 32u
 
 /* The states that are not final (DESIGN §3); listing without --all shows only these. */
 static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };

@@ -165,7 +165,7 @@ static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
         reject(d, e, "spec: contains a NUL byte");
         return NULL;
     }
-    j = calloc(1, sizeof(*j));
+    j = d_job_alloc();
     if (!j) {
         mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
         return NULL;

@@ -80,7 +80,7 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     if (*d->stop)
         return 1;
     r->n++;
-    j = calloc(1, sizeof(*j));
+    j = d_job_alloc();
     if (!j)
         return mu_errf(err, MU_E_NOMEM, "out of memory recovering jobs");
     mu_strlcpy(j->id, s->id, sizeof(j->id));
