@@ -95,7 +95,7 @@ struct d_job {
     struct sched_request req; /* req.gpu_type borrows spec.gpu_type */
     /* What the queue statistics read of every job at each status write (d_status.c
      * queue_stats), with spec.tasks and spec.gpus_per_task: one cache line of its own, so that
-     * walking 100,000 jobs touches two lines each, not four. */
+     * the walk asks ahead for two lines of each job, not four. */
     _Alignas(64) enum queue_state state;
     int queue_idx;         /* its queue in the config; nqueues = no longer configured */
     uint64_t submitted_ms; /* wall */
