@@ -100,7 +100,7 @@ static struct d_job *job_fetch(const struct musterd *d, size_t *pos)
 {
     struct d_job *j = mu_map_next(d->jobs, pos);
     if (j) {
-        __builtin_prefetch(&j->state); /* its line of its own (struct d_job) */
+        __builtin_prefetch(&j->state);      /* its line of its own (struct d_job) */
         __builtin_prefetch(&j->spec.tasks); /* and gpus_per_task */
     }
     return j;
