@@ -2,7 +2,8 @@
 /*
  * muster-bench-fleet: many simulated nodes in one process, each speaking the real worker protocol
  * to musterd over its own ZeroMQ DEALER (issue #15), so that 20,000 nodes fit on one small box:
- * HELLO with simulated GPUs and zone/rack labels, heartbeats at the interval musterd asks for,
+ * HELLO with simulated GPUs and zone/rack labels, heartbeats at the interval musterd asks for
+ * (saying back how many of them it answers one of, as muster-worker does),
  * a BIND answered at once with BIND_ACK and a task that "runs" without a process (as long as its
  * "sleep N" command says, else --run-s) and then reports EXITED 0; a KILL ends a running task
  * with the signal and forgets an ended one (musterd's acknowledgement), as muster-worker does;
@@ -61,6 +62,7 @@ struct fleet {
     int zone_nodes;
     double run_s;
     int heartbeat_s;
+    int answer_every; /* musterd answers one heartbeat in this many: said back, as a worker does */
     int nnodes;
     int index_base; /* the first node's index: names and labels go on from it */
     struct fnode *nodes;
@@ -217,6 +219,7 @@ static void handle(struct fleet *f, struct fnode *n, int idx, const struct proto
     case PROTO_HEARTBEAT:
         if (m->heartbeat_s > 0)
             f->heartbeat_s = m->heartbeat_s;
+        f->answer_every = m->answer_every;
         n->known = m->ok;
         if (!m->ok && !m->error[0])
             send_hello(f, n, idx);
@@ -378,6 +381,7 @@ static void node_turn(struct fleet *f, int i, uint64_t now)
         struct proto_msg hb;
         proto_msg_init(&hb, PROTO_HEARTBEAT);
         hb.echo_ms = now;
+        hb.answer_every = f->answer_every;
         send_msg(n, &hb);
         proto_msg_release(&hb);
     }
@@ -395,8 +399,8 @@ static void status_line(const struct fleet *f)
     }
     (void)fprintf(stderr,
                   "muster-bench-fleet: known=%d/%d running=%d binds=%" PRIu64 " exits=%" PRIu64
-                  " kills=%" PRIu64 "\n",
-                  known, f->nnodes, running, f->binds, f->exits, f->kills);
+                  " kills=%" PRIu64 " answer_every=%d\n",
+                  known, f->nnodes, running, f->binds, f->exits, f->kills, f->answer_every);
 }
 
 int main(int argc, char **argv)

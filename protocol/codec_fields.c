@@ -60,6 +60,7 @@ const struct proto_field proto_msg_fields[] = {
     F_SPECIAL("tasks", PROTO_FK_TASKS, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT), false),
     F_INT(M, heartbeat_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
     F_INT(M, lease_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
+    F_INT(M, answer_every, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
     F_U64(M, echo_ms, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT), false),
     F_SPECIAL("task", PROTO_FK_TASK, TASK_TYPES, true),
     F_INT(M, world_size, 0, INT_MAX, TB(PROTO_BIND), false),

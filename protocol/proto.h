@@ -128,6 +128,11 @@ struct proto_msg {
     int heartbeat_s;              /* HEARTBEAT from the scheduler: interval the worker should use */
     int lease_s;      /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker whose lease
                          is not renewed for this long stops its tasks (0 = no lease) */
+    int answer_every; /* HEARTBEAT from the scheduler: it answers one in this many of the worker's
+                         heartbeats (0 or 1 = each); from a worker: the count it last heard and
+                         waits for (it calls the scheduler unreachable after answer_every + 2
+                         silent beats).  The scheduler leaves heartbeats unanswered only for a
+                         worker that says its own count back. */
     uint64_t echo_ms; /* HELLO and HEARTBEAT from a worker: its monotonic clock at send; the
                          scheduler's HEARTBEAT answer carries it back, which renews the worker's
                          lease until echo_ms + lease_s (a stale answer renews nothing) */

@@ -41,10 +41,17 @@ const char *d_node_name(const struct musterd *d, int idx)
     return d->nodes[idx].name;
 }
 
+int d_answer_every(const struct cfg *c)
+{
+    return c->node_lost_after_s >= 5 * c->heartbeat_s ? 2 : 1;
+}
+
 /*
  * Answers a HELLO or HEARTBEAT.  echo_ms is the worker's send time, carried back: it renews the
  * worker's lease until echo_ms + lease_s, which stays inside our own judgement of the node (we
  * heard it after echo_ms and wait node_lost_after_s plus a margin from the last we heard).
+ * Answering one heartbeat in answer_every keeps that true: the lease runs from an older echo,
+ * so it only ends sooner.
  */
 static void reply_heartbeat(
     struct musterd *d, const char *identity, bool known, const char *refused, uint64_t echo_ms)
@@ -57,6 +64,7 @@ static void reply_heartbeat(
         mu_strlcpy(m.error, refused, sizeof(m.error));
     m.heartbeat_s = d->cfg.heartbeat_s;
     m.lease_s = d->cfg.node_lost_after_s; /* a worker cut off this long stops its tasks */
+    m.answer_every = d_answer_every(&d->cfg);
     d_send(&d->out, identity, &m);
     proto_msg_release(&m);
 }
@@ -220,6 +228,7 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
         d->regrace_until_ms = 0;
     }
     node->online = true;
+    node->unanswered = 0;
     node->seen_ms = mu_time_mono_ms();
     node->seen_wall_ms = mu_time_wall_ms();
     sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
@@ -233,8 +242,14 @@ void d_node_heartbeat(struct musterd *d, const char *identity, const struct prot
 {
     struct d_node *node = d_node_get(d, identity);
     if (node) {
+        int every = d_answer_every(&d->cfg);
         node->seen_ms = mu_time_mono_ms();
         node->seen_wall_ms = mu_time_wall_ms();
+        /* Counted in the worker's own beats, whatever its clock and interval: never two
+         * answers apart by more than answer_every of them. */
+        if (every > 1 && m->answer_every == every && ++node->unanswered < every)
+            return;
+        node->unanswered = 0;
     }
     reply_heartbeat(d, identity, node != NULL, NULL, m->echo_ms);
 }

@@ -10,7 +10,8 @@
  *   every turn, which is cheap and immune to a wake-up byte lost to a full pipe.
  * - Each turn handles, in order: signals, inotify, reaping, the scheduler's messages (at most
  *   RECV_PER_TURN, so that timers get a look in), the spot watcher, then the timers (heartbeats,
- *   re-registration after 3 silent beats, grace-period SIGKILLs, exit repeats, the lease), and
+ *   re-registration after 3 silent beats (answer_every + 2: the scheduler may answer only one
+ *   in answer_every), grace-period SIGKILLs, exit repeats, the lease), and
  *   last the eviction of old exits, so that no loop above sees table entries move.
  * - Spot notices (DESIGN §5): imds.c's sockets share the zmq_poll; its notices become
  *   SPOT_NOTICE / REBALANCE, and the latest of each is repeated after every HELLO (send.c).
@@ -251,7 +252,8 @@ static void run_timers(struct wrk_agent *a, uint64_t now)
     }
     if (now - a->last_beat_ms < beat_ms(a))
         return;
-    if (now - a->last_rx_ms >= 3 * beat_ms(a)) {
+    if (now - a->last_rx_ms >= (uint64_t)(a->answer_every + 2) * beat_ms(a)) {
+        a->answer_every = 1; /* until whichever scheduler answers says otherwise */
         if (!a->quiet) {
             mu_log(MU_LOG_WARN, WRK_MOD,
                    "node=%s scheduler unreachable: nothing from %s for %" PRIu64
@@ -572,6 +574,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     a->nlabels = cfg->nlabels;
     memcpy(a->labels, cfg->labels, sizeof(a->labels));
     a->heartbeat_s = cfg->heartbeat_s > 0 ? cfg->heartbeat_s : 1;
+    a->answer_every = 1;
     a->ckpt_wd = a->tasks_wd = -1;
     a->shim_server.fd = -1;
     a->shim_server.pid = -1;

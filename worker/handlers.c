@@ -190,6 +190,10 @@ static void handle_checkpoint(struct wrk_agent *a, const struct proto_msg *m)
 static void handle_heartbeat(struct wrk_agent *a, const struct proto_msg *m)
 {
     wrk_agent_lease_renew(a, m, mu_time_mono_ms());
+    /* Said back in each heartbeat: the scheduler skips answers only to a worker that waits for
+     * them that long.  More than WRK_ANSWER_EVERY_MAX is not taken (it answers each one then). */
+    a->answer_every =
+        m->answer_every > 1 && m->answer_every <= WRK_ANSWER_EVERY_MAX ? m->answer_every : 1;
     if (m->heartbeat_s > 0 && m->heartbeat_s != a->heartbeat_s) {
         mu_log(MU_LOG_INFO, WRK_MOD, "node=%s heartbeat every %d s (was %d s)", a->node,
                m->heartbeat_s, a->heartbeat_s);

@@ -31,6 +31,9 @@
 #define WRK_RESEND_FIRST_MS 2000  /* an unacknowledged exit is sent again after this, */
 #define WRK_RESEND_MAX_MS   60000 /* doubling up to this */
 #define WRK_MAX_ALLOW_USERS 64    /* --allow-user entries */
+/* The most heartbeats per answer the worker agrees to wait through: it calls the scheduler
+ * unreachable after answer_every + 2 silent beats, so this bounds how late it notices. */
+#define WRK_ANSWER_EVERY_MAX 4
 
 /* One task of the table: running, or ended (EXITED or LOST) and not yet acknowledged. */
 struct wrk_task {
@@ -90,11 +93,12 @@ struct wrk_agent {
 
     uint64_t ckpt_poll_ms; /* monotonic time of the last poll (without inotify) */
     uint64_t exit_poll_ms; /* monotonic time of the last sweep of exit files */
-    int ino_fd;      /* inotify on <state_dir>/ckpt and <run_dir>/tasks; -1 = poll every 1 s */
-    int ckpt_wd;     /* inotify watch on ckpt/ */
-    int tasks_wd;    /* inotify watch on tasks/ */
-    int nallow;      /* allow[0..nallow-1]: --allow-user */
-    int heartbeat_s; /* the interval the scheduler asked for */
+    int ino_fd;       /* inotify on <state_dir>/ckpt and <run_dir>/tasks; -1 = poll every 1 s */
+    int ckpt_wd;      /* inotify watch on ckpt/ */
+    int tasks_wd;     /* inotify watch on tasks/ */
+    int nallow;       /* allow[0..nallow-1]: --allow-user */
+    int heartbeat_s;  /* the interval the scheduler asked for */
+    int answer_every; /* the scheduler answers one heartbeat in this many */
     bool is_root;
     bool allow_root;
     bool lease_out;            /* the lease ran out: logged, and not renewed since */

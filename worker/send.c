@@ -155,6 +155,7 @@ void wrk_send_heartbeat(struct wrk_agent *a)
     struct proto_msg m;
     proto_msg_init(&m, PROTO_HEARTBEAT);
     m.echo_ms = mu_time_mono_ms();
+    m.answer_every = a->answer_every > 1 ? a->answer_every : 0;
     agent_send(a, &m);
     proto_msg_release(&m);
     a->last_beat_ms = mu_time_mono_ms();

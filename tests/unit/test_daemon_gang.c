@@ -9,7 +9,7 @@
  * the old attempt is gone, FAILED past max_retries) and the retry backoff; a node refusing a task;
  * the bind deadline; a node judged lost; a worker's report taken while Redis is down; a musterd
  * without the leader lease sending nothing; a new Redis primary getting every held job and every
- * recently ended one written again.  Times are passed
+ * recently ended one written again; one heartbeat answered in d_answer_every.  Times are passed
  * in, an hour or more ahead, never slept for.
  */
 #include <setjmp.h>
@@ -574,6 +574,66 @@ static void test_no_lease_sends_nothing(void **state)
     proto_msg_release(&m);
 }
 
+/* beat: node's HEARTBEAT saying back answer_every; whether musterd answered it (ok as expected). */
+static bool beat(struct dfix *f, const char *node, int answer_every, bool known)
+{
+    struct proto_msg m;
+    struct fake_msg answer;
+    bool answered;
+
+    proto_msg_init(&m, PROTO_HEARTBEAT);
+    m.echo_ms = 1000;
+    m.answer_every = answer_every;
+    d_node_heartbeat(&f->d, node, &m);
+    proto_msg_release(&m);
+    answered = fake_sent_take(f->sent, PROTO_HEARTBEAT, node, NULL, -1, &answer);
+    assert_int_equal(fake_sent_count(f->sent), 0);
+    if (answered) {
+        assert_int_equal(answer.ok, known);
+        assert_int_equal(answer.answer_every, 2); /* node_lost_after_s 10, heartbeat_s 1 */
+    }
+    return answered;
+}
+
+/* Issue #15: one heartbeat in d_answer_every is answered, and only for a worker that says the
+ * same count back (it waits that long before it calls musterd unreachable); an older worker, one
+ * that says another count, a HELLO and an unknown node are answered every time. */
+static void test_heartbeats_answered_one_in_answer_every(void **state)
+{
+    struct dfix *f = *state;
+    struct cfg c;
+
+    dfix_two_nodes(f);
+    fake_sent_clear(f->sent);
+    for (int i = 0; i < 3; i++)
+        assert_true(beat(f, "n1", 0, true)); /* an older worker */
+    for (int i = 0; i < 3; i++) {
+        assert_false(beat(f, "n1", 2, true));
+        assert_true(beat(f, "n1", 2, true));
+    }
+    assert_false(beat(f, "n1", 2, true));
+    assert_true(beat(f, "n1", 4, true));  /* not our count: answered */
+    assert_false(beat(f, "n2", 2, true)); /* each node counts its own */
+    dfix_hello(f, "n2", "od", 8);         /* answered, and the count starts again */
+    assert_false(beat(f, "n2", 2, true));
+    assert_true(beat(f, "n2", 2, true));
+    assert_true(beat(f, "n9", 2, false)); /* unknown: told to say HELLO */
+    assert_true(beat(f, "n9", 2, false));
+
+    /* One lost answer must leave the lease alive until the next: at least 5 heartbeats. */
+    cfg_init_defaults(&c);
+    c.heartbeat_s = 5;
+    c.node_lost_after_s = 15;
+    assert_int_equal(d_answer_every(&c), 1);
+    c.node_lost_after_s = 24;
+    assert_int_equal(d_answer_every(&c), 1);
+    c.node_lost_after_s = 25;
+    assert_int_equal(d_answer_every(&c), 2);
+    c.heartbeat_s = 1;
+    c.node_lost_after_s = 30; /* the defaults */
+    assert_int_equal(d_answer_every(&c), 2);
+}
+
 /* On a new Redis primary (a failover may have lost the last writes the old one acknowledged),
  * d_jobs_resync_all writes again a job that ended and left the table, and the running one; a
  * submission the new primary hands out again makes no second job; a job retired longer than
@@ -635,6 +695,8 @@ int main(void)
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
+                                        dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_heartbeats_answered_one_in_answer_every, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_hello_reconciles_its_node_only, setup_now,
                                         dfix_teardown),

@@ -135,6 +135,7 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     assert_int_equal(proto_msg_set_tasks(m, ntasks, tasks, &err), 0);
     m->heartbeat_s = 5;
     m->lease_s = 30;
+    m->answer_every = 2;
     m->sent_ms = UINT64_C(987654321);
     m->echo_ms = UINT64_C(123456789);
     m->expires_ms = UINT64_C(987664321);
@@ -244,6 +245,7 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
     }
     assert_int_equal(m->heartbeat_s, carries(type, T(HEARTBEAT)) ? 5 : 0);
     assert_int_equal(m->lease_s, carries(type, T(HEARTBEAT)) ? 30 : 0);
+    assert_int_equal(m->answer_every, carries(type, T(HEARTBEAT)) ? 2 : 0);
     check_task_fields(m, type, n);
 }
 

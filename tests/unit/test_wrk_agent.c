@@ -3,7 +3,8 @@
  * Unit tests for the agent's loop and its commands (worker/agent.c, handlers.c, send.c,
  * ckpt_watch.c, ident.c), driven against an in-process ROUTER standing in for the scheduler
  * (support/wrk_fake.c): HELLO with islands and labels, BIND, KILL, CHECKPOINT and their
- * failures, repeats until acknowledged, re-registration, shutdown; checkpoints reported by real
+ * failures, repeats until acknowledged, re-registration (and a scheduler that answers one
+ * heartbeat in two), shutdown; checkpoints reported by real
  * tasks (temp file and rename, just before exit, garbage, a path missing here,
  * MUSTER_RESUME_FROM); spot notices from the metadata service stand-in; and a root worker
  * refusing or switching users (--allow-user).
@@ -274,6 +275,46 @@ static void test_agent_reregisters(void **state)
     assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
     assert_int_equal(m.epoch, 2);
     proto_msg_release(&m);
+    fake_sched_stop(&f);
+}
+
+/*
+ * A scheduler that answers one heartbeat in 2 (issue #15): the worker says 2 back in its
+ * heartbeats and calls it unreachable only after 2 + 2 silent beats, never sooner (the HELLO's
+ * echo_ms is its clock when it gave up); after that it expects every answer again.
+ */
+static void test_agent_answer_every(void **state)
+{
+    struct fake_sched f;
+    struct proto_msg m;
+    struct proto_msg answer;
+    uint64_t answered_ms;
+    (void)state;
+
+    fake_sched_start(&f);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 5000));
+    proto_msg_release(&m);
+    proto_msg_init(&answer, PROTO_HEARTBEAT);
+    answer.ok = true;
+    answer.heartbeat_s = 1;
+    answer.answer_every = 2;
+    answer.echo_ms = f.last_echo_ms;
+    answered_ms = mu_time_mono_ms();
+    send_to_worker(&f, &answer, 2);
+    assert_true(expect_msg(&f, PROTO_HEARTBEAT, &m, 3000));
+    assert_int_equal(m.answer_every, 2);
+    proto_msg_release(&m);
+    assert_true(expect_msg(&f, PROTO_HELLO, &m, 8000));
+    assert_true(m.echo_ms >= answered_ms + 4000);
+    proto_msg_release(&m);
+
+    answer.answer_every = 0; /* an older scheduler: every heartbeat answered */
+    answer.echo_ms = f.last_echo_ms;
+    send_to_worker(&f, &answer, 2);
+    assert_true(expect_msg(&f, PROTO_HEARTBEAT, &m, 3000));
+    assert_int_equal(m.answer_every, 0);
+    proto_msg_release(&m);
+    proto_msg_release(&answer);
     fake_sched_stop(&f);
 }
 
@@ -681,6 +722,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_agent_protocol),
         cmocka_unit_test(test_agent_reregisters),
+        cmocka_unit_test(test_agent_answer_every),
         cmocka_unit_test(test_agent_islands),
         cmocka_unit_test(test_agent_checkpoints),
         cmocka_unit_test_teardown(test_agent_spot, mock_teardown),

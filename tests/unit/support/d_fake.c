@@ -476,6 +476,7 @@ static int fake_send(void *ctx, const char *node, const struct proto_msg *m, str
     out->signal = m->signal;
     out->grace_s = m->grace_s;
     out->ok = m->ok;
+    out->answer_every = m->answer_every;
     out->world_size = m->world_size;
     out->node_rank = m->node_rank;
     out->nbind_gpus = m->nbind_gpus;

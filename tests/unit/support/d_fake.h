@@ -70,9 +70,10 @@ struct fake_msg {
     char job[PROTO_JOB_MAX];
     int task;
     int attempt;
-    int signal;  /* CHECKPOINT: the job's checkpoint signal; KILL: 0 = SIGTERM */
-    int grace_s; /* CHECKPOINT, KILL */
-    bool ok;     /* HEARTBEAT: the node is registered */
+    int signal;       /* CHECKPOINT: the job's checkpoint signal; KILL: 0 = SIGTERM */
+    int grace_s;      /* CHECKPOINT, KILL */
+    bool ok;          /* HEARTBEAT: the node is registered */
+    int answer_every; /* HEARTBEAT: one of the node's heartbeats in this many is answered */
     int world_size;
     int node_rank;
     int nbind_gpus; /* BIND: GPUs given to the task */
