@@ -22,6 +22,8 @@
 
 #include "common/mu_banned.h"
 
+#define PROTO_ROUTER_BACKLOG 65535 /* listen(2) takes at most net.core.somaxconn of it */
+
 int proto_sock_set_int(void *sock, int opt, int value, const char *name, struct mu_err *err)
 {
     if (zmq_setsockopt(sock, opt, &value, sizeof(value)) != 0)
@@ -72,9 +74,13 @@ void *proto_router_new_curve(void *ctx,
                       zmq_strerror(zmq_errno()));
         return NULL;
     }
-    /* A worker that reconnects under the same node name replaces its stale connection. */
+    /* A worker that reconnects under the same node name replaces its stale connection.  After a
+     * restart every worker connects at once: libzmq's listen backlog of 100 overflowed with
+     * 19,840 of them (issue #15), and a connection whose SYN was dropped tries again 1, 2, 4 ...
+     * s later, so a third of the fleet came back after the 60 s musterd waits for it. */
     if (set_common(sock, err) != 0
-        || proto_sock_set_int(sock, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) != 0)
+        || proto_sock_set_int(sock, ZMQ_ROUTER_HANDOVER, 1, "ZMQ_ROUTER_HANDOVER", err) != 0
+        || proto_sock_set_int(sock, ZMQ_BACKLOG, PROTO_ROUTER_BACKLOG, "ZMQ_BACKLOG", err) != 0)
         goto fail;
     if (server && set_curve_server(sock, server, err) != 0)
         goto fail;
