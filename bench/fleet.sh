@@ -29,6 +29,9 @@
 #   fleet stop       seconds from SIGTERM to exit
 #   fleet impossible_states  lines in musterd's logs saying a state it holds impossible
 #                    (MU_NEVER): 0, or a bug
+#   fleet floor      the idle window's floor on this machine: muster-bench-beats, the same
+#                    heartbeats and as many answers (musterd answers one in answer_every) to a
+#                    bare epoll server, everything else stopped; and musterd's idle CPU against it
 #
 # musterd holds one TCP connection per node, so it needs an open-file limit above NODES + 100
 # (this script raises its soft limit to the hard one; as root, raise the hard one first: ulimit -Hn
@@ -50,6 +53,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 [ "$(ulimit -n)" -ge $((nodes + 100)) ] && [ "$(ulimit -n)" -ge $((2 * per_fleet + 100)) ] ||
     fail "open-file limit $(ulimit -n) is below $nodes + 100 nodes' connections, or 2 x $per_fleet + 100 for a fleet process (hint: ulimit -Hn 65536 as root, FLEET_PROCESS_NODES)"
 _mu_need_bin muster-bench-fleet
+_mu_need_bin muster-bench-beats
 spot=$((nodes * 3 / 4))
 
 make_config - >/dev/null <<JSON
@@ -89,17 +93,17 @@ metric_sum() {
     curl -s "http://127.0.0.1:$METRICS_PORT/metrics" |
         awk -v n="muster_$1{" -v t="$2" 'index($1, n) == 1 && index($1, t) { v += $2 } END { printf "%d", v }'
 }
-# window LABEL SECONDS: musterd's CPU, RSS and Redis writes over SECONDS.
+# window LABEL SECONDS: musterd's CPU, RSS and Redis writes over SECONDS; the CPU also in cpu_pct.
 window() {
-    local c0 c1 w0 w1 hz
-    hz=$(getconf CLK_TCK)
+    local c0 c1 w0 w1
     c0=$(cpu_ticks "$MUSTERD_PID")
     w0=$(writes)
     sleep "$2"
     c1=$(cpu_ticks "$MUSTERD_PID")
     w1=$(writes)
-    awk -v l="$1" -v c=$((c1 - c0)) -v hz="$hz" -v s="$2" -v w=$((w1 - w0)) -v r="$(rss_mb "$MUSTERD_PID")" \
-        -v n="$nodes" -v hb="$hb" 'BEGIN { printf "fleet %s nodes=%d heartbeat_s=%d musterd_cpu_pct=%.1f musterd_rss_mb=%d redis_writes_per_s=%.0f\n", l, n, hb, 100 * c / hz / s, r, w / s }'
+    cpu_pct=$(awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v s="$2" 'BEGIN { printf "%.1f", 100 * c / hz / s }')
+    awk -v l="$1" -v p="$cpu_pct" -v s="$2" -v w=$((w1 - w0)) -v r="$(rss_mb "$MUSTERD_PID")" \
+        -v n="$nodes" -v hb="$hb" 'BEGIN { printf "fleet %s nodes=%d heartbeat_s=%d musterd_cpu_pct=%s musterd_rss_mb=%d redis_writes_per_s=%.0f\n", l, n, hb, p, r, w / s }'
 }
 
 # fleet BASE SPOT OD: one fleet process of SPOT + OD nodes, counted from BASE.
@@ -110,7 +114,9 @@ fleet() {
     nice -n "$fleet_nice" "$MUSTER_BIN/muster-bench-fleet" --scheduler "tcp://127.0.0.1:$SCHED_PORT" --index-base "$1" \
         --nodes "$(IFS=,; echo "${pools[*]}")" >"$T/fleet-$1.log" 2>&1 &
     _mu_pids+=("$!")
+    fleet_pids+=("$!")
 }
+fleet_pids=()
 t0=$(date +%s%N)
 for ((base = 0; base < spot; base += per_fleet)); do
     fleet "$base" "$((spot - base < per_fleet ? spot - base : per_fleet))" 0
@@ -122,6 +128,7 @@ wait_for "$nodes nodes registered" 600 '[ "$(rcli HLEN muster:nodes)" = '"$nodes
 echo "fleet register nodes=$nodes fleet_nice=$fleet_nice seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.1f", t / 1e9 }')"
 sleep 5
 window idle 30
+idle_cpu_pct=$cpu_pct
 
 # Every GPU busy: whole-node gangs of 8 x 8 GPUs that run an hour, and one that ends each second.
 gangs=$((nodes / 8))
@@ -197,3 +204,14 @@ wait "$MUSTERD_PID" 2>/dev/null || true
 echo "fleet stop seconds=$(awk -v t="$(($(date +%s%N) - t0))" 'BEGIN { printf "%.2f", t / 1e9 }')"
 # MU_NEVER's "believed impossible state" is a bug whatever the figures say.
 echo "fleet impossible_states=$(cat "$T"/musterd*.log | grep -c 'believed impossible state' || true)"
+
+# The floor of the idle window: the same heartbeats and answers (as many of them as musterd
+# answered, the fleet's status line says) to a bare epoll server, everything else stopped.
+kill -9 "${fleet_pids[@]}" 2>/dev/null || true
+wait "${fleet_pids[@]}" 2>/dev/null || true
+every=$(grep -ho 'answer_every=[0-9]*' "$T"/fleet-*.log | tail -1 | cut -d= -f2)
+floor=$("$MUSTER_BIN/muster-bench-beats" --nodes "$nodes" --heartbeat-s "$hb" --answer-every "${every:-1}" \
+    --seconds 30 --per-process "$per_fleet" --nice "$fleet_nice")
+echo "fleet floor $floor"
+awk -v m="$idle_cpu_pct" -v f="$(echo "$floor" | grep -o 'server_cpu_pct=[0-9.]*' | cut -d= -f2)" \
+    'BEGIN { printf "fleet idle_vs_floor musterd_cpu_pct=%s floor_cpu_pct=%s ratio=%.1f\n", m, f, (f > 0 ? m / f : 0) }'
