@@ -7,13 +7,19 @@
 source "$(dirname "$0")/lib.sh"
 
 start_redis
-# A long lease: the renewal (every 20 s) does not get in first, the fenced write does.
-make_config --with '{"leader_lease_s": 60}' >/dev/null
+# A long lease: the renewal (every 20 s) does not get in first, the fenced write does.  So that
+# the node status, written every heartbeat_s and after each change, does not either: heartbeats
+# a minute apart, and the writes of the first job's start and end (a cancel) seen done before
+# the lease is taken.
+make_config --with '{"leader_lease_s": 60, "heartbeat_s": 60, "node_lost_after_s": 180}' >/dev/null
 start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
-id=$(submit_json '{"tasks":1,"gpus_per_task":8,"command":["true"]}')
-wait_for "a first job through" 10 job_state_is "$id" SUCCEEDED
+id=$(submit_json '{"tasks":1,"gpus_per_task":8,"command":["sleep","600"]}')
+wait_for "the first job shown on its node" 10 '[ "$(rcli HGET muster:nodes n1 | jq -r ".jobs[0]")" = "'"$id"'" ]'
+ctl cancel "$id" >/dev/null
+wait_for "a first job through" 10 job_state_is "$id" CANCELLED
+wait_for "the node shown idle" 10 '[ "$(rcli HGET muster:nodes n1 | jq -r ".jobs | length")" = 0 ]'
 [ "$(ctl -o json status | jq -r .pid)" = "$MUSTERD_PID" ] || fail "musterd does not lead: $(ctl -o json status)"
 
 rcli INCR muster:epoch >/dev/null
@@ -32,9 +38,12 @@ grep -q "stepping down" "$T/musterd.log" || fail "musterd did not say it steps d
 ok "a write without the lease was refused whole, and musterd stepped down"
 
 # The other holder's lease lapses; a musterd that takes the lease next claims the submission the
-# deposed one left pending, before it reads anything else, and runs it.
+# deposed one left pending, before it reads anything else, and runs it.  The worker starts again
+# too: with heartbeats a minute apart it would take that long to find the new one.
 rcli DEL muster:leader >/dev/null
+stop_worker n1
 start_musterd "$CONFIG"
+start_worker n1 spot-a 8
 wait_for "the new leader runs the left submission" 60 job_state_is "$id2" SUCCEEDED
 [ "$(rcli XPENDING muster:submit muster-scheduler | head -1)" = 0 ] || fail "submissions left unacknowledged"
 ok "the next leader took the submission the deposed one had read"
