@@ -17,7 +17,7 @@ start_imds() { # NAME: a stand-in metadata service; sets IMDS_PORT
     python3 "$MUSTER_SRC/tests/imds/imds_mock.py" --port 0 --port-file "$T/imds-$1.port" \
         --zone z1 --lifecycle spot >>"$T/imds-$1.log" 2>&1 &
     _mu_pids+=("$!")
-    wait_for "imds mock $1 up" 10 "[ -s '$T/imds-$1.port' ]"
+    wait_for "imds mock $1 up" 60 "[ -s '$T/imds-$1.port' ]"
     IMDS_PORT=$(cat "$T/imds-$1.port")
 }
 
