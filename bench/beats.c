@@ -34,6 +34,7 @@
 #include "common/mu.h"
 #include "protocol/proto.h"
 
+#include "bench/args.h"
 #include "bench/timing.h"
 
 #include "common/mu_banned.h"
@@ -247,13 +248,9 @@ out:
     return rc;
 }
 
-static int opt_int(int argc, char **argv, const char *name, int def)
+static int opt_int(int argc, char **argv, const char *name, int min, int max, int def)
 {
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], name) == 0)
-            return (int)strtol(argv[i + 1], NULL, 10);
-    }
-    return def;
+    return (int)bench_num_arg("muster-bench-beats", argc, argv, 1, name, min, max, def);
 }
 
 int main(int argc, char **argv)
@@ -267,17 +264,17 @@ int main(int argc, char **argv)
     int lfd;
     int rc;
 
-    o.nodes = opt_int(argc, argv, "--nodes", 1000);
-    o.heartbeat_s = opt_int(argc, argv, "--heartbeat-s", 5);
-    o.answer_every = opt_int(argc, argv, "--answer-every", 1);
-    o.seconds = opt_int(argc, argv, "--seconds", 20);
-    o.per_process = opt_int(argc, argv, "--per-process", 6000);
-    o.nice = opt_int(argc, argv, "--nice", 19);
-    if (o.nodes < 1 || o.heartbeat_s < 1 || o.answer_every < 1 || o.seconds < 1 || o.per_process < 1
-        || (o.nodes + o.per_process - 1) / o.per_process > PROCS_MAX) {
-        (void)fprintf(stderr, "usage: muster-bench-beats --nodes N --heartbeat-s H --answer-every "
-                              "K [--seconds S] [--per-process P] [--nice NICE] (all >= 1, at "
-                              "most 64 node processes)\n");
+    o.nodes = opt_int(argc, argv, "--nodes", 1, 1000000, 1000);
+    o.heartbeat_s = opt_int(argc, argv, "--heartbeat-s", 1, 60, 5);
+    o.answer_every = opt_int(argc, argv, "--answer-every", 1, 1000, 1);
+    o.seconds = opt_int(argc, argv, "--seconds", 1, 86400, 20);
+    o.per_process = opt_int(argc, argv, "--per-process", 1, 1000000, 6000);
+    o.nice = opt_int(argc, argv, "--nice", 0, 19, 19);
+    if ((o.nodes + o.per_process - 1) / o.per_process > PROCS_MAX) {
+        (void)fprintf(stderr,
+                      "muster-bench-beats: at most %d node processes: --per-process %d "
+                      "is too few for --nodes %d\n",
+                      PROCS_MAX, o.per_process, o.nodes);
         return 2;
     }
     if (sizes(o.answer_every, &beat_size, &answer_size) != 0 || (lfd = listen_any(&port)) < 0)

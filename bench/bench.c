@@ -24,28 +24,20 @@
 #include "common/mu.h"
 #include "queue/queue.h"
 
+#include "bench/args.h"
 #include "bench/timing.h"
 
 #include "common/mu_banned.h"
 
+/* Options come after the subcommand (argv[1]). */
 static const char *arg(int argc, char **argv, const char *name, const char *def)
 {
-    for (int i = 2; i + 1 < argc; i++) {
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    }
-    return def;
+    return bench_arg(argc, argv, 2, name, def);
 }
 
 static long num_arg(int argc, char **argv, const char *name, long def)
 {
-    int64_t v = def;
-    const char *s = arg(argc, argv, name, NULL);
-    if (s && mu_parse_i64(s, 0, INT64_MAX, &v, NULL) != 0) {
-        (void)fprintf(stderr, "muster-bench: %s: bad number '%s'\n", name, s);
-        exit(2);
-    }
-    return (long)v;
+    return (long)bench_num_arg("muster-bench", argc, argv, 2, name, 0, INT64_MAX, def);
 }
 
 static char *job_state(struct queue *q, const char *id, char *buf, size_t size)

@@ -29,6 +29,7 @@
 
 #include "common/mu.h"
 
+#include "bench/args.h"
 #include "bench/timing.h"
 
 #include "common/mu_banned.h"
@@ -51,11 +52,7 @@ static double p99_us(const int64_t *sorted, int n)
 
 static const char *arg(int argc, char **argv, const char *name, const char *def)
 {
-    for (int i = 1; i + 1 < argc; i++) {
-        if (strcmp(argv[i], name) == 0)
-            return argv[i + 1];
-    }
-    return def;
+    return bench_arg(argc, argv, 1, name, def);
 }
 
 static redisContext *redis_open(void)
