@@ -26,6 +26,10 @@ MUSTER_BIN=${MUSTER_BIN:-$MUSTER_SRC/build/bin}
 # Absolute: tasks name programs under it and run in their own working directory.
 [ -d "$MUSTER_BIN" ] && MUSTER_BIN=$(cd "$MUSTER_BIN" && pwd)
 MUSTER_KEY_PREFIX=${MUSTER_KEY_PREFIX:-muster:}
+# Debian's python3 (scripts/deps.sh installs it) rather than a version manager's shim on PATH,
+# which starts a dozen processes per call.
+_mu_python=/usr/bin/python3
+[ -x "$_mu_python" ] || _mu_python=python3
 # CI runs as root; a root worker refuses to run tasks as root unless told to.
 [ "$(id -u)" = 0 ] && export MUSTER_ALLOW_ROOT=${MUSTER_ALLOW_ROOT:-1}
 export MUSTER_SRC MUSTER_BIN
@@ -82,9 +86,9 @@ stop_pid() {
         return 0
     }
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 30); do
+    for ((i = 0; i < 30; i++)); do
         _mu_alive "$pid" || break
-        sleep 0.1
+        _mu_nap
     done
     if _mu_alive "$pid"; then
         echo "# pid $pid ignored SIGTERM for 3 s; sending SIGKILL"
@@ -179,7 +183,7 @@ has() {
 
 # free_port: prints a TCP port that is free on 127.0.0.1 right now.
 free_port() {
-    python3 -c 'import socket
+    "$_mu_python" -S -c 'import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])
@@ -191,15 +195,21 @@ _mu_port_open() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# wait_for DESC TIMEOUT_S CMD [ARGS...]: runs CMD every 0.1 s until it succeeds; fails the test
+# wait_for DESC TIMEOUT_S CMD [ARGS...]: runs CMD every 0.1 s (every 0.3 s once it has waited 3 s:
+# most polls start a process, and long waits are for timers) until it succeeds; fails the test
 # (naming DESC, with the log tails) after TIMEOUT_S seconds.  A single CMD string is eval'ed, so
 #   wait_for "two nodes" 10 '[ "$(ctl -o json nodes | jq length)" = 2 ]'
 # works as well as  wait_for "job done" 30 job_state_is "$id" SUCCEEDED
 wait_for() {
     local desc=$1 timeout_s=$2
     shift 2
-    local now deadline
-    deadline=$(($(date +%s%N) / 1000000 + $(awk -v t="$timeout_s" 'BEGIN { printf "%d", t * 1000 }')))
+    local now start deadline
+    _mu_clock_ms start
+    if [[ $timeout_s =~ ^[0-9]+$ ]]; then
+        deadline=$((start + timeout_s * 1000))
+    else
+        deadline=$((start + $(awk -v t="$timeout_s" 'BEGIN { printf "%d", t * 1000 }')))
+    fi
     while :; do
         if [ $# -eq 1 ]; then
             if (eval "$1") >/dev/null 2>&1; then
@@ -208,12 +218,37 @@ wait_for() {
         elif "$@" >/dev/null 2>&1; then
             return 0
         fi
-        now=$(($(date +%s%N) / 1000000))
+        _mu_clock_ms now
         if [ "$now" -ge "$deadline" ]; then
             fail "timed out after ${timeout_s}s waiting for: $desc"
         fi
-        sleep 0.1
+        _mu_nap
+        [ $((now - start)) -lt 3000 ] || _mu_nap 0.2
     done
+}
+
+# _mu_clock_ms VAR: sets VAR to the wall clock in milliseconds, without starting a process.
+_mu_clock_ms() {
+    local t=${EPOCHREALTIME/[.,]/}
+    printf -v "$1" '%d' $((10#$t / 1000))
+}
+
+# await_file_json FILE: a task command, as a JSON array, that waits until FILE exists.  It polls
+# every 0.05 s as a sleep loop would, without starting a process (bash's read -t on a FIFO): a
+# gang of tasks waiting on a gate for a minute costs the CI machine nothing.
+await_file_json() {
+    [ -p "$T/.nap" ] || mkfifo "$T/.nap"
+    printf '["bash","-c","while [ ! -e \\"$1\\" ]; do read -rt 0.05 <>\\"$2\\" || :; done","await","%s","%s"]' \
+        "$1" "$T/.nap"
+}
+
+# _mu_nap [SECONDS]: a sleep (0.1 s unless given) without starting a process: a read that times
+# out on a FIFO nobody writes (opened read-write, so the open does not wait for a writer).
+# wait_for polls with it: tests spend most of their time there, and on a loaded CI machine
+# every fork+exec of sleep and date was CPU taken from the daemons under test.
+_mu_nap() {
+    [ -p "$T/.nap" ] || mkfifo "$T/.nap"
+    read -rt "${1:-0.1}" _ <>"$T/.nap" || true
 }
 
 # ---- redis --------------------------------------------------------------------------------------
@@ -233,8 +268,36 @@ start_redis() {
         '[ "$(redis-cli -p "$REDIS_PORT" ping)" = PONG ]'
 }
 
+# rcli ARGS...: redis-cli against this test's Redis.  A plain HGET, what tests poll most, bash
+# sends itself over /dev/tcp and prints as redis-cli does (a nil as an empty line): on a loaded
+# 2-core CI machine a fork+exec of redis-cli for every poll was the harness's largest cost.
 rcli() {
+    if [ $# -eq 3 ] && [[ $1 == [Hh][Gg][Ee][Tt] ]]; then
+        _mu_hget "$2" "$3"
+        return
+    fi
     redis-cli -p "$REDIS_PORT" "$@"
+}
+
+# _mu_hget KEY FIELD: HGET in RESP over a new connection; status 1 when Redis cannot be reached.
+_mu_hget() {
+    local LC_ALL=C fd line val=
+    exec {fd}<>"/dev/tcp/127.0.0.1/$REDIS_PORT" || return 1
+    printf '*3\r\n$4\r\nHGET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n' "${#1}" "$1" "${#2}" "$2" >&"$fd"
+    if ! IFS= read -r line <&"$fd"; then
+        exec {fd}>&-
+        return 1
+    fi
+    line=${line%$'\r'}
+    case $line in
+    '$-1') echo ;;
+    '$'*)
+        [ "${line#\$}" = 0 ] || IFS= read -r -N "${line#\$}" val <&"$fd"
+        printf '%s\n' "$val"
+        ;;
+    *) printf '%s\n\n' "${line#-}" ;; # an error, as redis-cli shows it
+    esac
+    exec {fd}>&-
 }
 
 # start_sentinels PRIMARY_PORT [FAILOVER_TIMEOUT_MS]: three Sentinels (redis-server --sentinel)
@@ -339,7 +402,7 @@ _mu_wait_listen() {
             wait "$pid" || rc=$?
             fail "$name exited with status $rc before listening on port $port"
         fi
-        sleep 0.1
+        _mu_nap
     done
     fail "timed out after ${4}s waiting for $name to listen on port $port"
 }

@@ -11,7 +11,7 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "node registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
-gate=$(submit_json "{\"name\":\"gate\",\"idempotency_key\":\"gate-k\",\"command\":\"while [ ! -e $T/open ]; do sleep 0.1; done\"}")
+gate=$(submit_json "{\"name\":\"gate\",\"idempotency_key\":\"gate-k\",\"command\":$(await_file_json "$T/open")}")
 quick=$(submit_json "{\"name\":\"quick\",\"max_retries\":0,\"command\":\"while [ ! -e $T/quick-go ]; do sleep 0.1; done; exit 4\"}")
 wait_for "gate and quick running" 20 'job_state_is '"$gate"' RUNNING && job_state_is '"$quick"' RUNNING'
 d1=$(submit_json "{\"name\":\"d1\",\"after\":[{\"key\":\"gate-k\"}],\"command\":\"echo d1 >> $T/ran\"}")

@@ -35,7 +35,7 @@ wait_for "n1 registered" 10 '[ "$(rcli HLEN "${MUSTER_KEY_PREFIX}nodes")" = 1 ]'
 
 # A's first gang holds all 8 GPUs until the gate file appears.
 gate=$(submit_json '{"name":"a-gate","queue":"team-a","tasks":1,"gpus_per_task":8,
-  "command":["sh","-c","while [ ! -e '"$T"'/gate ]; do sleep 0.1; done"]}')
+  "command":'"$(await_file_json "$T/gate")"'}')
 wait_for "the gate job running" 15 job_state_is "$gate" RUNNING
 # Its usage shows before the gate opens, so that team A stands behind team B (an idle queue),
 # whatever the ties.
@@ -69,7 +69,7 @@ ok "team B's job started right after the gate, before team A's $FLOOD flooded jo
 
 # ---- users within one queue: alice floods team-a behind her own gate; bob's later job is next ----
 gate=$(submit_json '{"name":"alice-gate","queue":"team-a","user":"alice","tasks":1,"gpus_per_task":8,
-  "command":["sh","-c","while [ ! -e '"$T"'/gate2 ]; do sleep 0.1; done"]}')
+  "command":'"$(await_file_json "$T/gate2")"'}')
 wait_for "alice's gate running" 15 job_state_is "$gate" RUNNING
 flood=()
 for i in $(seq 1 5); do

@@ -87,7 +87,7 @@ ok "research runs 8 GPUs within quota and 8 borrowed from prod; its $FLOOD other
 # ---- 2: prod takes its quota back ----
 wait_for "r2 has a checkpoint" 30 "[ -n \"\$(rcli HGET \"${MUSTER_KEY_PREFIX}job:$r2\" last_checkpoint)\" ]"
 p1=$(submit_json '{"name":"p1","queue":"prod","tasks":1,"gpus_per_task":8,
-  "command":["sh","-c","while [ ! -e '"$T"'/gate ]; do sleep 0.1; done"]}')
+  "command":'"$(await_file_json "$T/gate")"'}')
 wait_for "prod's job running" 60 job_state_is "$p1" RUNNING
 [ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$r2" attempt)" = 2 ] || fail "r2 (borrowed) was not reclaimed"
 [ "$(rcli HGET "${MUSTER_KEY_PREFIX}job:$r1" attempt)" = 1 ] || fail "r1 (within quota) was preempted"

@@ -38,7 +38,7 @@ start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 start_worker n2 spot-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN "${MUSTER_KEY_PREFIX}nodes")" = 2 ]'
-gated='"tasks":1,"gpus_per_task":8,"command":["sh","-c","while [ ! -e '"$T"'/gate ]; do sleep 0.1; done"]'
+gated='"tasks":1,"gpus_per_task":8,"command":'"$(await_file_json "$T/gate")"''
 
 # ---- 1 ----
 a=$(submit_json '{"name":"a","queue":"research",'"$gated"'}')
@@ -85,7 +85,7 @@ wait_for "c done once the others ended" 30 job_state_is "$c" SUCCEEDED
 ok "the queue drained by attrition and the waiting job then ran"
 
 # ---- 4 ----
-gated2='"tasks":1,"gpus_per_task":8,"command":["sh","-c","while [ ! -e '"$T"'/gate2 ]; do sleep 0.1; done"]'
+gated2='"tasks":1,"gpus_per_task":8,"command":'"$(await_file_json "$T/gate2")"''
 write_queues '{"name": "research", "quota": {"spot": 8}, "cohort": "ml", "borrow_limit": 0},
               {"name": "prod", "quota": {"spot": 8}, "cohort": "ml"}'
 expect_rc 0 ctl reload

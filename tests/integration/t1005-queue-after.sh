@@ -37,7 +37,7 @@ done
 ok "notok, any, ok and started ran once their conditions were met"
 
 # ---- waiting: PENDING with a reason, off the queue ---------------------------------------------
-gate=$(submit_json "{\"name\":\"gate\",\"command\":\"while [ ! -e $T/open ]; do sleep 0.1; done\"}")
+gate=$(submit_json "{\"name\":\"gate\",\"command\":$(await_file_json "$T/open")}")
 wait_for "gate running" 20 job_state_is "$gate" RUNNING
 w1=$(submit_json "{\"name\":\"w1\",\"after\":[\"$gate\"],\"command\":\"echo w1 >> $T/waited\"}")
 w2=$(submit_json "{\"name\":\"w2\",\"after\":[\"$w1\"],\"command\":\"echo w2 >> $T/waited\"}")
@@ -71,7 +71,7 @@ expect_job_field "${pids[2]}" after "${pids[1]}:ok"
 ok "a 3-step pipeline submitted in one go by idempotency keys ran in order"
 
 # ---- a cancel cascades -------------------------------------------------------------------------
-gate2=$(submit_json "{\"name\":\"gate2\",\"command\":\"while [ ! -e $T/never ]; do sleep 0.1; done\"}")
+gate2=$(submit_json "{\"name\":\"gate2\",\"command\":$(await_file_json "$T/never")}")
 c1=$(submit_json "{\"after\":[\"$gate2\"],\"command\":[\"true\"]}")
 c2=$(submit_json "{\"after\":[\"$c1\"],\"command\":[\"true\"]}")
 c3=$(submit_json "{\"after\":[{\"job\":\"$c1\",\"when\":\"notok\"}],\"command\":[\"true\"]}")

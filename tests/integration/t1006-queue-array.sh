@@ -109,7 +109,7 @@ wait_for "array $held succeeded after release" 30 job_state_is "$held" SUCCEEDED
 ok "hold of an array holds its pending elements (reason says so); release runs them all"
 
 # ---- cancelling an element and the array ---------------------------------------------------------
-big=$(submit_json "{\"array\":\"0-99%1\",\"command\":\"while [ ! -e $T/never ]; do sleep 0.1; done\"}")
+big=$(submit_json "{\"array\":\"0-99%1\",\"command\":$(await_file_json "$T/never")}")
 wait_for "element 0 running" 20 job_state_is "${big}_0" RUNNING
 ctl -o json show "${big}_70" | jq -e --arg a "$big" '.state == "PENDING" and .array_job == $a and .array_index == 70' >/dev/null ||
     fail "show of an element not made yet: $(ctl -o json show "${big}_70")"

@@ -43,7 +43,7 @@ ok "idle nodes turn releasable after consolidate_after_s"
 # A job lands on one node: it stops being releasable at the placement (in /metrics at once, in
 # the hash with the next status write, every 0.2 s while something changed).
 gate=$(submit_json '{"name":"hold","tasks":1,"gpus_per_task":8,
-  "command":["sh","-c","while [ ! -e '"$T"'/gate ]; do sleep 0.1; done"]}')
+  "command":'"$(await_file_json "$T/gate")"'}')
 wait_for "the job running" 15 job_state_is "$gate" RUNNING
 busy=$(rcli HGET "${MUSTER_KEY_PREFIX}job:$gate" nodes | tr -d '[]"' | cut -d, -f1)
 [ -n "$busy" ] || fail "no node in job $gate's hash"

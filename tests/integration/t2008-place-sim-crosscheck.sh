@@ -80,20 +80,28 @@ barrier() {
 
 # True while a gang that runs is being preempted (its victims' stops are not done).
 none_preempting() {
-    local k
-    for k in "${!state[@]}"; do
-        [ "${state[k]}" = running ] || continue
-        [ "$(job_state "${id[k]}")" != PREEMPTING ] || return 1
-    done
+    local k states
+    states=$(for k in "${!state[@]}"; do
+        if [ "${state[k]}" = running ]; then echo "HGET ${MUSTER_KEY_PREFIX}job:${id[k]} state"; fi
+    done | rcli) # one redis-cli for all of them
+    [[ $'\n'$states$'\n' != *$'\n'PREEMPTING$'\n'* ]]
 }
 
 # After event number $1: a running job whose attempt changed was preempted; a job seen started
 # since the last look gets that step (its first start's step and capacity, and its last's).
 note_started() {
-    local k a started nodes_ first
+    local i k a started nodes_ first
+    local -a ks=() fields=()
     for k in "${!state[@]}"; do
-        [ "${state[k]}" = pending ] || [ "${state[k]}" = running ] || continue
-        { read -r a; read -r started; read -r nodes_; } < <(rcli HMGET "${MUSTER_KEY_PREFIX}job:${id[k]}" attempt started_at nodes)
+        if [ "${state[k]}" = pending ] || [ "${state[k]}" = running ]; then ks+=("$k"); fi
+    done
+    # One redis-cli for every job: three lines each (a nil field is an empty line).
+    [ "${#ks[@]}" -eq 0 ] || mapfile -t fields < <(for k in "${ks[@]}"; do
+        echo "HMGET ${MUSTER_KEY_PREFIX}job:${id[k]} attempt started_at nodes"
+    done | rcli)
+    [ "${#fields[@]}" -eq $((3 * ${#ks[@]})) ] || fail "HMGET of ${#ks[@]} jobs gave ${#fields[@]} lines"
+    for i in "${!ks[@]}"; do
+        k=${ks[i]} a=${fields[3 * i]} started=${fields[3 * i + 1]} nodes_=${fields[3 * i + 2]}
         if [ "${state[k]}" = running ] && { [ -z "$started" ] || [ "$a" != "${att[k]}" ]; }; then
             state[k]=pending
         fi
@@ -102,7 +110,7 @@ note_started() {
             state[k]=running last[k]=$1 natt[k]=$((natt[k] + 1))
             if [ "${natt[k]}" = 1 ]; then
                 step[k]=$1 kind[k]=spot first=${nodes_%%,*}
-                [ "${first#n}" -ge 8 ] && kind[k]=on-demand
+                if [ "${first#n}" -ge 8 ]; then kind[k]=on-demand; fi
             fi
         fi
     done
@@ -119,7 +127,7 @@ while :; do
     if [ "$submitted" -lt "$jobs" ] && { [ "$roll" -lt 600 ] || [ "${#running[@]}" -eq 0 ]; }; then
         k=$submitted
         capjson=$(jq -cn --arg c "${cap[k]}" '$c | split(";")')
-        id[k]=$(submit_json '{"tasks":'"${tasks[k]}"',"gpus_per_task":8,"capacity":'"$capjson"',"time_limit_s":'"${limit[k]}"',"priority":'"${prio[k]}"',"preemptible":'"${pre[k]}"',"command":["sh","-c","while [ ! -e '"$T/done.$k"' ]; do sleep 0.05; done"]}')
+        id[k]=$(submit_json '{"tasks":'"${tasks[k]}"',"gpus_per_task":8,"capacity":'"$capjson"',"time_limit_s":'"${limit[k]}"',"priority":'"${prio[k]}"',"preemptible":'"${pre[k]}"',"command":'"$(await_file_json "$T/done.$k")"'}')
         wait_for "job $k (${id[k]}) taken in" 60 '[ -n "$(job_state "${id[k]}")" ]'
         state[k]=pending att[k]=$(job_field "${id[k]}" attempt)
         submitted=$((submitted + 1))

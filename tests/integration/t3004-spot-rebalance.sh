@@ -25,7 +25,7 @@ wait_for "s1 at risk" 10 '[ "$(rcli HGET muster:nodes s1 | jq -r .at_risk)" = tr
 # These two hold s2 until released (a file): s2 must be full while "third" is checked, however
 # slow the machine (a 2 s sleep could end first).
 for i in 1 2; do
-    id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":4,\"capacity\":[\"spot\"],\"command\":\"while [ ! -e $T/release ]; do sleep 0.2; done\"}")
+    id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":4,\"capacity\":[\"spot\"],\"command\":$(await_file_json "$T/release")}")
     wait_for "job $id running" 10 job_state_is "$id" RUNNING
     [ "$(rcli HGET "muster:job:$id" nodes)" = s2 ] || fail "a new gang went to the at-risk node"
 done

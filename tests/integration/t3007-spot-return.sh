@@ -30,7 +30,7 @@ start_worker s1 spot-a 8
 start_worker o1 od-a 8
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 
-filler=$(submit_json "{\"name\":\"filler\",\"tasks\":1,\"gpus_per_task\":8,\"capacity\":[\"spot\"],\"command\":\"while [ ! -e $T/release ]; do sleep 0.1; done\"}")
+filler=$(submit_json "{\"name\":\"filler\",\"tasks\":1,\"gpus_per_task\":8,\"capacity\":[\"spot\"],\"command\":$(await_file_json "$T/release")}")
 wait_for "the filler holds the spot node" 15 job_state_is "$filler" RUNNING
 
 mkdir -p "$T/out"
