@@ -268,36 +268,63 @@ start_redis() {
         '[ "$(redis-cli -p "$REDIS_PORT" ping)" = PONG ]'
 }
 
-# rcli ARGS...: redis-cli against this test's Redis.  A plain HGET, what tests poll most, bash
-# sends itself over /dev/tcp and prints as redis-cli does (a nil as an empty line): on a loaded
-# 2-core CI machine a fork+exec of redis-cli for every poll was the harness's largest cost.
+# rcli ARGS...: redis-cli against this test's Redis, as REDIS_USER with REDIS_PASS when a test
+# sets them (a Redis with ACLs).  The commands tests poll (HGET, HLEN, XLEN, GET...: one reply
+# that is not an array) bash sends itself over /dev/tcp and prints as redis-cli does (a nil as an
+# empty line): on a loaded 2-core CI machine a fork+exec of redis-cli for every poll was the
+# harness's largest cost.
+REDIS_USER=${REDIS_USER:-default}
+REDIS_PASS=${REDIS_PASS:-}
 rcli() {
-    if [ $# -eq 3 ] && [[ $1 == [Hh][Gg][Ee][Tt] ]]; then
-        _mu_hget "$2" "$3"
-        return
+    local cmd=${1-}
+    if [[ ${cmd^^} =~ ^(HGET|HLEN|HEXISTS|XLEN|GET|EXISTS|SCARD|ZCARD|LLEN)$ ]]; then
+        local _mu_reply
+        _mu_redis _mu_reply "$@" || return 1
+        printf '%s\n' "$_mu_reply"
+        return 0
     fi
-    redis-cli -p "$REDIS_PORT" "$@"
+    if [ -n "$REDIS_PASS" ]; then
+        redis-cli -p "$REDIS_PORT" --user "$REDIS_USER" --pass "$REDIS_PASS" --no-auth-warning "$@"
+    else
+        redis-cli -p "$REDIS_PORT" "$@"
+    fi
 }
 
-# _mu_hget KEY FIELD: HGET in RESP over a new connection; status 1 when Redis cannot be reached.
-_mu_hget() {
-    local LC_ALL=C fd line val=
-    exec {fd}<>"/dev/tcp/127.0.0.1/$REDIS_PORT" || return 1
-    printf '*3\r\n$4\r\nHGET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n' "${#1}" "$1" "${#2}" "$2" >&"$fd"
-    if ! IFS= read -r line <&"$fd"; then
-        exec {fd}>&-
+# _mu_redis VAR ARGS...: sends one command (ARGS) in RESP over a new connection, after an AUTH
+# when REDIS_PASS is set, and sets VAR to its reply, which must not be an array: a string, a
+# number, "" for a nil, an error's text and a newline (as redis-cli prints it).  Status 1 when
+# Redis cannot be reached.
+_mu_redis() {
+    local LC_ALL=C _mu_fd _mu_line _mu_val=
+    exec {_mu_fd}<>"/dev/tcp/127.0.0.1/$REDIS_PORT" || return 1
+    [ -z "$REDIS_PASS" ] || _mu_resp_send "$_mu_fd" AUTH "$REDIS_USER" "$REDIS_PASS"
+    _mu_resp_send "$_mu_fd" "${@:2}"
+    if [ -n "$REDIS_PASS" ] && IFS= read -r _mu_line <&"$_mu_fd" && [ "${_mu_line:0:1}" = - ]; then
+        _mu_line=${_mu_line%$'\r'} # AUTH refused: its error is the answer
+    elif ! IFS= read -r _mu_line <&"$_mu_fd"; then
+        exec {_mu_fd}>&-
         return 1
     fi
-    line=${line%$'\r'}
-    case $line in
-    '$-1') echo ;;
-    '$'*)
-        [ "${line#\$}" = 0 ] || IFS= read -r -N "${line#\$}" val <&"$fd"
-        printf '%s\n' "$val"
-        ;;
-    *) printf '%s\n\n' "${line#-}" ;; # an error, as redis-cli shows it
+    _mu_line=${_mu_line%$'\r'}
+    case $_mu_line in
+    '$-1') ;;
+    '$'*) [ "${_mu_line#\$}" = 0 ] || IFS= read -r -N "${_mu_line#\$}" _mu_val <&"$_mu_fd" ;;
+    [-]*) _mu_val=${_mu_line#-}$'\n' ;;
+    *) _mu_val=${_mu_line#[+:]} ;;
     esac
-    exec {fd}>&-
+    exec {_mu_fd}>&-
+    printf -v "$1" '%s' "$_mu_val"
+}
+
+# _mu_resp_send FD ARGS...: writes ARGS to FD as one RESP command.
+_mu_resp_send() {
+    local fd=$1 req arg
+    shift
+    req="*$#"$'\r\n'
+    for arg in "$@"; do
+        req+="\$${#arg}"$'\r\n'"$arg"$'\r\n'
+    done
+    printf '%s' "$req" >&"$fd"
 }
 
 # start_sentinels PRIMARY_PORT [FAILOVER_TIMEOUT_MS]: three Sentinels (redis-server --sentinel)
@@ -509,7 +536,8 @@ expect_job_rejected() {
 
 # job_state_is ID STATE: true when the job is in STATE (for wait_for).
 job_state_is() {
-    [ "$(job_state "$1")" = "$2" ]
+    local state
+    _mu_redis state HGET "${MUSTER_KEY_PREFIX}job:$1" state && [ "$state" = "$2" ]
 }
 
 # submit_json JSON: submits a spec with XADD and prints the job id (the stream entry id).

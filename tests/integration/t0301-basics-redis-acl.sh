@@ -27,11 +27,9 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --d
 REDIS_PID=$!
 _mu_pids+=("$REDIS_PID")
 
-# rcli: redis-cli as the (password-protected) default user, for the checks; lib.sh's helpers
-# (job_state, submit_json) use it too.
-rcli() {
-    redis-cli -p "$REDIS_PORT" --user default --pass "$ADMIN_PW" --no-auth-warning "$@"
-}
+# rcli, and lib.sh's helpers (job_state, submit_json), as the (password-protected) default user.
+# shellcheck disable=SC2034 # read by lib.sh
+REDIS_USER=default REDIS_PASS=$ADMIN_PW
 # as USER PASS ARGS...: redis-cli as an ACL user.
 as() {
     local user=$1 pass=$2
