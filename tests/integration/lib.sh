@@ -196,7 +196,7 @@ _mu_port_open() {
 }
 
 # wait_for DESC TIMEOUT_S CMD [ARGS...]: runs CMD every 0.1 s (every 0.3 s once it has waited 3 s:
-# most polls start a process, and long waits are for timers) until it succeeds; fails the test
+# long waits are for timers, and a poll may start processes) until it succeeds; fails the test
 # (naming DESC, with the log tails) after TIMEOUT_S seconds.  A single CMD string is eval'ed, so
 #   wait_for "two nodes" 10 '[ "$(ctl -o json nodes | jq length)" = 2 ]'
 # works as well as  wait_for "job done" 30 job_state_is "$id" SUCCEEDED
@@ -300,7 +300,7 @@ _mu_redis() {
     [ -z "$REDIS_PASS" ] || _mu_resp_send "$_mu_fd" AUTH "$REDIS_USER" "$REDIS_PASS"
     _mu_resp_send "$_mu_fd" "${@:2}"
     if [ -n "$REDIS_PASS" ] && IFS= read -r _mu_line <&"$_mu_fd" && [ "${_mu_line:0:1}" = - ]; then
-        _mu_line=${_mu_line%$'\r'} # AUTH refused: its error is the answer
+        : # AUTH refused: its error is the answer
     elif ! IFS= read -r _mu_line <&"$_mu_fd"; then
         exec {_mu_fd}>&-
         return 1
