@@ -251,6 +251,20 @@ _mu_nap() {
     read -rt "${1:-0.1}" _ <>"$T/.nap" || true
 }
 
+# start_imds NAME [MOCK_ARGS...]: the EC2 instance metadata stand-in (tests/imds/imds_mock.py)
+# on a free port, with MOCK_ARGS (--zone z1 --lifecycle spot, say); its log is
+# $T/imds-NAME.log.  Sets IMDS_PORT.
+start_imds() {
+    local name=$1
+    shift
+    "$_mu_python" "$MUSTER_SRC/tests/imds/imds_mock.py" --port 0 --port-file "$T/imds-$name.port" \
+        "$@" >>"$T/imds-$name.log" 2>&1 &
+    _mu_pids+=("$!")
+    wait_for "imds mock $name up" 60 "[ -s '$T/imds-$name.port' ]"
+    # shellcheck disable=SC2034 # the caller reads it
+    IMDS_PORT=$(cat "$T/imds-$name.port")
+}
+
 # ---- redis --------------------------------------------------------------------------------------
 
 # start_redis: a private redis-server on a free loopback port, no persistence, files in $T.

@@ -13,14 +13,6 @@ command -v jq >/dev/null 2>&1 || fail "jq not found"
 command -v curl >/dev/null 2>&1 || fail "curl not found"
 P=$MUSTER_KEY_PREFIX
 
-start_imds() { # NAME: a stand-in metadata service; sets IMDS_PORT
-    python3 "$MUSTER_SRC/tests/imds/imds_mock.py" --port 0 --port-file "$T/imds-$1.port" \
-        --zone z1 --lifecycle spot >>"$T/imds-$1.log" 2>&1 &
-    _mu_pids+=("$!")
-    wait_for "imds mock $1 up" 60 "[ -s '$T/imds-$1.port' ]"
-    IMDS_PORT=$(cat "$T/imds-$1.port")
-}
-
 start_redis
 make_config - >/dev/null <<'EOF'
 {
@@ -38,7 +30,7 @@ make_config - >/dev/null <<'EOF'
 }
 EOF
 start_musterd "$CONFIG"
-start_imds s1
+start_imds s1 --zone z1 --lifecycle spot
 start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$IMDS_PORT" --imds-interval-s 1
 start_worker s2 spot-a 8 --label zone=z1 --label rack=r3
 start_worker o1 od-a 8 --label zone=z1 --label rack=r2

@@ -5,18 +5,10 @@
 # again on on-demand capacity, resuming from its checkpoint, long before the deadline.
 source "$(dirname "$0")/lib.sh"
 
-start_imds() { # NAME: a stand-in metadata service; sets IMDS_PORT
-    python3 "$MUSTER_SRC/tests/imds/imds_mock.py" --port 0 --port-file "$T/imds-$1.port" \
-        --zone z1 --lifecycle spot >>"$T/imds-$1.log" 2>&1 &
-    _mu_pids+=("$!")
-    wait_for "imds mock $1 up" 60 "[ -s '$T/imds-$1.port' ]"
-    IMDS_PORT=$(cat "$T/imds-$1.port")
-}
-
 start_redis
 make_config >/dev/null # pools spot-a (spot) and od-a (on-demand), 8 GPUs per node
 start_musterd "$CONFIG"
-start_imds s1
+start_imds s1 --zone z1 --lifecycle spot
 start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$IMDS_PORT" --imds-interval-s 1
 start_worker o1 od-a 8 --label zone=z1 --label rack=r1
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'

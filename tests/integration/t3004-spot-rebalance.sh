@@ -6,11 +6,8 @@ source "$(dirname "$0")/lib.sh"
 start_redis
 make_config >/dev/null
 start_musterd "$CONFIG"
-python3 "$MUSTER_SRC/tests/imds/imds_mock.py" --port 0 --port-file "$T/imds.port" --zone z1 \
-    >>"$T/imds.log" 2>&1 &
-_mu_pids+=("$!")
-wait_for "imds mock up" 60 "[ -s '$T/imds.port' ]"
-port=$(cat "$T/imds.port")
+start_imds s1 --zone z1
+port=$IMDS_PORT
 start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$port" --imds-interval-s 1
 wait_for "s1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
