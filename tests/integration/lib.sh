@@ -37,6 +37,7 @@ export MUSTER_SRC MUSTER_BIN
 TEST_NAME=$(basename "${0%.sh}")
 T=$(mktemp -d "${TMPDIR:-/tmp}/muster-$TEST_NAME.XXXXXX")
 export T
+mkfifo "$T/.nap" # what _mu_nap and await_file_json's tasks wait on
 
 _mu_pids=()         # every PID started here, in start order
 _mu_dirs=()         # directories outside $T (a tmpfs one, say) to remove with it
@@ -195,20 +196,19 @@ _mu_port_open() {
     (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# wait_for DESC TIMEOUT_S CMD [ARGS...]: runs CMD every 0.1 s (every 0.3 s once it has waited 3 s:
-# long waits are for timers, and a poll may start processes) until it succeeds; fails the test
+# wait_for DESC TIMEOUT_S CMD [ARGS...]: runs CMD every 0.1 s until it succeeds; fails the test
 # (naming DESC, with the log tails) after TIMEOUT_S seconds.  A single CMD string is eval'ed, so
 #   wait_for "two nodes" 10 '[ "$(ctl -o json nodes | jq length)" = 2 ]'
 # works as well as  wait_for "job done" 30 job_state_is "$id" SUCCEEDED
 wait_for() {
     local desc=$1 timeout_s=$2
     shift 2
-    local now start deadline
-    _mu_clock_ms start
+    local now deadline
+    _mu_clock_ms deadline
     if [[ $timeout_s =~ ^[0-9]+$ ]]; then
-        deadline=$((start + timeout_s * 1000))
+        deadline=$((deadline + timeout_s * 1000))
     else
-        deadline=$((start + $(awk -v t="$timeout_s" 'BEGIN { printf "%d", t * 1000 }')))
+        deadline=$((deadline + $(awk -v t="$timeout_s" 'BEGIN { printf "%d", t * 1000 }')))
     fi
     while :; do
         if [ $# -eq 1 ]; then
@@ -223,7 +223,6 @@ wait_for() {
             fail "timed out after ${timeout_s}s waiting for: $desc"
         fi
         _mu_nap
-        [ $((now - start)) -lt 3000 ] || _mu_nap 0.2
     done
 }
 
@@ -237,18 +236,16 @@ _mu_clock_ms() {
 # every 0.05 s as a sleep loop would, without starting a process (bash's read -t on a FIFO): a
 # gang of tasks waiting on a gate for a minute costs the CI machine nothing.
 await_file_json() {
-    [ -p "$T/.nap" ] || mkfifo "$T/.nap"
     printf '["bash","-c","while [ ! -e \\"$1\\" ]; do read -rt 0.05 <>\\"$2\\" || :; done","await","%s","%s"]' \
         "$1" "$T/.nap"
 }
 
-# _mu_nap [SECONDS]: a sleep (0.1 s unless given) without starting a process: a read that times
-# out on a FIFO nobody writes (opened read-write, so the open does not wait for a writer).
-# wait_for polls with it: tests spend most of their time there, and on a loaded CI machine
-# every fork+exec of sleep and date was CPU taken from the daemons under test.
+# _mu_nap: 0.1 s without starting a process: a read that times out on a FIFO nobody writes
+# (opened read-write, so the open does not wait for a writer).  wait_for polls with it: tests
+# spend most of their time there, and on a loaded CI machine every fork+exec of sleep and date
+# was CPU taken from the daemons under test.
 _mu_nap() {
-    [ -p "$T/.nap" ] || mkfifo "$T/.nap"
-    read -rt "${1:-0.1}" _ <>"$T/.nap" || true
+    read -rt 0.1 _ <>"$T/.nap" || true
 }
 
 # start_imds NAME [MOCK_ARGS...]: the EC2 instance metadata stand-in (tests/imds/imds_mock.py)
