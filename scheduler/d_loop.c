@@ -5,6 +5,9 @@
  * (lost nodes, bind deadlines, node status) runs at most every 200 ms.  Nothing here blocks for
  * long: Redis writes are single pipelined round trips on loopback or a LAN.  Each turn first
  * keeps the leader lease (d_lease.c): a musterd that lost it returns before acting on anything.
+ *
+ * A large fleet's heartbeats are taken in batches (d_router_rest_ms): woken for each one, the
+ * loop and ZeroMQ's I/O thread spent most of an idle musterd's CPU waking each other (issue #15).
  */
 #include "scheduler/d_loop.h"
 
@@ -22,6 +25,11 @@
 #define CLAIM_IDLE_MS     30000 /* an entry read this long ago and not acknowledged is orphaned */
 
 #define DEFER_MAX 100000 /* worker messages held during a Redis outage */
+
+/* From this many expected heartbeats a second on, heartbeats are taken in batches of
+ * ROUTER_REST_MS (5,000 nodes at heartbeat_s 5, 1,000 at heartbeat_s 1). */
+#define ROUTER_BATCH_BEATS_PER_S 1000
+#define ROUTER_REST_MS           10
 
 /* Holds m (taking its heap arrays) until Redis is back; false when the hold is full. */
 static bool defer(struct musterd *d, const char *identity, struct proto_msg *m)
@@ -138,8 +146,10 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
     }
 }
 
-static void drain_router(struct musterd *d)
+/* Reads what the workers sent, up to a budget; true when it was nothing but heartbeats. */
+static bool drain_router(struct musterd *d)
 {
+    bool beats_only = true;
     for (int budget = 0; budget < 10000; budget++) {
         struct proto_msg m;
         struct mu_err err;
@@ -147,15 +157,45 @@ static void drain_router(struct musterd *d)
         int rc = proto_recv(d->router, identity, sizeof(identity), &m, &err);
         if (rc == 0) {
             proto_msg_release(&m);
-            return;
+            return beats_only;
         }
         if (rc < 0)
             mu_log_limited(MU_LOG_WARN, "sched", "bad-frame", 10, "node=%s bad message dropped: %s",
                            identity[0] ? identity : "?", err.msg);
         else
             handle_message(d, identity, &m);
+        beats_only = beats_only && rc > 0 && m.type == PROTO_HEARTBEAT;
         proto_msg_release(&m);
     }
+    return beats_only;
+}
+
+/* Whether the nodes known could send ROUTER_BATCH_BEATS_PER_S heartbeats a second. */
+static bool fleet_is_large(const struct musterd *d)
+{
+    return (int64_t)d->nnodes >= (int64_t)ROUTER_BATCH_BEATS_PER_S * d->cfg.heartbeat_s;
+}
+
+int d_router_rest_ms(const struct musterd *d, bool beats_only)
+{
+    return beats_only && !d->dirty && !d->redis_down && fleet_is_large(d) ? ROUTER_REST_MS : 0;
+}
+
+/* Says when heartbeats start (or stop) being taken in batches. */
+static void note_batching(const struct musterd *d, bool *batching)
+{
+    if (fleet_is_large(d) == *batching)
+        return;
+    *batching = !*batching;
+    if (*batching)
+        mu_log(MU_LOG_INFO, "sched",
+               "%d nodes at heartbeat_s %d: worker messages are now read in batches, every %d ms "
+               "while nothing but heartbeats comes",
+               d->nnodes, d->cfg.heartbeat_s, ROUTER_REST_MS);
+    else
+        mu_log(MU_LOG_INFO, "sched",
+               "%d nodes at heartbeat_s %d: worker messages are now read as each arrives",
+               d->nnodes, d->cfg.heartbeat_s);
 }
 
 static void apply_entries(struct musterd *d, struct queue_entry *entries, int n)
@@ -321,6 +361,9 @@ static int step_down(const struct musterd *d, struct mu_err *err)
 
 int d_run(struct musterd *d, struct mu_err *err)
 {
+    uint64_t router_rest_until = 0; /* mono: the ROUTER is left unpolled until then */
+    bool batching = false;          /* note_batching's last word */
+
     mu_log(MU_LOG_INFO, "sched", "musterd running: epoch %llu, workers on %s",
            (unsigned long long)d->epoch, d->cfg.bind);
     /* Before our first read nothing pending is ours, and no other musterd can store an entry
@@ -332,17 +375,23 @@ int d_run(struct musterd *d, struct mu_err *err)
     drain_intake(d); /* sends the first blocking read */
     while (!*d->stop) {
         zmq_pollitem_t items[4];
-        int nitems = 1;
+        int nitems = 0;
+        int router_item = -1;
         int intake_item = -1;
         int metrics_item = -1;
         int fd = queue_intake_fd(d->qi);
         int mfd = d_metrics_fd(d);
         int timeout = d->dirty && !d->redis_down ? 0 : CHECK_INTERVAL_MS;
-        uint64_t now;
+        uint64_t now = mu_time_mono_ms();
 
         memset(items, 0, sizeof(items));
-        items[0].socket = d->router;
-        items[0].events = ZMQ_POLLIN;
+        if (now >= router_rest_until || d->dirty) {
+            router_item = nitems++;
+            items[router_item].socket = d->router;
+            items[router_item].events = ZMQ_POLLIN;
+        } else if (router_rest_until - now < (uint64_t)timeout) {
+            timeout = (int)(router_rest_until - now);
+        }
         if (fd >= 0) {
             intake_item = nitems++;
             items[intake_item].fd = fd;
@@ -364,8 +413,11 @@ int d_run(struct musterd *d, struct mu_err *err)
         d_lease_keep(d, mu_time_mono_ms(), false);
         if (lease_gone(d))
             return step_down(d, err);
-        if (items[0].revents & ZMQ_POLLIN)
-            drain_router(d);
+        if (router_item >= 0 && (items[router_item].revents & ZMQ_POLLIN)) {
+            int rest_ms = d_router_rest_ms(d, drain_router(d));
+            router_rest_until = rest_ms ? mu_time_mono_ms() + (uint64_t)rest_ms : 0;
+            note_batching(d, &batching);
+        }
         /* A lost intake connection is retried on the outage's backoff, not every turn. */
         if ((intake_item < 0 && !d->redis_down)
             || (intake_item >= 0 && (items[intake_item].revents & ZMQ_POLLIN)))

@@ -39,6 +39,12 @@ struct d_gauges {
 
 /* d_loop.c */
 int d_run(struct musterd *d, struct mu_err *err);
+/* How long the loop leaves the workers' socket unread after a read that held only heartbeats
+ * (beats_only): 0 (it reads the next message as it arrives), or 10 ms when the nodes known could
+ * send 1,000 heartbeats or more a second, no pass is due and Redis is up, so that a fleet's
+ * heartbeats are taken in batches.  Another message (a BIND_ACK, a task's exit) then waits at
+ * most that long, and the read that takes it ends the batching. */
+int d_router_rest_ms(const struct musterd *d, bool beats_only);
 void d_deferred_free(struct musterd *d);
 
 /* d_lease.c: the leader lease (issue #14).  d_lease_wait stands by until this musterd takes

@@ -3,7 +3,9 @@
 # muster-bench-fleet: real ZeroMQ, the real worker protocol, no task processes).  Every node gets
 # its entry (more than one fenced Lua script can unpack into a single HSET: issue #15 found the
 # write refused from about 4,000 nodes on); a change rewrites the entries that changed and no
-# other; after a Redis outage in which the hash was lost, every entry is written again.  musterd
+# other; after a Redis outage in which the hash was lost, every entry is written again.  At over
+# 1,000 heartbeats a second musterd reads the workers' messages in batches (issue #15): a gang
+# still starts, and its end is still read.  musterd
 # needs a descriptor per node: under an open-file limit below 4,500 the test runs with as many
 # nodes as fit (at least 1,100, over one status command of 1,024 entries) and says so.
 source "$(dirname "$0")/lib.sh"
@@ -37,6 +39,12 @@ grep -q "cannot write node status" "$T/musterd.log" && fail "a node status write
 ctl nodes >"$T/table" || fail "musterctl nodes failed"
 [ "$(($(wc -l <"$T/table") - 1))" = "$nodes" ] || fail "musterctl nodes lists $(($(wc -l <"$T/table") - 1)) nodes, not $nodes"
 ok "$nodes nodes registered, each with its status entry"
+
+grep -q "worker messages are now read in batches" "$T/musterd.log" ||
+    fail "$nodes nodes at heartbeat_s 1 and musterd does not say it reads heartbeats in batches"
+id=$(submit_json '{"tasks":4,"gpus_per_task":8,"command":["sleep","2"]}')
+wait_for "a 4-node gang to run and end" 120 job_state_is "$id" SUCCEEDED
+ok "with heartbeats read in batches, a gang's BIND_ACKs and exits are still read"
 
 # A gang of two nodes: their entries show it; an entry that did not change is not rewritten (a
 # marker written over an idle node's entry stays), and the gang's end is written at once.
