@@ -106,9 +106,64 @@ static struct d_job *job_fetch(const struct musterd *d, size_t *pos)
     return j;
 }
 
-static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
+/* The pool a pending job would go to first: the cheapest pool of its first capacity type that
+ * has its GPU type and enough GPUs per node, is not cooling down after a spot interruption, and
+ * whose max_gpus cap leaves room for the gang (growing any other pool would not help it); npools
+ * when none does. */
+static int first_pool(const struct musterd *d, const struct d_job *j, int64_t now_s)
+{
+    int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+    int best = d->cfg.npools;
+    for (int c = 0; c < j->spec.ncapacity && best == d->cfg.npools; c++) {
+        for (int p = 0; p < d->cfg.npools; p++) {
+            const struct cfg_pool *pool = &d->cfg.pools[p];
+            bool slices = j->req.slice_profile > 0; /* no GPUs per node or cap to check */
+            if (j->spec.gpu_milli > 0 && !pool->shared)
+                continue;
+            if (pool->capacity != j->spec.capacity[c]
+                || (!slices && pool->gpus_per_node < j->spec.gpus_per_task)
+                || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0)
+                || sched_cluster_pool_cooldown_until(d->cluster, p) > now_s
+                || (!slices && pool->max_gpus > 0
+                    && pool->max_gpus - sched_cluster_pool_gpus_used(d->cluster, p) < gpus))
+                continue;
+            if (best == d->cfg.npools || pool->price_per_hour < d->cfg.pools[best].price_per_hour)
+                best = p;
+        }
+    }
+    return best;
+}
+
+/* Counts active job j in the scrape-time gauges: jobs by queue and state, and what a pending one
+ * asks for, by the pool it would go to first. */
+static void job_gauge(const struct musterd *d,
+                      struct d_gauges *g,
+                      const struct d_job *j,
+                      int64_t now_s)
+{
+    int q = j->queue_idx; /* nqueues: no longer configured */
+    if (q >= d->cfg.nqueues || (int)j->state >= D_ACTIVE_STATES)
+        return;
+    g->jobs[q][j->state] += 1;
+    if (j->state != QUEUE_PENDING || j->deps_open || j->array)
+        return;
+    if (j->req.slice_profile > 0 && j->req.slice_profile <= SCHED_MAX_PROFILES)
+        g->pending_slices[first_pool(d, j, now_s)][j->req.slice_profile] +=
+            (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+    else if (j->spec.gpu_milli > 0) /* shares: the GPUs they add up to */
+        g->pending_gpus[q][first_pool(d, j, now_s)] +=
+            ((int64_t)j->spec.tasks * j->spec.gpu_milli + SCHED_MILLI - 1) / SCHED_MILLI;
+    else
+        g->pending_gpus[q][first_pool(d, j, now_s)] +=
+            (int64_t)j->spec.tasks * j->spec.gpus_per_task;
+}
+
+/* The queues' statistics, in one walk over the jobs; with g, the scrape's gauges of the jobs too
+ * (zeroed by the caller). */
+static void queue_stats(struct musterd *d, struct d_queue_stats *stats, struct d_gauges *g)
 {
     struct d_job *ahead[STATS_AHEAD]; /* a ring, in table order; the first NULL is the end */
+    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
     size_t pos = 0;
 
     memset(stats, 0, sizeof(*stats) * (size_t)(d->cfg.nqueues + 1));
@@ -118,6 +173,8 @@ static void queue_stats(struct musterd *d, struct d_queue_stats *stats)
         const struct d_job *j = ahead[i];
         ahead[i] = job_fetch(d, &pos);
         job_count(d, stats, j);
+        if (g)
+            job_gauge(d, g, j, now_s);
     }
     lent_count(d, stats);
 }
@@ -539,7 +596,7 @@ static void queues_write(struct musterd *d)
     struct mu_err err;
     int n = d->cfg.nqueues;
 
-    queue_stats(d, stats);
+    queue_stats(d, stats, NULL);
     d_usage_accrue(d, now_ms);
     for (int i = 0; i < n; i++)
         mu_buf_init(&bufs[i], 0);
@@ -580,61 +637,10 @@ void d_status_write(struct musterd *d)
     queues_write(d);
 }
 
-/* The pool a pending job would go to first: the cheapest pool of its first capacity type that
- * has its GPU type and enough GPUs per node, is not cooling down after a spot interruption, and
- * whose max_gpus cap leaves room for the gang (growing any other pool would not help it); npools
- * when none does. */
-static int first_pool(const struct musterd *d, const struct d_job *j, int64_t now_s)
-{
-    int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
-    int best = d->cfg.npools;
-    for (int c = 0; c < j->spec.ncapacity && best == d->cfg.npools; c++) {
-        for (int p = 0; p < d->cfg.npools; p++) {
-            const struct cfg_pool *pool = &d->cfg.pools[p];
-            bool slices = j->req.slice_profile > 0; /* no GPUs per node or cap to check */
-            if (j->spec.gpu_milli > 0 && !pool->shared)
-                continue;
-            if (pool->capacity != j->spec.capacity[c]
-                || (!slices && pool->gpus_per_node < j->spec.gpus_per_task)
-                || (j->spec.gpu_type[0] && strcmp(pool->gpu_type, j->spec.gpu_type) != 0)
-                || sched_cluster_pool_cooldown_until(d->cluster, p) > now_s
-                || (!slices && pool->max_gpus > 0
-                    && pool->max_gpus - sched_cluster_pool_gpus_used(d->cluster, p) < gpus))
-                continue;
-            if (best == d->cfg.npools || pool->price_per_hour < d->cfg.pools[best].price_per_hour)
-                best = p;
-        }
-    }
-    return best;
-}
-
 void d_jobs_gauges(struct musterd *d, struct d_gauges *g)
 {
-    int64_t now_s = (int64_t)(mu_time_wall_ms() / 1000);
-    size_t pos = 0;
-    struct d_job *j;
-
     memset(g, 0, sizeof(*g));
-    queue_stats(d, g->queues);
-    while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
-        const struct cfg_queue *cq = cfg_queue_find(&d->cfg, j->spec.queue);
-        int q;
-        if (!cq || (int)j->state >= D_ACTIVE_STATES)
-            continue;
-        q = (int)(cq - d->cfg.queues);
-        g->jobs[q][j->state] += 1;
-        if (j->state != QUEUE_PENDING || j->deps_open || j->array)
-            continue;
-        if (j->req.slice_profile > 0 && j->req.slice_profile <= SCHED_MAX_PROFILES)
-            g->pending_slices[first_pool(d, j, now_s)][j->req.slice_profile] +=
-                (int64_t)j->spec.tasks * j->spec.gpus_per_task;
-        else if (j->spec.gpu_milli > 0) /* shares: the GPUs they add up to */
-            g->pending_gpus[q][first_pool(d, j, now_s)] +=
-                ((int64_t)j->spec.tasks * j->spec.gpu_milli + SCHED_MILLI - 1) / SCHED_MILLI;
-        else
-            g->pending_gpus[q][first_pool(d, j, now_s)] +=
-                (int64_t)j->spec.tasks * j->spec.gpus_per_task;
-    }
+    queue_stats(d, g->queues, g);
     for (int i = 0; i < d->nnodes; i++) {
         const struct cfg_pool *pool = cfg_pool_find(&d->cfg, d->nodes[i].pool);
         int p;
