@@ -7,8 +7,7 @@ start_redis
 make_config >/dev/null
 start_musterd "$CONFIG"
 start_imds s1 --zone z1
-port=$IMDS_PORT
-start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$port" --imds-interval-s 1
+start_worker s1 spot-a 8 --label zone=z1 --label rack=r1 --imds "http://127.0.0.1:$IMDS_PORT" --imds-interval-s 1
 wait_for "s1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
 # A gang already running on s1 when the recommendation comes keeps running.
@@ -17,7 +16,7 @@ wait_for "running" 10 job_state_is "$running" RUNNING
 start_worker s2 spot-a 8 --label zone=z1 --label rack=r1
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 
-curl -sf -X POST "http://127.0.0.1:$port/mock/rebalance" >/dev/null
+curl -sf -X POST "http://127.0.0.1:$IMDS_PORT/mock/rebalance" >/dev/null
 wait_for "s1 at risk" 10 '[ "$(rcli HGET muster:nodes s1 | jq -r .at_risk)" = true ]'
 # These two hold s2 until released (a file): s2 must be full while "third" is checked, however
 # slow the machine (a 2 s sleep could end first).
