@@ -281,10 +281,21 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
      * before the gang is started anywhere else. */
     uint64_t margin = (uint64_t)d->cfg.heartbeat_s * 2000u;
     uint64_t limit = (uint64_t)d->cfg.node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
+    uint64_t oldest = now_ms;
+    /* A node's seen_ms only moves forward, and one comes online heard, so none is silent past
+     * the limit before the oldest heard at the last scan could be: at 20,000 nodes the scan
+     * every CHECK_INTERVAL_MS was 2 % of an idle musterd's CPU (issue #15). */
+    if (now_ms - d->nodes_heard_floor_ms <= limit)
+        return -1;
     for (int i = 0; i < d->nnodes; i++) {
         struct d_node *node = &d->nodes[i];
-        if (!node->online || node->seen_ms >= now_ms || now_ms - node->seen_ms <= limit)
+        if (!node->online)
             continue;
+        if (node->seen_ms >= now_ms || now_ms - node->seen_ms <= limit) {
+            if (node->seen_ms < oldest)
+                oldest = node->seen_ms;
+            continue;
+        }
         node->online = false;
         sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
         mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
@@ -293,6 +304,7 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
         d->nodes_dirty = true;
         return i;
     }
+    d->nodes_heard_floor_ms = oldest;
     return -1;
 }
 

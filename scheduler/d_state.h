@@ -110,6 +110,9 @@ struct musterd {
     struct d_node *nodes; /* by cluster index */
     int nnodes;
     int cap_nodes;
+    /* mono: every online node was heard at or after this (d_nodes_expire looks for a lost one
+     * only once the oldest could be) */
+    uint64_t nodes_heard_floor_ms;
     bool dirty;             /* something changed that may let a pending job start */
     uint64_t next_pass_ms;  /* mono: a pass is due then (something becomes true with time
                                alone: a backoff or fence wait over, a cool-down's end, a

@@ -367,6 +367,36 @@ static void test_bind_deadline_requeues(void **state)
     expect_last_event(f, J1, "STARTING", 2, NULL);
 }
 
+/* Each node is judged lost once it is silent past the limit, the later-heard one later, though
+ * the scan that found the first set where the next one starts (d_nodes_heard_floor_ms). */
+static void test_nodes_expire_each_in_turn(void **state)
+{
+    struct dfix *f = *state;
+    uint64_t margin = (uint64_t)f->d.cfg.heartbeat_s * 2000u;
+    uint64_t limit = (uint64_t)f->d.cfg.node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
+    uint64_t t0 = mu_time_mono_ms();
+    struct d_node *n1;
+    struct d_node *n2;
+
+    dfix_two_nodes(f);
+    n1 = d_node_get(&f->d, "n1");
+    n2 = d_node_get(&f->d, "n2");
+    assert_non_null(n1);
+    assert_non_null(n2);
+    n1->seen_ms = t0;
+    n2->seen_ms = t0 + 10000;
+    assert_int_equal(d_nodes_expire(&f->d, t0 + limit), -1);
+    assert_int_equal(d_nodes_expire(&f->d, t0 + limit + 1), n1->idx);
+    assert_int_equal(d_nodes_expire(&f->d, t0 + limit + 1), -1);
+    assert_null(d_node_get(&f->d, "n1"));
+    n2->seen_ms = t0 + 20000; /* heard again */
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 10000 + limit + 1), -1);
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 20000 + limit), -1);
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 20000 + limit + 1), n2->idx);
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 20000 + limit + 1), -1);
+    assert_null(d_node_get(&f->d, "n2"));
+}
+
 /* A node judged lost (silent past node_lost_after_s): its gangs' attempts end (not counted), the
  * tasks elsewhere are killed, and the next attempt waits for the lost node's fence (its
  * supervisors stop the task once its lease runs out: grace_s + 6 s, an hour here). */
@@ -694,6 +724,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_node_refusal_requeues_elsewhere, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_nodes_expire_each_in_turn, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_heartbeats_answered_one_in_answer_every, setup_now,
