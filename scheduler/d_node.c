@@ -275,12 +275,17 @@ void d_node_refused(struct musterd *d,
     d->nodes_dirty = true;
 }
 
-int d_nodes_expire(struct musterd *d, uint64_t now_ms)
+uint64_t d_node_silence_limit_ms(const struct cfg *c)
 {
     /* A worker cut off this long stops its own tasks (its lease); the margin makes sure it did
      * before the gang is started anywhere else. */
-    uint64_t margin = (uint64_t)d->cfg.heartbeat_s * 2000u;
-    uint64_t limit = (uint64_t)d->cfg.node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
+    uint64_t margin = (uint64_t)c->heartbeat_s * 2000u;
+    return (uint64_t)c->node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
+}
+
+int d_nodes_expire(struct musterd *d, uint64_t now_ms)
+{
+    uint64_t limit = d_node_silence_limit_ms(&d->cfg);
     uint64_t oldest = now_ms;
     /* A node's seen_ms only moves forward, and one comes online heard, so none is silent past
      * the limit before the oldest heard at the last scan could be: at 20,000 nodes the scan

@@ -69,8 +69,11 @@ void d_node_refused(struct musterd *d,
                     struct d_node *node,
                     const struct d_job *j,
                     const char *error);
-/* A node silent past node_lost_after_s plus a margin is marked lost; returns its index, or -1
- * when no more node is due.  Call until -1. */
+/* How long a node may be silent before it is lost: node_lost_after_s plus two heartbeats (at
+ * least 2 s). */
+uint64_t d_node_silence_limit_ms(const struct cfg *c);
+/* A node silent past d_node_silence_limit_ms is marked lost; returns its index, or -1 when no
+ * more node is due.  Call until -1. */
 int d_nodes_expire(struct musterd *d, uint64_t now_ms);
 /* After a restart: reads the nodes the last run knew (not lost) and starts the grace. */
 int d_nodes_recover(struct musterd *d, struct mu_err *err);

@@ -372,8 +372,7 @@ static void test_bind_deadline_requeues(void **state)
 static void test_nodes_expire_each_in_turn(void **state)
 {
     struct dfix *f = *state;
-    uint64_t margin = (uint64_t)f->d.cfg.heartbeat_s * 2000u;
-    uint64_t limit = (uint64_t)f->d.cfg.node_lost_after_s * 1000u + (margin > 2000 ? margin : 2000);
+    uint64_t limit = d_node_silence_limit_ms(&f->d.cfg);
     uint64_t t0 = mu_time_mono_ms();
     struct d_node *n1;
     struct d_node *n2;
