@@ -40,6 +40,12 @@ const char *proto_type_name(enum proto_type type)
     return proto_type_names[type];
 }
 
+int proto_witness_interval_ms(int lease_s)
+{
+    int ms = lease_s * 1000 / 6;
+    return ms < 1000 ? 1000 : ms > 5000 ? 5000 : ms;
+}
+
 void proto_msg_init(struct proto_msg *m, enum proto_type type)
 {
     memset(m, 0, sizeof(*m));

@@ -55,6 +55,14 @@ enum proto_type {
 /* "HELLO", …; "UNKNOWN" for anything else. */
 const char *proto_type_name(enum proto_type type);
 
+/*
+ * How often a worker with a witness reads Redis's leader key while its scheduler is silent
+ * (worker/witness.c), for a lease of lease_s: a sixth of it, 1 to 5 s.  The scheduler needs it
+ * too: a task outlives a scheduler outage only when the key runs out (leader_lease_s), and a
+ * reading sees it free, before the lease does (musterd says so at start otherwise).
+ */
+int proto_witness_interval_ms(int lease_s);
+
 struct proto_gpu {
     int index;         /* nvidia-smi index, or 0..N-1 when simulated */
     char uuid[96];     /* "GPU-…"; "" when simulated */

@@ -381,7 +381,7 @@ int queue_lease_renew(struct queue *q,
                       const char *holder,
                       long pid,
                       int ttl_ms,
-                      bool *held,
+                      enum queue_lease_held *held,
                       int *standbys,
                       struct mu_err *err)
 {
@@ -397,7 +397,9 @@ int queue_lease_renew(struct queue *q,
         queue_reply_free(r);
         return mu_errf(err, MU_E_REDIS, "renewing %sleader: unexpected reply", q->prefix);
     }
-    *held = r->element[0]->integer > 0;
+    *held = r->element[0]->integer == 2  ? QUEUE_LEASE_TAKEN_BACK
+            : r->element[0]->integer > 0 ? QUEUE_LEASE_HELD
+                                         : QUEUE_LEASE_LOST;
     *standbys = (int)r->element[1]->integer;
     queue_reply_free(r);
     return 0;
@@ -463,6 +465,42 @@ static bool leadership_fields(cJSON *doc, const redisReply *h)
 }
 
 /* The four reads, each a plain read command (an operator's read-only ACL user may run them). */
+int queue_lease_peek(struct queue *q, bool *free_now, uint64_t *epoch, struct mu_err *err)
+{
+    redisReply *role = queue_command(q, err, "ROLE");
+    redisReply *r = NULL;
+    int rc = -1;
+
+    *free_now = false;
+    *epoch = 0;
+    if (!role)
+        return -1;
+    /* A replica's copy may lag its primary's: a key freshly set there could read as free. */
+    if (role->type != REDIS_REPLY_ARRAY || role->elements < 1
+        || role->element[0]->type != REDIS_REPLY_STRING
+        || strcmp(role->element[0]->str, "master") != 0) {
+        mu_errf(err, MU_E_REDIS, "redis %s:%d is not a primary (ROLE)", q->url.host, q->url.port);
+        queue_conn_drop(q); /* the next call asks the Sentinels again */
+        goto out;
+    }
+    r = queue_command(q, err, "GET %sleader", q->prefix);
+    if (!r)
+        goto out;
+    if (r->type == REDIS_REPLY_NIL) {
+        *free_now = true;
+    } else if (r->type == REDIS_REPLY_STRING) {
+        *epoch = strtoull(r->str, NULL, 10);
+    } else {
+        mu_errf(err, MU_E_REDIS, "reading %sleader: unexpected reply", q->prefix);
+        goto out;
+    }
+    rc = 0;
+out:
+    queue_reply_free(role);
+    queue_reply_free(r);
+    return rc;
+}
+
 static int leadership_replies(struct queue *q, redisReply *r[4], struct mu_err *err)
 {
     r[0] = queue_command(q, err, "GET %sleader", q->prefix);

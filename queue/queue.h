@@ -401,7 +401,10 @@ int queue_lease_acquire(struct queue *q,
                         size_t token_size,
                         bool *won,
                         struct mu_err *err);
-/* Extends the lease of token (epoch) to ttl_ms from now.  *held false when another holder took
+/* What a renewal found: another holder took the key; it was ours; or it had expired and was set
+ * again (no other leader can have written meanwhile, but anyone reading Redis saw it free). */
+enum queue_lease_held { QUEUE_LEASE_LOST = 0, QUEUE_LEASE_HELD = 1, QUEUE_LEASE_TAKEN_BACK = 2 };
+/* Extends the lease of token (epoch) to ttl_ms from now.  *held LOST when another holder took
  * it; a key that expired while nobody else took it (no later epoch handed out) is set again,
  * since no other leader can have written in between.  That covers a promoted replica that never
  * saw the key, or saw an older epoch: the epoch and <prefix>leadership (holder, pid) are set
@@ -413,9 +416,13 @@ int queue_lease_renew(struct queue *q,
                       const char *holder,
                       long pid,
                       int ttl_ms,
-                      bool *held,
+                      enum queue_lease_held *held,
                       int *standbys,
                       struct mu_err *err);
+/* The workers' witness (worker/witness.c): whether <prefix>leader is free right now, i.e. no
+ * musterd leads, and else the epoch of the one that does.  Plain reads (ROLE, GET), so a
+ * read-only ACL user may ask; fails (MU_E_REDIS) on a replica, whose copy may lag. */
+int queue_lease_peek(struct queue *q, bool *free_now, uint64_t *epoch, struct mu_err *err);
 /* Deletes the key if it still holds token (a clean stop hands over at once). */
 int queue_lease_release(struct queue *q, const char *token, struct mu_err *err);
 /* From now on every write made through q (job updates, status hashes, counters, answers, log

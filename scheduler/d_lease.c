@@ -74,9 +74,27 @@ static int try_take(
     d->lease.lost = false;
     d->lease.valid_until_ms = sent + (uint64_t)d->lease.ttl_ms;
     d->lease.renew_at_ms = sent + (uint64_t)d->lease.ttl_ms / 3;
+    d->lease.term_start_ms = mu_time_mono_ms();
     if (queue_fence_set(d->q, d->lease.token, epoch, d->lease.ttl_ms, err) != 0)
         return -1;
     return 1;
+}
+
+/* A worker's witness keeps its tasks through an outage only if it reads the key free before its
+ * own lease runs out: the key outlives the last answer by up to leader_lease_s plus the beats
+ * left unanswered, and a reading comes every proto_witness_interval_ms. */
+static void lease_fit_say(const struct cfg *c)
+{
+    int need_ms = c->leader_lease_s * 1000 + d_answer_every(c) * c->heartbeat_s * 1000
+                  + proto_witness_interval_ms(c->node_lost_after_s) + 1000;
+
+    if (need_ms <= c->node_lost_after_s * 1000)
+        return;
+    mu_log(MU_LOG_WARN, "sched",
+           "node_lost_after_s %d is too short for leader_lease_s %d and heartbeat_s %d: a "
+           "worker's lease can run out before it sees that no scheduler leads, so an outage of "
+           "the scheduler stops its tasks; make node_lost_after_s at least %d",
+           c->node_lost_after_s, c->leader_lease_s, c->heartbeat_s, (need_ms + 999) / 1000 + 1);
 }
 
 int d_lease_wait(struct musterd *d, struct mu_err *err)
@@ -92,6 +110,7 @@ int d_lease_wait(struct musterd *d, struct mu_err *err)
     (void)gethostname(host, sizeof(host) - 1);
     (void)mu_snprintf(d->lease.holder, sizeof(d->lease.holder), "musterd@%s %s", host, d->cfg.bind);
     d->lease.ttl_ms = d->cfg.leader_lease_s * 1000;
+    lease_fit_say(&d->cfg);
     while (!*d->stop) {
         zmq_pollitem_t item;
         /* After a failover the promoted replica may lack the key its leader still renews: that
@@ -142,7 +161,7 @@ void d_lease_keep(struct musterd *d, uint64_t now, bool force)
 {
     struct mu_err err;
     uint64_t sent;
-    bool held = false;
+    enum queue_lease_held held = QUEUE_LEASE_LOST;
 
     if (!d->lease.leading || d->lease.lost)
         return;
@@ -166,10 +185,24 @@ void d_lease_keep(struct musterd *d, uint64_t now, bool force)
                        err.msg);
         return;
     }
-    if (!held) {
+    if (held == QUEUE_LEASE_LOST) {
         d->lease.lost = true;
         d->out.halted = true;
         return;
+    }
+    /* Free for a moment (found free now, or our own TTL ran out before this renewal was sent,
+     * so a fenced write may have set it again meanwhile): a worker that read Redis then saw no
+     * leader and held its lease (worker/witness.c), so a new term starts here, as at a takeover:
+     * no node is judged lost before node_lost_after_s from now (d_nodes_expire). */
+    if (held == QUEUE_LEASE_TAKEN_BACK || sent >= d->lease.valid_until_ms) {
+        d->lease.term_start_ms = mu_time_mono_ms();
+        mu_log(MU_LOG_WARN, "sched",
+               "the leader lease (epoch %llu) %s: workers may have seen no leader, so no node "
+               "is judged lost for %d s",
+               (unsigned long long)d->epoch,
+               held == QUEUE_LEASE_TAKEN_BACK ? "had expired in redis and is set again"
+                                              : "ran out here before this renewal",
+               d->cfg.node_lost_after_s);
     }
     d->lease.valid_until_ms = sent + (uint64_t)d->lease.ttl_ms;
     d->lease.renew_at_ms = sent + (uint64_t)d->lease.ttl_ms / 3;

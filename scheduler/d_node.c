@@ -292,6 +292,12 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
      * every CHECK_INTERVAL_MS was 2 % of an idle musterd's CPU (issue #15). */
     if (now_ms - d->nodes_heard_floor_ms <= limit)
         return -1;
+    /* Workers with a witness hold their leases while Redis shows no leader (worker/witness.c),
+     * so a node's silence proves its tasks stopped only once the key has been ours for the whole
+     * limit, and only while it surely still is (a frozen or cut-off leader judges nobody). */
+    if (d->lease.leading
+        && (now_ms >= d->lease.valid_until_ms || now_ms - d->lease.term_start_ms <= limit))
+        return -1;
     for (int i = 0; i < d->nnodes; i++) {
         struct d_node *node = &d->nodes[i];
         if (!node->online)

@@ -54,6 +54,9 @@ struct d_lease {
     uint64_t renew_at_ms;              /* mono: next renewal */
     uint64_t valid_until_ms; /* mono: the lease surely holds until then (the last renewal that
                                 Redis took, counted from when it was sent, + ttl_ms) */
+    uint64_t term_start_ms;  /* mono: since when the key has surely been ours without a break
+                                (taken, or found free and set again): workers with a witness
+                                (docs/muster-worker.md) may have held their leases until then */
     int standbys;            /* standbys seen at the last renewal (a leader without any keeps
                                 answering its workers through a Redis outage) */
     bool leading;            /* taken; released on a clean stop */

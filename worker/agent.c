@@ -240,6 +240,7 @@ static void run_timers(struct wrk_agent *a, uint64_t now)
     }
     if (a->nrunning > 0 && now - a->exit_poll_ms >= WRK_EXIT_POLL_MS)
         wrk_exits_scan(a);
+    wrk_agent_lease_witness(a, now);
     wrk_agent_lease_watch(a, now);
     for (int i = 0; i < a->ntasks; i++) {
         struct wrk_task *t = &a->tasks[i];
@@ -598,6 +599,8 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     wrk_watch_start(a);
     if (cfg->imds && cfg->imds[0] && imds_start(a, cfg, err) != 0)
         goto fail;
+    if (wrk_agent_witness_start(a, cfg, err) != 0)
+        goto fail;
     a->loading = true;
     wrk_tasks_adopt(a);
     a->loading = false;
@@ -611,6 +614,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     a->rotated_ms = a->last_rx_ms;
     return a;
 fail:
+    wrk_witness_free(a->witness);
     wrk_lease_free(a->lease);
     wrk_imds_free(a->imds);
     if (a->ino_fd >= 0)
@@ -772,6 +776,7 @@ void wrk_agent_free(struct wrk_agent *a)
     if (a->zctx)
         (void)zmq_ctx_term(a->zctx);
     signals_restore();
+    wrk_witness_free(a->witness);
     wrk_imds_free(a->imds);
     if (a->ino_fd >= 0)
         (void)close(a->ino_fd);

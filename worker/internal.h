@@ -117,6 +117,10 @@ struct wrk_agent {
     struct wrk_imds_event rebalance;
 
     struct wrk_lease *lease;            /* owned: <run_dir>/lease, shared with the shims */
+    struct wrk_witness *witness;        /* owned; NULL without --redis */
+    uint64_t witness_seq;               /* its readings already looked at */
+    int witness_said;                   /* enum wrk_witness_seen last logged; 0 = none since
+                                           the scheduler last answered */
     struct wrk_sched_clock sched_clock; /* lower bound of the scheduler's clock */
     struct wrk_tombs tombs;             /* tasks a KILL gave up before any BIND */
     char lease_path[PROTO_PATH_MAX];    /* handed to each shim */
@@ -232,6 +236,10 @@ int wrk_agent_lease_setup(struct wrk_agent *a, struct mu_err *err);
 void wrk_agent_lease_renew(struct wrk_agent *a, const struct proto_msg *m, uint64_t now);
 /* Says SELF-FENCING, once, when the lease has run out with tasks running (or just fenced). */
 void wrk_agent_lease_watch(struct wrk_agent *a, uint64_t now);
+/* Starts the lease's witness with cfg->redis (none without: said once). */
+int wrk_agent_witness_start(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err);
+/* Asks the witness to read while the scheduler is silent, and holds the lease on what it saw. */
+void wrk_agent_lease_witness(struct wrk_agent *a, uint64_t now);
 /* The monotonic ms at which the held lease runs out while tasks run; 0 = nothing to watch. */
 uint64_t wrk_agent_lease_deadline(const struct wrk_agent *a, uint64_t now);
 

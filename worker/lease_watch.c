@@ -55,6 +55,7 @@ void wrk_agent_lease_renew(struct wrk_agent *a, const struct proto_msg *m, uint6
     wrk_lease_read(a->lease, &before_s, NULL);
     if (!wrk_lease_renew(a->lease, m->lease_s, m->echo_ms, m->ok, now))
         return;
+    a->witness_said = 0;
     wrk_lease_read(a->lease, &lease_s, &until);
     if (lease_s != before_s)
         mu_log(MU_LOG_INFO, WRK_MOD,
@@ -68,6 +69,94 @@ void wrk_agent_lease_renew(struct wrk_agent *a, const struct proto_msg *m, uint6
                a->node);
         a->lease_out = false;
     }
+}
+
+int wrk_agent_witness_start(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
+{
+    const char *prefix = cfg->redis_prefix && cfg->redis_prefix[0] ? cfg->redis_prefix : "muster:";
+
+    if (!cfg->redis || !cfg->redis[0]) {
+        mu_log(MU_LOG_WARN, WRK_MOD,
+               "node=%s no --redis: nothing shows this node whether a scheduler leads, so its "
+               "tasks stop whenever none answers for the lease (node_lost_after_s), a scheduler "
+               "restart that long included; see muster-worker(8), \"Work outlives the "
+               "scheduler\"",
+               a->node);
+        return 0;
+    }
+    a->witness = wrk_witness_new(cfg->redis, prefix, err);
+    if (!a->witness) {
+        mu_err_prefix(err, "--redis: ");
+        return -1;
+    }
+    mu_log(MU_LOG_INFO, WRK_MOD,
+           "node=%s the lease's witness reads %sleader in redis: tasks keep running while no "
+           "scheduler leads",
+           a->node, prefix);
+    return 0;
+}
+
+/* Says once per change what the witness found while the scheduler is silent. */
+static void witness_say(
+    struct wrk_agent *a, enum wrk_witness_seen seen, uint64_t epoch, const char *why, uint64_t now)
+{
+    uint64_t until;
+
+    if (a->witness_said == (int)seen)
+        return;
+    a->witness_said = (int)seen;
+    wrk_lease_read(a->lease, NULL, &until);
+    if (seen == WRK_WITNESS_NO_LEADER)
+        mu_log(MU_LOG_WARN, WRK_MOD,
+               "node=%s no scheduler leads (redis: the leader key is free): the lease is held, so "
+               "the %d task(s) here keep running until one leads",
+               a->node, a->nrunning);
+    else if (seen == WRK_WITNESS_LEADER)
+        mu_log(MU_LOG_WARN, WRK_MOD,
+               "node=%s the scheduler of epoch %" PRIu64 " leads (redis) but has not answered "
+               "for %" PRIu64 " ms: the tasks here stop when the lease runs out in %" PRIu64
+               " ms unless it answers",
+               a->node, epoch, now - a->last_rx_ms, until > now ? until - now : 0);
+    else if (seen == WRK_WITNESS_UNREACHABLE)
+        mu_log(MU_LOG_WARN, WRK_MOD,
+               "node=%s neither the scheduler nor redis answers (%s): nothing shows that no "
+               "scheduler leads, so the tasks here stop when the lease runs out in %" PRIu64 " ms",
+               a->node, why, until > now ? until - now : 0);
+}
+
+/* The witness reads while the scheduler has been silent for half the lease with tasks running;
+ * a reading that found no leader holds the lease as an answer would (witness.c says why). */
+void wrk_agent_lease_witness(struct wrk_agent *a, uint64_t now)
+{
+    char why[256];
+    int lease_s;
+    uint64_t until;
+    uint64_t seq;
+    uint64_t free_sent;
+    uint64_t epoch;
+    enum wrk_witness_seen seen;
+    bool want;
+
+    if (!a->witness)
+        return;
+    wrk_lease_read(a->lease, &lease_s, &until);
+    want =
+        lease_s > 0 && a->nrunning > 0 && (until <= now || until - now < (uint64_t)lease_s * 500u);
+    wrk_witness_poll(a->witness, want ? proto_witness_interval_ms(lease_s) : 0);
+    seen = wrk_witness_get(a->witness, &seq, &free_sent, &epoch, why, sizeof(why));
+    if (seq == a->witness_seq)
+        return;
+    a->witness_seq = seq;
+    if (seen == WRK_WITNESS_NO_LEADER && wrk_lease_renew(a->lease, 0, free_sent, true, now)
+        && a->lease_out) {
+        mu_log(MU_LOG_WARN, WRK_MOD,
+               "node=%s lease held again: no scheduler leads; the tasks the supervisors "
+               "stopped are reported as they end",
+               a->node);
+        a->lease_out = false;
+    }
+    if (want)
+        witness_say(a, seen, epoch, why, now);
 }
 
 /* The lease ran out with tasks running: the shims are stopping them now.  Said once. */

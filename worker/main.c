@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/mu.h"
+#include "queue/queue.h"
 #include "worker/wrk.h"
 
 #include "common/mu_banned.h"
@@ -70,6 +71,13 @@ static const char usage_text[] =
     "                      id, instance type and lifecycle from it  [MUSTER_IMDS]\n"
     "  --imds-interval-s S seconds between two polls of the metadata service, 1..300\n"
     "                      (default 5)  [MUSTER_IMDS_INTERVAL_S]\n"
+    "  --redis URL         the Redis musterd uses, redis://[USER:PASS@]HOST[:PORT][/DB] or\n"
+    "                      redis+sentinel://...: read while the scheduler is silent, to learn\n"
+    "                      whether any leads; while none does (its leader key is free) the\n"
+    "                      lease is held and tasks keep running however long.  A read-only\n"
+    "                      user is enough (ROLE, GET on the leader key)  [MUSTER_REDIS_URL];\n"
+    "                      without it, tasks stop whenever no scheduler answers for the lease\n"
+    "  --prefix P          that Redis's key prefix (default muster:)  [MUSTER_KEY_PREFIX]\n"
     "  --curve-server-key KEY|FILE  the scheduler's CURVE public key (40 Z85 characters, or a\n"
     "                      file such as sched.pub); turns on CURVE  [MUSTER_CURVE_SERVER_KEY]\n"
     "  --curve-key FILE    this worker's CURVE secret key file (mode 0600, from 'musterctl\n"
@@ -101,8 +109,9 @@ static const char usage_text[] =
     "Each task runs under muster-shim (found beside this program, or at $MUSTER_SHIM), which\n"
     "outlives the worker and records the task in RUN/tasks/ (RUN: --run-dir); a worker\n"
     "restarted on the same --run-dir re-adopts running tasks and reports the exits it missed.\n"
-    "The node holds a lease (node_lost_after_s past the scheduler's last answer, kept in\n"
-    "RUN/lease); when it runs out, each muster-shim stops its task by itself, even with the\n"
+    "The node holds a lease (node_lost_after_s past the scheduler's last answer, or with\n"
+    "--redis past the last reading that found no scheduler leading; kept in RUN/lease);\n"
+    "when it runs out, each muster-shim stops its task by itself, even with the\n"
     "worker dead: checkpoint signal, SIGTERM after the grace, SIGKILL 5 s later.  A BIND is\n"
     "refused (node_fault) while the lease is out, once its expires_ms has passed, or after a\n"
     "KILL of the same task.\n"
@@ -129,6 +138,8 @@ enum opt_id {
     OPT_IMDS_INTERVAL,
     OPT_INSTANCE_ID,
     OPT_LOG_LEVEL,
+    OPT_REDIS,
+    OPT_PREFIX,
     OPT_CURVE_SERVER_KEY,
     OPT_CURVE_KEY,
     OPT_RUN_AS,
@@ -155,6 +166,8 @@ static const struct option long_opts[] = {
     { "imds-interval-s", required_argument, NULL, OPT_IMDS_INTERVAL },
     { "instance-id", required_argument, NULL, OPT_INSTANCE_ID },
     { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+    { "redis", required_argument, NULL, OPT_REDIS },
+    { "prefix", required_argument, NULL, OPT_PREFIX },
     { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
     { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
     { "run-as", required_argument, NULL, OPT_RUN_AS },
@@ -277,6 +290,10 @@ static const char **text_option(struct cli *c, int opt)
         return &c->cfg.instance_id;
     case OPT_IMDS:
         return &c->cfg.imds;
+    case OPT_REDIS:
+        return &c->cfg.redis;
+    case OPT_PREFIX:
+        return &c->cfg.redis_prefix;
     case OPT_CURVE_SERVER_KEY:
         return &c->curve_server_arg;
     case OPT_CURVE_KEY:
@@ -403,6 +420,23 @@ static int complete_mig(struct cli *c)
     return -1;
 }
 
+/* --redis and --prefix or their variables; returns -1 to go on, else 2. */
+static int complete_redis(struct wrk_config *cfg)
+{
+    struct queue_url url;
+    struct mu_err err;
+
+    if (!cfg->redis)
+        cfg->redis = getenv("MUSTER_REDIS_URL");
+    if (!cfg->redis_prefix)
+        cfg->redis_prefix = getenv("MUSTER_KEY_PREFIX");
+    if (cfg->redis_prefix && cfg->redis_prefix[0] && (!cfg->redis || !cfg->redis[0]))
+        return usage_error("--prefix needs --redis URL");
+    if (cfg->redis && cfg->redis[0] && queue_url_parse(cfg->redis, &url, &err) != 0)
+        return usage_error("--redis: %s", err.msg);
+    return -1;
+}
+
 /* --imds and --imds-interval-s or their variables; returns -1 to go on, else 2. */
 static int complete_imds(struct cli *c)
 {
@@ -444,6 +478,8 @@ static int complete_config(struct cli *c)
     if (!cfg->run_dir)
         cfg->run_dir = getenv("MUSTER_RUN_DIR");
     if (complete_imds(c) >= 0)
+        return 2;
+    if (complete_redis(cfg) >= 0)
         return 2;
     if (!c->curve_server_arg)
         c->curve_server_arg = getenv("MUSTER_CURVE_SERVER_KEY");

@@ -17,7 +17,7 @@ command -v redis-server >/dev/null 2>&1 || fail "redis-server not found (hint: s
 ADMIN_PW=admin-pw-$$
 # The documented ACL, taken from docs/security.md between its acl:begin / acl:end markers.
 sed -n '/<!-- acl:begin -->/,/<!-- acl:end -->/p' "$MUSTER_SRC/docs/security.md" | grep '^user ' >"$T/users.acl"
-[ "$(grep -c '^user ' "$T/users.acl")" = 3 ] || fail "docs/security.md: expected 3 ACL users, got: $(cat "$T/users.acl")"
+[ "$(grep -c '^user ' "$T/users.acl")" = 4 ] || fail "docs/security.md: expected 4 ACL users, got: $(cat "$T/users.acl")"
 echo "user default on >$ADMIN_PW ~* &* +@all" >>"$T/users.acl"
 
 REDIS_PORT=$(free_port)
@@ -43,6 +43,7 @@ H=127.0.0.1:$REDIS_PORT
 URL_MUSTERD="redis://musterd:musterd-secret@$H"
 URL_OPERATOR="redis://operator:operator-secret@$H"
 URL_ALICE="redis://alice:alice-secret@$H"
+URL_WORKER="redis://worker:worker-secret@$H"
 URL_PASSWORD="redis://:$ADMIN_PW@$H"
 
 make_config >/dev/null
@@ -65,7 +66,7 @@ ok "wrong or missing credentials: musterd and musterctl exit 1 naming the failur
 # ---- musterd as its ACL user ----------------------------------------------------------------
 export MUSTER_REDIS_URL=$URL_MUSTERD # start_musterd passes it as --redis
 start_musterd "$CONFIG"
-start_worker n1 spot-a 8
+start_worker n1 spot-a 8 --redis "$URL_WORKER" # its witness reads the leader key as 'worker'
 wait_for "n1 registered" 10 '[ "$(rcli HEXISTS muster:nodes n1)" = 1 ]'
 unset MUSTER_REDIS_URL
 
@@ -197,3 +198,19 @@ ok "musterctl why (and show's why) works as the operator; the submitter gets NOP
 # musterd itself never hit a NOPERM with its ACL user.
 ! grep -q NOPERM "$T/musterd.log" || fail "musterd hit NOPERM: $(grep NOPERM "$T/musterd.log" | head -n 3)"
 ok "musterd ran every job as its ACL user without a NOPERM"
+
+# ---- the worker's witness: one key, read-only (issue #40) -------------------------------------
+[ -n "$(as worker worker-secret GET muster:leader)" ] || fail "the worker user cannot read muster:leader"
+[ "$(as worker worker-secret ROLE | head -1)" = master ] || fail "the worker user cannot ask ROLE"
+for cmd in "HGETALL muster:nodes" "GET muster:epoch" "SET muster:leader x" "DEL muster:leader"; do
+    # shellcheck disable=SC2086 # the command's words
+    out=$(as worker worker-secret $cmd 2>&1) || true
+    case "$out" in NOPERM*) ;; *) fail "the worker user's $cmd was not refused: $out" ;; esac
+done
+long=$(submit_json '{"tasks":1,"gpus_per_task":1,"command":["sleep","300"]}')
+wait_for "a task running on n1" 20 job_state_is "$long" RUNNING
+kill -9 "$MUSTERD_PID"
+wait "$MUSTERD_PID" 2>/dev/null || true
+wait_for "n1's witness reads the free key as the worker user" 30 'grep -q "no scheduler leads" "$T/worker-n1.log"'
+! grep -q "NOPERM" "$T/worker-n1.log" || fail "the worker hit NOPERM: $(grep NOPERM "$T/worker-n1.log" | head -n 3)"
+ok "the worker user reads muster:leader and ROLE, nothing else; the witness works with it"

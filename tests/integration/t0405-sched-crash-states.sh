@@ -23,8 +23,10 @@ make_config - >/dev/null <<'JSON'
 }
 JSON
 start_musterd "$CONFIG"
-start_worker n1 spot-a 8
-start_worker n2 spot-a 8
+# No witness (--redis ''): with it the workers would hold their leases while no musterd leads
+# (t0416); part 3 checks what a worker without one does when musterd stays away.
+start_worker n1 spot-a 8 --redis ''
+start_worker n2 spot-a 8 --redis ''
 wait_for "2 nodes registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
 mkdir -p "$T/ran"
 now_ns() { date +%s%N; }
@@ -47,7 +49,7 @@ kill -9 "$MUSTERD_PID"
 wait "$MUSTERD_PID" 2>/dev/null || true
 kill -9 "${WORKER_PID[n2]}" # its BIND dies with it, unread
 wait "${WORKER_PID[n2]}" 2>/dev/null || true
-start_worker n2 spot-a 8
+start_worker n2 spot-a 8 --redis ''
 start_musterd "$CONFIG"
 wait_for "half succeeded" 40 job_state_is "$half" SUCCEEDED
 [ "$(rcli HGET "muster:job:$half" attempt)" = 2 ] || fail "half attempt $(rcli HGET "muster:job:$half" attempt)"
@@ -109,7 +111,7 @@ sleep 1 # plain's SIGTERM lands
 for n in n1 n2; do
     kill -9 "${WORKER_PID[$n]}"
     wait "${WORKER_PID[$n]}" 2>/dev/null || true
-    start_worker "$n" spot-a 8
+    start_worker "$n" spot-a 8 --redis ''
 done
 start_musterd "$CONFIG"
 wait_for "plain succeeded" 30 job_state_is "$plain" SUCCEEDED

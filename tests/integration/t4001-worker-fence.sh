@@ -22,7 +22,9 @@ make_config - >/dev/null <<'JSON'
 }
 JSON
 start_musterd "$CONFIG"
-start_worker n1 spot-a 8
+# No witness (--redis ''): once the frozen musterd's leader key expired, a worker with one would
+# see that nobody leads and hold its lease (t0416); this test is about the lease alone.
+start_worker n1 spot-a 8 --redis ''
 wait_for "node n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
 
 # Tasks outlive their worker by design, and a stopped musterd must not outlive the test.

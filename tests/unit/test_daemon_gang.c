@@ -396,6 +396,33 @@ static void test_nodes_expire_each_in_turn(void **state)
     assert_null(d_node_get(&f->d, "n2"));
 }
 
+/* A leader judges no node lost while its lease may have run out (frozen, cut off from Redis),
+ * nor before the limit has passed since its term began: until then a worker's witness may have
+ * read the key free and held its lease (worker/witness.c). */
+static void test_nodes_expire_waits_for_the_term(void **state)
+{
+    struct dfix *f = *state;
+    uint64_t limit = d_node_silence_limit_ms(&f->d.cfg);
+    uint64_t t0 = mu_time_mono_ms();
+    struct d_node *n1;
+
+    dfix_two_nodes(f);
+    n1 = d_node_get(&f->d, "n1");
+    assert_non_null(n1);
+    n1->seen_ms = t0;
+    d_node_get(&f->d, "n2")->seen_ms = t0 + HOUR_MS;
+    f->d.lease.leading = true;
+    f->d.lease.term_start_ms = t0 + 5000; /* the key was found free and set again */
+    f->d.lease.valid_until_ms = t0 + HOUR_MS;
+    assert_int_equal(d_nodes_expire(&f->d, t0 + limit + 1), -1);
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 5000 + limit), -1);
+    /* Past the limit in the term, but the lease may have run out: nobody is judged. */
+    f->d.lease.valid_until_ms = t0 + 5000 + limit + 1;
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 5000 + limit + 1), -1);
+    f->d.lease.valid_until_ms = t0 + HOUR_MS;
+    assert_int_equal(d_nodes_expire(&f->d, t0 + 5000 + limit + 1), n1->idx);
+}
+
 /* A node judged lost (silent past node_lost_after_s): its gangs' attempts end (not counted), the
  * tasks elsewhere are killed, and the next attempt waits for the lost node's fence (its
  * supervisors stop the task once its lease runs out: grace_s + 6 s, an hour here). */
@@ -724,6 +751,8 @@ int main(void)
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_bind_deadline_requeues, setup_now, dfix_teardown),
         cmocka_unit_test_setup_teardown(test_nodes_expire_each_in_turn, setup_now, dfix_teardown),
+        cmocka_unit_test_setup_teardown(test_nodes_expire_waits_for_the_term, setup_now,
+                                        dfix_teardown),
         cmocka_unit_test_setup_teardown(test_node_lost_requeues_after_fence, setup_now,
                                         dfix_teardown),
         cmocka_unit_test_setup_teardown(test_heartbeats_answered_one_in_answer_every, setup_now,
