@@ -8,7 +8,10 @@
 # systemd would.  At the end every acknowledged submission is in a final state (SUCCEEDED), no
 # attempt's task ran twice, nothing is left in muster:active, and the counts add up.
 # MUSTER_SOAK_S sets the chaos time (default 30 s); MUSTER_SOAK_REDIS=0 leaves the Redis
-# failovers out of the draw.
+# failovers out of the draw; MUSTER_SOAK_OUTAGES=1 adds scheduler outages (issue #40): both
+# musterd killed for 2 to 5 times node_lost_after_s while a gang runs, the workers' witness
+# holding their leases (long: 60 to 150 s each, so not in CI's short run).  No task may be
+# stopped by self-fencing in any case: no chaos here keeps Redis away for a lease.
 #
 # A failover loses the writes the old primary acknowledged last (asynchronous replication):
 # musterd writes its jobs again on the new primary (docs/deploy.md, "What a failover can lose"),
@@ -20,9 +23,11 @@ source "$(dirname "$0")/lib.sh"
 command -v jq >/dev/null 2>&1 || fail "jq not found"
 _mu_need_bin musterctl
 soak_s=${MUSTER_SOAK_S:-30}
-kinds=4 # chaos kinds drawn: 0-1 the leader, 2-3 Redis
-[ "${MUSTER_SOAK_REDIS:-1}" = 0 ] && kinds=2
+kinds=(0 1 2 3) # chaos kinds drawn: 0-1 the leader, 2-3 Redis, 4 no scheduler at all
+[ "${MUSTER_SOAK_REDIS:-1}" = 0 ] && kinds=(0 1)
+[ "${MUSTER_SOAK_OUTAGES:-0}" = 1 ] && kinds+=(4)
 lease_s=3
+lost_s=30
 mkdir -p "$T/ran"
 
 # ---- Redis: a primary, a replica, three Sentinels (as t0409) -----------------------------------
@@ -72,7 +77,7 @@ wait_for "the Sentinels see the primary $P1 and its replica" 60 ha_ready
 export MUSTER_REDIS_URL=$MUSTER_SENTINEL_URL
 # A short lease for quick takeovers; the workers' lease (node_lost_after_s) well above a takeover
 # plus a failover, so that no task is stopped by the chaos itself.
-make_config --with "{\"leader_lease_s\": $lease_s, \"node_lost_after_s\": 30}" >/dev/null
+make_config --with "{\"leader_lease_s\": $lease_s, \"node_lost_after_s\": $lost_s}" >/dev/null
 declare -A HA_PID HA_PORT
 # musterd_up NAME: musterd NAME on its endpoint (the same one after a restart: the workers know it).
 musterd_up() {
@@ -149,12 +154,12 @@ sub_pid=$!
 _mu_pids+=("$sub_pid")
 
 # ---- chaos ---------------------------------------------------------------------------------------
-kills_leader=0 freezes=0 failovers=0 kills_primary=0 skipped=0
+kills_leader=0 freezes=0 failovers=0 kills_primary=0 outages=0 outage_s=0 skipped=0
 end=$((SECONDS + soak_s))
 while [ $SECONDS -lt $end ]; do
     sleep $((RANDOM % 4 + 2))
     revive
-    case $((RANDOM % kinds)) in
+    case ${kinds[$((RANDOM % ${#kinds[@]}))]} in
     0) # kill -9 of the leading musterd; it comes back as the standby
         l=$(leader_name)
         [ -n "$l" ] || { skipped=$((skipped + 1)); continue; }
@@ -189,11 +194,25 @@ while [ $SECONDS -lt $end ]; do
         redis_up "$old" "$(other "$old")"
         kills_primary=$((kills_primary + 1))
         ;;
+    4) # no musterd at all for 2-5 leases, with a gang running that outlasts the outage
+        out=$(((2 + RANDOM % 4) * lost_s))
+        spec=$(jq -cn --arg c "${task%%; sleep*}; sleep $((out + 5))" '{command: $c, max_retries: 0, tasks: 2, gpus_per_task: 4}')
+        id=$(rcli XADD muster:submit '*' spec "$spec" 2>/dev/null) || { skipped=$((skipped + 1)); continue; }
+        echo "$id" >>"$submitted"
+        wait_for "the gang that outlasts the outage running" 120 "[ \"\$(rcli HGET muster:job:$id state)\" = RUNNING ]"
+        for n in a b; do
+            kill -9 "${HA_PID[$n]}" 2>/dev/null || true
+            wait "${HA_PID[$n]}" 2>/dev/null || true
+        done
+        sleep "$out"
+        revive
+        outages=$((outages + 1)) outage_s=$((outage_s + out))
+        ;;
     esac
 done
 touch "$T/stop"
 wait "$sub_pid" 2>/dev/null || true
-echo "# chaos over: leader killed $kills_leader times, frozen $freezes, SENTINEL FAILOVER $failovers, primary killed $kills_primary, skipped $skipped (no leader, failover refused)"
+echo "# chaos over: leader killed $kills_leader times, frozen $freezes, SENTINEL FAILOVER $failovers, primary killed $kills_primary, no scheduler $outages times ($outage_s s), skipped $skipped (no leader, failover refused)"
 
 # ---- accounting ----------------------------------------------------------------------------------
 # A leader stepping down after a thaw may exit only now: bring every musterd back, one leading.
@@ -243,9 +262,11 @@ takeovers=$(($(cat "$T"/musterd-*.log | grep -c "leading: took") - 1))
 unsure=$(wc -l <"$T/unsure")
 indexed=$(rcli ZCARD muster:jobs)
 echo "# soak: submitted=$total succeeded=${by_state[SUCCEEDED]:-0} failed=${by_state[FAILED]:-0} rejected=${by_state[REJECTED]:-0} cancelled=${by_state[CANCELLED]:-0} lost_in_failover=$lost attempts=$attempts task_runs=$(ls "$T/ran" | wc -l) duplicate_runs=$dups"
-echo "# soak: takeovers=$takeovers musterd_restarts=$restarts epoch=$(rcli GET muster:epoch) unsure_xadds=$unsure indexed=$indexed"
+fenced=$(cat "$T"/worker-*.log | grep -c "SELF-FENCING" || true)
+echo "# soak: takeovers=$takeovers musterd_restarts=$restarts epoch=$(rcli GET muster:epoch) unsure_xadds=$unsure indexed=$indexed self_fencings=$fenced"
 
 [ "$dups" = 0 ] || fail "$dups task(s) of the same attempt ran twice: $(head -5 "$T/dup")"
+[ "$fenced" = 0 ] || fail "tasks were stopped by self-fencing $fenced time(s): $(grep -h SELF-FENCING "$T"/worker-*.log | head -3)"
 [ "$lost" = 0 ] || [ $((failovers + kills_primary)) -gt 0 ] ||
     fail "$lost acknowledged submission(s) lost without any Redis failover"
 [ "${by_state[SUCCEEDED]:-0}" = $((total - lost)) ] || fail "not every job succeeded: $(declare -p by_state)"
@@ -256,4 +277,4 @@ while read -r id; do
     [ "$st" = SUCCEEDED ] || fail "job $id in the index is $st"
 done < <(rcli ZRANGE muster:jobs 0 -1)
 [ "$(rcli SCARD muster:active)" = 0 ] || fail "$(rcli SCARD muster:active) jobs still active"
-ok "soak: $((total - lost)) of $total acknowledged jobs SUCCEEDED ($lost lost in Redis failovers) through $kills_leader leader kills, $freezes freezes, $failovers failovers and $kills_primary primary kills ($takeovers takeovers); no attempt ran twice"
+ok "soak: $((total - lost)) of $total acknowledged jobs SUCCEEDED ($lost lost in Redis failovers) through $kills_leader leader kills, $freezes freezes, $failovers failovers, $kills_primary primary kills and $outages outages without a scheduler ($takeovers takeovers); no attempt ran twice, no task fenced"
