@@ -22,9 +22,9 @@ enum ctl_output { CTL_OUT_TABLE = 0, CTL_OUT_JSON };
 
 /* One run of musterctl: the global settings and the lazily opened connection. */
 struct ctl {
-    const char *url;        /* redis URL after flag > env > config > default; borrowed */
-    const char *prefix;     /* key prefix, same precedence; borrowed */
-    struct queue_url where; /* url parsed, for messages */
+    const char *url;           /* redis URL after flag > env > config > default; borrowed */
+    const char *prefix;        /* key prefix, same precedence; borrowed */
+    struct mu_redis_url where; /* url parsed, for messages */
     enum ctl_output output;
     bool color;                /* stdout is a TTY and NO_COLOR is unset */
     size_t width;              /* columns tables must fit; 0 = unlimited */

@@ -24,9 +24,6 @@
 #define MUSTER_VERSION "unknown"
 #endif
 
-#define CTL_DEFAULT_URL    "redis://127.0.0.1:6379"
-#define CTL_DEFAULT_PREFIX "muster:"
-
 static const struct ctl_opt opts_submit[] = {
     { "tasks", 'n', "N", "tasks in the gang (default 1); all start together or none does" },
     { "gpus-per-task", 0, "N", "GPUs per task (default 1)" },
@@ -313,8 +310,8 @@ static const char global_help[] =
     "Global options (also accepted after COMMAND):\n"
     "  --redis URL               Redis server, redis://[user:pass@]host[:port][/db], or\n"
     "                            redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
-    "                            (env MUSTER_REDIS_URL, default " CTL_DEFAULT_URL ")\n"
-    "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " CTL_DEFAULT_PREFIX
+    "                            (env MUSTER_REDIS_URL, default " MU_REDIS_URL_DEFAULT ")\n"
+    "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " MU_KEY_PREFIX_DEFAULT
     ")\n"
     "  --config FILE             take redis and key_prefix from a musterd config file\n"
     "  -o, --output FMT          table (default) or json\n"
@@ -577,10 +574,10 @@ static int settings_resolve(struct ctl *ctl, const struct ctl_globals *g, struct
             ctl->prefix = c->key_prefix;
     }
     if (!ctl->url)
-        ctl->url = CTL_DEFAULT_URL;
+        ctl->url = MU_REDIS_URL_DEFAULT;
     if (!ctl->prefix)
-        ctl->prefix = CTL_DEFAULT_PREFIX;
-    if (queue_url_parse(ctl->url, &ctl->where, &err) != 0)
+        ctl->prefix = MU_KEY_PREFIX_DEFAULT;
+    if (mu_redis_url_parse(ctl->url, &ctl->where, &err) != 0)
         return ctl_usage(ctl, "%s", err.msg);
     if (!g->output || strcmp(g->output, "table") == 0)
         ctl->output = CTL_OUT_TABLE;

@@ -172,7 +172,7 @@ struct queue_intake *queue_intake_new(const char *url,
         mu_errf(err, MU_E_NOMEM, "out of memory");
         return NULL;
     }
-    if (queue_url_parse(url, &qi->conn.url, err) != 0)
+    if (mu_redis_url_parse(url, &qi->conn.url, err) != 0)
         goto fail;
     mu_strlcpy(qi->conn.prefix, prefix, sizeof(qi->conn.prefix));
     mu_strlcpy(qi->consumer, consumer, sizeof(qi->consumer));

@@ -159,34 +159,13 @@ bool queue_state_is_final(enum queue_state s);
 
 /* ---------------- Redis connection ---------------- */
 
-#define QUEUE_SENTINELS_MAX 8
-
-struct queue_url_host {
-    char host[256];
-    int port;
-};
-
-struct queue_url {
-    char host[256]; /* the server; with Sentinels, the primary they named last (port 0: none yet) */
-    int port;
-    char user[128];     /* "" = none */
-    char password[256]; /* "" = none */
-    int db;
-    int nsentinels; /* > 0: redis+sentinel://, the primary is asked of these */
-    struct queue_url_host sentinels[QUEUE_SENTINELS_MAX];
-    char master[128]; /* the primary's name in the Sentinels' configuration */
-};
-
-/* "redis://[user:pass@]host[:port][/db]" (also "redis://:pass@host"), port default 6379; or
- * "redis+sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]", Sentinel port default
- * 26379, at most QUEUE_SENTINELS_MAX of them, the credentials and db the primary's. */
-int queue_url_parse(const char *url, struct queue_url *out, struct mu_err *err);
-
 struct queue;
 
 /*
  * Connects (with AUTH and SELECT when the URL asks) and checks the server answers.
- * prefix: key prefix such as "muster:".  Returns a handle to free with queue_free, or NULL.
+ * url: parsed by mu_redis_url_parse (common/mu.h), the one grammar of every program's URL.
+ * prefix: key prefix such as "muster:" (MU_KEY_PREFIX_DEFAULT).  Returns a handle to free with
+ * queue_free, or NULL.
  */
 struct queue *queue_new(const char *url, const char *prefix, struct mu_err *err);
 void queue_free(struct queue *q);
