@@ -147,6 +147,24 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
     return 0;
 }
 
+/* Here, above the job table (d_job.c) and the pending list (d_pending.c), so that neither of those
+ * two calls the other: the pending list uses the job's helpers, and forgetting uses both. */
+void d_job_forget(struct musterd *d, struct d_job *j)
+{
+    d_job_pending_remove(d, j);
+    d_job_reason_late_drop(d, j); /* a reason while an old attempt stops: not in d->pending */
+    if (MU_NEVER(j->live_at)) {   /* forgotten while it holds GPUs: at least no dangling pointer */
+        j->placed = j->adopting = false;
+        d_job_live_update(d, j);
+    }
+    if (j->unsynced) {
+        j->forget_after_sync = true; /* its final state is not in Redis yet */
+        return;
+    }
+    (void)mu_map_remove(d->jobs, j->id);
+    d_job_retire(d, j);
+}
+
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
 void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
