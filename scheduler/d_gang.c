@@ -650,7 +650,8 @@ int d_job_cancel_why(struct musterd *d, struct d_job *j, const char *why)
     uint64_t finished_ms = mu_time_wall_ms();
     char now[32];
     struct queue_kv f[] = { { "finished_at", now }, { "error", why } };
-    struct d_tally tally = { D_C_CANCELLED, 0, 0 };
+    /* An array is no job of the counters (d_array.c): its elements count their own ends. */
+    struct d_tally tally = { j->array ? D_C_NONE : D_C_CANCELLED, 0, 0 };
     struct d_change c = {
         .to = QUEUE_CANCELLED, .reason = why, .fields = f, .nfields = 2, .tally = &tally
     };

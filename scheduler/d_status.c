@@ -68,15 +68,19 @@ static void lent_count(const struct musterd *d, struct d_queue_stats *stats)
             sched_quota_lent(qs, nq, q, SCHED_SPOT) + sched_quota_lent(qs, nq, q, SCHED_ON_DEMAND);
 }
 
+/* Counts j in its queue's statistics.  An array is no job here (its made elements are, as in the
+ * counters): a RUNNING array counted its elements' GPUs once more. */
 static void job_count(struct musterd *d, struct d_queue_stats *stats, const struct d_job *j)
 {
     struct d_queue_stats *st = &stats[j->queue_idx]; /* nqueues: no longer configured */
     int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
     int cap;
 
+    if (j->array)
+        return;
     if (j->state == QUEUE_PENDING) {
         st->pending_jobs++;
-        st->pending_gpus += j->deps_open || j->array ? 0 : gpus; /* demand: its own */
+        st->pending_gpus += j->deps_open ? 0 : gpus; /* demand: its own */
         if (!st->oldest_pending_ms || j->submitted_ms < st->oldest_pending_ms)
             st->oldest_pending_ms = j->submitted_ms;
     } else if (j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING
@@ -135,17 +139,18 @@ static int first_pool(const struct musterd *d, const struct d_job *j, int64_t no
 }
 
 /* Counts active job j in the scrape-time gauges: jobs by queue and state, and what a pending one
- * asks for, by the pool it would go to first. */
+ * asks for, by the pool it would go to first.  An array is no job here (its made elements are),
+ * as in the counters (d_array.c). */
 static void job_gauge(const struct musterd *d,
                       struct d_gauges *g,
                       const struct d_job *j,
                       int64_t now_s)
 {
     int q = j->queue_idx; /* nqueues: no longer configured */
-    if (q >= d->cfg.nqueues || (int)j->state >= D_ACTIVE_STATES)
+    if (q >= d->cfg.nqueues || (int)j->state >= D_ACTIVE_STATES || j->array)
         return;
     g->jobs[q][j->state] += 1;
-    if (j->state != QUEUE_PENDING || j->deps_open || j->array)
+    if (j->state != QUEUE_PENDING || j->deps_open)
         return;
     if (j->req.slice_profile > 0 && j->req.slice_profile <= SCHED_MAX_PROFILES)
         g->pending_slices[first_pool(d, j, now_s)][j->req.slice_profile] +=
