@@ -222,6 +222,7 @@ struct queue_entry {
     char cmd[32];             /* control: cmd field */
     char arg[256];            /* control: arg field */
     int grace_s;              /* control: grace_s field (drain), -1 when absent or not a number */
+    uint64_t timeout_ms;      /* control: timeout_ms field, 0 when absent (queue_control_post) */
     struct queue_log_req log; /* logs: the request, checked (log.error says what is wrong) */
 };
 
@@ -547,6 +548,54 @@ int queue_control_ask(struct queue *q,
  * *value is the answer (heap, NUL-terminated after *len bytes; free() it), NULL when none came. */
 int queue_answer_wait(
     struct queue *q, const char *key, int block_ms, char **value, size_t *len, struct mu_err *err);
+
+/* ---- operator commands that are never dropped (queue/durable.c, issue #40) ---- */
+
+/* What queue_control_post did. */
+enum queue_post {
+    QUEUE_POST_SENT = 0,  /* a musterd leads: the entry was added (id set) */
+    QUEUE_POST_RECORDED,  /* node command, no musterd leads: only the wanted state was kept */
+    QUEUE_POST_NO_LEADER, /* no musterd leads: nothing was added */
+    QUEUE_POST_NO_NODE,   /* node command for a node with no record in nodes nor node:wanted */
+};
+
+/* One control request. */
+struct queue_control_req {
+    const char *cmd;  /* "cancel", "reload", "why", "cordon", ... */
+    const char *arg;  /* job id, node, token; NULL = none */
+    int grace_s;      /* drain's grace cap; -1 = none */
+    int timeout_ms;   /* > 0: musterd drops the entry once Redis's clock passes its id's ms plus
+                       * this (queue_control_expired); 0 = applied whenever read */
+    bool node_wanted; /* cordon/drain/uncordon: record (or clear) arg's wanted state in
+                       * prefix+"node:wanted" in the same script, even when no musterd leads */
+};
+
+/* One script: when c->node_wanted, refuses a node that has neither a status entry nor a wanted
+ * state (*result QUEUE_POST_NO_NODE, nothing written), else sets the node's wanted state
+ * (queue_wanted_format; uncordon deletes it); then adds the control entry only while
+ * prefix+"leader" is held.  id (the entry id) is set for QUEUE_POST_SENT, "" otherwise.  -1 only
+ * on a Redis error. */
+int queue_control_post(struct queue *q,
+                       const struct queue_control_req *c,
+                       enum queue_post *result,
+                       char *id,
+                       size_t id_size,
+                       struct mu_err *err);
+/* The wanted state a node command records: "cordoned" (cordon), "draining" (drain), NULL for
+ * uncordon (clears it) and anything else.  Static text. */
+const char *queue_wanted_state(const char *cmd);
+/* The node:wanted value {"state":"<state>"[,"grace_s":N]} into buf; 0, or -1 when it does not
+ * fit. */
+int queue_wanted_format(const char *state, int grace_s, char *buf, size_t size);
+/* Parses a node:wanted value: state ("cordoned" or "draining") and grace_s (-1 = none).  0, or
+ * -1 with MU_E_PARSE. */
+int queue_wanted_parse(
+    const char *value, char *state, size_t state_size, int *grace_s, struct mu_err *err);
+/* TIME: Redis's clock in ms (control deadlines are Redis time, never a host's). */
+int queue_time_ms(struct queue *q, uint64_t *now_ms, struct mu_err *err);
+/* Whether a control entry with timeout_ms (0 = none: never) is past its deadline at Redis time
+ * now_ms: the entry id's ms ("<ms>-<seq>", Redis's clock when it was added) plus timeout_ms. */
+bool queue_control_expired(const char *entry_id, uint64_t timeout_ms, uint64_t now_ms);
 
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);

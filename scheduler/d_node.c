@@ -176,6 +176,22 @@ static int hello_spec(struct musterd *d,
     return 0;
 }
 
+/* A node (back) online takes the state the operator asked for while it was away: a cordon or
+ * drain musterd kept (<prefix>node:wanted).  Without one it keeps its own (ready when new). */
+static void wanted_apply(struct musterd *d, struct d_node *node, const char *name)
+{
+    const struct d_wanted *w = d_wanted_get(d, name);
+
+    if (!w || node->admin == w->admin)
+        return;
+    node->admin = w->admin;
+    node->drain_grace_s = w->grace_s;
+    node->reason[0] = '\0'; /* the operator's word replaces musterd's */
+    node->refusals = 0;
+    mu_log(MU_LOG_INFO, "sched", "node=%s %s, as the operator asked while it was not registered",
+           name, sched_node_state_name(w->admin));
+}
+
 struct d_node *d_node_register(struct musterd *d, const char *identity, const struct proto_msg *m)
 {
     struct sched_node_spec spec;
@@ -212,8 +228,11 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     if (idx >= d->nnodes) {
         d->nnodes = idx + 1;
         d->nodes[idx].admin = SCHED_NODE_READY;
+        d->nodes[idx].drain_grace_s = -1;
     }
     node = &d->nodes[idx];
+    if (!node->online)
+        wanted_apply(d, node, m->node);
     mu_strlcpy(node->name, m->node, sizeof(node->name));
     mu_strlcpy(node->pool, m->pool, sizeof(node->pool));
     mu_strlcpy(node->addr, m->addr[0] ? m->addr : m->node, sizeof(node->addr));
@@ -319,13 +338,72 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
     return -1;
 }
 
+int d_wanted_set(struct musterd *d,
+                 const char *name,
+                 enum sched_node_state admin,
+                 int grace_s,
+                 struct mu_err *err)
+{
+    struct d_wanted *w;
+
+    if (!d->wanted && (d->wanted = mu_map_new()) == NULL)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    if (admin != SCHED_NODE_CORDONED && admin != SCHED_NODE_DRAINING) {
+        free(mu_map_remove(d->wanted, name));
+        return 0;
+    }
+    w = mu_map_get(d->wanted, name);
+    if (!w) {
+        w = malloc(sizeof(*w));
+        if (!w || mu_map_put(d->wanted, name, w, err) != 0) {
+            free(w);
+            return mu_errf(err, MU_E_NOMEM, "out of memory");
+        }
+    }
+    w->admin = admin;
+    w->grace_s = grace_s;
+    return 0;
+}
+
+const struct d_wanted *d_wanted_get(const struct musterd *d, const char *name)
+{
+    return d->wanted ? mu_map_get(d->wanted, name) : NULL;
+}
+
+/* One field of <prefix>node:wanted; a value that does not parse is logged and left out. */
+static int wanted_load_one(
+    void *ctx, const char *field, const char *value, size_t len, struct mu_err *err)
+{
+    struct musterd *d = ctx;
+    struct mu_err perr;
+    char state[16];
+    int grace_s;
+
+    (void)len;
+    if (queue_wanted_parse(value, state, sizeof(state), &grace_s, &perr) != 0) {
+        mu_log(MU_LOG_WARN, "sched", "node=%s %s; left out", field, perr.msg);
+        return 0;
+    }
+    return d_wanted_set(d, field,
+                        strcmp(state, "draining") == 0 ? SCHED_NODE_DRAINING : SCHED_NODE_CORDONED,
+                        grace_s, err);
+}
+
 int d_nodes_recover(struct musterd *d, struct mu_err *err)
 {
     cJSON *nodes = NULL;
     const cJSON *node;
+    int kept = 0;
 
     if (d_topo_load(d, err) != 0 || queue_status_read(d->q, "nodes", &nodes, err) != 0)
         return -1;
+    if (queue_hash_each(d->q, "node:wanted", wanted_load_one, d, &kept, err) != 0) {
+        cJSON_Delete(nodes);
+        return -1;
+    }
+    if (kept > 0)
+        mu_log(MU_LOG_INFO, "sched",
+               "%d node(s) cordoned or drained by the operator: applied as each registers", kept);
     d->expected_nodes = mu_map_new();
     if (!d->expected_nodes) {
         cJSON_Delete(nodes);
@@ -378,9 +456,16 @@ bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms)
 
 void d_nodes_free(struct musterd *d)
 {
+    size_t pos = 0;
+    void *w;
+
     d_topo_free(d);
     mu_map_free(d->expected_nodes);
     d->expected_nodes = NULL;
+    while ((w = mu_map_next(d->wanted, &pos)) != NULL)
+        free(w);
+    mu_map_free(d->wanted);
+    d->wanted = NULL;
     free(d->nodes);
     d->nodes = NULL;
     d->nnodes = 0;

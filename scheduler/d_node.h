@@ -39,6 +39,14 @@ struct d_node {
                                write (d_status.c); 0 = a task runs here */
     uint64_t status_sum;    /* hash of the entry last written to <prefix>nodes; 0 = none yet */
     uint64_t status_hb_ms;  /* the heartbeat_at that entry shows */
+    int drain_grace_s;      /* the operator's --grace cap of its drain; -1 = none */
+};
+
+/* The operator's wanted state of a node (<prefix>node:wanted), kept whether it is registered or
+ * not. */
+struct d_wanted {
+    enum sched_node_state admin; /* SCHED_NODE_CORDONED or SCHED_NODE_DRAINING */
+    int grace_s;                 /* drain's --grace cap; -1 = none */
 };
 
 /* The node's state for placement: terminating (spot notice) beats the operator's state. */
@@ -75,11 +83,21 @@ uint64_t d_node_silence_limit_ms(const struct cfg *c);
 /* A node silent past d_node_silence_limit_ms is marked lost; returns its index, or -1 when no
  * more node is due.  Call until -1. */
 int d_nodes_expire(struct musterd *d, uint64_t now_ms);
-/* After a restart: reads the nodes the last run knew (not lost) and starts the grace. */
+/* After a restart: reads the nodes the last run knew (not lost) and starts the grace, and the
+ * operator's wanted states (<prefix>node:wanted), applied as each node registers. */
 int d_nodes_recover(struct musterd *d, struct mu_err *err);
 /* True while known nodes may still come back (placement then uses first choices only). */
 bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms);
 void d_nodes_free(struct musterd *d);
+/* Keeps the operator's wanted state of node name (SCHED_NODE_READY forgets it), for when the node
+ * registers; 0, or -1 with err (no memory).  Does not touch a registered node (d_control.c). */
+int d_wanted_set(struct musterd *d,
+                 const char *name,
+                 enum sched_node_state admin,
+                 int grace_s,
+                 struct mu_err *err);
+/* The wanted state kept for name, or NULL; borrowed until the next d_wanted_set of name. */
+const struct d_wanted *d_wanted_get(const struct musterd *d, const char *name);
 
 /* ---- the imported EC2 instance topology (d_topo.c, issue #16, docs/deploy.md) ---- */
 
