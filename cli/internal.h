@@ -193,10 +193,27 @@ bool ctl_state_is_final(const char *state);
 /* Sleeps ms milliseconds (interrupted early by a signal). */
 void ctl_sleep_ms(int ms);
 
-/* Sends `cmd arg` on the control stream and confirms it ("drain requested for node n1").  what
- * is "node" or "job"; an unknown node or job, or a job in a final state ("job 'ID' is SUCCEEDED,
- * not active"), is an error printed here (CTL_EXIT_FAIL) and sends nothing. */
+/* Sends `cmd arg` on the control stream and confirms it ("hold requested for job ID").  what
+ * is "node" (ctl_node_command) or "job"; an unknown job, a job in a final state ("job 'ID' is
+ * SUCCEEDED, not active"), or no musterd leading (ctl_no_leader) is an error printed here
+ * (CTL_EXIT_FAIL) and sends nothing. */
 int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg);
+/* cordon, drain (grace_s >= 0: its --grace) or uncordon of node: the wanted state is recorded in
+ * <prefix>node:wanted (uncordon clears it) and, while a musterd leads, the command sent; with
+ * none leading it is only recorded, said so, and still CTL_EXIT_OK (musterd applies it when it
+ * leads and the node registers).  A node never seen is an error (CTL_EXIT_FAIL), nothing kept.
+ * *posted (may be NULL) says which it was. */
+int ctl_node_command(
+    struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *posted);
+/* queue_control_post through ctl's connection; 0, or -1 with the error printed. */
+int ctl_post(struct ctl *ctl,
+             const struct queue_control_req *c,
+             enum queue_post *result,
+             char *id,
+             size_t id_size);
+/* "no musterd leads right now (<prefix>leader is free): <what>; hint: ..." on stderr;
+ * CTL_EXIT_FAIL. */
+int ctl_no_leader(const struct ctl *ctl, const char *what);
 
 /* ---- tables (table.c) ---- */
 

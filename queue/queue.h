@@ -508,11 +508,10 @@ int queue_status_write(
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err);
 
-/* XADD prefix+"control" cmd reload: asks musterd to read its config file again; id gets the
- * entry id, which musterd's answer names (queue_reload_result). */
-int queue_reload_request(struct queue *q, char *id, size_t id_size, struct mu_err *err);
-/* HMGET prefix+"reload" id result: the last reload's request id ("SIGHUP" for a signal) and its
- * result ("ok: …" or "refused: …"); empty strings when there has been none. */
+/* The reload request is queue_control_post's ("reload", with --timeout as timeout_ms); musterd
+ * answers it in prefix+"reload".  HMGET prefix+"reload" id result: the last reload's request id
+ * ("SIGHUP" for a signal) and its result ("ok: …" or "refused: …"); empty strings when there has
+ * been none. */
 int queue_reload_result(struct queue *q,
                         char *id,
                         size_t id_size,
@@ -536,14 +535,6 @@ int queue_log_wait(struct queue *q,
                    size_t *len,
                    struct mu_err *err);
 
-/* XADD prefix+"control" cmd <cmd> arg <arg> for a question ("why" + job id); id gets the entry
- * id, which names the answer's key. */
-int queue_control_ask(struct queue *q,
-                      const char *cmd,
-                      const char *arg,
-                      char *id,
-                      size_t id_size,
-                      struct mu_err *err);
 /* BLPOP prefix+key ("why:<entry id>") for up to block_ms (under the connection's 2 s timeout).
  * *value is the answer (heap, NUL-terminated after *len bytes; free() it), NULL when none came. */
 int queue_answer_wait(
