@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Nothing an operator says is dropped (issue #40), for real: kill -9 musterd, let its lease go,
-# then cordon one node and drain the other while no musterd leads.  Both are recorded in
+# Nothing an operator says is dropped (issue #40), for real: kill -9 musterd, cordon one node
+# (sent: the dead leader's lease still runs), let the lease go, then cordon it again and drain the
+# other while no musterd leads.  Both are recorded in
 # muster:node:wanted (musterctl nodes shows them) and nothing waits in the control stream; after
 # the restart the workers register again and take the kept states: the drained node's adopted
 # gang is requeued off it, the cordoned node keeps its gang but takes no new job until uncordon.
@@ -20,8 +21,9 @@ jqo() { jq -e "$1" "$T/out" >/dev/null || fail "jq -e '$1' failed on: $(cat "$T/
 tctl() { timeout 10 "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" "$@"; }
 node_state() { ctl -o json nodes | jq -r ".[] | select(.name == \"$1\") | .state"; }
 
-# Workers keep their tasks through the outage (their lease is node_lost_after_s).
-make_config --with '{"node_lost_after_s": 30}' >/dev/null
+# Workers keep their tasks through the outage (their lease is node_lost_after_s); the killed
+# musterd's lease outlives the first command below for sure (leader_lease_s).
+make_config --with '{"node_lost_after_s": 30, "leader_lease_s": 60}' >/dev/null
 start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 start_worker n2 spot-a 8
@@ -44,10 +46,14 @@ CN=$(job_field "$B" nodes)
 BIG=$(submit_json '{"name":"big","tasks":4,"gpus_per_task":8,"command":["true"]}') # never fits
 wait_for "big pending" 10 job_state_is "$BIG" PENDING
 
-# ---- no musterd leads ------------------------------------------------------------------------
+# ---- musterd killed: first its lease still runs, then no musterd leads ------------------------
 kill -9 "$MUSTERD_PID"
 wait "$MUSTERD_PID" 2>/dev/null || true
-rcli DEL "${P}leader" >/dev/null # its lease ran out (without waiting leader_lease_s for it)
+# The user's report: this cordon was dropped by the restarted musterd, read 0.4 s before the node
+# registered.  It is sent (the dead leader's lease still runs) and kept.
+expect_rc 0 ctl cordon "$CN"
+out_has "cordon requested for node $CN"
+rcli DEL "${P}leader" >/dev/null # the lease ran out (without waiting leader_lease_s for it)
 n=$(rcli XLEN "${P}control")
 
 expect_rc 0 ctl cordon "$CN"
