@@ -111,6 +111,8 @@ static void test_expired_why_dropped(void **state)
     struct dfix *f = *state;
     const char *answer;
 
+    /* A node, so that the answer's placement search has one to look at. */
+    (void)dfix_hello(f, "n1", "od", 8);
     dfix_submit(f, J1, ONE);
     fake_store_set_time(f->store, C1_MS + 10001);
     control_timeout(f, C1, "why", 10000);
