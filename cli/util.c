@@ -330,22 +330,22 @@ static int node_said(struct ctl *ctl, const char *cmd, const char *node, enum qu
 }
 
 int ctl_node_command(
-    struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *out)
+    struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *posted)
 {
     struct queue_control_req c = { cmd, node, grace_s, 0, true };
-    enum queue_post posted;
+    enum queue_post result;
     char id[QUEUE_JOB_ID_MAX];
 
-    if (ctl_post(ctl, &c, &posted, id, sizeof(id)) != 0)
+    if (ctl_post(ctl, &c, &result, id, sizeof(id)) != 0)
         return CTL_EXIT_FAIL;
-    if (out)
-        *out = posted;
-    if (posted == QUEUE_POST_NO_NODE)
+    if (posted)
+        *posted = result;
+    if (result == QUEUE_POST_NO_NODE)
         return ctl_fail(ctl,
                         "node '%s' not found: no worker of that name has registered; hint: "
                         "musterctl nodes lists the nodes",
                         node);
-    return node_said(ctl, cmd, node, posted);
+    return node_said(ctl, cmd, node, result);
 }
 
 int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg)
