@@ -7,8 +7,8 @@
 # the restart the workers register again and take the kept states: the drained node's adopted
 # gang is requeued off it, the cordoned node keeps its gang but takes no new job until uncordon.
 # A node never seen is refused at once.  With no leader, reload, cancel and why fail at once with
-# a clear message and send nothing; a reload entry past its deadline (timeout_ms) is dropped by
-# the musterd that reads it later, never applied.
+# a clear message and send nothing; a reload that a (hung) leader never answered expires, and the
+# musterd that reads it later drops it, never applies it.
 source "$(dirname "$0")/lib.sh"
 
 command -v jq >/dev/null 2>&1 || fail "jq not found"
@@ -80,8 +80,17 @@ err_has "musterctl: why: no musterd leads right now (${P}leader is free), so non
 [ "$(rcli XLEN "${P}control")" = "$n" ] || fail "something was queued with no musterd: $(rcli XRANGE "${P}control" - +)"
 ok "reload, cancel and why with no musterd: refused at once, nothing queued"
 
-# An entry that was sent with a deadline nobody met (as a musterctl that gave up leaves it).
-stale=$(rcli XADD "${P}control" '*' cmd reload timeout_ms 1)
+# A leader that does not answer (its key held, as by a musterd that hangs): reload is sent with
+# its --timeout as the deadline, nobody answers, and musterctl says it expired.
+rcli SET "${P}leader" "9 musterd@hung tcp://127.0.0.1:1" >/dev/null
+expect_rc 1 tctl reload --timeout 1
+err_has "no answer from musterd within 1s"
+err_has "expired and is never applied"
+stale=$(rcli XREVRANGE "${P}control" + - COUNT 1 | head -1)
+[ "$(rcli XLEN "${P}control")" = $((n + 1)) ] && [ "$(rcli HGET "${P}reload" id)" != "$stale" ] ||
+    fail "the unanswered reload: $(rcli XRANGE "${P}control" - +)"
+rcli DEL "${P}leader" >/dev/null
+ok "reload nobody answers: exit 1 at its deadline, saying it expired"
 
 # ---- musterd is back -------------------------------------------------------------------------
 start_musterd "$CONFIG"
