@@ -10,7 +10,8 @@
  *
  * Keys (prefix "muster:" by default):
  *   submit (stream, field spec), control (stream), job:<id> (hash), jobs (sorted set: id by
- *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON),
+ *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON), node:wanted
+ *   (hash node -> the operator's kept cordon or drain, queue/durable.c),
  *   idem:<key> (string -> job id), epoch (counter: the scheduler's fencing epoch),
  *   active (set: ids of jobs not yet in a final state, read on scheduler restart).
  */

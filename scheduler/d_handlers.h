@@ -71,7 +71,10 @@ int d_array_skip_parse(struct d_job *p, const char *text);
 /* After a restart's load: each array counts its recovered elements and makes the next ones. */
 void d_array_recover(struct musterd *d);
 
-/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload). */
+/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload,
+ * why, topology).  An entry past its deadline (timeout_ms, against Redis's clock) is dropped and
+ * acknowledged; one whose deadline cannot be checked (Redis down) is left unacknowledged.  A node
+ * command is kept for the node's registration (d_wanted_set) as well as applied. */
 void d_control(struct musterd *d, const struct queue_entry *e);
 /* d_reload.c: reads d->config_path again; the queues take effect, any other change is refused.
  * id names the request in the answer (the control entry's id, or "SIGHUP"). */
