@@ -15,7 +15,7 @@
  * asks (the scheduler has been silent a while with tasks running), so a healthy cluster costs
  * Redis nothing.
  */
-#include "worker/wrk.h"
+#include "worker/internal.h"
 
 #include <errno.h>
 #include <pthread.h>
