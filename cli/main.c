@@ -196,7 +196,9 @@ const struct ctl_cmd ctl_commands[] = {
       "running there, and why musterd cordoned the node when it did (it refused tasks of three "
       "attempts in a row for its own reasons).  A cordon or drain kept for a node that musterd "
       "has not applied yet (the node or musterd is away) shows as that STATE, with the REASON "
-      "'by the operator: applied when it registers'; -o json has it as each node's \"wanted\".",
+      "'by the operator: applied when it registers'; -o json has it as each node's \"wanted\".  "
+      "STATE is ready, cordoned, draining, terminating (spot notice), down (its worker stopped "
+      "cleanly and said so) or lost (silent for node_lost_after_s).",
       NULL, 0, 0, CTL_ARG_NONE },
     { "status", ctl_cmd_status, "show which musterd leads, since when, and the standbys", "",
       "Shows the musterd that holds the leader lease (its holder name, musterd@HOST ENDPOINT, "

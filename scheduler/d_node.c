@@ -2,8 +2,9 @@
 /*
  * Layer 1 of musterd (d_node.h): the worker registry (DESIGN §2, §7): registration from HELLO,
  * heartbeats and their answers (which carry the worker's echo_ms back: its lease), nodes judged
- * lost, musterd's own cordon of a node that keeps refusing tasks, and the nodes of the last run
- * after a restart.  A node keeps its cluster index for the life of the daemon.
+ * lost, nodes whose worker said BYE (down), musterd's own cordon of a node that keeps refusing
+ * tasks, and the nodes of the last run after a restart.  A node keeps its cluster index for the
+ * life of the daemon.
  */
 
 #include "scheduler/d_node.h"
@@ -18,6 +19,8 @@
 
 enum sched_node_state d_node_state(const struct d_node *node)
 {
+    if (node->down)
+        return SCHED_NODE_DOWN;
     return node->terminating ? SCHED_NODE_TERMINATING : node->admin;
 }
 
@@ -241,6 +244,7 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     if (!node->online)
         mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",
                node->name, node->pool, m->ngpus, m->ntasks);
+    node->down = false; /* back after a BYE */
     if (d->expected_nodes && mu_map_remove(d->expected_nodes, node->name)
         && mu_map_count(d->expected_nodes) == 0) {
         mu_log(MU_LOG_INFO, "sched", "every node of the last run is back");
@@ -294,6 +298,27 @@ void d_node_refused(struct musterd *d,
     d->nodes_dirty = true;
 }
 
+void d_node_stopping(struct musterd *d, struct d_node *node)
+{
+    if (node->down)
+        return;
+    node->down = true;
+    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_DOWN);
+    mu_log(MU_LOG_INFO, "sched", "node=%s stopping: its worker stops its tasks; no new work there",
+           node->name);
+    d->nodes_dirty = true;
+}
+
+void d_node_down(struct musterd *d, struct d_node *node)
+{
+    node->online = false;
+    node->down = true;
+    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_DOWN);
+    mu_log(MU_LOG_INFO, "sched", "node=%s down: its worker stopped cleanly (BYE)", node->name);
+    d->nodes_dirty = true;
+    d->dirty = true;
+}
+
 uint64_t d_node_silence_limit_ms(const struct cfg *c)
 {
     /* A worker cut off this long stops its own tasks (its lease); the margin makes sure it did
@@ -327,6 +352,7 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
             continue;
         }
         node->online = false;
+        node->down = false; /* stopping, but its BYE never came: lost after all */
         sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
         mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
                d->cfg.node_lost_after_s);
@@ -423,8 +449,11 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
             if (prof->string && mu_mig_profile_is_valid(prof->string))
                 (void)sched_cluster_profile_intern(d->cluster, prof->string, NULL);
         }
+        /* Lost or down (its worker said BYE): not expected back. */
         if (!cJSON_IsString(name)
-            || (cJSON_IsString(state) && strcmp(state->valuestring, "lost") == 0))
+            || (cJSON_IsString(state)
+                && (strcmp(state->valuestring, "lost") == 0
+                    || strcmp(state->valuestring, "down") == 0)))
             continue;
         if (mu_map_put(d->expected_nodes, name->valuestring, d, err) != 0) {
             cJSON_Delete(nodes);
