@@ -26,6 +26,7 @@ struct d_node {
     bool online;          /* registered and not lost or down */
     bool down;        /* its worker stops cleanly (a stopped exit) or said BYE; until it registers
                          again.  online stays true until the BYE: its last reports are still read */
+    bool forgotten;   /* musterctl node forget: no status entry until it registers again */
     uint64_t seen_ms; /* mono: last message */
     uint64_t seen_wall_ms;
     int unanswered; /* heartbeats left unanswered since the last answer (d_answer_every) */
@@ -90,6 +91,15 @@ void d_node_stopping(struct musterd *d, struct d_node *node);
 /* The worker of node said BYE (a clean stop): the node is down at once, not judged lost later.
  * The caller then ends what still runs there as for a lost node (d_node_lost_tasks). */
 void d_node_down(struct musterd *d, struct d_node *node);
+/* Whether a live job still has a task on the node called name (placed, or adopting). */
+bool d_node_has_tasks(const struct musterd *d, const char *name);
+/*
+ * The control command "forget" (musterctl node forget NODE): removes the record of a node that
+ * is not registered (lost, down, or not back since a restart) and has no task, from
+ * <prefix>nodes and from the nodes a restarted musterd waits for.  The answer ("ok: ..." or
+ * "refused: why") goes to <prefix>forget:<entry_id>.
+ */
+void d_node_forget(struct musterd *d, const char *entry_id, const char *name);
 /* A node silent past d_node_silence_limit_ms is marked lost; returns its index, or -1 when no
  * more node is due.  Call until -1. */
 int d_nodes_expire(struct musterd *d, uint64_t now_ms);

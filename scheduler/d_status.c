@@ -13,7 +13,8 @@
  * third of node_lost_after_s old, so a live node's entry is rewritten that often, and a silent
  * one's age grows until musterd marks it lost (a change, written at once).  After Redis comes
  * back every entry is written again (d_status_rewrite): a failed-over primary may have lost any
- * of them.
+ * of them.  A node an operator forgot (musterctl node forget) has no entry until it registers
+ * again.
  */
 
 #include "scheduler/d_loop.h"
@@ -438,6 +439,8 @@ static void nodes_write(struct musterd *d)
         uint64_t heartbeat_ms = shown_heartbeat(node, hb_refresh_ms);
         bool releasable;
         uint64_t sum;
+        if (node->forgotten)
+            continue; /* musterctl node forget removed its entry; none until it registers */
         /* Idle since the first status write that found no task here (writes follow every start
          * and release, so this is within a loop turn of the truth). */
         if (jobs[i].len > 0)
