@@ -196,6 +196,33 @@ static void wanted_apply(struct musterd *d, struct d_node *node, const char *nam
            name, sched_node_state_name(w->admin));
 }
 
+/*
+ * A worker whose whole GPUs do not match its pool's gpus_per_node (a wrong --gpus, or the wrong
+ * --pool) is registered as it reports itself, but said loudly: placement counts its GPUs, while
+ * autoscalers and the pending-demand gauges count the pool's.  Logged once per change.
+ */
+static void gpu_check(struct musterd *d, struct d_node *node, const struct proto_msg *m)
+{
+    const struct cfg_pool *pool = cfg_pool_find(&d->cfg, m->pool);
+    char warning[sizeof(node->warning)] = "";
+    int whole = 0;
+
+    for (int g = 0; g < m->ngpus; g++)
+        whole += m->gpus[g].profile[0] == '\0'; /* GPUs in MIG mode count, their slices not */
+    if (pool && whole != pool->gpus_per_node)
+        (void)mu_snprintf(warning, sizeof(warning),
+                          "reports %d GPU(s), but pool %s has gpus_per_node %d", whole, pool->name,
+                          pool->gpus_per_node);
+    if (strcmp(warning, node->warning) == 0)
+        return;
+    mu_strlcpy(node->warning, warning, sizeof(node->warning));
+    if (warning[0])
+        mu_log(MU_LOG_WARN, "sched",
+               "node=%s %s; registered as it reports itself; hint: check the worker's --gpus and "
+               "--pool, or the pool's gpus_per_node",
+               node->name, warning);
+}
+
 struct d_node *d_node_register(struct musterd *d, const char *identity, const struct proto_msg *m)
 {
     struct sched_node_spec spec;
@@ -245,6 +272,7 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     if (!node->online)
         mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",
                node->name, node->pool, m->ngpus, m->ntasks);
+    gpu_check(d, node, m);
     node->down = false; /* back after a BYE, or after musterctl node forget */
     node->forgotten = false;
     if (d->expected_nodes && mu_map_remove(d->expected_nodes, node->name)

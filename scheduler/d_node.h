@@ -24,10 +24,12 @@ struct d_node {
     char addr[128];
     char instance_id[64]; /* EC2 instance id from HELLO; "" = not given */
     bool online;          /* registered and not lost or down */
-    bool down;        /* its worker stops cleanly (a stopped exit) or said BYE; until it registers
-                         again.  online stays true until the BYE: its last reports are still read */
-    bool forgotten;   /* musterctl node forget: no status entry until it registers again */
-    uint64_t seen_ms; /* mono: last message */
+    bool down;         /* its worker stops cleanly (a stopped exit) or said BYE; until it registers
+                          again.  online stays true until the BYE: its last reports are still read */
+    bool forgotten;    /* musterctl node forget: no status entry until it registers again */
+    char warning[160]; /* what registration found odd (GPUs against the pool's gpus_per_node);
+                          "" = nothing */
+    uint64_t seen_ms;  /* mono: last message */
     uint64_t seen_wall_ms;
     int unanswered; /* heartbeats left unanswered since the last answer (d_answer_every) */
     enum sched_node_state admin;        /* operator state: ready, cordoned or draining */
