@@ -192,7 +192,7 @@ void d_control(struct musterd *d, const struct queue_entry *e)
     } else if (strcmp(e->cmd, "topology") == 0) {
         d_topo_import(d, e->arg);
     } else if (strcmp(e->cmd, "forget") == 0) {
-        d_node_forget(d, e->id, e->arg);
+        applied = d_node_forget(d, e->id, e->arg) == 0; /* else read again after the outage */
     } else {
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);

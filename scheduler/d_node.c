@@ -422,7 +422,7 @@ static int forget_check(struct musterd *d, const char *name, char *why, size_t s
     return 0;
 }
 
-void d_node_forget(struct musterd *d, const char *entry_id, const char *name)
+int d_node_forget(struct musterd *d, const char *entry_id, const char *name)
 {
     int idx = sched_cluster_node_find(d->cluster, name);
     char why[PROTO_NODE_MAX + 300];
@@ -432,11 +432,11 @@ void d_node_forget(struct musterd *d, const char *entry_id, const char *name)
     struct mu_err err;
 
     if (forget_check(d, name, why, sizeof(why)) != 0)
-        return; /* Redis is down: musterctl's wait runs out and says so */
+        return -1;
     if (!why[0] && d->store.ops->status_write(d->store.ctx, "nodes", &kv, 1, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "forget %s: %s", name, err.msg);
         d->redis_down = true;
-        return;
+        return -1;
     }
     if (why[0]) {
         mu_log(MU_LOG_INFO, "sched", "forget %s refused: %s", name, why);
@@ -454,9 +454,11 @@ void d_node_forget(struct musterd *d, const char *entry_id, const char *name)
     }
     (void)mu_snprintf(key, sizeof(key), "forget:%s", entry_id);
     if (d->store.ops->answer_push(d->store.ctx, key, answer, strlen(answer), &err) != 0) {
+        /* Done all the same; musterctl's wait runs out and says the answer did not come. */
         mu_log_limited(MU_LOG_ERROR, "sched", "forget", 5, "forget %s: %s", name, err.msg);
         d->redis_down = true;
     }
+    return 0;
 }
 
 uint64_t d_node_silence_limit_ms(const struct cfg *c)

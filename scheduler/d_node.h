@@ -99,9 +99,10 @@ bool d_node_has_tasks(const struct musterd *d, const char *name);
  * The control command "forget" (musterctl node forget NODE): removes the record of a node that
  * is not registered (lost, down, or not back since a restart) and has no task, from
  * <prefix>nodes and from the nodes a restarted musterd waits for.  The answer ("ok: ..." or
- * "refused: why") goes to <prefix>forget:<entry_id>.
+ * "refused: why") goes to <prefix>forget:<entry_id>.  0, or -1 when Redis failed before the
+ * record was removed (nothing changed: the command is to be read again).
  */
-void d_node_forget(struct musterd *d, const char *entry_id, const char *name);
+int d_node_forget(struct musterd *d, const char *entry_id, const char *name);
 /* A node silent past d_node_silence_limit_ms is marked lost; returns its index, or -1 when no
  * more node is due.  Call until -1. */
 int d_nodes_expire(struct musterd *d, uint64_t now_ms);
