@@ -272,8 +272,9 @@ const struct ctl_cmd ctl_commands[] = {
     { "node", ctl_cmd_node, "forget a node that is gone", "forget NODE [--timeout S]",
       "'node forget NODE' asks musterd to remove the record of a node that is gone: lost (silent "
       "for node_lost_after_s) or down (its worker stopped cleanly), or not back since musterd "
-      "restarted.  The node leaves 'musterctl nodes' and the nodes hash, and a restarted musterd "
-      "no longer waits for it; a worker that comes back later registers as usual.  musterd "
+      "restarted.  The node leaves 'musterctl nodes' and the nodes hash, a cordon or drain kept "
+      "for it (<prefix>node:wanted) is dropped, and a restarted musterd no longer waits for it; "
+      "a worker that comes back later registers as usual.  musterd "
       "refuses, and this exits 1 with its reason, while the node is registered (ready, "
       "cordoned, draining or terminating) or a running gang still has a task there; a name "
       "with no record exits 1 without asking.  Waits for musterd's answer.",

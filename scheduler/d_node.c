@@ -433,11 +433,17 @@ int d_node_forget(struct musterd *d, const char *entry_id, const char *name)
 
     if (forget_check(d, name, why, sizeof(why)) != 0)
         return -1;
-    if (!why[0] && d->store.ops->status_write(d->store.ctx, "nodes", &kv, 1, &err) != 0) {
+    /* The operator's kept cordon or drain of it goes with the record (first: a retry after a
+     * failure here or below finds the record still there, and deletes again). */
+    if ((!why[0] && d_wanted_get(d, name)
+         && d->store.ops->status_write(d->store.ctx, "node:wanted", &kv, 1, &err) != 0)
+        || (!why[0] && d->store.ops->status_write(d->store.ctx, "nodes", &kv, 1, &err) != 0)) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "forget %s: %s", name, err.msg);
         d->redis_down = true;
         return -1;
     }
+    if (!why[0] && d_wanted_get(d, name)) /* the map exists: this only removes from it */
+        (void)d_wanted_set(d, name, SCHED_NODE_READY, -1, NULL);
     if (why[0]) {
         mu_log(MU_LOG_INFO, "sched", "forget %s refused: %s", name, why);
         (void)mu_snprintf(answer, sizeof(answer), "refused: %s", why);

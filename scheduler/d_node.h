@@ -98,7 +98,8 @@ bool d_node_has_tasks(const struct musterd *d, const char *name);
 /*
  * The control command "forget" (musterctl node forget NODE): removes the record of a node that
  * is not registered (lost, down, or not back since a restart) and has no task, from
- * <prefix>nodes and from the nodes a restarted musterd waits for.  The answer ("ok: ..." or
+ * <prefix>nodes, from the nodes a restarted musterd waits for, and its kept cordon or drain
+ * (<prefix>node:wanted).  The answer ("ok: ..." or
  * "refused: why") goes to <prefix>forget:<entry_id>.  0, or -1 when Redis failed before the
  * record was removed (nothing changed: the command is to be read again).
  */

@@ -4,8 +4,8 @@
 # and the gang that ran there is requeued without counting a failure and runs on the other node.
 # node_lost_after_s is 120 in the first part, so the only way the gang can move within the
 # waits below is the goodbye.  musterctl node forget is refused while the node is registered
-# and for a name with no record, and removes a down node's record, for good: a restarted
-# musterd does not wait for it.  A worker whose GPU count does not match its pool's
+# and for a name with no record, and removes a down node's record (and the cordon kept for it),
+# for good: a restarted musterd does not wait for it.  A worker whose GPU count does not match its pool's
 # gpus_per_node registers, with a WARN line and a warning in its node record.  After the
 # restart (node_lost_after_s 3) a lost node is forgotten too, and forgotten nodes whose workers
 # come back register as usual.
@@ -85,10 +85,13 @@ rcli XRANGE muster:events - + | has -F "stopped by its worker's stop" || fail "n
 COLUMNS=400 ctl nodes | has -E "^$victim +spot-a +spot +down " || fail "musterctl nodes: $(COLUMNS=400 ctl nodes)"
 ok "SIGTERM: $victim down at once, the gang requeued without a failure and run on $other"
 
-# ---- forget the down node: gone from the nodes hash and musterctl nodes ----
+# ---- forget the down node: gone from the nodes hash and musterctl nodes, its cordon too ----
+expect_rc 0 ctl cordon "$victim" # kept in node:wanted for when it registers
+[ "$(rcli HEXISTS muster:node:wanted "$victim")" = 1 ] || fail "the cordon of $victim was not kept"
 expect_rc 0 ctl node forget "$victim"
 has -F "ok: node $victim forgotten" "$T/out" || fail "forget said: $(cat "$T/out")"
 node_absent "$victim" || fail "$victim is still listed: $(rcli HGET muster:nodes "$victim")"
+[ "$(rcli HEXISTS muster:node:wanted "$victim")" = 0 ] || fail "the cordon of $victim outlived its record"
 expect_rc 1 ctl node forget "$victim"
 has -F "node '$victim' not found" "$T/err" || fail "a second forget: $(cat "$T/err")"
 ok "node forget removed the down node's record"
@@ -116,6 +119,6 @@ ok "node forget removed the lost node's record"
 # ---- forgotten nodes that come back register as usual ----
 kill -CONT "${WORKER_PID[n3]}"
 start_worker "$victim" spot-a 8
-wait_for "n3 and $victim registered again" 20 \
+wait_for "n3 and $victim registered again, ready (the forgotten cordon not applied)" 20 \
     '[ "$(node_state n3)" = ready ] && [ "$(node_state '"$victim"')" = ready ]'
 ok "forgotten nodes whose workers came back registered again"
