@@ -4,11 +4,13 @@
  * per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an operator
  * looks at first when a node misbehaves; IDLE is how long no task has run there and RELEASABLE
  * whether an autoscaler may take it away (idle for consolidate_after_s); REASON says why musterd
- * cordoned it (a node that refused tasks again and again); a cordon or drain the operator said
- * while the node or musterd was away (<prefix>node:wanted, issue #40) shows as that state before
- * musterd applies it, and -o json has it as each node's "wanted"; LABELS, JOBS and REASON are cut
- * to fit the terminal.  When some node has MIG slices a SLICES column follows GPUS: free/total
- * slices by profile ("1g.10gb:5/7,3g.40gb:1/2").
+ * cordoned it (a node that refused tasks again and again), else what it found odd when the node
+ * registered (the entry's "warning": GPUs that do not match the pool's gpus_per_node); STATE is
+ * "down" for a node whose worker stopped cleanly, "lost" for one that fell silent; a cordon or
+ * drain the operator said while the node or musterd was away (<prefix>node:wanted, issue #40)
+ * shows as that state before musterd applies it, and -o json has it as each node's "wanted";
+ * LABELS, JOBS and REASON are cut to fit the terminal.  When some node has MIG slices a SLICES
+ * column follows GPUS: free/total slices by profile ("1g.10gb:5/7,3g.40gb:1/2").
  */
 #include "cli/internal.h"
 
@@ -156,6 +158,8 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms, bo
     cells[8] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "releasable")) ? "yes" : "no";
     cells[9] = jobs.data ? jobs.data : "";
     cells[10] = ctl_json_text(node, "reason", reason, sizeof(reason));
+    if (!cells[10][0]) /* what musterd found odd at registration (its GPUs against the pool's) */
+        cells[10] = ctl_json_text(node, "warning", reason, sizeof(reason));
     {
         /* A kept cordon or drain musterd has not applied yet (the node or musterd is away): shown
          * as what it will be, with the state musterd last wrote.  A spot notice stays. */

@@ -68,6 +68,7 @@ enum ctl_arg_kind {
     CTL_ARG_COMMAND, /* a musterctl command */
     CTL_ARG_SHELL,   /* a shell name (completion) */
     CTL_ARG_IMPORT,  /* "import", then a file (topology) */
+    CTL_ARG_FORGET,  /* "forget", then a node name (node) */
 };
 
 typedef int ctl_handler_fn(struct ctl *ctl, const struct ctl_args *args);
@@ -102,6 +103,7 @@ ctl_handler_fn ctl_cmd_events;
 ctl_handler_fn ctl_cmd_drain;
 ctl_handler_fn ctl_cmd_cordon;
 ctl_handler_fn ctl_cmd_uncordon;
+ctl_handler_fn ctl_cmd_node;
 ctl_handler_fn ctl_cmd_hold;
 ctl_handler_fn ctl_cmd_release;
 ctl_handler_fn ctl_cmd_queues;

@@ -86,7 +86,7 @@ static const struct ctl_opt opts_drain[] = {
     { NULL, 0, NULL, NULL },
 };
 
-/* reload and topology: the commands that wait for musterd's answer (ctl_answer_print). */
+/* reload, topology and node: the commands that wait for musterd's answer (ctl_answer_print). */
 static const struct ctl_opt opts_answer[] = {
     { "timeout", 0, "S", "wait at most S seconds for musterd's answer (default 10)" },
     { NULL, 0, NULL, NULL },
@@ -194,9 +194,14 @@ const struct ctl_cmd ctl_commands[] = {
       "an autoscaler may take it away (RELEASABLE: idle for the config's consolidate_after_s, "
       "default 10m, and no spot notice; it turns back the moment a job lands there), the jobs "
       "running there, and why musterd cordoned the node when it did (it refused tasks of three "
-      "attempts in a row for its own reasons).  A cordon or drain kept for a node that musterd "
+      "attempts in a row for its own reasons) or, failing that, what musterd found odd when the "
+      "node registered (a GPU count that does not match its pool's gpus_per_node; -o json: "
+      "\"warning\").  A cordon or drain kept for a node that musterd "
       "has not applied yet (the node or musterd is away) shows as that STATE, with the REASON "
-      "'by the operator: applied when it registers'; -o json has it as each node's \"wanted\".",
+      "'by the operator: applied when it registers'; -o json has it as each node's \"wanted\".  "
+      "STATE is ready, cordoned, draining, terminating (spot notice), down (its worker stopped "
+      "cleanly and said so) or lost (silent for node_lost_after_s); 'musterctl "
+      "node forget' removes a down or lost node.",
       NULL, 0, 0, CTL_ARG_NONE },
     { "status", ctl_cmd_status, "show which musterd leads, since when, and the standbys", "",
       "Shows the musterd that holds the leader lease (its holder name, musterd@HOST ENDPOINT, "
@@ -264,6 +269,16 @@ const struct ctl_cmd ctl_commands[] = {
       "Asks musterd to make a cordoned or drained NODE ready again, and clears its kept state "
       "(<prefix>node:wanted).",
       NULL, 1, 1, CTL_ARG_NODE },
+    { "node", ctl_cmd_node, "forget a node that is gone", "forget NODE [--timeout S]",
+      "'node forget NODE' asks musterd to remove the record of a node that is gone: lost (silent "
+      "for node_lost_after_s) or down (its worker stopped cleanly), or not back since musterd "
+      "restarted.  The node leaves 'musterctl nodes' and the nodes hash, a cordon or drain kept "
+      "for it (<prefix>node:wanted) is dropped, and a restarted musterd no longer waits for it; "
+      "a worker that comes back later registers as usual.  musterd "
+      "refuses, and this exits 1 with its reason, while the node is registered (ready, "
+      "cordoned, draining or terminating) or a running gang still has a task there; a name "
+      "with no record exits 1 without asking.  Waits for musterd's answer.",
+      opts_answer, 2, 2, CTL_ARG_FORGET },
     { "why", ctl_cmd_why, "explain why a pending job waits", "ID",
       "Asks musterd why pending job ID waits, computed now by the scheduler's own core: the "
       "job's reason; its start as the pass's reservation search finds it, naming the running "

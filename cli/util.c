@@ -185,6 +185,7 @@ const char *ctl_state_color(const char *state)
         { "lost", CTL_COLOR_RED },        { "terminating", CTL_COLOR_RED },
         { "PENDING", CTL_COLOR_YELLOW },  { "cordoned", CTL_COLOR_YELLOW },
         { "draining", CTL_COLOR_YELLOW }, { "PREEMPTING", CTL_COLOR_YELLOW },
+        { "down", CTL_COLOR_YELLOW },
     };
 
     for (size_t i = 0; i < MU_ARRAY_LEN(colors); i++) {

@@ -2,10 +2,10 @@
 /*
  * Layer 3 of musterd (d_handlers.h): operator commands from the control stream (musterctl):
  * cancel, hold and release a job; drain, cordon and uncordon a node; reload the config
- * (d_reload.c); import an EC2 instance topology (d_topo.c).  drain moves the node's
- * gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without counting
- * a failure); cordon only stops new work.  A node's cordon or drain is kept (d_wanted_set, the
- * copy of <prefix>node:wanted that musterctl writes with the entry) and applied when the node
+ * (d_reload.c); import an EC2 instance topology (d_topo.c); forget a node (d_node.c).  drain moves
+ * the node's gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without
+ * counting a failure); cordon only stops new work.  A node's cordon or drain is kept (d_wanted_set,
+ * the copy of <prefix>node:wanted that musterctl writes with the entry) and applied when the node
  * registers, so one said while the node or musterd was away is not lost (issue #40).  An entry
  * with timeout_ms is dropped once Redis's clock is past its deadline: its asker gave up and was
  * told so, and applying it later would contradict that.
@@ -191,6 +191,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         d_why(d, e->id, e->arg);
     } else if (strcmp(e->cmd, "topology") == 0) {
         d_topo_import(d, e->arg);
+    } else if (strcmp(e->cmd, "forget") == 0) {
+        applied = d_node_forget(d, e->id, e->arg) == 0; /* else read again after the outage */
     } else {
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);

@@ -332,6 +332,11 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
                           "from the scheduler for node_lost_after_s)",
                           t, node_name);
         d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->stopped) {
+        /* Its worker was told to stop (SIGTERM) and stopped its tasks: the node goes down. */
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s was stopped by its worker's stop",
+                          t, node_name);
+        d_job_attempt_end(d, j, false, 0, why);
     } else if (task->signal) {
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t, node_name,
                           mu_signal_name(task->signal));

@@ -13,7 +13,8 @@
  * third of node_lost_after_s old, so a live node's entry is rewritten that often, and a silent
  * one's age grows until musterd marks it lost (a change, written at once).  After Redis comes
  * back every entry is written again (d_status_rewrite): a failed-over primary may have lost any
- * of them.
+ * of them.  A node an operator forgot (musterctl node forget) has no entry until it registers
+ * again.
  */
 
 #include "scheduler/d_loop.h"
@@ -291,7 +292,7 @@ static uint64_t node_sum(const struct musterd *d,
 
     h = mu_hash_more(h, jobs->data ? jobs->data : "", jobs->len);
     h = hash_str(hash_str(hash_str(h, node->name), node->pool), node->addr);
-    h = hash_str(hash_str(h, node->reason), node->instance_id);
+    h = hash_str(hash_str(hash_str(h, node->reason), node->instance_id), node->warning);
     for (int l = 0; l < d->cfg.nlevels; l++)
         h = hash_str(hash_str(h, d->cfg.levels[l]), spec->labels[l]);
     for (int id = 1; id <= profiles; id++) {
@@ -344,6 +345,9 @@ static int node_json(const struct musterd *d,
         || (node->instance_id[0]
             && (mu_buf_append(b, ",\"instance_id\":", 15, err) != 0
                 || mu_buf_append_json_str(b, node->instance_id, err) != 0))
+        || (node->warning[0]
+            && (mu_buf_append(b, ",\"warning\":", 11, err) != 0
+                || mu_buf_append_json_str(b, node->warning, err) != 0))
         || slices_json(d, i, NULL, b, err) != 0 || milli_json(d, i, spec, b, err) != 0
         || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
@@ -438,6 +442,8 @@ static void nodes_write(struct musterd *d)
         uint64_t heartbeat_ms = shown_heartbeat(node, hb_refresh_ms);
         bool releasable;
         uint64_t sum;
+        if (node->forgotten)
+            continue; /* musterctl node forget removed its entry; none until it registers */
         /* Idle since the first status write that found no task here (writes follow every start
          * and release, so this is within a loop turn of the truth). */
         if (jobs[i].len > 0)

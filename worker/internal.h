@@ -91,6 +91,7 @@ struct wrk_agent {
     bool hello_sent;
     bool quiet; /* "scheduler unreachable" logged, "scheduler back" not yet */
     bool stop;
+    bool stopping; /* wrk_agent_shutdown stops the tasks: their exits are marked stopped */
 
     uint64_t ckpt_poll_ms; /* monotonic time of the last poll (without inotify) */
     uint64_t exit_poll_ms; /* monotonic time of the last sweep of exit files */
@@ -262,6 +263,9 @@ void wrk_send_notice(struct wrk_agent *a, enum proto_type type, const struct wrk
 void wrk_send_checkpoint(struct wrk_agent *a, const struct wrk_task *t);
 /* A LOG_DATA built by wrk_log_read (stamped here; m stays the caller's). */
 void wrk_send_log_data(struct wrk_agent *a, struct proto_msg *m);
+/* BYE, at a clean stop once the tasks were stopped: the tasks still in the table, as HELLO
+ * lists them (running ones, exits not acknowledged). */
+void wrk_send_bye(struct wrk_agent *a);
 
 /* ---- lease_watch.c: the agent's side of the lease ---- */
 

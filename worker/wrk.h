@@ -769,7 +769,8 @@ void wrk_agent_stop(struct wrk_agent *a);
 /*
  * Stops every running task (re-adopted ones too): SIGTERM to each process group, up to
  * WRK_SHUTDOWN_GRACE_MS for their exit files, SIGKILL for the rest; reports each exit with
- * TASK_STATUS (best effort).  Records not yet acknowledged stay for the next worker.
+ * TASK_STATUS (best effort, marked stopped), then says BYE so that the scheduler marks the node
+ * down at once.  Records not yet acknowledged stay for the next worker.
  */
 void wrk_agent_shutdown(struct wrk_agent *a);
 
