@@ -541,16 +541,9 @@ static int state_dirs_create(struct wrk_agent *a, struct mu_err *err)
 
 /* ---- public ---- */
 
-struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err)
+/* The flags' values that the agent keeps as they are. */
+static int agent_fields(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
 {
-    struct wrk_agent *a = calloc(1, sizeof(*a));
-    bool signals = false;
-
-    if (!a) {
-        mu_errf(err, MU_E_NOMEM, "out of memory for the agent");
-        return NULL;
-    }
-    a->ino_fd = -1;
     if (copy_field(a->scheduler, sizeof(a->scheduler), cfg->scheduler, "--scheduler", err) != 0
         || copy_field(a->node, sizeof(a->node), cfg->node, "--node", err) != 0
         || copy_field(a->pool, sizeof(a->pool), cfg->pool, "--pool", err) != 0
@@ -560,15 +553,15 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
                       err)
                != 0
         || copy_field(a->addr, sizeof(a->addr), cfg->addr, "--addr", err) != 0)
-        goto fail;
+        return -1;
     if (cfg->instance_id && cfg->instance_id[0]
         && copy_field(a->instance_id, sizeof(a->instance_id), cfg->instance_id, "--instance-id",
                       err)
                != 0)
-        goto fail;
+        return -1;
     if (cfg->nlabels < 0 || cfg->nlabels > PROTO_MAX_LABELS) {
         mu_errf(err, MU_E_RANGE, "at most %d labels", PROTO_MAX_LABELS);
-        goto fail;
+        return -1;
     }
     a->cpus = cfg->cpus;
     a->memory_mb = cfg->memory_mb;
@@ -579,6 +572,21 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
     a->ckpt_wd = a->tasks_wd = -1;
     a->shim_server.fd = -1;
     a->shim_server.pid = -1;
+    return 0;
+}
+
+struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err)
+{
+    struct wrk_agent *a = calloc(1, sizeof(*a));
+    bool signals = false;
+
+    if (!a) {
+        mu_errf(err, MU_E_NOMEM, "out of memory for the agent");
+        return NULL;
+    }
+    a->ino_fd = -1;
+    if (agent_fields(a, cfg, err) != 0)
+        goto fail;
 
     if (wrk_ident_setup(a, cfg, err) != 0 || shim_resolve(a, cfg, err) != 0)
         goto fail;
