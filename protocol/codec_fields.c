@@ -77,6 +77,8 @@ const struct proto_field proto_msg_fields[] = {
     F_STR(M, resume_from, TB(PROTO_BIND), false),
     F_U64(M, expires_ms, TB(PROTO_BIND), false),
     F_STR(M, job_user, TB(PROTO_BIND), false),
+    F_INT(M, cpus_per_task, 0, INT_MAX, TB(PROTO_BIND), false),
+    F_I64(M, memory_mb_per_task, 0, INT64_MAX, TB(PROTO_BIND), false),
     { "ok", PROTO_FK_BOOL, offsetof(M, ok), 0, 0, 0,
       TB(PROTO_BIND_ACK) | TB(PROTO_HEARTBEAT) | TB(PROTO_LOG_DATA), true },
     F_STR(M,
@@ -110,6 +112,7 @@ const struct proto_field proto_ref_fields[] = {
     F_INT(R, exit_code, INT_MIN, INT_MAX, ALL_TYPES, false),
     F_INT(R, signal, 0, 255, ALL_TYPES, false),
     { "fenced", PROTO_FK_BOOL, offsetof(R, fenced), 0, 0, 0, ALL_TYPES, false },
+    { "oom_killed", PROTO_FK_BOOL, offsetof(R, oom_killed), 0, 0, 0, ALL_TYPES, false },
     F_STR(R, checkpoint, ALL_TYPES, false),
     F_U64(R, checkpoint_at_ms, ALL_TYPES, false),
 };

@@ -58,7 +58,8 @@ static void ref_fill(struct proto_task_ref *r, int i)
     r->exit_code = -3 - i; /* signed field: a negative value must survive */
     r->signal = (i % 60) + 1;
     r->fenced = i % 2 == 0; /* set and unset both survive */
-    if (i % 2 == 1) {       /* a checkpoint, and none */
+    r->oom_killed = i % 3 == 0;
+    if (i % 2 == 1) { /* a checkpoint, and none */
         (void)mu_snprintf(r->checkpoint, sizeof(r->checkpoint), "/ckpt/step-%d", i);
         r->checkpoint_at_ms = 1732270000000ULL + (uint64_t)i;
     }
@@ -76,6 +77,7 @@ static void ref_check(const struct proto_task_ref *r, int i)
     assert_int_equal(r->exit_code, -3 - i);
     assert_int_equal(r->signal, (i % 60) + 1);
     assert_int_equal(r->fenced, i % 2 == 0);
+    assert_int_equal(r->oom_killed, i % 3 == 0);
     if (i % 2 == 1) {
         char path[64];
         (void)mu_snprintf(path, sizeof(path), "/ckpt/step-%d", i);
@@ -156,6 +158,8 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     mu_strlcpy(m->workdir, "/home/u/run", sizeof(m->workdir));
     mu_strlcpy(m->resume_from, "/ckpt/step-100", sizeof(m->resume_from));
     mu_strlcpy(m->job_user, "alice", sizeof(m->job_user));
+    m->cpus_per_task = 12;
+    m->memory_mb_per_task = INT64_C(1) << 36; /* past 32 bits */
     m->ok = true;
     mu_strlcpy(m->error, "no such file 'train.py'", sizeof(m->error));
     m->signal = 10;
@@ -313,8 +317,12 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         assert_string_equal(m->resume_from, "/ckpt/step-100");
         assert_true(m->expires_ms == UINT64_C(987664321));
         assert_string_equal(m->job_user, "alice");
+        assert_int_equal(m->cpus_per_task, 12);
+        assert_true(m->memory_mb_per_task == INT64_C(1) << 36);
     } else {
         assert_string_equal(m->job_user, "");
+        assert_int_equal(m->cpus_per_task, 0);
+        assert_true(m->memory_mb_per_task == 0);
         assert_true(m->expires_ms == 0);
         assert_int_equal(m->world_size, 0);
         assert_int_equal(m->master_port, 0);
