@@ -63,6 +63,23 @@ reason=$(rcli HGET "muster:job:$id" error)
 echo "$reason" | has "out of memory (memory_mb_per_task 64)" || fail "reason: $reason"
 ok "a task over memory_mb_per_task 64 was OOM-killed: $reason"
 
+# ---- cpus_per_task and memory_mb_per_task are the task's group's own limits ----
+id=$(submit_json '{"gpus_per_task":1,"cpus_per_task":1,"memory_mb_per_task":100,"max_retries":0,"command":"sleep 300"}')
+wait_for "job $id running" 15 job_state_is "$id" RUNNING
+if [ "$v1" = 1 ]; then
+    g=$MUSTER_CGROUP_ROOT/n1/$id.1.0
+    wait_for "the task's cpu group" 10 "[ -d /sys/fs/cgroup/cpu/$g ] || [ -d /sys/fs/cgroup/cpu,cpuacct/$g ]"
+    quota=$(cat /sys/fs/cgroup/cpu/"$g"/cpu.cfs_quota_us 2>/dev/null || cat /sys/fs/cgroup/cpu,cpuacct/"$g"/cpu.cfs_quota_us)
+    [ "$quota" = 100000 ] || fail "cpu.cfs_quota_us: '$quota', want 100000 (1 CPU of a 100000 us period)"
+    limit=$(cat /sys/fs/cgroup/memory/"$g"/memory.limit_in_bytes)
+    [ "$limit" = 104857600 ] || fail "memory.limit_in_bytes: '$limit', want 104857600"
+    ok "cpus_per_task 1 and memory_mb_per_task 100: cpu.cfs_quota_us $quota, memory.limit_in_bytes $limit"
+else
+    ok "limits: v2's cpu.max and memory.max are checked by hand (docs/muster-worker.md)"
+fi
+ctl cancel "$id" >/dev/null
+wait_for "job $id cancelled" 15 job_state_is "$id" CANCELLED
+
 # ---- GPU devices (v1's devices controller): only the task's own can be opened ----
 if [ "$v1" = 1 ]; then
     mkdir "$T/dev"
