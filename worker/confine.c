@@ -40,8 +40,22 @@ void wrk_agent_cgroup_setup(struct wrk_agent *a, const struct wrk_config *cfg)
         mu_log(MU_LOG_WARN, WRK_MOD, "node=%s no per-task cgroups: %s; %s", a->node, why, meaning);
         return;
     }
-    mu_log(MU_LOG_INFO, WRK_MOD, "node=%s per-task cgroups: v%d, %s/%s/JOB.ATTEMPT.TASK under %s%s",
-           a->node, a->cg.version, root, a->node,
-           a->cg.version == 2 ? a->cg.mount[WRK_CG_UNIFIED] : "each controller's mount",
-           a->cg.version == 2 ? " (GPU device confinement: v1 only, not done for v2 yet)" : "");
+    if (a->cg.version == 2) {
+        mu_log(MU_LOG_INFO, WRK_MOD,
+               "node=%s per-task cgroups: v2, %s/%s/JOB.ATTEMPT.TASK under %s (GPU device "
+               "confinement: v1 only, not done for v2 yet)",
+               a->node, root, a->node, a->cg.mount[WRK_CG_UNIFIED]);
+        return;
+    }
+    /* v1: say which controllers, so that a missing one (no memory limit, say) is seen. */
+    why[0] = '\0';
+    for (int c = 0; c < WRK_CG_NCTRL; c++) {
+        size_t used = strlen(why);
+        (void)mu_snprintf(why + used, sizeof(why) - used, "%s%s%s", used ? " " : "",
+                          a->cg.mount[c][0] ? "" : "no ", wrk_cg_ctrl_name((enum wrk_cg_ctrl)c));
+    }
+    mu_log(MU_LOG_INFO, WRK_MOD,
+           "node=%s per-task cgroups: v1 (%s), %s/%s/JOB.ATTEMPT.TASK under each controller's "
+           "mount",
+           a->node, why, root, a->node);
 }

@@ -204,13 +204,12 @@ static int start_task(struct wrk_shim_spec *spec,
     }
     if (spec->cg.version) {
         /* The task's orphans (a daemon's double fork) are ours to reap, not init's. */
-        if (wrk_cg_task_create(&spec->cg, cg_fds, &ncg, err) != 0
-            || prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
-            if (ncg > 0) {
-                mu_errf(err, MU_E_SYS, "cannot become the task's subreaper: %s", strerror(errno));
-                close_fds(cg_fds, ncg);
-                wrk_cg_task_remove(&spec->cg);
-            }
+        if (wrk_cg_task_create(&spec->cg, cg_fds, &ncg, err) != 0)
+            return -1;
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+            mu_errf(err, MU_E_SYS, "cannot become the task's subreaper: %s", strerror(errno));
+            close_fds(cg_fds, ncg);
+            wrk_cg_task_remove(&spec->cg);
             return -1;
         }
         s.cg_fds = cg_fds;
