@@ -53,6 +53,7 @@ const struct proto_field proto_msg_fields[] = {
     F_STR(M, pool, TB(PROTO_HELLO), false),
     F_STR(M, addr, TB(PROTO_HELLO), false),
     F_STR(M, instance_id, TB(PROTO_HELLO), false),
+    F_STR(M, confinement, TB(PROTO_HELLO), false),
     F_INT(M, cpus, 0, INT_MAX, TB(PROTO_HELLO), false),
     F_I64(M, memory_mb, 0, INT64_MAX, TB(PROTO_HELLO), false),
     F_SPECIAL("gpus", PROTO_FK_GPUS, TB(PROTO_HELLO), false),

@@ -127,6 +127,9 @@ struct proto_msg {
     char addr[128];       /* address other nodes reach this one at (MASTER_ADDR) */
     char instance_id[64]; /* EC2 instance id ("i-..."); "" = not given (optional: older
                              workers send none) */
+    char confinement[16]; /* HELLO: what keeps a task's processes together: "cgroup-v1",
+                             "cgroup-v2" or "pgroup" (its process group only); "" = not said
+                             (an older worker) */
     int cpus;
     int64_t memory_mb;
     int ngpus;

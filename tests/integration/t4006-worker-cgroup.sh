@@ -22,6 +22,11 @@ if ! grep -q "per-task cgroups: v" "$T/worker-n1.log"; then
     exit 0
 fi
 grep -q "per-task cgroups: v1" "$T/worker-n1.log" && v1=1 || v1=0
+want=cgroup-v2
+[ "$v1" = 1 ] && want=cgroup-v1
+ctl -o json nodes | jq -e --arg w "$want" '.[] | select(.name == "n1") | .confinement == $w' >/dev/null ||
+    fail "musterctl nodes does not say $want: $(ctl -o json nodes)"
+ok "the worker reports its tasks' confinement in HELLO: musterctl -o json nodes says $want"
 
 state_of() { # pid -> its state letter, "" once it is gone (a zombie is "Z": not gone)
     awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null || true

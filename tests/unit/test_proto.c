@@ -111,6 +111,7 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     mu_strlcpy(m->pool, "p5-spot", sizeof(m->pool));
     mu_strlcpy(m->addr, "10.0.3.17", sizeof(m->addr));
     mu_strlcpy(m->instance_id, "i-0123456789abcdef0", sizeof(m->instance_id));
+    mu_strlcpy(m->confinement, "cgroup-v1", sizeof(m->confinement));
     m->cpus = 192;
     m->memory_mb = INT64_C(2048) * 1024;
     for (int i = 0; i < ngpus; i++) {
@@ -214,6 +215,7 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
         assert_string_equal(m->pool, "p5-spot");
         assert_string_equal(m->addr, "10.0.3.17");
         assert_string_equal(m->instance_id, "i-0123456789abcdef0");
+        assert_string_equal(m->confinement, "cgroup-v1");
         assert_int_equal(m->cpus, 192);
         assert_true(m->memory_mb == INT64_C(2048) * 1024);
         assert_int_equal(m->ngpus, ngpus);
