@@ -234,7 +234,7 @@ int main(int argc, char **argv)
                     stderr);
         return 2;
     }
-    q = queue_new(url ? url : "redis://127.0.0.1:6379", "muster:", &err);
+    q = queue_new(url && url[0] ? url : MU_REDIS_URL_DEFAULT, MU_KEY_PREFIX_DEFAULT, &err);
     if (!q) {
         (void)fprintf(stderr, "muster-bench: %s\n", err.msg);
         return 1;

@@ -58,22 +58,20 @@ static const char *arg(int argc, char **argv, const char *name, const char *def)
 static redisContext *redis_open(void)
 {
     const char *url = getenv("MUSTER_REDIS_URL");
-    struct {
-        char host[256];
-        int port;
-    } u = { "127.0.0.1", 6379 };
+    struct mu_redis_url u;
+    struct mu_err err;
     redisContext *c;
-    /* redis://HOST:PORT only: the benchmark's own server, no credentials. */
-    if (url && strncmp(url, "redis://", 8) == 0) {
-        const char *h = url + 8;
-        const char *colon = strrchr(h, ':');
-        int64_t port = 0;
-        if (colon && (size_t)(colon - h) < sizeof(u.host)
-            && mu_parse_i64(colon + 1, 1, 65535, &port, NULL) == 0) {
-            memcpy(u.host, h, (size_t)(colon - h));
-            u.host[colon - h] = '\0';
-            u.port = (int)port;
-        }
+
+    /* The one URL parser; but the floor is measured on a plain connection to the benchmark's
+     * own server, so neither Sentinels nor credentials. */
+    if (mu_redis_url_parse(url && url[0] ? url : MU_REDIS_URL_DEFAULT, &u, &err) != 0) {
+        (void)fprintf(stderr, "muster-bench-floor: MUSTER_REDIS_URL: %s\n", err.msg);
+        return NULL;
+    }
+    if (u.nsentinels > 0 || u.user[0] || u.password[0] || u.db != 0) {
+        (void)fprintf(stderr, "muster-bench-floor: MUSTER_REDIS_URL: expected redis://HOST[:PORT] "
+                              "(no Sentinels, credentials or database)\n");
+        return NULL;
     }
     c = redisConnect(u.host, u.port);
     if (!c || c->err) {

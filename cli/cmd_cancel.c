@@ -4,7 +4,8 @@
  * Every id is looked up first so that a typo is reported instead of silently queued; a job that
  * has already finished is left alone and said so (cancelling it again is harmless, and scripts
  * that cancel "whatever is left" should not fail).  One missing id does not stop the others; the
- * exit status is 1 if any was missing.
+ * exit status is 1 if any was missing.  With no musterd leading nothing is sent and it exits 1
+ * at once: a cancel left in the stream would apply whenever one starts (issue #40).
  */
 #include "cli/internal.h"
 
@@ -14,7 +15,6 @@
 
 int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
 {
-    struct mu_err err = { 0 };
     struct queue *q = ctl_queue(ctl);
     cJSON *sent = NULL;
     int rc = CTL_EXIT_OK;
@@ -28,6 +28,9 @@ int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
         const char *id = args->argv[i];
         char state[32] = "";
         bool found = false;
+        struct queue_control_req c = { "cancel", id, -1, 0, false };
+        enum queue_post posted;
+        char entry_id[QUEUE_JOB_ID_MAX];
         cJSON *entry;
 
         if (ctl_job_lookup(ctl, id, &found, state, sizeof(state)) != 0) {
@@ -43,9 +46,13 @@ int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
                           state);
             continue;
         }
-        if (queue_control_send(q, "cancel", id, &err) != 0) {
-            rc = ctl_fail(ctl, "job '%s': %s", id, err.msg);
+        if (ctl_post(ctl, &c, &posted, entry_id, sizeof(entry_id)) != 0) {
+            rc = CTL_EXIT_FAIL;
             continue;
+        }
+        if (posted != QUEUE_POST_SENT) {
+            rc = ctl_no_leader(ctl, "nothing was sent; cancel again once one leads");
+            break; /* the others would be refused the same way */
         }
         entry = ctl_json_control("cancel", id);
         if (!entry || !cJSON_AddItemToArray(sent, entry)) {

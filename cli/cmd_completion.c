@@ -125,6 +125,8 @@ static const char *kind_action(enum ctl_arg_kind kind)
         return "-W \"bash\"";
     case CTL_ARG_IMPORT:
         return "-W \"import\" -f";
+    case CTL_ARG_FORGET:
+        return "-W \"forget $(_musterctl_list nodes)\"";
     case CTL_ARG_COMMAND:
         return NULL; /* the command list, printed by the caller */
     case CTL_ARG_NONE:

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * musterctl cordon NODE: asks musterd to place no new work on the node, through the control stream
- * (cmd "cordon", arg the node).  The node is looked up first so that a typo fails here instead of
- * being queued; musterd applies the command and reports it on the events stream.
+ * (cmd "cordon", arg the node).  A node that never registered is refused here, in the script that
+ * sends the command; the cordon is kept in <prefix>node:wanted (ctl_node_command), so a node that
+ * is away, or a musterd that is (then it is only recorded), gets it when it comes back.
  */
 #include "cli/internal.h"
 

@@ -4,9 +4,10 @@
  * stream (cmd "drain", arg the node, grace_s with --grace), to place no new work on the node and
  * to move its gangs elsewhere: each gets its checkpoint signal and grace (at most --grace
  * seconds), is stopped and requeued without counting a failure, and resumes from its newest
- * checkpoint.  The node is looked up first so that a typo fails here instead of being queued.
- * --wait then follows the nodes hash until the node runs no job, saying on stderr what it waits
- * for; it exits 1 when --timeout runs out.
+ * checkpoint.  A node that never registered is refused here; the drain is kept in
+ * <prefix>node:wanted (ctl_node_command), so a node that is away, or a musterd that is, gets it
+ * when it comes back.  --wait then follows the nodes hash until the node runs no job, saying on
+ * stderr what it waits for; it exits 1 when --timeout runs out.
  */
 #include "cli/internal.h"
 
@@ -69,11 +70,11 @@ static int drain_wait(struct ctl *ctl, struct queue *q, const char *name, int64_
 int ctl_cmd_drain(struct ctl *ctl, const struct ctl_args *args)
 {
     const char *name = args->argv[0];
-    struct mu_err err = { 0 };
+    enum queue_post posted = QUEUE_POST_NO_LEADER;
     struct queue *q = NULL;
-    cJSON *node = NULL;
     int64_t grace = -1;
     int64_t timeout = 0;
+    int rc;
     bool wait = ctl_args_get(ctl, args, "wait") != NULL;
 
     if (ctl_args_int(ctl, args, "grace", 0, 86400, &grace) != 0
@@ -84,25 +85,11 @@ int ctl_cmd_drain(struct ctl *ctl, const struct ctl_args *args)
     q = ctl_queue(ctl);
     if (!q)
         return CTL_EXIT_FAIL;
-    if (queue_node_read(q, name, &node, &err) != 0 && err.code != MU_E_PARSE)
-        return ctl_fail(ctl, "node '%s': %s", name, err.msg);
-    /* A node whose status does not parse is still registered: let musterd handle it. */
-    if (!node && err.code != MU_E_PARSE)
-        return ctl_fail(ctl, "node '%s' not found", name);
-    cJSON_Delete(node);
-    if (queue_control_send_grace(q, "drain", name, (int)grace, &err) != 0)
-        return ctl_fail(ctl, "%s", err.msg);
-    if (ctl->output == CTL_OUT_JSON) {
-        cJSON *doc = ctl_json_control("drain", name);
-        int rc = ctl_json_print(ctl, doc);
-        cJSON_Delete(doc);
-        if (rc != CTL_EXIT_OK || !wait)
-            return rc;
-    } else {
-        printf("drain requested for node ");
-        ctl_print_clean(stdout, name);
-        putchar('\n');
-        (void)fflush(stdout);
-    }
-    return wait ? drain_wait(ctl, q, name, timeout) : CTL_EXIT_OK;
+    rc = ctl_node_command(ctl, "drain", name, (int)grace, &posted);
+    (void)fflush(stdout);
+    if (rc != CTL_EXIT_OK || !wait)
+        return rc;
+    if (posted != QUEUE_POST_SENT)
+        return ctl_no_leader(ctl, "nothing moves the node's jobs until one does; not waiting");
+    return drain_wait(ctl, q, name, timeout);
 }

@@ -260,8 +260,9 @@ static int logs_search(struct ctl *ctl, struct queue *q, struct logs_req *r, con
         char *value = NULL;
         char name[CTL_LOGS_NODE_MAX];
         char st[32];
+        const char *node_state = ctl_json_text(n, "state", st, sizeof(st));
 
-        if (strcmp(ctl_json_text(n, "state", st, sizeof(st)), "lost") == 0)
+        if (strcmp(node_state, "lost") == 0 || strcmp(node_state, "down") == 0) /* gone */
             continue;
         mu_strlcpy(name, ctl_json_text(n, "name", st, sizeof(st)), sizeof(name));
         if (logs_ask(ctl, q, r, name, &value, &a) != 0) {

@@ -4,9 +4,13 @@
  * per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an operator
  * looks at first when a node misbehaves; IDLE is how long no task has run there and RELEASABLE
  * whether an autoscaler may take it away (idle for consolidate_after_s); REASON says why musterd
- * cordoned it (a node that refused tasks again and again); LABELS, JOBS and REASON are cut to
- * fit the terminal.  When some node has MIG slices a SLICES column follows GPUS: free/total
- * slices by profile ("1g.10gb:5/7,3g.40gb:1/2").
+ * cordoned it (a node that refused tasks again and again), else what it found odd when the node
+ * registered (the entry's "warning": GPUs that do not match the pool's gpus_per_node); STATE is
+ * "down" for a node whose worker stopped cleanly, "lost" for one that fell silent; a cordon or
+ * drain the operator said while the node or musterd was away (<prefix>node:wanted, issue #40)
+ * shows as that state before musterd applies it, and -o json has it as each node's "wanted";
+ * LABELS, JOBS and REASON are cut to fit the terminal.  When some node has MIG slices a SLICES
+ * column follows GPUS: free/total slices by profile ("1g.10gb:5/7,3g.40gb:1/2").
  */
 #include "cli/internal.h"
 
@@ -70,6 +74,54 @@ bool ctl_any_slices(const cJSON *list)
     return false;
 }
 
+/* One field of <prefix>node:wanted into the object ctx (name -> {"state", "grace_s"}); a value
+ * that is not a JSON object is left out. */
+static int wanted_one(
+    void *ctx, const char *field, const char *value, size_t len, struct mu_err *err)
+{
+    cJSON *v = cJSON_ParseWithLength(value, len);
+
+    if (!cJSON_IsObject(v)) {
+        cJSON_Delete(v);
+        return 0;
+    }
+    if (!cJSON_AddItemToObject(ctx, field, v)) {
+        cJSON_Delete(v);
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* Adds to each node its kept wanted state as "wanted" (issue #40): a cordon or drain said while
+ * the node or musterd was away shows before musterd applies it. */
+static int wanted_merge(struct queue *q, cJSON *nodes, struct mu_err *err)
+{
+    cJSON *wanted = cJSON_CreateObject();
+    cJSON *node;
+    int rc = -1;
+
+    if (!wanted)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    if (queue_hash_each(q, "node:wanted", wanted_one, wanted, NULL, err) != 0)
+        goto out;
+    cJSON_ArrayForEach(node, nodes)
+    {
+        char b[64];
+        const cJSON *w =
+            cJSON_GetObjectItemCaseSensitive(wanted, ctl_json_text(node, "name", b, sizeof(b)));
+        cJSON *copy = w ? cJSON_Duplicate(w, true) : NULL;
+        if (w && (!copy || !cJSON_AddItemToObject(node, "wanted", copy))) {
+            cJSON_Delete(copy);
+            mu_errf(err, MU_E_NOMEM, "out of memory");
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    cJSON_Delete(wanted);
+    return rc;
+}
+
 static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms, bool slices)
 {
     struct mu_buf labels;
@@ -106,6 +158,21 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms, bo
     cells[8] = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(node, "releasable")) ? "yes" : "no";
     cells[9] = jobs.data ? jobs.data : "";
     cells[10] = ctl_json_text(node, "reason", reason, sizeof(reason));
+    if (!cells[10][0]) /* what musterd found odd at registration (its GPUs against the pool's) */
+        cells[10] = ctl_json_text(node, "warning", reason, sizeof(reason));
+    {
+        /* A kept cordon or drain musterd has not applied yet (the node or musterd is away): shown
+         * as what it will be, with the state musterd last wrote.  A spot notice stays. */
+        const char *want = ctl_json_text(cJSON_GetObjectItemCaseSensitive(node, "wanted"), "state",
+                                         b[4], sizeof(b[4]));
+        if (want[0] && strcmp(want, cells[3]) != 0 && strcmp(cells[3], "terminating") != 0) {
+            (void)snprintf(reason, sizeof(reason),
+                           "by the operator: applied when it registers (musterd last saw it %s)",
+                           cells[3][0] ? cells[3] : "-");
+            cells[3] = want;
+            cells[10] = reason;
+        }
+    }
     if (slices) {
         /* SLICES after GPUS: free/total MIG slices by profile (issue #17) */
         memmove(&cells[6], &cells[5], 6 * sizeof(cells[0]));
@@ -141,6 +208,10 @@ int ctl_cmd_nodes(struct ctl *ctl, const struct ctl_args *args)
         return CTL_EXIT_FAIL;
     if (queue_nodes_read(q, &nodes, &err) != 0)
         return ctl_fail(ctl, "%s", err.msg);
+    if (wanted_merge(q, nodes, &err) != 0) {
+        ctl_fail(ctl, "%s", err.msg);
+        goto out;
+    }
     if (ctl->output == CTL_OUT_JSON) {
         rc = ctl_json_print(ctl, nodes);
         goto out;

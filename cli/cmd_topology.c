@@ -8,7 +8,8 @@
  * apply them: musterd alone knows which level each network layer sets (its config's
  * instance_topology), so it checks every instance against that and either takes the whole
  * file or refuses it with the reason, changing nothing.  Like reload, this waits for musterd's
- * answer and exits 1 on a refusal or when none comes within --timeout.
+ * answer and exits 1 on a refusal or when none comes within --timeout; the command is sent only
+ * while a musterd leads and carries --timeout as its deadline, past which musterd drops it.
  */
 #include "cli/internal.h"
 
@@ -99,11 +100,10 @@ static int topo_wait(
         }
         if (result[0])
             return 0;
-        if (waited_ms >= timeout_s * 1000) {
+        if (waited_ms >= timeout_s * 1000 + 1000) { /* a second past the deadline */
             (void)ctl_fail(ctl,
-                           "no answer from musterd within %llds (is it running, on this "
-                           "Redis?); the import stays staged for an hour and is applied if "
-                           "musterd reads the control stream by then",
+                           "no answer from musterd within %llds (is it stuck, or on another "
+                           "Redis?); the import expired and is never applied",
                            (long long)timeout_s);
             return -1;
         }
@@ -116,8 +116,10 @@ int ctl_cmd_topology(struct ctl *ctl, const struct ctl_args *args)
 {
     struct cfg_topo *t = NULL;
     struct queue *q;
-    struct mu_err err = { 0 };
     char token[32];
+    char id[QUEUE_JOB_ID_MAX];
+    struct queue_control_req c = { "topology", NULL, -1, 0, false };
+    enum queue_post posted = QUEUE_POST_NO_LEADER;
     char result[CTL_RESULT_MAX];
     int64_t timeout_s = 10;
     int rc = CTL_EXIT_FAIL;
@@ -140,9 +142,12 @@ int ctl_cmd_topology(struct ctl *ctl, const struct ctl_args *args)
     q = ctl_queue(ctl);
     if (!q || topo_stage(ctl, q, t, token, sizeof(token)) != 0)
         goto out;
-    if (queue_control_send(q, "topology", token, &err) != 0) {
+    c.arg = token;
+    c.timeout_ms = (int)timeout_s * 1000;
+    if (ctl_post(ctl, &c, &posted, id, sizeof(id)) != 0 || posted != QUEUE_POST_SENT) {
         queue_topology_forget(q, token);
-        rc = ctl_fail(ctl, "%s", err.msg);
+        if (posted != QUEUE_POST_SENT)
+            rc = ctl_no_leader(ctl, "nothing was imported");
         goto out;
     }
     if (topo_wait(ctl, q, token, timeout_s, result) != 0)

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * musterctl uncordon NODE: asks musterd to return a cordoned or drained node to service, through
- * the control stream (cmd "uncordon", arg the node).  The node is looked up first so that a typo
- * fails here instead of being queued; musterd applies the command and reports it on the events
- * stream.
+ * the control stream (cmd "uncordon", arg the node), and clears its kept cordon or drain
+ * (<prefix>node:wanted, ctl_node_command).  A node with no record at all is refused here.
  */
 #include "cli/internal.h"
 

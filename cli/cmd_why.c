@@ -9,6 +9,8 @@
  * would lose, or why there is no plan), a dry run that changes nothing.  The question goes on the
  * control stream (cmd why) like every operator command, and the answer comes back on
  * <prefix>why:<entry id> (queue/answer.c).  musterctl show prints the same for a pending job.
+ * The question is sent only while a musterd leads (queue_control_post: else an error at once)
+ * and carries the wait as its deadline, so a musterd that reads it later drops it.
  */
 #include "cli/internal.h"
 
@@ -258,15 +260,25 @@ int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct
     char *value = NULL;
     size_t len = 0;
 
+    struct queue_control_req c = { "why", id, -1, wait_s * 1000, false };
+    enum queue_post posted;
+
     *doc = NULL;
-    if (queue_control_ask(q, "why", id, entry, sizeof(entry), err) != 0)
+    if (queue_control_post(q, &c, &posted, entry, sizeof(entry), err) != 0)
         return -1;
+    if (posted != QUEUE_POST_SENT)
+        return mu_errf(err, MU_E_STATE,
+                       "no musterd leads right now (%sleader is free), so none can say why it "
+                       "waits; hint: start musterd, or see musterctl status",
+                       queue_prefix(q));
     (void)mu_snprintf(key, sizeof(key), "why:%s", entry);
-    for (int s = 0; s < wait_s && !value; s++)
+    /* One second past the question's deadline: musterd answers at once what it read in time. */
+    for (int s = 0; s <= wait_s && !value; s++)
         if (queue_answer_wait(q, key, 1000, &value, &len, err) != 0)
             return -1;
     if (!value)
-        return mu_errf(err, MU_E_STATE, "musterd did not answer in %d s; is musterd running?",
+        return mu_errf(err, MU_E_STATE,
+                       "musterd did not answer in %d s (is it stuck?); the question expired",
                        wait_s);
     *doc = cJSON_ParseWithLength(value, len);
     free(value);

@@ -22,9 +22,9 @@ enum ctl_output { CTL_OUT_TABLE = 0, CTL_OUT_JSON };
 
 /* One run of musterctl: the global settings and the lazily opened connection. */
 struct ctl {
-    const char *url;        /* redis URL after flag > env > config > default; borrowed */
-    const char *prefix;     /* key prefix, same precedence; borrowed */
-    struct queue_url where; /* url parsed, for messages */
+    const char *url;           /* redis URL after flag > env > config > default; borrowed */
+    const char *prefix;        /* key prefix, same precedence; borrowed */
+    struct mu_redis_url where; /* url parsed, for messages */
     enum ctl_output output;
     bool color;                /* stdout is a TTY and NO_COLOR is unset */
     size_t width;              /* columns tables must fit; 0 = unlimited */
@@ -68,6 +68,7 @@ enum ctl_arg_kind {
     CTL_ARG_COMMAND, /* a musterctl command */
     CTL_ARG_SHELL,   /* a shell name (completion) */
     CTL_ARG_IMPORT,  /* "import", then a file (topology) */
+    CTL_ARG_FORGET,  /* "forget", then a node name (node) */
 };
 
 typedef int ctl_handler_fn(struct ctl *ctl, const struct ctl_args *args);
@@ -102,6 +103,7 @@ ctl_handler_fn ctl_cmd_events;
 ctl_handler_fn ctl_cmd_drain;
 ctl_handler_fn ctl_cmd_cordon;
 ctl_handler_fn ctl_cmd_uncordon;
+ctl_handler_fn ctl_cmd_node;
 ctl_handler_fn ctl_cmd_hold;
 ctl_handler_fn ctl_cmd_release;
 ctl_handler_fn ctl_cmd_queues;
@@ -193,10 +195,27 @@ bool ctl_state_is_final(const char *state);
 /* Sleeps ms milliseconds (interrupted early by a signal). */
 void ctl_sleep_ms(int ms);
 
-/* Sends `cmd arg` on the control stream and confirms it ("drain requested for node n1").  what
- * is "node" or "job"; an unknown node or job, or a job in a final state ("job 'ID' is SUCCEEDED,
- * not active"), is an error printed here (CTL_EXIT_FAIL) and sends nothing. */
+/* Sends `cmd arg` on the control stream and confirms it ("hold requested for job ID").  what
+ * is "node" (ctl_node_command) or "job"; an unknown job, a job in a final state ("job 'ID' is
+ * SUCCEEDED, not active"), or no musterd leading (ctl_no_leader) is an error printed here
+ * (CTL_EXIT_FAIL) and sends nothing. */
 int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg);
+/* cordon, drain (grace_s >= 0: its --grace) or uncordon of node: the wanted state is recorded in
+ * <prefix>node:wanted (uncordon clears it) and, while a musterd leads, the command sent; with
+ * none leading it is only recorded, said so, and still CTL_EXIT_OK (musterd applies it when it
+ * leads and the node registers).  A node never seen is an error (CTL_EXIT_FAIL), nothing kept.
+ * *posted (may be NULL) says which it was. */
+int ctl_node_command(
+    struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *posted);
+/* queue_control_post through ctl's connection; 0, or -1 with the error printed. */
+int ctl_post(struct ctl *ctl,
+             const struct queue_control_req *c,
+             enum queue_post *result,
+             char *id,
+             size_t id_size);
+/* "no musterd leads right now (<prefix>leader is free): <what>; hint: ..." on stderr;
+ * CTL_EXIT_FAIL. */
+int ctl_no_leader(const struct ctl *ctl, const char *what);
 
 /* ---- tables (table.c) ---- */
 

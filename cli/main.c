@@ -24,9 +24,6 @@
 #define MUSTER_VERSION "unknown"
 #endif
 
-#define CTL_DEFAULT_URL    "redis://127.0.0.1:6379"
-#define CTL_DEFAULT_PREFIX "muster:"
-
 static const struct ctl_opt opts_submit[] = {
     { "tasks", 'n', "N", "tasks in the gang (default 1); all start together or none does" },
     { "gpus-per-task", 0, "N", "GPUs per task (default 1)" },
@@ -89,7 +86,7 @@ static const struct ctl_opt opts_drain[] = {
     { NULL, 0, NULL, NULL },
 };
 
-/* reload and topology: the commands that wait for musterd's answer (ctl_answer_print). */
+/* reload, topology and node: the commands that wait for musterd's answer (ctl_answer_print). */
 static const struct ctl_opt opts_answer[] = {
     { "timeout", 0, "S", "wait at most S seconds for musterd's answer (default 10)" },
     { NULL, 0, NULL, NULL },
@@ -156,7 +153,8 @@ const struct ctl_cmd ctl_commands[] = {
       NULL, 1, 1, CTL_ARG_JOB },
     { "cancel", ctl_cmd_cancel, "cancel jobs", "ID...",
       "Asks musterd to cancel each job.  A job that has already finished is left alone.  Exits 1 "
-      "if any job was not found (the others are still cancelled).",
+      "if any job was not found (the others are still cancelled), or at once, sending nothing, "
+      "when no musterd leads.",
       NULL, 1, -1, CTL_ARG_JOB },
     { "logs", ctl_cmd_logs, "print a task's log", "ID [--task N] [--attempt N] [--stderr] [-f]",
       "Prints the standard output (or with --stderr the standard error) of one task of job ID, "
@@ -196,7 +194,14 @@ const struct ctl_cmd ctl_commands[] = {
       "an autoscaler may take it away (RELEASABLE: idle for the config's consolidate_after_s, "
       "default 10m, and no spot notice; it turns back the moment a job lands there), the jobs "
       "running there, and why musterd cordoned the node when it did (it refused tasks of three "
-      "attempts in a row for its own reasons).",
+      "attempts in a row for its own reasons) or, failing that, what musterd found odd when the "
+      "node registered (a GPU count that does not match its pool's gpus_per_node; -o json: "
+      "\"warning\").  A cordon or drain kept for a node that musterd "
+      "has not applied yet (the node or musterd is away) shows as that STATE, with the REASON "
+      "'by the operator: applied when it registers'; -o json has it as each node's \"wanted\".  "
+      "STATE is ready, cordoned, draining, terminating (spot notice), down (its worker stopped "
+      "cleanly and said so) or lost (silent for node_lost_after_s); 'musterctl "
+      "node forget' removes a down or lost node.",
       NULL, 0, 0, CTL_ARG_NONE },
     { "status", ctl_cmd_status, "show which musterd leads, since when, and the standbys", "",
       "Shows the musterd that holds the leader lease (its holder name, musterd@HOST ENDPOINT, "
@@ -223,7 +228,10 @@ const struct ctl_cmd ctl_commands[] = {
       "checkpoint block is stopped at once), then SIGTERM and SIGKILL, and is requeued without "
       "counting a failure, to resume from its newest checkpoint on other nodes.  With --wait, "
       "waits until the node runs no job.  'cordon' stops new work but leaves running jobs; "
-      "'uncordon' makes the node ready again.",
+      "'uncordon' makes the node ready again.  The drain is kept in <prefix>node:wanted and "
+      "applied whenever the node registers, so one said while the node or musterd is away is "
+      "not lost: with no musterd leading it is recorded and says so (--wait then exits 1).  A "
+      "node that never registered is refused (exit 1).",
       opts_drain, 1, 1, CTL_ARG_NODE },
     { "reload", ctl_cmd_reload, "make musterd read its config again", "",
       "Asks musterd to read its config file again (as SIGHUP does) and prints its answer.  The "
@@ -231,7 +239,9 @@ const struct ctl_cmd ctl_commands[] = {
       "that does not load is refused with the key path, and one that changes anything but the "
       "queues (pools, topology, timers) is refused too: the running config stays in force and "
       "this exits 1.  Running work is never stopped by a reload; a queue whose quota shrank "
-      "below its use drains as its gangs end (docs/quotas.md).",
+      "below its use drains as its gangs end (docs/quotas.md).  With no musterd leading it "
+      "fails at once and sends nothing; a request nobody answered within --timeout expires "
+      "and is never applied later.",
       opts_answer, 0, 0, CTL_ARG_NONE },
     { "topology", ctl_cmd_topology, "label nodes from an EC2 instance topology",
       "import FILE|- [--timeout S]",
@@ -249,9 +259,26 @@ const struct ctl_cmd ctl_commands[] = {
       "registered node.",
       opts_answer, 1, 2, CTL_ARG_IMPORT },
     { "cordon", ctl_cmd_cordon, "cordon a node", "NODE",
-      "Asks musterd to place no new work on NODE; running jobs stay.", NULL, 1, 1, CTL_ARG_NODE },
+      "Asks musterd to place no new work on NODE; running jobs stay.  The cordon is kept in "
+      "<prefix>node:wanted and applied whenever the node registers: one said while the node is "
+      "not registered, or while no musterd leads (then it is only recorded, and says so), is not "
+      "lost, and survives a musterd restart; 'nodes' shows it.  A node that never registered is "
+      "refused (exit 1).",
+      NULL, 1, 1, CTL_ARG_NODE },
     { "uncordon", ctl_cmd_uncordon, "return a node to service", "NODE",
-      "Asks musterd to make a cordoned or drained NODE ready again.", NULL, 1, 1, CTL_ARG_NODE },
+      "Asks musterd to make a cordoned or drained NODE ready again, and clears its kept state "
+      "(<prefix>node:wanted).",
+      NULL, 1, 1, CTL_ARG_NODE },
+    { "node", ctl_cmd_node, "forget a node that is gone", "forget NODE [--timeout S]",
+      "'node forget NODE' asks musterd to remove the record of a node that is gone: lost (silent "
+      "for node_lost_after_s) or down (its worker stopped cleanly), or not back since musterd "
+      "restarted.  The node leaves 'musterctl nodes' and the nodes hash, a cordon or drain kept "
+      "for it (<prefix>node:wanted) is dropped, and a restarted musterd no longer waits for it; "
+      "a worker that comes back later registers as usual.  musterd "
+      "refuses, and this exits 1 with its reason, while the node is registered (ready, "
+      "cordoned, draining or terminating) or a running gang still has a task there; a name "
+      "with no record exits 1 without asking.  Waits for musterd's answer.",
+      opts_answer, 2, 2, CTL_ARG_FORGET },
     { "why", ctl_cmd_why, "explain why a pending job waits", "ID",
       "Asks musterd why pending job ID waits, computed now by the scheduler's own core: the "
       "job's reason; its start as the pass's reservation search finds it, naming the running "
@@ -268,7 +295,8 @@ const struct ctl_cmd ctl_commands[] = {
       "than min_runtime_s, none of lower priority, waiting is sooner: with the expected start).  "
       "The preview is a dry run: nothing is stopped and nothing changes.  The question goes on "
       "the control stream (cmd why), so the Redis user needs XADD on <prefix>control and BLPOP "
-      "on <prefix>why:* (docs/security.md).  A job that has ended exits 1.",
+      "on <prefix>why:* (docs/security.md).  A job that has ended exits 1, and so does one "
+      "asked while no musterd leads, at once.",
       NULL, 1, 1, CTL_ARG_JOB },
     { "hold", ctl_cmd_hold, "keep a job from starting until released", "ID",
       "Asks musterd not to start job ID until it is released.  A pending job stays pending (the "
@@ -313,8 +341,8 @@ static const char global_help[] =
     "Global options (also accepted after COMMAND):\n"
     "  --redis URL               Redis server, redis://[user:pass@]host[:port][/db], or\n"
     "                            redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
-    "                            (env MUSTER_REDIS_URL, default " CTL_DEFAULT_URL ")\n"
-    "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " CTL_DEFAULT_PREFIX
+    "                            (env MUSTER_REDIS_URL, default " MU_REDIS_URL_DEFAULT ")\n"
+    "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " MU_KEY_PREFIX_DEFAULT
     ")\n"
     "  --config FILE             take redis and key_prefix from a musterd config file\n"
     "  -o, --output FMT          table (default) or json\n"
@@ -577,10 +605,10 @@ static int settings_resolve(struct ctl *ctl, const struct ctl_globals *g, struct
             ctl->prefix = c->key_prefix;
     }
     if (!ctl->url)
-        ctl->url = CTL_DEFAULT_URL;
+        ctl->url = MU_REDIS_URL_DEFAULT;
     if (!ctl->prefix)
-        ctl->prefix = CTL_DEFAULT_PREFIX;
-    if (queue_url_parse(ctl->url, &ctl->where, &err) != 0)
+        ctl->prefix = MU_KEY_PREFIX_DEFAULT;
+    if (mu_redis_url_parse(ctl->url, &ctl->where, &err) != 0)
         return ctl_usage(ctl, "%s", err.msg);
     if (!g->output || strcmp(g->output, "table") == 0)
         ctl->output = CTL_OUT_TABLE;

@@ -185,6 +185,7 @@ const char *ctl_state_color(const char *state)
         { "lost", CTL_COLOR_RED },        { "terminating", CTL_COLOR_RED },
         { "PENDING", CTL_COLOR_YELLOW },  { "cordoned", CTL_COLOR_YELLOW },
         { "draining", CTL_COLOR_YELLOW }, { "PREEMPTING", CTL_COLOR_YELLOW },
+        { "down", CTL_COLOR_YELLOW },
     };
 
     for (size_t i = 0; i < MU_ARRAY_LEN(colors); i++) {
@@ -271,34 +272,106 @@ int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out
     return 0;
 }
 
-int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg)
+int ctl_no_leader(const struct ctl *ctl, const char *what)
+{
+    return ctl_fail(
+        ctl,
+        "no musterd leads right now (%sleader is free): %s; hint: start musterd, or see "
+        "musterctl status",
+        ctl->prefix, what);
+}
+
+int ctl_post(struct ctl *ctl,
+             const struct queue_control_req *c,
+             enum queue_post *result,
+             char *id,
+             size_t id_size)
 {
     struct mu_err err = { 0 };
     struct queue *q = ctl_queue(ctl);
-    cJSON *node = NULL;
+
+    if (!q)
+        return -1;
+    if (queue_control_post(q, c, result, id, id_size, &err) != 0) {
+        (void)ctl_fail(ctl, "%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* Says what a node command did: sent to the leader, or only recorded (no musterd leads). */
+static int node_said(struct ctl *ctl, const char *cmd, const char *node, enum queue_post posted)
+{
+    bool sent = posted == QUEUE_POST_SENT;
+    cJSON *doc = NULL;
+    int rc;
+
+    if (ctl->output == CTL_OUT_JSON) {
+        doc = ctl_json_control(cmd, node);
+        if (!doc || !cJSON_AddBoolToObject(doc, "sent", sent)) {
+            cJSON_Delete(doc);
+            return ctl_fail(ctl, "out of memory");
+        }
+        rc = ctl_json_print(ctl, doc);
+        cJSON_Delete(doc);
+        return rc;
+    }
+    if (sent) {
+        printf("%s requested for node ", cmd);
+        ctl_print_clean(stdout, node);
+        printf("\n");
+    } else {
+        printf("%s of node ", cmd);
+        ctl_print_clean(stdout, node);
+        printf(" recorded; no musterd leads right now (%sleader is free): applied when one leads "
+               "and the node registers\n",
+               ctl->prefix);
+    }
+    return CTL_EXIT_OK;
+}
+
+int ctl_node_command(
+    struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *posted)
+{
+    struct queue_control_req c = { cmd, node, grace_s, 0, true };
+    enum queue_post result;
+    char id[QUEUE_JOB_ID_MAX];
+
+    if (ctl_post(ctl, &c, &result, id, sizeof(id)) != 0)
+        return CTL_EXIT_FAIL;
+    if (posted)
+        *posted = result;
+    if (result == QUEUE_POST_NO_NODE)
+        return ctl_fail(ctl,
+                        "node '%s' not found: no worker of that name has registered; hint: "
+                        "musterctl nodes lists the nodes",
+                        node);
+    return node_said(ctl, cmd, node, result);
+}
+
+int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg)
+{
+    struct queue_control_req c = { cmd, arg, -1, 0, false };
+    enum queue_post posted;
     cJSON *doc = NULL;
     bool found = false;
     char state[32] = "";
+    char id[QUEUE_JOB_ID_MAX];
     int rc = CTL_EXIT_FAIL;
 
-    if (!q)
+    if (strcmp(what, "node") == 0)
+        return ctl_node_command(ctl, cmd, arg, -1, NULL);
+    if (ctl_job_lookup(ctl, arg, &found, state, sizeof(state)) != 0)
         return CTL_EXIT_FAIL;
-    if (strcmp(what, "node") == 0) {
-        if (queue_node_read(q, arg, &node, &err) != 0 && err.code != MU_E_PARSE)
-            return ctl_fail(ctl, "node '%s': %s", arg, err.msg);
-        /* A node whose status does not parse is still registered: let musterd handle it. */
-        found = node || err.code == MU_E_PARSE;
-        cJSON_Delete(node);
-    } else if (ctl_job_lookup(ctl, arg, &found, state, sizeof(state)) != 0) {
-        return CTL_EXIT_FAIL;
-    }
     if (!found)
         return ctl_fail(ctl, "%s '%s' not found", what, arg);
     /* musterd ignores a job command for a finished job: saying "requested" would be a lie. */
     if (ctl_state_is_final(state))
         return ctl_fail(ctl, "%s '%s' is %s, not active", what, arg, state);
-    if (queue_control_send(q, cmd, arg, &err) != 0)
-        return ctl_fail(ctl, "%s", err.msg);
+    if (ctl_post(ctl, &c, &posted, id, sizeof(id)) != 0)
+        return CTL_EXIT_FAIL;
+    if (posted != QUEUE_POST_SENT)
+        return ctl_no_leader(ctl, "nothing was sent; try again once one leads");
     if (ctl->output == CTL_OUT_JSON) {
         doc = ctl_json_control(cmd, arg);
         rc = ctl_json_print(ctl, doc);

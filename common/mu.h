@@ -213,6 +213,38 @@ size_t mu_map_count(const struct mu_map *m);
  */
 void *mu_map_next(const struct mu_map *m, size_t *pos);
 
+/* ---- Redis URLs: the one grammar of every way of naming Redis (common/url.c) ---- */
+
+/* Where muster finds Redis and its keys when nothing names them: the flag, MUSTER_REDIS_URL,
+ * the config's "redis" and the libraries all fall back to these. */
+#define MU_REDIS_URL_DEFAULT  "redis://127.0.0.1:6379"
+#define MU_KEY_PREFIX_DEFAULT "muster:"
+
+enum { MU_REDIS_SENTINELS_MAX = 8 };
+
+struct mu_redis_host {
+    char host[256];
+    int port;
+};
+
+struct mu_redis_url {
+    char host[256]; /* the server; with Sentinels, the primary they named last (port 0: none yet) */
+    int port;
+    char user[128];     /* "" = none */
+    char password[256]; /* "" = none */
+    int db;
+    int nsentinels; /* > 0: redis+sentinel://, the primary is asked of these */
+    struct mu_redis_host sentinels[MU_REDIS_SENTINELS_MAX];
+    char master[128]; /* the primary's name in the Sentinels' configuration */
+};
+
+/* "redis://[user:pass@]host[:port][/db]" (also "redis://:pass@host"), port default 6379; or
+ * "redis+sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]", Sentinel port default
+ * 26379, at most MU_REDIS_SENTINELS_MAX of them, the credentials and db the primary's.  Parses
+ * only: nothing is resolved or connected (queue_new does that).  Errors are MU_E_PARSE and name
+ * the URL; out is zeroed first and undefined on failure. */
+int mu_redis_url_parse(const char *url, struct mu_redis_url *out, struct mu_err *err);
+
 /* ---- small things ---- */
 
 /* Parses a signal name ("SIGUSR1", "USR1", "TERM") or number; -1 if unknown. */

@@ -16,10 +16,10 @@
 void cfg_init_defaults(struct cfg *c)
 {
     memset(c, 0, sizeof(*c));
-    mu_strlcpy(c->redis, "redis://127.0.0.1:6379", sizeof(c->redis));
+    mu_strlcpy(c->redis, MU_REDIS_URL_DEFAULT, sizeof(c->redis));
     mu_strlcpy(c->bind, "tcp://127.0.0.1:7070", sizeof(c->bind));
     c->metrics[0] = '\0';
-    mu_strlcpy(c->key_prefix, "muster:", sizeof(c->key_prefix));
+    mu_strlcpy(c->key_prefix, MU_KEY_PREFIX_DEFAULT, sizeof(c->key_prefix));
     c->nlevels = 0;
     c->npools = 0;
     c->nqueues = 1;

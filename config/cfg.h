@@ -20,6 +20,9 @@
 #define CFG_URL_MAX    256
 #define CFG_FILE_MAX   (1u << 20) /* a config file larger than this is an error */
 
+/* "redis": room for a redis+sentinel:// URL that names 8 Sentinels and credentials. */
+#define CFG_REDIS_URL_MAX 1024
+
 enum cfg_capacity { CFG_CAPACITY_SPOT = 0, CFG_CAPACITY_ON_DEMAND = 1 };
 
 struct cfg_pool {
@@ -59,7 +62,8 @@ struct cfg_instance_topology {
 };
 
 struct cfg {
-    char redis[CFG_URL_MAX];       /* "redis://[user:pass@]host:port[/db]" */
+    /* redis:// or redis+sentinel://, as checked by mu_redis_url_parse (the one grammar) */
+    char redis[CFG_REDIS_URL_MAX];
     char bind[CFG_URL_MAX];        /* ZeroMQ endpoint the scheduler binds, "tcp://127.0.0.1:7070" */
     char metrics[CFG_URL_MAX];     /* "ADDR:PORT" for /metrics; "" = off */
     char key_prefix[CFG_NAME_MAX]; /* "muster:" */

@@ -48,6 +48,27 @@ static int get_url(const cJSON *v,
     return mu_json_err_expected(err, MU_E_CONFIG, path, expected, v);
 }
 
+/* A Redis URL, checked by the one parser every program uses (mu_redis_url_parse), so that the
+ * config takes exactly what --redis and MUSTER_REDIS_URL take, redis+sentinel:// included. */
+static int get_redis_url(const cJSON *v, char *dst, size_t size, struct mu_err *err)
+{
+    struct mu_redis_url u;
+
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= size)
+        return mu_json_err_expected(err, MU_E_CONFIG, "redis",
+                                    "a URL such as \"" MU_REDIS_URL_DEFAULT "\" or "
+                                    "\"redis+sentinel://HOST[:PORT][,...]/MASTER\"",
+                                    v);
+    if (mu_redis_url_parse(v->valuestring, &u, err) != 0) {
+        if (err)
+            err->code = MU_E_CONFIG;
+        mu_err_prefix(err, "redis: ");
+        return -1;
+    }
+    mu_strlcpy(dst, v->valuestring, size);
+    return 0;
+}
+
 /* "ADDR:PORT" (ADDR may be empty: all addresses), or "" for no metrics endpoint. */
 static int get_metrics(const cJSON *v, char *dst, size_t size, struct mu_err *err)
 {
@@ -535,14 +556,12 @@ enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES,
 
 static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
 {
-    static const char *const redis_schemes[] = { "redis://" };
     static const char *const bind_schemes[] = { "tcp://", "ipc://" };
     int64_t n;
 
     switch (key) {
     case TK_REDIS:
-        return get_url(v, "redis", redis_schemes, 1, "a URL such as \"redis://127.0.0.1:6379\"",
-                       c->redis, sizeof(c->redis), err);
+        return get_redis_url(v, c->redis, sizeof(c->redis), err);
     case TK_BIND:
         return get_url(v, "bind", bind_schemes, 2,
                        "a ZeroMQ endpoint such as \"tcp://127.0.0.1:7070\"", c->bind,

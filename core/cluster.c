@@ -21,8 +21,8 @@
 
 #include "common/mu_banned.h"
 
-static const char *const node_state_names[] = { "ready", "cordoned", "draining", "terminating",
-                                                "lost" };
+static const char *const node_state_names[] = { "ready",       "cordoned", "draining",
+                                                "terminating", "lost",     "down" };
 
 const char *sched_node_state_name(enum sched_node_state s)
 {

@@ -482,6 +482,10 @@ static int reserve(struct sched_cluster *c,
     /* Only the last placement packs: the search needs to know whether it fits, not where. */
     if (!found && (hi == 0 || !sched_place_in(c, r, event_time(c, hi, now_s), NULL, fail))) {
         timeline_move(c, &tl, 0);
+        /* Nothing ends and no pool cools down: the cluster as it is now is the last word, and
+         * its reason the one to remember (fail is written by a placement only). */
+        if (hi == 0)
+            (void)sched_place_in(c, r, now_s, NULL, fail);
         sched_memo_note(c, r, fam, SCHED_MODE_EVER, fail);
         return 0;
     }

@@ -57,6 +57,7 @@ enum sched_node_state {
     SCHED_NODE_DRAINING,    /* operator: no new work, running work finishes */
     SCHED_NODE_TERMINATING, /* spot notice: going away */
     SCHED_NODE_LOST,        /* heartbeats missed */
+    SCHED_NODE_DOWN,        /* its worker stopped cleanly and said so (BYE) */
 };
 
 const char *sched_node_state_name(enum sched_node_state s); /* "ready", … */

@@ -30,11 +30,9 @@
 
 #include "common/mu_banned.h"
 
-#define WAIT_SLICE_MS  1000 /* one blocking XREAD; under the connection's 2 s timeout */
-#define REREAD_MS      1000 /* re-read a waited-for job at least this often */
-#define IDEM_KEY_MAX   255  /* queue_spec.idempotency_key holds 255 characters */
-#define DEFAULT_URL    "redis://127.0.0.1:6379"
-#define DEFAULT_PREFIX "muster:"
+#define WAIT_SLICE_MS 1000 /* one blocking XREAD; under the connection's 2 s timeout */
+#define REREAD_MS     1000 /* re-read a waited-for job at least this often */
+#define IDEM_KEY_MAX  255  /* queue_spec.idempotency_key holds 255 characters */
 
 struct muster {
     struct queue *q;
@@ -155,10 +153,10 @@ struct muster *muster_connect(const char *url, const char *prefix, struct muster
     if (!url) {
         url = getenv("MUSTER_REDIS_URL");
         if (!url || !url[0])
-            url = DEFAULT_URL;
+            url = MU_REDIS_URL_DEFAULT;
     }
     if (!prefix)
-        prefix = DEFAULT_PREFIX;
+        prefix = MU_KEY_PREFIX_DEFAULT;
     m = calloc(1, sizeof(*m));
     if (!m) {
         failf(err, MUSTER_E_NOMEM, "out of memory");

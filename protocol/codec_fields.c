@@ -58,7 +58,8 @@ const struct proto_field proto_msg_fields[] = {
     F_I64(M, memory_mb, 0, INT64_MAX, TB(PROTO_HELLO), false),
     F_SPECIAL("gpus", PROTO_FK_GPUS, TB(PROTO_HELLO), false),
     F_SPECIAL("labels", PROTO_FK_LABELS, TB(PROTO_HELLO), false),
-    F_SPECIAL("tasks", PROTO_FK_TASKS, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT), false),
+    F_SPECIAL(
+        "tasks", PROTO_FK_TASKS, TB(PROTO_HELLO) | TB(PROTO_HEARTBEAT) | TB(PROTO_BYE), false),
     F_INT(M, heartbeat_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
     F_INT(M, lease_s, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
     F_INT(M, answer_every, 0, INT_MAX, TB(PROTO_HEARTBEAT), false),
@@ -114,6 +115,7 @@ const struct proto_field proto_ref_fields[] = {
     F_INT(R, signal, 0, 255, ALL_TYPES, false),
     { "fenced", PROTO_FK_BOOL, offsetof(R, fenced), 0, 0, 0, ALL_TYPES, false },
     { "oom_killed", PROTO_FK_BOOL, offsetof(R, oom_killed), 0, 0, 0, ALL_TYPES, false },
+    { "stopped", PROTO_FK_BOOL, offsetof(R, stopped), 0, 0, 0, ALL_TYPES, false },
     F_STR(R, checkpoint, ALL_TYPES, false),
     F_U64(R, checkpoint_at_ms, ALL_TYPES, false),
 };

@@ -31,6 +31,7 @@ static const char *const proto_type_names[] = {
     [PROTO_DRAIN] = "DRAIN",
     [PROTO_LOG_READ] = "LOG_READ",
     [PROTO_LOG_DATA] = "LOG_DATA",
+    [PROTO_BYE] = "BYE",
 };
 
 const char *proto_type_name(enum proto_type type)

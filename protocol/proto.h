@@ -49,7 +49,8 @@ enum proto_type {
     PROTO_DRAIN,           /* sched -> worker: node drained (informational) */
     PROTO_LOG_READ,        /* sched -> worker: read a bounded chunk of one task's log */
     PROTO_LOG_DATA,        /* worker -> sched: that chunk, or why there is none */
-    PROTO_TYPE_LAST = PROTO_LOG_DATA,
+    PROTO_BYE,             /* worker -> sched: a clean stop; its tasks were stopped and reported */
+    PROTO_TYPE_LAST = PROTO_BYE,
 };
 
 /* "HELLO", …; "UNKNOWN" for anything else. */
@@ -102,6 +103,7 @@ struct proto_task_ref {
     bool fenced;     /* EXITED after its worker's self-fencing stopped it (not the task's doing) */
     bool oom_killed; /* EXITED after the kernel's OOM killer killed a process of the task's
                         memory cgroup (its memory_mb_per_task) */
+    bool stopped;    /* EXITED after its worker's clean stop (SIGTERM) stopped it (not its doing) */
     /* HELLO: the task's newest checkpoint ("" = none) and when it was written (wall ms), so the
      * scheduler knows it before it decides anything about the attempt (see protocol/README.md). */
     char checkpoint[PROTO_PATH_MAX];
@@ -137,7 +139,8 @@ struct proto_msg {
     int nlabels;
     struct proto_label labels[PROTO_MAX_LABELS];
     int ntasks;
-    struct proto_task_ref *tasks; /* tasks the worker runs now */
+    struct proto_task_ref *tasks; /* tasks the worker runs now (HELLO, HEARTBEAT), or still
+                                     knows as it leaves (BYE: running ones, unacknowledged exits) */
     int heartbeat_s;              /* HEARTBEAT from the scheduler: interval the worker should use */
     int lease_s;      /* HEARTBEAT from the scheduler: its node_lost_after_s; a worker whose lease
                          is not renewed for this long stops its tasks (0 = no lease) */

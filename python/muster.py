@@ -291,5 +291,12 @@ def _after_item(a):
 
 
 def connect(url=None, prefix=None):
-    """A Client for url (None: MUSTER_REDIS_URL or redis://127.0.0.1:6379)."""
+    """A Client for url (None: MUSTER_REDIS_URL or redis://127.0.0.1:6379).
+
+    url has the grammar of every muster program, parsed by libmuster itself (so the same URLs are
+    taken and refused): "redis://[user:password@]host[:port][/db]" or, through Redis Sentinel,
+    "redis+sentinel://[user:password@]host[:port][,host[:port]...]/master[/db]" (the Sentinels
+    are asked for the primary at every connection).  A bad URL raises Error with its reason.
+    prefix: the key prefix musterd is configured with (None: "muster:").
+    """
     return Client(url, prefix)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Questions to musterd that want an answer (musterctl why, issue #18): the question is a
- * control entry (XADD <prefix>control cmd <cmd> arg <arg>), so it reaches musterd the way every
+ * control entry (queue_control_post, with its deadline), so it reaches musterd the way every
  * operator command does and the same ACL governs it; the answer is one value that musterd
  * pushes on <prefix><kind>:<entry id>, a list the asker pops (BLPOP) and that expires after
  * QUEUE_ANSWER_TTL_S when nobody does.  The key is named by the entry id, never by a client.
@@ -12,22 +12,6 @@
 #include <string.h>
 
 #include "common/mu_banned.h"
-
-int queue_control_ask(
-    struct queue *q, const char *cmd, const char *arg, char *id, size_t id_size, struct mu_err *err)
-{
-    redisReply *r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s", q->prefix, cmd, arg);
-    int rc = 0;
-
-    if (!r)
-        return -1;
-    if (r->type != REDIS_REPLY_STRING)
-        rc = mu_errf(err, MU_E_REDIS, "XADD %scontrol: unexpected reply", q->prefix);
-    else
-        mu_strlcpy(id, r->str, id_size);
-    queue_reply_free(r);
-    return rc;
-}
 
 int queue_answer_push(
     struct queue *q, const char *key, const char *value, size_t len, struct mu_err *err)

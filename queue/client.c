@@ -295,20 +295,6 @@ int queue_control_send_grace(
     return 0;
 }
 
-int queue_reload_request(struct queue *q, char *id, size_t id_size, struct mu_err *err)
-{
-    redisReply *r = queue_command(q, err, "XADD %scontrol * cmd reload", q->prefix);
-    if (!r)
-        return -1;
-    if (r->type != REDIS_REPLY_STRING) {
-        queue_reply_free(r);
-        return mu_errf(err, MU_E_REDIS, "XADD %scontrol: unexpected reply", q->prefix);
-    }
-    mu_strlcpy(id, r->str, id_size);
-    queue_reply_free(r);
-    return 0;
-}
-
 int queue_reload_result(
     struct queue *q, char *id, size_t id_size, char *result, size_t result_size, struct mu_err *err)
 {

@@ -25,7 +25,7 @@
 
 /* Asks Sentinel s for the address of the primary named master, into host/port.  0 when it named
  * one; -1 with why filled otherwise. */
-static int sentinel_ask(const struct queue_url_host *s,
+static int sentinel_ask(const struct mu_redis_host *s,
                         const char *master,
                         char *host,
                         size_t host_size,
@@ -208,7 +208,7 @@ struct queue *queue_new(const char *url, const char *prefix, struct mu_err *err)
         mu_errf(err, MU_E_NOMEM, "out of memory");
         return NULL;
     }
-    if (queue_url_parse(url, &q->url, err) != 0)
+    if (mu_redis_url_parse(url, &q->url, err) != 0)
         goto fail;
     if (mu_strlcpy(q->prefix, prefix, sizeof(q->prefix)) >= sizeof(q->prefix)) {
         mu_errf(err, MU_E_INVAL, "key prefix '%s' is too long", prefix);

@@ -100,6 +100,13 @@ static int entries_append(const redisReply *list,
                 if (mu_parse_i64(v->str, 0, 86400, &g, NULL) == 0)
                     qe->grace_s = (int)g;
             }
+            v = field_value(e->element[1], "timeout_ms");
+            qe->timeout_ms = 0;
+            if (v && v->type == REDIS_REPLY_STRING) {
+                int64_t t;
+                if (mu_parse_i64(v->str, 1, INT64_C(86400000), &t, NULL) == 0)
+                    qe->timeout_ms = (uint64_t)t;
+            }
         }
         (*n)++;
     }
@@ -172,7 +179,7 @@ struct queue_intake *queue_intake_new(const char *url,
         mu_errf(err, MU_E_NOMEM, "out of memory");
         return NULL;
     }
-    if (queue_url_parse(url, &qi->conn.url, err) != 0)
+    if (mu_redis_url_parse(url, &qi->conn.url, err) != 0)
         goto fail;
     mu_strlcpy(qi->conn.prefix, prefix, sizeof(qi->conn.prefix));
     mu_strlcpy(qi->consumer, consumer, sizeof(qi->consumer));

@@ -9,7 +9,7 @@
 
 struct queue {
     redisContext *ctx; /* NULL while disconnected; a context with err set is freed at once */
-    struct queue_url url;
+    struct mu_redis_url url;
     char prefix[CFG_NAME_MAX];
     /* Fenced writes (lease.c): with fence set, each write pipeline is queued in batch and runs as
      * one script that first checks <prefix>leader still holds fence. */

@@ -10,7 +10,8 @@
  *
  * Keys (prefix "muster:" by default):
  *   submit (stream, field spec), control (stream), job:<id> (hash), jobs (sorted set: id by
- *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON),
+ *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON), node:wanted
+ *   (hash node -> the operator's kept cordon or drain, queue/durable.c),
  *   idem:<key> (string -> job id), epoch (counter: the scheduler's fencing epoch),
  *   active (set: ids of jobs not yet in a final state, read on scheduler restart).
  */
@@ -159,34 +160,13 @@ bool queue_state_is_final(enum queue_state s);
 
 /* ---------------- Redis connection ---------------- */
 
-#define QUEUE_SENTINELS_MAX 8
-
-struct queue_url_host {
-    char host[256];
-    int port;
-};
-
-struct queue_url {
-    char host[256]; /* the server; with Sentinels, the primary they named last (port 0: none yet) */
-    int port;
-    char user[128];     /* "" = none */
-    char password[256]; /* "" = none */
-    int db;
-    int nsentinels; /* > 0: redis+sentinel://, the primary is asked of these */
-    struct queue_url_host sentinels[QUEUE_SENTINELS_MAX];
-    char master[128]; /* the primary's name in the Sentinels' configuration */
-};
-
-/* "redis://[user:pass@]host[:port][/db]" (also "redis://:pass@host"), port default 6379; or
- * "redis+sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]", Sentinel port default
- * 26379, at most QUEUE_SENTINELS_MAX of them, the credentials and db the primary's. */
-int queue_url_parse(const char *url, struct queue_url *out, struct mu_err *err);
-
 struct queue;
 
 /*
  * Connects (with AUTH and SELECT when the URL asks) and checks the server answers.
- * prefix: key prefix such as "muster:".  Returns a handle to free with queue_free, or NULL.
+ * url: parsed by mu_redis_url_parse (common/mu.h), the one grammar of every program's URL.
+ * prefix: key prefix such as "muster:" (MU_KEY_PREFIX_DEFAULT).  Returns a handle to free with
+ * queue_free, or NULL.
  */
 struct queue *queue_new(const char *url, const char *prefix, struct mu_err *err);
 void queue_free(struct queue *q);
@@ -243,6 +223,7 @@ struct queue_entry {
     char cmd[32];             /* control: cmd field */
     char arg[256];            /* control: arg field */
     int grace_s;              /* control: grace_s field (drain), -1 when absent or not a number */
+    uint64_t timeout_ms;      /* control: timeout_ms field, 0 when absent (queue_control_post) */
     struct queue_log_req log; /* logs: the request, checked (log.error says what is wrong) */
 };
 
@@ -528,11 +509,10 @@ int queue_status_write(
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err);
 
-/* XADD prefix+"control" cmd reload: asks musterd to read its config file again; id gets the
- * entry id, which musterd's answer names (queue_reload_result). */
-int queue_reload_request(struct queue *q, char *id, size_t id_size, struct mu_err *err);
-/* HMGET prefix+"reload" id result: the last reload's request id ("SIGHUP" for a signal) and its
- * result ("ok: …" or "refused: …"); empty strings when there has been none. */
+/* The reload request is queue_control_post's ("reload", with --timeout as timeout_ms); musterd
+ * answers it in prefix+"reload".  HMGET prefix+"reload" id result: the last reload's request id
+ * ("SIGHUP" for a signal) and its result ("ok: …" or "refused: …"); empty strings when there has
+ * been none. */
 int queue_reload_result(struct queue *q,
                         char *id,
                         size_t id_size,
@@ -556,18 +536,58 @@ int queue_log_wait(struct queue *q,
                    size_t *len,
                    struct mu_err *err);
 
-/* XADD prefix+"control" cmd <cmd> arg <arg> for a question ("why" + job id); id gets the entry
- * id, which names the answer's key. */
-int queue_control_ask(struct queue *q,
-                      const char *cmd,
-                      const char *arg,
-                      char *id,
-                      size_t id_size,
-                      struct mu_err *err);
 /* BLPOP prefix+key ("why:<entry id>") for up to block_ms (under the connection's 2 s timeout).
  * *value is the answer (heap, NUL-terminated after *len bytes; free() it), NULL when none came. */
 int queue_answer_wait(
     struct queue *q, const char *key, int block_ms, char **value, size_t *len, struct mu_err *err);
+
+/* ---- operator commands that are never dropped (queue/durable.c, issue #40) ---- */
+
+/* What queue_control_post did. */
+enum queue_post {
+    QUEUE_POST_SENT = 0,  /* a musterd leads: the entry was added (id set) */
+    QUEUE_POST_RECORDED,  /* node command, no musterd leads: only the wanted state was kept */
+    QUEUE_POST_NO_LEADER, /* no musterd leads: nothing was added */
+    QUEUE_POST_NO_NODE,   /* node command for a node with no record in nodes nor node:wanted */
+};
+
+/* One control request. */
+struct queue_control_req {
+    const char *cmd;  /* "cancel", "reload", "why", "cordon", ... */
+    const char *arg;  /* job id, node, token; NULL = none */
+    int grace_s;      /* drain's grace cap; -1 = none */
+    int timeout_ms;   /* > 0: musterd drops the entry once Redis's clock passes its id's ms plus
+                       * this (queue_control_expired); 0 = applied whenever read */
+    bool node_wanted; /* cordon/drain/uncordon: record (or clear) arg's wanted state in
+                       * prefix+"node:wanted" in the same script, even when no musterd leads */
+};
+
+/* One script: when c->node_wanted, refuses a node that has neither a status entry nor a wanted
+ * state (*result QUEUE_POST_NO_NODE, nothing written), else sets the node's wanted state
+ * (queue_wanted_format; uncordon deletes it); then adds the control entry only while
+ * prefix+"leader" is held.  id (the entry id) is set for QUEUE_POST_SENT, "" otherwise.  -1 only
+ * on a Redis error. */
+int queue_control_post(struct queue *q,
+                       const struct queue_control_req *c,
+                       enum queue_post *result,
+                       char *id,
+                       size_t id_size,
+                       struct mu_err *err);
+/* The wanted state a node command records: "cordoned" (cordon), "draining" (drain), NULL for
+ * uncordon (clears it) and anything else.  Static text. */
+const char *queue_wanted_state(const char *cmd);
+/* The node:wanted value {"state":"<state>"[,"grace_s":N]} into buf; 0, or -1 when it does not
+ * fit. */
+int queue_wanted_format(const char *state, int grace_s, char *buf, size_t size);
+/* Parses a node:wanted value: state ("cordoned" or "draining") and grace_s (-1 = none).  0, or
+ * -1 with MU_E_PARSE. */
+int queue_wanted_parse(
+    const char *value, char *state, size_t state_size, int *grace_s, struct mu_err *err);
+/* TIME: Redis's clock in ms (control deadlines are Redis time, never a host's). */
+int queue_time_ms(struct queue *q, uint64_t *now_ms, struct mu_err *err);
+/* Whether a control entry with timeout_ms (0 = none: never) is past its deadline at Redis time
+ * now_ms: the entry id's ms ("<ms>-<seq>", Redis's clock when it was added) plus timeout_ms. */
+bool queue_control_expired(const char *entry_id, uint64_t timeout_ms, uint64_t now_ms);
 
 /* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
 int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);

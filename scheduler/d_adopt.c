@@ -96,6 +96,30 @@ static bool attempt_over(const struct musterd *d, const char *id, const struct d
 }
 
 /* Every task has answered (or is counted lost): the gang is placed again, same attempt. */
+/* A gang adopted on a node the operator drained (while it or musterd was away: kept in
+ * <prefix>node:wanted) moves off it the way d_node_drain moves the gangs it finds. */
+static void adopt_drain(struct musterd *d, struct d_job *j)
+{
+    for (int t = 0; j->placed && j->end == D_END_NONE && t < j->spec.tasks; t++) {
+        const struct d_node *node;
+        char why[PROTO_NODE_MAX + 32];
+        uint64_t deadline;
+        if (j->tasks[t].gone || j->slots[t].node < 0)
+            continue;
+        node = &d->nodes[j->slots[t].node];
+        if (node->admin != SCHED_NODE_DRAINING)
+            continue;
+        deadline = node->drain_grace_s >= 0
+                       ? mu_time_mono_ms() + (uint64_t)node->drain_grace_s * 1000u
+                       : 0;
+        (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
+        mu_log(MU_LOG_INFO, "sched", "job=%s adopted on drained node %s: checkpointed and requeued",
+               j->id, node->name);
+        (void)d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING);
+        return;
+    }
+}
+
 static void adopt_finish(struct musterd *d, struct d_job *j)
 {
     int first_gone = -1;
@@ -160,6 +184,7 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
         }
         d_job_running_if_all_acked(d, j);
     }
+    adopt_drain(d, j);
 }
 
 /* The worker's view of one of our tasks in its HELLO, or NULL. */

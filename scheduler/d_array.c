@@ -15,6 +15,11 @@
  * and the counts done and failed.  The array is RUNNING from its first element's start and ends
  * once every element has ended: SUCCEEDED when all of them succeeded, else FAILED; a cancel of
  * the array cancels its elements.
+ *
+ * The counters (jobs_submitted and the final ones, README "Metrics") count jobs that can run:
+ * an element counts as submitted when it is made (in the write that stores it) and once more
+ * when it ends; the array itself counts in none of them, and an index cancelled before it was
+ * made in neither, so submitted = succeeded + failed + cancelled + timeout once all have ended.
  */
 
 #include "scheduler/d_handlers.h"
@@ -127,7 +132,7 @@ static int element_make(struct musterd *d, struct d_job *p, int64_t index, struc
     char id[QUEUE_JOB_ID_MAX];
     char bufs[8][32];
     struct d_job *j;
-    struct d_tally tally = { D_C_NONE, 0, 0 };
+    struct d_tally tally = { D_C_SUBMITTED, 0, 0 }; /* the elements are the array's jobs */
 
     (void)mu_snprintf(id, sizeof(id), "%s_%lld", p->id, (long long)index);
     j = d_job_new(id);

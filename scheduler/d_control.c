@@ -2,9 +2,13 @@
 /*
  * Layer 3 of musterd (d_handlers.h): operator commands from the control stream (musterctl):
  * cancel, hold and release a job; drain, cordon and uncordon a node; reload the config
- * (d_reload.c); import an EC2 instance topology (d_topo.c).  drain moves the node's
- * gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without counting
- * a failure); cordon only stops new work.
+ * (d_reload.c); import an EC2 instance topology (d_topo.c); forget a node (d_node.c).  drain moves
+ * the node's gangs elsewhere the way a preemption does (checkpoint signal, grace, requeue without
+ * counting a failure); cordon only stops new work.  A node's cordon or drain is kept (d_wanted_set,
+ * the copy of <prefix>node:wanted that musterctl writes with the entry) and applied when the node
+ * registers, so one said while the node or musterd was away is not lost (issue #40).  An entry
+ * with timeout_ms is dropped once Redis's clock is past its deadline: its asker gave up and was
+ * told so, and applying it later would contradict that.
  */
 
 #include "scheduler/d_handlers.h"
@@ -64,16 +68,101 @@ void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
            node->name, n, grace_s >= 0 ? " (grace capped by --grace)" : "");
 }
 
+/* cordon, drain or uncordon: kept for the node's next registration, and applied now if it is
+ * known to this run. */
+static void node_command(struct musterd *d, const struct queue_entry *e)
+{
+    enum sched_node_state admin = strcmp(e->cmd, "drain") == 0    ? SCHED_NODE_DRAINING
+                                  : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
+                                                                  : SCHED_NODE_READY;
+    int idx = sched_cluster_node_find(d->cluster, e->arg);
+    struct d_node *node = idx >= 0 ? &d->nodes[idx] : NULL;
+    struct mu_err err;
+
+    if (d_wanted_set(d, e->arg, admin, e->grace_s, &err) != 0)
+        mu_log(MU_LOG_ERROR, "sched", "node=%s %s: cannot keep it for its registration: %s", e->arg,
+               e->cmd, err.msg);
+    if (!node) {
+        mu_log(MU_LOG_INFO, "sched", "node=%s %s kept: the node is not registered; %s", e->arg,
+               e->cmd,
+               admin == SCHED_NODE_READY ? "it registers ready" : "applied when it registers");
+        return;
+    }
+    node->admin = admin;
+    node->drain_grace_s = e->grace_s;
+    node->reason[0] = '\0'; /* the operator's word replaces musterd's */
+    node->refusals = 0;
+    if (node->online)
+        sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
+    mu_log(MU_LOG_INFO, "sched", "node=%s %s%s", node->name, sched_node_state_name(node->admin),
+           node->online ? "" : " (not online: kept for when it registers again)");
+    if (node->admin == SCHED_NODE_DRAINING)
+        d_node_drain(d, node, e->grace_s);
+    d->nodes_dirty = true;
+    d->dirty = true;
+}
+
+/* An entry past its deadline: dropped, said in the log and, for a question, to the asker's
+ * answer key (nobody may read it: the asker gave up at the deadline). */
+static void control_expired(struct musterd *d, const struct queue_entry *e, uint64_t now_ms)
+{
+    char text[512];
+    char key[QUEUE_JOB_ID_MAX + 8];
+    struct mu_err err;
+
+    mu_log(MU_LOG_WARN, "sched",
+           "control %s '%s' (entry %s) expired: not taken within its %llu ms (Redis's clock is "
+           "%llu); dropped, not applied",
+           e->cmd, e->arg, e->id, (unsigned long long)e->timeout_ms, (unsigned long long)now_ms);
+    if (strcmp(e->cmd, "why") != 0)
+        return;
+    (void)mu_snprintf(key, sizeof(key), "why:%s", e->id);
+    (void)mu_snprintf(
+        text, sizeof(text),
+        "{\"error\":\"expired: musterd read the question after its %llu ms deadline\"}",
+        (unsigned long long)e->timeout_ms);
+    if (d->store.ops->answer_push(d->store.ctx, key, text, strlen(text), &err) != 0)
+        d->redis_down = true;
+}
+
+/* Whether e is past its deadline (then dropped and acknowledged here); false also when Redis's
+ * clock cannot be read (*unread: the entry is left unacknowledged, read again after the
+ * reconnect). */
+static bool control_is_stale(struct musterd *d, const struct queue_entry *e, bool *unread)
+{
+    uint64_t now_ms = 0;
+    struct mu_err err;
+
+    *unread = false;
+    if (e->timeout_ms == 0)
+        return false;
+    if (d->store.ops->time_ms(d->store.ctx, &now_ms, &err) != 0) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "control-time", 5,
+                       "control %s: cannot read Redis's clock for its deadline: %s", e->cmd,
+                       err.msg);
+        d->redis_down = true;
+        *unread = true;
+        return false;
+    }
+    if (!queue_control_expired(e->id, e->timeout_ms, now_ms))
+        return false;
+    control_expired(d, e, now_ms);
+    d_stream_ack(d, QUEUE_STREAM_CONTROL, e->id);
+    return true;
+}
+
 void d_control(struct musterd *d, const struct queue_entry *e)
 {
+    bool unread;
     bool applied = true;
     struct d_job *j = NULL;
-    struct d_node *node = NULL;
     bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0
                    || strcmp(e->cmd, "release") == 0;
     bool node_cmd = strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0
                     || strcmp(e->cmd, "uncordon") == 0;
 
+    if (control_is_stale(d, e, &unread) || unread)
+        return;
     if (job_cmd) {
         bool unmade = false;
         j = mu_map_get(d->jobs, e->arg);
@@ -95,31 +184,15 @@ void d_control(struct musterd *d, const struct queue_entry *e)
         else
             applied = job_hold(d, j, strcmp(e->cmd, "hold") == 0) == 0;
     } else if (node_cmd) {
-        int idx = sched_cluster_node_find(d->cluster, e->arg);
-        node = idx >= 0 ? &d->nodes[idx] : NULL;
-        if (!node) {
-            mu_log(MU_LOG_WARN, "sched", "control %s: node '%s' is not registered", e->cmd, e->arg);
-        } else {
-            node->admin = strcmp(e->cmd, "drain") == 0    ? SCHED_NODE_DRAINING
-                          : strcmp(e->cmd, "cordon") == 0 ? SCHED_NODE_CORDONED
-                                                          : SCHED_NODE_READY;
-            node->reason[0] = '\0'; /* the operator's word replaces musterd's */
-            node->refusals = 0;
-            if (node->online)
-                sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
-            mu_log(MU_LOG_INFO, "sched", "node=%s %s", node->name,
-                   sched_node_state_name(node->admin));
-            if (node->admin == SCHED_NODE_DRAINING)
-                d_node_drain(d, node, e->grace_s);
-            d->nodes_dirty = true;
-            d->dirty = true;
-        }
+        node_command(d, e);
     } else if (strcmp(e->cmd, "reload") == 0) {
         d_config_reload(d, e->id);
     } else if (strcmp(e->cmd, "why") == 0) {
         d_why(d, e->id, e->arg);
     } else if (strcmp(e->cmd, "topology") == 0) {
         d_topo_import(d, e->arg);
+    } else if (strcmp(e->cmd, "forget") == 0) {
+        applied = d_node_forget(d, e->id, e->arg) == 0; /* else read again after the outage */
     } else {
         mu_log_limited(MU_LOG_WARN, "sched", "control-unknown", 5,
                        "control: unknown command '%s' ignored", e->cmd);

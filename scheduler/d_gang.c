@@ -147,6 +147,24 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
     return 0;
 }
 
+/* Here, above the job table (d_job.c) and the pending list (d_pending.c), so that neither of those
+ * two calls the other: the pending list uses the job's helpers, and forgetting uses both. */
+void d_job_forget(struct musterd *d, struct d_job *j)
+{
+    d_job_pending_remove(d, j);
+    d_job_reason_late_drop(d, j); /* a reason while an old attempt stops: not in d->pending */
+    if (MU_NEVER(j->live_at)) {   /* forgotten while it holds GPUs: at least no dangling pointer */
+        j->placed = j->adopting = false;
+        d_job_live_update(d, j);
+    }
+    if (j->unsynced) {
+        j->forget_after_sync = true; /* its final state is not in Redis yet */
+        return;
+    }
+    (void)mu_map_remove(d->jobs, j->id);
+    d_job_retire(d, j);
+}
+
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget. */
 void d_job_release_if_done(struct musterd *d, struct d_job *j)
 {
@@ -312,6 +330,11 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
         (void)mu_snprintf(why, sizeof(why),
                           "task %d on node %s was stopped by the node's self-fencing (no word "
                           "from the scheduler for node_lost_after_s)",
+                          t, node_name);
+        d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->stopped) {
+        /* Its worker was told to stop (SIGTERM) and stopped its tasks: the node goes down. */
+        (void)mu_snprintf(why, sizeof(why), "task %d on node %s was stopped by its worker's stop",
                           t, node_name);
         d_job_attempt_end(d, j, false, 0, why);
     } else if (task->oom) {
@@ -641,7 +664,8 @@ int d_job_cancel_why(struct musterd *d, struct d_job *j, const char *why)
     uint64_t finished_ms = mu_time_wall_ms();
     char now[32];
     struct queue_kv f[] = { { "finished_at", now }, { "error", why } };
-    struct d_tally tally = { D_C_CANCELLED, 0, 0 };
+    /* An array is no job of the counters (d_array.c): its elements count their own ends. */
+    struct d_tally tally = { j->array ? D_C_NONE : D_C_CANCELLED, 0, 0 };
     struct d_change c = {
         .to = QUEUE_CANCELLED, .reason = why, .fields = f, .nfields = 2, .tally = &tally
     };

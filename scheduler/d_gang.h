@@ -41,6 +41,9 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
 /* Gives the resources back once nothing of the attempt runs; then requeue or forget (may free
  * j). */
 void d_job_release_if_done(struct musterd *d, struct d_job *j);
+/* Drops a final job from the table (once its final state is written) and retires it: out of the
+ * pending list, the late reasons and the live set first. */
+void d_job_forget(struct musterd *d, struct d_job *j);
 /*
  * Stops a running gang: checkpoint signal, then KILL at deadline_ms (mono) or when its
  * checkpoint grace is over, whichever is first.  to QUEUE_PENDING requeues it (state

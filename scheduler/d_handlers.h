@@ -71,7 +71,10 @@ int d_array_skip_parse(struct d_job *p, const char *text);
 /* After a restart's load: each array counts its recovered elements and makes the next ones. */
 void d_array_recover(struct musterd *d);
 
-/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload). */
+/* d_control.c: one operator command (cancel, hold, release, drain, cordon, uncordon, reload,
+ * why, topology).  An entry past its deadline (timeout_ms, against Redis's clock) is dropped and
+ * acknowledged; one whose deadline cannot be checked (Redis down) is left unacknowledged.  A node
+ * command is kept for the node's registration (d_wanted_set) as well as applied. */
 void d_control(struct musterd *d, const struct queue_entry *e);
 /* d_reload.c: reads d->config_path again; the queues take effect, any other change is refused.
  * id names the request in the answer (the control entry's id, or "SIGHUP"). */
@@ -84,12 +87,16 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
 void d_checkpoint_done(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg *m);
+/* BYE: the worker stopped its tasks and leaves.  Its task reports are applied, the node is down
+ * at once, and what still runs there goes the lost node's way (d_node_lost_tasks). */
+void d_bye(struct musterd *d, struct d_node *node, const struct proto_msg *m);
 
 /* d_spot_return.c: after a checkpoint of j landed, moves j from the on-demand capacity it fell
  * back to onto spot capacity that is free now, when that pays (issue #16). */
 void d_spot_return_check(struct musterd *d, struct d_job *j);
-/* Node idx was judged lost: its tasks are gone (their supervisors stop them); their gangs end
- * their attempts and wait for the fence before the next one. */
+/* Node idx was judged lost, or is down (BYE): its tasks not answered for are gone (their
+ * supervisors stop them); their gangs end their attempts and wait for the fence before the next
+ * one. */
 void d_node_lost_tasks(struct musterd *d, int node_idx);
 /* Gangs whose BINDs were not all acknowledged in time: given up (d_report.c). */
 void d_jobs_check_timeouts(struct musterd *d, uint64_t now_ms);

@@ -216,6 +216,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
         d_job_free(j);
         return;
     }
+    /* An array is no job of the counters: each element counts when it is made (d_array.c). */
+    tally.counter = j->array ? D_C_NONE : D_C_SUBMITTED;
     fields_of_new_job(j, e->spec, after, bufs, f, &nf);
     c = (struct d_change){ .to = QUEUE_PENDING,
                            .reason = "submitted",

@@ -102,9 +102,15 @@ static int redis_answer_push(
     return noted(ctx, queue_answer_push(conn(ctx), key, value, len, err), err);
 }
 
+static int redis_time_ms(void *ctx, uint64_t *now_ms, struct mu_err *err)
+{
+    return noted(ctx, queue_time_ms(conn(ctx), now_ms, err), err);
+}
+
 static const struct d_store_ops redis_ops = {
-    redis_job_update,   redis_idem_claim, redis_idem_get,    redis_job_state,   redis_status_write,
-    redis_counter_incr, redis_log_reply,  redis_answer_push, redis_batch_begin, redis_batch_end,
+    redis_job_update,   redis_idem_claim,   redis_idem_get,  redis_job_state,
+    redis_status_write, redis_counter_incr, redis_log_reply, redis_answer_push,
+    redis_time_ms,      redis_batch_begin,  redis_batch_end,
 };
 
 void d_store_redis(struct d_store *s, struct queue *q)

@@ -63,6 +63,8 @@ struct d_store_ops {
     /* queue_answer_push: an answer (musterctl why) on <prefix><key>, expiring */
     int (*answer_push)(
         void *ctx, const char *key, const char *value, size_t len, struct mu_err *err);
+    /* queue_time_ms: Redis's clock, for the deadlines of control entries (never a host's) */
+    int (*time_ms)(void *ctx, uint64_t *now_ms, struct mu_err *err);
     /* The job_updates between batch_begin and batch_end go in one round trip
      * (queue_job_update_append, queue_updates_finish): until batch_end returns 0 none of them
      * may be taken as landed, and after -1 any may or may not have.  No other write between. */

@@ -423,22 +423,6 @@ void d_job_wake_dependents(struct musterd *d, struct d_job *j)
     d->dirty = true; /* the pass begins with d_deps_wake */
 }
 
-void d_job_forget(struct musterd *d, struct d_job *j)
-{
-    d_job_pending_remove(d, j);
-    d_job_reason_late_drop(d, j); /* a reason while an old attempt stops: not in d->pending */
-    if (MU_NEVER(j->live_at)) {   /* forgotten while it holds GPUs: at least no dangling pointer */
-        j->placed = j->adopting = false;
-        d_job_live_update(d, j);
-    }
-    if (j->unsynced) {
-        j->forget_after_sync = true; /* its final state is not in Redis yet */
-        return;
-    }
-    (void)mu_map_remove(d->jobs, j->id);
-    d_job_retire(d, j);
-}
-
 /* Frees the oldest n retired jobs. */
 static void retired_drop(struct musterd *d, int n)
 {
@@ -551,6 +535,7 @@ void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
     task->lost = r->state == PROTO_TASK_LOST;
     task->fenced = r->state == PROTO_TASK_EXITED && r->fenced;
     task->oom = r->state == PROTO_TASK_EXITED && r->oom_killed;
+    task->stopped = r->state == PROTO_TASK_EXITED && r->stopped;
     task->held = true;
     task->exit_code = r->state == PROTO_TASK_EXITED ? r->exit_code : 0;
     task->signal = r->state == PROTO_TASK_EXITED ? r->signal : 0;
@@ -794,10 +779,6 @@ void d_jobs_free(struct musterd *d)
     free(d->woken);
     d->woken = NULL;
     d->nwoken = d->cap_woken = 0;
-    free(d->pending);
-    d->pending = NULL;
-    sched_order_free(d->order);
-    d->order = NULL;
     free(d->live);
     free(d->live_sig);
     free(d->late);

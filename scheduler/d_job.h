@@ -4,7 +4,8 @@
  * it: its spec, its state, and while it holds resources its placement (slots, the one record of
  * where each task runs) and how each task is doing.  d_job_write is the only way a job's state
  * reaches Redis; it derives the "state" field and the event from the state it is given.  The job
- * table (id -> job) and the pending list live here too.
+ * table (id -> job, d_job.c) and the pending list (d_pending.c) live here too; d_pending.c calls
+ * into d_job.c, never the other way (forgetting a job, which touches both, is d_gang.c's).
  *
  * Invariants:
  * - every transition is written to Redis before any worker hears of it (write-ahead);
@@ -30,6 +31,7 @@ struct d_task {
     bool lost;      /* gone because its node or worker lost it (not an exit) */
     bool fenced;    /* exited because its worker fenced itself (the scheduler was away) */
     bool oom;       /* its worker's cgroup saw the kernel's OOM killer (memory_mb_per_task) */
+    bool stopped;   /* exited because its worker's clean stop stopped it (then BYE) */
     bool held;      /* the worker keeps this exit until we acknowledge it (KILL) at the
                      * attempt's end, once the outcome is in Redis (d_job_release_if_done) */
     int exit_code;
@@ -288,6 +290,8 @@ void d_job_pending_remove(struct musterd *d, struct d_job *j); /* O(1); nothing 
  * or one could not be added).  0, or -1 with err (no memory; still stale). */
 int d_pending_order_fresh(struct musterd *d, struct mu_err *err);
 void d_pending_order_stale(struct musterd *d); /* a reload: queues and run times may differ */
+/* Frees the pending list and the order (not the jobs: d_jobs_free). */
+void d_pending_free(struct musterd *d);
 /* Readies a pass over the pending jobs at now_s: the gangs that hold resources into
  * d->pass.running (*nrunning of them), what each queue uses into d->pass.quota, and an iteration
  * of d->order (sched_order_next) in the fair-share order for the queues' and users' standings
@@ -327,8 +331,6 @@ struct d_live_probe d_live_probe(const char *node_name);
  * d->nlive), or NULL at the end.  A job that leaves the list meanwhile moves the last one to its
  * place, which the walk has seen already. */
 struct d_job *d_live_prev_on(const struct musterd *d, int *k, struct d_live_probe p);
-/* Drops a final job from the table (once its final state is written) and retires it. */
-void d_job_forget(struct musterd *d, struct d_job *j);
 /*
  * How long, and how many, final jobs are kept after they leave the table (d->retired): a Redis
  * failover may lose the last writes the old primary acknowledged (replication is asynchronous),
@@ -345,6 +347,7 @@ void d_job_retire(struct musterd *d, struct d_job *j);
 struct d_job *d_job_retired_find(const struct musterd *d, const char *id);
 /* Frees retired jobs older than D_RETIRED_KEEP_MS (now: mono ms). */
 void d_jobs_retired_expire(struct musterd *d, uint64_t now);
+/* Frees the job table and the retired jobs (the pending list: d_pending_free). */
 void d_jobs_free(struct musterd *d);
 /* After a Redis outage: writes every job whose changes could not be written; -1 if Redis
  * failed again. */

@@ -99,6 +99,10 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
         break;
     }
     node = d_node_get(d, identity);
+    if (!node && m->type == PROTO_BYE) {
+        mu_log(MU_LOG_DEBUG, "sched", "node=%s BYE from a node that is not registered", identity);
+        return; /* nothing of ours runs there; an answer would only ask it for HELLO */
+    }
     if (!node) {
         /* Not registered (e.g. we restarted): answering makes it send HELLO, which carries its
          * tasks again; what this message said is not lost, but say that it was dropped. */
@@ -138,6 +142,9 @@ static void handle_message(struct musterd *d, const char *identity, struct proto
         break;
     case PROTO_REBALANCE:
         d_rebalance(d, node, m);
+        break;
+    case PROTO_BYE:
+        d_bye(d, node, m);
         break;
     default:
         mu_log_limited(MU_LOG_WARN, "sched", "unexpected-type", 10,

@@ -196,19 +196,23 @@ static int render_counters(const struct musterd *d, struct mu_buf *b, struct mu_
 {
     static const char *const help[D_COUNTER_COUNT] = {
         /* NOLINTNEXTLINE(bugprone-suspicious-missing-comma): one text on two lines, as below */
-        "Valid jobs taken in from the submit stream (rejected submissions are counted in "
-        "muster_jobs_rejected_total, not here; duplicates of an idempotency key in neither).",
-        "Submissions rejected as invalid.",
-        "Jobs that succeeded.",
-        "Jobs that failed after their retries.",
-        "Jobs cancelled by an operator.",
+        "Jobs taken in that can run: each valid submission, and each element of a job array as "
+        "musterd makes it, never the array itself (rejected submissions are counted in "
+        "muster_jobs_rejected_total, not here; duplicates of an idempotency key in neither). Once "
+        "every job has ended it equals succeeded + failed + cancelled + timeout.",
+        "Submissions rejected as invalid (an array as one).",
+        "Jobs that succeeded (array elements each, never the array itself).",
+        "Jobs that failed after their retries (array elements each, never the array itself).",
+        "Jobs cancelled, by an operator or a dependency never met (array elements each, never the "
+        "array itself).",
         "Gang attempts rerun after a task failed.",
         "Gang attempts requeued without counting a failure (node lost, bind timeout, a node "
         "refusing a task, drain, scheduler restart).",
         "Gangs preempted for higher-priority work.",
         "Spot interruption notices received.",
         "Nodes declared lost after missing heartbeats.",
-        "Jobs stopped at their time limit (state TIMEOUT).",
+        "Jobs stopped at their time limit (state TIMEOUT; array elements each).",
+        "Gangs moved from on-demand back to spot after a checkpoint.",
     };
     double cumulative = 0;
 
@@ -372,7 +376,11 @@ static int render_gauges(const struct musterd *d,
                          struct mu_buf *b,
                          struct mu_err *err)
 {
-    if (head(b, "jobs", "gauge", "Jobs not yet finished, by state and queue.", err) != 0)
+    if (head(b, "jobs", "gauge",
+             "Jobs not yet finished, by state and queue (an array's elements once made, never the "
+             "array itself).",
+             err)
+        != 0)
         return -1;
     for (int q = 0; q < d->cfg.nqueues; q++) {
         for (int s = 0; s < D_ACTIVE_STATES; s++) {

@@ -2,8 +2,10 @@
 /*
  * Layer 1 of musterd (d_node.h): the worker registry (DESIGN §2, §7): registration from HELLO,
  * heartbeats and their answers (which carry the worker's echo_ms back: its lease), nodes judged
- * lost, musterd's own cordon of a node that keeps refusing tasks, and the nodes of the last run
- * after a restart.  A node keeps its cluster index for the life of the daemon.
+ * lost, nodes whose worker said BYE (down), musterd's own cordon of a node that keeps refusing
+ * tasks, the nodes of the last run after a restart, and musterctl node forget.  A node keeps its
+ * cluster index for the life of the daemon: a forgotten one only loses its status entry, so that
+ * it registers again as usual if it comes back.
  */
 
 #include "scheduler/d_node.h"
@@ -18,6 +20,8 @@
 
 enum sched_node_state d_node_state(const struct d_node *node)
 {
+    if (node->down)
+        return SCHED_NODE_DOWN;
     return node->terminating ? SCHED_NODE_TERMINATING : node->admin;
 }
 
@@ -176,6 +180,49 @@ static int hello_spec(struct musterd *d,
     return 0;
 }
 
+/* A node (back) online takes the state the operator asked for while it was away: a cordon or
+ * drain musterd kept (<prefix>node:wanted).  Without one it keeps its own (ready when new). */
+static void wanted_apply(struct musterd *d, struct d_node *node, const char *name)
+{
+    const struct d_wanted *w = d_wanted_get(d, name);
+
+    if (!w || node->admin == w->admin)
+        return;
+    node->admin = w->admin;
+    node->drain_grace_s = w->grace_s;
+    node->reason[0] = '\0'; /* the operator's word replaces musterd's */
+    node->refusals = 0;
+    mu_log(MU_LOG_INFO, "sched", "node=%s %s, as the operator asked while it was not registered",
+           name, sched_node_state_name(w->admin));
+}
+
+/*
+ * A worker whose whole GPUs do not match its pool's gpus_per_node (a wrong --gpus, or the wrong
+ * --pool) is registered as it reports itself, but said loudly: placement counts its GPUs, while
+ * autoscalers and the pending-demand gauges count the pool's.  Logged once per change.
+ */
+static void gpu_check(struct musterd *d, struct d_node *node, const struct proto_msg *m)
+{
+    const struct cfg_pool *pool = cfg_pool_find(&d->cfg, m->pool);
+    char warning[sizeof(node->warning)] = "";
+    int whole = 0;
+
+    for (int g = 0; g < m->ngpus; g++)
+        whole += m->gpus[g].profile[0] == '\0'; /* GPUs in MIG mode count, their slices not */
+    if (pool && whole != pool->gpus_per_node)
+        (void)mu_snprintf(warning, sizeof(warning),
+                          "reports %d GPU(s), but pool %s has gpus_per_node %d", whole, pool->name,
+                          pool->gpus_per_node);
+    if (strcmp(warning, node->warning) == 0)
+        return;
+    mu_strlcpy(node->warning, warning, sizeof(node->warning));
+    if (warning[0])
+        mu_log(MU_LOG_WARN, "sched",
+               "node=%s %s; registered as it reports itself; hint: check the worker's --gpus and "
+               "--pool, or the pool's gpus_per_node",
+               node->name, warning);
+}
+
 struct d_node *d_node_register(struct musterd *d, const char *identity, const struct proto_msg *m)
 {
     struct sched_node_spec spec;
@@ -212,8 +259,11 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     if (idx >= d->nnodes) {
         d->nnodes = idx + 1;
         d->nodes[idx].admin = SCHED_NODE_READY;
+        d->nodes[idx].drain_grace_s = -1;
     }
     node = &d->nodes[idx];
+    if (!node->online)
+        wanted_apply(d, node, m->node);
     mu_strlcpy(node->name, m->node, sizeof(node->name));
     mu_strlcpy(node->pool, m->pool, sizeof(node->pool));
     mu_strlcpy(node->addr, m->addr[0] ? m->addr : m->node, sizeof(node->addr));
@@ -223,6 +273,9 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     if (!node->online)
         mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",
                node->name, node->pool, m->ngpus, m->ntasks);
+    gpu_check(d, node, m);
+    node->down = false; /* back after a BYE, or after musterctl node forget */
+    node->forgotten = false;
     if (d->expected_nodes && mu_map_remove(d->expected_nodes, node->name)
         && mu_map_count(d->expected_nodes) == 0) {
         mu_log(MU_LOG_INFO, "sched", "every node of the last run is back");
@@ -276,6 +329,145 @@ void d_node_refused(struct musterd *d,
     d->nodes_dirty = true;
 }
 
+void d_node_stopping(struct musterd *d, struct d_node *node)
+{
+    if (node->down)
+        return;
+    node->down = true;
+    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_DOWN);
+    mu_log(MU_LOG_INFO, "sched", "node=%s stopping: its worker stops its tasks; no new work there",
+           node->name);
+    d->nodes_dirty = true;
+}
+
+void d_node_down(struct musterd *d, struct d_node *node)
+{
+    node->online = false;
+    node->down = true;
+    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_DOWN);
+    mu_log(MU_LOG_INFO, "sched", "node=%s down: its worker stopped cleanly (BYE)", node->name);
+    d->nodes_dirty = true;
+    d->dirty = true;
+}
+
+bool d_node_has_tasks(const struct musterd *d, const char *name)
+{
+    int idx = sched_cluster_node_find(d->cluster, name);
+    struct d_job *j;
+
+    for (int k = d->nlive; (j = d_live_prev_on(d, &k, d_live_probe(name))) != NULL;) {
+        for (int t = 0; t < j->spec.tasks; t++) {
+            if (j->tasks[t].gone)
+                continue;
+            if (idx >= 0 && j->slots[t].node == idx)
+                return true;
+            /* Adopting after a restart: a task whose node has not registered yet. */
+            if (j->adopting && j->slots[t].node < 0 && j->adopt_nodes
+                && strcmp(j->adopt_nodes[t], name) == 0)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Whether <prefix>nodes has an entry for name (a node of an earlier run); -1 on a Redis error. */
+static int node_record_exists(struct musterd *d, const char *name, struct mu_err *err)
+{
+    cJSON *rec = NULL;
+
+    if (!d->q)
+        return 0;
+    if (queue_node_read(d->q, name, &rec, err) != 0)
+        return err->code == MU_E_PARSE ? 1 : -1; /* an unreadable entry is still an entry */
+    cJSON_Delete(rec);
+    return rec != NULL;
+}
+
+/* Why name must not be forgotten, into why; "" when it may.  -1 on a Redis error. */
+static int forget_check(struct musterd *d, const char *name, char *why, size_t size)
+{
+    int idx = sched_cluster_node_find(d->cluster, name);
+    const struct d_node *node = idx >= 0 && idx < d->nnodes ? &d->nodes[idx] : NULL;
+    struct mu_err err;
+    int exists;
+
+    why[0] = '\0';
+    if (!mu_name_is_valid(name, PROTO_NODE_MAX - 1)) {
+        (void)mu_snprintf(why, size, "'%s' is not a node name", name);
+    } else if (node && node->online) {
+        (void)mu_snprintf(why, size,
+                          "node '%s' is registered (%s); stop its worker first (the node goes "
+                          "down), or wait until it is lost",
+                          name, sched_node_state_name(d_node_state(node)));
+    } else if (d_node_has_tasks(d, name)) {
+        (void)mu_snprintf(why, size,
+                          "node '%s' still has tasks of running gangs; wait until they are "
+                          "requeued",
+                          name);
+    } else if (!node && d->regrace_until_ms && d->expected_nodes
+               && mu_map_get(d->expected_nodes, name)) {
+        (void)mu_snprintf(why, size,
+                          "node '%s' ran before musterd restarted and may still come back; "
+                          "try again once node_lost_after_s (%d s) has passed",
+                          name, d->cfg.node_lost_after_s);
+    } else if (!node || node->forgotten) {
+        exists = node_record_exists(d, name, &err);
+        if (exists < 0) {
+            mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "forget %s: %s", name, err.msg);
+            d->redis_down = true;
+            return -1;
+        }
+        if (!exists)
+            (void)mu_snprintf(why, size, "node '%s' is not known", name);
+    }
+    return 0;
+}
+
+int d_node_forget(struct musterd *d, const char *entry_id, const char *name)
+{
+    int idx = sched_cluster_node_find(d->cluster, name);
+    char why[PROTO_NODE_MAX + 300];
+    char answer[sizeof(why) + 16];
+    char key[QUEUE_JOB_ID_MAX + 16];
+    struct queue_kv kv = { name, NULL }; /* NULL: HDEL */
+    struct mu_err err;
+
+    if (forget_check(d, name, why, sizeof(why)) != 0)
+        return -1;
+    /* The operator's kept cordon or drain of it goes with the record (first: a retry after a
+     * failure here or below finds the record still there, and deletes again). */
+    if ((!why[0] && d_wanted_get(d, name)
+         && d->store.ops->status_write(d->store.ctx, "node:wanted", &kv, 1, &err) != 0)
+        || (!why[0] && d->store.ops->status_write(d->store.ctx, "nodes", &kv, 1, &err) != 0)) {
+        mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "forget %s: %s", name, err.msg);
+        d->redis_down = true;
+        return -1;
+    }
+    if (!why[0] && d_wanted_get(d, name)) /* the map exists: this only removes from it */
+        (void)d_wanted_set(d, name, SCHED_NODE_READY, -1, NULL);
+    if (why[0]) {
+        mu_log(MU_LOG_INFO, "sched", "forget %s refused: %s", name, why);
+        (void)mu_snprintf(answer, sizeof(answer), "refused: %s", why);
+    } else {
+        if (idx >= 0 && idx < d->nnodes) {
+            d->nodes[idx].forgotten = true;
+            d->nodes[idx].status_sum = 0; /* written again should it register again */
+        }
+        if (d->expected_nodes && mu_map_remove(d->expected_nodes, name)
+            && mu_map_count(d->expected_nodes) == 0)
+            d->regrace_until_ms = 0;
+        mu_log(MU_LOG_INFO, "sched", "node=%s forgotten: its record is removed", name);
+        (void)mu_snprintf(answer, sizeof(answer), "ok: node %s forgotten", name);
+    }
+    (void)mu_snprintf(key, sizeof(key), "forget:%s", entry_id);
+    if (d->store.ops->answer_push(d->store.ctx, key, answer, strlen(answer), &err) != 0) {
+        /* Done all the same; musterctl's wait runs out and says the answer did not come. */
+        mu_log_limited(MU_LOG_ERROR, "sched", "forget", 5, "forget %s: %s", name, err.msg);
+        d->redis_down = true;
+    }
+    return 0;
+}
+
 uint64_t d_node_silence_limit_ms(const struct cfg *c)
 {
     /* A worker cut off this long stops its own tasks (its lease); the margin makes sure it did
@@ -309,6 +501,7 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
             continue;
         }
         node->online = false;
+        node->down = false; /* stopping, but its BYE never came: lost after all */
         sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
         mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
                d->cfg.node_lost_after_s);
@@ -320,13 +513,72 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
     return -1;
 }
 
+int d_wanted_set(struct musterd *d,
+                 const char *name,
+                 enum sched_node_state admin,
+                 int grace_s,
+                 struct mu_err *err)
+{
+    struct d_wanted *w;
+
+    if (!d->wanted && (d->wanted = mu_map_new()) == NULL)
+        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    if (admin != SCHED_NODE_CORDONED && admin != SCHED_NODE_DRAINING) {
+        free(mu_map_remove(d->wanted, name));
+        return 0;
+    }
+    w = mu_map_get(d->wanted, name);
+    if (!w) {
+        w = malloc(sizeof(*w));
+        if (!w || mu_map_put(d->wanted, name, w, err) != 0) {
+            free(w);
+            return mu_errf(err, MU_E_NOMEM, "out of memory");
+        }
+    }
+    w->admin = admin;
+    w->grace_s = grace_s;
+    return 0;
+}
+
+const struct d_wanted *d_wanted_get(const struct musterd *d, const char *name)
+{
+    return d->wanted ? mu_map_get(d->wanted, name) : NULL;
+}
+
+/* One field of <prefix>node:wanted; a value that does not parse is logged and left out. */
+static int wanted_load_one(
+    void *ctx, const char *field, const char *value, size_t len, struct mu_err *err)
+{
+    struct musterd *d = ctx;
+    struct mu_err perr;
+    char state[16];
+    int grace_s;
+
+    (void)len;
+    if (queue_wanted_parse(value, state, sizeof(state), &grace_s, &perr) != 0) {
+        mu_log(MU_LOG_WARN, "sched", "node=%s %s; left out", field, perr.msg);
+        return 0;
+    }
+    return d_wanted_set(d, field,
+                        strcmp(state, "draining") == 0 ? SCHED_NODE_DRAINING : SCHED_NODE_CORDONED,
+                        grace_s, err);
+}
+
 int d_nodes_recover(struct musterd *d, struct mu_err *err)
 {
     cJSON *nodes = NULL;
     const cJSON *node;
+    int kept = 0;
 
     if (d_topo_load(d, err) != 0 || queue_status_read(d->q, "nodes", &nodes, err) != 0)
         return -1;
+    if (queue_hash_each(d->q, "node:wanted", wanted_load_one, d, &kept, err) != 0) {
+        cJSON_Delete(nodes);
+        return -1;
+    }
+    if (kept > 0)
+        mu_log(MU_LOG_INFO, "sched",
+               "%d node(s) cordoned or drained by the operator: applied as each registers", kept);
     d->expected_nodes = mu_map_new();
     if (!d->expected_nodes) {
         cJSON_Delete(nodes);
@@ -346,8 +598,11 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
             if (prof->string && mu_mig_profile_is_valid(prof->string))
                 (void)sched_cluster_profile_intern(d->cluster, prof->string, NULL);
         }
+        /* Lost or down (its worker said BYE): not expected back. */
         if (!cJSON_IsString(name)
-            || (cJSON_IsString(state) && strcmp(state->valuestring, "lost") == 0))
+            || (cJSON_IsString(state)
+                && (strcmp(state->valuestring, "lost") == 0
+                    || strcmp(state->valuestring, "down") == 0)))
             continue;
         if (mu_map_put(d->expected_nodes, name->valuestring, d, err) != 0) {
             cJSON_Delete(nodes);
@@ -379,9 +634,16 @@ bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms)
 
 void d_nodes_free(struct musterd *d)
 {
+    size_t pos = 0;
+    void *w;
+
     d_topo_free(d);
     mu_map_free(d->expected_nodes);
     d->expected_nodes = NULL;
+    while ((w = mu_map_next(d->wanted, &pos)) != NULL)
+        free(w);
+    mu_map_free(d->wanted);
+    d->wanted = NULL;
     free(d->nodes);
     d->nodes = NULL;
     d->nnodes = 0;

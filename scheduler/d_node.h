@@ -24,8 +24,13 @@ struct d_node {
     char addr[128];
     char instance_id[64]; /* EC2 instance id from HELLO; "" = not given */
     char confinement[16]; /* HELLO's: "cgroup-v1", "cgroup-v2", "pgroup"; "" = not said */
-    bool online;          /* registered and not lost */
-    uint64_t seen_ms;     /* mono: last message */
+    bool online;          /* registered and not lost or down */
+    bool down;         /* its worker stops cleanly (a stopped exit) or said BYE; until it registers
+                          again.  online stays true until the BYE: its last reports are still read */
+    bool forgotten;    /* musterctl node forget: no status entry until it registers again */
+    char warning[160]; /* what registration found odd (GPUs against the pool's gpus_per_node);
+                          "" = nothing */
+    uint64_t seen_ms;  /* mono: last message */
     uint64_t seen_wall_ms;
     int unanswered; /* heartbeats left unanswered since the last answer (d_answer_every) */
     enum sched_node_state admin;        /* operator state: ready, cordoned or draining */
@@ -40,9 +45,18 @@ struct d_node {
                                write (d_status.c); 0 = a task runs here */
     uint64_t status_sum;    /* hash of the entry last written to <prefix>nodes; 0 = none yet */
     uint64_t status_hb_ms;  /* the heartbeat_at that entry shows */
+    int drain_grace_s;      /* the operator's --grace cap of its drain; -1 = none */
 };
 
-/* The node's state for placement: terminating (spot notice) beats the operator's state. */
+/* The operator's wanted state of a node (<prefix>node:wanted), kept whether it is registered or
+ * not. */
+struct d_wanted {
+    enum sched_node_state admin; /* SCHED_NODE_CORDONED or SCHED_NODE_DRAINING */
+    int grace_s;                 /* drain's --grace cap; -1 = none */
+};
+
+/* The node's state for placement: down (its worker stops) beats terminating (spot notice), which
+ * beats the operator's state. */
 enum sched_node_state d_node_state(const struct d_node *node);
 /* Whether an autoscaler may take node away (issue #16): online, no spot notice, and no task
  * for consolidate_after_s.  A node that gets work stops being releasable at once. */
@@ -73,14 +87,42 @@ void d_node_refused(struct musterd *d,
 /* How long a node may be silent before it is lost: node_lost_after_s plus two heartbeats (at
  * least 2 s). */
 uint64_t d_node_silence_limit_ms(const struct cfg *c);
+/* The worker of node reported an exit marked stopped: it is stopping cleanly, and its BYE
+ * follows.  No new work goes there from now on (the node shows down), so that an attempt
+ * requeued by that exit is not placed on it again before the BYE arrives. */
+void d_node_stopping(struct musterd *d, struct d_node *node);
+/* The worker of node said BYE (a clean stop): the node is down at once, not judged lost later.
+ * The caller then ends what still runs there as for a lost node (d_node_lost_tasks). */
+void d_node_down(struct musterd *d, struct d_node *node);
+/* Whether a live job still has a task on the node called name (placed, or adopting). */
+bool d_node_has_tasks(const struct musterd *d, const char *name);
+/*
+ * The control command "forget" (musterctl node forget NODE): removes the record of a node that
+ * is not registered (lost, down, or not back since a restart) and has no task, from
+ * <prefix>nodes, from the nodes a restarted musterd waits for, and its kept cordon or drain
+ * (<prefix>node:wanted).  The answer ("ok: ..." or
+ * "refused: why") goes to <prefix>forget:<entry_id>.  0, or -1 when Redis failed before the
+ * record was removed (nothing changed: the command is to be read again).
+ */
+int d_node_forget(struct musterd *d, const char *entry_id, const char *name);
 /* A node silent past d_node_silence_limit_ms is marked lost; returns its index, or -1 when no
  * more node is due.  Call until -1. */
 int d_nodes_expire(struct musterd *d, uint64_t now_ms);
-/* After a restart: reads the nodes the last run knew (not lost) and starts the grace. */
+/* After a restart: reads the nodes the last run knew (not lost) and starts the grace, and the
+ * operator's wanted states (<prefix>node:wanted), applied as each node registers. */
 int d_nodes_recover(struct musterd *d, struct mu_err *err);
 /* True while known nodes may still come back (placement then uses first choices only). */
 bool d_nodes_regrace(struct musterd *d, uint64_t now_mono_ms);
 void d_nodes_free(struct musterd *d);
+/* Keeps the operator's wanted state of node name (SCHED_NODE_READY forgets it), for when the node
+ * registers; 0, or -1 with err (no memory).  Does not touch a registered node (d_control.c). */
+int d_wanted_set(struct musterd *d,
+                 const char *name,
+                 enum sched_node_state admin,
+                 int grace_s,
+                 struct mu_err *err);
+/* The wanted state kept for name, or NULL; borrowed until the next d_wanted_set of name. */
+const struct d_wanted *d_wanted_get(const struct musterd *d, const char *name);
 
 /* ---- the imported EC2 instance topology (d_topo.c, issue #16, docs/deploy.md) ---- */
 

@@ -220,6 +220,15 @@ void d_pending_order_stale(struct musterd *d)
     d->order_stale = true;
 }
 
+void d_pending_free(struct musterd *d)
+{
+    free(d->pending);
+    d->pending = NULL;
+    d->npending = d->cap_pending = 0;
+    sched_order_free(d->order);
+    d->order = NULL;
+}
+
 void d_job_pending_add(struct musterd *d, struct d_job *j)
 {
     if (MU_NEVER(j->pending_at))

@@ -2,7 +2,8 @@
 /*
  * Layer 3 of musterd (d_handlers.h): what the workers report (DESIGN §5, §7): registration and
  * the tasks a worker runs, BIND acknowledgements, task exits, checkpoints, spot notices and
- * rebalance recommendations; and what their silence means: bind timeouts, nodes judged lost,
+ * rebalance recommendations, a worker's goodbye (BYE); and what their silence means: bind
+ * timeouts, nodes judged lost (or down: the BYE takes the same path without the wait),
  * stopping gangs whose tasks are not answered for yet.  A report about an attempt that is not
  * current is answered with KILL (the worker forgets an exit only when told), never acted on.
  */
@@ -55,6 +56,8 @@ void d_task_status(struct musterd *d, struct d_node *node, const struct proto_ta
     struct d_job *j = task_lookup(d, node, t);
     struct d_task *task;
 
+    if (t->state == PROTO_TASK_EXITED && t->stopped)
+        d_node_stopping(d, node); /* before the attempt ends: not placed there again */
     if (!j) {
         struct d_job *any = mu_map_get(d->jobs, t->job);
         if (any && any->adopting && t->attempt == any->attempt)
@@ -234,7 +237,7 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
         return; /* the same notice again */
     node->terminating = true;
     node->terminate_at_ms = m->deadline_ms;
-    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_TERMINATING);
+    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
     if (m->deadline_ms > now_wall + SPOT_MARGIN_MS)
         deadline = now + (m->deadline_ms - now_wall) - SPOT_MARGIN_MS;
     if (pool)
@@ -272,13 +275,28 @@ void d_rebalance(struct musterd *d, struct d_node *node, const struct proto_msg 
     d->nodes_dirty = true;
 }
 
+void d_bye(struct musterd *d, struct d_node *node, const struct proto_msg *m)
+{
+    int idx = node->idx;
+
+    /* The exits came first on the same socket (TASK_STATUS, marked stopped); this says them
+     * again, with the tasks the worker could not stop.  A repeat changes nothing. */
+    for (int i = 0; i < m->ntasks; i++)
+        d_task_status(d, node, &m->tasks[i]);
+    d_node_down(d, node);
+    /* Gangs whose tasks here all ended are requeued already, with no wait: their processes are
+     * gone.  Whatever is not answered for (still running, or not mentioned) waits the fence. */
+    d_node_lost_tasks(d, idx);
+}
+
 void d_node_lost_tasks(struct musterd *d, int node_idx)
 {
     struct d_job *j;
     char why[200];
     struct d_live_probe on = d_live_probe(d_node_name(d, node_idx));
 
-    (void)mu_snprintf(why, sizeof(why), "node %s lost", d_node_name(d, node_idx));
+    (void)mu_snprintf(why, sizeof(why), "node %s %s", d_node_name(d, node_idx),
+                      d->nodes[node_idx].down ? "down (its worker stopped)" : "lost");
     for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         bool hit = false;
         if (!j->placed)

@@ -56,6 +56,7 @@ void d_state_release(struct musterd *d)
     d_pass_free(d);
     d_status_free(d);
     d_jobs_free(d);
+    d_pending_free(d);
     d_usage_free(d);
     d_nodes_free(d);
     sched_cluster_free(d->cluster);

@@ -195,6 +195,9 @@ struct musterd {
      * again or regrace_until_ms (mono) passes; meanwhile jobs go only to their first capacity
      * type, so a spot job is not put on on-demand because the spot workers are a moment late. */
     struct mu_map *expected_nodes;
+    /* Node name -> struct d_wanted (heap, owned): the operator's cordon or drain, kept in
+     * <prefix>node:wanted and applied whenever the node registers (issue #40). */
+    struct mu_map *wanted;
     uint64_t regrace_until_ms;
     /* The imported EC2 instance topology (d_topo.c): instance id -> struct cfg_topo_instance *
      * (owned); NULL until the first load or import. */

@@ -13,7 +13,8 @@
  * third of node_lost_after_s old, so a live node's entry is rewritten that often, and a silent
  * one's age grows until musterd marks it lost (a change, written at once).  After Redis comes
  * back every entry is written again (d_status_rewrite): a failed-over primary may have lost any
- * of them.
+ * of them.  A node an operator forgot (musterctl node forget) has no entry until it registers
+ * again.
  */
 
 #include "scheduler/d_loop.h"
@@ -68,15 +69,19 @@ static void lent_count(const struct musterd *d, struct d_queue_stats *stats)
             sched_quota_lent(qs, nq, q, SCHED_SPOT) + sched_quota_lent(qs, nq, q, SCHED_ON_DEMAND);
 }
 
+/* Counts j in its queue's statistics.  An array is no job here (its made elements are, as in the
+ * counters): a RUNNING array counted its elements' GPUs once more. */
 static void job_count(struct musterd *d, struct d_queue_stats *stats, const struct d_job *j)
 {
     struct d_queue_stats *st = &stats[j->queue_idx]; /* nqueues: no longer configured */
     int64_t gpus = (int64_t)j->spec.tasks * j->spec.gpus_per_task;
     int cap;
 
+    if (j->array)
+        return;
     if (j->state == QUEUE_PENDING) {
         st->pending_jobs++;
-        st->pending_gpus += j->deps_open || j->array ? 0 : gpus; /* demand: its own */
+        st->pending_gpus += j->deps_open ? 0 : gpus; /* demand: its own */
         if (!st->oldest_pending_ms || j->submitted_ms < st->oldest_pending_ms)
             st->oldest_pending_ms = j->submitted_ms;
     } else if (j->state == QUEUE_STARTING || j->state == QUEUE_RUNNING
@@ -135,17 +140,18 @@ static int first_pool(const struct musterd *d, const struct d_job *j, int64_t no
 }
 
 /* Counts active job j in the scrape-time gauges: jobs by queue and state, and what a pending one
- * asks for, by the pool it would go to first. */
+ * asks for, by the pool it would go to first.  An array is no job here (its made elements are),
+ * as in the counters (d_array.c). */
 static void job_gauge(const struct musterd *d,
                       struct d_gauges *g,
                       const struct d_job *j,
                       int64_t now_s)
 {
     int q = j->queue_idx; /* nqueues: no longer configured */
-    if (q >= d->cfg.nqueues || (int)j->state >= D_ACTIVE_STATES)
+    if (q >= d->cfg.nqueues || (int)j->state >= D_ACTIVE_STATES || j->array)
         return;
     g->jobs[q][j->state] += 1;
-    if (j->state != QUEUE_PENDING || j->deps_open || j->array)
+    if (j->state != QUEUE_PENDING || j->deps_open)
         return;
     if (j->req.slice_profile > 0 && j->req.slice_profile <= SCHED_MAX_PROFILES)
         g->pending_slices[first_pool(d, j, now_s)][j->req.slice_profile] +=
@@ -287,6 +293,7 @@ static uint64_t node_sum(const struct musterd *d,
     h = mu_hash_more(h, jobs->data ? jobs->data : "", jobs->len);
     h = hash_str(hash_str(hash_str(h, node->name), node->pool), node->addr);
     h = hash_str(hash_str(hash_str(h, node->reason), node->instance_id), node->confinement);
+    h = hash_str(hash_str(hash_str(h, node->reason), node->instance_id), node->warning);
     for (int l = 0; l < d->cfg.nlevels; l++)
         h = hash_str(hash_str(h, d->cfg.levels[l]), spec->labels[l]);
     for (int id = 1; id <= profiles; id++) {
@@ -342,6 +349,9 @@ static int node_json(const struct musterd *d,
         || (node->confinement[0]
             && (mu_buf_append(b, ",\"confinement\":", 15, err) != 0
                 || mu_buf_append_json_str(b, node->confinement, err) != 0))
+        || (node->warning[0]
+            && (mu_buf_append(b, ",\"warning\":", 11, err) != 0
+                || mu_buf_append_json_str(b, node->warning, err) != 0))
         || slices_json(d, i, NULL, b, err) != 0 || milli_json(d, i, spec, b, err) != 0
         || mu_buf_append(b, ",\"labels\":{", 11, err) != 0)
         return -1;
@@ -436,6 +446,8 @@ static void nodes_write(struct musterd *d)
         uint64_t heartbeat_ms = shown_heartbeat(node, hb_refresh_ms);
         bool releasable;
         uint64_t sum;
+        if (node->forgotten)
+            continue; /* musterctl node forget removed its entry; none until it registers */
         /* Idle since the first status write that found no task here (writes follow every start
          * and release, so this is within a loop turn of the truth). */
         if (jobs[i].len > 0)

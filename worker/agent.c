@@ -723,6 +723,7 @@ void wrk_agent_shutdown(struct wrk_agent *a)
 {
     uint64_t deadline = mu_time_mono_ms() + WRK_SHUTDOWN_GRACE_MS;
 
+    a->stopping = true;
     for (int i = 0; i < a->ntasks; i++) {
         if (a->tasks[i].rec.ref.state == PROTO_TASK_RUNNING) {
             wrk_task_log(MU_LOG_INFO, &a->tasks[i].rec.ref,
@@ -757,6 +758,9 @@ void wrk_agent_shutdown(struct wrk_agent *a)
         wrk_exits_reap(a);
         wrk_exits_scan(a);
     }
+    /* After the exits, on the same socket: the scheduler reads them first, and marks the node
+     * down at once instead of waiting node_lost_after_s (protocol/README.md, "A clean stop"). */
+    wrk_send_bye(a);
     wrk_tasks_evict(a);
 }
 

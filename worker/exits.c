@@ -39,6 +39,8 @@ static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wr
     t->rec.ref.fenced = x->fenced;
     /* Its memory cgroup saw the OOM killer: the scheduler's reason says so. */
     t->rec.ref.oom_killed = x->oom_killed;
+    /* Ended while a clean stop of the worker stopped the tasks: the node's doing, not its. */
+    t->rec.ref.stopped = a->stopping && !x->fenced;
     t->exit_order = ++a->exit_counter;
     t->kill_at_ms = 0;
     t->resend_gap_ms = WRK_RESEND_FIRST_MS;

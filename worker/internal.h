@@ -5,9 +5,10 @@
  * (the task table and the tasks' files on disk), exits.c (how tasks end: reaping, exit files,
  * repeats until acknowledged, re-adoption at start), ckpt_watch.c (inotify on ckpt/ and tasks/,
  * checkpoint reports), ident.c (whom a task runs as), handlers.c (the scheduler's commands),
- * send.c (the messages to it) and lease_watch.c (the agent's side of the lease: its record,
- * renewal, running out).  worker/wrk.h stays the module's one public header, for main.c and the
- * tests; scripts/lint.sh keeps this one out of other folders (STYLE §1.1).
+ * send.c (the messages to it), lease_watch.c (the agent's side of the lease: its record,
+ * renewal, running out) and witness.c (Redis's leader key, read in a thread of its own).
+ * worker/wrk.h stays the module's one public header, for main.c and the tests; scripts/lint.sh
+ * keeps this one out of other folders (STYLE §1.1).
  *
  * Everything here is loop-thread-only, like the agent (wrk.h).  A struct wrk_task pointer is
  * borrowed from the table: valid until the table changes (wrk_task_add, wrk_task_remove,
@@ -90,6 +91,7 @@ struct wrk_agent {
     bool hello_sent;
     bool quiet; /* "scheduler unreachable" logged, "scheduler back" not yet */
     bool stop;
+    bool stopping; /* wrk_agent_shutdown stops the tasks: their exits are marked stopped */
 
     uint64_t ckpt_poll_ms; /* monotonic time of the last poll (without inotify) */
     uint64_t exit_poll_ms; /* monotonic time of the last sweep of exit files */
@@ -136,6 +138,39 @@ struct wrk_agent {
  * what that means, and tasks get their process group only.  Never fails.
  */
 void wrk_agent_cgroup_setup(struct wrk_agent *a, const struct wrk_config *cfg);
+/* ---- the lease's witness: Redis's <prefix>leader key (worker/witness.c) ---- */
+
+/* What the newest reading of <prefix>leader found. */
+enum wrk_witness_seen {
+    WRK_WITNESS_UNKNOWN = 0,     /* no reading yet */
+    WRK_WITNESS_LEADER = 1,      /* a musterd holds the key (its epoch with it) */
+    WRK_WITNESS_NO_LEADER = 2,   /* the key is free: no musterd leads */
+    WRK_WITNESS_UNREACHABLE = 3, /* Redis could not be read (or only a replica) */
+};
+
+struct wrk_witness;
+
+/*
+ * Starts the thread that reads <prefix>leader from the Redis named by url (redis:// or
+ * redis+sentinel://, queue/url.c; a read-only ACL user is enough: ROLE and GET).  It connects
+ * at its first reading, and reads only while asked (wrk_witness_poll).  NULL with err on a bad
+ * URL.  Free with wrk_witness_free (joins the thread).
+ */
+struct wrk_witness *wrk_witness_new(const char *url, const char *prefix, struct mu_err *err);
+void wrk_witness_free(struct wrk_witness *w);
+/* Reads every interval_ms from now on; 0 stops reading. */
+void wrk_witness_poll(struct wrk_witness *w, int interval_ms);
+/*
+ * The newest reading: *seq counts the readings so far, *free_sent_ms is when the newest reading
+ * that found the key free was sent (monotonic ms, 0 = none yet), *epoch the holder's epoch when
+ * a musterd leads, why (size why_size) the failure when unreachable.  Any pointer may be NULL.
+ */
+enum wrk_witness_seen wrk_witness_get(struct wrk_witness *w,
+                                      uint64_t *seq,
+                                      uint64_t *free_sent_ms,
+                                      uint64_t *epoch,
+                                      char *why,
+                                      size_t why_size);
 
 /* ---- tasks.c: the table and the tasks' files ---- */
 
@@ -238,6 +273,9 @@ void wrk_send_notice(struct wrk_agent *a, enum proto_type type, const struct wrk
 void wrk_send_checkpoint(struct wrk_agent *a, const struct wrk_task *t);
 /* A LOG_DATA built by wrk_log_read (stamped here; m stays the caller's). */
 void wrk_send_log_data(struct wrk_agent *a, struct proto_msg *m);
+/* BYE, at a clean stop once the tasks were stopped: the tasks still in the table, as HELLO
+ * lists them (running ones, exits not acknowledged). */
+void wrk_send_bye(struct wrk_agent *a);
 
 /* ---- lease_watch.c: the agent's side of the lease ---- */
 

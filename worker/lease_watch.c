@@ -73,7 +73,8 @@ void wrk_agent_lease_renew(struct wrk_agent *a, const struct proto_msg *m, uint6
 
 int wrk_agent_witness_start(struct wrk_agent *a, const struct wrk_config *cfg, struct mu_err *err)
 {
-    const char *prefix = cfg->redis_prefix && cfg->redis_prefix[0] ? cfg->redis_prefix : "muster:";
+    const char *prefix =
+        cfg->redis_prefix && cfg->redis_prefix[0] ? cfg->redis_prefix : MU_KEY_PREFIX_DEFAULT;
 
     if (!cfg->redis || !cfg->redis[0]) {
         mu_log(MU_LOG_WARN, WRK_MOD,

@@ -435,7 +435,7 @@ static int complete_mig(struct cli *c)
 /* --redis and --prefix or their variables; returns -1 to go on, else 2. */
 static int complete_redis(struct wrk_config *cfg)
 {
-    struct queue_url url;
+    struct mu_redis_url url;
     struct mu_err err;
 
     if (!cfg->redis)
@@ -444,7 +444,7 @@ static int complete_redis(struct wrk_config *cfg)
         cfg->redis_prefix = getenv("MUSTER_KEY_PREFIX");
     if (cfg->redis_prefix && cfg->redis_prefix[0] && (!cfg->redis || !cfg->redis[0]))
         return usage_error("--prefix needs --redis URL");
-    if (cfg->redis && cfg->redis[0] && queue_url_parse(cfg->redis, &url, &err) != 0)
+    if (cfg->redis && cfg->redis[0] && mu_redis_url_parse(cfg->redis, &url, &err) != 0)
         return usage_error("--redis: %s", err.msg);
     return -1;
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the worker tells the scheduler (DESIGN §7, protocol/README.md): HELLO, HEARTBEAT,
- * BIND_ACK, TASK_STATUS, CHECKPOINT_DONE, SPOT_NOTICE, REBALANCE and LOG_DATA, each stamped with
+ * BIND_ACK, TASK_STATUS, CHECKPOINT_DONE, SPOT_NOTICE, REBALANCE, LOG_DATA and BYE (a clean
+ * stop, after the tasks' exits), each stamped with
  * the next seq, the highest epoch seen and the node's name.  A send that fails is logged
  * (rate-limited) and not retried here: what matters is repeated by design (an exit until its KILL,
  * the tasks in every HELLO, with each task's newest checkpoint).  HELLO and HEARTBEAT carry
@@ -153,6 +154,26 @@ void wrk_send_hello(struct wrk_agent *a)
         wrk_send_notice(a, PROTO_SPOT_NOTICE, &a->spot);
     if (a->have_rebalance && !a->quiet)
         wrk_send_notice(a, PROTO_REBALANCE, &a->rebalance);
+}
+
+void wrk_send_bye(struct wrk_agent *a)
+{
+    struct proto_msg m;
+    struct proto_task_ref *refs = NULL;
+    struct mu_err err;
+    int n;
+
+    proto_msg_init(&m, PROTO_BYE);
+    n = hello_tasks(a, &refs, &err);
+    if (n < 0 || proto_msg_set_tasks(&m, n, refs, &err) != 0)
+        mu_log(MU_LOG_ERROR, WRK_MOD, "node=%s cannot build BYE: %s", a->node, err.msg);
+    else {
+        agent_send(a, &m);
+        mu_log(MU_LOG_INFO, WRK_MOD, "node=%s BYE to %s: %d task(s) still known", a->node,
+               a->sched_now, n);
+    }
+    free(refs);
+    proto_msg_release(&m);
 }
 
 void wrk_send_heartbeat(struct wrk_agent *a)

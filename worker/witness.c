@@ -15,7 +15,7 @@
  * asks (the scheduler has been silent a while with tasks running), so a healthy cluster costs
  * Redis nothing.
  */
-#include "worker/wrk.h"
+#include "worker/internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -121,13 +121,13 @@ static void *witness_main(void *arg)
 struct wrk_witness *wrk_witness_new(const char *url, const char *prefix, struct mu_err *err)
 {
     struct wrk_witness *w;
-    struct queue_url parsed;
+    struct mu_redis_url parsed;
     pthread_condattr_t attr;
     sigset_t all;
     sigset_t old;
     int rc;
 
-    if (queue_url_parse(url, &parsed, err) != 0)
+    if (mu_redis_url_parse(url, &parsed, err) != 0)
         return NULL;
     w = calloc(1, sizeof(*w));
     if (!w) {

@@ -823,40 +823,6 @@ int wrk_imds_wait_identity(struct wrk_imds *w, int budget_ms);
 const struct wrk_imds_identity *wrk_imds_identity_get(const struct wrk_imds *w);
 void wrk_imds_stats_get(const struct wrk_imds *w, struct wrk_imds_stats *out);
 
-/* ---- the lease's witness: Redis's <prefix>leader key (worker/witness.c) ---- */
-
-/* What the newest reading of <prefix>leader found. */
-enum wrk_witness_seen {
-    WRK_WITNESS_UNKNOWN = 0,     /* no reading yet */
-    WRK_WITNESS_LEADER = 1,      /* a musterd holds the key (its epoch with it) */
-    WRK_WITNESS_NO_LEADER = 2,   /* the key is free: no musterd leads */
-    WRK_WITNESS_UNREACHABLE = 3, /* Redis could not be read (or only a replica) */
-};
-
-struct wrk_witness;
-
-/*
- * Starts the thread that reads <prefix>leader from the Redis named by url (redis:// or
- * redis+sentinel://, queue/url.c; a read-only ACL user is enough: ROLE and GET).  It connects
- * at its first reading, and reads only while asked (wrk_witness_poll).  NULL with err on a bad
- * URL.  Free with wrk_witness_free (joins the thread).
- */
-struct wrk_witness *wrk_witness_new(const char *url, const char *prefix, struct mu_err *err);
-void wrk_witness_free(struct wrk_witness *w);
-/* Reads every interval_ms from now on; 0 stops reading. */
-void wrk_witness_poll(struct wrk_witness *w, int interval_ms);
-/*
- * The newest reading: *seq counts the readings so far, *free_sent_ms is when the newest reading
- * that found the key free was sent (monotonic ms, 0 = none yet), *epoch the holder's epoch when
- * a musterd leads, why (size why_size) the failure when unreachable.  Any pointer may be NULL.
- */
-enum wrk_witness_seen wrk_witness_get(struct wrk_witness *w,
-                                      uint64_t *seq,
-                                      uint64_t *free_sent_ms,
-                                      uint64_t *epoch,
-                                      char *why,
-                                      size_t why_size);
-
 /* ---- the agent (the daemon's loop) ---- */
 
 struct wrk_config {
@@ -930,7 +896,8 @@ void wrk_agent_stop(struct wrk_agent *a);
 /*
  * Stops every running task (re-adopted ones too): SIGTERM to each process group, up to
  * WRK_SHUTDOWN_GRACE_MS for their exit files, SIGKILL for the rest; reports each exit with
- * TASK_STATUS (best effort).  Records not yet acknowledged stay for the next worker.
+ * TASK_STATUS (best effort, marked stopped), then says BYE so that the scheduler marks the node
+ * down at once.  Records not yet acknowledged stay for the next worker.
  */
 void wrk_agent_shutdown(struct wrk_agent *a);
 

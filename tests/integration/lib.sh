@@ -436,11 +436,17 @@ start_musterd() {
     [ -n "${MUSTER_REDIS_URL:-}" ] || fail "start_musterd: call start_redis first"
     SCHED_PORT=${SCHED_PORT:-$(free_port)} # a restart keeps the port the workers know
     export SCHED_PORT
+    local from=1
+    [ -e "$T/musterd.log" ] && from=$(($(wc -l <"$T/musterd.log") + 1))
     "$MUSTER_BIN/musterd" --config "$config" --redis "$MUSTER_REDIS_URL" \
         --bind "tcp://127.0.0.1:$SCHED_PORT" "$@" >>"$T/musterd.log" 2>&1 &
     MUSTERD_PID=$!
     _mu_pids+=("$MUSTERD_PID")
     _mu_wait_listen musterd "$MUSTERD_PID" "$SCHED_PORT" 10
+    # It binds before it takes the lease, and musterctl refuses control commands while no musterd
+    # leads: wait until this one leads, or says that another does.
+    wait_for "musterd leading or standing by" 30 \
+        '[ "$(leader_pid)" = "$MUSTERD_PID" ] || tail -n +'"$from"' "$T/musterd.log" | grep -q "standing by"'
 }
 
 # _mu_wait_listen NAME PID PORT TIMEOUT_S: waits until PORT accepts connections; fails at once

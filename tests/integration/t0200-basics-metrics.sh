@@ -23,6 +23,8 @@ helps, types, names = set(), {}, set()
 sample = re.compile(r'^(muster_[a-z_]+)(\{([a-z_]+="([^"\\]|\\.)*")(,[a-z_]+="([^"\\]|\\.)*")*\})? (-?[0-9.e+-]+|\+Inf)$')
 for line in text.splitlines():
     if line.startswith('# HELP '):
+        if len(line.split()) < 4 or '(null)' in line:
+            sys.exit('no help text: %r' % line)
         helps.add(line.split()[2]); continue
     if line.startswith('# TYPE '):
         _, _, n, t = line.split(); types[n] = t; continue

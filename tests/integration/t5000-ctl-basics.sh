@@ -209,6 +209,9 @@ err_has "musterctl: show: job 'not-an-id' not found"
 ok "show: SUBMITTED for stream-only ids, missing job exits 1"
 
 # ---- cancel ---------------------------------------------------------------------------------
+# Control commands are sent only while a musterd leads (issue #40; t5005 runs them without one):
+# the lease key is seeded as musterd holds it.
+rcli SET "${P}leader" "1 musterd@test tcp://127.0.0.1:1" >/dev/null
 expect_rc 0 ctl cancel "$A"
 out_has "cancel requested for job $A"
 rcli XRANGE "${P}control" - + >"$T/control"
@@ -232,7 +235,7 @@ out_has "drain requested for node n1"
 expect_rc 0 ctl cordon n2
 [ "$(last_control)" = "cmd cordon arg n2" ] || fail "cordon: $(last_control)"
 expect_rc 0 ctl -o json uncordon n2
-jqo '. == {"cmd":"uncordon","arg":"n2"}'
+jqo '. == {"cmd":"uncordon","arg":"n2","sent":true}'
 [ "$(last_control)" = "cmd uncordon arg n2" ] || fail "uncordon: $(last_control)"
 expect_rc 0 ctl hold "$B"
 out_has "hold requested for job $B"
@@ -262,6 +265,9 @@ rcli DEL "${P}job:9-9" >/dev/null
 expect_rc 2 ctl drain
 [ "$(rcli XLEN "${P}control")" = "$n" ] || fail "a failed control command was sent"
 ok "drain, cordon, uncordon, hold, release send control commands; unknown targets and finished jobs exit 1"
+[ "$(rcli HGET "${P}node:wanted" n1)" = '{"state":"draining"}' ] || fail "drain n1 was not kept"
+[ "$(rcli HEXISTS "${P}node:wanted" n2)" = 0 ] || fail "uncordon n2 left its kept state"
+rcli DEL "${P}node:wanted" "${P}leader" >/dev/null # the listings below show musterd's states
 
 # ---- nodes ----------------------------------------------------------------------------------
 expect_rc 0 ctl -o json nodes

@@ -319,8 +319,18 @@ static const struct {
     { "{\"heartbeat\":1}", "heartbeat: unknown key; did you mean 'heartbeat_s'?" },
     { "{\"colour\":1}", "colour: unknown key" },
     { "{\"heartbeat_s\":1,\"heartbeat_s\":2}", "heartbeat_s: duplicate key" },
+    /* The "redis" key takes what --redis takes: one parser (mu_redis_url_parse), its messages. */
     { "{\"redis\":\"localhost:6379\"}",
-      "redis: expected a URL such as \"redis://127.0.0.1:6379\", got 'localhost:6379'" },
+      "redis: redis url 'localhost:6379': expected redis://[user:pass@]host[:port][/db] or "
+      "redis+sentinel://" },
+    { "{\"redis\":5}", "redis: expected a URL such as \"redis://127.0.0.1:6379\" or "
+                       "\"redis+sentinel://HOST[:PORT][,...]/MASTER\", got 5" },
+    { "{\"redis\":\"redis://\"}", "redis: redis url 'redis://': missing host" },
+    { "{\"redis\":\"redis://h:70000\"}", "redis: redis url 'redis://h:70000': port: " },
+    { "{\"redis\":\"redis+sentinel://s1\"}",
+      "redis: redis url 'redis+sentinel://s1': expected redis+sentinel://" },
+    { "{\"redis\":\"redis+sentinel://s1,/m\"}",
+      "redis: redis url 'redis+sentinel://s1,/m': missing host" },
     { "{\"bind\":\"udp://x:1\"}", "bind: expected a ZeroMQ endpoint" },
     { "{\"metrics\":\"9100\"}", "metrics: expected \"ADDR:PORT\"" },
     { "{\"metrics\":\"x:70000\"}", "metrics: expected \"ADDR:PORT\"" },
@@ -429,6 +439,30 @@ static void test_quotas(void **state)
     assert_string_equal(c.queues[2].cohort, "");
 }
 
+/* Every URL --redis and MUSTER_REDIS_URL take, the config's "redis" takes (issue #40): the
+ * Sentinel form used to be refused here though the flag took it. */
+static void test_redis_urls(void **state)
+{
+    static const char *const good[] = {
+        "redis://127.0.0.1",
+        "redis://alice:s3cret@db.example:6380/3",
+        "redis://:pw@h",
+        "redis+sentinel://10.0.0.1:26380,10.0.0.2,s3:5000/mymaster",
+        "redis+sentinel://bob:pw@s1/prod/4",
+    };
+    struct cfg c;
+    struct mu_err err;
+    char json[512];
+    (void)state;
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(good); i++) {
+        (void)mu_snprintf(json, sizeof(json), "{\"redis\":\"%s\"}", good[i]);
+        if (cfg_parse(&c, json, strlen(json), &err) != 0)
+            fail_msg("'%s' refused: %s", good[i], err.msg);
+        assert_string_equal(c.redis, good[i]);
+    }
+}
+
 static void test_bad_table(void **state)
 {
     struct cfg c;
@@ -459,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_too_big),
         cmocka_unit_test(test_not_terminated),
         cmocka_unit_test(test_capacity_names),
+        cmocka_unit_test(test_redis_urls),
         cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

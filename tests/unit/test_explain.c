@@ -135,6 +135,37 @@ static void test_cooldown_start(void **state)
     sched_cluster_free(c);
 }
 
+/* Nothing runs and no pool cools down, so the reservation search has no event to try: the reason
+ * it remembers for the job must still be the placement's (it was an uninitialised one, which the
+ * next pass then gave the job), the same a pass gives without an explain first. */
+static void test_no_events_remembers_the_reason(void **state)
+{
+    struct sched_request r = sched_request_make(2, 8);
+    struct sched_slot slots[2];
+    struct sched_pass_job job = { .req = &r, .run_s = 600, .slots = slots };
+    struct sched_decision fresh;
+    struct sched_decision after;
+    struct sched_explain e;
+    struct mu_err err;
+    struct sched_cluster *c = cluster();
+
+    (void)state;
+    (void)add_node(c, "s1", 0, "r1"); /* one node of 8: a 2x8 gang never fits */
+    assert_int_equal(sched_pass(c, &job, 1, NULL, 0, NOW, &fresh, &err), 0);
+    sched_cluster_free(c);
+
+    c = cluster();
+    (void)add_node(c, "s1", 0, "r1");
+    assert_int_equal(sched_explain(c, &r, 600, NULL, 0, NULL, NOW, &e, &err), 0);
+    assert_false(e.fits_now);
+    assert_int_equal(e.est_start_s, 0);
+    assert_int_equal(sched_pass(c, &job, 1, NULL, 0, NOW, &after, &err), 0);
+    assert_int_equal(after.verdict, fresh.verdict);
+    assert_string_equal(after.reason, fresh.reason);
+    assert_true(fresh.reason[0] != '\0');
+    sched_cluster_free(c);
+}
+
 /* Another job's reservation holds node a1 from NOW + 100: a job that fits only there delays it
  * unless it ends by then; with a second free node it fits beside it. */
 static void test_backfill(void **state)
@@ -190,6 +221,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_levels_and_start),
         cmocka_unit_test(test_cooldown_start),
+        cmocka_unit_test(test_no_events_remembers_the_reason),
         cmocka_unit_test(test_backfill),
         cmocka_unit_test(test_bad_arguments),
     };

@@ -59,6 +59,7 @@ static void ref_fill(struct proto_task_ref *r, int i)
     r->signal = (i % 60) + 1;
     r->fenced = i % 2 == 0; /* set and unset both survive */
     r->oom_killed = i % 3 == 0;
+    r->stopped = i % 3 == 0;
     if (i % 2 == 1) { /* a checkpoint, and none */
         (void)mu_snprintf(r->checkpoint, sizeof(r->checkpoint), "/ckpt/step-%d", i);
         r->checkpoint_at_ms = 1732270000000ULL + (uint64_t)i;
@@ -78,6 +79,7 @@ static void ref_check(const struct proto_task_ref *r, int i)
     assert_int_equal(r->signal, (i % 60) + 1);
     assert_int_equal(r->fenced, i % 2 == 0);
     assert_int_equal(r->oom_killed, i % 3 == 0);
+    assert_int_equal(r->stopped, i % 3 == 0);
     if (i % 2 == 1) {
         char path[64];
         (void)mu_snprintf(path, sizeof(path), "/ckpt/step-%d", i);
@@ -241,7 +243,7 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
         assert_null(m->gpus);
         assert_int_equal(m->nlabels, 0);
     }
-    if (carries(type, T(HELLO) | T(HEARTBEAT))) {
+    if (carries(type, T(HELLO) | T(HEARTBEAT) | T(BYE))) {
         assert_int_equal(m->ntasks, ntasks);
         for (int i = 0; i < ntasks; i++)
             ref_check(&m->tasks[i], i);
@@ -436,6 +438,7 @@ static void test_type_names(void **state)
     assert_string_equal(proto_type_name(PROTO_DRAIN), "DRAIN");
     assert_string_equal(proto_type_name(PROTO_LOG_READ), "LOG_READ");
     assert_string_equal(proto_type_name(PROTO_LOG_DATA), "LOG_DATA");
+    assert_string_equal(proto_type_name(PROTO_BYE), "BYE");
     assert_string_equal(proto_type_name((enum proto_type)0), "UNKNOWN");
     assert_string_equal(proto_type_name((enum proto_type)99), "UNKNOWN");
     assert_string_equal(proto_type_name((enum proto_type) - 1), "UNKNOWN");
@@ -675,6 +678,87 @@ static void test_log_messages(void **state)
     raw_str(&r, "offset");
     (void)msgpack_pack_int64(&r.pk, -1);
     expect_bad_raw(&r, "field 'offset': expected unsigned integer, got negative integer");
+}
+
+/* Whether the len bytes at data hold the string key (a key's name on the wire). */
+static bool wire_has(const char *data, size_t len, const char *key)
+{
+    size_t n = strlen(key);
+    for (size_t i = 0; i + n <= len; i++) {
+        if (memcmp(data + i, key, n) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* BYE: a header-only goodbye round-trips; its tasks (with stopped) survive; hostile ones fail. */
+static void test_bye(void **state)
+{
+    struct proto_msg m;
+    struct proto_msg d;
+    struct proto_task_ref ref = { .job = "17-0", .task = 1, .attempt = 2 };
+    struct mu_buf b;
+    struct mu_err err;
+    struct raw r;
+
+    (void)state;
+    proto_msg_init(&m, PROTO_BYE);
+    mu_strlcpy(m.node, "n1", sizeof(m.node));
+    encode_ok(&m, &b);
+    assert_int_equal(proto_msg_decode(b.data, b.len, &d, &err), 0);
+    assert_int_equal(d.type, PROTO_BYE);
+    assert_string_equal(d.node, "n1");
+    assert_int_equal(d.ntasks, 0);
+    assert_null(d.tasks);
+    proto_msg_release(&d);
+    mu_buf_release(&b);
+
+    ref.state = PROTO_TASK_EXITED;
+    ref.signal = 15;
+    ref.stopped = true;
+    assert_int_equal(proto_msg_set_tasks(&m, 1, &ref, &err), 0);
+    encode_ok(&m, &b);
+    assert_true(wire_has(b.data, b.len, "stopped"));
+    assert_int_equal(proto_msg_decode(b.data, b.len, &d, &err), 0);
+    assert_int_equal(d.ntasks, 1);
+    assert_string_equal(d.tasks[0].job, "17-0");
+    assert_int_equal(d.tasks[0].state, PROTO_TASK_EXITED);
+    assert_true(d.tasks[0].stopped);
+    assert_false(d.tasks[0].fenced);
+    proto_msg_release(&d);
+    mu_buf_release(&b);
+    /* stopped is written only when set: an older decoder sees the exit it always saw. */
+    m.tasks[0].stopped = false;
+    encode_ok(&m, &b);
+    assert_false(wire_has(b.data, b.len, "stopped"));
+    mu_buf_release(&b);
+    proto_msg_release(&m);
+
+    raw_header(&r, 1, "BYE");
+    raw_str(&r, "tasks");
+    raw_str(&r, "none");
+    expect_bad_raw(&r, "field 'tasks': expected array, got string");
+    raw_header(&r, 1, "BYE");
+    raw_str(&r, "tasks");
+    (void)msgpack_pack_array(&r.pk, 1);
+    (void)msgpack_pack_map(&r.pk, 4);
+    raw_str(&r, "job");
+    raw_str(&r, "17-0");
+    raw_str(&r, "task");
+    (void)msgpack_pack_uint64(&r.pk, 0);
+    raw_str(&r, "attempt");
+    (void)msgpack_pack_uint64(&r.pk, 1);
+    raw_str(&r, "stopped");
+    (void)msgpack_pack_uint64(&r.pk, 1);
+    expect_bad_raw(&r, "field 'tasks[0].stopped': expected boolean, got unsigned integer");
+    raw_header(&r, 1, "BYE");
+    raw_str(&r, "tasks");
+    (void)msgpack_pack_array(&r.pk, PROTO_MAX_TASKS + 1);
+    for (unsigned j = 0; j < PROTO_MAX_TASKS + 1; j++)
+        (void)msgpack_pack_nil(&r.pk);
+    expect_bad_raw(&r, "field 'tasks': 1025 entries, at most 1024");
+    raw_header(&r, 0, "BYE ");
+    expect_bad_raw(&r, "unknown message type 'BYE '");
 }
 
 /* Every strict prefix of valid messages fails cleanly. */
@@ -1481,6 +1565,7 @@ int main(void)
         cmocka_unit_test(test_roundtrip_minimal),
         cmocka_unit_test(test_encode_errors),
         cmocka_unit_test(test_log_messages),
+        cmocka_unit_test(test_bye),
         cmocka_unit_test(test_truncated_every_prefix),
         cmocka_unit_test(test_trailing_bytes),
         cmocka_unit_test(test_version),

@@ -86,6 +86,7 @@ struct fake_store {
     int cap_acks;
     struct fake_counter counters[FAKE_COUNTERS_MAX];
     int ncounters;
+    uint64_t now_ms; /* Redis's clock (fake_time_ms) */
 };
 
 static void counter_add(struct fake_store *s, const char *name, double by)
@@ -339,10 +340,27 @@ static int fake_batch_end(void *ctx, struct mu_err *err)
     return 0;
 }
 
+/* Redis's clock as the test set it (fake_store_set_time; 0 before). */
+static int fake_time_ms(void *ctx, uint64_t *now_ms, struct mu_err *err)
+{
+    struct fake_store *s = ctx;
+
+    if (failing(s))
+        return store_down(err);
+    *now_ms = s->now_ms;
+    return 0;
+}
+
 static const struct d_store_ops fake_ops = {
-    fake_job_update,   fake_idem_claim, fake_idem_get,    fake_job_state,   fake_status_write,
-    fake_counter_incr, fake_log_reply,  fake_answer_push, fake_batch_begin, fake_batch_end,
+    fake_job_update,   fake_idem_claim,   fake_idem_get,  fake_job_state,
+    fake_status_write, fake_counter_incr, fake_log_reply, fake_answer_push,
+    fake_time_ms,      fake_batch_begin,  fake_batch_end,
 };
+
+void fake_store_set_time(struct fake_store *s, uint64_t now_ms)
+{
+    s->now_ms = now_ms;
+}
 
 struct fake_store *fake_store_new(struct d_store *out)
 {

@@ -42,6 +42,8 @@ void fake_store_fail(struct fake_store *s, bool fail);
 /* The next n writes fail, the later ones land: Redis dropping a connection the next call opens
  * again. */
 void fake_store_fail_next(struct fake_store *s, int n);
+/* Redis's clock (TIME, for control deadlines) reads now_ms from now on (0 before). */
+void fake_store_set_time(struct fake_store *s, uint64_t now_ms);
 /* The next batch's end fails (its writes were kept, as some of a pipeline may land), once. */
 void fake_store_fail_batch(struct fake_store *s);
 /* The job hash's field as last written; NULL when never written or deleted.  Borrowed until the

@@ -5,8 +5,13 @@
  * form: the hosts are Sentinels (port 26379 by default), asked for the address of the primary
  * named master, which the credentials and db are for (issue #14).  Every program honours
  * MUSTER_REDIS_URL with this syntax (DESIGN §8).
+ *
+ * The one parser of that grammar (issue #40): the --redis flags, MUSTER_REDIS_URL, the config's
+ * "redis" key, libmuster and through it the Python module all come here.  It lives in mu_base,
+ * below config/ and queue/, so that the config can check a URL without depending on Redis code;
+ * only parsing happens here, the Sentinels are asked when queue/ connects.
  */
-#include "queue/queue.h"
+#include "common/mu.h"
 
 #include <stdbool.h>
 #include <string.h>
@@ -54,7 +59,7 @@ static int host_parse(const char *url,
 }
 
 /* "[user:pass@]" at *p: fills out's credentials and moves *p past them. */
-static int credentials_parse(const char **p, struct queue_url *out, struct mu_err *err)
+static int credentials_parse(const char **p, struct mu_redis_url *out, struct mu_err *err)
 {
     const char *slash = strchr(*p, '/');
     const char *at = strchr(*p, '@');
@@ -79,7 +84,7 @@ static int credentials_parse(const char **p, struct queue_url *out, struct mu_er
 }
 
 /* "/db" (or "") at p. */
-static int db_parse(const char *url, const char *p, struct queue_url *out, struct mu_err *err)
+static int db_parse(const char *url, const char *p, struct mu_redis_url *out, struct mu_err *err)
 {
     int64_t num;
 
@@ -94,7 +99,10 @@ static int db_parse(const char *url, const char *p, struct queue_url *out, struc
 }
 
 /* The Sentinel form after its scheme: "h1[:p1],h2[:p2]/master[/db]". */
-static int sentinel_parse(const char *url, const char *p, struct queue_url *out, struct mu_err *err)
+static int sentinel_parse(const char *url,
+                          const char *p,
+                          struct mu_redis_url *out,
+                          struct mu_err *err)
 {
     const char *slash = strchr(p, '/');
     const char *master_end;
@@ -107,10 +115,10 @@ static int sentinel_parse(const char *url, const char *p, struct queue_url *out,
     for (bool more = true; more;) {
         const char *comma = memchr(p, ',', (size_t)(slash - p));
         const char *end = comma ? comma : slash;
-        struct queue_url_host *h;
-        if (out->nsentinels == QUEUE_SENTINELS_MAX)
+        struct mu_redis_host *h;
+        if (out->nsentinels == MU_REDIS_SENTINELS_MAX)
             return mu_errf(err, MU_E_PARSE, "redis url '%s': more than %d sentinels", url,
-                           QUEUE_SENTINELS_MAX);
+                           MU_REDIS_SENTINELS_MAX);
         h = &out->sentinels[out->nsentinels];
         if (host_parse(url, p, (size_t)(end - p), 26379, h->host, sizeof(h->host), &h->port, err)
             != 0)
@@ -131,7 +139,7 @@ static int sentinel_parse(const char *url, const char *p, struct queue_url *out,
     return db_parse(url, master_end, out, err);
 }
 
-int queue_url_parse(const char *url, struct queue_url *out, struct mu_err *err)
+int mu_redis_url_parse(const char *url, struct mu_redis_url *out, struct mu_err *err)
 {
     static const char scheme[] = "redis://";
     static const char sentinel_scheme[] = "redis+sentinel://";
