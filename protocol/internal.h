@@ -57,8 +57,8 @@ struct proto_field {
 
 /* Table lengths: see the comment at the top. */
 enum {
-    PROTO_MSG_NFIELDS = 49, /* at most 64: the decoder's `seen` mask is a uint64_t */
-    PROTO_REF_NFIELDS = 11,
+    PROTO_MSG_NFIELDS = 52, /* at most 64: the decoder's `seen` mask is a uint64_t */
+    PROTO_REF_NFIELDS = 12,
     PROTO_GPU_NFIELDS = 9,
 };
 

@@ -97,11 +97,13 @@ struct proto_task_ref {
     int task;    /* 0..tasks-1 */
     int attempt; /* 1.. */
     enum proto_task_state state;
-    int pid;       /* process group leader while running */
-    int exit_code; /* when EXITED and signal == 0 */
-    int signal;    /* terminating signal, 0 if it exited */
-    bool fenced;   /* EXITED after its worker's self-fencing stopped it (not the task's doing) */
-    bool stopped;  /* EXITED after its worker's clean stop (SIGTERM) stopped it (not its doing) */
+    int pid;         /* process group leader while running */
+    int exit_code;   /* when EXITED and signal == 0 */
+    int signal;      /* terminating signal, 0 if it exited */
+    bool fenced;     /* EXITED after its worker's self-fencing stopped it (not the task's doing) */
+    bool oom_killed; /* EXITED after the kernel's OOM killer killed a process of the task's
+                        memory cgroup (its memory_mb_per_task) */
+    bool stopped;    /* EXITED after its worker's clean stop (SIGTERM) stopped it (not its doing) */
     /* HELLO: the task's newest checkpoint ("" = none) and when it was written (wall ms), so the
      * scheduler knows it before it decides anything about the attempt (see protocol/README.md). */
     char checkpoint[PROTO_PATH_MAX];
@@ -127,6 +129,9 @@ struct proto_msg {
     char addr[128];       /* address other nodes reach this one at (MASTER_ADDR) */
     char instance_id[64]; /* EC2 instance id ("i-..."); "" = not given (optional: older
                              workers send none) */
+    char confinement[16]; /* HELLO: what keeps a task's processes together: "cgroup-v1",
+                             "cgroup-v2" or "pgroup" (its process group only); "" = not said
+                             (an older worker) */
     int cpus;
     int64_t memory_mb;
     int ngpus;
@@ -171,6 +176,9 @@ struct proto_msg {
                             with --allow-user USER runs the task as that user */
     uint64_t expires_ms; /* in the scheduler's clock (sent_ms's): after this the scheduler has
                             given the attempt up and the task must not start; 0 = no bound */
+    int cpus_per_task;   /* the job's cpus_per_task: a worker with cgroups enforces it
+                            (0 = not asked) */
+    int64_t memory_mb_per_task; /* the job's memory_mb_per_task, enforced likewise (0 = none) */
 
     /* BIND_ACK */
     bool ok;

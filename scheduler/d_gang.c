@@ -337,6 +337,13 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s was stopped by its worker's stop",
                           t, node_name);
         d_job_attempt_end(d, j, false, 0, why);
+    } else if (task->oom) {
+        /* The kernel killed it (or a process of it) at the job's own limit. */
+        (void)mu_snprintf(why, sizeof(why),
+                          "task %d on node %s ran out of memory (memory_mb_per_task %lld): "
+                          "killed by the kernel's OOM killer",
+                          t, node_name, (long long)j->spec.memory_mb_per_task);
+        d_job_attempt_end(d, j, true, task->signal ? 128 + task->signal : task->exit_code, why);
     } else if (task->signal) {
         (void)mu_snprintf(why, sizeof(why), "task %d on node %s killed by %s", t, node_name,
                           mu_signal_name(task->signal));
@@ -459,7 +466,9 @@ static void bind_send(struct musterd *d, struct d_job *j)
                    sizeof(m.resume_from));
         m.signal = j->spec.checkpointable ? j->spec.checkpoint_signal : 0;
         m.grace_s = j->spec.checkpoint_grace_s;
-        m.expires_ms = j->bind_deadline_ms; /* past it the worker refuses: we gave it up */
+        m.expires_ms = j->bind_deadline_ms;      /* past it the worker refuses: we gave it up */
+        m.cpus_per_task = j->spec.cpus_per_task; /* enforced where the worker has cgroups */
+        m.memory_mb_per_task = j->spec.memory_mb_per_task;
         mu_strlcpy(m.job_user, j->spec.user, sizeof(m.job_user));
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
             || bind_env(&m, j, &err) != 0)

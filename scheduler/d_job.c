@@ -534,6 +534,7 @@ void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
     task->acked = true; /* the worker had it */
     task->lost = r->state == PROTO_TASK_LOST;
     task->fenced = r->state == PROTO_TASK_EXITED && r->fenced;
+    task->oom = r->state == PROTO_TASK_EXITED && r->oom_killed;
     task->stopped = r->state == PROTO_TASK_EXITED && r->stopped;
     task->held = true;
     task->exit_code = r->state == PROTO_TASK_EXITED ? r->exit_code : 0;

@@ -30,6 +30,7 @@ struct d_task {
     bool committed; /* its GPUs/CPUs/memory are committed in the cluster */
     bool lost;      /* gone because its node or worker lost it (not an exit) */
     bool fenced;    /* exited because its worker fenced itself (the scheduler was away) */
+    bool oom;       /* its worker's cgroup saw the kernel's OOM killer (memory_mb_per_task) */
     bool stopped;   /* exited because its worker's clean stop stopped it (then BYE) */
     bool held;      /* the worker keeps this exit until we acknowledge it (KILL) at the
                      * attempt's end, once the outcome is in Redis (d_job_release_if_done) */

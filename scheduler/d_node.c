@@ -268,6 +268,7 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     mu_strlcpy(node->pool, m->pool, sizeof(node->pool));
     mu_strlcpy(node->addr, m->addr[0] ? m->addr : m->node, sizeof(node->addr));
     mu_strlcpy(node->instance_id, m->instance_id, sizeof(node->instance_id));
+    mu_strlcpy(node->confinement, m->confinement, sizeof(node->confinement));
     node->idx = idx;
     if (!node->online)
         mu_log(MU_LOG_INFO, "sched", "node=%s registered: pool %s, %d GPU(s), %d task(s) running",

@@ -23,6 +23,7 @@ struct d_node {
     char pool[PROTO_NODE_MAX];
     char addr[128];
     char instance_id[64]; /* EC2 instance id from HELLO; "" = not given */
+    char confinement[16]; /* HELLO's: "cgroup-v1", "cgroup-v2", "pgroup"; "" = not said */
     bool online;          /* registered and not lost or down */
     bool down;         /* its worker stops cleanly (a stopped exit) or said BYE; until it registers
                           again.  online stays true until the BYE: its last reports are still read */

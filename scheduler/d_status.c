@@ -292,6 +292,7 @@ static uint64_t node_sum(const struct musterd *d,
 
     h = mu_hash_more(h, jobs->data ? jobs->data : "", jobs->len);
     h = hash_str(hash_str(hash_str(h, node->name), node->pool), node->addr);
+    h = hash_str(hash_str(hash_str(h, node->reason), node->instance_id), node->confinement);
     h = hash_str(hash_str(hash_str(h, node->reason), node->instance_id), node->warning);
     for (int l = 0; l < d->cfg.nlevels; l++)
         h = hash_str(hash_str(h, d->cfg.levels[l]), spec->labels[l]);
@@ -345,6 +346,9 @@ static int node_json(const struct musterd *d,
         || (node->instance_id[0]
             && (mu_buf_append(b, ",\"instance_id\":", 15, err) != 0
                 || mu_buf_append_json_str(b, node->instance_id, err) != 0))
+        || (node->confinement[0]
+            && (mu_buf_append(b, ",\"confinement\":", 15, err) != 0
+                || mu_buf_append_json_str(b, node->confinement, err) != 0))
         || (node->warning[0]
             && (mu_buf_append(b, ",\"warning\":", 11, err) != 0
                 || mu_buf_append_json_str(b, node->warning, err) != 0))

@@ -594,6 +594,7 @@ struct wrk_agent *wrk_agent_new(const struct wrk_config *cfg, struct mu_err *err
         goto fail;
     if (state_dirs_create(a, err) != 0 || wrk_agent_lease_setup(a, err) != 0)
         goto fail;
+    wrk_agent_cgroup_setup(a, cfg);
     if (signals_install(err) != 0)
         goto fail;
     signals = true;

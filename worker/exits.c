@@ -37,6 +37,8 @@ static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wr
     t->rec.ref.signal = x->signal;
     /* However it ended, its shim stopped it (fenced): not the task's failure. */
     t->rec.ref.fenced = x->fenced;
+    /* Its memory cgroup saw the OOM killer: the scheduler's reason says so. */
+    t->rec.ref.oom_killed = x->oom_killed;
     /* Ended while a clean stop of the worker stopped the tasks: the node's doing, not its. */
     t->rec.ref.stopped = a->stopping && !x->fenced;
     t->exit_order = ++a->exit_counter;
@@ -53,6 +55,11 @@ static void task_finish(struct wrk_agent *a, struct wrk_task *t, const struct wr
         mu_log(MU_LOG_INFO, WRK_MOD, "job=%s task=%d attempt=%d exited code=%d pid=%d",
                t->rec.ref.job, t->rec.ref.task, t->rec.ref.attempt, t->rec.ref.exit_code,
                t->rec.ref.pid);
+    if (x->oom_killed)
+        mu_log(MU_LOG_INFO, WRK_MOD,
+               "job=%s task=%d attempt=%d the OOM killer killed a process of it (its memory "
+               "cgroup's limit, memory_mb_per_task)",
+               t->rec.ref.job, t->rec.ref.task, t->rec.ref.attempt);
     if (!a->loading)
         wrk_send_task_status(a, &t->rec.ref);
 }

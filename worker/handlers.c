@@ -24,6 +24,25 @@
 #include "common/mu_banned.h"
 
 /*
+ * The /dev/nvidia<N> minors of m's GPUs into minors[]: a GPU's index (nvidia-smi numbers GPUs as
+ * the driver numbers its devices), a MIG slice's parent GPU's.  How many.
+ */
+static int gpu_minors(const struct wrk_agent *a, const struct proto_msg *m, int *minors)
+{
+    int n = 0;
+
+    for (int i = 0; i < m->nbind_gpus && n < PROTO_MAX_GPUS; i++) {
+        int g = m->bind_gpus[i];
+        if (g < 0 || g >= a->ngpus)
+            continue;
+        if (a->gpus[g].profile[0] && a->gpus[g].parent >= 0 && a->gpus[g].parent < a->ngpus)
+            g = a->gpus[g].parent;
+        minors[n++] = a->gpus[g].index;
+    }
+    return n;
+}
+
+/*
  * Starts m's task through a shim, which must not exec it at or after not_after_ms (0 = no
  * deadline); on success *rec is the running task's record.  On failure *fault says whose.
  */
@@ -35,6 +54,7 @@ static int bind_start(struct wrk_agent *a,
                       struct mu_err *err)
 {
     char visible[PROTO_MAX_GPUS * 100];
+    int minors[PROTO_MAX_GPUS];
     struct wrk_launch l;
     struct wrk_ident who;
 
@@ -67,6 +87,10 @@ static int bind_start(struct wrk_agent *a,
     l.user = &who;
     l.lease_path = a->lease_path;
     l.not_after_ms = not_after_ms;
+    l.cg = &a->cg;
+    l.cg_root = a->cg_root;
+    l.gpu_minors = minors;
+    l.ngpu_minors = gpu_minors(a, m, minors);
     return wrk_launch_shim(&l, NULL, a->shim, wrk_agent_shim_server(a), rec, fault, err);
 }
 

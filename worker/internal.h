@@ -126,8 +126,18 @@ struct wrk_agent {
     struct wrk_sched_clock sched_clock; /* lower bound of the scheduler's clock */
     struct wrk_tombs tombs;             /* tasks a KILL gave up before any BIND */
     char lease_path[PROTO_PATH_MAX];    /* handed to each shim */
+    struct wrk_cg_sys cg;               /* the node's cgroups; version 0 = none (process groups) */
+    char cg_root[64];                   /* --cgroup-root */
 };
 
+/* ---- confine.c: per-task cgroups ---- */
+
+/*
+ * Finds the node's cgroups for cfg->cgroup_root (NULL: "muster") into a->cg and a->cg_root; when
+ * there are none (not root, nothing mounted, no mkdir), one WARN line says what is missing and
+ * what that means, and tasks get their process group only.  Never fails.
+ */
+void wrk_agent_cgroup_setup(struct wrk_agent *a, const struct wrk_config *cfg);
 /* ---- the lease's witness: Redis's <prefix>leader key (worker/witness.c) ---- */
 
 /* What the newest reading of <prefix>leader found. */

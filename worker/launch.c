@@ -538,6 +538,25 @@ static void rec_init(const struct wrk_launch *l, struct wrk_taskrec *r)
     memcpy(r->gpus, b->bind_gpus, sizeof(r->gpus));
 }
 
+/* The task's cgroups (l->cg), its limits from the BIND, and the GPU minors it may not open. */
+static int cg_fill(const struct wrk_launch *l, struct wrk_cg_task *cg, struct mu_err *err)
+{
+    if (!l->cg || l->cg->version == 0)
+        return 0;
+    if (wrk_cg_task_paths(l->cg, l->cg_root, l->node, &l->bind->task, cg, err) != 0)
+        return -1;
+    cg->mem_mb = l->bind->memory_mb_per_task;
+    cg->cpus = l->bind->cpus_per_task;
+    for (int minor = 0; minor < WRK_CG_DENY_MINORS; minor++) {
+        bool given = false;
+        for (int i = 0; i < l->ngpu_minors; i++)
+            given = given || l->gpu_minors[i] == minor;
+        if (!given)
+            cg->deny[cg->ndeny++] = minor;
+    }
+    return 0;
+}
+
 int wrk_launch_shim(const struct wrk_launch *l,
                     char *const *base,
                     const char *shim_path,
@@ -595,6 +614,8 @@ int wrk_launch_shim(const struct wrk_launch *l,
     }
     spec.lease_path = l->lease_path;
     spec.not_after_ms = l->not_after_ms;
+    if (cg_fill(l, &spec.cg, err) != 0)
+        goto out;
     if (wrk_shim_spec_encode(&spec, &buf, err) != 0)
         goto out;
     spec_fd = spec_file(l, &buf, err);

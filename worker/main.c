@@ -89,6 +89,10 @@ static const char usage_text[] =
     "                      are refused\n"
     "  --allow-root        (root only) allow tasks to run as root; without it a root worker\n"
     "                      refuses them unless --run-as says whom  [MUSTER_ALLOW_ROOT=1]\n"
+    "  --cgroup-root NAME  (root) each task gets cgroups NAME/NODE/JOB.ATTEMPT.TASK (v2, else\n"
+    "                      v1): every process of it is killed when it stops, and its\n"
+    "                      cpus_per_task, memory_mb_per_task and GPU devices are enforced\n"
+    "                      (default muster; '' turns cgroups off)  [MUSTER_CGROUP_ROOT]\n"
     "  --log-level LEVEL   debug, info, warn or error (default info)\n"
     "  --help              show this help and exit\n"
     "  --version           show the version and exit\n"
@@ -115,6 +119,10 @@ static const char usage_text[] =
     "worker dead: checkpoint signal, SIGTERM after the grace, SIGKILL 5 s later.  A BIND is\n"
     "refused (node_fault) while the lease is out, once its expires_ms has passed, or after a\n"
     "KILL of the same task.\n"
+    "\n"
+    "Tasks run in cgroups of their own where the worker is root and the node has them\n"
+    "(--cgroup-root); otherwise a warning at start says what is missing, and a task is its\n"
+    "process group only: a process that leaves it (setsid) outlives the task.\n"
     "\n"
     "On SIGTERM or SIGINT the worker stops its tasks (SIGTERM, then SIGKILL after 5 s) and\n"
     "exits 0.\n"
@@ -145,6 +153,7 @@ enum opt_id {
     OPT_RUN_AS,
     OPT_ALLOW_USER,
     OPT_ALLOW_ROOT,
+    OPT_CGROUP_ROOT,
     OPT_HELP,
     OPT_VERSION,
 };
@@ -173,6 +182,7 @@ static const struct option long_opts[] = {
     { "run-as", required_argument, NULL, OPT_RUN_AS },
     { "allow-user", required_argument, NULL, OPT_ALLOW_USER },
     { "allow-root", no_argument, NULL, OPT_ALLOW_ROOT },
+    { "cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT },
     { "help", no_argument, NULL, OPT_HELP },
     { "version", no_argument, NULL, OPT_VERSION },
     { NULL, 0, NULL, 0 },
@@ -300,6 +310,8 @@ static const char **text_option(struct cli *c, int opt)
         return &c->curve_key_arg;
     case OPT_RUN_AS:
         return &c->cfg.run_as;
+    case OPT_CGROUP_ROOT:
+        return &c->cfg.cgroup_root;
     default:
         return NULL;
     }
@@ -588,6 +600,12 @@ static int complete_identity(struct cli *c)
         if (!mu_name_is_valid(cfg->allow_users[i], 63))
             return usage_error("--allow-user '%s': expected a user name", cfg->allow_users[i]);
     }
+    if (!cfg->cgroup_root)
+        cfg->cgroup_root = getenv("MUSTER_CGROUP_ROOT");
+    if (cfg->cgroup_root && cfg->cgroup_root[0] && !mu_name_is_valid(cfg->cgroup_root, 63))
+        return usage_error("--cgroup-root '%s': expected a name ([A-Za-z0-9._:-], at most 63 "
+                           "characters)",
+                           cfg->cgroup_root);
     return -1;
 }
 

@@ -124,6 +124,11 @@ void wrk_send_hello(struct wrk_agent *a)
     mu_strlcpy(m.pool, a->pool, sizeof(m.pool));
     mu_strlcpy(m.addr, a->addr, sizeof(m.addr));
     mu_strlcpy(m.instance_id, a->instance_id, sizeof(m.instance_id));
+    mu_strlcpy(m.confinement,
+               a->cg.version == 2   ? "cgroup-v2"
+               : a->cg.version == 1 ? "cgroup-v1"
+                                    : "pgroup",
+               sizeof(m.confinement));
     m.cpus = a->cpus;
     m.memory_mb = a->memory_mb;
     m.nlabels = a->nlabels;

@@ -17,7 +17,10 @@
  * then waits for the task and writes its true exit status to <base>.exit.  Both files are
  * written to a temp file and renamed.  The leader's exit is observed with waitid(WNOWAIT), and
  * the rest of its group is killed before the leader is reaped: while the zombie holds the pid,
- * the group id cannot be reused by a stranger.
+ * the group id cannot be reused by a stranger.  With cgroups in the spec (cgroup.c, issue #46)
+ * the task's child joins its groups before exec, the shim is the subreaper of its orphans, and
+ * every process left in the groups (a daemon that left the process group) is killed and reaped
+ * before the exit file is written: that file frees the task's GPUs for the next job.
  *
  * The shim holds the node's lease (protocol/README.md "The lease and stale commands"): it reads
  * <run-dir>/lease, which the worker renews from the scheduler's answers, at least once a
@@ -41,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -160,6 +164,12 @@ static void signals_setup(sigset_t *waited)
     (void)sigprocmask(SIG_BLOCK, waited, NULL);
 }
 
+static void close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        (void)close(fds[i]);
+}
+
 /* Starts the task; fills spec->rec's pids; -1 with err and *fault. */
 static int start_task(struct wrk_shim_spec *spec,
                       const char *base,
@@ -168,6 +178,8 @@ static int start_task(struct wrk_shim_spec *spec,
 {
     struct wrk_spawn s;
     char path[PROTO_PATH_MAX + 16];
+    int cg_fds[WRK_CG_NCTRL];
+    int ncg = 0;
     char *text = NULL;
     pid_t pid;
     int rc = -1;
@@ -190,8 +202,26 @@ static int start_task(struct wrk_shim_spec *spec,
         s.groups = spec->groups;
         s.ngroups = spec->ngroups;
     }
-    if (wrk_spawn_start(&s, &pid, fault, err) != 0)
+    if (spec->cg.version) {
+        /* The task's orphans (a daemon's double fork) are ours to reap, not init's. */
+        if (wrk_cg_task_create(&spec->cg, cg_fds, &ncg, err) != 0)
+            return -1;
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0) {
+            mu_errf(err, MU_E_SYS, "cannot become the task's subreaper: %s", strerror(errno));
+            close_fds(cg_fds, ncg);
+            wrk_cg_task_remove(&spec->cg);
+            return -1;
+        }
+        s.cg_fds = cg_fds;
+        s.ncg_fds = ncg;
+    }
+    if (wrk_spawn_start(&s, &pid, fault, err) != 0) {
+        close_fds(cg_fds, ncg);
+        if (ncg > 0)
+            wrk_cg_task_remove(&spec->cg);
         return -1;
+    }
+    close_fds(cg_fds, ncg);
     *fault = WRK_FAULT_NODE;
     spec->rec.ref.pid = (int)pid;
     spec->rec.ref.state = PROTO_TASK_RUNNING;
@@ -205,8 +235,10 @@ static int start_task(struct wrk_shim_spec *spec,
             mu_err_prefix(err, "cannot keep the task's record: ");
         /* Untracked, the task could outlive everyone's knowledge of it: stop it now. */
         (void)kill(-pid, SIGKILL);
+        wrk_cg_task_kill(&spec->cg, pid);
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
         }
+        wrk_cg_task_remove(&spec->cg);
         goto out;
     }
     rc = 0;
@@ -286,6 +318,19 @@ static void fence_turn(const struct wrk_shim_spec *spec,
         *wake_ms = f->at_ms;
 }
 
+/* Reaps the task's orphans the shim adopted as their subreaper, until it meets the leader. */
+static void reap_adopted(pid_t leader)
+{
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) != 0 || si.si_pid == 0
+            || si.si_pid == leader)
+            return;
+        (void)waitpid(si.si_pid, NULL, 0);
+    }
+}
+
 /*
  * Waits for the task's leader while holding the lease, kills what is left of its group, records
  * the exit, reaps.  waited: SIGTERM and SIGCHLD, blocked since the start.
@@ -319,6 +364,8 @@ static int supervise(const struct wrk_shim_spec *spec,
         }
         if (si.si_pid == pid)
             break;
+        if (spec->cg.version)
+            reap_adopted(pid);
         now = mu_time_mono_ms();
         wake = now + LEASE_CHECK_MS;
         fence_turn(spec, lease, &f, now, &wake);
@@ -335,15 +382,24 @@ static int supervise(const struct wrk_shim_spec *spec,
     }
     /* The leader is a zombie: its pid, and so its group id, is still ours. */
     (void)kill(-pid, SIGKILL);
+    /* Whatever left the group (setsid, a double fork) is still in the cgroup: the exit file,
+     * which frees the task's GPUs, waits until none of it is left. */
+    wrk_cg_task_kill(&spec->cg, pid);
     wrk_taskexit_from_siginfo(si.si_code, si.si_status, &x);
     x.ended_ms = mu_time_wall_ms();
     x.fenced = f.step != FENCE_NONE;
+    x.oom_killed = wrk_cg_task_oom(&spec->cg);
     mu_err_clear(&err);
     if (wrk_taskexit_format(&x, line, sizeof(line), &err) != 0
         || mu_snprintf(path, sizeof(path), "%s" WRK_TASKEXIT_SUFFIX, base) != 0
         || wrk_file_write_atomic(path, line, strlen(line), &err) != 0)
         say("cannot record the exit of pid %d: %s", (int)pid, err.msg);
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    if (spec->cg.version) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) {
+        } /* the killed orphans we adopted */
+        wrk_cg_task_remove(&spec->cg);
     }
     return 0;
 }
@@ -419,12 +475,6 @@ out:
 /* ---- the server: one supervisor per task, forked rather than executed ---- */
 
 enum { SERVE_SPEC, SERVE_OUT, SERVE_ERR, SERVE_REPORT, SERVE_NFDS };
-
-static void close_fds(const int *fds, int n)
-{
-    for (int i = 0; i < n; i++)
-        (void)close(fds[i]);
-}
 
 /*
  * One request from the worker: the record base, with the spec, the two logs and the report

@@ -12,7 +12,8 @@
  * process, so the child only makes async-signal-safe calls between fork and exec; everything
  * that allocates (argv, environment, paths) is built before fork.  The shim (shim.c) uses the
  * same code to start a task as another user: the group list is looked up before fork, and the
- * child only makes the setgroups/setgid/setuid calls.
+ * child only makes the setgroups/setgid/setuid calls, and joins the task's cgroups by writing
+ * "0" to their cgroup.procs files, which the shim opened before fork.
  */
 /* setgroups is not in POSIX: ask glibc for its default (BSD/SVID) declarations as well. */
 #define _DEFAULT_SOURCE 1 /* NOLINT(bugprone-reserved-identifier): the libc's own switch */
@@ -37,6 +38,7 @@ extern char **environ;
 
 enum spawn_stage {
     STAGE_PGRP = 1,
+    STAGE_CGROUP,
     STAGE_STDIO,
     STAGE_IDS,
     STAGE_CHDIR,
@@ -127,6 +129,11 @@ static void child_exec(const struct wrk_spawn *s, int report_fd)
     }
     if (s->new_pgrp && setpgid(0, 0) != 0)
         child_fail(report_fd, STAGE_PGRP);
+    /* Into the task's cgroups before anything can fork: every descendant is born inside. */
+    for (int i = 0; i < s->ncg_fds; i++) {
+        if (write(s->cg_fds[i], "0", 1) != 1)
+            child_fail(report_fd, STAGE_CGROUP);
+    }
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
     (void)sigemptyset(&sa.sa_mask);
@@ -211,6 +218,8 @@ static int report_error(const struct wrk_spawn *s, const struct child_report *r,
     switch (r->stage) {
     case STAGE_PGRP:
         return mu_errf(err, MU_E_SYS, "cannot create a process group: %s", why);
+    case STAGE_CGROUP:
+        return mu_errf(err, MU_E_SYS, "cannot join the task's cgroup: %s", why);
     case STAGE_STDIO:
         return mu_errf(err, MU_E_SYS, "cannot set up stdin/stdout/stderr: %s", why);
     case STAGE_IDS:

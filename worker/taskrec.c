@@ -75,8 +75,9 @@ fail:
 
 int wrk_taskexit_format(const struct wrk_taskexit *x, char *buf, size_t size, struct mu_err *err)
 {
-    if (mu_snprintf(buf, size, "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%" PRIu64 "%s}\n",
-                    x->exit_code, x->signal, x->ended_ms, x->fenced ? ",\"fenced\":true" : "")
+    if (mu_snprintf(buf, size, "{\"exit_code\":%d,\"signal\":%d,\"ended_ms\":%" PRIu64 "%s%s}\n",
+                    x->exit_code, x->signal, x->ended_ms, x->fenced ? ",\"fenced\":true" : "",
+                    x->oom_killed ? ",\"oom_killed\":true" : "")
         != 0)
         return mu_errf(err, MU_E_TOOBIG, "exit record does not fit %zu bytes", size);
     return 0;
@@ -169,6 +170,85 @@ static int put_int(struct mu_buf *b, const char *key, int64_t v, struct mu_err *
     return put_entry(b, key, num, err);
 }
 
+/* The task's cgroups: cg_version, then each directory as "cg_dir=<controller>:<path>". */
+static int cg_encode(const struct wrk_cg_task *cg, struct mu_buf *out, struct mu_err *err)
+{
+    char entry[PROTO_PATH_MAX + 16];
+
+    if (cg->version == 0)
+        return 0;
+    if (put_int(out, "cg_version", cg->version, err) != 0
+        || put_int(out, "cg_mem_mb", cg->mem_mb, err) != 0
+        || put_int(out, "cg_cpus", cg->cpus, err) != 0)
+        return -1;
+    for (int c = 0; c < WRK_CG_NCTRL; c++) {
+        if (!cg->dir[c][0])
+            continue;
+        (void)mu_snprintf(entry, sizeof(entry), "%d:%s", c, cg->dir[c]);
+        if (put_entry(out, "cg_dir", entry, err) != 0)
+            return -1;
+    }
+    for (int i = 0; i < cg->ndeny && i < WRK_CG_DENY_MINORS; i++) {
+        if (put_int(out, "cg_deny", cg->deny[i], err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int cg_int(
+    const char *key, const char *value, int64_t lo, int64_t hi, int64_t *out, struct mu_err *err)
+{
+    if (mu_parse_i64(value, lo, hi, out, err) != 0) {
+        mu_err_prefix(err, "shim spec: '%s': ", key);
+        return -1;
+    }
+    return 0;
+}
+
+/* One cg_ entry of the spec (klen: the key's length). */
+static int cg_entry(
+    struct wrk_cg_task *cg, const char *key, size_t klen, const char *value, struct mu_err *err)
+{
+    int64_t v = 0;
+
+#define KEY_IS(k) (klen == sizeof(k) - 1 && memcmp(key, k, klen) == 0)
+    if (KEY_IS("cg_version")) {
+        if (cg_int("cg_version", value, 1, 2, &v, err) != 0)
+            return -1;
+        cg->version = (int)v;
+        return 0;
+    }
+    if (KEY_IS("cg_mem_mb"))
+        return cg_int("cg_mem_mb", value, 0, INT64_C(1) << 40, &cg->mem_mb, err);
+    if (KEY_IS("cg_cpus")) {
+        if (cg_int("cg_cpus", value, 0, 1 << 20, &v, err) != 0)
+            return -1;
+        cg->cpus = (int)v;
+        return 0;
+    }
+    if (KEY_IS("cg_deny")) {
+        if (cg->ndeny >= WRK_CG_DENY_MINORS)
+            return mu_errf(err, MU_E_PARSE, "shim spec: more than %d denied devices",
+                           WRK_CG_DENY_MINORS);
+        if (cg_int("cg_deny", value, 0, 1 << 20, &v, err) != 0)
+            return -1;
+        cg->deny[cg->ndeny++] = (int)v;
+        return 0;
+    }
+    if (KEY_IS("cg_dir")) {
+        const char *colon = strchr(value, ':');
+        size_t size = sizeof(cg->dir[0]);
+        if (!colon || colon - value != 1 || value[0] < '0' || value[0] >= '0' + WRK_CG_NCTRL
+            || colon[1] != '/')
+            return mu_errf(err, MU_E_PARSE, "shim spec: 'cg_dir': expected <controller>:<path>");
+        if (mu_strlcpy(cg->dir[value[0] - '0'], colon + 1, size) >= size)
+            return mu_errf(err, MU_E_PARSE, "shim spec: 'cg_dir': path too long");
+        return 0;
+    }
+#undef KEY_IS
+    return mu_errf(err, MU_E_PARSE, "shim spec: unknown key '%.*s'", (int)klen, key);
+}
+
 int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, struct mu_err *err)
 {
     const struct wrk_taskrec *r = &s->rec;
@@ -202,6 +282,8 @@ int wrk_shim_spec_encode(const struct wrk_shim_spec *s, struct mu_buf *out, stru
         goto fail;
     }
     if (s->not_after_ms && put_int(out, "not_after_ms", (int64_t)s->not_after_ms, err) != 0)
+        goto fail;
+    if (cg_encode(&s->cg, out, err) != 0)
         goto fail;
     for (int i = 0; i < s->argc; i++) {
         if (!s->argv[i]) {
@@ -334,6 +416,8 @@ static int spec_entry(struct wrk_shim_spec *out,
         return 0;
     }
 #undef KEY_IS
+    if (klen > 3 && memcmp(entry, "cg_", 3) == 0)
+        return cg_entry(&out->cg, entry, klen, value, err);
     return mu_errf(err, MU_E_PARSE, "shim spec: unknown key '%.*s'", (int)klen, entry);
 }
 

@@ -142,6 +142,7 @@ int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, s
     int64_t sig = 0;
     int64_t ended = 0;
     const cJSON *fenced;
+    const cJSON *oom;
     cJSON *o = parse_object(text, len, what, err);
     int rc = -1;
 
@@ -156,10 +157,16 @@ int wrk_taskexit_parse(const char *text, size_t len, struct wrk_taskexit *out, s
         mu_errf(err, MU_E_PARSE, "%s: \"fenced\": expected true or false", what);
         goto out;
     }
+    oom = cJSON_GetObjectItemCaseSensitive(o, "oom_killed");
+    if (oom && !cJSON_IsBool(oom)) {
+        mu_errf(err, MU_E_PARSE, "%s: \"oom_killed\": expected true or false", what);
+        goto out;
+    }
     out->exit_code = (int)code;
     out->signal = (int)sig;
     out->ended_ms = (uint64_t)ended;
     out->fenced = cJSON_IsTrue(fenced);
+    out->oom_killed = cJSON_IsTrue(oom);
     rc = 0;
 out:
     cJSON_Delete(o);

@@ -35,6 +35,10 @@ _mu_python=/usr/bin/python3
 export MUSTER_SRC MUSTER_BIN
 
 TEST_NAME=$(basename "${0%.sh}")
+# A root worker puts each task in cgroups under MUSTER_CGROUP_ROOT/NODE (docs/muster-worker.md):
+# one root per test run, so that tests running side by side with the same node names never
+# share a task's group, removed with the test.
+export MUSTER_CGROUP_ROOT=${MUSTER_CGROUP_ROOT-muster-$TEST_NAME-$$}
 T=$(mktemp -d "${TMPDIR:-/tmp}/muster-$TEST_NAME.XXXXXX")
 export T
 mkfifo "$T/.nap" # what _mu_nap and await_file_json's tasks wait on
@@ -124,6 +128,7 @@ _mu_cleanup() {
     for ((i = ${#_mu_pids[@]} - 1; i >= 0; i--)); do
         stop_pid "${_mu_pids[i]}"
     done
+    _mu_cgroups_remove
     # Under -DMUSTER_SANITIZE a daemon's report lands in its log (a leak one at its clean exit).
     _mu_log_failure "sanitizer report(s)" 'ERROR: (Address|Leak)Sanitizer|runtime error:' -A12 || rc=1
     # MU_NEVER logs a state the code holds impossible: a bug, whatever the test asserted.
@@ -148,6 +153,15 @@ _mu_cleanup() {
         rm -rf "$T" "${_mu_dirs[@]}"
     fi
     exit "$rc"
+}
+# Removes this test's cgroup trees, deepest first (a group still busy stays: best effort).
+_mu_cgroups_remove() {
+    local d
+    [ -n "$MUSTER_CGROUP_ROOT" ] || return 0
+    for d in /sys/fs/cgroup/"$MUSTER_CGROUP_ROOT" /sys/fs/cgroup/*/"$MUSTER_CGROUP_ROOT"; do
+        [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    return 0
 }
 _mu_err_line='?'
 _mu_err_cmd='?'

@@ -58,6 +58,7 @@ static void ref_fill(struct proto_task_ref *r, int i)
     r->exit_code = -3 - i; /* signed field: a negative value must survive */
     r->signal = (i % 60) + 1;
     r->fenced = i % 2 == 0; /* set and unset both survive */
+    r->oom_killed = i % 3 == 0;
     r->stopped = i % 3 == 0;
     if (i % 2 == 1) { /* a checkpoint, and none */
         (void)mu_snprintf(r->checkpoint, sizeof(r->checkpoint), "/ckpt/step-%d", i);
@@ -77,6 +78,7 @@ static void ref_check(const struct proto_task_ref *r, int i)
     assert_int_equal(r->exit_code, -3 - i);
     assert_int_equal(r->signal, (i % 60) + 1);
     assert_int_equal(r->fenced, i % 2 == 0);
+    assert_int_equal(r->oom_killed, i % 3 == 0);
     assert_int_equal(r->stopped, i % 3 == 0);
     if (i % 2 == 1) {
         char path[64];
@@ -111,6 +113,7 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     mu_strlcpy(m->pool, "p5-spot", sizeof(m->pool));
     mu_strlcpy(m->addr, "10.0.3.17", sizeof(m->addr));
     mu_strlcpy(m->instance_id, "i-0123456789abcdef0", sizeof(m->instance_id));
+    mu_strlcpy(m->confinement, "cgroup-v1", sizeof(m->confinement));
     m->cpus = 192;
     m->memory_mb = INT64_C(2048) * 1024;
     for (int i = 0; i < ngpus; i++) {
@@ -158,6 +161,8 @@ static void fill_all(struct proto_msg *m, enum proto_type type, int n)
     mu_strlcpy(m->workdir, "/home/u/run", sizeof(m->workdir));
     mu_strlcpy(m->resume_from, "/ckpt/step-100", sizeof(m->resume_from));
     mu_strlcpy(m->job_user, "alice", sizeof(m->job_user));
+    m->cpus_per_task = 12;
+    m->memory_mb_per_task = INT64_C(1) << 36; /* past 32 bits */
     m->ok = true;
     mu_strlcpy(m->error, "no such file 'train.py'", sizeof(m->error));
     m->signal = 10;
@@ -212,6 +217,7 @@ static void check_all(const struct proto_msg *m, enum proto_type type, int n)
         assert_string_equal(m->pool, "p5-spot");
         assert_string_equal(m->addr, "10.0.3.17");
         assert_string_equal(m->instance_id, "i-0123456789abcdef0");
+        assert_string_equal(m->confinement, "cgroup-v1");
         assert_int_equal(m->cpus, 192);
         assert_true(m->memory_mb == INT64_C(2048) * 1024);
         assert_int_equal(m->ngpus, ngpus);
@@ -315,8 +321,12 @@ static void check_task_fields(const struct proto_msg *m, enum proto_type type, i
         assert_string_equal(m->resume_from, "/ckpt/step-100");
         assert_true(m->expires_ms == UINT64_C(987664321));
         assert_string_equal(m->job_user, "alice");
+        assert_int_equal(m->cpus_per_task, 12);
+        assert_true(m->memory_mb_per_task == INT64_C(1) << 36);
     } else {
         assert_string_equal(m->job_user, "");
+        assert_int_equal(m->cpus_per_task, 0);
+        assert_true(m->memory_mb_per_task == 0);
         assert_true(m->expires_ms == 0);
         assert_int_equal(m->world_size, 0);
         assert_int_equal(m->master_port, 0);

@@ -398,6 +398,7 @@ void fake_sched_start_with(struct fake_sched *f,
     cfg.cpus = 4;
     cfg.memory_mb = 1000;
     cfg.heartbeat_s = 1;
+    cfg.cgroup_root = ""; /* the host's cgroups are t4006-worker-cgroup's to use, not a unit's */
     cfg.allow_root = geteuid() == 0; /* a root test run is the operator who said so */
     if (fake_allow_users) {
         cfg.allow_root = false;
