@@ -7,7 +7,8 @@
 #   banned    "common/mu_banned.h" is the LAST #include of every .c file
 #   private   a module shows the rest of the tree only its PUBLIC headers (STYLE §1.1):
 #                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   protocol: proto.h
-#                 queue: queue.h   lib: muster.h   core: sched.h   worker: wrk.h   sim: sim.h
+#                 queue: queue.h   lib: muster.h   core: sched.h   worker: wrk.h cgroup.h
+#                 sim: sim.h
 #                 cli, scheduler, bench, tests and any folder not in public_headers: none
 #             Any other header (internal.h, scheduler/d_job.h, ...) may be included only by files
 #             of its own folder.  One exception: tests/ may also include scheduler/*.h, the
@@ -145,7 +146,7 @@ declare -A public_headers=(
     [queue]="queue.h"
     [lib]="muster.h"
     [core]="sched.h"
-    [worker]="wrk.h"
+    [worker]="wrk.h cgroup.h"
     [sim]="sim.h"
     [cli]=""
     [scheduler]=""

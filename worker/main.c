@@ -473,11 +473,46 @@ static int complete_imds(struct cli *c)
     return -1;
 }
 
+/* What this machine is, where the flags do not say: address, instance id, CPUs, memory; returns
+ * -1 to go on, else 2. */
+static int complete_machine(struct cli *c)
+{
+    struct wrk_config *cfg = &c->cfg;
+    long n;
+
+    if (!cfg->addr) {
+        if (gethostname(c->addr, sizeof(c->addr) - 1) != 0 || !c->addr[0])
+            mu_strlcpy(c->addr, "localhost", sizeof(c->addr));
+        c->addr[sizeof(c->addr) - 1] = '\0';
+        cfg->addr = c->addr;
+    }
+    if (!cfg->addr[0] || strlen(cfg->addr) >= sizeof(c->addr))
+        return usage_error("--addr '%s': expected a host name or address", cfg->addr);
+    if (!cfg->instance_id)
+        cfg->instance_id = getenv("MUSTER_INSTANCE_ID");
+    if (cfg->instance_id && cfg->instance_id[0]
+        && !mu_name_is_valid(cfg->instance_id, PROTO_NODE_MAX - 1))
+        return usage_error("--instance-id '%s': expected an EC2 instance id such as "
+                           "i-0123456789abcdef0 (1..%d characters of [A-Za-z0-9._:-])",
+                           cfg->instance_id, PROTO_NODE_MAX - 1);
+    if (cfg->cpus <= 0) {
+        n = sysconf(_SC_NPROCESSORS_ONLN);
+        cfg->cpus = n > 0 ? (int)n : 1;
+    }
+    if (cfg->memory_mb <= 0) {
+        long pages = sysconf(_SC_PHYS_PAGES);
+        long page_size = sysconf(_SC_PAGESIZE);
+        cfg->memory_mb = pages > 0 && page_size > 0
+                             ? (int64_t)pages * (int64_t)page_size / (INT64_C(1) << 20)
+                             : 0;
+    }
+    return -1;
+}
+
 /* Environment fallbacks, required flags and defaults; returns -1 to go on, else 2. */
 static int complete_config(struct cli *c)
 {
     struct wrk_config *cfg = &c->cfg;
-    long n;
 
     if (!cfg->scheduler)
         cfg->scheduler = getenv("MUSTER_SCHEDULER");
@@ -525,33 +560,7 @@ static int complete_config(struct cli *c)
     }
     if (complete_islands(c) >= 0 || complete_mig(c) >= 0)
         return 2;
-    if (!cfg->addr) {
-        if (gethostname(c->addr, sizeof(c->addr) - 1) != 0 || !c->addr[0])
-            mu_strlcpy(c->addr, "localhost", sizeof(c->addr));
-        c->addr[sizeof(c->addr) - 1] = '\0';
-        cfg->addr = c->addr;
-    }
-    if (!cfg->addr[0] || strlen(cfg->addr) >= sizeof(c->addr))
-        return usage_error("--addr '%s': expected a host name or address", cfg->addr);
-    if (!cfg->instance_id)
-        cfg->instance_id = getenv("MUSTER_INSTANCE_ID");
-    if (cfg->instance_id && cfg->instance_id[0]
-        && !mu_name_is_valid(cfg->instance_id, PROTO_NODE_MAX - 1))
-        return usage_error("--instance-id '%s': expected an EC2 instance id such as "
-                           "i-0123456789abcdef0 (1..%d characters of [A-Za-z0-9._:-])",
-                           cfg->instance_id, PROTO_NODE_MAX - 1);
-    if (cfg->cpus <= 0) {
-        n = sysconf(_SC_NPROCESSORS_ONLN);
-        cfg->cpus = n > 0 ? (int)n : 1;
-    }
-    if (cfg->memory_mb <= 0) {
-        long pages = sysconf(_SC_PHYS_PAGES);
-        long page_size = sysconf(_SC_PAGESIZE);
-        cfg->memory_mb = pages > 0 && page_size > 0
-                             ? (int64_t)pages * (int64_t)page_size / (INT64_C(1) << 20)
-                             : 0;
-    }
-    return -1;
+    return complete_machine(c);
 }
 
 /* Loads the CURVE keys when asked for; 0 or -1 with err. */
