@@ -343,6 +343,37 @@ struct spec_caps {
 };
 
 /* One "key=value" entry (the key is entry[0..klen-1]) into out. */
+/* The task user's keys (user, user_uid, user_gid, group): 0 taken, -1 with err, 1 not one. */
+static int ident_entry(struct wrk_shim_spec *out,
+                       const char *entry,
+                       size_t klen,
+                       const char *value,
+                       struct mu_err *err)
+{
+#define KEY_IS(k) (klen == sizeof(k) - 1 && memcmp(entry, k, klen) == 0)
+    if (KEY_IS("user")) {
+        out->user = value;
+        return 0;
+    }
+    if (KEY_IS("user_uid"))
+        return spec_int("user_uid", value, 0, INT_MAX, &out->uid, err);
+    if (KEY_IS("user_gid"))
+        return spec_int("user_gid", value, 0, INT_MAX, &out->gid, err);
+    if (KEY_IS("group")) {
+        int g;
+        if (out->ngroups >= WRK_GROUPS_MAX)
+            return mu_errf(err, MU_E_PARSE, "shim spec: more than %d groups", WRK_GROUPS_MAX);
+        if (spec_int("group", value, 0, INT_MAX, &g, err) != 0)
+            return -1;
+        if (!out->groups && !(out->groups = malloc(WRK_GROUPS_MAX * sizeof(*out->groups))))
+            return mu_errf(err, MU_E_NOMEM, "out of memory for the shim's spec");
+        out->groups[out->ngroups++] = (gid_t)g;
+        return 0;
+    }
+#undef KEY_IS
+    return 1;
+}
+
 static int spec_entry(struct wrk_shim_spec *out,
                       struct spec_caps *caps,
                       const char *entry,
@@ -351,6 +382,7 @@ static int spec_entry(struct wrk_shim_spec *out,
                       struct mu_err *err)
 {
     struct wrk_taskrec *r = &out->rec;
+    int rc;
 
 #define KEY_IS(k) (klen == sizeof(k) - 1 && memcmp(entry, k, klen) == 0)
     if (KEY_IS("arg"))
@@ -383,25 +415,6 @@ static int spec_entry(struct wrk_shim_spec *out,
         out->workdir = value;
         return 0;
     }
-    if (KEY_IS("user")) {
-        out->user = value;
-        return 0;
-    }
-    if (KEY_IS("user_uid"))
-        return spec_int("user_uid", value, 0, INT_MAX, &out->uid, err);
-    if (KEY_IS("user_gid"))
-        return spec_int("user_gid", value, 0, INT_MAX, &out->gid, err);
-    if (KEY_IS("group")) {
-        int g;
-        if (out->ngroups >= WRK_GROUPS_MAX)
-            return mu_errf(err, MU_E_PARSE, "shim spec: more than %d groups", WRK_GROUPS_MAX);
-        if (spec_int("group", value, 0, INT_MAX, &g, err) != 0)
-            return -1;
-        if (!out->groups && !(out->groups = malloc(WRK_GROUPS_MAX * sizeof(*out->groups))))
-            return mu_errf(err, MU_E_NOMEM, "out of memory for the shim's spec");
-        out->groups[out->ngroups++] = (gid_t)g;
-        return 0;
-    }
     if (KEY_IS("lease")) {
         out->lease_path = value;
         return 0;
@@ -416,6 +429,8 @@ static int spec_entry(struct wrk_shim_spec *out,
         return 0;
     }
 #undef KEY_IS
+    if ((rc = ident_entry(out, entry, klen, value, err)) <= 0)
+        return rc;
     if (klen > 3 && memcmp(entry, "cg_", 3) == 0)
         return cg_entry(&out->cg, entry, klen, value, err);
     return mu_errf(err, MU_E_PARSE, "shim spec: unknown key '%.*s'", (int)klen, entry);
