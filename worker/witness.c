@@ -96,6 +96,14 @@ static void *witness_main(void *arg)
         struct timespec until;
         int interval = w->interval_ms;
         if (interval <= 0) {
+            /* Idle: no connection held, so a fleet keeps none open between outages. */
+            if (q) {
+                pthread_mutex_unlock(&w->mu);
+                queue_free(q);
+                q = NULL;
+                pthread_mutex_lock(&w->mu);
+                continue;
+            }
             (void)pthread_cond_wait(&w->cond, &w->mu);
             continue;
         }
