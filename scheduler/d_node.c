@@ -334,7 +334,7 @@ void d_node_stopping(struct musterd *d, struct d_node *node)
     if (node->down)
         return;
     node->down = true;
-    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_DOWN);
+    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
     mu_log(MU_LOG_INFO, "sched", "node=%s stopping: its worker stops its tasks; no new work there",
            node->name);
     d->nodes_dirty = true;
@@ -344,7 +344,7 @@ void d_node_down(struct musterd *d, struct d_node *node)
 {
     node->online = false;
     node->down = true;
-    sched_cluster_node_set_state(d->cluster, node->idx, SCHED_NODE_DOWN);
+    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
     mu_log(MU_LOG_INFO, "sched", "node=%s down: its worker stopped cleanly (BYE)", node->name);
     d->nodes_dirty = true;
     d->dirty = true;
