@@ -88,10 +88,7 @@ static void node_command(struct musterd *d, const struct queue_entry *e)
                admin == SCHED_NODE_READY ? "it registers ready" : "applied when it registers");
         return;
     }
-    node->admin = admin;
-    node->drain_grace_s = e->grace_s;
-    node->reason[0] = '\0'; /* the operator's word replaces musterd's */
-    node->refusals = 0;
+    d_node_admin_set(node, admin, e->grace_s);
     if (node->online)
         sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
     mu_log(MU_LOG_INFO, "sched", "node=%s %s%s", node->name, sched_node_state_name(node->admin),

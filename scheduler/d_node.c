@@ -180,6 +180,14 @@ static int hello_spec(struct musterd *d,
     return 0;
 }
 
+void d_node_admin_set(struct d_node *node, enum sched_node_state admin, int grace_s)
+{
+    node->admin = admin;
+    node->drain_grace_s = grace_s;
+    node->reason[0] = '\0'; /* the operator's word replaces musterd's */
+    node->refusals = 0;
+}
+
 /* A node (back) online takes the state the operator asked for while it was away: a cordon or
  * drain musterd kept (<prefix>node:wanted).  Without one it keeps its own (ready when new). */
 static void wanted_apply(struct musterd *d, struct d_node *node, const char *name)
@@ -188,10 +196,7 @@ static void wanted_apply(struct musterd *d, struct d_node *node, const char *nam
 
     if (!w || node->admin == w->admin)
         return;
-    node->admin = w->admin;
-    node->drain_grace_s = w->grace_s;
-    node->reason[0] = '\0'; /* the operator's word replaces musterd's */
-    node->refusals = 0;
+    d_node_admin_set(node, w->admin, w->grace_s);
     mu_log(MU_LOG_INFO, "sched", "node=%s %s, as the operator asked while it was not registered",
            name, sched_node_state_name(w->admin));
 }

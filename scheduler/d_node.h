@@ -55,6 +55,10 @@ struct d_wanted {
     int grace_s;                 /* drain's --grace cap; -1 = none */
 };
 
+/* The operator's word on a node (cordon, drain with its grace cap, uncordon): it replaces
+ * musterd's own reason and refusal count.  The caller tells the core (d_node_state). */
+void d_node_admin_set(struct d_node *node, enum sched_node_state admin, int grace_s);
+
 /* The node's state for placement: down (its worker stops) beats terminating (spot notice), which
  * beats the operator's state. */
 enum sched_node_state d_node_state(const struct d_node *node);
