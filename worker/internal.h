@@ -158,8 +158,10 @@ struct wrk_witness;
  */
 struct wrk_witness *wrk_witness_new(const char *url, const char *prefix, struct mu_err *err);
 void wrk_witness_free(struct wrk_witness *w);
-/* Reads every interval_ms from now on; 0 stops reading. */
+/* Reads every interval_ms from now on; 0 stops reading.  One caller thread. */
 void wrk_witness_poll(struct wrk_witness *w, int interval_ms);
+/* How many readings so far (one atomic load): the loop looks further only when it moved. */
+uint64_t wrk_witness_readings(struct wrk_witness *w);
 /*
  * The newest reading: *seq counts the readings so far, *free_sent_ms is when the newest reading
  * that found the key free was sent (monotonic ms, 0 = none yet), *epoch the holder's epoch when

@@ -144,9 +144,9 @@ void wrk_agent_lease_witness(struct wrk_agent *a, uint64_t now)
     want =
         lease_s > 0 && a->nrunning > 0 && (until <= now || until - now < (uint64_t)lease_s * 500u);
     wrk_witness_poll(a->witness, want ? proto_witness_interval_ms(lease_s) : 0);
-    seen = wrk_witness_get(a->witness, &seq, &free_sent, &epoch, why, sizeof(why));
-    if (seq == a->witness_seq)
+    if (wrk_witness_readings(a->witness) == a->witness_seq)
         return;
+    seen = wrk_witness_get(a->witness, &seq, &free_sent, &epoch, why, sizeof(why));
     a->witness_seq = seq;
     if (seen == WRK_WITNESS_NO_LEADER && wrk_lease_renew(a->lease, 0, free_sent, true, now)
         && a->lease_out) {

@@ -38,6 +38,7 @@ struct wrk_witness {
     bool started;
     bool stop;            /* under mu */
     int interval_ms;      /* under mu: 0 = idle */
+    int asked;            /* the caller's thread only: the interval it last asked for */
     _Atomic uint64_t seq; /* readings so far */
     _Atomic uint64_t free_sent_ms;
     _Atomic int seen; /* enum wrk_witness_seen of the newest reading */
@@ -186,12 +187,20 @@ void wrk_witness_free(struct wrk_witness *w)
 
 void wrk_witness_poll(struct wrk_witness *w, int interval_ms)
 {
+    if (w->asked == interval_ms)
+        return; /* the loop asks every turn: no lock unless it changes its mind */
+    w->asked = interval_ms;
     pthread_mutex_lock(&w->mu);
     if (w->interval_ms != interval_ms) {
         w->interval_ms = interval_ms;
         (void)pthread_cond_signal(&w->cond);
     }
     pthread_mutex_unlock(&w->mu);
+}
+
+uint64_t wrk_witness_readings(struct wrk_witness *w)
+{
+    return atomic_load(&w->seq);
 }
 
 enum wrk_witness_seen wrk_witness_get(struct wrk_witness *w,
