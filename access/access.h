@@ -86,11 +86,11 @@ bool access_is_operator(const struct access *a, const char *user);
 
 /* A submission as the rules judge it. */
 struct access_submit {
-    const char *owner;    /* the proven writer (the stream's user); "" in single-user mode */
-    const char *user;     /* the spec's "user"; "" when the spec names none */
-    const char *queue;    /* the spec's queue */
-    int64_t priority;     /* the spec's priority */
-    bool preemptible;     /* the spec's preemptible */
+    const char *owner; /* the proven writer (the stream's user); "" in single-user mode */
+    const char *user;  /* the spec's "user"; "" when the spec names none */
+    const char *queue; /* the spec's queue */
+    int64_t priority;  /* the spec's priority */
+    bool preemptible;  /* the spec's preemptible */
 };
 
 /*
