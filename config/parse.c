@@ -551,6 +551,7 @@ static const char *const top_keys[] = {
     "instance_topology",
     "max_array_size",
     "leader_lease_s",
+    "access",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 
@@ -583,6 +584,11 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
     }
     if (strcmp(top_keys[key], "instance_topology") == 0)
         return parse_instance_topology(c, v, err);
+    /* Who may do what (issue #46): access_parse (access/) judges the contents. */
+    if (strcmp(top_keys[key], "access") == 0)
+        return cJSON_IsObject(v) ? 0
+                                 : mu_json_err_expected(err, MU_E_CONFIG, "access",
+                                                        "an object (see docs/security.md)", v);
     for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
         if (strcmp(int_fields[i].key, top_keys[key]) != 0)
             continue;
