@@ -463,6 +463,22 @@ static void test_redis_urls(void **state)
     }
 }
 
+/* The "access" section is access_parse's (issue #46): cfg_parse takes any object there and
+ * keeps every other setting as it would without it. */
+static void test_access_key(void **state)
+{
+    static const char json[] = "{\"heartbeat_s\":2,\"access\":{\"identity\":\"redis-acl\","
+                               "\"users\":{\"alice\":{}},\"whatever\":1}}";
+    struct cfg c;
+    struct mu_err err;
+    (void)state;
+
+    if (cfg_parse(&c, json, strlen(json), &err) != 0)
+        fail_msg("refused: %s", err.msg);
+    assert_int_equal(c.heartbeat_s, 2);
+    assert_int_equal(c.nqueues, 1);
+}
+
 static void test_bad_table(void **state)
 {
     struct cfg c;
@@ -494,6 +510,7 @@ int main(void)
         cmocka_unit_test(test_not_terminated),
         cmocka_unit_test(test_capacity_names),
         cmocka_unit_test(test_redis_urls),
+        cmocka_unit_test(test_access_key),
         cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
