@@ -225,7 +225,8 @@ static int resolve_user(struct access *a, struct acc_known *u, struct mu_err *er
 {
     int n = 0;
 
-    u->own = bsearch(u->name, a->users, (size_t)a->nusers, sizeof(*a->users), cmp_key_entry);
+    if (a->nusers > 0) /* users is NULL without a "users" key: bsearch must not see it */
+        u->own = bsearch(u->name, a->users, (size_t)a->nusers, sizeof(*a->users), cmp_key_entry);
     for (int i = 0; i < a->ngroups; i++)
         n += acc_list_has_sorted(&a->groups[i].members, u->name);
     if (n > 0) {

@@ -329,6 +329,9 @@ static void test_caps(void **state)
     assert_caps(a, "x", 0, "", 7, "access.groups.b.max_pending_jobs");
     assert_caps(a, "y", 12, "access.groups.c.max_running_gpus", 3,
                 "access.groups.a.max_pending_jobs");
+    /* Groups and no "users" key (found by fuzz_access: a lookup in the absent user table). */
+    assert_true(access_is_known(a, "x"));
+    submit_ok(a, "x", "", "any", 0, true, "x");
     access_free(a);
 }
 
