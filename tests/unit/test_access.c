@@ -25,7 +25,7 @@ static const char *q(const char *s)
     size_t i = 0;
 
     for (; s[i] && i < sizeof(buf) - 1; i++)
-        buf[i] = s[i] == '\'' ? '"' : s[i];
+        buf[i] = (char)(s[i] == '\'' ? '"' : s[i]);
     buf[i] = '\0';
     assert_true(s[i] == '\0');
     return buf;
@@ -566,7 +566,7 @@ static void test_bad_table(void **state)
 /* More than ACCESS_USERS_MAX known users, counted across users, members and operators. */
 static void test_too_many_users(void **state)
 {
-    size_t size = 20 * (ACCESS_USERS_MAX + 10);
+    size_t size = (size_t)20 * (ACCESS_USERS_MAX + 10);
     char *json = malloc(size);
     size_t len = 0;
     struct access *a;
