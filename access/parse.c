@@ -111,9 +111,9 @@ static int list_first_repeat(const struct acc_list *l)
     qsort(at, (size_t)l->n, sizeof(*at), cmp_name_at);
     /* In a run of equal names the second is the first repeat of that name. */
     for (int i = 1; i < l->n; i++) {
-        if (strcmp(at[i].name, at[i - 1].name) == 0
-            && (i < 2 || strcmp(at[i - 1].name, at[i - 2].name) != 0)
-            && (first < 0 || at[i].index < first))
+        bool repeat = strcmp(at[i].name, at[i - 1].name) == 0;
+        bool second = i == 1 || strcmp(at[i - 1].name, at[i - 2].name) != 0;
+        if (repeat && second && (first < 0 || at[i].index < first))
             first = at[i].index;
     }
     free(at);

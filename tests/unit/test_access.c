@@ -22,12 +22,12 @@
 static const char *q(const char *s)
 {
     static char buf[4096];
-    size_t i = 0;
+    size_t n = strlen(s);
 
-    for (; s[i] && i < sizeof(buf) - 1; i++)
+    assert_true(n < sizeof(buf));
+    for (size_t i = 0; i < n; i++)
         buf[i] = (char)(s[i] == '\'' ? '"' : s[i]);
-    buf[i] = '\0';
-    assert_true(s[i] == '\0');
+    buf[n] = '\0';
     return buf;
 }
 
