@@ -105,7 +105,8 @@ struct access_submit {
  *   "queue 'prod' is not open to alice (access.groups.vision.queues: research, default)"
  *   "priority 500 is above alice's highest, 100 (access.defaults.max_priority)"
  *   "alice may not submit non-preemptible jobs (access.users.alice.non_preemptible)"
- * where the path is the entry the value came from ("built-in default" when none set it).
+ * where the path is the entry the value came from ("access.defaults.max_priority unset: built-in
+ * default" when none set it).
  */
 int access_submit_check(const struct access *a,
                         const struct access_submit *s,
@@ -122,6 +123,8 @@ struct access_caps {
 };
 /* The caps of user; all 0 for an unknown user and in single-user mode. */
 void access_caps(const struct access *a, const char *user, struct access_caps *out);
+/* Whether some user has a max_running_gpus (musterd counts running GPUs only then). */
+bool access_has_running_caps(const struct access *a);
 
 /*
  * Whether who may send control command cmd.  Job commands ("cancel", "hold", "release"):

@@ -47,8 +47,9 @@ bool access_is_operator(const struct access *a, const char *user)
 
 void acc_entry_path(char *buf, size_t size, const struct acc_entry *e, enum acc_key k)
 {
-    if (!e)
-        mu_strlcpy(buf, "built-in default", size);
+    if (!e) /* nothing sets it: name where to */
+        (void)mu_snprintf(buf, size, "access.defaults.%s unset: built-in default",
+                          acc_key_names[k]);
     else if (e->kind == ACC_DEFAULTS)
         (void)mu_snprintf(buf, size, "access.defaults.%s", acc_key_names[k]);
     else
@@ -228,6 +229,15 @@ void access_caps(const struct access *a, const char *user, struct access_caps *o
     if (u->max_pending_jobs > 0)
         acc_entry_path(out->pending_rule, sizeof(out->pending_rule),
                        u->src[ACC_K_MAX_PENDING_JOBS].e, ACC_K_MAX_PENDING_JOBS);
+}
+
+bool access_has_running_caps(const struct access *a)
+{
+    for (int i = 0; a->identity == ACCESS_REDIS_ACL && i < a->nknown; i++) {
+        if (a->known[i].max_running_gpus > 0)
+            return true;
+    }
+    return false;
 }
 
 int access_control_check(const struct access *a,

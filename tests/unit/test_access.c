@@ -262,7 +262,8 @@ static void test_priority(void **state)
                    "priority 11 is above dave's highest, 10 (access.defaults.max_priority)");
     submit_ok(b, "x", "", "q", 0, true, "x");
     submit_refused(b, "x", "", "q", 1, true,
-                   "priority 1 is above x's highest, 0 (built-in default)");
+                   "priority 1 is above x's highest, 0 (access.defaults.max_priority unset: "
+                   "built-in default)");
     access_free(a);
     access_free(b);
 }
@@ -275,7 +276,8 @@ static void test_non_preemptible(void **state)
     submit_ok(a, "alice", "", "nlp", 0, false, "alice"); /* from nlp */
     submit_ok(a, "carol", "", "nlp", 0, false, "carol");
     submit_refused(a, "bob", "", "q", 0, false,
-                   "bob may not submit non-preemptible jobs (built-in default)");
+                   "bob may not submit non-preemptible jobs (access.defaults.non_preemptible "
+                   "unset: built-in default)");
     submit_refused(a, "erin", "", "default", 0, false,
                    "erin may not submit non-preemptible jobs (access.users.erin.non_preemptible)");
     access_free(a);
