@@ -28,7 +28,7 @@ int ctl_cmd_cancel(struct ctl *ctl, const struct ctl_args *args)
         const char *id = args->argv[i];
         char state[32] = "";
         bool found = false;
-        struct queue_control_req c = { "cancel", id, -1, 0, false };
+        struct queue_control_req c = { "cancel", id, -1, 0, false, 0 };
         enum queue_post posted;
         char entry_id[QUEUE_JOB_ID_MAX];
         cJSON *entry;

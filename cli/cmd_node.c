@@ -28,7 +28,7 @@ static int node_forget(struct ctl *ctl, const char *name, int64_t timeout_s)
     char result[ANSWER_MAX];
     char *value = NULL;
     size_t len = 0;
-    struct queue_control_req c = { "forget", name, -1, (int)timeout_s * 1000, false };
+    struct queue_control_req c = { "forget", name, -1, (int)timeout_s * 1000, false, 0 };
     enum queue_post posted;
     int rc;
 
@@ -40,7 +40,7 @@ static int node_forget(struct ctl *ctl, const char *name, int64_t timeout_s)
     if (!node && err.code != MU_E_PARSE)
         return ctl_fail(ctl, "node '%s' not found", name);
     cJSON_Delete(node);
-    if (queue_control_post(q, &c, &posted, entry, sizeof(entry), &err) != 0)
+    if (queue_control_post(q, &c, &posted, NULL, entry, sizeof(entry), &err) != 0)
         return ctl_fail(ctl, "%s", err.msg);
     if (posted != QUEUE_POST_SENT)
         return ctl_fail(ctl,

@@ -23,7 +23,7 @@ int ctl_cmd_reload(struct ctl *ctl, const struct ctl_args *args)
 {
     struct mu_err err = { 0 };
     struct queue *q = ctl_queue(ctl);
-    struct queue_control_req c = { "reload", NULL, -1, 0, false };
+    struct queue_control_req c = { "reload", NULL, -1, 0, false, 0 };
     enum queue_post posted;
     char id[64];
     char got[64];

@@ -377,7 +377,11 @@ static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
 {
     cJSON *spec = cJSON_CreateObject();
     cJSON *cmd = spec ? cJSON_AddArrayToObject(spec, "command") : NULL;
-    const char *user = getenv("USER");
+    /* Who the job is for when --user is not given: the Redis user of the URL (with proven
+     * identity, the only one musterd accepts), else the login name, a label. */
+    const char *user = ctl->where.user[0] && strcmp(ctl->where.user, "default") != 0
+                           ? ctl->where.user
+                           : getenv("USER");
 
     if (!cmd) {
         ctl_fail(ctl, "out of memory");

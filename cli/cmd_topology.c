@@ -118,7 +118,7 @@ int ctl_cmd_topology(struct ctl *ctl, const struct ctl_args *args)
     struct queue *q;
     char token[32];
     char id[QUEUE_JOB_ID_MAX];
-    struct queue_control_req c = { "topology", NULL, -1, 0, false };
+    struct queue_control_req c = { "topology", NULL, -1, 0, false, 0 };
     enum queue_post posted = QUEUE_POST_NO_LEADER;
     char result[CTL_RESULT_MAX];
     int64_t timeout_s = 10;

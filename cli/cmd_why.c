@@ -260,11 +260,11 @@ int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct
     char *value = NULL;
     size_t len = 0;
 
-    struct queue_control_req c = { "why", id, -1, wait_s * 1000, false };
+    struct queue_control_req c = { "why", id, -1, wait_s * 1000, false, 0 };
     enum queue_post posted;
 
     *doc = NULL;
-    if (queue_control_post(q, &c, &posted, entry, sizeof(entry), err) != 0)
+    if (queue_control_post(q, &c, &posted, NULL, entry, sizeof(entry), err) != 0)
         return -1;
     if (posted != QUEUE_POST_SENT)
         return mu_errf(err, MU_E_STATE,

@@ -207,7 +207,11 @@ int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const ch
  * *posted (may be NULL) says which it was. */
 int ctl_node_command(
     struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *posted);
-/* queue_control_post through ctl's connection; 0, or -1 with the error printed. */
+#define CTL_VERDICT_TIMEOUT_S 10 /* the wait for musterd's word on a command of one's own */
+/* queue_control_post through ctl's connection; 0, or -1 with the error printed.  A command sent
+ * on the user's own stream (proven identity, access/access.h) waits for musterd's verdict
+ * (queue_control_verdict), within its deadline or else CTL_VERDICT_TIMEOUT_S: a refusal, or no
+ * answer, is that error. */
 int ctl_post(struct ctl *ctl,
              const struct queue_control_req *c,
              enum queue_post *result,

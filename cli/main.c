@@ -48,7 +48,7 @@ static const struct ctl_opt opts_submit[] = {
     { "topology-relax-after", 0, "S",
       "widen the required level by one after S s pending, again every S s" },
     { "idempotency-key", 'k', "K", "a second submit with key K returns the first job's id" },
-    { "user", 'u', "U", "who submits (default $USER)" },
+    { "user", 'u', "U", "who the job is for (default: the URL's Redis user, else $USER)" },
     { "after", 0, "ID[:WHEN]",
       "start only after job ID succeeds (WHEN ok), fails (notok), ends (any) or starts "
       "(started); key=KEY names a job by idempotency key (repeatable)" },

@@ -289,10 +289,20 @@ int ctl_post(struct ctl *ctl,
 {
     struct mu_err err = { 0 };
     struct queue *q = ctl_queue(ctl);
+    struct queue_control_req asked = *c;
+    bool own = false;
 
     if (!q)
         return -1;
-    if (queue_control_post(q, c, result, id, id_size, &err) != 0) {
+    /* On one's own stream musterd judges who asks (access/access.h) and says so: wait for it
+     * (within the command's own deadline when it has one). */
+    if (asked.timeout_ms == 0)
+        asked.own_timeout_ms = CTL_VERDICT_TIMEOUT_S * 1000;
+    if (queue_control_post(q, &asked, result, &own, id, id_size, &err) != 0
+        || (own && *result == QUEUE_POST_SENT
+            && queue_control_verdict(
+                   q, id, asked.timeout_ms ? asked.timeout_ms : asked.own_timeout_ms, &err)
+                   != 0)) {
         (void)ctl_fail(ctl, "%s", err.msg);
         return -1;
     }
@@ -333,7 +343,7 @@ static int node_said(struct ctl *ctl, const char *cmd, const char *node, enum qu
 int ctl_node_command(
     struct ctl *ctl, const char *cmd, const char *node, int grace_s, enum queue_post *posted)
 {
-    struct queue_control_req c = { cmd, node, grace_s, 0, true };
+    struct queue_control_req c = { cmd, node, grace_s, 0, true, 0 };
     enum queue_post result;
     char id[QUEUE_JOB_ID_MAX];
 
@@ -351,7 +361,7 @@ int ctl_node_command(
 
 int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const char *arg)
 {
-    struct queue_control_req c = { cmd, arg, -1, 0, false };
+    struct queue_control_req c = { cmd, arg, -1, 0, false, 0 };
     enum queue_post posted;
     cJSON *doc = NULL;
     bool found = false;

@@ -2,7 +2,7 @@
 /*
  * libmuster (lib/muster.h): the client library for training pipelines, built on the queue
  * module's client half (queue_submit, queue_job_read, queue_jobs_read, queue_events_*,
- * queue_control_send), so that it reads and writes Redis exactly as musterctl does (DESIGN §6).
+ * queue_control_post), so that it reads and writes Redis exactly as musterctl does (DESIGN §6).
  *
  * Idempotent submission is queue_submit_idem, one Lua script run by Redis (EVAL), so two
  * processes racing with the same key still make one job: it returns the id under
@@ -588,11 +588,18 @@ char *muster_job_json(const struct muster_job *job)
 
 /* ---------------- cancel ---------------- */
 
+/* The wait for musterd's word on a cancel sent on one's own stream (access/access.h). */
+#define MUSTER_VERDICT_TIMEOUT_MS 10000
+
 int muster_job_cancel(struct muster *m, const char *id, struct muster_error *err)
 {
     struct muster_job *job = NULL;
     struct mu_err e;
     char *spec = NULL;
+    struct queue_control_req c = { "cancel", id, -1, 0, false, MUSTER_VERDICT_TIMEOUT_MS };
+    enum queue_post posted;
+    char entry[QUEUE_JOB_ID_MAX];
+    bool own = false;
     int rc = -1;
 
     if (!m)
@@ -618,8 +625,17 @@ int muster_job_cancel(struct muster *m, const char *id, struct muster_error *err
             goto out;
         }
     }
-    if (queue_control_send(m->q, "cancel", id, &e) != 0) {
+    if (queue_control_post(m->q, &c, &posted, &own, entry, sizeof(entry), &e) != 0
+        || (own && posted == QUEUE_POST_SENT
+            && queue_control_verdict(m->q, entry, c.own_timeout_ms, &e) != 0)) {
         fail(err, &e);
+        goto out;
+    }
+    if (posted != QUEUE_POST_SENT) {
+        failf(err, MUSTER_E_STATE,
+              "no musterd leads right now (%sleader is free): nothing was sent; cancel again "
+              "once one leads",
+              queue_prefix(m->q));
         goto out;
     }
     rc = 0;

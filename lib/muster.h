@@ -251,8 +251,11 @@ int muster_job_wait(struct muster *m,
                     struct muster_error *err);
 
 /*
- * Asks musterd to cancel job id (XADD <prefix>control * cmd cancel arg <id>); returns once the
- * request is queued, not when the job has stopped (wait for CANCELLED with muster_job_wait).
+ * Asks musterd to cancel job id (a cancel entry on the control stream, added only while a musterd
+ * leads: MUSTER_E_STATE when none does); returns once the request is queued, not when the job
+ * has stopped (wait for CANCELLED with muster_job_wait).  With proven identity (the URL names a
+ * Redis user that has its own control stream, docs/security.md) it also waits up to 10 s for
+ * musterd's verdict: MUSTER_E_STATE with the rule when the user may not cancel that job.
  * A job already final stays as it is.  MUSTER_E_NOTFOUND when neither the job nor its submission
  * exists, MUSTER_E_INVAL for a malformed id.
  */

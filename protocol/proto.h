@@ -172,8 +172,9 @@ struct proto_msg {
     char **env; /* "KEY=VALUE" */
     char workdir[PROTO_PATH_MAX];
     char resume_from[PROTO_PATH_MAX];
-    char job_user[64];   /* the job's user (its spec's "user", "" = none): a root worker started
-                            with --allow-user USER runs the task as that user */
+    char job_user[64];   /* the job's proven user ("" = none: single-user mode, docs/security.md
+                            §3): a root worker started with --allow-user USER runs the task as
+                            that user */
     uint64_t expires_ms; /* in the scheduler's clock (sent_ms's): after this the scheduler has
                             given the attempt up and the task must not start; 0 = no bound */
     int cpus_per_task;   /* the job's cpus_per_task: a worker with cgroups enforces it

@@ -8,6 +8,7 @@
  */
 #include "queue/internal.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,5 +57,38 @@ int queue_answer_wait(
         rc = mu_errf(err, MU_E_REDIS, "BLPOP %s%s: unexpected reply", q->prefix, key);
     }
     queue_reply_free(r);
+    return rc;
+}
+
+int queue_control_verdict(struct queue *q, const char *entry_id, int timeout_ms, struct mu_err *err)
+{
+    char key[QUEUE_JOB_ID_MAX + 8];
+    char *value = NULL;
+    size_t len = 0;
+    cJSON *doc;
+    const cJSON *error;
+    int rc;
+
+    (void)mu_snprintf(key, sizeof(key), "reply:%s", entry_id);
+    /* One second past the entry's deadline: musterd answers at once what it read in time. */
+    for (int waited = 0; waited <= timeout_ms && !value; waited += 1000) {
+        if (queue_answer_wait(q, key, 1000, &value, &len, err) != 0)
+            return -1;
+    }
+    if (!value)
+        return mu_errf(err, MU_E_STATE,
+                       "musterd did not answer within %d s (is it stuck?); the command expired "
+                       "and was not applied",
+                       timeout_ms / 1000);
+    doc = cJSON_ParseWithLength(value, len);
+    free(value);
+    error = cJSON_GetObjectItemCaseSensitive(doc, "error");
+    if (cJSON_IsString(error))
+        rc = mu_errf(err, MU_E_STATE, "%s", error->valuestring);
+    else if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "ok")))
+        rc = mu_errf(err, MU_E_PARSE, "musterd's answer is not a verdict");
+    else
+        rc = 0;
+    cJSON_Delete(doc);
     return rc;
 }

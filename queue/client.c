@@ -55,7 +55,8 @@ const char queue_submit_idem_lua[] =
     "if redis.replicate_commands then redis.replicate_commands() end\n"
     "local id = redis.call('GET', KEYS[2])\n"
     "if id then return {id, 0} end\n"
-    "id = redis.call('XADD', KEYS[1], '*', 'spec', ARGV[1])\n"
+    "id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'spec', ARGV[1])\n"
+    "if not id then return {'nostream'} end\n"
     "redis.call('SET', KEYS[2], id, 'NX')\n"
     "return {id, 1}\n";
 
@@ -195,13 +196,21 @@ static cJSON *event_from_entry(const redisReply *e, struct mu_err *err)
     return obj;
 }
 
+static void *xadd_spec(struct queue *q, const char *stream, bool own, void *arg, struct mu_err *err)
+{
+    if (own)
+        return queue_command(q, err, "XADD %s NOMKSTREAM * spec %s", stream, (const char *)arg);
+    return queue_command(q, err, "XADD %s * spec %s", stream, (const char *)arg);
+}
+
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err)
 {
     redisReply *r;
+    bool own;
     int rc = -1;
 
-    r = queue_command(q, err, "XADD %ssubmit * spec %s", q->prefix, spec_json);
+    r = queue_owned_write(q, QUEUE_STREAM_SUBMIT, xadd_spec, (void *)spec_json, &own, err);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_STRING) {
@@ -232,6 +241,23 @@ static bool idem_key_is_valid(const char *key)
     return true;
 }
 
+struct idem_call {
+    const char *spec_json;
+    const char *key;
+};
+
+/* The key is the writer's own on its own stream (idem:<user>:<key>): one user cannot claim
+ * another's key and be handed their job. */
+static void *eval_idem(struct queue *q, const char *stream, bool own, void *arg, struct mu_err *err)
+{
+    const struct idem_call *c = arg;
+    if (own)
+        return queue_command(q, err, "EVAL %s 2 %s %sidem:%s:%s %s", queue_submit_idem_lua, stream,
+                             q->prefix, queue_owner(q), c->key, c->spec_json);
+    return queue_command(q, err, "EVAL %s 2 %s %sidem:%s %s", queue_submit_idem_lua, stream,
+                         q->prefix, c->key, c->spec_json);
+}
+
 int queue_submit_idem(struct queue *q,
                       const char *spec_json,
                       const char *key,
@@ -241,6 +267,7 @@ int queue_submit_idem(struct queue *q,
                       struct mu_err *err)
 {
     redisReply *r;
+    bool own;
     int rc = -1;
 
     if (created)
@@ -249,8 +276,8 @@ int queue_submit_idem(struct queue *q,
         return mu_errf(err, MU_E_INVAL,
                        "idempotency key: expected 1..255 printable ASCII characters, got '%s'",
                        key);
-    r = queue_command(q, err, "EVAL %s 2 %ssubmit %sidem:%s %s", queue_submit_idem_lua, q->prefix,
-                      q->prefix, key, spec_json);
+    r = queue_owned_write(q, QUEUE_STREAM_SUBMIT, eval_idem, &(struct idem_call){ spec_json, key },
+                          &own, err);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
@@ -270,29 +297,6 @@ int queue_submit_idem(struct queue *q,
 out:
     queue_reply_free(r);
     return rc;
-}
-
-int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err)
-{
-    return queue_control_send_grace(q, cmd, arg, -1, err);
-}
-
-int queue_control_send_grace(
-    struct queue *q, const char *cmd, const char *arg, int grace_s, struct mu_err *err)
-{
-    redisReply *r;
-
-    if (arg && grace_s >= 0)
-        r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s grace_s %d", q->prefix, cmd, arg,
-                          grace_s);
-    else if (arg)
-        r = queue_command(q, err, "XADD %scontrol * cmd %s arg %s", q->prefix, cmd, arg);
-    else
-        r = queue_command(q, err, "XADD %scontrol * cmd %s", q->prefix, cmd);
-    if (!r)
-        return -1;
-    queue_reply_free(r);
-    return 0;
 }
 
 int queue_reload_result(
@@ -326,21 +330,19 @@ int queue_job_read(struct queue *q, const char *id, cJSON **out, struct mu_err *
     return rc;
 }
 
-int queue_submission_read(struct queue *q, const char *id, char **spec_out, struct mu_err *err)
+/* The submission id in stream key, as queue_submission_read's. */
+static int submission_read(
+    struct queue *q, const char *key, const char *id, char **spec_out, struct mu_err *err)
 {
     redisReply *r;
     const redisReply *fields;
     int rc = -1;
 
-    *spec_out = NULL;
-    if (!queue_job_id_is_valid(id) || strchr(id, '_'))
-        return 0; /* XRANGE would reject it (an array's element is no entry of its own) */
-    r = queue_command(q, err, "XRANGE %ssubmit %s %s", q->prefix, id, id);
+    r = queue_command(q, err, "XRANGE %s %s %s", key, id, id);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY) {
-        mu_errf(err, MU_E_REDIS, "redis: XRANGE %ssubmit: unexpected reply type %d", q->prefix,
-                r->type);
+        mu_errf(err, MU_E_REDIS, "redis: XRANGE %s: unexpected reply type %d", key, r->type);
         goto out;
     }
     if (r->elements == 0 || r->element[0]->type != REDIS_REPLY_ARRAY
@@ -373,6 +375,25 @@ int queue_submission_read(struct queue *q, const char *id, char **spec_out, stru
 out:
     queue_reply_free(r);
     return rc;
+}
+
+int queue_submission_read(struct queue *q, const char *id, char **spec_out, struct mu_err *err)
+{
+    char key[CFG_NAME_MAX + QUEUE_OWNER_MAX + 16];
+
+    *spec_out = NULL;
+    if (!queue_job_id_is_valid(id) || strchr(id, '_'))
+        return 0; /* XRANGE would reject it (an array's element is no entry of its own) */
+    if (queue_owner(q)[0]) {
+        /* One's own stream first (queue/owned.c); a user the ACL keeps out of it reads on. */
+        (void)queue_stream_key(q->prefix, QUEUE_STREAM_SUBMIT, queue_owner(q), key, sizeof(key));
+        if (submission_read(q, key, id, spec_out, err) != 0 && !strstr(err->msg, "NOPERM"))
+            return -1;
+        if (*spec_out)
+            return 0;
+    }
+    (void)queue_stream_key(q->prefix, QUEUE_STREAM_SUBMIT, "", key, sizeof(key));
+    return submission_read(q, key, id, spec_out, err);
 }
 
 /* Parses one value of a status hash (nodes, pools, queues); a bad one becomes {"name", "error"}

@@ -251,13 +251,9 @@ uint64_t queue_server_changes(const struct queue *q)
     return q->server_changes;
 }
 
-static void *command_v(struct queue *q, struct mu_err *err, const char *fmt, va_list ap)
+/* The reply of a command just sent on q->ctx (NULL: the transport failed), as queue_command's. */
+static void *command_reply(struct queue *q, redisReply *reply, struct mu_err *err)
 {
-    redisReply *reply;
-
-    if (!q->ctx && queue_conn_open(q, err) != 0)
-        return NULL;
-    reply = redisvCommand(q->ctx, fmt, ap);
     if (!reply) {
         mu_errf(err, MU_E_REDIS, "redis %s:%d: %s", q->url.host, q->url.port,
                 q->ctx->errstr[0] ? q->ctx->errstr : "connection lost");
@@ -276,6 +272,20 @@ static void *command_v(struct queue *q, struct mu_err *err, const char *fmt, va_
         return NULL;
     }
     return reply;
+}
+
+static void *command_v(struct queue *q, struct mu_err *err, const char *fmt, va_list ap)
+{
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return NULL;
+    return command_reply(q, redisvCommand(q->ctx, fmt, ap), err);
+}
+
+void *queue_command_argv(struct queue *q, struct mu_err *err, int argc, const char **argv)
+{
+    if (!q->ctx && queue_conn_open(q, err) != 0)
+        return NULL;
+    return command_reply(q, redisCommandArgv(q->ctx, argc, argv, NULL), err);
 }
 
 void *queue_command(struct queue *q, struct mu_err *err, const char *fmt, ...)

@@ -17,8 +17,11 @@
 
 #include "common/mu_banned.h"
 
-/* KEYS leader, control, node:wanted, nodes; ARGV cmd, arg, grace_s, timeout_ms, wanted value,
- * mode ("" no node record, "set", "del").  Empty ARGV are fields left out. */
+/* KEYS leader, control[, node:wanted, nodes]; ARGV cmd, arg, grace_s, timeout_ms, wanted
+ * value, mode ("" no node record, "set", "del": then all four keys), own ("1": control is the
+ * writer's own stream, added to only when it exists).  Empty ARGV are fields left out.  A
+ * command that records no node names two keys only, so that a user's ACL need not name the
+ * node keys at all. */
 static const char post_lua[] =
     "if ARGV[6] ~= '' then\n"
     "  if redis.call('HEXISTS', KEYS[4], ARGV[2]) == 0\n"
@@ -39,6 +42,11 @@ static const char post_lua[] =
     "if ARGV[2] ~= '' then f[#f + 1] = 'arg'; f[#f + 1] = ARGV[2] end\n"
     "if ARGV[3] ~= '' then f[#f + 1] = 'grace_s'; f[#f + 1] = ARGV[3] end\n"
     "if ARGV[4] ~= '' then f[#f + 1] = 'timeout_ms'; f[#f + 1] = ARGV[4] end\n"
+    "if ARGV[7] == '1' then\n"
+    "  local id = redis.call('XADD', KEYS[2], 'NOMKSTREAM', '*', unpack(f))\n"
+    "  if not id then return {'nostream'} end\n"
+    "  return {'posted', id}\n"
+    "end\n"
     "return {'posted', redis.call('XADD', KEYS[2], '*', unpack(f))}\n";
 
 const char *queue_wanted_state(const char *cmd)
@@ -83,37 +91,61 @@ out:
     return rc;
 }
 
+struct post_call {
+    const struct queue_control_req *c;
+    char grace[16];
+    char timeout[24];
+    char own_timeout[24];
+    char wanted[64];
+    const char *mode;
+};
+
+static void *eval_post(struct queue *q, const char *stream, bool own, void *arg, struct mu_err *err)
+{
+    const struct post_call *p = arg;
+    const char *timeout = own && !p->timeout[0] ? p->own_timeout : p->timeout;
+
+    if (p->mode[0])
+        return queue_command(
+            q, err, "EVAL %s 4 %sleader %s %snode:wanted %snodes %s %s %s %s %s %s %s", post_lua,
+            q->prefix, stream, q->prefix, q->prefix, p->c->cmd, p->c->arg ? p->c->arg : "",
+            p->grace, timeout, p->wanted, p->mode, own ? "1" : "");
+    return queue_command(q, err, "EVAL %s 2 %sleader %s %s %s %s %s %s %s %s", post_lua, q->prefix,
+                         stream, p->c->cmd, p->c->arg ? p->c->arg : "", p->grace, timeout, "", "",
+                         own ? "1" : "");
+}
+
 int queue_control_post(struct queue *q,
                        const struct queue_control_req *c,
                        enum queue_post *result,
+                       bool *own,
                        char *id,
                        size_t id_size,
                        struct mu_err *err)
 {
-    char grace[16] = "";
-    char timeout[24] = "";
-    char wanted[64] = "";
-    const char *mode = "";
+    struct post_call p = { .c = c, .mode = "" };
+    bool mine = false;
     redisReply *r;
     int rc = -1;
 
     *result = QUEUE_POST_NO_LEADER;
+    if (own)
+        *own = false;
     if (id_size)
         id[0] = '\0';
     if (c->grace_s >= 0)
-        (void)mu_snprintf(grace, sizeof(grace), "%d", c->grace_s);
+        (void)mu_snprintf(p.grace, sizeof(p.grace), "%d", c->grace_s);
     if (c->timeout_ms > 0)
-        (void)mu_snprintf(timeout, sizeof(timeout), "%d", c->timeout_ms);
+        (void)mu_snprintf(p.timeout, sizeof(p.timeout), "%d", c->timeout_ms);
+    if (c->own_timeout_ms > 0)
+        (void)mu_snprintf(p.own_timeout, sizeof(p.own_timeout), "%d", c->own_timeout_ms);
     if (c->node_wanted) {
         const char *state = queue_wanted_state(c->cmd);
-        mode = state ? "set" : "del";
-        if (state && queue_wanted_format(state, c->grace_s, wanted, sizeof(wanted)) != 0)
+        p.mode = state ? "set" : "del";
+        if (state && queue_wanted_format(state, c->grace_s, p.wanted, sizeof(p.wanted)) != 0)
             return mu_errf(err, MU_E_INVAL, "control %s: value does not fit", c->cmd);
     }
-    r = queue_command(q, err,
-                      "EVAL %s 4 %sleader %scontrol %snode:wanted %snodes %s %s %s %s %s %s",
-                      post_lua, q->prefix, q->prefix, q->prefix, q->prefix, c->cmd,
-                      c->arg ? c->arg : "", grace, timeout, wanted, mode);
+    r = queue_owned_write(q, QUEUE_STREAM_CONTROL, eval_post, &p, &mine, err);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1
@@ -128,6 +160,8 @@ int queue_control_post(struct queue *q,
         }
         mu_strlcpy(id, r->element[1]->str, id_size);
         *result = QUEUE_POST_SENT;
+        if (own)
+            *own = mine;
     } else if (strcmp(r->element[0]->str, "recorded") == 0) {
         *result = QUEUE_POST_RECORDED;
     } else if (strcmp(r->element[0]->str, "nonode") == 0) {

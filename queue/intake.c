@@ -6,7 +6,9 @@
  * entries by polling a socket instead of asking Redis in a loop.  Nothing is acknowledged here:
  * the caller acknowledges a submission only once its job is stored (queue_job_update).
  * On (re)connect, entries this consumer took but never acknowledged are delivered again, and
- * entries left idle by another (dead) consumer are claimed.
+ * entries left idle by another (dead) consumer are claimed.  Besides the shared streams it reads
+ * each known user's own (queue/owned.c), and any user's found in Redis, so that an entry is
+ * always answered, by whom it came from (the entry's owner).
  */
 #include "queue/internal.h"
 
@@ -16,15 +18,28 @@
 
 #include "common/mu_banned.h"
 
-#define INTAKE_BATCH    512
-#define INTAKE_BLOCK_MS 2000
+#define INTAKE_BATCH    "512"  /* entries per read (COUNT) */
+#define INTAKE_BLOCK_MS "2000" /* a read waits this long for new entries (BLOCK) */
+
+#define INTAKE_KEY_MAX (CFG_NAME_MAX + QUEUE_OWNER_MAX + 16)
+
+struct intake_stream {
+    char key[INTAKE_KEY_MAX];
+    enum queue_stream kind;
+    char owner[QUEUE_OWNER_MAX]; /* "" for the shared streams */
+};
 
 struct queue_intake {
     struct queue conn; /* its own connection; conn.ctx is NULL while down */
     char consumer[64];
-    char stream_keys[3][CFG_NAME_MAX + 16]; /* by enum queue_stream */
-    bool waiting;                           /* an XREADGROUP ... > is outstanding */
-    bool need_setup; /* group creation and pending re-read still to do on this connection */
+    struct intake_stream *streams; /* the shared three first (by enum queue_stream), then each
+                                      owner's submit and control; rebuilt at each setup */
+    int nstreams;
+    int cap_streams;
+    char (*users)[QUEUE_OWNER_MAX]; /* queue_intake_users' */
+    int nusers;
+    bool waiting;    /* an XREADGROUP ... > is outstanding */
+    bool need_setup; /* streams, group creation and pending re-read still to do */
 };
 
 void queue_entries_free(struct queue_entry *entries, int n)
@@ -50,7 +65,7 @@ static const redisReply *field_value(const redisReply *fields, const char *name)
 
 /* Appends the entries of one XREADGROUP/XAUTOCLAIM stream reply to *out. */
 static int entries_append(const redisReply *list,
-                          enum queue_stream stream,
+                          const struct intake_stream *st,
                           struct queue_entry **out,
                           int *n,
                           struct mu_err *err)
@@ -73,8 +88,9 @@ static int entries_append(const redisReply *list,
             continue;
         memset(qe, 0, sizeof(*qe));
         mu_strlcpy(qe->id, e->element[0]->str, sizeof(qe->id));
-        qe->stream = stream;
-        if (stream == QUEUE_STREAM_SUBMIT) {
+        qe->stream = st->kind;
+        mu_strlcpy(qe->owner, st->owner, sizeof(qe->owner));
+        if (st->kind == QUEUE_STREAM_SUBMIT) {
             v = field_value(e->element[1], "spec");
             if (v && v->type == REDIS_REPLY_STRING) {
                 qe->spec = malloc(v->len + 1);
@@ -84,7 +100,7 @@ static int entries_append(const redisReply *list,
                 qe->spec[v->len] = '\0';
                 qe->spec_len = v->len;
             }
-        } else if (stream == QUEUE_STREAM_LOGS) {
+        } else if (st->kind == QUEUE_STREAM_LOGS) {
             queue_log_req_parse(e->element[1], &qe->log);
         } else {
             v = field_value(e->element[1], "cmd");
@@ -113,6 +129,15 @@ static int entries_append(const redisReply *list,
     return 0;
 }
 
+static const struct intake_stream *stream_find(const struct queue_intake *qi, const char *key)
+{
+    for (int i = 0; i < qi->nstreams; i++) {
+        if (strcmp(qi->streams[i].key, key) == 0)
+            return &qi->streams[i];
+    }
+    return NULL;
+}
+
 /* Parses an XREADGROUP reply: nil (timeout) or [[stream, [entries]], ...]. */
 static int read_reply_parse(const struct queue_intake *qi,
                             const redisReply *r,
@@ -126,19 +151,150 @@ static int read_reply_parse(const struct queue_intake *qi,
         return mu_errf(err, MU_E_REDIS, "intake: unexpected XREADGROUP reply type %d", r->type);
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *s = r->element[i];
-        enum queue_stream stream;
+        const struct intake_stream *st;
         if (s->type != REDIS_REPLY_ARRAY || s->elements != 2
             || s->element[0]->type != REDIS_REPLY_STRING)
             continue;
-        stream = strcmp(s->element[0]->str, qi->stream_keys[QUEUE_STREAM_SUBMIT]) == 0
-                     ? QUEUE_STREAM_SUBMIT
-                 : strcmp(s->element[0]->str, qi->stream_keys[QUEUE_STREAM_LOGS]) == 0
-                     ? QUEUE_STREAM_LOGS
-                     : QUEUE_STREAM_CONTROL;
-        if (entries_append(s->element[1], stream, out, n, err) != 0)
+        st = stream_find(qi, s->element[0]->str);
+        if (st && entries_append(s->element[1], st, out, n, err) != 0)
             return -1;
     }
     return 0;
+}
+
+static int stream_add(struct queue_intake *qi,
+                      enum queue_stream kind,
+                      const char *owner,
+                      struct mu_err *err)
+{
+    struct intake_stream *st;
+    char key[INTAKE_KEY_MAX];
+
+    (void)queue_stream_key(qi->conn.prefix, kind, owner, key, sizeof(key));
+    if (stream_find(qi, key))
+        return 0;
+    if (qi->nstreams == qi->cap_streams) {
+        int cap = qi->cap_streams ? 2 * qi->cap_streams : 8;
+        struct intake_stream *grown = realloc(qi->streams, (size_t)cap * sizeof(*grown));
+        if (!grown)
+            return mu_errf(err, MU_E_NOMEM, "intake: out of memory for the streams");
+        qi->streams = grown;
+        qi->cap_streams = cap;
+    }
+    st = &qi->streams[qi->nstreams++];
+    mu_strlcpy(st->key, key, sizeof(st->key));
+    st->kind = kind;
+    mu_strlcpy(st->owner, owner, sizeof(st->owner));
+    return 0;
+}
+
+/* Whether name is an owner name (access/access.h: [A-Za-z0-9._-], 1..63 bytes). */
+static bool owner_is_valid(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= QUEUE_OWNER_MAX)
+        return false;
+    for (const char *p = name; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')
+              || *p == '.' || *p == '_' || *p == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* The owners of existing streams <prefix><kind>:<owner>, added with both their streams. */
+static int streams_found(struct queue_intake *qi, enum queue_stream kind, struct mu_err *err)
+{
+    char pattern[2 * CFG_NAME_MAX + 16];
+    char head[INTAKE_KEY_MAX];
+    char cursor[32] = "0";
+    size_t np = 0;
+    size_t nhead;
+
+    for (const char *p = qi->conn.prefix; *p && np + 3 < CFG_NAME_MAX * 2; p++) {
+        if (strchr("*?[]\\", *p))
+            pattern[np++] = '\\';
+        pattern[np++] = *p;
+    }
+    pattern[np] = '\0';
+    (void)queue_stream_key("", kind, "", head, sizeof(head));
+    (void)mu_snprintf(pattern + np, sizeof(pattern) - np, "%s:*", head);
+    (void)queue_stream_key(qi->conn.prefix, kind, "", head, sizeof(head));
+    nhead = strlen(head) + 1;
+    do {
+        redisReply *r = queue_command(&qi->conn, err, "SCAN %s MATCH %s COUNT 1000 TYPE stream",
+                                      cursor, pattern);
+        if (!r)
+            return -1;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
+            || r->element[0]->type != REDIS_REPLY_STRING
+            || r->element[1]->type != REDIS_REPLY_ARRAY) {
+            queue_reply_free(r);
+            return mu_errf(err, MU_E_REDIS, "intake: unexpected SCAN reply");
+        }
+        mu_strlcpy(cursor, r->element[0]->str, sizeof(cursor));
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const redisReply *k = r->element[1]->element[i];
+            const char *owner =
+                k->type == REDIS_REPLY_STRING && k->len > nhead ? k->str + nhead : "";
+            if (owner_is_valid(owner)
+                && (stream_add(qi, QUEUE_STREAM_SUBMIT, owner, err) != 0
+                    || stream_add(qi, QUEUE_STREAM_CONTROL, owner, err) != 0)) {
+                queue_reply_free(r);
+                return -1;
+            }
+        }
+        queue_reply_free(r);
+    } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
+
+/* The streams to read: the shared three, each known user's two, and those found in Redis. */
+static int streams_build(struct queue_intake *qi, struct mu_err *err)
+{
+    qi->nstreams = 0;
+    for (int s = 0; s < 3; s++) {
+        if (stream_add(qi, (enum queue_stream)s, "", err) != 0)
+            return -1;
+    }
+    for (int u = 0; u < qi->nusers; u++) {
+        if (stream_add(qi, QUEUE_STREAM_SUBMIT, qi->users[u], err) != 0
+            || stream_add(qi, QUEUE_STREAM_CONTROL, qi->users[u], err) != 0)
+            return -1;
+    }
+    if (streams_found(qi, QUEUE_STREAM_SUBMIT, err) != 0
+        || streams_found(qi, QUEUE_STREAM_CONTROL, err) != 0)
+        return -1;
+    return 0;
+}
+
+/* XREADGROUP over every stream, from id (">" new entries, "0" our own pending ones); heap argv
+ * of *argc entries (free with free(); the strings are qi's or static), NULL on no memory. */
+static const char **read_argv(
+    const struct queue_intake *qi, bool block, const char *id, const char *count, int *argc)
+{
+    const char **argv = malloc(((size_t)qi->nstreams * 2 + 10) * sizeof(*argv));
+    int n = 0;
+
+    if (!argv)
+        return NULL;
+    argv[n++] = "XREADGROUP";
+    argv[n++] = "GROUP";
+    argv[n++] = QUEUE_GROUP;
+    argv[n++] = qi->consumer;
+    argv[n++] = "COUNT";
+    argv[n++] = count;
+    if (block) {
+        argv[n++] = "BLOCK";
+        argv[n++] = INTAKE_BLOCK_MS;
+    }
+    argv[n++] = "STREAMS";
+    for (int i = 0; i < qi->nstreams; i++)
+        argv[n++] = qi->streams[i].key;
+    for (int i = 0; i < qi->nstreams; i++)
+        argv[n++] = id;
+    *argc = n;
+    return argv;
 }
 
 static int intake_setup(struct queue_intake *qi,
@@ -147,26 +303,30 @@ static int intake_setup(struct queue_intake *qi,
                         struct mu_err *err)
 {
     redisReply *r = NULL;
+    const char **argv;
+    int argc;
+    int rc;
 
-    for (int s = 0; s < 3; s++) {
-        r = queue_command(&qi->conn, err, "XGROUP CREATE %s %s 0 MKSTREAM", qi->stream_keys[s],
+    if (streams_build(qi, err) != 0)
+        return -1;
+    for (int s = 0; s < qi->nstreams; s++) {
+        r = queue_command(&qi->conn, err, "XGROUP CREATE %s %s 0 MKSTREAM", qi->streams[s].key,
                           QUEUE_GROUP);
         if (!r && strstr(err->msg, "BUSYGROUP") == NULL)
             return -1;
         queue_reply_free(r);
     }
     /* Our own pending entries: delivered before a crash, never acknowledged. */
-    r = queue_command(&qi->conn, err, "XREADGROUP GROUP %s %s COUNT %d STREAMS %s %s %s 0 0 0",
-                      QUEUE_GROUP, qi->consumer, 100000, qi->stream_keys[0], qi->stream_keys[1],
-                      qi->stream_keys[2]);
+    argv = read_argv(qi, false, "0", "100000", &argc);
+    if (!argv)
+        return mu_errf(err, MU_E_NOMEM, "intake: out of memory");
+    r = queue_command_argv(&qi->conn, err, argc, argv);
+    free(argv);
     if (!r)
         return -1;
-    if (read_reply_parse(qi, r, out, n, err) != 0) {
-        queue_reply_free(r);
-        return -1;
-    }
+    rc = read_reply_parse(qi, r, out, n, err);
     queue_reply_free(r);
-    return 0;
+    return rc;
 }
 
 struct queue_intake *queue_intake_new(const char *url,
@@ -183,9 +343,6 @@ struct queue_intake *queue_intake_new(const char *url,
         goto fail;
     mu_strlcpy(qi->conn.prefix, prefix, sizeof(qi->conn.prefix));
     mu_strlcpy(qi->consumer, consumer, sizeof(qi->consumer));
-    (void)mu_snprintf(qi->stream_keys[0], sizeof(qi->stream_keys[0]), "%ssubmit", prefix);
-    (void)mu_snprintf(qi->stream_keys[1], sizeof(qi->stream_keys[1]), "%scontrol", prefix);
-    (void)mu_snprintf(qi->stream_keys[2], sizeof(qi->stream_keys[2]), "%slogreq", prefix);
     if (queue_conn_open(&qi->conn, err) != 0)
         goto fail;
     qi->need_setup = true;
@@ -200,7 +357,26 @@ void queue_intake_free(struct queue_intake *qi)
     if (!qi)
         return;
     queue_conn_drop(&qi->conn);
+    free(qi->streams);
+    free(qi->users);
     free(qi);
+}
+
+int queue_intake_users(struct queue_intake *qi, const char *const *users, int n, struct mu_err *err)
+{
+    char(*copy)[QUEUE_OWNER_MAX] = n > 0 ? calloc((size_t)n, sizeof(*copy)) : NULL;
+
+    if (n > 0 && !copy)
+        return mu_errf(err, MU_E_NOMEM, "intake: out of memory for %d users", n);
+    for (int i = 0; i < n; i++)
+        mu_strlcpy(copy[i], users[i], sizeof(copy[i]));
+    free(qi->users);
+    qi->users = copy;
+    qi->nusers = n;
+    queue_conn_drop(&qi->conn); /* the outstanding read names the old streams */
+    qi->waiting = false;
+    qi->need_setup = true;
+    return 0;
 }
 
 int queue_intake_fd(const struct queue_intake *qi)
@@ -265,12 +441,15 @@ int queue_intake_read(struct queue_intake *qi, struct queue_entry **out, int *n,
         }
         freeReplyObject(reply);
     }
-    if (redisAppendCommand(ctx, "XREADGROUP GROUP %s %s COUNT %d BLOCK %d STREAMS %s %s %s > > >",
-                           QUEUE_GROUP, qi->consumer, INTAKE_BATCH, INTAKE_BLOCK_MS,
-                           qi->stream_keys[0], qi->stream_keys[1], qi->stream_keys[2])
-        != REDIS_OK) {
-        intake_fail(qi, err, "send");
-        goto fail_entries;
+    {
+        int argc;
+        const char **argv = read_argv(qi, true, ">", INTAKE_BATCH, &argc);
+        int sent = argv ? redisAppendCommandArgv(ctx, argc, argv, NULL) : REDIS_ERR;
+        free(argv);
+        if (sent != REDIS_OK) {
+            intake_fail(qi, err, "send");
+            goto fail_entries;
+        }
     }
     while (!done) {
         if (redisBufferWrite(ctx, &done) != REDIS_OK) {
@@ -289,6 +468,7 @@ fail_entries:
 }
 
 int queue_intake_claim(struct queue *q,
+                       const struct queue_intake *qi,
                        const char *consumer,
                        int min_idle_ms,
                        struct queue_entry **out,
@@ -297,14 +477,10 @@ int queue_intake_claim(struct queue *q,
 {
     *out = NULL;
     *n = 0;
-    static const char *const names[] = { [QUEUE_STREAM_SUBMIT] = "submit",
-                                         [QUEUE_STREAM_CONTROL] = "control",
-                                         [QUEUE_STREAM_LOGS] = "logreq" };
-
-    for (int s = 0; s < 3; s++) {
-        const char *name = names[s];
-        redisReply *r = queue_command(q, err, "XAUTOCLAIM %s%s %s %s %d 0-0 COUNT %d", q->prefix,
-                                      name, QUEUE_GROUP, consumer, min_idle_ms, INTAKE_BATCH);
+    for (int s = 0; s < qi->nstreams; s++) {
+        const struct intake_stream *st = &qi->streams[s];
+        redisReply *r = queue_command(q, err, "XAUTOCLAIM %s %s %s %d 0-0 COUNT %s", st->key,
+                                      QUEUE_GROUP, consumer, min_idle_ms, INTAKE_BATCH);
         int rc = 0;
         if (!r) {
             if (strstr(err->msg, "NOGROUP"))
@@ -313,7 +489,7 @@ int queue_intake_claim(struct queue *q,
         }
         /* Redis 7: [next-cursor, [[id, [field, value, ...]], ...], [deleted ids]] */
         if (r->type == REDIS_REPLY_ARRAY && r->elements >= 2)
-            rc = entries_append(r->element[1], (enum queue_stream)s, out, n, err);
+            rc = entries_append(r->element[1], st, out, n, err);
         queue_reply_free(r);
         if (rc != 0)
             goto fail;

@@ -90,6 +90,8 @@ int queue_keyed_each(struct queue *q,
 
 /* Opens q->ctx from q->url (AUTH, SELECT/PING). */
 int queue_conn_open(struct queue *q, struct mu_err *err);
+/* queue_command with the words as an argument vector (NUL-terminated strings). */
+void *queue_command_argv(struct queue *q, struct mu_err *err, int argc, const char **argv);
 /* Frees a dead context so the next command reconnects. */
 void queue_conn_drop(struct queue *q);
 /* Reads the replies of n pipelined commands; the first error wins, all are drained.  With a
@@ -99,6 +101,19 @@ int queue_pipeline_finish(struct queue *q, int n, struct mu_err *err);
 /* A write in the current pipeline: appended to q->ctx, or to the batch with a fence set.
  * REDIS_OK or REDIS_ERR, as redisAppendCommand. */
 int queue_append(struct queue *q, const char *fmt, ...);
+/* The writer's own stream of s first, else the shared one (queue/owned.c): cmd runs the write
+ * against stream (own: the writer's own, to be added to only when it exists, answering nil or
+ * {"nostream"} when it does not), and is run again for the shared stream when the own one is
+ * missing or refused (NOPERM).  Returns cmd's reply (queue_reply_free), *own saying which
+ * stream took it; NULL with err. */
+typedef void *(*queue_owned_cmd)(
+    struct queue *q, const char *stream, bool own, void *arg, struct mu_err *err);
+void *queue_owned_write(struct queue *q,
+                        enum queue_stream s,
+                        queue_owned_cmd cmd,
+                        void *arg,
+                        bool *own,
+                        struct mu_err *err);
 int queue_append_argv(struct queue *q, int argc, const char **argv, const size_t *lens);
 /* Runs the batch as one fenced script (lease.c); with out, the script's reply (an array of the
  * commands' replies, freeReplyObject) on success.  The batch is empty afterwards. */

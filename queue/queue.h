@@ -9,11 +9,14 @@
  *   fails with MU_E_REDIS has dropped the connection and the next call reconnects.
  *
  * Keys (prefix "muster:" by default):
- *   submit (stream, field spec), control (stream), job:<id> (hash), jobs (sorted set: id by
+ *   submit (stream, field spec), control (stream), submit:<user> and control:<user> (a user's
+ *   own, queue/owned.c), reply:<entry id> (list: the verdict on a command of one's own),
+ *   job:<id> (hash), jobs (sorted set: id by
  *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON), node:wanted
  *   (hash node -> the operator's kept cordon or drain, queue/durable.c),
- *   idem:<key> (string -> job id), epoch (counter: the scheduler's fencing epoch),
- *   active (set: ids of jobs not yet in a final state, read on scheduler restart).
+ *   idem:<key> and idem:<user>:<key> (string -> job id), epoch (counter: the scheduler's
+ *   fencing epoch), active (set: ids of jobs not yet in a final state, read on scheduler
+ *   restart).
  */
 #ifndef MUSTER_QUEUE_QUEUE_H
 #define MUSTER_QUEUE_QUEUE_H
@@ -215,9 +218,22 @@ struct queue_log_req {
 };
 
 /* One stream entry taken in by the scheduler. */
+/* ---- streams of one's own (queue/owned.c, issue #46) ---- */
+
+#define QUEUE_OWNER_MAX 64 /* a Redis user name that owns streams, NUL included */
+
+/* The key of stream s of owner ("" or NULL = the shared one) into buf: "muster:submit:alice",
+ * "muster:submit".  0, or -1 when it does not fit. */
+int queue_stream_key(
+    const char *prefix, enum queue_stream s, const char *owner, char *buf, size_t size);
+/* The user q writes as: its URL's user, "" when it names none or "default".  Borrowed. */
+const char *queue_owner(const struct queue *q);
+
 struct queue_entry {
     char id[QUEUE_JOB_ID_MAX];
     enum queue_stream stream;
+    char owner[QUEUE_OWNER_MAX]; /* the stream's user (submit:<owner>, control:<owner>); "" for
+                                    the shared streams */
     char *spec;               /* submit: the spec field (heap, NUL-terminated), NULL if missing */
     size_t spec_len;          /* its length (it may hold NUL bytes) */
     char cmd[32];             /* control: cmd field */
@@ -243,6 +259,17 @@ struct queue_intake *queue_intake_new(const char *url,
                                       const char *consumer,
                                       struct mu_err *err);
 void queue_intake_free(struct queue_intake *qi);
+/*
+ * The users whose own streams (submit:<user>, control:<user>) the intake reads besides the shared
+ * ones, and makes (with the consumer group) when missing; copied.  Streams of other users found in
+ * Redis (SCAN at each setup: a user since removed from the rules) are read too, so that what they
+ * wrote is answered, never left unread.  Takes effect on the next read, which reconnects.
+ * 0, or -1 with err (MU_E_NOMEM).
+ */
+int queue_intake_users(struct queue_intake *qi,
+                       const char *const *users,
+                       int n,
+                       struct mu_err *err);
 /* The socket to poll for input; -1 while disconnected (call queue_intake_read to reconnect). */
 int queue_intake_fd(const struct queue_intake *qi);
 /*
@@ -257,10 +284,12 @@ int queue_intake_read(struct queue_intake *qi,
 
 /*
  * Takes over entries that another consumer of the group (a scheduler that died) read but left
- * unacknowledged for min_idle_ms, on q's connection.  They are returned like queue_intake_read's
- * (free with queue_entries_free) and are now this consumer's to acknowledge.
+ * unacknowledged for min_idle_ms, on q's connection, from every stream qi reads.  They are returned
+ * like queue_intake_read's (free with queue_entries_free) and are now this consumer's to
+ * acknowledge.
  */
 int queue_intake_claim(struct queue *q,
+                       const struct queue_intake *qi,
                        const char *consumer,
                        int min_idle_ms,
                        struct queue_entry **out,
@@ -323,7 +352,8 @@ struct queue_job_change {
     const struct queue_event *ev; /* NULL = no event */
     long events_max;              /* the events stream is capped near this */
     enum queue_stream ack_stream;
-    const char *ack_id; /* NULL = no stream entry to acknowledge */
+    const char *ack_owner; /* the stream's owner; NULL or "" = the shared stream */
+    const char *ack_id;    /* NULL = no stream entry to acknowledge */
 };
 
 /*
@@ -476,6 +506,10 @@ struct queue_stored_job {
     int64_t array_done;
     int64_t array_failed;
     int64_t array_nostart;
+    /* Who it belongs to as musterd judged it at intake (the spec may name nobody), and who wrote
+     * it (the owner of the stream it came from); NULL when the hash has none. */
+    const char *user;
+    const char *submitted_by;
 };
 
 /* Called for each stored active job; returns 0 to go on, 1 to stop early, -1 to fail (with
@@ -505,7 +539,8 @@ int queue_status_write(
 
 /* ---------------- client half (musterctl, libmuster) ---------------- */
 
-/* XADD prefix+"submit" spec <json>; writes the new entry id (the job id) into id_out. */
+/* XADD spec <json> to the writer's own submit stream (queue/owned.c), else to prefix+"submit";
+ * writes the new entry id (the job id) into id_out. */
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err);
 
@@ -540,6 +575,17 @@ int queue_log_wait(struct queue *q,
  * *value is the answer (heap, NUL-terminated after *len bytes; free() it), NULL when none came. */
 int queue_answer_wait(
     struct queue *q, const char *key, int block_ms, char **value, size_t *len, struct mu_err *err);
+/*
+ * musterd's verdict on control entry entry_id, sent on the writer's own stream (queue/owned.c):
+ * waits on reply:<entry_id> up to timeout_ms plus a second.  0 when it was applied ({"ok":true});
+ * -1 with err MU_E_STATE and musterd's sentence when it was refused ({"error": "..."}, e.g. the
+ * access rule that refused it), or when no answer came (the entry carried that deadline, so
+ * musterd drops it: not applied).
+ */
+int queue_control_verdict(struct queue *q,
+                          const char *entry_id,
+                          int timeout_ms,
+                          struct mu_err *err);
 
 /* ---- operator commands that are never dropped (queue/durable.c, issue #40) ---- */
 
@@ -553,13 +599,16 @@ enum queue_post {
 
 /* One control request. */
 struct queue_control_req {
-    const char *cmd;  /* "cancel", "reload", "why", "cordon", ... */
-    const char *arg;  /* job id, node, token; NULL = none */
-    int grace_s;      /* drain's grace cap; -1 = none */
-    int timeout_ms;   /* > 0: musterd drops the entry once Redis's clock passes its id's ms plus
-                       * this (queue_control_expired); 0 = applied whenever read */
-    bool node_wanted; /* cordon/drain/uncordon: record (or clear) arg's wanted state in
-                       * prefix+"node:wanted" in the same script, even when no musterd leads */
+    const char *cmd;    /* "cancel", "reload", "why", "cordon", ... */
+    const char *arg;    /* job id, node, token; NULL = none */
+    int grace_s;        /* drain's grace cap; -1 = none */
+    int timeout_ms;     /* > 0: musterd drops the entry once Redis's clock passes its id's ms plus
+                         * this (queue_control_expired); 0 = applied whenever read */
+    bool node_wanted;   /* cordon/drain/uncordon: record (or clear) arg's wanted state in
+                         * prefix+"node:wanted" in the same script, even when no musterd leads */
+    int own_timeout_ms; /* > 0 and timeout_ms 0: the deadline the entry carries when it goes to
+                         * the writer's own stream, where musterd answers it on reply:<entry id>
+                         * (queue_answer_wait) and the asker waits that long */
 };
 
 /* One script: when c->node_wanted, refuses a node that has neither a status entry nor a wanted
@@ -570,6 +619,7 @@ struct queue_control_req {
 int queue_control_post(struct queue *q,
                        const struct queue_control_req *c,
                        enum queue_post *result,
+                       bool *own,
                        char *id,
                        size_t id_size,
                        struct mu_err *err);
@@ -588,13 +638,6 @@ int queue_time_ms(struct queue *q, uint64_t *now_ms, struct mu_err *err);
 /* Whether a control entry with timeout_ms (0 = none: never) is past its deadline at Redis time
  * now_ms: the entry id's ms ("<ms>-<seq>", Redis's clock when it was added) plus timeout_ms. */
 bool queue_control_expired(const char *entry_id, uint64_t timeout_ms, uint64_t now_ms);
-
-/* XADD prefix+"control" cmd <cmd> [arg <arg>]: "cancel"+job id, "drain"+node, … */
-int queue_control_send(struct queue *q, const char *cmd, const char *arg, struct mu_err *err);
-/* The same with a grace_s field when grace_s >= 0 ("drain": cap on each gang's checkpoint
- * grace). */
-int queue_control_send_grace(
-    struct queue *q, const char *cmd, const char *arg, int grace_s, struct mu_err *err);
 
 /* ---- EC2 instance topology imports (queue/topo.c, issue #16) ----
  *
@@ -646,8 +689,9 @@ bool queue_job_id_is_valid(const char *id);
 int queue_job_read(struct queue *q, const char *id, struct cJSON **out, struct mu_err *err);
 
 /*
- * XRANGE prefix+"submit" id id.  *spec_out = the submitted text (free with free()), or NULL when
- * the stream holds no such entry (it was never submitted, or has been trimmed).
+ * XRANGE id id of the writer's own submit stream (queue/owned.c), then of prefix+"submit".
+ * *spec_out = the submitted text (free with free()), or NULL when neither holds such an entry (it
+ * was never submitted, or has been trimmed).
  */
 int queue_submission_read(struct queue *q, const char *id, char **spec_out, struct mu_err *err);
 
@@ -737,9 +781,11 @@ int queue_events_wait(struct queue *q,
 /*
  * Submits spec_json under an idempotency key, atomically (one Lua EVAL): when
  * prefix+"idem:"+key holds a job id, that id is returned and nothing is added; otherwise the spec
- * is XADDed to prefix+"submit" and the key is SET NX to the new id.  musterd's own claim of the
- * key on intake then finds its own id there.  *created (may be NULL) says whether a new job was
- * submitted.  The key must be 1..255 printable ASCII characters (as in the spec).
+ * is XADDed to the submit stream and the key is SET NX to the new id.  On the writer's own
+ * stream (queue/owned.c) the key is prefix+"idem:"+user+":"+key, so that users' keys never meet.
+ * musterd's own claim of the key on intake then finds its own id there.  *created (may be NULL)
+ * says whether a new job was submitted.  The key must be 1..255 printable ASCII characters (as in
+ * the spec).
  */
 int queue_submit_idem(struct queue *q,
                       const char *spec_json,
@@ -750,7 +796,8 @@ int queue_submit_idem(struct queue *q,
                       struct mu_err *err);
 
 /* The Lua source of queue_submit_idem (KEYS[1] the submit stream, KEYS[2] the idem key,
- * ARGV[1] the spec; returns {id, 1 created | 0 existing}), for other clients. */
+ * ARGV[1] the spec; returns {id, 1 created | 0 existing}, or {"nostream"} when the stream does
+ * not exist: it adds with NOMKSTREAM), for other clients. */
 extern const char queue_submit_idem_lua[];
 
 /*

@@ -107,7 +107,7 @@ int queue_job_update_append(struct queue *q,
     const char *id = c->id;
     char key[CFG_NAME_MAX + QUEUE_JOB_ID_MAX + 8];
     char list_key[CFG_NAME_MAX + 8];
-    char stream_key[CFG_NAME_MAX + 16];
+    char stream_key[CFG_NAME_MAX + QUEUE_OWNER_MAX + 16];
     char num[32];
     struct argv_builder set = { 0 };
     struct argv_builder del = { 0 };
@@ -143,8 +143,8 @@ int queue_job_update_append(struct queue *q,
     }
     append_event(q, id, c->index_ms, c->ev, c->events_max, &sent, &tried);
     if (c->ack_id) {
-        (void)mu_snprintf(stream_key, sizeof(stream_key), "%s%s", q->prefix,
-                          c->ack_stream == QUEUE_STREAM_SUBMIT ? "submit" : "control");
+        (void)queue_stream_key(q->prefix, c->ack_stream, c->ack_owner, stream_key,
+                               sizeof(stream_key));
         counted(queue_append(q, "XACK %s %s %s", stream_key, QUEUE_GROUP, c->ack_id), &sent,
                 &tried);
     }
@@ -381,6 +381,8 @@ static const char *const stored_fields[] = {
     "array_done",
     "array_failed",
     "array_nostart",
+    "user",
+    "submitted_by",
 };
 #define STORED_NFIELDS ((int)MU_ARRAY_LEN(stored_fields))
 
@@ -420,6 +422,8 @@ static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, stru
     s->array_done = (int64_t)reply_u64(r->element[15]);
     s->array_failed = (int64_t)reply_u64(r->element[16]);
     s->array_nostart = (int64_t)reply_u64(r->element[17]);
+    s->user = reply_str(r->element[18]);
+    s->submitted_by = reply_str(r->element[19]);
     return 0;
 }
 

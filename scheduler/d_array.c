@@ -144,6 +144,8 @@ static int element_make(struct musterd *d, struct d_job *p, int64_t index, struc
         return -1;
     }
     mu_strlcpy(j->array_of, p->id, sizeof(j->array_of));
+    mu_strlcpy(j->spec.user, p->spec.user, sizeof(j->spec.user)); /* as the array was judged */
+    mu_strlcpy(j->owner, p->owner, sizeof(j->owner));
     j->submitted_ms = p->submitted_ms;
     if (d_job_request_build(d, j, err) != 0) {
         d_job_free(j);

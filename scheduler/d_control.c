@@ -144,43 +144,82 @@ static bool control_is_stale(struct musterd *d, const struct queue_entry *e, boo
     if (!queue_control_expired(e->id, e->timeout_ms, now_ms))
         return false;
     control_expired(d, e, now_ms);
-    d_stream_ack(d, QUEUE_STREAM_CONTROL, e->id);
+    d_stream_ack(d, e);
     return true;
+}
+
+static bool is_job_command(const char *cmd)
+{
+    return strcmp(cmd, "cancel") == 0 || strcmp(cmd, "hold") == 0 || strcmp(cmd, "release") == 0;
+}
+
+/* cancel, hold or release of job e->arg (j, NULL when not active); false when a write failed. */
+static bool job_command(struct musterd *d, const struct queue_entry *e, struct d_job *j)
+{
+    bool cancel = strcmp(e->cmd, "cancel") == 0;
+    bool unmade = false;
+
+    if (!j && cancel && d_array_has_unmade(d, e->arg))
+        return d_array_cancel_unmade(d, e->arg, &unmade) == 0;
+    if (!j && cancel && queue_job_id_is_valid(e->arg)) {
+        /* A long submit backlog can be read after a cancel that names one of its entries:
+         * remember it, and the job is cancelled when its submission is taken in. */
+        struct mu_err err;
+        char *by = strdup(e->owner); /* judged when the job is taken in (d_intake.c) */
+        if (by && mu_map_count(d->early_cancels) < 100000 && !mu_map_get(d->early_cancels, e->arg)
+            && mu_map_put(d->early_cancels, e->arg, by, &err) == 0) {
+            mu_log(MU_LOG_INFO, "sched", "job=%s cancel noted before its submission", e->arg);
+            by = NULL;
+        }
+        free(by);
+        return true;
+    }
+    if (!j) {
+        mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
+        return true;
+    }
+    if (cancel) {
+        char why[QUEUE_OWNER_MAX + 16] = "cancelled by operator";
+        if (e->owner[0]) /* proven: name who */
+            (void)mu_snprintf(why, sizeof(why), "cancelled by %s", e->owner);
+        return (j->array ? d_array_cancel(d, j, why) : d_job_cancel_why(d, j, why)) == 0;
+    }
+    return job_hold(d, j, strcmp(e->cmd, "hold") == 0) == 0;
+}
+
+/* The job a job command names, for the access rules: the active job, else the array that owns
+ * unmade elements of that id. */
+static struct d_job *named_job(struct musterd *d, const char *id)
+{
+    struct d_job *j = mu_map_get(d->jobs, id);
+    char base[QUEUE_JOB_ID_MAX];
+    int64_t index;
+
+    if (!j && queue_job_id_split(id, base, sizeof(base), &index))
+        j = mu_map_get(d->jobs, base);
+    return j;
 }
 
 void d_control(struct musterd *d, const struct queue_entry *e)
 {
     bool unread;
     bool applied = true;
-    struct d_job *j = NULL;
-    bool job_cmd = strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0
-                   || strcmp(e->cmd, "release") == 0;
-    bool node_cmd = strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0
-                    || strcmp(e->cmd, "uncordon") == 0;
+    char why[512];
+    bool job_cmd = is_job_command(e->cmd);
 
     if (control_is_stale(d, e, &unread) || unread)
         return;
+    if (d_access_control(d, e, job_cmd ? named_job(d, e->arg) : NULL, why, sizeof(why)) != 0) {
+        mu_log(MU_LOG_INFO, "sched", "control %s '%s' (entry %s) refused: %s", e->cmd, e->arg,
+               e->id, why);
+        d_access_verdict(d, e, why);
+        d_stream_ack(d, e);
+        return;
+    }
     if (job_cmd) {
-        bool unmade = false;
-        j = mu_map_get(d->jobs, e->arg);
-        if (!j && strcmp(e->cmd, "cancel") == 0 && d_array_has_unmade(d, e->arg)) {
-            applied = d_array_cancel_unmade(d, e->arg, &unmade) == 0;
-        } else if (!j && strcmp(e->cmd, "cancel") == 0 && queue_job_id_is_valid(e->arg)) {
-            /* A long submit backlog can be read after a cancel that names one of its entries:
-             * remember it, and the job is cancelled when its submission is taken in. */
-            struct mu_err err;
-            if (mu_map_count(d->early_cancels) < 100000
-                && mu_map_put(d->early_cancels, e->arg, d, &err) == 0)
-                mu_log(MU_LOG_INFO, "sched", "job=%s cancel noted before its submission", e->arg);
-        } else if (!j)
-            mu_log(MU_LOG_WARN, "sched", "control %s: job '%s' is not active", e->cmd, e->arg);
-        else if (strcmp(e->cmd, "cancel") == 0 && j->array)
-            applied = d_array_cancel(d, j, "cancelled by operator") == 0;
-        else if (strcmp(e->cmd, "cancel") == 0)
-            applied = d_job_cancel(d, j) == 0;
-        else
-            applied = job_hold(d, j, strcmp(e->cmd, "hold") == 0) == 0;
-    } else if (node_cmd) {
+        applied = job_command(d, e, mu_map_get(d->jobs, e->arg));
+    } else if (strcmp(e->cmd, "drain") == 0 || strcmp(e->cmd, "cordon") == 0
+               || strcmp(e->cmd, "uncordon") == 0) {
         node_command(d, e);
     } else if (strcmp(e->cmd, "reload") == 0) {
         d_config_reload(d, e->id);
@@ -196,6 +235,8 @@ void d_control(struct musterd *d, const struct queue_entry *e)
     }
     /* A job command that could not be written is not acknowledged: Redis hands it out again
      * after the reconnect (the consumer group's pending entries are read first). */
-    if (applied)
-        d_stream_ack(d, QUEUE_STREAM_CONTROL, e->id);
+    if (applied) {
+        d_access_verdict(d, e, NULL);
+        d_stream_ack(d, e);
+    }
 }

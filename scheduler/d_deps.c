@@ -276,6 +276,7 @@ static int resolve_ref(
     struct musterd *d, const struct d_job *j, int i, char *id, struct mu_err *err)
 {
     const struct queue_after *a = &j->spec.after[i];
+    char key[D_IDEM_KEY_MAX];
     bool found = false;
 
     if (!a->by_key) {
@@ -287,7 +288,8 @@ static int resolve_ref(
     if (strcmp(a->ref, j->spec.idempotency_key) == 0)
         return mu_errf(err, MU_E_SPEC, "after[%d].key: '%s' is this job's own idempotency key", i,
                        a->ref);
-    if (d->store.ops->idem_get(d->store.ctx, a->ref, id, QUEUE_JOB_ID_MAX, &found, err) != 0)
+    d_idem_key(j->owner, a->ref, key, sizeof(key)); /* among its writer's own keys */
+    if (d->store.ops->idem_get(d->store.ctx, key, id, QUEUE_JOB_ID_MAX, &found, err) != 0)
         return -1;
     if (!found)
         return mu_errf(err, MU_E_SPEC,

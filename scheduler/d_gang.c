@@ -469,7 +469,8 @@ static void bind_send(struct musterd *d, struct d_job *j)
         m.expires_ms = j->bind_deadline_ms;      /* past it the worker refuses: we gave it up */
         m.cpus_per_task = j->spec.cpus_per_task; /* enforced where the worker has cgroups */
         m.memory_mb_per_task = j->spec.memory_mb_per_task;
-        mu_strlcpy(m.job_user, j->spec.user, sizeof(m.job_user));
+        if (d_access_proven(d)) /* else the worker's own user: nobody proved the spec's */
+            mu_strlcpy(m.job_user, j->spec.user, sizeof(m.job_user));
         if (proto_msg_set_argv(&m, j->spec.argc, (const char *const *)j->spec.argv, &err) != 0
             || bind_env(&m, j, &err) != 0)
             mu_log(MU_LOG_ERROR, "sched", "job=%s cannot build BIND: %s", j->id, err.msg);

@@ -34,7 +34,8 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
                           .nfields = (int)MU_ARRAY_LEN(f),
                           .tally = &tally,
                           .index_ms = d_job_id_ms(e->id) ? d_job_id_ms(e->id) : 1,
-                          .ack_entry = e->id };
+                          .ack_entry = e->id,
+                          .ack_owner = e->owner };
 
     if (e->spec && strlen(e->spec) > 4096) {
         /* Keep what a user needs to recognise it without storing megabytes of garbage. */
@@ -78,7 +79,9 @@ static int idem_claim(struct musterd *d, const struct queue_entry *e, const stru
 {
     char owner[QUEUE_JOB_ID_MAX];
     char why[400];
-    struct d_change dup = { .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id };
+    struct d_change dup = {
+        .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id, .ack_owner = e->owner
+    };
 
     if (d_job_idem_claim(d, j, owner, sizeof(owner)) != 0) {
         d->redis_down = true;
@@ -154,6 +157,7 @@ static int slice_check(const struct musterd *d, const struct queue_spec *s, stru
 
 static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
 {
+    char why[512];
     struct mu_err err;
     struct d_job *j;
 
@@ -177,12 +181,38 @@ static struct d_job *job_parse(struct musterd *d, const struct queue_entry *e)
         d_job_free(j);
         return NULL;
     }
+    if (d_access_submit(d, e, j, why, sizeof(why)) != 0) {
+        reject(d, e, why);
+        d_job_free(j);
+        return NULL;
+    }
     if (j->spec.array && d_array_prepare(j, e->spec, e->spec_len, &err) != 0) {
         mu_log(MU_LOG_ERROR, "sched", "job=%s %s; left pending in the stream", e->id, err.msg);
         d_job_free(j);
         return NULL;
     }
     return j;
+}
+
+/* Whether a cancel read before j's submission stands: its sender may cancel j (d_access.h);
+ * then says who in why. */
+static bool early_cancel(struct musterd *d, const struct d_job *j, char *by_why, size_t size)
+{
+    char *by = mu_map_remove(d->early_cancels, j->id);
+    struct queue_entry cancel = { .stream = QUEUE_STREAM_CONTROL };
+    char why[512];
+    bool stands;
+
+    if (!by)
+        return false;
+    mu_strlcpy(cancel.cmd, "cancel", sizeof(cancel.cmd));
+    mu_strlcpy(cancel.owner, by, sizeof(cancel.owner));
+    stands = d_access_control(d, &cancel, j, why, sizeof(why)) == 0;
+    (void)mu_snprintf(by_why, size, "cancelled by %s", by[0] ? by : "operator");
+    if (!stands)
+        mu_log(MU_LOG_INFO, "sched", "job=%s the cancel read before it is refused: %s", j->id, why);
+    free(by);
+    return stands;
 }
 
 void d_intake_submit(struct musterd *d, const struct queue_entry *e)
@@ -197,12 +227,13 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     char never[400] = "";
     char unit[48] = " GPUs";
     char *after = NULL;
+    char by_why[QUEUE_OWNER_MAX + 16];
     bool early;
 
     if (mu_map_get(d->jobs, e->id) || d_job_retired_find(d, e->id)) {
         /* Stored before a crash, ack was lost; or a new Redis primary missed the ack of a job
          * that may have ended since (written again by d_jobs_resync_all, never run twice). */
-        d_stream_ack(d, QUEUE_STREAM_SUBMIT, e->id);
+        d_stream_ack(d, e);
         return;
     }
     j = job_parse(d, e);
@@ -225,7 +256,8 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
                            .nfields = nf,
                            .tally = &tally,
                            .index_ms = j->submitted_ms ? j->submitted_ms : 1,
-                           .ack_entry = e->id };
+                           .ack_entry = e->id,
+                           .ack_owner = e->owner };
     if (mu_map_put(d->jobs, j->id, j, &err) != 0) {
         mu_log(MU_LOG_ERROR, "sched", "job=%s %s; left pending in the stream", j->id, err.msg);
         goto out;
@@ -245,9 +277,9 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
            j->deps_open ? j->reason : "");
     if (d_deps_start(d, j, &err) != 0 && !never[0])
         (void)mu_snprintf(never, sizeof(never), "%s", err.msg); /* cannot wait: cancelled */
-    early = mu_map_remove(d->early_cancels, j->id) != NULL;
+    early = early_cancel(d, j, by_why, sizeof(by_why));
     if (never[0] || early) {
-        const char *why = never[0] ? never : "cancelled by operator";
+        const char *why = never[0] ? never : by_why;
         if ((j->array ? d_array_cancel(d, j, why) : d_job_cancel_why(d, j, why)) != 0)
             j->cancel_wanted = true; /* d_outage_recheck cancels it once Redis is back */
     }

@@ -127,6 +127,7 @@ int d_job_fields_new(const struct d_job *j,
     f[i++] = (struct queue_kv){ "name", j->spec.name };
     f[i++] = (struct queue_kv){ "queue", j->spec.queue };
     f[i++] = (struct queue_kv){ "user", j->spec.user };
+    f[i++] = (struct queue_kv){ "submitted_by", j->owner };
     f[i++] = (struct queue_kv){ "priority", bufs[0] };
     f[i++] = (struct queue_kv){ "tasks", bufs[1] };
     f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
@@ -165,6 +166,7 @@ int d_record_write(struct musterd *d, const char *id, int attempt, const struct 
                                                              .ev = event ? &ev : NULL,
                                                              .events_max = d->cfg.events_max,
                                                              .ack_stream = QUEUE_STREAM_SUBMIT,
+                                                             .ack_owner = c->ack_owner,
                                                              .ack_id = c->ack_entry },
                                  &err)
         != 0) {
@@ -204,13 +206,16 @@ void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c
 }
 
 /* An entry of a stream that makes no job (a control command, a duplicate) is done with. */
-void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id)
+void d_stream_ack(struct musterd *d, const struct queue_entry *e)
 {
+    const char *entry_id = e->id;
     struct mu_err err;
-    if (d->store.ops->job_update(
-            d->store.ctx,
-            &(struct queue_job_change){ .id = entry_id, .ack_stream = stream, .ack_id = entry_id },
-            &err)
+    if (d->store.ops->job_update(d->store.ctx,
+                                 &(struct queue_job_change){ .id = entry_id,
+                                                             .ack_stream = e->stream,
+                                                             .ack_owner = e->owner,
+                                                             .ack_id = entry_id },
+                                 &err)
         != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-ack", 5, "cannot acknowledge %s: %s", entry_id,
                        err.msg);
@@ -691,17 +696,25 @@ int d_jobs_resync(struct musterd *d)
     return n < 0 ? -1 : 0;
 }
 
+void d_idem_key(const char *writer, const char *key, char *buf, size_t size)
+{
+    if (writer[0])
+        (void)mu_snprintf(buf, size, "%s:%s", writer, key);
+    else
+        mu_strlcpy(buf, key, size);
+}
+
 int d_job_idem_claim(struct musterd *d, const struct d_job *j, char *owner, size_t size)
 {
+    char key[D_IDEM_KEY_MAX];
     bool won = false;
     struct mu_err err;
 
     owner[0] = '\0';
     if (!j->spec.idempotency_key[0])
         return 0;
-    if (d->store.ops->idem_claim(d->store.ctx, j->spec.idempotency_key, j->id, owner, size, &won,
-                                 &err)
-        != 0) {
+    d_idem_key(j->owner, j->spec.idempotency_key, key, sizeof(key));
+    if (d->store.ops->idem_claim(d->store.ctx, key, j->id, owner, size, &won, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-write", 5, "job=%s idempotency: %s", j->id,
                        err.msg);
         return -1;
@@ -764,6 +777,12 @@ void d_jobs_free(struct musterd *d)
     d->cap_retired = 0;
     mu_map_free(d->retired_ids);
     d->retired_ids = NULL;
+    pos = 0;
+    {
+        char *by;
+        while ((by = mu_map_next(d->early_cancels, &pos)) != NULL)
+            free(by);
+    }
     mu_map_free(d->early_cancels);
     d->early_cancels = NULL;
     pos = 0;

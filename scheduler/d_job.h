@@ -167,6 +167,8 @@ struct d_job {
     struct d_dep *deps;  /* heap, ndeps entries: what it waits for (d_deps.c) */
     int ndeps;
     char array_of[QUEUE_JOB_ID_MAX]; /* an array's element: the array's id; "" otherwise */
+    char owner[QUEUE_OWNER_MAX];     /* who wrote its submission, proven by the stream (a
+                                        service may submit for spec.user); "" = the shared one */
     bool array_unstarted;            /* an element counted in its array's pending */
     int live_at;                     /* 1 + its index in d->live; 0 = not placed nor adopting */
     int pending_at;                  /* 1 + its index in d->pending; 0 = not pending */
@@ -184,17 +186,21 @@ struct d_job *d_job_alloc(void);
 /* A new record for id (heap, zeroed, state PENDING, attempt 1); NULL without memory. */
 struct d_job *d_job_new(const char *id);
 void d_job_free(struct d_job *j);
-/* Claims j's idempotency key (none: nothing to do) for j: 0 with owner "" when j holds it, or
- * the id of the other job that does; -1 when Redis failed (logged). */
+/* Where an idempotency key lives: idem:<writer>:<key> for a writer's own stream (one user's keys
+ * never meet another's), idem:<key> for the shared one; the part after idem: into buf. */
+#define D_IDEM_KEY_MAX (QUEUE_KEY_MAX + QUEUE_OWNER_MAX)
+void d_idem_key(const char *writer, const char *key, char *buf, size_t size);
+/* Claims j's idempotency key (none: nothing to do) for j, where its writer's keys live: 0 with
+ * owner "" when j holds it, or the id of the other job that does; -1 when Redis failed (logged). */
 int d_job_idem_claim(struct musterd *d, const struct d_job *j, char *owner, size_t size);
 /* Frees what placed j (slots, tasks, adopt_nodes) and clears the pointers; placed and adopting
  * are the caller's. */
 void d_job_placement_drop(struct d_job *j);
 /* The fields of a new job's hash into f (D_JOB_NEW_FIELDS entries): id, name, queue, user,
- * priority, tasks, gpus_per_task, attempt, max_retries, submitted_at, spec_json (borrowed) and
- * reason (j->reason, or "waiting for the scheduler"), the numbers formatted into bufs; returns
- * how many.  f borrows from j and bufs. */
-#define D_JOB_NEW_FIELDS 12
+ * submitted_by (its owner, "" for the shared stream), priority, tasks, gpus_per_task, attempt,
+ * max_retries, submitted_at, spec_json (borrowed) and reason (j->reason, or "waiting for the
+ * scheduler"), the numbers formatted into bufs; returns how many.  f borrows from j and bufs. */
+#define D_JOB_NEW_FIELDS 13
 int d_job_fields_new(const struct d_job *j,
                      const char *spec_json,
                      char bufs[6][32],
@@ -219,6 +225,7 @@ struct d_change {
                                     new one); 0 = the job's */
     uint64_t index_ms;           /* a new job: its place in the jobs index; 0 = not new */
     const char *ack_entry;       /* a submission entry acknowledged in the same round trip */
+    const char *ack_owner;       /* its stream's owner (queue_entry.owner); NULL = shared */
 };
 
 /*
@@ -246,7 +253,7 @@ void d_job_moved(struct musterd *d, struct d_job *j, int to);
  * raised in memory now and owed to Redis; d_jobs_resync writes the job whole with them. */
 void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c);
 /* Acknowledges a stream entry that is done with (in the consumer group), on the store. */
-void d_stream_ack(struct musterd *d, enum queue_stream stream, const char *entry_id);
+void d_stream_ack(struct musterd *d, const struct queue_entry *e);
 /* Keeps j's pending reason; Redis gets it at once the first time, then at most once a second
  * (d_jobs_flush_reasons writes what is left). */
 void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason);

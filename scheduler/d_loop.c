@@ -207,6 +207,7 @@ static void note_batching(const struct musterd *d, bool *batching)
 
 static void apply_entries(struct musterd *d, struct queue_entry *entries, int n)
 {
+    d_access_batch_begin(d);
     /* Submissions first: a cancel read in the same batch may name one of them. */
     for (int i = 0; i < n; i++) {
         if (entries[i].stream == QUEUE_STREAM_SUBMIT)
@@ -242,7 +243,7 @@ static void claim_stale(struct musterd *d, int min_idle_ms)
     struct mu_err err;
     int n = 0;
 
-    if (queue_intake_claim(d->q, d->consumer, min_idle_ms, &entries, &n, &err) != 0) {
+    if (queue_intake_claim(d->q, d->qi, d->consumer, min_idle_ms, &entries, &n, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "claim", 5, "%s", err.msg);
         d->redis_down = true;
         return;

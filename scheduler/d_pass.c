@@ -191,7 +191,8 @@ static void pass_stop_rule(struct musterd *d,
  * Steps j through the core's pass as its n-th job (d->pass.jobs/out/who[n]), with its request for
  * this pass (pass_request); true when it was stepped and the step succeeded.  A held job, or one
  * whose not_before_ms is still ahead (it gets its reason, *timed_reasons is set and a pass is
- * asked for then), sits this pass out, as does one without memory for its slots.
+ * asked for then), one whose user is at their max_running_gpus (d_access.h), sits this pass out,
+ * as does one without memory for its slots.
  */
 static bool pass_step(struct musterd *d,
                       struct d_job *j,
@@ -202,10 +203,17 @@ static bool pass_step(struct musterd *d,
                       bool *timed_reasons,
                       bool *stepped)
 {
+    char capped[256];
+    int started;
+
     *stepped = false;
     j->stepped_in = d->pass.serial;
     if (j->held) {
         d_job_set_reason(d, j, D_HELD_REASON);
+        return false;
+    }
+    if (d_access_over_cap(d, j, capped, sizeof(capped))) {
+        d_job_set_reason(d, j, capped); /* its user's max_running_gpus (access rules) */
         return false;
     }
     if (j->not_before_ms) {
@@ -229,7 +237,10 @@ static bool pass_step(struct musterd *d,
     d->pass.jobs[n].queue = j->queue_idx;
     d->pass.who[n] = j;
     *stepped = true;
-    return sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]) == 0;
+    started = sched_pass_step(d->cluster, &d->pass.jobs[n], &d->pass.out[n]);
+    if (started == 1)
+        d_access_started(d, j); /* counts toward its user's max_running_gpus from now */
+    return started == 0;
 }
 
 /*
@@ -453,6 +464,7 @@ static bool schedule(struct musterd *d)
         return false;
     }
     d->pass.serial++;
+    d_access_pass_begin(d);
     pass_stop_rule(d, regrace, now_ms, &stop);
     t0 = mu_time_mono_us();
     if (sched_pass_open(d->cluster, d->pass.quota, d->cfg.nqueues + 1, d->npending, d->pass.running,

@@ -90,6 +90,10 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
         d_job_free(j);
         return 0;
     }
+    if (s->user) /* as judged at intake (access rules), whatever the spec says */
+        mu_strlcpy(j->spec.user, s->user, sizeof(j->spec.user));
+    if (s->submitted_by)
+        mu_strlcpy(j->owner, s->submitted_by, sizeof(j->owner));
     j->state = QUEUE_PENDING;
     j->attempt = s->attempt > 0 ? s->attempt : 1;
     j->failures = s->failures;

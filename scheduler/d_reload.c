@@ -2,7 +2,8 @@
 /*
  * Layer 3 of musterd (d_handlers.h): reading the config file again, on SIGHUP or `musterctl
  * reload` (issue #11).  Quotas change often and a restart should not be needed for them, so the
- * queues (names, weights, quotas, cohorts, limits) take effect at once; the rest of the config
+ * queues (names, weights, quotas, cohorts, limits) and the access rules (who may use which queue,
+ * caps; not the identity mode) take effect at once; the rest of the config
  * (pools, topology, timers, addresses) is what the cluster model, the workers' leases and the
  * sockets were built from, so a file that changes it is refused and the running config stays in
  * force.  A file that does not load is refused with its key path.  Running work is never
@@ -77,6 +78,7 @@ void d_config_reload(struct musterd *d, const char *id)
     struct mu_err err;
     char result[sizeof(err.msg) + 200];
     const char *changed;
+    struct access *access = NULL;
 
     if (!next || !d->config_path) {
         (void)mu_snprintf(result, sizeof(result), "refused: %s",
@@ -95,10 +97,32 @@ void d_config_reload(struct musterd *d, const char *id)
     changed = cfg_diff_beyond_queues(&d->cfg, next);
     if (changed) {
         (void)mu_snprintf(result, sizeof(result),
-                          "refused: %s: %s changed; only queues change without a restart (the "
-                          "running config stays)",
+                          "refused: %s: %s changed; only queues and access change without a "
+                          "restart (the running config stays)",
                           d->config_path, changed);
         goto out;
+    }
+    access = d_access_load(d->config_path, &err);
+    if (!access) {
+        (void)mu_snprintf(result, sizeof(result), "refused: %s; the running config stays", err.msg);
+        goto out;
+    }
+    if (access_identity(access) != access_identity(d->access)) {
+        (void)mu_snprintf(result, sizeof(result),
+                          "refused: %s: access.identity changed (%s to %s); it changes with a "
+                          "restart only, as the workers' users do (the running config stays)",
+                          d->config_path, access_identity_name(access_identity(d->access)),
+                          access_identity_name(access_identity(access)));
+        goto out;
+    }
+    if (!access_equal(access, d->access)) {
+        if (d_access_set(d, access, &err) != 0) {
+            access = NULL; /* freed by d_access_set */
+            (void)mu_snprintf(result, sizeof(result), "refused: %s", err.msg);
+            goto out;
+        }
+        access = NULL;   /* in force */
+        d->dirty = true; /* caps may have changed */
     }
     queues_remap(d, next);
     queues_forget(d, next);
@@ -109,6 +133,7 @@ void d_config_reload(struct musterd *d, const char *id)
     (void)mu_snprintf(result, sizeof(result), "ok: %s: %d queue(s) in force", d->config_path,
                       d->cfg.nqueues);
 out:
+    access_free(access);
     free(next);
     mu_log(strncmp(result, "ok", 2) == 0 ? MU_LOG_INFO : MU_LOG_ERROR, "sched", "reload (%s) %s",
            id, result);

@@ -21,6 +21,7 @@ int d_state_init(struct musterd *d, struct mu_err *err)
     struct mu_map *jobs = NULL;
     struct mu_map *early_cancels = NULL;
     struct mu_map *waiters = NULL;
+    struct access *access = NULL;
     int rc = -1;
 
     cluster = cfg_sched_cluster_new(&d->cfg, err);
@@ -29,7 +30,8 @@ int d_state_init(struct musterd *d, struct mu_err *err)
     jobs = mu_map_new();
     early_cancels = mu_map_new();
     waiters = mu_map_new();
-    if (!jobs || !early_cancels || !waiters) {
+    access = access_new_default(); /* single-user until the config's rules are set */
+    if (!jobs || !early_cancels || !waiters || !access) {
         (void)mu_errf(err, MU_E_NOMEM, "out of memory");
         goto out;
     }
@@ -37,12 +39,15 @@ int d_state_init(struct musterd *d, struct mu_err *err)
     d->jobs = jobs;
     d->early_cancels = early_cancels;
     d->waiters = waiters;
+    d->access = access;
+    access = NULL;
     cluster = NULL;
     waiters = NULL;
     jobs = NULL;
     early_cancels = NULL;
     rc = 0;
 out:
+    access_free(access);
     mu_map_free(waiters);
     mu_map_free(early_cancels);
     mu_map_free(jobs);
@@ -58,6 +63,7 @@ void d_state_release(struct musterd *d)
     d_jobs_free(d);
     d_pending_free(d);
     d_usage_free(d);
+    d_access_free(d);
     d_nodes_free(d);
     sched_cluster_free(d->cluster);
     d->cluster = NULL;

@@ -11,6 +11,7 @@
 
 #include "config/cfg.h"
 #include "core/sched.h"
+#include "scheduler/d_access.h"
 #include "scheduler/d_io.h"
 #include "scheduler/d_job.h"
 #include "scheduler/d_node.h"
@@ -85,7 +86,8 @@ struct musterd {
     int cap_retired;
     struct mu_map *retired_ids;   /* id -> the same jobs (borrowed); NULL until the first */
     uint64_t server_changes;      /* queue_server_changes(q) when every job was last written */
-    struct mu_map *early_cancels; /* ids cancelled before their submission was read */
+    struct mu_map *early_cancels; /* ids cancelled before their submission was read -> who
+                                     asked (heap, queue_entry.owner) */
     struct mu_map *waiters;       /* id -> struct d_waiters * (owned): the jobs waiting for it
                                      (d_deps.c); an entry goes once its job ended */
     struct d_wake *woken;         /* jobs others wait for that started or ended, in order;
@@ -158,8 +160,12 @@ struct musterd {
     volatile sig_atomic_t *reload; /* SIGHUP: read config_path again (d_reload.c); NULL = never */
     const char *config_path;       /* the --config file (borrowed from argv); NULL in tests */
     struct d_metrics metrics;
-    struct d_usage usage; /* the queues' fair-share usage (d_usage.h) */
-    struct d_logs logs;   /* log requests in flight and their rate (d_logs.c) */
+    struct d_usage usage;         /* the queues' fair-share usage (d_usage.h) */
+    struct access *access;        /* who may do what (d_access.h); set up before the first entry */
+    struct mu_map *access_counts; /* user -> struct d_access_count (owned), d_access.c */
+    bool access_pending_fresh;    /* the counts' pending jobs hold for this intake batch */
+    bool access_running_on;       /* the counts' running GPUs hold for this pass (a cap is set) */
+    struct d_logs logs;           /* log requests in flight and their rate (d_logs.c) */
     struct {
         struct sched_pass_job *jobs; /* scratch of d_schedule, grown as needed */
         struct sched_request *reqs;  /* requests changed for one pass (first choice only) */

@@ -195,9 +195,28 @@ static int open_router(struct musterd *d, const struct options *o, struct mu_err
     return 0;
 }
 
+/* --check-config: the config and its access rules load; what is in force, printed.  0 or 1. */
+static int check_config(struct musterd *d, const struct options *o)
+{
+    struct mu_err err;
+    struct access *a;
+
+    if (cfg_load_file(&d->cfg, o->config, &err) != 0 || !(a = d_access_load(o->config, &err))) {
+        (void)fprintf(stderr, "musterd: %s\n", err.msg);
+        return 1;
+    }
+    (void)printf("%s: ok (%d pool(s), %d queue(s), %d topology level(s); identity %s, %d known "
+                 "user(s))\n",
+                 o->config, d->cfg.npools, d->cfg.nqueues, d->cfg.nlevels,
+                 access_identity_name(access_identity(a)), access_nusers(a));
+    access_free(a);
+    return 0;
+}
+
 static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
 {
     char host[64] = "localhost";
+    struct access *access;
 
     if (cfg_load_file(&d->cfg, o->config, err) != 0)
         return -1;
@@ -222,6 +241,12 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
     d->qi = queue_intake_new(d->cfg.redis, d->cfg.key_prefix, d->consumer, err);
     if (!d->qi)
         return -1;
+    access = d_access_load(o->config, err);
+    if (!access || d_access_set(d, access, err) != 0)
+        return -1;
+    mu_log(MU_LOG_INFO, "sched", "identity: %s%s", access_identity_name(access_identity(d->access)),
+           d_access_proven(d) ? ""
+                              : " (the spec's user is a label; tasks run as each worker's user)");
     d->zctx = zmq_ctx_new();
     if (!d->zctx)
         return mu_errf(err, MU_E_ZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
@@ -276,15 +301,8 @@ int main(int argc, char **argv)
     d.reload = &reload_flag;
     d.config_path = o.config;
     d.reason_budget = D_REASONS_PER_TICK;
-    if (o.check_only) {
-        if (cfg_load_file(&d.cfg, o.config, &err) != 0) {
-            (void)fprintf(stderr, "musterd: %s\n", err.msg);
-            return 1;
-        }
-        (void)printf("%s: ok (%d pool(s), %d queue(s), %d topology level(s))\n", o.config,
-                     d.cfg.npools, d.cfg.nqueues, d.cfg.nlevels);
-        return 0;
-    }
+    if (o.check_only)
+        return check_config(&d, &o);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = on_signal;
     (void)sigemptyset(&sa.sa_mask);

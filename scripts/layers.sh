@@ -19,7 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 declare -A layer=(
     [d_io.h]=0
-    [d_job.h]=1 [d_node.h]=1 [d_usage.h]=1 [d_state.h]=1
+    [d_job.h]=1 [d_node.h]=1 [d_usage.h]=1 [d_access.h]=1 [d_state.h]=1
     [d_gang.h]=2
     [d_handlers.h]=3
     [d_pass.h]=4

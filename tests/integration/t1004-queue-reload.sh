@@ -60,7 +60,7 @@ grep -q "refused: .*queues\[0\].quota.spot: expected an integer 0..1000000, got 
     fail "bad quota not refused with its key path: $(cat "$T/out" "$T/err")"
 write_config 16 '{"name": "batch"}' 4
 expect_rc 1 ctl reload
-grep -q "refused: .*pools changed; only queues change without a restart" "$T/err" ||
+grep -q "refused: .*pools changed; only queues and access change without a restart" "$T/err" ||
     fail "a pool change was not refused: $(cat "$T/out" "$T/err")"
 [ "$(queue_field research quota.spot)" = 16 ] || fail "the running config changed: $(queue_field research quota)"
 job_state_is "$a" RUNNING && job_state_is "$b" RUNNING || fail "a reload that was refused touched running work"

@@ -692,10 +692,26 @@ struct d_node *dfix_hello_tasks(struct dfix *f,
     return n;
 }
 
+void dfix_access(struct dfix *f, const char *config_json)
+{
+    struct mu_err err;
+    struct access *a = access_parse(config_json, strlen(config_json), &err);
+
+    if (!a)
+        fail_msg("access rules: %s", err.msg);
+    assert_int_equal(d_access_set(&f->d, a, &err), 0);
+}
+
 void dfix_submit(struct dfix *f, const char *id, const char *spec_json)
+{
+    dfix_submit_as(f, "", id, spec_json);
+}
+
+void dfix_submit_as(struct dfix *f, const char *owner, const char *id, const char *spec_json)
 {
     struct queue_entry e;
     memset(&e, 0, sizeof(e));
+    mu_strlcpy(e.owner, owner, sizeof(e.owner));
     mu_strlcpy(e.id, id, sizeof(e.id));
     e.stream = QUEUE_STREAM_SUBMIT;
     e.spec = copy(spec_json);
@@ -708,8 +724,19 @@ void dfix_submit(struct dfix *f, const char *id, const char *spec_json)
 void dfix_control(
     struct dfix *f, const char *entry_id, const char *cmd, const char *arg, int grace_s)
 {
+    dfix_control_as(f, "", entry_id, cmd, arg, grace_s);
+}
+
+void dfix_control_as(struct dfix *f,
+                     const char *owner,
+                     const char *entry_id,
+                     const char *cmd,
+                     const char *arg,
+                     int grace_s)
+{
     struct queue_entry e;
     memset(&e, 0, sizeof(e));
+    mu_strlcpy(e.owner, owner, sizeof(e.owner));
     mu_strlcpy(e.id, entry_id, sizeof(e.id));
     e.stream = QUEUE_STREAM_CONTROL;
     mu_strlcpy(e.cmd, cmd, sizeof(e.cmd));

@@ -140,10 +140,21 @@ struct d_node *dfix_hello_tasks(struct dfix *f,
                                 int ntasks);
 /* The daemon reads a submission: entry id (the job id, "1700000000001-0") with spec_json. */
 void dfix_submit(struct dfix *f, const char *id, const char *spec_json);
+/* The same from owner's own stream (submit:<owner>; "" = the shared one). */
+void dfix_submit_as(struct dfix *f, const char *owner, const char *id, const char *spec_json);
+/* The access rules of config_json's "access" (access_parse) put in force (d_access_set). */
+void dfix_access(struct dfix *f, const char *config_json);
 /* The daemon reads a control entry (musterctl cancel/hold/release/drain/cordon/uncordon);
  * grace_s -1 when the command carries none. */
 void dfix_control(
     struct dfix *f, const char *entry_id, const char *cmd, const char *arg, int grace_s);
+/* The same from owner's own stream (control:<owner>; "" = the shared one). */
+void dfix_control_as(struct dfix *f,
+                     const char *owner,
+                     const char *entry_id,
+                     const char *cmd,
+                     const char *arg,
+                     int grace_s);
 /* node acknowledges the BIND of job's task (the task started, pid 1000 + task). */
 void dfix_bind_ack(struct dfix *f, const char *node, const char *job, int task, int attempt);
 /* node refuses the BIND of job's task; node_fault: the node's doing, not the job's. */
