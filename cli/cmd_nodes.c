@@ -160,6 +160,9 @@ static int nodes_row(struct ctl_table *t, const cJSON *node, uint64_t now_ms, bo
     cells[10] = ctl_json_text(node, "reason", reason, sizeof(reason));
     if (!cells[10][0]) /* what musterd found odd at registration (its GPUs against the pool's) */
         cells[10] = ctl_json_text(node, "warning", reason, sizeof(reason));
+    if (!cells[10][0]
+        && strcmp(ctl_json_text(node, "confinement", b[4], sizeof(b[4])), "pgroup") == 0)
+        cells[10] = "no cgroups: tasks are confined by process group only (a daemon can escape)";
     {
         /* A kept cordon or drain musterd has not applied yet (the node or musterd is away): shown
          * as what it will be, with the state musterd last wrote.  A spot notice stays. */

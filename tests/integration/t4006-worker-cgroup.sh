@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A job stays in its box (issue #46): a root worker puts each task in cgroups of its own.  A
 # process that daemonises (setsid) is killed with its task, on a cancel and on the task's own
-# exit, and the next job on those GPUs starts only after it is gone; a task over its
+# exit, at its time limit, when preempted and when its worker fences itself, and the next job
+# on those GPUs starts only after it is gone; a task over its
 # memory_mb_per_task is OOM-killed and the job's reason says so; a task cannot open a GPU
 # device it was not given.  Skipped where the worker finds no writable cgroups (not root, none
 # mounted): its start line says so.
@@ -12,7 +13,7 @@ fi
 source "$(dirname "$0")/lib.sh"
 
 start_redis
-make_config >/dev/null
+make_config --with '{"min_runtime_s": 0}' >/dev/null # preemption below, at once
 start_musterd "$CONFIG"
 start_worker n1 spot-a 8
 wait_for "n1 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 1 ]'
@@ -27,6 +28,16 @@ want=cgroup-v2
 ctl -o json nodes | jq -e --arg w "$want" '.[] | select(.name == "n1") | .confinement == $w' >/dev/null ||
     fail "musterctl nodes does not say $want: $(ctl -o json nodes)"
 ok "the worker reports its tasks' confinement in HELLO: musterctl -o json nodes says $want"
+
+# A worker without cgroups says so, at start and in musterctl nodes.
+start_worker n0 od-a 8 --cgroup-root ''
+wait_for "n0 registered" 10 '[ "$(rcli HLEN muster:nodes)" = 2 ]'
+grep -q "per-task cgroups off" "$T/worker-n0.log" || fail "n0's start line: $(cat "$T/worker-n0.log")"
+ctl nodes | has -E "^n0 .*no cgroups: tasks are confined by process group only" ||
+    fail "musterctl nodes does not say n0 has no cgroups: $(ctl nodes)"
+stop_worker n0
+ctl node forget n0 >/dev/null || fail "forget n0"
+ok "a worker without cgroups says so at start and in musterctl nodes"
 
 state_of() { # pid -> its state letter, "" once it is gone (a zombie is "Z": not gone)
     awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null || true
@@ -105,3 +116,40 @@ if [ "$v1" = 1 ]; then
 else
     ok "devices: skipped: GPU device confinement is v1 only"
 fi
+
+# ---- time limit, preemption, self-fencing: whoever stops the task, its daemon goes too ----
+daemon_job() { # daemon_job NAME JSON_EXTRA: a job whose task leaves a setsid daemon ($T/NAME.pid)
+    local id
+    id=$(submit_json "{$2\"gpus_per_task\":8,\"max_retries\":0,\"command\":\"setsid sleep 99 & echo \$! > $T/$1.pid; sleep 300\"}")
+    wait_for "job $id running" 15 job_state_is "$id" RUNNING
+    wait_for "the daemon's pid" 10 "[ -s $T/$1.pid ]"
+    [ -n "$(state_of "$(cat "$T/$1.pid")")" ] || fail "the daemon of job $id is not running"
+    echo "$id"
+}
+id=$(daemon_job t '"time_limit_s":2,')
+wait_for "job $id timed out" 30 job_state_is "$id" TIMEOUT
+[ -z "$(state_of "$(cat "$T/t.pid")")" ] || fail "the daemon outlived its task's time limit"
+ok "time limit: the daemon was killed with its task"
+
+low=$(daemon_job p '"priority":0,')
+ppid=$(cat "$T/p.pid") # the requeued job writes its next attempt's daemon there
+high=$(submit_json "{\"priority\":10,\"gpus_per_task\":8,\"max_retries\":0,\"command\":\"awk '{ print \$3 }' /proc/$ppid/stat > $T/p.seen 2>/dev/null; echo started >> $T/p.seen\"}")
+wait_for "job $high (preempting $low) succeeded" 40 job_state_is "$high" SUCCEEDED
+[ -z "$(state_of "$ppid")" ] || fail "the daemon outlived its preempted task"
+[ "$(cat "$T/p.seen")" = started ] || fail "the preemptor started while the daemon still ran: $(cat "$T/p.seen")"
+ctl cancel "$low" >/dev/null
+wait_for "job $low cancelled" 20 job_state_is "$low" CANCELLED
+ok "preemption: the daemon was gone before the preempting job started"
+
+# Self-fencing: a worker without the Redis witness, its scheduler frozen: the lease runs out
+# and the task's own supervisor stops it, daemon included.
+stop_worker n1
+start_worker n1 spot-a 8 --redis ''
+wait_for "n1 back" 15 'ctl -o json nodes | jq -e ".[] | select(.name == \"n1\") | .state == \"ready\"" >/dev/null'
+id=$(daemon_job f '')
+kill -STOP "$MUSTERD_PID"
+wait_for "the daemon gone with its fenced task" 40 '[ -z "$(state_of "$(cat "$T/f.pid")")" ]'
+kill -CONT "$MUSTERD_PID"
+grep -q "self-fencing: the node's lease ran out" "$T/w/n1/logs/$id.1.0.err" ||
+    fail "the task was not stopped by self-fencing: $(cat "$T/w/n1/logs/$id.1.0.err")"
+ok "self-fencing: the daemon was killed with its task when the lease ran out"
