@@ -211,7 +211,7 @@ static int streams_found(struct queue_intake *qi, enum queue_stream kind, struct
     size_t np = 0;
     size_t nhead;
 
-    for (const char *p = qi->conn.prefix; *p && np + 3 < CFG_NAME_MAX * 2; p++) {
+    for (const char *p = qi->conn.prefix; *p && np + 3 < sizeof(pattern) - 16; p++) {
         if (strchr("*?[]\\", *p))
             pattern[np++] = '\\';
         pattern[np++] = *p;

@@ -221,11 +221,10 @@ int d_access_control(
 
 void d_access_verdict(struct musterd *d, const struct queue_entry *e, const char *error)
 {
+    static const char ok[] = "{\"ok\":true}";
     char key[QUEUE_JOB_ID_MAX + 16];
-    char text[1200];
-    char clean[1024];
+    struct mu_buf text;
     struct mu_err err;
-    size_t n = 0;
 
     if (!e->owner[0])
         return;
@@ -236,18 +235,16 @@ void d_access_verdict(struct musterd *d, const struct queue_entry *e, const char
     } else {
         (void)mu_snprintf(key, sizeof(key), "reply:%s", e->id);
     }
-    for (const char *p = error ? error : ""; *p && n + 2 < sizeof(clean); p++) {
-        if (*p == '"' || *p == '\\')
-            clean[n++] = '\\';
-        clean[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-    }
-    clean[n] = '\0';
-    if (error)
-        (void)mu_snprintf(text, sizeof(text), "{\"error\":\"%s\"}", clean);
-    else
-        (void)mu_snprintf(text, sizeof(text), "{\"ok\":true}");
-    if (d->store.ops->answer_push(d->store.ctx, key, text, strlen(text), &err) != 0)
+    mu_buf_init(&text, 4096);
+    if (error ? mu_buf_append(&text, "{\"error\":", 9, &err) != 0
+                    || mu_buf_append_json_str(&text, error, &err) != 0
+                    || mu_buf_append(&text, "}", 1, &err) != 0
+              : mu_buf_append(&text, ok, sizeof(ok) - 1, &err) != 0)
+        mu_log(MU_LOG_ERROR, "sched", "control %s (entry %s): no verdict: %s", e->cmd, e->id,
+               err.msg);
+    else if (d->store.ops->answer_push(d->store.ctx, key, text.data, text.len, &err) != 0)
         d->redis_down = true;
+    mu_buf_release(&text);
 }
 
 void d_access_pass_begin(struct musterd *d)
