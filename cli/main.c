@@ -54,7 +54,8 @@ static const struct ctl_opt opts_submit[] = {
       "(started); key=KEY names a job by idempotency key (repeatable)" },
     { "singleton", 0, NULL, "run only when no other job of this name and user is active" },
     { "array", 'a', "SPEC",
-      "a job array, one gang per index: 0-99, 1,3,5-7, 0-999:10; %N runs at most N at once" },
+      "a job array, one gang per index, as Slurm's --array: 0-99, 1,3,5-7, 0-999:10; %N runs at "
+      "most N at once (%0: no limit)" },
     { "wait", 'w', NULL, "follow the job until it ends; exit 0 if it succeeded, else 1" },
     { "dry-run", 0, NULL, "print the spec the flags build and submit nothing" },
     { NULL, 0, NULL, NULL },

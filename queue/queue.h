@@ -60,8 +60,11 @@ struct queue_after {
 };
 
 /* Job arrays (spec "array", issue #12; queue/array.c). */
-#define QUEUE_ARRAY_RANGES    64      /* items of an array spec ("1,3,5-7" has 3) */
-#define QUEUE_ARRAY_INDEX_MAX 9999999 /* largest element index */
+#define QUEUE_ARRAY_RANGES       64      /* items of an array spec ("1,3,5-7" has 3), and ranges */
+#define QUEUE_ARRAY_INDEX_MAX    9999999 /* largest element index */
+#define QUEUE_ARRAY_THROTTLE_MAX 1000000 /* largest "%N" */
+#define QUEUE_ARRAY_COUNT_MAX    1000000 /* elements at most (the most max_array_size allows) */
+#define QUEUE_ARRAY_ENV          6 /* variables musterd adds to an element's env (MUSTER_ARRAY_*) */
 
 struct queue_array_range {
     int32_t first;
@@ -71,14 +74,19 @@ struct queue_array_range {
 
 struct queue_array {
     char text[128]; /* as submitted, "0-99%8" */
-    int nranges;    /* 1..QUEUE_ARRAY_RANGES, strictly increasing */
+    int nranges;    /* 1..QUEUE_ARRAY_RANGES, normalised: strictly increasing, no index twice */
     struct queue_array_range ranges[QUEUE_ARRAY_RANGES];
     int64_t count; /* elements */
     int throttle;  /* at most this many elements active at once; 0 = no limit */
+    int32_t step;  /* Slurm's SLURM_ARRAY_TASK_STEP: the first ":S" written, else 1 */
 };
 
-/* Parses Slurm's --array syntax: items "A", "A-B", "A-B:S" separated by commas, each starting
- * after the last one ended, then optionally "%N".  MU_E_SPEC with the problem and the syntax. */
+/* Parses Slurm's --array syntax as Slurm does (issue #43): items "A", "A-B", "A-B:S" separated by
+ * commas, in any order, repeated or overlapping (the set of their indices is kept, normalised),
+ * empty items skipped, blanks allowed before a number; then optionally "%N", with "%0" or a
+ * bare "%" meaning no limit.  MU_E_SPEC with the problem and the syntax; out is all zeroes on
+ * failure.  Items of different steps that overlap are merged index by index, at most
+ * QUEUE_ARRAY_COUNT_MAX of them, into at most QUEUE_ARRAY_RANGES ranges. */
 int queue_array_parse(const char *text, struct queue_array *out, struct mu_err *err);
 /* The index of the element at position pos (0..count-1), -1 when out of range. */
 int64_t queue_array_index(const struct queue_array *a, int64_t pos);

@@ -737,6 +737,10 @@ int queue_spec_check(const struct queue_spec *s, const struct cfg *c, struct mu_
                        "hint: split it into arrays of at most %d",
                        s->array->text, (long long)s->array->count, c->max_array_size,
                        c->max_array_size);
+    if (s->array && s->nenv > QUEUE_MAX_ENV - QUEUE_ARRAY_ENV)
+        return mu_errf(err, MU_E_SPEC,
+                       "env: %d entries, at most %d in an array (each element gets %d more)",
+                       s->nenv, QUEUE_MAX_ENV - QUEUE_ARRAY_ENV, QUEUE_ARRAY_ENV);
     if (s->array && s->singleton)
         return mu_errf(err, MU_E_SPEC,
                        "singleton: not with an array; hint: \"%%1\" after the indices runs one "

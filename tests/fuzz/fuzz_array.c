@@ -3,8 +3,9 @@
  * Fuzz target for the job array syntax (queue/array.c, spec "array", issue #12) and the element
  * ids ("<array id>_<index>").  The input is made a C string, as the spec's string value is.  For
  * any bytes the parser must return 0, or -1 with a message and the output all zeroes; a parsed
- * array must hold its invariants: 1..QUEUE_ARRAY_RANGES increasing ranges, count their sum, and
- * positions and indices mapping one to one (checked at the ends of every range).
+ * array must hold its invariants: 1..QUEUE_ARRAY_RANGES increasing ranges (normalised, issue
+ * #43: no index twice, whatever order the items came in), count their sum, a Slurm step of at
+ * least 1, and positions and indices mapping one to one (checked at the ends of every range).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -20,7 +21,8 @@ static void check_array(const struct queue_array *a)
 {
     int64_t before = 0;
 
-    if (a->nranges < 1 || a->nranges > QUEUE_ARRAY_RANGES || a->count < 1 || a->throttle < 0)
+    if (a->nranges < 1 || a->nranges > QUEUE_ARRAY_RANGES || a->count < 1 || a->throttle < 0
+        || a->step < 1)
         abort();
     for (int i = 0; i < a->nranges; i++) {
         const struct queue_array_range *r = &a->ranges[i];
