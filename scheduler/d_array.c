@@ -2,8 +2,9 @@
 /*
  * Layer 3 of musterd (d_handlers.h): job arrays (spec "array", issue #12).  An array is one job
  * record (its id the submission's) that is never scheduled itself: its elements are, each a
- * whole gang with the id "<array id>_<index>" and MUSTER_ARRAY_JOB_ID and MUSTER_ARRAY_INDEX in
- * its environment.  Elements are made lazily, in index order, a window at a time: at most
+ * whole gang with the id "<array id>_<index>" and MUSTER_ARRAY_JOB_ID, MUSTER_ARRAY_INDEX and
+ * the array's MUSTER_ARRAY_COUNT, _MIN, _MAX and _STEP (Slurm's SLURM_ARRAY_TASK_*) in its
+ * environment.  Elements are made lazily, in index order, a window at a time: at most
  * D_ARRAY_WINDOW pending (made, not started yet) and, with "%N", at most N active (made, not
  * final).  So a 10,000-element array puts a window of jobs in front of the pass, not 10,000, and
  * the throttle costs nothing per element that cannot start: an element's start or end (noted
@@ -38,25 +39,35 @@ int d_array_element_spec(struct queue_spec *s,
                          int64_t index,
                          struct mu_err *err)
 {
-    char **env = realloc(s->env, (size_t)(s->nenv + 3) * sizeof(*env));
-    char *vars[2] = { NULL, NULL };
+    enum { NVARS = 6 };
+    const struct queue_array *a = s->array;
+    char **env = realloc(s->env, (size_t)(s->nenv + NVARS + 1) * sizeof(*env));
+    char *vars[NVARS] = { NULL };
     size_t n = strlen(array_id) + 32;
 
     if (!env)
         return mu_errf(err, MU_E_NOMEM, "out of memory");
     s->env = env;
     env[s->nenv] = NULL;
-    vars[0] = malloc(n);
-    vars[1] = malloc(n);
-    if (!vars[0] || !vars[1]) {
-        free(vars[0]);
-        free(vars[1]);
-        return mu_errf(err, MU_E_NOMEM, "out of memory");
+    for (int i = 0; i < NVARS; i++) {
+        vars[i] = malloc(n);
+        if (!vars[i]) {
+            for (int k = 0; k <= i; k++)
+                free(vars[k]);
+            return mu_errf(err, MU_E_NOMEM, "out of memory");
+        }
     }
     (void)mu_snprintf(vars[0], n, "MUSTER_ARRAY_JOB_ID=%s", array_id);
     (void)mu_snprintf(vars[1], n, "MUSTER_ARRAY_INDEX=%lld", (long long)index);
-    env[s->nenv++] = vars[0];
-    env[s->nenv++] = vars[1];
+    /* Slurm's SLURM_ARRAY_TASK_COUNT, _MIN, _MAX and _STEP, for every element alike. */
+    (void)mu_snprintf(vars[2], n, "MUSTER_ARRAY_COUNT=%lld", (long long)(a ? a->count : 1));
+    (void)mu_snprintf(vars[3], n, "MUSTER_ARRAY_MIN=%lld",
+                      (long long)(a ? a->ranges[0].first : index));
+    (void)mu_snprintf(vars[4], n, "MUSTER_ARRAY_MAX=%lld",
+                      (long long)(a ? a->ranges[a->nranges - 1].last : index));
+    (void)mu_snprintf(vars[5], n, "MUSTER_ARRAY_STEP=%d", a ? (int)a->step : 1);
+    for (int i = 0; i < NVARS; i++)
+        env[s->nenv++] = vars[i];
     env[s->nenv] = NULL;
     /* What belongs to the array, not to each element. */
     free(s->array);
@@ -96,8 +107,11 @@ static bool skipped(const struct d_array *a, int64_t index)
     return false;
 }
 
-/* Writes the array's progress fields (and a reason while it is not final). */
-static void progress_write(struct musterd *d, struct d_job *p)
+/* Writes the array's progress fields and its reason, recomputed from the counts now, in the
+ * write that moves it to state to (D_SAME: none) with the event's reason why.  With neither a
+ * state nor a why, nothing is written when the reason did not change (an element's event
+ * leaves array_next as it was). */
+static void progress_write_to(struct musterd *d, struct d_job *p, int to, const char *why)
 {
     const struct d_array *a = p->array;
     const struct queue_array *qa = p->spec.array;
@@ -107,7 +121,9 @@ static void progress_write(struct musterd *d, struct d_job *p)
                             { "array_failed", failed },
                             { "array_nostart", nostart },
                             { "reason", reason } };
-    struct d_change c = { .to = D_SAME, .fields = f, .nfields = (int)MU_ARRAY_LEN(f) };
+    struct d_change c = {
+        .to = to, .reason = why && why[0] ? why : NULL, .fields = f, .nfields = (int)MU_ARRAY_LEN(f)
+    };
     long long ended = a->ok + a->notok;
     long long waiting = qa->count - ended - (a->active - a->pending);
 
@@ -119,9 +135,16 @@ static void progress_write(struct musterd *d, struct d_job *p)
                       "elements: %lld done (%lld not succeeded), %d running, %lld pending of %lld",
                       ended, (long long)a->notok, a->active - a->pending, waiting,
                       (long long)qa->count);
+    if (to == D_SAME && !why && strcmp(p->reason, reason) == 0)
+        return; /* an element's STARTING then RUNNING: nothing new to say */
     mu_strlcpy(p->reason, reason, sizeof(p->reason));
     if (d_job_write(d, p, &c) != 0)
-        d_job_remember(d, p, &c);
+        d_job_remember(d, p, &c); /* a state change wakes p's dependents either way */
+}
+
+static void progress_write(struct musterd *d, struct d_job *p)
+{
+    progress_write_to(d, p, D_SAME, "");
 }
 
 /* The element of p at index: stored PENDING and queued; -1 when it could not be (written later,
@@ -264,13 +287,14 @@ void d_array_element_event(struct musterd *d, const struct d_wake *w)
             a->notok++;
         if (w->was_unstarted)
             a->nostart++;
-        progress_write(d, p);
     }
+    /* Every element's start or end changes the counts in the reason (issue #43: with two
+     * elements running it read "0 running"): the progress goes out with each, in the write
+     * that makes the array RUNNING at the first start. */
     if ((w->state == QUEUE_STARTING || w->state == QUEUE_RUNNING) && p->state == QUEUE_PENDING) {
-        struct d_change c = { .to = QUEUE_RUNNING, .reason = "its first element started" };
-        if (d_job_write(d, p, &c) != 0)
-            d_job_remember(d, p, &c); /* both wake p's dependents */
+        progress_write_to(d, p, QUEUE_RUNNING, "its first element started");
     } else {
+        progress_write_to(d, p, D_SAME, NULL);
         d_job_wake_dependents(d, p); /* its tally changed */
     }
     d_array_fill(d, p); /* may free p */

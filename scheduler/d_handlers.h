@@ -44,9 +44,10 @@ int d_deps_recover(struct musterd *d, struct mu_err *err);
 /* Sets j up as an array: its progress, with a copy of the submitted spec text (each element's
  * spec).  -1 without memory. */
 int d_array_prepare(struct d_job *j, const char *spec, size_t spec_len, struct mu_err *err);
-/* Turns an array's parsed spec s into its element's: MUSTER_ARRAY_JOB_ID and
- * MUSTER_ARRAY_INDEX added to env, the array's own keys (array, after, singleton, idempotency
- * key) dropped.  -1 without memory. */
+/* Turns an array's parsed spec s into its element's: MUSTER_ARRAY_JOB_ID, MUSTER_ARRAY_INDEX
+ * and the array's MUSTER_ARRAY_COUNT, _MIN, _MAX and _STEP (QUEUE_ARRAY_ENV in all) added to
+ * env, the array's own keys (array, after, singleton, idempotency key) dropped.  -1 without
+ * memory. */
 int d_array_element_spec(struct queue_spec *s,
                          const char *array_id,
                          int64_t index,
