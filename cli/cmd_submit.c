@@ -338,15 +338,60 @@ static cJSON *after_item(struct ctl *ctl, const char *text)
     return o;
 }
 
-/* One --after COND appended to after (--after ... -> [{"job": ID, "when": W}, ...]). */
+/* One --after value appended to after (--after ... -> [{"job": ID, "when": W}, ...]): a
+ * condition, or alternatives "COND?COND..." (Slurm's "?": any one is enough). */
 static int after_value(struct ctl *ctl, cJSON *after, const char *value)
 {
-    cJSON *o = after_item(ctl, value);
+    const char *p = value;
 
-    if (!o)
+    for (;;) {
+        const char *q = strchr(p, '?');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        char item[QUEUE_KEY_MAX + 16];
+        cJSON *o;
+        if (n >= sizeof(item)) {
+            ctl_usage(ctl, "--after: '%.64s...' is too long", p);
+            return -1;
+        }
+        memcpy(item, p, n);
+        item[n] = '\0';
+        o = after_item(ctl, item);
+        if (!o)
+            return -1;
+        if (!cJSON_AddItemToArray(after, o)) {
+            cJSON_Delete(o);
+            ctl_fail(ctl, "out of memory");
+            return -1;
+        }
+        if (!q)
+            return 0;
+        p = q + 1;
+    }
+}
+
+/* --after: every value a condition (all needed), or one value of "?" alternatives ("after_or":
+ * any one), never both, as Slurm takes "," or "?" but not the two together. */
+static int add_after(struct ctl *ctl, const struct ctl_args *args, cJSON *spec)
+{
+    size_t n = ctl_args_all(ctl, args, "after", NULL, 0);
+    const char *vals[QUEUE_MAX_AFTER + 1];
+    bool any_of = false;
+
+    if (n > QUEUE_MAX_AFTER) {
+        ctl_usage(ctl, "--after: %zu conditions, at most %d", n, QUEUE_MAX_AFTER);
         return -1;
-    if (!cJSON_AddItemToArray(after, o)) {
-        cJSON_Delete(o);
+    }
+    (void)ctl_args_all(ctl, args, "after", vals, n);
+    for (size_t i = 0; i < n; i++)
+        any_of = any_of || strchr(vals[i], '?') != NULL;
+    if (any_of && n > 1) {
+        ctl_usage(ctl, "--after: alternatives (A?B) in one --after, not with another --after "
+                       "(all of them), as Slurm's ',' and '?' do not mix");
+        return -1;
+    }
+    if (add_repeated(ctl, args, spec, "after", true, after_value) != 0)
+        return -1;
+    if (any_of && !cJSON_AddTrueToObject(spec, "after_or")) {
         ctl_fail(ctl, "out of memory");
         return -1;
     }
@@ -413,8 +458,7 @@ static cJSON *spec_build(struct ctl *ctl, const struct ctl_args *args)
         || add_int(ctl, args, spec, "max-retries", "max_retries", 0, 100) != 0
         || add_str(ctl, args, spec, "idempotency-key", "idempotency_key", NULL) != 0
         || add_str(ctl, args, spec, "user", "user", user && user[0] ? user : NULL) != 0
-        || add_repeated(ctl, args, spec, "after", true, after_value) != 0
-        || add_str(ctl, args, spec, "array", "array", NULL) != 0)
+        || add_after(ctl, args, spec) != 0 || add_str(ctl, args, spec, "array", "array", NULL) != 0)
         goto fail;
     if (ctl_args_get(ctl, args, "singleton") && !cJSON_AddTrueToObject(spec, "singleton")) {
         ctl_fail(ctl, "out of memory");

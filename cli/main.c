@@ -50,8 +50,9 @@ static const struct ctl_opt opts_submit[] = {
     { "idempotency-key", 'k', "K", "a second submit with key K returns the first job's id" },
     { "user", 'u', "U", "who the job is for (default: the URL's Redis user, else $USER)" },
     { "after", 0, "ID[:WHEN]",
-      "start only after job ID succeeds (WHEN ok), fails (notok), ends (any) or starts "
-      "(started); key=KEY names a job by idempotency key (repeatable)" },
+      "start only after job ID succeeds (WHEN ok), fails (notok), ends (any) or starts or is "
+      "cancelled first (started); key=KEY names a job by idempotency key (repeatable: all "
+      "needed); A?B: any one of them (Slurm's '?')" },
     { "singleton", 0, NULL, "run only when no other job of this name and user is active" },
     { "array", 'a', "SPEC",
       "a job array, one gang per index, as Slurm's --array: 0-99, 1,3,5-7, 0-999:10; %N runs at "

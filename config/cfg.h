@@ -61,6 +61,11 @@ struct cfg_instance_topology {
     char availability_zone[CFG_LEVEL_MAX];      /* level of AvailabilityZone; "" = none */
 };
 
+/* What musterd does with a job whose dependency can never be met (config "dependency_never_met"):
+ * cancel it with the reason, and its own dependents in turn (the default), or leave it PENDING
+ * with the reason until someone cancels it (Slurm's default, kill_invalid_depend off). */
+enum cfg_never_met { CFG_NEVER_MET_CANCEL, CFG_NEVER_MET_PEND };
+
 struct cfg {
     /* redis:// or redis+sentinel://, as checked by mu_redis_url_parse (the one grammar) */
     char redis[CFG_REDIS_URL_MAX];
@@ -96,6 +101,8 @@ struct cfg {
     int spot_return_horizon_s;  /* back to spot: the most run time a move may count on saving;
                                    0 = gangs stay on the on-demand capacity they fell back to */
     int spot_return_overhead_s; /* back to spot: what a restart costs, in run time, 0..86400 */
+    enum cfg_never_met never_met; /* "dependency_never_met": what a dependent whose dependency
+                                     can never be met becomes (issue #43) */
 };
 
 /* Fills every field with its default (DESIGN §2a); one pool-less cluster, queue "default". */

@@ -510,6 +510,8 @@ const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b)
     }
     if (memcmp(&a->instance_topology, &b->instance_topology, sizeof(a->instance_topology)) != 0)
         return "instance_topology";
+    if (a->never_met != b->never_met)
+        return "dependency_never_met";
     if (a->npools != b->npools)
         return "pools";
     for (int i = 0; i < a->npools; i++) {
@@ -552,6 +554,7 @@ static const char *const top_keys[] = {
     "max_array_size",
     "leader_lease_s",
     "access",
+    "dependency_never_met",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 
@@ -589,6 +592,15 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
         return cJSON_IsObject(v) ? 0
                                  : mu_json_err_expected(err, MU_E_CONFIG, "access",
                                                         "an object (see docs/security.md)", v);
+    if (strcmp(top_keys[key], "dependency_never_met") == 0) {
+        static const char *const never_met[] = { "cancel", "pend" };
+        int k = cJSON_IsString(v) ? mu_json_key_index(v->valuestring, never_met, 2) : -1;
+        if (k < 0)
+            return mu_json_err_expected(err, MU_E_CONFIG, "dependency_never_met",
+                                        "\"cancel\" or \"pend\"", v);
+        c->never_met = (enum cfg_never_met)k;
+        return 0;
+    }
     for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
         if (strcmp(int_fields[i].key, top_keys[key]) != 0)
             continue;

@@ -411,6 +411,13 @@ int muster_spec_add_after_key(struct muster_spec *s, const char *idempotency_key
     return after_add(s, "key", idempotency_key, when);
 }
 
+int muster_spec_set_after_or(struct muster_spec *s, bool any_one)
+{
+    if (!s)
+        return -1;
+    return put(s, "after_or", cJSON_CreateBool(any_one));
+}
+
 int muster_spec_set_singleton(struct muster_spec *s, bool singleton)
 {
     if (!s)

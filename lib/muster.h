@@ -177,15 +177,20 @@ int muster_spec_set_max_retries(struct muster_spec *s, int max_retries);       /
 int muster_spec_set_idempotency_key(struct muster_spec *s, const char *key);
 /* Dependencies (README "Pipelines"): start only once job_id (a job id, an array's or one
  * element's "<array id>_<index>") has met when: "ok" (succeeded; NULL means "ok"), "notok",
- * "any" or "started".  The _key form names the job by its idempotency key, so a pipeline can
- * submit every step at once.  Repeatable, up to 64 conditions. */
+ * "any" or "started" (started, or ended before it could: Slurm's "after").  The _key form names the
+ * job by its idempotency key, so a pipeline can submit every step at once.  Repeatable, up to 64
+ * conditions. */
 int muster_spec_add_after(struct muster_spec *s, const char *job_id, const char *when);
 int muster_spec_add_after_key(struct muster_spec *s, const char *idempotency_key, const char *when);
+/* any_one true: one condition met is enough (spec "after_or", Slurm's "?"); false (the
+ * default): every condition must be met (Slurm's ","). */
+int muster_spec_set_after_or(struct muster_spec *s, bool any_one);
 /* Run only when no other job of the same name and user is active (needs a name). */
 int muster_spec_set_singleton(struct muster_spec *s, bool singleton);
 /* A job array (README "Job arrays"): one gang per index, Slurm's syntax ("0-99", "1,3,5-7",
- * "0-999:10", "%N" for at most N at once); each task sees MUSTER_ARRAY_JOB_ID and
- * MUSTER_ARRAY_INDEX. */
+ * "0-999:10", "%N" for at most N at once, "%0" no limit; items in any order, as Slurm takes
+ * them); each task sees MUSTER_ARRAY_JOB_ID, MUSTER_ARRAY_INDEX and the array's
+ * MUSTER_ARRAY_COUNT, _MIN, _MAX and _STEP. */
 int muster_spec_set_array(struct muster_spec *s, const char *indices);
 
 /*

@@ -177,7 +177,7 @@ class Client:
         raise Error(err.code, err.message.decode(errors="replace"))
 
     def submit(self, spec, idempotency_key=None, return_created=False, after=None, array=None,
-               singleton=None):
+               singleton=None, after_or=None):
         """Submits a spec (a dict, or JSON text) and returns the job id.
 
         With idempotency_key (or an "idempotency_key" in the spec), submitting the same key
@@ -187,9 +187,10 @@ class Client:
         after, array and singleton set the spec keys of the same names (README "Pipelines" and
         "Job arrays"): after is a list of conditions, each a job id, "ID:when",
         "key=IDEMPOTENCY_KEY[:when]", an (id, when) pair or a spec-form dict, when being "ok"
-        (the default), "notok", "any" or "started"; array is Slurm's syntax ("0-99%8").
+        (the default), "notok", "any" or "started"; after_or=True makes any one of them enough
+        (Slurm's "?"); array is Slurm's syntax ("0-99%8").
         """
-        if after is not None or array is not None or singleton is not None:
+        if after is not None or array is not None or singleton is not None or after_or is not None:
             spec = json.loads(spec) if isinstance(spec, str) else dict(spec)
             if after is not None:
                 spec["after"] = [_after_item(a) for a in after]
@@ -197,6 +198,8 @@ class Client:
                 spec["array"] = array
             if singleton is not None:
                 spec["singleton"] = bool(singleton)
+            if after_or is not None:
+                spec["after_or"] = bool(after_or)
         text = spec if isinstance(spec, str) else json.dumps(spec)
         out = ctypes.create_string_buffer(ID_MAX)
         created = ctypes.c_bool(False)

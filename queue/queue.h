@@ -132,7 +132,8 @@ struct queue_spec {
     char user[64];
     int nafter;                /* 0..QUEUE_MAX_AFTER */
     struct queue_after *after; /* heap, nafter entries; NULL when none */
-    bool singleton;            /* at most one job of this name and user runs at a time */
+    bool after_or;  /* one condition met is enough (Slurm's "?"); false: all (Slurm's ",") */
+    bool singleton; /* at most one job of this name and user runs at a time */
     struct queue_array *array; /* heap; NULL = not an array */
 };
 

@@ -324,6 +324,7 @@ enum spec_key {
     SK_IDEMPOTENCY,
     SK_USER,
     SK_AFTER,
+    SK_AFTER_OR,
     SK_SINGLETON,
     SK_ARRAY,
     SK_COUNT
@@ -352,6 +353,7 @@ static const char *const spec_keys[SK_COUNT] = {
     "idempotency_key",
     "user",
     "after",
+    "after_or",
     "singleton",
     "array",
 };
@@ -435,6 +437,11 @@ static int spec_field(struct queue_spec *s, enum spec_key k, const cJSON *v, str
         return mu_json_get_name(v, path, s->user, sizeof(s->user), MU_E_SPEC, err);
     case SK_AFTER:
         return queue_spec_after_set(s, v, err);
+    case SK_AFTER_OR:
+        if (!cJSON_IsBool(v))
+            return mu_json_err_expected(err, MU_E_SPEC, path, "true or false", v);
+        s->after_or = cJSON_IsTrue(v);
+        return 0;
     case SK_SINGLETON:
         if (!cJSON_IsBool(v))
             return mu_json_err_expected(err, MU_E_SPEC, path, "true or false", v);
@@ -741,6 +748,10 @@ int queue_spec_check(const struct queue_spec *s, const struct cfg *c, struct mu_
         return mu_errf(err, MU_E_SPEC,
                        "env: %d entries, at most %d in an array (each element gets %d more)",
                        s->nenv, QUEUE_MAX_ENV - QUEUE_ARRAY_ENV, QUEUE_ARRAY_ENV);
+    if (s->after_or && s->singleton)
+        return mu_errf(err, MU_E_SPEC,
+                       "after_or: not with singleton (which waits for every job of its name); "
+                       "hint: make the singleton job depend on one that has the alternatives");
     if (s->array && s->singleton)
         return mu_errf(err, MU_E_SPEC,
                        "singleton: not with an array; hint: \"%%1\" after the indices runs one "

@@ -11,10 +11,18 @@
  * be met cancels it with the reason, which in turn wakes its own dependents (the cascade).
  *
  * A condition on an array asks it of every element (Slurm's rule for arrays): "ok" is met when
- * all succeeded and can never be once one did not; "notok" the other way round; "any" once all
- * ended; "started" once all started, never once one ended before it started.  So it is judged
- * on the array's tally (struct d_array_tally), which each element's start or end changes, not
- * on the array's own state.
+ * all succeeded and can never be once one did not; "notok" once all ended and at least one did
+ * not succeed, never when all succeeded; "any" once all ended; "started" (Slurm's "after") once
+ * none is pending any more, each started or ended.  So it is judged on the array's tally
+ * (struct d_array_tally), which each element's start or end changes, not on the array's own
+ * state.  "started" on a job is met by its start or its end, a cancel before it started
+ * included (Slurm: the job is no longer pending), so it is never unmeetable.
+ *
+ * The conditions are all needed, or with "after_or" (Slurm's "?") any one is enough: the job
+ * is released by the first met and can never be released once every one can never be met.  A
+ * job that can never be released is cancelled with the reason (and its dependents in turn), or,
+ * with the config's "dependency_never_met": "pend" (Slurm's default), left PENDING with the
+ * reason until someone cancels it.
  *
  * Invariant: a job with deps_open > 0 is in d->waiters under every id it still waits for.
  */
@@ -39,7 +47,7 @@ struct dep_target {
 };
 
 /* What state st of the job waited for means for condition w. */
-static enum dep_verdict dep_verdict(enum queue_when w, enum queue_state st, bool started)
+static enum dep_verdict dep_verdict(enum queue_when w, enum queue_state st)
 {
     bool final = queue_state_is_final(st);
 
@@ -50,26 +58,28 @@ static enum dep_verdict dep_verdict(enum queue_when w, enum queue_state st, bool
         return st == QUEUE_SUCCEEDED ? DEP_NEVER : final ? DEP_MET : DEP_WAIT;
     case QUEUE_WHEN_ANY:
         return final ? DEP_MET : DEP_WAIT;
-    case QUEUE_WHEN_STARTED:
-        if (st == QUEUE_STARTING || st == QUEUE_RUNNING || st == QUEUE_PREEMPTING)
-            return DEP_MET;
-        return final ? (started ? DEP_MET : DEP_NEVER) : DEP_WAIT;
+    case QUEUE_WHEN_STARTED: /* Slurm's "after": no longer pending, however it left */
+        return st == QUEUE_STARTING || st == QUEUE_RUNNING || st == QUEUE_PREEMPTING || final
+                   ? DEP_MET
+                   : DEP_WAIT;
     }
     return DEP_NEVER;
 }
 
-/* Condition w on an array whose elements are tallied in t: every element must meet it. */
+/* Condition w on an array whose elements are tallied in t, as Slurm judges an array. */
 static enum dep_verdict array_verdict(enum queue_when w, const struct d_array_tally *t)
 {
+    bool ended = t->ok + t->notok >= t->total;
+
     switch (w) {
     case QUEUE_WHEN_OK:
         return t->notok > 0 ? DEP_NEVER : t->ok == t->total ? DEP_MET : DEP_WAIT;
     case QUEUE_WHEN_NOTOK:
-        return t->ok > 0 ? DEP_NEVER : t->notok == t->total ? DEP_MET : DEP_WAIT;
+        return !ended ? DEP_WAIT : t->notok > 0 ? DEP_MET : DEP_NEVER;
     case QUEUE_WHEN_ANY:
-        return t->ok + t->notok == t->total ? DEP_MET : DEP_WAIT;
+        return ended ? DEP_MET : DEP_WAIT;
     case QUEUE_WHEN_STARTED:
-        return t->nostart > 0 ? DEP_NEVER : t->started >= t->total ? DEP_MET : DEP_WAIT;
+        return t->started + t->nostart >= t->total ? DEP_MET : DEP_WAIT;
     }
     return DEP_NEVER;
 }
@@ -84,17 +94,23 @@ static const char *when_verb(enum queue_when w)
 void d_deps_reason(const struct d_job *j, char *buf, size_t size)
 {
     const struct d_dep *first = NULL;
-    for (int i = 0; i < j->ndeps && !first; i++) {
-        if (!j->deps[i].met)
+    int open = 0;
+
+    for (int i = 0; i < j->ndeps; i++) {
+        if (j->deps[i].met || j->deps[i].never)
+            continue;
+        open++;
+        if (!first)
             first = &j->deps[i];
     }
     if (!first) {
         (void)mu_snprintf(buf, size, "waiting for the scheduler");
         return;
     }
-    if (j->deps_open > 1)
-        (void)mu_snprintf(buf, size, "after %s %s (and %d more condition%s)", first->id,
-                          when_verb(first->when), j->deps_open - 1, j->deps_open > 2 ? "s" : "");
+    if (open > 1)
+        (void)mu_snprintf(buf, size, "after %s %s (%s %d more condition%s)", first->id,
+                          when_verb(first->when), j->deps_or ? "or" : "and", open - 1,
+                          open > 2 ? "s" : "");
     else
         (void)mu_snprintf(buf, size, "after %s %s", first->id, when_verb(first->when));
 }
@@ -183,16 +199,26 @@ static int target_of(
     return 0;
 }
 
-/* Why condition dep can never be met by t, in why. */
-static void never_why(const struct d_dep *dep, const struct dep_target *t, char *why, size_t size)
+/* Why condition dep of j can never be met by t, in why. */
+static void never_why(const struct d_job *j,
+                      const struct d_dep *dep,
+                      const struct dep_target *t,
+                      char *why,
+                      size_t size)
 {
     const struct d_array_tally *a = &t->tally;
     size_t n;
     char *p;
     size_t left;
 
-    (void)mu_snprintf(why, size, "dependency never met: after %s %s, but ", dep->id,
-                      when_verb(dep->when));
+    if (j->deps_or && j->ndeps > 1)
+        (void)mu_snprintf(why, size,
+                          "dependency never met: none of its %d alternatives can be, the last: "
+                          "after %s %s, but ",
+                          j->ndeps, dep->id, when_verb(dep->when));
+    else
+        (void)mu_snprintf(why, size, "dependency never met: after %s %s, but ", dep->id,
+                          when_verb(dep->when));
     n = strlen(why);
     p = why + n;
     left = size - n;
@@ -200,35 +226,66 @@ static void never_why(const struct d_dep *dep, const struct dep_target *t, char 
     if (t->array && dep->when == QUEUE_WHEN_OK)
         (void)mu_snprintf(p, left, "%lld of its %lld elements did not succeed", (long long)a->notok,
                           (long long)a->total);
-    else if (t->array && dep->when == QUEUE_WHEN_NOTOK)
-        (void)mu_snprintf(p, left, "%lld of its %lld elements succeeded", (long long)a->ok,
-                          (long long)a->total);
     else if (t->array)
-        (void)mu_snprintf(p, left, "%lld of its %lld elements ended before they started",
-                          (long long)a->nostart, (long long)a->total);
+        (void)mu_snprintf(p, left, "all %lld of its elements succeeded", (long long)a->total);
     else if (t->state == QUEUE_CANCELLED && !t->started)
         (void)mu_snprintf(p, left, "it was cancelled before it started");
     else
         (void)mu_snprintf(p, left, "it ended %s", queue_state_name(t->state));
 }
 
-/* Condition i of j, from the job (or array) it names: met (counted), or never (why filled).
- * Returns the verdict. */
+/* Condition i of j, from the job (or array) it names: met (counted: with after_or, j's
+ * conditions are then all met), or never (marked, why filled).  Returns the verdict. */
 static enum dep_verdict dep_judge(
     struct d_job *j, int i, const struct dep_target *t, char *why, size_t size)
 {
     struct d_dep *dep = &j->deps[i];
     enum dep_verdict v = dep->met   ? DEP_MET
                          : t->array ? array_verdict(dep->when, &t->tally)
-                                    : dep_verdict(dep->when, t->state, t->started);
+                                    : dep_verdict(dep->when, t->state);
 
     if (v == DEP_MET && !dep->met) {
         dep->met = true;
-        j->deps_open--;
+        j->deps_open = j->deps_or ? 0 : j->deps_open - 1;
     } else if (v == DEP_NEVER) {
-        never_why(dep, t, why, size);
+        dep->never = true;
+        never_why(j, dep, t, why, size);
     }
     return v;
+}
+
+/* j's conditions together: met (none open), never (one can never be met; with after_or,
+ * every one), else wait. */
+static enum dep_verdict job_verdict(const struct d_job *j)
+{
+    int never = 0;
+
+    if (j->deps_open == 0)
+        return DEP_MET;
+    for (int i = 0; i < j->ndeps; i++)
+        never += j->deps[i].never;
+    if (j->deps_or)
+        return never == j->ndeps ? DEP_NEVER : DEP_WAIT;
+    return never > 0 ? DEP_NEVER : DEP_WAIT;
+}
+
+/* j can never be released: cancelled with why (and its dependents after it), or with the
+ * config's "dependency_never_met": "pend", left PENDING with why as its reason.  -1 when the
+ * cancel could not be written (Redis down); j may be freed. */
+static int deps_never(struct musterd *d, struct d_job *j, const char *why)
+{
+    struct queue_kv f[] = { { "reason", j->reason } };
+    struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
+
+    if (d->cfg.never_met != CFG_NEVER_MET_PEND)
+        return d_job_cancel_why(d, j, why);
+    if (strncmp(j->reason, why, sizeof(j->reason) - 1) == 0)
+        return 0; /* said already */
+    mu_strlcpy(j->reason, why, sizeof(j->reason));
+    if (d_job_write(d, j, &c) != 0)
+        d_job_remember(d, j, &c); /* the reason goes out with the job's next write */
+    mu_log(MU_LOG_INFO, "sched", "job=%s stays pending: %s", j->id, why);
+    return 0;
 }
 
 char *d_deps_format(const struct d_job *j)
@@ -237,7 +294,7 @@ char *d_deps_format(const struct d_job *j)
     struct mu_err err;
     mu_buf_init(&b, 0);
     for (int i = 0; i < j->ndeps; i++) {
-        if (mu_buf_appendf(&b, &err, "%s%s:%s", i ? "," : "", j->deps[i].id,
+        if (mu_buf_appendf(&b, &err, "%s%s:%s", i ? (j->deps_or ? "?" : ",") : "", j->deps[i].id,
                            queue_when_name(j->deps[i].when))
             != 0) {
             mu_buf_release(&b);
@@ -304,6 +361,8 @@ static int resolve_ref(
 int d_deps_resolve(
     struct musterd *d, struct d_job *j, char *never, size_t never_size, struct mu_err *err)
 {
+    char why[400] = "";
+
     never[0] = '\0';
     for (int i = 0; i < j->spec.nafter; i++) {
         char id[QUEUE_JOB_ID_MAX];
@@ -312,6 +371,7 @@ int d_deps_resolve(
     }
     if (j->spec.singleton && singleton_deps(d, j, err) != 0)
         return -1;
+    j->deps_or = j->spec.after_or && j->ndeps > 0;
     j->deps_open = j->ndeps;
     for (int i = 0; i < j->ndeps; i++) {
         struct dep_target t;
@@ -322,8 +382,15 @@ int d_deps_resolve(
             return mu_errf(err, MU_E_SPEC,
                            "after[%d]: unknown job '%s'; hint: musterctl jobs --all lists them", i,
                            j->deps[i].id);
-        if (dep_judge(j, i, &t, never, never_size) == DEP_NEVER)
-            return 0; /* stored, then cancelled with this reason */
+        (void)dep_judge(j, i, &t, why, sizeof(why));
+    }
+    if (job_verdict(j) != DEP_NEVER) {
+        if (j->deps_open > 0)
+            d_deps_reason(j, j->reason, sizeof(j->reason));
+    } else if (d->cfg.never_met == CFG_NEVER_MET_PEND) {
+        mu_strlcpy(j->reason, why, sizeof(j->reason)); /* stored PENDING with it */
+    } else {
+        mu_strlcpy(never, why, never_size); /* stored, then cancelled with this reason */
     }
     return 0;
 }
@@ -381,20 +448,22 @@ static int wake_one(struct musterd *d, const struct d_wake *wake)
 
     for (int k = 0; w && k < w->n; k++) {
         struct d_job *j = mu_map_get(d->jobs, w->ids[k]);
-        enum dep_verdict v = DEP_WAIT;
+        bool judged_never = false;
+        enum dep_verdict v;
         char why[400];
         if (!j || j->deps_open == 0 || queue_state_is_final(j->state))
             continue;
-        for (int i = 0; i < j->ndeps && v != DEP_NEVER; i++) {
-            if (strcmp(j->deps[i].id, wake->id) == 0)
-                v = dep_judge(j, i, &t, why, sizeof(why));
+        for (int i = 0; i < j->ndeps; i++) {
+            if (strcmp(j->deps[i].id, wake->id) == 0 && !j->deps[i].never)
+                judged_never |= dep_judge(j, i, &t, why, sizeof(why)) == DEP_NEVER;
         }
+        v = job_verdict(j);
         if (v == DEP_NEVER) {
-            if (d_job_cancel_why(d, j, why) != 0)
+            if (judged_never && deps_never(d, j, why) != 0)
                 return -1; /* may free j */
-            continue;
+            continue;      /* pending with the reason said when it became never */
         }
-        if (j->deps_open == 0) {
+        if (v == DEP_MET) {
             deps_release(d, j, true);
         } else {
             struct queue_kv f[] = { { "reason", j->reason } };
@@ -428,10 +497,14 @@ void d_deps_wake(struct musterd *d)
 
 int d_deps_parse(struct d_job *j, const char *text, struct mu_err *err)
 {
-    const char *p = text[0] ? text : NULL; /* "" is no condition; an empty item is an error */
+    const char *p = text[0] ? text : NULL;    /* "" is no condition; an empty item is an error */
+    char sep = strchr(text, '?') ? '?' : ','; /* Slurm's "?" (any one) or "," (all) */
 
+    if (sep == '?' && strchr(text, ','))
+        return mu_errf(err, MU_E_PARSE, "after: both ',' and '?' in '%.60s'", text);
+    j->deps_or = sep == '?';
     while (p) {
-        const char *comma = strchr(p, ',');
+        const char *comma = strchr(p, sep);
         const char *colon = strchr(p, ':');
         size_t n = comma ? (size_t)(comma - p) : strlen(p);
         char id[QUEUE_JOB_ID_MAX];
@@ -472,28 +545,32 @@ int d_deps_recover(struct musterd *d, struct mu_err *err)
     pos = 0;
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         char why[400] = "";
-        bool never = false;
+        enum dep_verdict v;
         if (j->deps_open == 0 || queue_state_is_final(j->state))
             continue;
-        for (int i = 0; i < j->ndeps && !never; i++) {
+        for (int i = 0; i < j->ndeps; i++) {
             struct dep_target t;
             bool found = false;
             if (j->deps[i].met)
                 continue;
             if (target_of(d, j->deps[i].id, &t, &found, err) != 0)
                 return -1;
-            if (!found) {
+            if (found) {
+                (void)dep_judge(j, i, &t, why, sizeof(why));
+            } else {
                 (void)mu_snprintf(why, sizeof(why), "dependency never met: job %s is gone",
                                   j->deps[i].id);
-                never = true;
-            } else {
-                never = dep_judge(j, i, &t, why, sizeof(why)) == DEP_NEVER;
+                j->deps[i].never = true;
             }
+            if (j->deps_open == 0)
+                break; /* with after_or, one met is enough */
         }
-        if (never) {
-            if (d_job_cancel_why(d, j, why) != 0) /* may free j; iteration allows removal */
+        v = job_verdict(j);
+        if (v == DEP_NEVER) {
+            if (deps_never(d, j, why) != 0) /* may free j; iteration allows removal */
                 return mu_errf(err, MU_E_REDIS, "job %s: cannot cancel it", j->id);
-        } else if (j->deps_open == 0) {
+            waiting += d->cfg.never_met == CFG_NEVER_MET_PEND;
+        } else if (v == DEP_MET) {
             deps_release(d, j, false); /* an array fills below: not while iterating */
         } else {
             waiting++;

@@ -19,12 +19,14 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e);
 /* At intake, before j is stored: resolves its conditions to job ids (j->deps) and judges each
  * against the state of the job it names now.  -1 with MU_E_SPEC (reject the submission: an
  * unknown job or key, the job itself, a singleton without a name), MU_E_REDIS or MU_E_NOMEM.
- * When some condition can never be met, never gets the reason (else "") and j is to be
- * cancelled once stored. */
+ * While j waits, j->reason says for what.  When its conditions can never be met (one of them;
+ * with after_or, all), never gets the reason (else "") and j is to be cancelled once stored;
+ * with the config's dependency_never_met "pend", never stays "" and the reason is j's. */
 int d_deps_resolve(
     struct musterd *d, struct d_job *j, char *never, size_t never_size, struct mu_err *err);
-/* j's deps as stored in its hash's "after" field, "ID:when,..." (heap: free()); NULL without
- * memory.  d_deps_parse reads it back into j->deps (a restart); -1 with err when unreadable. */
+/* j's deps as stored in its hash's "after" field, "ID:when,..." (with after_or "ID:when?...",
+ * Slurm's separator; heap: free()); NULL without memory.  d_deps_parse reads it back into
+ * j->deps and j->deps_or (a restart); -1 with err when unreadable. */
 char *d_deps_format(const struct d_job *j);
 int d_deps_parse(struct d_job *j, const char *text, struct mu_err *err);
 /* The pending reason of j while it waits: "after 1795-0 succeeds (and 2 more conditions)". */

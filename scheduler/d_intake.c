@@ -125,9 +125,7 @@ static int deps_take(struct musterd *d,
         mu_log(MU_LOG_ERROR, "sched", "job=%s out of memory; left pending in the stream", e->id);
         return 1;
     }
-    if (j->deps_open > 0)
-        d_deps_reason(j, j->reason, sizeof(j->reason));
-    return 0;
+    return 0; /* d_deps_resolve gave j its reason */
 }
 
 /* The job parsed from e, or NULL when e was rejected (or no memory: left in the stream). */

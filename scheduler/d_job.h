@@ -50,6 +50,7 @@ struct d_dep {
     char id[QUEUE_JOB_ID_MAX]; /* the job waited for */
     enum queue_when when;
     bool met;
+    bool never; /* it can never be met (its job ended otherwise) */
 };
 
 /* An array's elements by outcome: what a dependency on the array judges (every element must
@@ -166,6 +167,7 @@ struct d_job {
     int64_t est_start_s; /* wall s: the last pass's estimated start (its reservation), 0 = none */
     struct d_dep *deps;  /* heap, ndeps entries: what it waits for (d_deps.c) */
     int ndeps;
+    bool deps_or; /* one of deps met is enough (spec "after_or", Slurm's "?"); else all */
     char array_of[QUEUE_JOB_ID_MAX]; /* an array's element: the array's id; "" otherwise */
     char owner[QUEUE_OWNER_MAX];     /* who wrote its submission, proven by the stream (a
                                         service may submit for spec.user); "" = the shared one */

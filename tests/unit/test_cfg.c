@@ -53,6 +53,7 @@ static void assert_defaults(const struct cfg *c)
     assert_int_equal(c->min_runtime_s, 60);
     assert_int_equal(c->bind_timeout_s, 30);
     assert_int_equal(c->leader_lease_s, 5);
+    assert_int_equal(c->never_met, CFG_NEVER_MET_CANCEL);
     assert_int_equal(c->kill_grace_s, 10);
     assert_int_equal(c->default_time_limit_s, 86400);
     assert_int_equal(c->max_time_limit_s, 0);
@@ -301,6 +302,9 @@ static const struct {
     { "{\"bind_timeout_s\":null}", "bind_timeout_s: expected an integer 1..600, got null" },
     { "{\"leader_lease_s\":1}", "leader_lease_s: expected an integer 2..60, got 1" },
     { "{\"leader_lease_s\":61}", "leader_lease_s: expected an integer 2..60, got 61" },
+    { "{\"dependency_never_met\":\"kill\"}",
+      "dependency_never_met: expected \"cancel\" or \"pend\", got 'kill'" },
+    { "{\"dependency_never_met\":true}", "dependency_never_met: expected \"cancel\" or \"pend\"" },
     { "{\"kill_grace_s\":1e9}", "kill_grace_s: expected an integer 0..3600, got 1000000000" },
     { "{\"max_time_limit_s\":-1}", "max_time_limit_s: expected an integer 0..31536000, got -1" },
     { "{\"default_time_limit_s\":7200,\"max_time_limit_s\":3600}",
@@ -412,6 +416,13 @@ static void test_diff_beyond_queues(void **state)
     /* The lease is the standbys' promise too: a reload does not change it under them. */
     assert_int_equal(cfg_parse(&b, lease, strlen(lease), &err), 0);
     assert_string_equal(cfg_diff_beyond_queues(&a, &b), "leader_lease_s");
+    /* Jobs already judged keep the rule they were judged by until a restart. */
+    {
+        static const char pend[] = "{\"dependency_never_met\":\"pend\"}";
+        assert_int_equal(cfg_parse(&b, pend, strlen(pend), &err), 0);
+        assert_int_equal(b.never_met, CFG_NEVER_MET_PEND);
+        assert_string_equal(cfg_diff_beyond_queues(&a, &b), "dependency_never_met");
+    }
 }
 
 /* Quotas, cohorts and limits as the config gives them; a queue without quota is not limited. */
