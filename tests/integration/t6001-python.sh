@@ -278,6 +278,7 @@ lib.muster_spec_json.argtypes = [ctypes.c_void_p, ctypes.POINTER(muster._Err)]
 for fn in ("muster_spec_add_after", "muster_spec_add_after_key"):
     getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
 lib.muster_spec_set_singleton.argtypes = [ctypes.c_void_p, ctypes.c_bool]
+lib.muster_spec_set_after_or.argtypes = [ctypes.c_void_p, ctypes.c_bool]
 lib.muster_spec_set_array.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 lib.muster_spec_set_shell_command.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 lib.muster_spec_free.argtypes = [ctypes.c_void_p]
@@ -288,6 +289,7 @@ assert lib.muster_spec_add_after(S, b"1732270000123-0", None) == 0
 assert lib.muster_spec_add_after(S, b"1732270000123-0_7", b"any") == 0
 assert lib.muster_spec_add_after_key(S, b"pipe:42", b"started") == 0
 assert lib.muster_spec_set_singleton(S, True) == 0
+assert lib.muster_spec_set_after_or(S, True) == 0
 assert lib.muster_spec_set_array(S, b"0-99%8") == 0
 err = muster._Err()
 p = lib.muster_spec_json(S, ctypes.byref(err))
@@ -296,6 +298,7 @@ lib.muster_free(p)
 assert spec["after"] == [{"job": "1732270000123-0"}, {"job": "1732270000123-0_7", "when": "any"},
                          {"key": "pipe:42", "when": "started"}], spec
 assert spec["singleton"] is True and spec["array"] == "0-99%8", spec
+assert spec["after_or"] is True, spec  # Slurm's "?" (issue #43)
 assert lib.muster_spec_add_after(S, b"1-0", b"sometimes") == -1
 assert lib.muster_spec_json(S, ctypes.byref(err)) is None
 assert b"when must be" in err.message, err.message
