@@ -11,7 +11,7 @@
  * which makes "kill everything" race-free: a frozen group cannot fork between the read of
  * cgroup.procs and the kills.  v2 has cgroup.kill for that (Linux 5.14).  The layout under each
  * mount is <root>/<node>/<job>.<attempt>.<task>.  The device deny list is v1's devices
- * controller; v2 needs a BPF program for it, which is not done yet.
+ * controller; on v2 a BPF device program (cgroup_dev.c).
  *
  * This file is linked into the static muster-shim too: raw file writes and system calls only,
  * no NSS, no JSON library.  The parsers and the path and limit formatting are pure, for the
@@ -409,6 +409,9 @@ int wrk_cg_task_create(const struct wrk_cg_task *t, int *fds, int *nfds, struct 
         (void)write_in(t->dir[WRK_CG_MEMORY], "memory.memsw.limit_in_bytes",
                        set[0].value); /* set[0]: memory.limit_in_bytes */
     }
+    if (t->version == 2 && t->ndeny > 0
+        && wrk_cg_dev_attach(t->dir[WRK_CG_UNIFIED], t->deny, t->ndeny, err) != 0)
+        goto fail;
     for (int i = 0; t->version == 1 && t->dir[WRK_CG_DEVICES][0] && i < t->ndeny; i++) {
         char rule[32];
         (void)mu_snprintf(rule, sizeof(rule), "c %d:%d rwm", WRK_GPU_MAJOR, t->deny[i]);

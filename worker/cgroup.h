@@ -28,14 +28,14 @@ enum wrk_cg_ctrl {
     WRK_CG_FREEZER = 0, /* v1 only: kill every process of a group without races */
     WRK_CG_MEMORY,
     WRK_CG_CPU,
-    WRK_CG_DEVICES, /* v1 only: v2 would need a BPF program (not done yet) */
+    WRK_CG_DEVICES, /* v1 only: v2 attaches a BPF device program instead (cgroup_dev.c) */
     WRK_CG_PIDS,
     WRK_CG_NCTRL,
     WRK_CG_UNIFIED = 0, /* v2: the one directory, in slot 0 */
 };
 
 #define WRK_GPU_MAJOR        195 /* /dev/nvidia<N> is c 195:N; 255 nvidiactl, 254 modeset */
-#define WRK_CG_DENY_MINORS   64  /* v1: GPU minors 0..63 not the task's are denied */
+#define WRK_CG_DENY_MINORS   64  /* GPU minors 0..63 not the task's are denied */
 #define WRK_CG_CPU_PERIOD_US 100000
 
 /* What the node offers: version 0 = none (process groups only), 1 or 2. */
@@ -52,8 +52,19 @@ struct wrk_cg_task {
     int64_t mem_mb;                         /* memory_mb_per_task; 0 = no limit */
     int cpus;                               /* cpus_per_task; 0 = no limit */
     int ndeny;
-    int deny[WRK_CG_DENY_MINORS]; /* v1: GPU device minors the task may not open */
+    int deny[WRK_CG_DENY_MINORS]; /* GPU device minors the task may not open */
 };
+
+/* ---- GPU devices on v2 (cgroup_dev.c): a BPF program of type CGROUP_DEVICE ---- */
+
+struct bpf_insn;
+/* The device program into out[0..max): deny a character device of major WRK_GPU_MAJOR whose minor
+ * is one of deny[0..ndeny), allow anything else.  Returns its length, -1 when max is short.
+ * Pure. */
+int wrk_cg_dev_program(const int *deny, int ndeny, struct bpf_insn *out, int max);
+/* Loads that program and attaches it to the v2 group dir (with BPF_F_ALLOW_MULTI).  0, or -1 with
+ * err (MU_E_SYS: the kernel refused it, with its verifier log). */
+int wrk_cg_dev_attach(const char *dir, const int *deny, int ndeny, struct mu_err *err);
 
 /* The controller's v1 name ("freezer", "memory", ...). */
 const char *wrk_cg_ctrl_name(enum wrk_cg_ctrl c);

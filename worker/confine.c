@@ -42,8 +42,8 @@ void wrk_agent_cgroup_setup(struct wrk_agent *a, const struct wrk_config *cfg)
     }
     if (a->cg.version == 2) {
         mu_log(MU_LOG_INFO, WRK_MOD,
-               "node=%s per-task cgroups: v2, %s/%s/JOB.ATTEMPT.TASK under %s (GPU device "
-               "confinement: v1 only, not done for v2 yet)",
+               "node=%s per-task cgroups: v2, %s/%s/JOB.ATTEMPT.TASK under %s (GPU devices: a "
+               "BPF device program per task)",
                a->node, root, a->node, a->cg.mount[WRK_CG_UNIFIED]);
         return;
     }
