@@ -43,7 +43,7 @@
  *   order_kept pending=100000 queues=4 users=50 full_p50_ms=… full_max_ms=… changes=16 take=100
  *       kept_p50_us=… kept_max_us=… starts_p50_us=… starts_max_us=…
  *
- * Numbers are printed, never asserted (STYLE §1.8).
+ * Numbers are printed, never asserted (docs/style.md §1.8).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 # muster-sim at scale (issue #13): a synthetic trace of JOBS jobs (muster-sim gen, seed 1, 400
 # jobs an hour, gangs up to 64 x 8) replayed on NODES p5 nodes (three quarters spot, SPOT_RATE
 # notices per node-hour) under one policy, timed with /usr/bin/time.  Prints one line; asserts
-# nothing (STYLE §1.8).
+# nothing (docs/style.md §1.8).
 #
 #   bench/sim.sh [JOBS [NODES [POLICY [PASS_INTERVAL_S [SPOT_RATE]]]]]
 #                                             defaults: 100000 4096 muster 0 0.05

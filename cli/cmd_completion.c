@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * musterctl completion bash: a bash completion script generated from the command table
- * (STYLE §1.9), so that a new command or option completes without anyone editing a script.
+ * (docs/style.md §1.9), so that a new command or option completes without anyone editing a script.
  * Commands, global and per-command options, the values of a few options (output formats, job
  * states, sort fields, capacity types, signals, directories) and the positional arguments by
  * their kind: job ids and node names come from `musterctl completion --list jobs|nodes|queues`

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterctl nodes: the node status that musterd refreshes in the nodes hash (DESIGN §6), one row
- * per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an operator
- * looks at first when a node misbehaves; IDLE is how long no task has run there and RELEASABLE
- * whether an autoscaler may take it away (idle for consolidate_after_s); REASON says why musterd
- * cordoned it (a node that refused tasks again and again), else what it found odd when the node
- * registered (the entry's "warning": GPUs that do not match the pool's gpus_per_node); STATE is
- * "down" for a node whose worker stopped cleanly, "lost" for one that fell silent; a cordon or
+ * musterctl nodes: the node status that musterd refreshes in the nodes hash (docs/design.md §6),
+ * one row per node sorted by name.  HEARTBEAT is the age of the last heartbeat, the number an
+ * operator looks at first when a node misbehaves; IDLE is how long no task has run there and
+ * RELEASABLE whether an autoscaler may take it away (idle for consolidate_after_s); REASON says why
+ * musterd cordoned it (a node that refused tasks again and again), else what it found odd when the
+ * node registered (the entry's "warning": GPUs that do not match the pool's gpus_per_node); STATE
+ * is "down" for a node whose worker stopped cleanly, "lost" for one that fell silent; a cordon or
  * drain the operator said while the node or musterd was away (<prefix>node:wanted, issue #40)
  * shows as that state before musterd applies it, and -o json has it as each node's "wanted";
  * LABELS, JOBS and REASON are cut to fit the terminal.  When some node has MIG slices a SLICES

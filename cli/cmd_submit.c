@@ -7,7 +7,7 @@
  * at once with the byte where parsing stopped.  `submit [OPTIONS] -- COMMAND...` builds the spec
  * with cJSON from flags named after the spec keys (sbatch-like quick jobs); --dry-run prints it.
  * Full validation against the cluster is musterd's job either way: a bad spec becomes a REJECTED
- * job with an error (DESIGN §3).
+ * job with an error (docs/design.md §3).
  *
  * A spec with an idempotency key goes through queue_submit_idem, one Lua EVAL that either
  * returns the id the key already names or adds the job and claims the key, so two clients

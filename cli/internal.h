@@ -15,7 +15,7 @@
 #include "common/mu.h"
 #include "queue/queue.h"
 
-/* Exit codes (DESIGN §8). */
+/* Exit codes (docs/design.md §8). */
 enum ctl_exit { CTL_EXIT_OK = 0, CTL_EXIT_FAIL = 1, CTL_EXIT_USAGE = 2 };
 
 enum ctl_output { CTL_OUT_TABLE = 0, CTL_OUT_JSON };
@@ -73,7 +73,7 @@ enum ctl_arg_kind {
 
 typedef int ctl_handler_fn(struct ctl *ctl, const struct ctl_args *args);
 
-/* The table that drives parsing, --help and the man page (STYLE §1.9). */
+/* The table that drives parsing, --help and the man page (docs/style.md §1.9). */
 struct ctl_cmd {
     const char *name;
     ctl_handler_fn *handler;       /* returns an exit code */

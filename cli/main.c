@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterctl: the operator CLI (DESIGN §8, STYLE §1.9).
+ * musterctl: the operator CLI (docs/design.md §8, docs/style.md §1.9).
  *
  * One table, ctl_commands, names every command with its handler, summary, usage, description
  * and options; parsing, --help, `help COMMAND` and the man page all follow it, so a command

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared pieces of musterctl's commands: messages in the house form ("musterctl: CMD: …",
- * STYLE §1.9), the lazily opened Redis connection with an actionable error, JSON output, and
- * the small formatters (ages, colours) that tables share.  Anything stored in Redis is treated
+ * docs/style.md §1.9), the lazily opened Redis connection with an actionable error, JSON output,
+ * and the small formatters (ages, colours) that tables share.  Anything stored in Redis is treated
  * as untrusted when printed: control characters are replaced so that a job name cannot drive
  * the operator's terminal.
  */

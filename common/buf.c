@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * A growable byte buffer with a hard cap (STYLE §1.5: every growable buffer has one), used to
- * build JSON, log lines and wire messages.  Exceeding the cap is an error, never a crash.
+ * A growable byte buffer with a hard cap (docs/style.md §1.5: every growable buffer has one), used
+ * to build JSON, log lines and wire messages.  Exceeding the cap is an error, never a crash.
  *
  * Also the two whole-file reads built on it: mu_file_read for files the caller trusts, and
  * mu_file_read_small, the one guarded read (no symlink, no FIFO, regular files only, a size cap

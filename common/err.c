@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Error values with messages (STYLE §1.3).  The code list is one X-macro in mu.h so that the
- * enum, the names and the default texts can never drift apart.  mu_errf keeps errno so callers
+ * Error values with messages (docs/style.md §1.3).  The code list is one X-macro in mu.h so that
+ * the enum, the names and the default texts can never drift apart.  mu_errf keeps errno so callers
  * can still read it after building the message.
  */
 #include "common/mu.h"

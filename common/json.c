@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Strict-JSON helpers for the config and job spec parsers (DESIGN §2a, §3), written once.
+ * Strict-JSON helpers for the config and job spec parsers (docs/design.md §2a, §3), written once.
  *
  * cJSON is lenient where muster must not be: it accepts raw control bytes in strings, cuts a
  * string silently at "\u0000" and nests 1000 deep.  mu_json_scan finds those in the raw text

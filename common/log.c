@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One line per event on stderr: time, level, module, message (STYLE §1.9).  Daemons run under
- * systemd or a test harness that captures stderr, so there is no log file handling here.
+ * One line per event on stderr: time, level, module, message (docs/style.md §1.9).  Daemons run
+ * under systemd or a test harness that captures stderr, so there is no log file handling here.
  * mu_log_limited keeps hostile input from flooding the log: a small fixed table of keys, each
  * allowed one line per interval, with a count of what was suppressed.
  */

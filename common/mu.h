@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * mu: the small shared base of every muster module (STYLE §1, §3).
+ * mu: the small shared base of every muster module (docs/style.md §1, §3).
  *
  * Errors are values with a message (struct mu_err), filled where the failure is understood and
  * prefixed with context on the way up.  Logging is one line per event.  Time helpers exist so

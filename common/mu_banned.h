@@ -2,7 +2,8 @@
 /*
  * Functions muster never calls: they overflow, cannot report errors, or run a shell.
  * Include this LAST in every .c file (after the system headers, which declare them), as git does
- * with banned.h; force-including it with -include lets a banned call slip through (STYLE §1.7).
+ * with banned.h; force-including it with -include lets a banned call slip through (docs/style.md
+ * §1.7).
  */
 #ifndef MUSTER_COMMON_MU_BANNED_H
 #define MUSTER_COMMON_MU_BANNED_H

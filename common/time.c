@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Clock reads for the daemons.  The placement and preemption core never calls these: time is a
- * parameter there, which keeps it deterministic under test and replay (DESIGN §1).
+ * parameter there, which keeps it deterministic under test and replay (docs/design.md §1).
  */
 #include "common/mu.h"
 

@@ -4,7 +4,7 @@
  * and "redis+sentinel://[user:pass@]host[:port][,host[:port]...]/master[/db]", the Sentinel
  * form: the hosts are Sentinels (port 26379 by default), asked for the address of the primary
  * named master, which the credentials and db are for (issue #14).  Every program honours
- * MUSTER_REDIS_URL with this syntax (DESIGN §8).
+ * MUSTER_REDIS_URL with this syntax (docs/design.md §8).
  *
  * The one parser of that grammar (issue #40): the --redis flags, MUSTER_REDIS_URL, the config's
  * "redis" key, libmuster and through it the Python module all come here.  It lives in mu_base,

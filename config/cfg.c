@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cfg: defaults, file loading and lookups for the cluster config (DESIGN §2a).
+ * cfg: defaults, file loading and lookups for the cluster config (docs/design.md §2a).
  *
  * struct cfg is a plain value record with fixed-size arrays, so lookups return borrowed pointers
  * that live as long as the struct itself.  The JSON parser lives in parse.c; this file holds the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cfg: the cluster/scheduler configuration of DESIGN §2a, loaded from JSON with cJSON.
+ * cfg: the cluster/scheduler configuration of docs/design.md §2a, loaded from JSON with cJSON.
  *
  * struct cfg is a plain value record (no heap members), so it can be copied and freed with the
  * struct that holds it.  Loading is strict: unknown keys, wrong types and out-of-range values are
@@ -105,7 +105,8 @@ struct cfg {
                                      can never be met becomes (issue #43) */
 };
 
-/* Fills every field with its default (DESIGN §2a); one pool-less cluster, queue "default". */
+/* Fills every field with its default (docs/design.md §2a); one pool-less cluster, queue "default".
+ */
 void cfg_init_defaults(struct cfg *c);
 
 /*

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cfg_parse: the config file of DESIGN §2a, from JSON text to struct cfg, strictly.
+ * cfg_parse: the config file of docs/design.md §2a, from JSON text to struct cfg, strictly.
  *
  * cJSON is lenient where a config file must not be: it accepts raw control characters in
  * strings, silently cuts a string at "\u0000", keeps duplicate keys and matches keys without

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The cluster snapshot the placement core works on: pools, nodes, what is free, the topology
- * tree.  Part of the pure core (DESIGN §1): no I/O, no clock, no logging.
+ * tree.  Part of the pure core (docs/design.md §1): no I/O, no clock, no logging.
  *
  * Node indices are stable for the cluster's life, so the daemon and committed placements can
  * refer to nodes by index; a node that comes back under the same name keeps its index.  For the

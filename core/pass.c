@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * One scheduling pass (DESIGN §4.5, no starvation): EASY backfill as Slurm does it.  Pending
+ * One scheduling pass (docs/design.md §4.5, no starvation): EASY backfill as Slurm does it. Pending
  * jobs are taken in the order given and started while they fit.  The first job that does not fit
  * but would once running gangs end gets the reservation: a binary search over the running
  * gangs' expected ends (releasing them in end order in the cluster itself, then committing them

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Gang placement (DESIGN §4), pure: a request and a cluster snapshot in, a whole assignment or a
- * reason out.  docs/placement.md has the long form.
+ * Gang placement (docs/design.md §4), pure: a request and a cluster snapshot in, a whole assignment
+ * or a reason out.  docs/placement.md has the long form.
  *
  * Capacity types are tried in the job's order and never mixed.  Within one type, pools are taken
  * in price tiers: first only the cheapest pools, then the next price, and so on, so a gang mixes

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Preemption planning (DESIGN §5), pure: which running gangs to stop so that a higher-priority
- * gang can start, losing the least work (Σ GPUs x time since the newest checkpoint or start).
+ * Preemption planning (docs/design.md §5), pure: which running gangs to stop so that a
+ * higher-priority gang can start, losing the least work (Σ GPUs x time since the newest checkpoint
+ * or start).
  *
  * The placement rules are not re-modelled here: a victim set is judged by releasing it in the
  * cluster itself, asking sched_place_in, and committing it back (commit and release are exact

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The pass's one preemption (DESIGN §5): after sched_pass, the first pending job that may
+ * The pass's one preemption (docs/design.md §5): after sched_pass, the first pending job that may
  * preempt gets a plan, and the pass stops there.  musterd (scheduler/d_pass.c) and muster-sim
  * (sim/policy.c) both call sched_preempt_first, so which job preempts, with which victims, is
  * decided once.  A job may preempt when the pass did not start it and its queue's quota has

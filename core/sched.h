@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sched: the placement and preemption core (DESIGN §4, §5), a pure library.
+ * sched: the placement and preemption core (docs/design.md §4, §5), a pure library.
  *
  * A struct sched_cluster is a snapshot of pools and nodes with their free GPUs, CPUs and memory,
  * arranged in a topology tree: the configured levels widest first (zone > block > rack), then the
@@ -483,7 +483,7 @@ int sched_explain(struct sched_cluster *c,
                   struct sched_explain *out,
                   struct mu_err *err);
 
-/* ---- preemption planning (DESIGN §5) ---- */
+/* ---- preemption planning (docs/design.md §5) ---- */
 
 /* Up to this many candidate victims the planner finds the optimum exactly (2^n subsets at most,
  * tested in order of cost); beyond it a bounded greedy search (core/preempt.c). */

@@ -2,7 +2,8 @@
 /*
  * libmuster (lib/muster.h): the client library for training pipelines, built on the queue
  * module's client half (queue_submit, queue_job_read, queue_jobs_read, queue_events_*,
- * queue_control_post), so that it reads and writes Redis exactly as musterctl does (DESIGN §6).
+ * queue_control_post), so that it reads and writes Redis exactly as musterctl does (docs/design.md
+ * §6).
  *
  * Idempotent submission is queue_submit_idem, one Lua script run by Redis (EVAL), so two
  * processes racing with the same key still make one job: it returns the id under

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libmuster's spec builder (lib/muster.h): a cJSON object filled by setters and printed as
- * the JSON musterd reads (DESIGN §3), so that a pipeline never writes spec JSON by hand.
+ * the JSON musterd reads (docs/design.md §3), so that a pipeline never writes spec JSON by hand.
  *
  * cJSON escapes every string, so any name, argv or env value gives valid JSON.  Setters check
  * ranges as queue_spec_parse does (the limits come from queue.h), so most mistakes show up at

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto codec, part 3 of 3: one msgpack map -> struct proto_msg (DESIGN §7,
+ * proto codec, part 3 of 3: one msgpack map -> struct proto_msg (docs/design.md §7,
  * protocol/README.md), off the field tables of codec_fields.c.
  *
  * Decoding treats the bytes as hostile.  A cheap pre-scan walks the encoding first and rejects

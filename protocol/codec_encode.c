@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto codec, part 2 of 3: struct proto_msg -> one msgpack map (DESIGN §7,
+ * proto codec, part 2 of 3: struct proto_msg -> one msgpack map (docs/design.md §7,
  * protocol/README.md), off the field tables of codec_fields.c.  Encoding packs straight into the
  * caller's mu_buf through a msgpack write callback (no second copy) and checks every bound the
  * decoder (codec_decode.c) checks, so we never send what the peer must reject.  On failure the

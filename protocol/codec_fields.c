@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto codec, part 1 of 3: the field tables (DESIGN §7, protocol/README.md).  Both directions
- * run off them (codec_encode.c, codec_decode.c): name, kind, offset, bounds, which message types
- * carry it.  So a key cannot be encoded under one name and decoded under another, and the
- * README's table reads straight off proto_msg_fields[].  protocol/internal.h declares them with
+ * proto codec, part 1 of 3: the field tables (docs/design.md §7, protocol/README.md).  Both
+ * directions run off them (codec_encode.c, codec_decode.c): name, kind, offset, bounds, which
+ * message types carry it.  So a key cannot be encoded under one name and decoded under another, and
+ * the README's table reads straight off proto_msg_fields[].  protocol/internal.h declares them with
  * their lengths.
  */
 #include "protocol/internal.h"

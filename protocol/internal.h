@@ -4,7 +4,7 @@
  * (the field tables both directions run off), codec_encode.c (struct proto_msg -> msgpack) and
  * codec_decode.c (msgpack -> struct proto_msg, bytes treated as hostile).  protocol/proto.h stays
  * the module's one public header; scripts/lint.sh keeps this one out of other folders
- * (STYLE §1.1).
+ * (docs/style.md §1.1).
  *
  * Also here: the one socket helper the transport's files share (transport.c, transport_zap.c).
  *

@@ -2,13 +2,14 @@
 /*
  * proto message lifecycle: init/release, the setters for the heap arrays (and the log chunk), and
  * type names
- * (DESIGN §7, protocol/README.md).
+ * (docs/design.md §7, protocol/README.md).
  *
  * Invariants every other file of the module relies on: after proto_msg_init or
  * proto_msg_release the struct is all zero except v and type, so every char array is
  * NUL-terminated and every heap pointer is NULL.  argv and env are allocated with one extra
  * slot that holds NULL, so argv can go straight to execvp and env to execve.  The setters build
- * the new array completely before touching m, so a failed call leaves m as it was (STYLE §1.3).
+ * the new array completely before touching m, so a failed call leaves m as it was (docs/style.md
+ * §1.3).
  */
 #include "protocol/proto.h"
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto: the scheduler <-> worker messages of DESIGN §7.
+ * proto: the scheduler <-> worker messages of docs/design.md §7.
  *
  * Every message is one msgpack map with at least "v" (PROTO_VERSION), "type" (a string such as
  * "BIND"), "seq" and "epoch"; the remaining keys depend on the type (see protocol/README.md).

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto transport: the scheduler's ROUTER and the workers' DEALERs over ZeroMQ (DESIGN §7).
+ * proto transport: the scheduler's ROUTER and the workers' DEALERs over ZeroMQ (docs/design.md §7).
  *
  * Nothing here blocks: sends use ZMQ_DONTWAIT and receives return 0 when nothing is waiting, so
  * both daemons can drive the sockets from their own poll loops.  Receives go through zmq_msg_t,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The client half of the queue module (DESIGN §6, §8): what musterctl and libmuster write
+ * The client half of the queue module (docs/design.md §6, §8): what musterctl and libmuster write
  * (submissions, operator commands) and read (job hashes, nodes, events).  Clients never change
  * job state themselves: they append to the submit and control streams and musterd, the single
  * writer of job:<id>, applies the change and reports it on the events stream.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler's intake (DESIGN §6): XREADGROUP on the submit and control streams (and the
+ * The scheduler's intake (docs/design.md §6): XREADGROUP on the submit and control streams (and the
  * log requests of queue/logs.c) over a
  * connection of its own, so the daemon can keep a blocking read outstanding and learn of new
  * entries by polling a socket instead of asking Redis in a loop.  Nothing is acknowledged here:

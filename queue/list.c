@@ -26,7 +26,7 @@
 /* Fields a row may name; the filter's three come on top, those the row does not name. */
 #define LIST_FIELDS_MAX 32u
 
-/* The states that are not final (DESIGN §3); listing without --all shows only these. */
+/* The states that are not final (docs/design.md §3); listing without --all shows only these. */
 static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
 
 /* The fields the filter reads; rows fetch them after the caller's. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * queue: everything muster keeps in Redis (DESIGN §6) and the job spec (DESIGN §3).
+ * queue: everything muster keeps in Redis (docs/design.md §6) and the job spec (docs/design.md §3).
  *
  * - The job spec parser turns submitted JSON into a plain record; queue_spec_check then checks
  *   it against the cluster config (queue exists, topology level known, it can ever fit).
@@ -27,7 +27,7 @@
 #include "common/mu.h"
 #include "config/cfg.h"
 
-/* ---------------- job spec (DESIGN §3) ---------------- */
+/* ---------------- job spec (docs/design.md §3) ---------------- */
 
 #define QUEUE_SPEC_MAX_BYTES (1u << 20) /* submitted JSON larger than this is rejected */
 #define QUEUE_MAX_TASKS      4096
@@ -152,7 +152,7 @@ void queue_spec_release(struct queue_spec *s);
  */
 int queue_spec_check(const struct queue_spec *s, const struct cfg *c, struct mu_err *err);
 
-/* ---------------- job states (DESIGN §3) ---------------- */
+/* ---------------- job states (docs/design.md §3) ---------------- */
 
 enum queue_state {
     QUEUE_PENDING = 0,
@@ -370,7 +370,7 @@ struct queue_job_change {
  * job:<id>; ZADD jobs <index_ms> <id> when index_ms > 0; XADD events (capped near events_max)
  * when ev != NULL; SADD active for a new job, SREM active when ev is a final state; XACK of
  * ack_stream/ack_id when ack_id != NULL.  The ack comes last, so a submission is only acknowledged
- * once its job is stored (DESIGN §6).
+ * once its job is stored (docs/design.md §6).
  */
 int queue_job_update(struct queue *q, const struct queue_job_change *c, struct mu_err *err);
 /* queue_job_update without waiting for Redis: its commands are appended to q's pipeline and

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The job spec of DESIGN §3: queue_spec_parse (JSON to struct queue_spec, type and range checks)
- * and queue_spec_check (against the cluster config: can this gang ever run here?).
+ * The job spec of docs/design.md §3: queue_spec_parse (JSON to struct queue_spec, type and range
+ * checks) and queue_spec_check (against the cluster config: can this gang ever run here?).
  *
  * Submitted JSON is hostile input.  cJSON is lenient where we must not be: it accepts raw
  * control bytes in strings, cuts strings silently at "\u0000", keeps duplicate keys and nests

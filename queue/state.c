@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Job state names (DESIGN §3).  The names are what Redis stores in job:<id> "state" and what
- * musterctl prints, so they are part of the contract: upper case, never renamed.  Parsing is
+ * Job state names (docs/design.md §3).  The names are what Redis stores in job:<id> "state" and
+ * what musterctl prints, so they are part of the contract: upper case, never renamed.  Parsing is
  * case-insensitive because operators type them ("musterctl jobs --state running").
  */
 #include "queue/queue.h"

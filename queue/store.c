@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler's writes to Redis (DESIGN §3, §6): job hashes, the listing index, the events
- * stream, acknowledgements and node status.  One job update is one pipelined round trip, in an
- * order that makes a crash at any point safe: the job is stored, then the event is appended,
+ * The scheduler's writes to Redis (docs/design.md §3, §6): job hashes, the listing index, the
+ * events stream, acknowledgements and node status.  One job update is one pipelined round trip, in
+ * an order that makes a crash at any point safe: the job is stored, then the event is appended,
  * then the submission is acknowledged (an unacknowledged entry is simply read again).
  */
 #include "queue/internal.h"

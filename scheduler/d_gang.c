@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 2 of musterd (d_gang.h): the life of a placed gang (DESIGN §3, §5).
+ * Layer 2 of musterd (d_gang.h): the life of a placed gang (docs/design.md §3, §5).
  *
  * Starting writes STARTING with the placement, then sends one BIND per task (with the torchrun
  * ranks, the job's checkpoint signal, and expires_ms: the bind deadline, past which the worker

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 3 of musterd (d_handlers.h): submissions from the stream (DESIGN §3, §6).  A spec is
- * parsed and checked against the config; a bad one is stored REJECTED with an error that names
+ * Layer 3 of musterd (d_handlers.h): submissions from the stream (docs/design.md §3, §6).  A spec
+ * is parsed and checked against the config; a bad one is stored REJECTED with an error that names
  * the key; a good one is stored PENDING and queued.  The stream entry is acknowledged in the
  * same round trip as the job's first write, so a crash never loses one; an idempotency key
  * already taken makes no new job.

@@ -231,8 +231,8 @@ struct d_change {
 };
 
 /*
- * The write-ahead of every job change (DESIGN §3): writes c to Redis before anything else may
- * learn of it.  The "state" field and the event come from c->to.  On success j->state becomes
+ * The write-ahead of every job change (docs/design.md §3): writes c to Redis before anything else
+ * may learn of it.  The "state" field and the event come from c->to.  On success j->state becomes
  * c->to, the counters move, and 0 is returned.  On failure (Redis down) -1, and nothing in j
  * changes but the mark that it must be written whole again (unsynced).  Then a transition
  * musterd decides (start, stop, cancel, hold) stops there and is decided again once Redis is

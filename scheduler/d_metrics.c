@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 5 of musterd (d_loop.h): the Prometheus endpoint (DESIGN §9).
+ * Layer 5 of musterd (d_loop.h): the Prometheus endpoint (docs/design.md §9).
  *
  * Counters (d_io.c) are raised in the same Redis round trip as the job update they count (HINCRBY
  * on <prefix>counters, see queue_job_update), and loaded back at start, so they never go backwards

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 1 of musterd (d_node.h): the worker registry (DESIGN §2, §7): registration from HELLO,
- * heartbeats and their answers (which carry the worker's echo_ms back: its lease), nodes judged
- * lost, nodes whose worker said BYE (down), musterd's own cordon of a node that keeps refusing
- * tasks, the nodes of the last run after a restart, and musterctl node forget.  A node keeps its
- * cluster index for the life of the daemon: a forgotten one only loses its status entry, so that
- * it registers again as usual if it comes back.
+ * Layer 1 of musterd (d_node.h): the worker registry (docs/design.md §2, §7): registration from
+ * HELLO, heartbeats and their answers (which carry the worker's echo_ms back: its lease), nodes
+ * judged lost, nodes whose worker said BYE (down), musterd's own cordon of a node that keeps
+ * refusing tasks, the nodes of the last run after a restart, and musterctl node forget.  A node
+ * keeps its cluster index for the life of the daemon: a forgotten one only loses its status entry,
+ * so that it registers again as usual if it comes back.
  */
 
 #include "scheduler/d_node.h"

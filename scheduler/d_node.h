@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterd's layer 1 (see d_io.h): the worker registry (DESIGN §2, §7).  A node keeps its
+ * musterd's layer 1 (see d_io.h): the worker registry (docs/design.md §2, §7).  A node keeps its
  * cluster index for the life of the daemon; a worker that comes back (restart, reconnect)
  * registers again under the same index.  What a registration means for the jobs (adoption, the
  * tasks a worker reports) is the handlers' business (d_handlers.h), as is a node judged lost.

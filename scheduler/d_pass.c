@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 4 of musterd (d_pass.h): one scheduling pass (DESIGN §4), and its timer.  The pending jobs
- * in their order go to sched_pass, which starts what fits, gives the first job that does not
- * fit a reservation, and lets later jobs backfill only where they do not delay it; started jobs
- * come back committed and are started here.  Then the first job that may preempt gets a plan
+ * Layer 4 of musterd (d_pass.h): one scheduling pass (docs/design.md §4), and its timer.  The
+ * pending jobs in their order go to sched_pass, which starts what fits, gives the first job that
+ * does not fit a reservation, and lets later jobs backfill only where they do not delay it; started
+ * jobs come back committed and are started here.  Then the first job that may preempt gets a plan
  * (sched_preempt_first, the rule muster-sim shares).
  *
  * The order is fair share between queues, then priority, spot requeues and age within a queue

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterd's layer 4 (see d_io.h): the scheduling pass (DESIGN §4) and when it is due.  The
+ * musterd's layer 4 (see d_io.h): the scheduling pass (docs/design.md §4) and when it is due.  The
  * pending jobs in priority order go to the core's sched_pass, which starts what fits, gives the
  * first job that does not fit a reservation and lets later jobs backfill where they do not delay
  * it; then the first job that may preempt gets a plan.  A pass runs when something changed, and

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 3 of musterd (d_handlers.h): preemption for a pending job (DESIGN §5).  The running
+ * Layer 3 of musterd (d_handlers.h): preemption for a pending job (docs/design.md §5).  The running
  * gangs go to the core's sched_preempt_plan, which picks the lower-priority, preemptible victims
  * old enough (min_runtime_s) whose stopping lets the job start and that lose the least work; the
  * victims are then stopped (checkpoint signal, grace, KILL) and the freed GPUs wait for the

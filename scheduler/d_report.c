@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Layer 3 of musterd (d_handlers.h): what the workers report (DESIGN §5, §7): registration and
- * the tasks a worker runs, BIND acknowledgements, task exits, checkpoints, spot notices and
+ * Layer 3 of musterd (d_handlers.h): what the workers report (docs/design.md §5, §7): registration
+ * and the tasks a worker runs, BIND acknowledgements, task exits, checkpoints, spot notices and
  * rebalance recommendations, a worker's goodbye (BYE); and what their silence means: bind
  * timeouts, nodes judged lost (or down: the BYE takes the same path without the wait),
  * stopping gangs whose tasks are not answered for yet.  A report about an attempt that is not

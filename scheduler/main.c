@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * musterd: the scheduler daemon (DESIGN §8).  Parses flags, loads and checks the config (refusing
- * to start on any error), connects to Redis and binds the workers' socket, stands by until it
- * holds the leader lease (d_lease.c; at once when no other musterd leads), reads the state and
- * hands over to the loop in d_loop.c.  Flags beat MUSTER_* environment variables, which beat the
- * config file.
+ * musterd: the scheduler daemon (docs/design.md §8).  Parses flags, loads and checks the config
+ * (refusing to start on any error), connects to Redis and binds the workers' socket, stands by
+ * until it holds the leader lease (d_lease.c; at once when no other musterd leads), reads the state
+ * and hands over to the loop in d_loop.c.  Flags beat MUSTER_* environment variables, which beat
+ * the config file.
  */
 #include <getopt.h>
 #include <signal.h>
@@ -254,7 +254,8 @@ static int setup(struct musterd *d, const struct options *o, struct mu_err *err)
 }
 
 /* What only the leader does, once it took the lease: its epoch goes on every message, and the
- * state is read now, as the previous leader left it (a takeover is a restart, DESIGN §6). */
+ * state is read now, as the previous leader left it (a takeover is a restart, docs/design.md §6).
+ */
 static int lead(struct musterd *d, struct mu_err *err)
 {
     d_sender_router(&d->out, d->router, d->epoch);

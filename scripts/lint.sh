@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# scripts/lint.sh: the cheap static checks of STYLE §1 and §3, run by scripts/test.sh and CI.
+# scripts/lint.sh: the cheap static checks of docs/style.md §1 and §3, run by scripts/test.sh and CI.
 #
 #   format    clang-format --dry-run --Werror on every tracked (and new, unignored) *.c / *.h
 #   banned    "common/mu_banned.h" is the LAST #include of every .c file
-#   private   a module shows the rest of the tree only its PUBLIC headers (STYLE §1.1):
+#   private   a module shows the rest of the tree only its PUBLIC headers (docs/style.md §1.1):
 #                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   access: access.h
 #                 protocol: proto.h   queue: queue.h   lib: muster.h   core: sched.h
 #                 worker: wrk.h cgroup.h   sim: sim.h
@@ -129,7 +129,7 @@ lint_banned() {
         fi
         last=$(grep -E '^[[:space:]]*#[[:space:]]*include' "$f" | tail -n 1 | tr -d '[:space:]')
         if [ "$last" != '#include"common/mu_banned.h"' ]; then
-            echo "$f: the last #include must be \"common/mu_banned.h\" (STYLE §1.7)"
+            echo "$f: the last #include must be \"common/mu_banned.h\" (docs/style.md §1.7)"
             rc=1
         fi
     done < <(list_files "${code_dirs[@]/%//*.c}")
@@ -137,7 +137,7 @@ lint_banned() {
     return $rc
 }
 
-# What each module shows the rest of the tree (STYLE §1.1: one header per module; common/ has
+# What each module shows the rest of the tree (docs/style.md §1.1: one header per module; common/ has
 # three: the base, the JSON helpers and the banned-function list).  Every other header is private
 # to its folder, and so is every header of a folder not listed here.
 declare -A public_headers=(
@@ -234,7 +234,7 @@ lint_private() {
             what = imod in shows ? "public: " shows[imod] : imod "/ has no public header"
             printf "%s:%s: includes \"%s\", which is private to %s/ (%s); rule: only a " \
                 "module'"'"'s public headers may be included from outside it (lint private, " \
-                "STYLE §1.1)\n", file, line, inc, imod, what
+                "docs/style.md §1.1)\n", file, line, inc, imod, what
             bad = 1
         }
         END { exit bad }' || rc=1
@@ -253,7 +253,7 @@ lint_pure() {
         [ -f "$f" ] || continue
         hits=$(grep -HnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"](zmq|czmq|hiredis|msgpack|curl|time\.h|sys/time\.h)' "$f")
         if [ -n "$hits" ]; then
-            sed 's|$| : core/ and access/ are pure: no I/O or clock headers (STYLE §1.1, DESIGN §1)|' <<<"$hits"
+            sed 's|$| : core/ and access/ are pure: no I/O or clock headers (docs/style.md §1.1, docs/design.md §1)|' <<<"$hits"
             rc=1
         fi
         hits=$(sed -e 's|//.*||' "$f" | grep -nE '\b(mu_log[a-z_]*|mu_time_[a-z_]*|clock_gettime|gettimeofday)[[:space:]]*\(' |
@@ -278,7 +278,7 @@ lint_headers() {
         if ! out=$(echo "#include \"$h\"" |
             "$cc" -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only -x c - 2>&1); then
             echo "$out"
-            echo "$h: does not compile on its own (STYLE §1.7)"
+            echo "$h: does not compile on its own (docs/style.md §1.7)"
             rc=1
         fi
     done < <(list_files '*/*.h' | grep -E '^[^/]+/[^/]+\.h$')

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * sim's helpers shared between its files (STYLE §1.1: private to sim/): the CSV splitter and
- * the seeded random numbers.  Everything else is in sim.h.
+ * sim's helpers shared between its files (docs/style.md §1.1: private to sim/): the CSV splitter
+ * and the seeded random numbers.  Everything else is in sim.h.
  */
 #ifndef MUSTER_SIM_INTERNAL_H
 #define MUSTER_SIM_INTERNAL_H

@@ -3,7 +3,7 @@
  * muster-sim: replays a job trace on a modelled cluster under several policies and prints the
  * comparison (docs/simulator.md, docs/man/muster-sim.1); `muster-sim gen` writes a synthetic
  * trace.  Results go to stdout, what the trace reader skipped and any note to stderr; exit 0 ok,
- * 1 runtime failure (a file, a check), 2 usage error (STYLE §1.9).
+ * 1 runtime failure (a file, a check), 2 usage error (docs/style.md §1.9).
  */
 #include <getopt.h>
 #include <stdio.h>

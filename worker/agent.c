@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The worker's loop (DESIGN §7): one DEALER to the scheduler, one self-pipe for signals, one
- * table of tasks, all driven from a single zmq_poll; the objects it drives live in the files
+ * The worker's loop (docs/design.md §7): one DEALER to the scheduler, one self-pipe for signals,
+ * one table of tasks, all driven from a single zmq_poll; the objects it drives live in the files
  * behind worker/internal.h (tasks, exits, checkpoints, identity, commands, messages, lease).
  *
  * Invariants and why:
@@ -13,7 +13,7 @@
  *   re-registration after 3 silent beats (answer_every + 2: the scheduler may answer only one
  *   in answer_every), grace-period SIGKILLs, exit repeats, the lease), and
  *   last the eviction of old exits, so that no loop above sees table entries move.
- * - Spot notices (DESIGN §5): imds.c's sockets share the zmq_poll; its notices become
+ * - Spot notices (docs/design.md §5): imds.c's sockets share the zmq_poll; its notices become
  *   SPOT_NOTICE / REBALANCE, and the latest of each is repeated after every HELLO (send.c).
  * - Tasks outlive the worker (issue #5): wrk_agent_free leaves running tasks to their shims,
  *   which stop them by themselves once the lease runs out; wrk_agent_shutdown stops them.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Checkpoint files (DESIGN §3 "Checkpoints"): a task reports a checkpoint by writing its path,
- * one line, to $MUSTER_CHECKPOINT_FILE (a temp file, then rename).  This file reads such a file
- * safely; the agent decides when (inotify on <state-dir>/ckpt, and once more when the task is
+ * Checkpoint files (docs/design.md §3 "Checkpoints"): a task reports a checkpoint by writing its
+ * path, one line, to $MUSTER_CHECKPOINT_FILE (a temp file, then rename).  This file reads such a
+ * file safely; the agent decides when (inotify on <state-dir>/ckpt, and once more when the task is
  * reaped) and reports CHECKPOINT_DONE.
  *
  * The file is written by the task, so it is hostile input: it may be a FIFO, a symlink to

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Checkpoint reports (DESIGN §3 "Checkpoints") and the inotify watch that drives them.  inotify
- * on <state-dir>/ckpt wakes the loop when a task closes or renames its checkpoint file (a 1 s
- * poll of the running tasks' files when inotify is not available), and the file is read once
- * more when the task is reaped, before its TASK_STATUS, so a checkpoint written just before exit
- * is reported first.  One CHECKPOINT_DONE per distinct path per task; a path missing on this
- * node is not reported (nor resumed from) and the task's .err log says why, once.  ckpt.c reads
- * the file itself (hostile input); the same inotify fd watches tasks/, where shims rename their
- * record and exit files into place (exits.c).
+ * Checkpoint reports (docs/design.md §3 "Checkpoints") and the inotify watch that drives them.
+ * inotify on <state-dir>/ckpt wakes the loop when a task closes or renames its checkpoint file (a 1
+ * s poll of the running tasks' files when inotify is not available), and the file is read once more
+ * when the task is reaped, before its TASK_STATUS, so a checkpoint written just before exit is
+ * reported first.  One CHECKPOINT_DONE per distinct path per task; a path missing on this node is
+ * not reported (nor resumed from) and the task's .err log says why, once.  ckpt.c reads the file
+ * itself (hostile input); the same inotify fd watches tasks/, where shims rename their record and
+ * exit files into place (exits.c).
  *
  * ckpt/ is open to every task user when tasks run as other users (sticky, like /tmp): only a
  * file owned by the task's own uid counts, so that one user cannot plant a checkpoint for

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The task environment of DESIGN §3: the worker's own environment, then HOME, USER and LOGNAME
- * of the user a root worker runs the task as (--run-as), then the job spec's `env`,
- * then muster's variables (MUSTER_*, CUDA_VISIBLE_DEVICES and the torchrun set RANK, WORLD_SIZE,
+ * The task environment of docs/design.md §3: the worker's own environment, then HOME, USER and
+ * LOGNAME of the user a root worker runs the task as (--run-as), then the job spec's `env`, then
+ * muster's variables (MUSTER_*, CUDA_VISIBLE_DEVICES and the torchrun set RANK, WORLD_SIZE,
  * LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT), each layer
  * replacing keys of the one before.  muster's variables come last so that a spec cannot lie to
  * a task about its rank or its GPUs.  This is a pure function of its inputs (no fork, no system

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * How the agent learns that tasks ended (DESIGN §5 "worker crash or restart", issue #5).  Each
- * task runs under a muster-shim (shim.c) in its own session, which records the task in
+ * How the agent learns that tasks ended (docs/design.md §5 "worker crash or restart", issue #5).
+ * Each task runs under a muster-shim (shim.c) in its own session, which records the task in
  * <run-dir>/tasks/<job>.<attempt>.<task>.json and its true exit status in .exit.  The worker
  * learns exits from those files (inotify on tasks/, a reaped shim, and a 1 s sweep that also
  * notices a shim gone without one: most shims are not the worker's children), never from a

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * GPU inventory (DESIGN §2 "Node", §8 --gpus): simulated GPUs, or discovery through nvidia-smi's
- * CSV query.  nvidia-smi is run as a program, never through a shell, and its output is parsed
- * strictly: a GPU the scheduler would place work on must have an index, a UUID, a model, a
+ * GPU inventory (docs/design.md §2 "Node", §8 --gpus): simulated GPUs, or discovery through
+ * nvidia-smi's CSV query.  nvidia-smi is run as a program, never through a shell, and its output is
+ * parsed strictly: a GPU the scheduler would place work on must have an index, a UUID, a model, a
  * memory size and a bus id, so "[N/A]" or a missing column is an error that names the line,
  * not a GPU with zero memory.  The first two and the last two fields are fixed, so a model name
  * with a comma would still parse.  The CSV carries no topology: the islands come from a second

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The scheduler's commands (DESIGN §7, protocol/README.md): BIND, KILL, CHECKPOINT, HEARTBEAT,
- * DRAIN and LOG_READ (logread.c), behind one dispatcher that fences epochs first: the highest epoch
- * seen wins, and a command from an older one comes from a scheduler that has been replaced and is
- * ignored.
+ * The scheduler's commands (docs/design.md §7, protocol/README.md): BIND, KILL, CHECKPOINT,
+ * HEARTBEAT, DRAIN and LOG_READ (logread.c), behind one dispatcher that fences epochs first: the
+ * highest epoch seen wins, and a command from an older one comes from a scheduler that has been
+ * replaced and is ignored.
  *
  * Every command is keyed by (job, task, attempt) and idempotent: a repeated BIND re-sends the
  * BIND_ACK, a repeated KILL re-signals, a KILL of an exited task forgets it (the scheduler's

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The spot watcher (DESIGN §5 "Spot interruption"): polls the EC2 instance metadata service the
- * IMDSv2 way and turns what it finds into events for the agent.
+ * The spot watcher (docs/design.md §5 "Spot interruption"): polls the EC2 instance metadata service
+ * the IMDSv2 way and turns what it finds into events for the agent.
  *
  * Why it is built this way:
  * - libcurl's multi "socket" interface: curl tells us which sockets to watch, curl_multi_timeout

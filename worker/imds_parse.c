@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The EC2 instance metadata documents the spot watcher reads (DESIGN §5 "Spot interruption"):
- * spot/instance-action {"action": "terminate"|"stop"|"hibernate", "time": "...Z"} and
- * events/recommendations/rebalance {"noticeTime": "...Z"}, plus their UTC timestamps.
+ * The EC2 instance metadata documents the spot watcher reads (docs/design.md §5 "Spot
+ * interruption"): spot/instance-action {"action": "terminate"|"stop"|"hibernate", "time": "...Z"}
+ * and events/recommendations/rebalance {"noticeTime": "...Z"}, plus their UTC timestamps.
  *
  * Pure functions, no clock and no allocation that outlives a call, so that the fuzzer
  * (tests/fuzz/fuzz_imds.c) can hammer them: the bytes come from the network and are not

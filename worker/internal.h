@@ -8,7 +8,7 @@
  * send.c (the messages to it), lease_watch.c (the agent's side of the lease: its record,
  * renewal, running out) and witness.c (Redis's leader key, read in a thread of its own).
  * worker/wrk.h stays the module's one public header, for main.c and the tests; scripts/lint.sh
- * keeps this one out of other folders (STYLE §1.1).
+ * keeps this one out of other folders (docs/style.md §1.1).
  *
  * Everything here is loop-thread-only, like the agent (wrk.h).  A struct wrk_task pointer is
  * borrowed from the table: valid until the table changes (wrk_task_add, wrk_task_remove,

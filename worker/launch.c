@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Starting one task (DESIGN §3): its own process group, so that KILL and CHECKPOINT reach every
- * process of it (a launcher such as torchrun does not forward signals); stdin from /dev/null;
+ * Starting one task (docs/design.md §3): its own process group, so that KILL and CHECKPOINT reach
+ * every process of it (a launcher such as torchrun does not forward signals); stdin from /dev/null;
  * stdout and stderr appended to <state-dir>/logs/<job>.<attempt>.<task>.out/.err, so a retried
  * bind adds to the same file rather than truncating what a user is reading; the environment of
  * env.c.  The log files are opened here, before fork, so that an unwritable state directory is

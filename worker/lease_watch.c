@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The agent's side of the lease (DESIGN §5, protocol/README.md "The lease and stale commands");
- * lease.c is the record itself, shared with muster-shim.  Every HELLO and HEARTBEAT carries
- * echo_ms, our monotonic clock; the scheduler's answer carries it back with lease_s (its
+ * The agent's side of the lease (docs/design.md §5, protocol/README.md "The lease and stale
+ * commands"); lease.c is the record itself, shared with muster-shim.  Every HELLO and HEARTBEAT
+ * carries echo_ms, our monotonic clock; the scheduler's answer carries it back with lease_s (its
  * node_lost_after_s), and the lease then holds until echo_ms + lease_s, since the scheduler
  * cannot judge us lost before.  Only such an answer renews it: one that sat in the socket while
  * we were frozen renews nothing, and never shortens a newer one.  The lease lives in

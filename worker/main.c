@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * muster-worker: the node agent (DESIGN §8).  This file is only the command line: flags, the
- * MUSTER_* environment fallbacks (flag > environment > default, STYLE §1.9) and exit codes
- * (0 ok, 1 runtime failure, 2 usage error); the work is in agent.c and the files behind
+ * muster-worker: the node agent (docs/design.md §8).  This file is only the command line: flags,
+ * the MUSTER_* environment fallbacks (flag > environment > default, docs/style.md §1.9) and exit
+ * codes (0 ok, 1 runtime failure, 2 usage error); the work is in agent.c and the files behind
  * worker/internal.h, reached through worker/wrk.h.
  */
 #include <getopt.h>

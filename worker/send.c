@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the worker tells the scheduler (DESIGN §7, protocol/README.md): HELLO, HEARTBEAT,
+ * What the worker tells the scheduler (docs/design.md §7, protocol/README.md): HELLO, HEARTBEAT,
  * BIND_ACK, TASK_STATUS, CHECKPOINT_DONE, SPOT_NOTICE, REBALANCE, LOG_DATA and BYE (a clean
  * stop, after the tasks' exits), each stamped with
  * the next seq, the highest epoch seen and the node's name.  A send that fails is logged

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * fork + exec for tasks and for nvidia-smi, without a shell (DESIGN §3, STYLE §1.7 bans system).
+ * fork + exec for tasks and for nvidia-smi, without a shell (docs/design.md §3, docs/style.md §1.7
+ * bans system).
  *
  * A failed exec must be an error the scheduler can show ("cannot run 'nosuchcmd': No such file
  * or directory"), not a task that "exited 127".  So the child reports the failing step and its

@@ -1,12 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The files that let a task outlive its worker (DESIGN §5, issue #5 "worker crash or restart"):
- * <run-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task runs,
- * and .exit, the task's true exit status (and whether the shim stopped it because the node's lease
- * ran out: "fenced"), written by the shim when the task ends.  Both are
- * written to "<path>.tmp" and renamed, so a reader sees a whole file or none; taskrec_read.c
- * reads them back.  Nothing here needs a JSON library: muster-shim, which writes them, links
- * this file and none.
+ * The files that let a task outlive its worker (docs/design.md §5, issue #5 "worker crash or
+ * restart"): <run-dir>/tasks/<job>.<attempt>.<task>.json, the record the shim writes once the task
+ * runs, and .exit, the task's true exit status (and whether the shim stopped it because the node's
+ * lease ran out: "fenced"), written by the shim when the task ends.  Both are written to
+ * "<path>.tmp" and renamed, so a reader sees a whole file or none; taskrec_read.c reads them back.
+ * Nothing here needs a JSON library: muster-shim, which writes them, links this file and none.
  *
  * Also here: the spec a worker hands a shim on its stdin (NUL-separated "key=value" entries,
  * because the environment must not appear on the world-readable command line), and the check

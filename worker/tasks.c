@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The agent's task table: one entry per task it runs, and per task that ended and that the
- * scheduler has not acknowledged yet (DESIGN §7).  Exited tasks stay here (and in every HELLO)
- * until the scheduler's KILL acknowledges them, which it sends once the attempt's outcome is
+ * scheduler has not acknowledged yet (docs/design.md §7).  Exited tasks stay here (and in every
+ * HELLO) until the scheduler's KILL acknowledges them, which it sends once the attempt's outcome is
  * stored, so an exit is never lost; beyond WRK_MAX_EXITED the oldest are evicted, at the end of a
  * turn so that no loop sees entries move.  An entry embeds the task's record (struct
  * wrk_taskrec), the one copy of what its shim wrote to <run-dir>/tasks; the record files go

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * NVLink islands (DESIGN §2 "GPU islands", issue 3): the GPU matrix of `nvidia-smi topo -m`,
- * and the --gpu-islands list that lays out simulated GPUs.  GPUs joined by an NV# cell, directly
- * or through other GPUs, form one island: connected components, not cliques, because NCCL routes
- * over NVLink through a peer (p3.16xlarge's hybrid cube mesh is one island although its GPU0-GPU5
- * cell is SYS).  Islands are numbered 0.. in the order of their lowest GPU, so that a machine
- * reports the same numbers on every start.
+ * NVLink islands (docs/design.md §2 "GPU islands", issue 3): the GPU matrix of `nvidia-smi topo
+ * -m`, and the --gpu-islands list that lays out simulated GPUs.  GPUs joined by an NV# cell,
+ * directly or through other GPUs, form one island: connected components, not cliques, because NCCL
+ * routes over NVLink through a peer (p3.16xlarge's hybrid cube mesh is one island although its
+ * GPU0-GPU5 cell is SYS).  Islands are numbered 0.. in the order of their lowest GPU, so that a
+ * machine reports the same numbers on every start.
  *
  * The matrix is read strictly (a header naming GPU0..GPUn-1 in order, every GPU row once, every
  * cell a known link type, X exactly on the diagonal, NV# both ways), because a wrong island is

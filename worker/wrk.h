@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wrk: the node agent muster-worker (DESIGN §3 task environment, §7 protocol, §8 flags).
+ * wrk: the node agent muster-worker (docs/design.md §3 task environment, §7 protocol, §8 flags).
  *
  * The pieces are cut so that each can be tested without the others: the nvidia-smi CSV parser
  * and the environment builder are pure functions; the spawner forks and execs with a CLOEXEC
@@ -92,7 +92,7 @@ int wrk_mig_discover(const char *program,
 int wrk_gpus_simulate_mig(
     const char *text, struct proto_gpu *gpus, int ngpus, int max, int *n_out, struct mu_err *err);
 
-/* ---- NVLink islands (DESIGN §2 "GPU islands") ---- */
+/* ---- NVLink islands (docs/design.md §2 "GPU islands") ---- */
 
 /*
  * Parses the output of `nvidia-smi topo -m` for a node with ngpus (1..PROTO_MAX_GPUS) GPUs:
@@ -209,7 +209,7 @@ int wrk_spawn_capture(char *const *argv,
                       int *status,
                       struct mu_err *err);
 
-/* ---- tasks: environment and launch (DESIGN §3 "Task environment") ---- */
+/* ---- tasks: environment and launch (docs/design.md §3 "Task environment") ---- */
 
 struct wrk_cg_sys; /* below: per-task cgroups */
 
@@ -300,7 +300,8 @@ int wrk_launch_start(const struct wrk_launch *l,
                      pid_t *pid_out,
                      struct mu_err *err);
 
-/* ---- task records and the per-task supervisor (DESIGN §5 "worker crash or restart") ---- */
+/* ---- task records and the per-task supervisor (docs/design.md §5 "worker crash or restart") ----
+ */
 
 /*
  * Each task runs under a small supervisor, muster-shim (worker/shim.c), in its own session, so
@@ -580,7 +581,7 @@ uint64_t wrk_bind_deadline(const struct wrk_sched_clock *c,
                            const struct wrk_lease *l,
                            const struct proto_msg *m);
 
-/* ---- checkpoint files (DESIGN §3 "Checkpoints") ---- */
+/* ---- checkpoint files (docs/design.md §3 "Checkpoints") ---- */
 
 #define WRK_CKPT_MAX_BYTES 4096 /* a larger checkpoint file is garbage, not read */
 
@@ -601,7 +602,7 @@ int wrk_ckpt_parse(const char *data, size_t len, char *path, size_t size, struct
 int wrk_ckpt_read(
     const char *file, char *path, size_t size, uint64_t *mtime_ms, struct mu_err *err);
 
-/* ---- EC2 instance metadata: the spot watcher (DESIGN §5 "Spot interruption") ---- */
+/* ---- EC2 instance metadata: the spot watcher (docs/design.md §5 "Spot interruption") ---- */
 
 #define WRK_IMDS_MAX_BODY         (64u << 10) /* larger replies are cut off and counted garbled */
 #define WRK_IMDS_TIMEOUT_MS       1000        /* per request (CURLOPT_TIMEOUT_MS) */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target for cfg_parse (DESIGN §2a): any bytes must give 0 or -1 with a message, never a
- * crash or a leak, and a failed parse must leave the defaults.  The lookups run on every result
+ * Fuzz target for cfg_parse (docs/design.md §2a): any bytes must give 0 or -1 with a message, never
+ * a crash or a leak, and a failed parse must leave the defaults.  The lookups run on every result
  * so that a half-filled struct would show up under the sanitizers.
  */
 #include <stddef.h>

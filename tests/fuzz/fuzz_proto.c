@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target for proto_msg_decode (DESIGN §7, protocol/README.md).  Besides "never crash, never
- * leak", it checks the codec's fixed point: whatever the decoder accepts must encode, decode
+ * Fuzz target for proto_msg_decode (docs/design.md §7, protocol/README.md).  Besides "never crash,
+ * never leak", it checks the codec's fixed point: whatever the decoder accepts must encode, decode
  * again, and encode to the very same bytes; a mismatch aborts so the fuzzer keeps the input.
  * Seeds in tests/fuzz/corpus/proto/: valid encodings of every type plus garbage.
  */

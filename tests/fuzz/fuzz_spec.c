@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzz target for queue_spec_parse and queue_spec_check (DESIGN §3): submitted JSON is hostile,
- * so any bytes must give 0 or -1 with a message, never a crash or a leak.  A failed parse must
- * leave the struct all zeroes; a good one is checked against a small two-pool cluster.
+ * Fuzz target for queue_spec_parse and queue_spec_check (docs/design.md §3): submitted JSON is
+ * hostile, so any bytes must give 0 or -1 with a message, never a crash or a leak.  A failed parse
+ * must leave the struct all zeroes; a good one is checked against a small two-pool cluster.
  */
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """imds_mock.py: a stand-in for the EC2 instance metadata service (IMDSv2 only), for tests.
 
-It follows the real protocol as muster-worker meets it (DESIGN §5, issue 4):
+It follows the real protocol as muster-worker meets it (docs/design.md §5, issue 4):
 
   PUT /latest/api/token         needs "X-aws-ec2-metadata-token-ttl-seconds: 1..21600"
                                 (400 without it or out of range, 403 with X-Forwarded-For);

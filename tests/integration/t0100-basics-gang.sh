@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A 4-task gang on 2 nodes: every task runs at the same time (a file barrier that only passes when
-# all 4 are alive together), with distinct ranks and the task environment of DESIGN §3.
+# all 4 are alive together), with distinct ranks and the task environment of docs/design.md §3.
 source "$(dirname "$0")/lib.sh"
 
 start_redis

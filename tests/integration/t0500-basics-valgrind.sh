@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# musterd and two workers under valgrind for a short steady state (STYLE §1.8, issue #5): a gang
+# musterd and two workers under valgrind for a short steady state (docs/style.md §1.8, issue #5): a gang
 # that succeeds, one that fails, one that cannot start, one cancelled while running, one
 # rejected, a few seconds idle, then SIGTERM.  Each daemon must exit 0 on SIGTERM with no
 # valgrind error and no definitely lost bytes; a failure prints the valgrind report with its

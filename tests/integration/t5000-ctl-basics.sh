@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # musterctl against a real redis-server with no musterd: job hashes, nodes and events are seeded
-# with redis-cli exactly as musterd writes them (DESIGN §6), and every command is checked in both
+# with redis-cli exactly as musterd writes them (docs/design.md §6), and every command is checked in both
 # output forms (-o json through jq -e), plus the exit codes: 0 ok, 1 runtime, 2 usage.
 # Standalone: tests/integration/t5000-ctl-basics.sh (MUSTER_BIN defaults to build/bin).
 source "$(dirname "$0")/lib.sh"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for config/ (DESIGN §2a): every default, every field, the example files, and a
+ * Unit tests for config/ (docs/design.md §2a): every default, every field, the example files, and a
  * bad-input table whose messages must start with the key path the user has to fix.
  */
 #include <setjmp.h>

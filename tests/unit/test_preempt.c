@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Preemption planner tests (DESIGN §5): hand-built clusters for each rule (least lost work, a
- * checkpoint makes a victim cheaper, ties by priority then recency, only eligible victims, the
+ * Preemption planner tests (docs/design.md §5): hand-built clusters for each rule (least lost work,
+ * a checkpoint makes a victim cheaper, ties by priority then recency, only eligible victims, the
  * required domain, no capacity straddle, waiting when it is sooner, reasons), the cluster left
  * bit-for-bit as it was (as far as the public API can see), and randomized checks against a
  * brute-force search over every subset of victims on tiny clusters: the exact search must hit

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for protocol/ (DESIGN §7, protocol/README.md): round trips of every message type
- * with every field (heap arrays at their caps), the per-type key sets, a bad-input table for the
- * decoder (wrong types, sizes, counts, versions, trailing bytes), every truncation of valid
+ * Unit tests for protocol/ (docs/design.md §7, protocol/README.md): round trips of every message
+ * type with every field (heap arrays at their caps), the per-type key sets, a bad-input table for
+ * the decoder (wrong types, sizes, counts, versions, trailing bytes), every truncation of valid
  * messages, thousands of seeded random and mutated buffers, and a real ROUTER with two DEALERs
  * over inproc://.  Deterministic: fixed seeds, no clocks in assertions.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Unit tests for the job spec (DESIGN §3): queue_spec_parse defaults and fields, the caps on
- * hostile input, a bad-input table whose messages must name the key, queue_spec_check against
+ * Unit tests for the job spec (docs/design.md §3): queue_spec_parse defaults and fields, the caps
+ * on hostile input, a bad-input table whose messages must name the key, queue_spec_check against
  * small clusters, and the job state names.
  */
 #include <setjmp.h>
