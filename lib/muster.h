@@ -113,7 +113,9 @@ int muster_submit(struct muster *m,
  * Submits spec_json (a JSON object) with "idempotency_key": key.  The same key twice gives one
  * job and the same id, also when two processes race: a Lua script on the Redis server reads
  * <prefix>idem:<key>, and only when it is absent appends the submission and sets the key to the
- * new id, atomically.  key: 1..255 printable ASCII characters.  MUSTER_E_PARSE when spec_json
+ * new id, atomically.  The key is kept 7 days (QUEUE_IDEM_TTL_S, README "Redis keys"): a
+ * retry within that window finds the job, a later one makes a new job.  key: 1..255 printable
+ * ASCII characters.  MUSTER_E_PARSE when spec_json
  * is not a JSON object, MUSTER_E_SPEC when it already holds a different idempotency_key.
  */
 int muster_submit_idempotent(struct muster *m,

@@ -181,7 +181,8 @@ class Client:
         """Submits a spec (a dict, or JSON text) and returns the job id.
 
         With idempotency_key (or an "idempotency_key" in the spec), submitting the same key
-        again returns the first job's id and makes no new job.  return_created=True returns
+        again within 7 days (how long Redis keeps the key) returns the first job's id and makes
+        no new job.  return_created=True returns
         (id, created) instead, created being False when the key already named a job.
 
         after, array and singleton set the spec keys of the same names (README "Pipelines" and

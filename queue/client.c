@@ -57,7 +57,7 @@ const char queue_submit_idem_lua[] =
     "if id then return {id, 0} end\n"
     "id = redis.call('XADD', KEYS[1], 'NOMKSTREAM', '*', 'spec', ARGV[1])\n"
     "if not id then return {'nostream'} end\n"
-    "redis.call('SET', KEYS[2], id, 'NX')\n"
+    "redis.call('SET', KEYS[2], id, 'NX', 'EX', ARGV[2])\n"
     "return {id, 1}\n";
 
 bool queue_job_id_is_valid(const char *id)
@@ -252,10 +252,11 @@ static void *eval_idem(struct queue *q, const char *stream, bool own, void *arg,
 {
     const struct idem_call *c = arg;
     if (own)
-        return queue_command(q, err, "EVAL %s 2 %s %sidem:%s:%s %s", queue_submit_idem_lua, stream,
-                             q->prefix, queue_owner(q), c->key, c->spec_json);
-    return queue_command(q, err, "EVAL %s 2 %s %sidem:%s %s", queue_submit_idem_lua, stream,
-                         q->prefix, c->key, c->spec_json);
+        return queue_command(q, err, "EVAL %s 2 %s %sidem:%s:%s %s %d", queue_submit_idem_lua,
+                             stream, q->prefix, queue_owner(q), c->key, c->spec_json,
+                             QUEUE_IDEM_TTL_S);
+    return queue_command(q, err, "EVAL %s 2 %s %sidem:%s %s %d", queue_submit_idem_lua, stream,
+                         q->prefix, c->key, c->spec_json, QUEUE_IDEM_TTL_S);
 }
 
 int queue_submit_idem(struct queue *q,

@@ -816,4 +816,43 @@ extern const char queue_submit_idem_lua[];
  */
 int queue_status_read(struct queue *q, const char *hash, struct cJSON **out, struct mu_err *err);
 
+/* ---------------- the job history's Redis half (issue #47, queue/archive.c) ----------------
+ *
+ * A job's final write also adds it to the sorted set <prefix>finished (score: the event's ms),
+ * in the same round trip (queue_job_update).  musterd's archiver copies those jobs into the
+ * history, then moves them to <prefix>archived (plain jobs and arrays, by end ms) or to
+ * <prefix>archived:<array id> (an array's elements, which leave Redis with their array), and
+ * removes what is archived once it is older than keep_finished_s.  Writes go through q's fence.
+ */
+
+/* Called with a finished job's id and its hash (n fields, borrowed for the call; n == 0 when the
+ * hash is gone).  0 goes on; -1 stops with err. */
+typedef int queue_archive_fn(void *ctx,
+                             const char *id,
+                             const char *const *keys,
+                             const char *const *values,
+                             int n,
+                             struct mu_err *err);
+/* Hands fn the first max jobs of <prefix>finished, oldest end first; *seen: how many. */
+int queue_finished_each(
+    struct queue *q, int max, queue_archive_fn *fn, void *ctx, int *seen, struct mu_err *err);
+/* Once their rows are committed: moves the n ids (with their end ms) out of finished. */
+int queue_finished_done(struct queue *q,
+                        const char *const *ids,
+                        const uint64_t *ended_ms,
+                        int n,
+                        struct mu_err *err);
+/* Removes up to max archived jobs that ended before before_ms (hash, <prefix>jobs entry; an
+ * array with its archived elements).  *removed: job hashes deleted. */
+int queue_archived_expire(
+    struct queue *q, uint64_t before_ms, int max, int *removed, struct mu_err *err);
+/* XTRIM <prefix>submit MINID: drops the entries the group acknowledged (their jobs are stored;
+ * an entry read but not acknowledged, or not read yet, stays).  *trimmed: entries dropped. */
+int queue_submit_trim(struct queue *q, long long *trimmed, struct mu_err *err);
+
+/* How long an idempotency key (<prefix>idem:<key>) is kept after the submission that set it:
+ * 7 days.  A retry with the same key within this window finds the job; after it, it makes a new
+ * one (README "Redis keys"; lib/muster.h; python/muster.py). */
+#define QUEUE_IDEM_TTL_S 604800
+
 #endif

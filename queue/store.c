@@ -81,6 +81,11 @@ static void append_event(struct queue *q,
         if (final || index_ms)
             counted(queue_append(q, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id), sent,
                     tried);
+        /* A final job waits in finished for the history (archive.c), in the same round trip. */
+        if (final)
+            counted(queue_append(q, "ZADD %sfinished %llu %s", q->prefix,
+                                 (unsigned long long)ev->at_ms, id),
+                    sent, tried);
     }
     if (ev) {
         (void)mu_snprintf(events_key, sizeof(events_key), "%sevents", q->prefix);
@@ -259,7 +264,7 @@ int queue_idem_claim(struct queue *q,
     bool found = false;
     if (q->fence[0]) {
         /* The script's reply holds SET's: OK when set, nil when the key existed. */
-        if (queue_append(q, "SET %sidem:%s %s NX", q->prefix, key, id) != REDIS_OK) {
+        if (queue_append(q, "SET %sidem:%s %s NX EX %d", q->prefix, key, id, QUEUE_IDEM_TTL_S) != REDIS_OK) {
             queue_batch_clear(q);
             return mu_errf(err, MU_E_NOMEM, "out of memory");
         }
@@ -267,7 +272,7 @@ int queue_idem_claim(struct queue *q,
             return -1;
         *won = r->elements == 1 && r->element[0]->type == REDIS_REPLY_STATUS;
     } else {
-        r = queue_command(q, err, "SET %sidem:%s %s NX", q->prefix, key, id);
+        r = queue_command(q, err, "SET %sidem:%s %s NX EX %d", q->prefix, key, id, QUEUE_IDEM_TTL_S);
         if (!r)
             return -1;
         *won = r->type == REDIS_REPLY_STATUS;
