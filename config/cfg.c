@@ -44,6 +44,7 @@ void cfg_init_defaults(struct cfg *c)
     c->events_max = 100000;
     c->max_array_size = 10000;
     c->leader_lease_s = 5;
+    c->keep_finished_s = 86400;
 }
 
 int cfg_load_file(struct cfg *c, const char *path, struct mu_err *err)

@@ -175,6 +175,35 @@ static int parse_instance_topology(struct cfg *c, const cJSON *obj, struct mu_er
     return 0;
 }
 
+/*
+ * "history": {"sqlite": "/var/lib/muster/history.db"}: the job history's SQLite file (issue
+ * #47), an absolute path or one relative to musterd's working directory.  {} or no key: no
+ * history.  Other keys (a "postgres" to come) are refused, so a key accepted is a key that works.
+ */
+static int parse_history(struct cfg *c, const cJSON *obj, struct mu_err *err)
+{
+    static const char *const keys[] = { "sqlite" };
+    const cJSON *v;
+
+    if (!cJSON_IsObject(obj))
+        return mu_json_err_expected(err, MU_E_CONFIG, "history",
+                                    "an object such as {\"sqlite\": \"/var/lib/muster/history.db\"}",
+                                    obj);
+    for (v = obj->child; v; v = v->next) {
+        if (mu_json_key_index(v->string, keys, MU_ARRAY_LEN(keys)) < 0)
+            return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, "history",
+                                           v->string, keys, MU_ARRAY_LEN(keys));
+        if (!cJSON_IsString(v) || !v->valuestring[0])
+            return mu_json_err_expected(err, MU_E_CONFIG, "history.sqlite",
+                                        "a file path such as \"/var/lib/muster/history.db\"", v);
+        if (mu_strlcpy(c->history_sqlite, v->valuestring, sizeof(c->history_sqlite))
+            >= sizeof(c->history_sqlite))
+            return mu_errf(err, MU_E_CONFIG, "history.sqlite: path longer than %d bytes",
+                           CFG_URL_MAX - 1);
+    }
+    return 0;
+}
+
 /* Every level instance_topology names is one of topology_levels, and none is named twice. */
 static int instance_topology_check(const struct cfg *c, struct mu_err *err)
 {
@@ -481,6 +510,7 @@ static const struct {
     { "spot_return_overhead_s", offsetof(struct cfg, spot_return_overhead_s), 0, 86400 },
     { "max_array_size", offsetof(struct cfg, max_array_size), 1, 1000000 },
     { "leader_lease_s", offsetof(struct cfg, leader_lease_s), 2, 60 },
+    { "keep_finished_s", offsetof(struct cfg, keep_finished_s), 0, 31536000 },
 };
 
 static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
@@ -512,6 +542,8 @@ const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b)
         return "instance_topology";
     if (a->never_met != b->never_met)
         return "dependency_never_met";
+    if (strcmp(a->history_sqlite, b->history_sqlite) != 0)
+        return "history";
     if (a->npools != b->npools)
         return "pools";
     for (int i = 0; i < a->npools; i++) {
@@ -555,6 +587,8 @@ static const char *const top_keys[] = {
     "leader_lease_s",
     "access",
     "dependency_never_met",
+    "keep_finished_s",
+    "history",
 };
 enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
 
@@ -601,6 +635,8 @@ static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
         c->never_met = (enum cfg_never_met)k;
         return 0;
     }
+    if (strcmp(top_keys[key], "history") == 0)
+        return parse_history(c, v, err);
     for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
         if (strcmp(int_fields[i].key, top_keys[key]) != 0)
             continue;
