@@ -83,4 +83,13 @@ int d_metrics_fd(const struct musterd *d); /* epoll fd to poll, -1 without metri
 void d_metrics_run(struct musterd *d);
 void d_metrics_stop(struct musterd *d);
 
+/* d_archive.c: the job history's archiver (issue #47), a thread with its own Redis connection
+ * (fenced by this leader's lease) and its own SQLite handle, so a slow disk or a large backlog
+ * never stalls the loop.  It copies finished jobs into the history, removes them from Redis
+ * keep_finished_s after they ended, and trims the submit stream.  Start once leading (it opens
+ * the history file here, so a bad path fails the start with its reason); stop joins the thread
+ * (NULL-safe, idempotent).  The loop never waits for it otherwise. */
+int d_archive_start(struct musterd *d, struct mu_err *err);
+void d_archive_stop(struct musterd *d);
+
 #endif

@@ -78,6 +78,7 @@ struct musterd {
     struct d_lease lease;   /* the leader lease (d_lease.c) */
     struct d_store store;   /* every write to Redis */
     struct d_sender out;    /* every message to a worker */
+    struct d_archive *archive; /* the history's archiver thread (d_archive.c); NULL before */
     struct mu_map *jobs;    /* id -> struct d_job * (owned) */
     struct d_job **retired; /* final jobs kept D_RETIRED_KEEP_MS after they were forgotten,
                                oldest first (owned; d_job_retire): a new Redis primary may

@@ -210,6 +210,14 @@ static int check_config(struct musterd *d, const struct options *o)
                  o->config, d->cfg.npools, d->cfg.nqueues, d->cfg.nlevels,
                  access_identity_name(access_identity(a)), access_nusers(a));
     access_free(a);
+    if (!d->cfg.history_sqlite[0])
+        (void)printf("history: off; finished jobs stay in redis for ever\n");
+    else if (d->cfg.keep_finished_s == 0)
+        (void)printf("history: %s; finished jobs stay in redis too (keep_finished_s 0)\n",
+                     d->cfg.history_sqlite);
+    else
+        (void)printf("history: %s; finished jobs leave redis %d s after they ended\n",
+                     d->cfg.history_sqlite, d->cfg.keep_finished_s);
     return 0;
 }
 
@@ -264,7 +272,9 @@ static int lead(struct musterd *d, struct mu_err *err)
         return -1;
     if (d->cfg.metrics[0] && d_metrics_start(d, d->cfg.metrics, err) != 0)
         return -1;
-    return d_jobs_recover(d, err);
+    if (d_jobs_recover(d, err) != 0)
+        return -1;
+    return d_archive_start(d, err);
 }
 
 /*
@@ -275,6 +285,7 @@ static int lead(struct musterd *d, struct mu_err *err)
  */
 static void teardown(struct musterd *d)
 {
+    d_archive_stop(d);
     d_metrics_stop(d);
     if (d->router)
         (void)zmq_close(d->router);
