@@ -366,7 +366,10 @@ int ctl_cmd_logs(struct ctl *ctl, const struct ctl_args *args)
     if (queue_job_read(q, r.id, &job, &err) != 0)
         return ctl_fail(ctl, "job '%s': %s", r.id, err.msg);
     if (!job)
-        return ctl_fail(ctl, "job '%s' not found (or not taken in by musterd yet)", r.id);
+        return ctl_fail(ctl,
+                        "job '%s' not found (or not taken in by musterd yet, or finished and "
+                        "archived: see 'musterctl history --id %s')",
+                        r.id, r.id);
     mu_buf_init(&r.json, 0);
     if (logs_locate(ctl, q, job, &r) == 0) {
         rc = logs_page(ctl, q, &r);

@@ -228,7 +228,10 @@ int ctl_cmd_show(struct ctl *ctl, const struct ctl_args *args)
         if (queue_submission_read(q, id, &spec, &err) != 0)
             return ctl_fail(ctl, "job '%s': %s", id, err.msg);
         if (!spec)
-            return ctl_fail(ctl, "job '%s' not found", id);
+            return ctl_fail(ctl,
+                            "job '%s' not found\nhint: a finished job leaves Redis "
+                            "keep_finished_s after it ended; see 'musterctl history --id %s'",
+                            id, id);
         rc = show_submitted(ctl, id, spec);
         free(spec);
         return rc;

@@ -18,12 +18,13 @@
 /* Exit codes (docs/design.md §8). */
 enum ctl_exit { CTL_EXIT_OK = 0, CTL_EXIT_FAIL = 1, CTL_EXIT_USAGE = 2 };
 
-enum ctl_output { CTL_OUT_TABLE = 0, CTL_OUT_JSON };
+enum ctl_output { CTL_OUT_TABLE = 0, CTL_OUT_JSON, CTL_OUT_CSV /* history only */ };
 
 /* One run of musterctl: the global settings and the lazily opened connection. */
 struct ctl {
     const char *url;           /* redis URL after flag > env > config > default; borrowed */
     const char *prefix;        /* key prefix, same precedence; borrowed */
+    const char *config;        /* --config FILE, or NULL; borrowed */
     struct mu_redis_url where; /* url parsed, for messages */
     enum ctl_output output;
     bool color;                /* stdout is a TTY and NO_COLOR is unset */
@@ -113,6 +114,7 @@ ctl_handler_fn ctl_cmd_pools;
 ctl_handler_fn ctl_cmd_top;
 ctl_handler_fn ctl_cmd_status;
 ctl_handler_fn ctl_cmd_logs;
+ctl_handler_fn ctl_cmd_history;
 ctl_handler_fn ctl_cmd_completion;
 ctl_handler_fn ctl_cmd_help;
 

@@ -47,7 +47,8 @@ static const struct ctl_opt opts_submit[] = {
     { "topology-preferred", 0, "L", "prefer one domain of level L" },
     { "topology-relax-after", 0, "S",
       "widen the required level by one after S s pending, again every S s" },
-    { "idempotency-key", 'k', "K", "a second submit with key K returns the first job's id" },
+    { "idempotency-key", 'k', "K",
+      "a second submit with key K within 7 days returns the first job's id" },
     { "user", 'u', "U", "who the job is for (default: the URL's Redis user, else $USER)" },
     { "after", 0, "ID[:WHEN]",
       "start only after job ID succeeds (WHEN ok), fails (notok), ends (any) or starts or is "
@@ -113,6 +114,20 @@ static const struct ctl_opt opts_logs[] = {
     { NULL, 0, NULL, NULL },
 };
 
+static const struct ctl_opt opts_history[] = {
+    { "history", 0, "FILE", "the history file (default $MUSTER_HISTORY, or the config's history)" },
+    { "user", 'u', "USER", "only USER's jobs" },
+    { "queue", 'q', "QUEUE", "only jobs of QUEUE" },
+    { "state", 's', "STATE", "only jobs that ended STATE (SUCCEEDED, FAILED, CANCELLED, ...)" },
+    { "since", 'S', "WHEN", "only jobs that ended at or after WHEN (7d, 12h, YYYY-MM-DD, ms)" },
+    { "until", 'U', "WHEN", "only jobs that ended before WHEN" },
+    { "name", 'J', "NAME", "only jobs named NAME (NAME* for a prefix)" },
+    { "id", 'j', "ID", "only job ID (an array: the array and its elements)" },
+    { "array", 'a', "ID", "only the elements of array ID" },
+    { "limit", 'n', "N", "at most the N jobs that ended last" },
+    { NULL, 0, NULL, NULL },
+};
+
 ctl_handler_fn ctl_cmd_keygen; /* cmd_keygen.c */
 
 static const struct ctl_opt opts_keygen[] = {
@@ -158,6 +173,15 @@ const struct ctl_cmd ctl_commands[] = {
       "if any job was not found (the others are still cancelled), or at once, sending nothing, "
       "when no musterd leads.",
       NULL, 1, -1, CTL_ARG_JOB },
+    { "history", ctl_cmd_history, "list finished jobs from the job history (sacct)",
+      "[--user U] [--queue Q] [--state S] [--since WHEN] [--until WHEN] [--name N] [--id ID] "
+      "[--array ID] [-n N] [--history FILE]",
+      "Reads the job history, the SQLite file musterd's archiver writes (config \"history\": "
+      "{\"sqlite\": PATH}): one row per finished job, newest end first, also after the job "
+      "left Redis (keep_finished_s).  The file comes from --history, MUSTER_HISTORY, or the "
+      "config given with --config; it is opened read-only and needs neither Redis nor musterd.  "
+      "-o json prints every column; -o csv prints one line per job with a header line.",
+      opts_history, 0, 0, CTL_ARG_NONE },
     { "logs", ctl_cmd_logs, "print a task's log", "ID [--task N] [--attempt N] [--stderr] [-f]",
       "Prints the standard output (or with --stderr the standard error) of one task of job ID, "
       "from any machine that reaches Redis.  Task logs stay on the worker that ran the task, in "
@@ -594,6 +618,7 @@ static int settings_resolve(struct ctl *ctl, const struct ctl_globals *g, struct
 
     ctl->url = g->url ? g->url : (env_url && env_url[0]) ? env_url : NULL;
     ctl->prefix = g->prefix ? g->prefix : (env_prefix && env_prefix[0]) ? env_prefix : NULL;
+    ctl->config = g->config;
     if (g->config && (!ctl->url || !ctl->prefix)) {
         struct cfg *c = calloc(1, sizeof(*c));
         if (!c)
@@ -616,8 +641,11 @@ static int settings_resolve(struct ctl *ctl, const struct ctl_globals *g, struct
         ctl->output = CTL_OUT_TABLE;
     else if (strcmp(g->output, "json") == 0)
         ctl->output = CTL_OUT_JSON;
+    else if (strcmp(g->output, "csv") == 0 && ctl->cmd->handler == ctl_cmd_history)
+        ctl->output = CTL_OUT_CSV;
     else
-        return ctl_usage(ctl, "-o: expected 'table' or 'json', got '%s'", g->output);
+        return ctl_usage(ctl, "-o: expected 'table' or 'json'%s, got '%s'",
+                         ctl->cmd->handler == ctl_cmd_history ? " or 'csv'" : "", g->output);
     return CTL_EXIT_OK;
 }
 
