@@ -109,7 +109,8 @@ static void dur_text(int64_t ms, char *buf, size_t size)
     if (ms == HIST_NONE || ms < 0)
         (void)snprintf(buf, size, "-");
     else if (s >= 3600)
-        (void)snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600), (long long)(s % 3600 / 60));
+        (void)snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600),
+                       (long long)(s % 3600 / 60));
     else if (s >= 60)
         (void)snprintf(buf, size, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
     else
@@ -124,11 +125,25 @@ struct out {
     bool nomem;
 };
 
-static const char *const csv_cols[] = { "id",         "attempt",     "array_job",   "array_index",
-                                        "name",       "user",        "queue",       "nodes",
-                                        "tasks",      "gpus",        "submitted_ms", "started_ms",
-                                        "ended_ms",   "waited_ms",   "state",       "exit_code",
-                                        "reason",     "gpu_seconds", "lost_gpu_seconds",
+static const char *const csv_cols[] = { "id",
+                                        "attempt",
+                                        "array_job",
+                                        "array_index",
+                                        "name",
+                                        "user",
+                                        "queue",
+                                        "nodes",
+                                        "tasks",
+                                        "gpus",
+                                        "submitted_ms",
+                                        "started_ms",
+                                        "ended_ms",
+                                        "waited_ms",
+                                        "state",
+                                        "exit_code",
+                                        "reason",
+                                        "gpu_seconds",
+                                        "lost_gpu_seconds",
                                         "failures" };
 
 static void csv_cell(const char *s)
@@ -165,9 +180,9 @@ static void row_texts(const struct hist_job *j, const char **v, char (*buf)[32])
     num_text(j->failures, buf[9], 32);
     (void)snprintf(buf[10], 32, "%.3f", j->gpu_seconds < 0 ? 0 : j->gpu_seconds);
     (void)snprintf(buf[11], 32, "%.3f", j->lost_gpu_seconds < 0 ? 0 : j->lost_gpu_seconds);
-    const char *vals[] = { j->id,    buf[0],  j->array_job, buf[1],   j->name,  j->user,  j->queue,
-                           j->nodes, buf[2],  buf[3],       buf[4],   buf[5],   buf[6],   buf[7],
-                           j->state, buf[8],  j->reason,    buf[10],  buf[11],  buf[9] };
+    const char *vals[] = { j->id,    buf[0], j->array_job, buf[1],  j->name, j->user, j->queue,
+                           j->nodes, buf[2], buf[3],       buf[4],  buf[5],  buf[6],  buf[7],
+                           j->state, buf[8], j->reason,    buf[10], buf[11], buf[9] };
     memcpy(v, vals, sizeof(vals));
 }
 
@@ -256,7 +271,7 @@ static int row_table(struct out *o, const struct hist_job *j)
     num_text(j->gpus, gpus, sizeof(gpus));
     dur_text(j->waited_ms, waited, sizeof(waited));
     dur_text(j->started_ms != HIST_NONE && j->ended_ms != HIST_NONE ? j->ended_ms - j->started_ms
-                                                                     : HIST_NONE,
+                                                                    : HIST_NONE,
              ran, sizeof(ran));
     (void)snprintf(gpuh, sizeof(gpuh), "%.2f", j->gpu_seconds < 0 ? 0 : j->gpu_seconds / 3600);
     num_text(j->exit_code, code, sizeof(code));
@@ -318,8 +333,8 @@ static int filter_read(struct ctl *ctl, const struct ctl_args *args, struct hist
 
 int ctl_cmd_history(struct ctl *ctl, const struct ctl_args *args)
 {
-    static const char *const headers[] = { "ID",     "NAME",   "USER",    "QUEUE",     "STATE",
-                                           "GPUS",   "WAITED", "ELAPSED", "GPU_HOURS", "EXIT" };
+    static const char *const headers[] = { "ID",   "NAME",   "USER",    "QUEUE",     "STATE",
+                                           "GPUS", "WAITED", "ELAPSED", "GPU_HOURS", "EXIT" };
     struct cfg *c = calloc(1, sizeof(*c));
     struct hist *h = NULL;
     struct hist_filter f;

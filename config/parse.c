@@ -186,9 +186,9 @@ static int parse_history(struct cfg *c, const cJSON *obj, struct mu_err *err)
     const cJSON *v;
 
     if (!cJSON_IsObject(obj))
-        return mu_json_err_expected(err, MU_E_CONFIG, "history",
-                                    "an object such as {\"sqlite\": \"/var/lib/muster/history.db\"}",
-                                    obj);
+        return mu_json_err_expected(
+            err, MU_E_CONFIG, "history",
+            "an object such as {\"sqlite\": \"/var/lib/muster/history.db\"}", obj);
     for (v = obj->child; v; v = v->next) {
         if (mu_json_key_index(v->string, keys, MU_ARRAY_LEN(keys)) < 0)
             return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, "history",

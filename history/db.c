@@ -90,11 +90,12 @@ static int prepare_file(struct hist *h, bool create, struct mu_err *err)
                        "hint: upgrade muster",
                        h->path, (long long)ver, HIST_SCHEMA_VER);
     if (!create)
-        return ver == HIST_SCHEMA_VER ? 0
-                                      : mu_errf(err, MU_E_STATE,
-                                                "history '%s': not a muster history (no schema)",
-                                                h->path);
-    if (exec(h, "PRAGMA journal_mode=WAL", err) != 0 || exec(h, "PRAGMA synchronous=NORMAL", err) != 0)
+        return ver == HIST_SCHEMA_VER
+                   ? 0
+                   : mu_errf(err, MU_E_STATE, "history '%s': not a muster history (no schema)",
+                             h->path);
+    if (exec(h, "PRAGMA journal_mode=WAL", err) != 0
+        || exec(h, "PRAGMA synchronous=NORMAL", err) != 0)
         return -1;
     if (ver == HIST_SCHEMA_VER)
         return 0;

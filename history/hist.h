@@ -29,32 +29,32 @@
  */
 struct hist_job {
     const char *id;
-    int64_t attempt;          /* 1.. (the job's last attempt) */
-    const char *array_job;    /* an array's element: its array's id */
-    int64_t array_index;      /* an element's index */
+    int64_t attempt;       /* 1.. (the job's last attempt) */
+    const char *array_job; /* an array's element: its array's id */
+    int64_t array_index;   /* an element's index */
     const char *name;
     const char *user;
     const char *queue;
-    const char *pools;        /* the pools its last attempt ran in, comma-separated */
-    const char *nodes;        /* the nodes its last attempt ran on, comma-separated */
+    const char *pools; /* the pools its last attempt ran in, comma-separated */
+    const char *nodes; /* the nodes its last attempt ran on, comma-separated */
     int64_t tasks;
     int64_t gpus_per_task;
-    int64_t gpus;             /* tasks x gpus_per_task */
-    int64_t submitted_ms;     /* wall, ms since the epoch */
-    int64_t started_ms;       /* the last attempt's start */
+    int64_t gpus;         /* tasks x gpus_per_task */
+    int64_t submitted_ms; /* wall, ms since the epoch */
+    int64_t started_ms;   /* the last attempt's start */
     int64_t ended_ms;
-    int64_t waited_ms;        /* started - submitted (the last attempt's start) */
-    const char *state;        /* SUCCEEDED, FAILED, CANCELLED, TIMEOUT, REJECTED */
+    int64_t waited_ms; /* started - submitted (the last attempt's start) */
+    const char *state; /* SUCCEEDED, FAILED, CANCELLED, TIMEOUT, REJECTED */
     int64_t exit_code;
-    const char *reason;       /* the error, or the last reason */
-    double gpu_seconds;       /* GPUs x (ended - started) of the last attempt; -1 unknown */
-    double lost_gpu_seconds;  /* work lost by requeues and preemptions; -1 unknown */
-    int64_t checkpoints;      /* checkpoints known (1 when a checkpoint is recorded) */
-    int64_t preemptions;      /* not recorded by musterd yet: HIST_NONE */
-    double price;             /* not known yet: -1 */
+    const char *reason;      /* the error, or the last reason */
+    double gpu_seconds;      /* GPUs x (ended - started) of the last attempt; -1 unknown */
+    double lost_gpu_seconds; /* work lost by requeues and preemptions; -1 unknown */
+    int64_t checkpoints;     /* checkpoints known (1 when a checkpoint is recorded) */
+    int64_t preemptions;     /* not recorded by musterd yet: HIST_NONE */
+    double price;            /* not known yet: -1 */
     int64_t failures;
-    const char *spec;         /* the submitted spec, JSON */
-    int64_t archived_ms;      /* when the archiver wrote the row */
+    const char *spec;    /* the submitted spec, JSON */
+    int64_t archived_ms; /* when the archiver wrote the row */
 };
 
 struct hist;
@@ -90,20 +90,20 @@ struct hist_filter {
     const char *user;
     const char *queue;
     const char *state;
-    const char *name;     /* exact; a trailing '*' matches a prefix */
-    const char *id;       /* the job, or an array and its elements */
-    const char *array;    /* an array's elements */
-    int64_t since_ms;     /* ended at or after */
-    int64_t until_ms;     /* ended before */
-    int64_t limit;        /* rows at most, newest first; HIST_NONE or 0 = all */
+    const char *name;  /* exact; a trailing '*' matches a prefix */
+    const char *id;    /* the job, or an array and its elements */
+    const char *array; /* an array's elements */
+    int64_t since_ms;  /* ended at or after */
+    int64_t until_ms;  /* ended before */
+    int64_t limit;     /* rows at most, newest first; HIST_NONE or 0 = all */
 };
 
 /* Called per row, newest end first; j is valid during the call.  A non-zero return stops. */
 typedef int hist_row_fn(void *ctx, const struct hist_job *j);
 
 /* The rows matching f, newest first.  0, or -1 with err (fn's non-zero return stops with 0). */
-int hist_query(struct hist *h, const struct hist_filter *f, hist_row_fn *fn, void *ctx,
-               struct mu_err *err);
+int hist_query(
+    struct hist *h, const struct hist_filter *f, hist_row_fn *fn, void *ctx, struct mu_err *err);
 
 /* Rows in the history (for tests and the archiver's log). */
 int hist_count(struct hist *h, int64_t *n, struct mu_err *err);

@@ -138,8 +138,8 @@ static void row_read(sqlite3_stmt *st, struct hist_job *j)
     (void)MU_NEVER(i != HIST_NCOLS);
 }
 
-int hist_query(struct hist *h, const struct hist_filter *f, hist_row_fn *fn, void *ctx,
-               struct mu_err *err)
+int hist_query(
+    struct hist *h, const struct hist_filter *f, hist_row_fn *fn, void *ctx, struct mu_err *err)
 {
     struct query q = { .len = 0 };
     sqlite3_stmt *st = NULL;

@@ -123,7 +123,8 @@ int hist_job_from_fields(struct hist_job *j,
         j->attempt = 0; /* never started (rejected, cancelled while pending): attempt 0 */
     if (j->tasks != HIST_NONE && j->gpus_per_task != HIST_NONE)
         j->gpus = j->tasks * j->gpus_per_task;
-    if (j->started_ms != HIST_NONE && j->submitted_ms != HIST_NONE && j->started_ms >= j->submitted_ms)
+    if (j->started_ms != HIST_NONE && j->submitted_ms != HIST_NONE
+        && j->started_ms >= j->submitted_ms)
         j->waited_ms = j->started_ms - j->submitted_ms;
     if (j->gpus != HIST_NONE && j->started_ms != HIST_NONE && j->ended_ms != HIST_NONE
         && j->ended_ms >= j->started_ms)

@@ -95,11 +95,8 @@ static int array_exists(struct queue *q, const char *id, size_t arr, bool *yes, 
     return 0;
 }
 
-int queue_finished_done(struct queue *q,
-                        const char *const *ids,
-                        const uint64_t *ended_ms,
-                        int n,
-                        struct mu_err *err)
+int queue_finished_done(
+    struct queue *q, const char *const *ids, const uint64_t *ended_ms, int n, struct mu_err *err)
 {
     bool *in_set = NULL;
     int sent = 0;
@@ -149,8 +146,8 @@ out:
 static int elements_remove(struct queue *q, const char *id, int *removed, struct mu_err *err)
 {
     for (;;) {
-        redisReply *r = queue_command(q, err, "SRANDMEMBER %sarchived:%s %d", q->prefix, id,
-                                      DEL_CHUNK);
+        redisReply *r =
+            queue_command(q, err, "SRANDMEMBER %sarchived:%s %d", q->prefix, id, DEL_CHUNK);
         int sent = 0;
         bool nomem = false;
         if (!r)
@@ -261,7 +258,8 @@ static int submit_needed(struct queue *q, char *minid, size_t size, struct mu_er
     p = queue_command(q, err, "XPENDING %ssubmit %s", q->prefix, QUEUE_GROUP);
     if (!p)
         goto out;
-    if (p->type == REDIS_REPLY_ARRAY && p->elements >= 2 && p->element[1]->type == REDIS_REPLY_STRING)
+    if (p->type == REDIS_REPLY_ARRAY && p->elements >= 2
+        && p->element[1]->type == REDIS_REPLY_STRING)
         (void)mu_strlcpy(minid, p->element[1]->str, size);
     rc = 0;
 out:

@@ -837,11 +837,8 @@ typedef int queue_archive_fn(void *ctx,
 int queue_finished_each(
     struct queue *q, int max, queue_archive_fn *fn, void *ctx, int *seen, struct mu_err *err);
 /* Once their rows are committed: moves the n ids (with their end ms) out of finished. */
-int queue_finished_done(struct queue *q,
-                        const char *const *ids,
-                        const uint64_t *ended_ms,
-                        int n,
-                        struct mu_err *err);
+int queue_finished_done(
+    struct queue *q, const char *const *ids, const uint64_t *ended_ms, int n, struct mu_err *err);
 /* Removes up to max archived jobs that ended before before_ms (hash, <prefix>jobs entry; an
  * array with its archived elements).  *removed: job hashes deleted. */
 int queue_archived_expire(

@@ -264,7 +264,8 @@ int queue_idem_claim(struct queue *q,
     bool found = false;
     if (q->fence[0]) {
         /* The script's reply holds SET's: OK when set, nil when the key existed. */
-        if (queue_append(q, "SET %sidem:%s %s NX EX %d", q->prefix, key, id, QUEUE_IDEM_TTL_S) != REDIS_OK) {
+        if (queue_append(q, "SET %sidem:%s %s NX EX %d", q->prefix, key, id, QUEUE_IDEM_TTL_S)
+            != REDIS_OK) {
             queue_batch_clear(q);
             return mu_errf(err, MU_E_NOMEM, "out of memory");
         }
@@ -272,7 +273,8 @@ int queue_idem_claim(struct queue *q,
             return -1;
         *won = r->elements == 1 && r->element[0]->type == REDIS_REPLY_STATUS;
     } else {
-        r = queue_command(q, err, "SET %sidem:%s %s NX EX %d", q->prefix, key, id, QUEUE_IDEM_TTL_S);
+        r = queue_command(q, err, "SET %sidem:%s %s NX EX %d", q->prefix, key, id,
+                          QUEUE_IDEM_TTL_S);
         if (!r)
             return -1;
         *won = r->type == REDIS_REPLY_STATUS;

@@ -33,16 +33,16 @@ struct d_archive {
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    bool stop;              /* under mu */
-    struct queue *q;        /* the thread's own connection, fenced */
-    struct hist *h;         /* NULL: no history */
-    uint64_t keep_ms;       /* 0 = archived jobs stay */
-    char crash[32];         /* MUSTERD_TEST_ARCHIVE_KILL: "after-commit" (tests only) */
+    bool stop;                /* under mu */
+    struct queue *q;          /* the thread's own connection, fenced */
+    struct hist *h;           /* NULL: no history */
+    uint64_t keep_ms;         /* 0 = archived jobs stay */
+    char crash[32];           /* MUSTERD_TEST_ARCHIVE_KILL: "after-commit" (tests only) */
     char *ids[ARCHIVE_BATCH]; /* this round's jobs (heap) */
     uint64_t ended[ARCHIVE_BATCH];
     int n;
-    uint64_t now_ms;        /* wall, this round */
-    bool failing;           /* the last round failed (logged once until one succeeds) */
+    uint64_t now_ms; /* wall, this round */
+    bool failing;    /* the last round failed (logged once until one succeeds) */
 };
 
 static int row_take(void *ctx,
@@ -193,8 +193,10 @@ static void say_policy(const struct cfg *c)
                "history off: finished jobs stay in redis for ever (set \"history\": {\"sqlite\": "
                "PATH} to archive them and keep redis bounded)");
     else if (c->keep_finished_s == 0)
-        mu_log(MU_LOG_INFO, "archive", "history %s: finished jobs archived, kept in redis too "
-               "(keep_finished_s 0)", c->history_sqlite);
+        mu_log(MU_LOG_INFO, "archive",
+               "history %s: finished jobs archived, kept in redis too "
+               "(keep_finished_s 0)",
+               c->history_sqlite);
     else
         mu_log(MU_LOG_INFO, "archive",
                "history %s: finished jobs archived, removed from redis %d s after they ended",

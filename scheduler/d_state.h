@@ -74,15 +74,15 @@ struct musterd {
     void *router;
     struct proto_zap *zap; /* CURVE allow-list (ZAP) handler; NULL = CURVE off */
     struct sched_cluster *cluster;
-    uint64_t epoch;         /* this run's fencing epoch (muster:epoch), taken with the lease */
-    struct d_lease lease;   /* the leader lease (d_lease.c) */
-    struct d_store store;   /* every write to Redis */
-    struct d_sender out;    /* every message to a worker */
+    uint64_t epoch;            /* this run's fencing epoch (muster:epoch), taken with the lease */
+    struct d_lease lease;      /* the leader lease (d_lease.c) */
+    struct d_store store;      /* every write to Redis */
+    struct d_sender out;       /* every message to a worker */
     struct d_archive *archive; /* the history's archiver thread (d_archive.c); NULL before */
-    struct mu_map *jobs;    /* id -> struct d_job * (owned) */
-    struct d_job **retired; /* final jobs kept D_RETIRED_KEEP_MS after they were forgotten,
-                               oldest first (owned; d_job_retire): a new Redis primary may
-                               have missed their last writes */
+    struct mu_map *jobs;       /* id -> struct d_job * (owned) */
+    struct d_job **retired;    /* final jobs kept D_RETIRED_KEEP_MS after they were forgotten,
+                                  oldest first (owned; d_job_retire): a new Redis primary may
+                                  have missed their last writes */
     int nretired;
     int cap_retired;
     struct mu_map *retired_ids;   /* id -> the same jobs (borrowed); NULL until the first */

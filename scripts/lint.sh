@@ -8,7 +8,7 @@
 #   private   a module shows the rest of the tree only its PUBLIC headers (docs/style.md §1.1):
 #                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   access: access.h
 #                 protocol: proto.h   queue: queue.h   lib: muster.h   core: sched.h
-#                 worker: wrk.h cgroup.h   sim: sim.h
+#                 worker: wrk.h cgroup.h   sim: sim.h   history: hist.h
 #                 cli, scheduler, bench, tests and any folder not in public_headers: none
 #             Any other header (internal.h, scheduler/d_job.h, ...) may be included only by files
 #             of its own folder.  One exception: tests/ may also include scheduler/*.h, the
@@ -150,6 +150,7 @@ declare -A public_headers=(
     [core]="sched.h"
     [worker]="wrk.h cgroup.h"
     [sim]="sim.h"
+    [history]="hist.h"
     [cli]=""
     [scheduler]=""
     [bench]=""

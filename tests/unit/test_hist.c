@@ -66,11 +66,23 @@ static void job_fields(struct hist_job *j,
                        const char *ended,
                        const char *array_job)
 {
-    const char *keys[] = { "id",        "name",         "user",        "queue",      "tasks",
-                           "gpus_per_task", "submitted_at", "started_at", "finished_at", "state",
-                           "attempt",   "exit_code",    "lost_gpu_seconds", "array_job", "reason" };
-    const char *values[] = { id,     "train", user,  "default", "2",   "4",       "1000", "3000",
-                             ended,  state,   "1",   "0",       "1.5", array_job, "" };
+    const char *keys[] = { "id",
+                           "name",
+                           "user",
+                           "queue",
+                           "tasks",
+                           "gpus_per_task",
+                           "submitted_at",
+                           "started_at",
+                           "finished_at",
+                           "state",
+                           "attempt",
+                           "exit_code",
+                           "lost_gpu_seconds",
+                           "array_job",
+                           "reason" };
+    const char *values[] = { id,    "train", user, "default", "2",   "4",       "1000", "3000",
+                             ended, state,   "1",  "0",       "1.5", array_job, "" };
     struct mu_err err = { 0, "" };
     int n = array_job ? 15 : 14;
 
