@@ -380,8 +380,9 @@ int d_deps_resolve(
             return -1;
         if (!found) /* the singleton's jobs are active: an unknown one is an after[i] */
             return mu_errf(err, MU_E_SPEC,
-                           "after[%d]: unknown job '%s'; hint: musterctl jobs --all lists them", i,
-                           j->deps[i].id);
+                           "after[%d]: unknown job '%s'; hint: musterctl jobs --all lists them (a "
+                           "finished job leaves Redis keep_finished_s after it ended)",
+                           i, j->deps[i].id);
         (void)dep_judge(j, i, &t, why, sizeof(why));
     }
     if (job_verdict(j) != DEP_NEVER) {

@@ -54,6 +54,8 @@ static void assert_defaults(const struct cfg *c)
     assert_int_equal(c->bind_timeout_s, 30);
     assert_int_equal(c->leader_lease_s, 5);
     assert_int_equal(c->never_met, CFG_NEVER_MET_CANCEL);
+    assert_int_equal(c->keep_finished_s, 86400);
+    assert_string_equal(c->history_sqlite, "");
     assert_int_equal(c->kill_grace_s, 10);
     assert_int_equal(c->default_time_limit_s, 86400);
     assert_int_equal(c->max_time_limit_s, 0);
@@ -305,6 +307,11 @@ static const struct {
     { "{\"dependency_never_met\":\"kill\"}",
       "dependency_never_met: expected \"cancel\" or \"pend\", got 'kill'" },
     { "{\"dependency_never_met\":true}", "dependency_never_met: expected \"cancel\" or \"pend\"" },
+    { "{\"keep_finished_s\":-1}", "keep_finished_s: expected an integer 0..31536000, got -1" },
+    { "{\"history\":\"/h.db\"}", "history: expected an object such as {\"sqlite\": " },
+    { "{\"history\":{\"sqlite\":\"\"}}", "history.sqlite: expected a file path such as " },
+    { "{\"history\":{\"sqlite\":3}}", "history.sqlite: expected a file path such as " },
+    { "{\"history\":{\"postgres\":\"x\"}}", "history.postgres: unknown key" },
     { "{\"kill_grace_s\":1e9}", "kill_grace_s: expected an integer 0..3600, got 1000000000" },
     { "{\"max_time_limit_s\":-1}", "max_time_limit_s: expected an integer 0..31536000, got -1" },
     { "{\"default_time_limit_s\":7200,\"max_time_limit_s\":3600}",
@@ -405,6 +412,8 @@ static void test_diff_beyond_queues(void **state)
     static const char beat[] = "{\"heartbeat_s\":2}";
     static const char pool[] = "{\"pools\":[" POOL("") "]}";
     static const char lease[] = "{\"leader_lease_s\":10}";
+    static const char hist[] =
+        "{\"keep_finished_s\":60,\"history\":{\"sqlite\":\"/var/lib/muster/history.db\"}}";
     (void)state;
     assert_int_equal(cfg_parse(&a, one, strlen(one), &err), 0);
     assert_int_equal(cfg_parse(&b, two, strlen(two), &err), 0);
@@ -423,6 +432,11 @@ static void test_diff_beyond_queues(void **state)
         assert_int_equal(b.never_met, CFG_NEVER_MET_PEND);
         assert_string_equal(cfg_diff_beyond_queues(&a, &b), "dependency_never_met");
     }
+    /* The history file is opened once, when musterd starts leading. */
+    assert_int_equal(cfg_parse(&b, hist, strlen(hist), &err), 0);
+    assert_int_equal(b.keep_finished_s, 60);
+    assert_string_equal(b.history_sqlite, "/var/lib/muster/history.db");
+    assert_string_equal(cfg_diff_beyond_queues(&a, &b), "history");
 }
 
 /* Quotas, cohorts and limits as the config gives them; a queue without quota is not limited. */

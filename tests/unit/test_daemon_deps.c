@@ -254,7 +254,7 @@ static void test_bad_conditions_rejected(void **state)
     assert_string_equal(dfix_state_field(f, J1), "REJECTED");
     assert_string_equal(fake_field(f->store, J1, "error"),
                         "after[0]: unknown job '1600000000000-0'; hint: musterctl jobs --all "
-                        "lists them");
+                        "lists them (a finished job leaves Redis keep_finished_s after it ended)");
     assert_string_equal(fake_field(f->store, J2, "error"),
                         "after[0].job: '" J2 "' is this job itself");
     assert_non_null(strstr(fake_field(f->store, J3, "error"), "no job has idempotency key"));
