@@ -270,9 +270,23 @@ out:
     return rc;
 }
 
-int queue_submit_trim(struct queue *q, long long *trimmed, struct mu_err *err)
+/* True when stream id a is below b ("ms-seq", compared as numbers). */
+static bool id_below(const char *a, const char *b)
+{
+    unsigned long long ams = 0;
+    unsigned long long aseq = 0;
+    unsigned long long bms = 0;
+    unsigned long long bseq = 0;
+
+    if (sscanf(a, "%llu-%llu", &ams, &aseq) < 1 || sscanf(b, "%llu-%llu", &bms, &bseq) < 1)
+        return false;
+    return ams < bms || (ams == bms && aseq < bseq);
+}
+
+int queue_submit_trim(struct queue *q, uint64_t before_ms, long long *trimmed, struct mu_err *err)
 {
     char minid[64];
+    char cut[32];
     redisReply *r = NULL;
     int rc = -1;
 
@@ -281,6 +295,10 @@ int queue_submit_trim(struct queue *q, long long *trimmed, struct mu_err *err)
         return -1;
     if (!minid[0] || strcmp(minid, "0-0") == 0)
         return 0;
+    /* Entry ids are Redis's ms: nothing younger than before_ms goes. */
+    (void)mu_snprintf(cut, sizeof(cut), "%llu-0", (unsigned long long)before_ms);
+    if (id_below(cut, minid))
+        (void)mu_strlcpy(minid, cut, sizeof(minid));
     r = queue_command(q, err, "XTRIM %ssubmit MINID %s", q->prefix, minid);
     if (!r)
         return -1;

@@ -844,8 +844,9 @@ int queue_finished_done(
 int queue_archived_expire(
     struct queue *q, uint64_t before_ms, int max, int *removed, struct mu_err *err);
 /* XTRIM <prefix>submit MINID: drops the entries the group acknowledged (their jobs are stored;
- * an entry read but not acknowledged, or not read yet, stays).  *trimmed: entries dropped. */
-int queue_submit_trim(struct queue *q, long long *trimmed, struct mu_err *err);
+ * an entry read but not acknowledged, or not read yet, stays) whose ids are below before_ms
+ * (entry ids are ms).  *trimmed: entries dropped. */
+int queue_submit_trim(struct queue *q, uint64_t before_ms, long long *trimmed, struct mu_err *err);
 
 /* How long an idempotency key (<prefix>idem:<key>) is kept after the submission that set it:
  * 7 days.  A retry with the same key within this window finds the job; after it, it makes a new

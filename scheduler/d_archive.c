@@ -23,10 +23,11 @@
 
 #include "common/mu_banned.h"
 
-#define ARCHIVE_BATCH    256  /* finished jobs per transaction */
-#define ARCHIVE_IDLE_MS  1000 /* the wait between rounds that found nothing to do */
-#define ARCHIVE_TRIM_MS  5000 /* how often the submit stream is trimmed */
-#define ARCHIVE_EXPIRE_N 256  /* archived jobs removed per round at most */
+#define ARCHIVE_BATCH    256    /* finished jobs per transaction */
+#define ARCHIVE_IDLE_MS  1000   /* the wait between rounds that found nothing to do */
+#define ARCHIVE_TRIM_MS  5000   /* how often the submit stream is trimmed */
+#define ARCHIVE_EXPIRE_N 256    /* archived jobs removed per round at most */
+#define SUBMIT_KEEP_MS   600000 /* an acknowledged submission stays this long (or keep_ms) */
 
 struct d_archive {
     pthread_t thread;
@@ -129,7 +130,8 @@ static int work(struct d_archive *a, uint64_t *next_trim, struct mu_err *err)
                    removed);
     }
     if (now >= *next_trim) {
-        if (queue_submit_trim(a->q, &trimmed, err) != 0)
+        uint64_t keep = a->keep_ms && a->keep_ms < SUBMIT_KEEP_MS ? a->keep_ms : SUBMIT_KEEP_MS;
+        if (queue_submit_trim(a->q, mu_time_wall_ms() - keep, &trimmed, err) != 0)
             return -1;
         *next_trim = now + ARCHIVE_TRIM_MS;
     }

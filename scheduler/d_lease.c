@@ -217,6 +217,9 @@ void d_lease_release(struct musterd *d)
 {
     struct mu_err err;
 
+    /* The archiver writes under the same token, and a fenced write finding the key free takes
+     * it back: it stops before the key is handed over. */
+    d_archive_stop(d);
     if (!d->lease.leading || d->lease.lost || d->store.fenced)
         return;
     if (queue_lease_release(d->q, d->lease.token, &err) != 0)
