@@ -160,7 +160,8 @@ const struct ctl_cmd ctl_commands[] = {
       "highest first, age the oldest first, state in lifecycle order).  Without --all or "
       "--state only jobs that are not finished are shown (PENDING, STARTING, RUNNING, "
       "PREEMPTING).  REASON says why a job is pending, or what went wrong for a failed or "
-      "rejected one.",
+      "rejected one.  A finished job leaves Redis keep_finished_s after it ended when musterd "
+      "keeps a job history: 'musterctl history' lists it then.",
       opts_jobs, 0, 0, CTL_ARG_NONE },
     { "show", ctl_cmd_show, "show one job in full", "ID",
       "Prints every field of job ID: times in ISO 8601 UTC, the placement task by task, "

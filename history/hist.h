@@ -75,11 +75,14 @@ void hist_rollback(struct hist *h);
 int hist_job_put(struct hist *h, const struct hist_job *j, struct mu_err *err);
 
 /*
- * Fills j from a job's Redis hash: n field names and values (borrowed; j points into them, so
- * it is valid while they are).  Derives gpus, waited_ms, gpu_seconds, pools (from placement)
- * and the attempt.  0, or -1 when the hash has no id or state.
+ * Fills j from a job's Redis hash: n field names and values (borrowed; j points into them and
+ * into id, so it is valid while they are).  id (may be NULL) is the job's id when the hash has
+ * no "id" field; a hash without "state" gives state "UNKNOWN", so that no finished job is left
+ * out of the history.  Derives gpus, waited_ms, gpu_seconds and the attempt.  0, or -1 when no
+ * id is known.
  */
 int hist_job_from_fields(struct hist_job *j,
+                         const char *id,
                          const char *const *keys,
                          const char *const *values,
                          int n,

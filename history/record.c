@@ -97,6 +97,7 @@ static void field_take(struct hist_job *j, const char *k, const char *v)
 }
 
 int hist_job_from_fields(struct hist_job *j,
+                         const char *id,
                          const char *const *keys,
                          const char *const *values,
                          int n,
@@ -116,8 +117,12 @@ int hist_job_from_fields(struct hist_job *j,
         else
             field_take(j, keys[i], values[i]);
     }
-    if (!j->id || !j->state)
-        return mu_errf(err, MU_E_PARSE, "job hash without %s", j->id ? "a state" : "an id");
+    if (!j->id)
+        j->id = text(id);
+    if (!j->id)
+        return mu_errf(err, MU_E_PARSE, "job hash without an id");
+    if (!j->state)
+        j->state = "UNKNOWN";
     j->reason = error ? error : reason;
     if (j->attempt == HIST_NONE)
         j->attempt = 0; /* never started (rejected, cancelled while pending): attempt 0 */

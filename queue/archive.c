@@ -199,15 +199,18 @@ int queue_archived_expire(
         /* The elements first: a crash between leaves the array to be removed again. */
         if (elements_remove(q, id, removed, err) != 0)
             goto out;
+        /* A job's id is its submission's entry id: the entry (acknowledged long ago) goes with
+         * the hash, so that no reader takes it for a submission not yet taken in. */
         if (queue_append(q, "DEL %sjob:%s", q->prefix, id) != REDIS_OK
             || queue_append(q, "ZREM %sjobs %s", q->prefix, id) != REDIS_OK
+            || queue_append(q, "XDEL %ssubmit %s", q->prefix, id) != REDIS_OK
             || queue_append(q, "ZREM %sarchived %s", q->prefix, id) != REDIS_OK) {
             queue_batch_clear(q);
             queue_conn_drop(q);
             mu_errf(err, MU_E_NOMEM, "out of memory");
             goto out;
         }
-        if (queue_pipeline_finish(q, 3, err) != 0)
+        if (queue_pipeline_finish(q, 4, err) != 0)
             goto out;
         (*removed)++;
     }

@@ -839,8 +839,9 @@ int queue_finished_each(
 /* Once their rows are committed: moves the n ids (with their end ms) out of finished. */
 int queue_finished_done(
     struct queue *q, const char *const *ids, const uint64_t *ended_ms, int n, struct mu_err *err);
-/* Removes up to max archived jobs that ended before before_ms (hash, <prefix>jobs entry; an
- * array with its archived elements).  *removed: job hashes deleted. */
+/* Removes up to max archived jobs that ended before before_ms (hash, <prefix>jobs entry, its
+ * submit stream entry if still there; an array with its archived elements).  *removed: job
+ * hashes deleted. */
 int queue_archived_expire(
     struct queue *q, uint64_t before_ms, int max, int *removed, struct mu_err *err);
 /* XTRIM <prefix>submit MINID: drops the entries the group acknowledged (their jobs are stored;

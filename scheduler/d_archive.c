@@ -60,7 +60,7 @@ static int row_take(void *ctx,
     if (a->n >= ARCHIVE_BATCH)
         return 0;
     if (n > 0) {
-        if (hist_job_from_fields(&j, keys, values, n, err) != 0) {
+        if (hist_job_from_fields(&j, id, keys, values, n, err) != 0) {
             mu_log(MU_LOG_WARN, "archive", "job=%s not archived: %s", id, err->msg);
         } else {
             j.archived_ms = (int64_t)a->now_ms;

@@ -90,7 +90,7 @@ static void job_fields(struct hist_job *j,
         keys[13] = "reason";
         values[13] = "why";
     }
-    assert_int_equal(hist_job_from_fields(j, keys, values, n, &err), 0);
+    assert_int_equal(hist_job_from_fields(j, NULL, keys, values, n, &err), 0);
 }
 
 static void test_from_fields(void **state)
@@ -113,14 +113,20 @@ static void test_from_fields(void **state)
     assert_string_equal(j.reason, "why");
     assert_null(j.array_job);
     /* Bad numbers are unknown, a missing attempt is 0 (never started). */
-    assert_int_equal(hist_job_from_fields(&j, keys, values, 4, &err), 0);
+    assert_int_equal(hist_job_from_fields(&j, NULL, keys, values, 4, &err), 0);
     assert_int_equal(j.tasks, HIST_NONE);
     assert_int_equal(j.attempt, 0);
     assert_int_equal(j.gpus, HIST_NONE);
     assert_true(j.gpu_seconds < 0);
-    /* No id: refused. */
-    assert_int_equal(hist_job_from_fields(&j, nokeys, novals, 1, &err), -1);
+    /* No id in the hash: the caller's, else refused. */
+    assert_int_equal(hist_job_from_fields(&j, NULL, nokeys, novals, 1, &err), -1);
     assert_non_null(strstr(err.msg, "without an id"));
+    assert_int_equal(hist_job_from_fields(&j, "9-0", nokeys, novals, 1, &err), 0);
+    assert_string_equal(j.id, "9-0");
+    assert_string_equal(j.state, "FAILED");
+    /* No state: kept as UNKNOWN rather than left out. */
+    assert_int_equal(hist_job_from_fields(&j, "9-0", novals, novals, 0, &err), 0);
+    assert_string_equal(j.state, "UNKNOWN");
 }
 
 static int count(struct hist *h)
