@@ -178,6 +178,24 @@ static int elements_remove(struct queue *q, const char *id, int *removed, struct
     return 0;
 }
 
+/* The key of the stream job id was submitted on (submit, or submit:<user> with proven
+ * identity: the hash's submitted_by) into buf.  0 or -1. */
+static int submit_stream_of(
+    struct queue *q, const char *id, char *buf, size_t size, struct mu_err *err)
+{
+    redisReply *r = queue_command(q, err, "HGET %sjob:%s submitted_by", q->prefix, id);
+    int rc;
+
+    if (!r)
+        return -1;
+    rc = queue_stream_key(q->prefix, QUEUE_STREAM_SUBMIT,
+                          r->type == REDIS_REPLY_STRING ? r->str : NULL, buf, size);
+    freeReplyObject(r);
+    if (rc != 0)
+        return mu_errf(err, MU_E_TOOBIG, "job %s: its submit stream's name is too long", id);
+    return 0;
+}
+
 int queue_archived_expire(
     struct queue *q, uint64_t before_ms, int max, int *removed, struct mu_err *err)
 {
@@ -194,8 +212,11 @@ int queue_archived_expire(
     }
     for (size_t i = 0; i < ids->elements; i++) {
         const char *id = ids->element[i]->str;
+        char stream[CFG_NAME_MAX + QUEUE_OWNER_MAX + 16];
         if (ids->element[i]->type != REDIS_REPLY_STRING)
             continue;
+        if (submit_stream_of(q, id, stream, sizeof(stream), err) != 0)
+            goto out;
         /* The elements first: a crash between leaves the array to be removed again. */
         if (elements_remove(q, id, removed, err) != 0)
             goto out;
@@ -203,7 +224,7 @@ int queue_archived_expire(
          * the hash, so that no reader takes it for a submission not yet taken in. */
         if (queue_append(q, "DEL %sjob:%s", q->prefix, id) != REDIS_OK
             || queue_append(q, "ZREM %sjobs %s", q->prefix, id) != REDIS_OK
-            || queue_append(q, "XDEL %ssubmit %s", q->prefix, id) != REDIS_OK
+            || queue_append(q, "XDEL %s %s", stream, id) != REDIS_OK
             || queue_append(q, "ZREM %sarchived %s", q->prefix, id) != REDIS_OK) {
             queue_batch_clear(q);
             queue_conn_drop(q);
