@@ -5,8 +5,6 @@
  */
 #include "history/internal.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "common/mu.h"
@@ -27,18 +25,29 @@ struct query {
 };
 
 /* Appends " WHERE "/" AND " and clause, with each "?" in it written as this parameter's ?N. */
-/* Appends formatted text to q->sql; past SQL_MAX the query is marked too long (len = SQL_MAX). */
-__attribute__((format(printf, 2, 3))) static void put(struct query *q, const char *fmt, ...)
+/* Appends len bytes of text to q->sql; past SQL_MAX the query is marked too long (len =
+ * SQL_MAX, which hist_query refuses). */
+static void put_n(struct query *q, const char *text, size_t len)
 {
-    va_list ap;
-    int n;
-
-    if (q->len >= sizeof(q->sql))
+    if (q->len >= sizeof(q->sql) || len >= sizeof(q->sql) - q->len) {
+        q->len = sizeof(q->sql);
         return;
-    va_start(ap, fmt);
-    n = vsnprintf(q->sql + q->len, sizeof(q->sql) - q->len, fmt, ap);
-    va_end(ap);
-    q->len = n < 0 || (size_t)n >= sizeof(q->sql) - q->len ? sizeof(q->sql) : q->len + (size_t)n;
+    }
+    memcpy(q->sql + q->len, text, len);
+    q->len += len;
+    q->sql[q->len] = '\0';
+}
+
+static void put(struct query *q, const char *text)
+{
+    put_n(q, text, strlen(text));
+}
+
+static void put_num(struct query *q, long long v)
+{
+    char buf[32];
+    (void)mu_snprintf(buf, sizeof(buf), "%lld", v);
+    put(q, buf);
 }
 
 static void add(struct query *q, const char *clause, const char *text, int64_t num)
@@ -48,12 +57,14 @@ static void add(struct query *q, const char *clause, const char *text, int64_t n
     q->text[q->n] = text;
     q->num[q->n] = num;
     q->n++;
-    put(q, "%s", q->n > 1 ? " AND " : " WHERE ");
+    put(q, q->n > 1 ? " AND " : " WHERE ");
     for (const char *c = clause; *c; c++) {
-        if (*c == '?')
-            put(q, "?%d", q->n);
-        else
-            put(q, "%c", *c);
+        if (*c == '?') {
+            put(q, "?");
+            put_num(q, q->n);
+        } else {
+            put_n(q, c, 1);
+        }
     }
 }
 
@@ -86,8 +97,10 @@ static void build(struct query *q, const struct hist_filter *f)
     if (f->until_ms != HIST_NONE)
         add(q, "ended_ms < ?", NULL, f->until_ms);
     put(q, " ORDER BY ended_ms DESC, id DESC, attempt DESC");
-    if (f->limit != HIST_NONE && f->limit > 0)
-        put(q, " LIMIT %lld", (long long)f->limit);
+    if (f->limit != HIST_NONE && f->limit > 0) {
+        put(q, " LIMIT ");
+        put_num(q, (long long)f->limit);
+    }
 }
 
 static const char *col_text(sqlite3_stmt *st, int i)

@@ -11,6 +11,7 @@
  */
 #include "queue/internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,15 +295,34 @@ out:
     return rc;
 }
 
-/* True when stream id a is below b ("ms-seq", compared as numbers). */
+/* A stream id "ms-seq" (seq optional) as two numbers; false when it is none. */
+static bool id_parse(const char *text, unsigned long long *ms, unsigned long long *seq)
+{
+    char *end = NULL;
+
+    errno = 0;
+    *ms = strtoull(text, &end, 10);
+    if (errno || end == text)
+        return false;
+    *seq = 0;
+    if (*end == '-') {
+        const char *s = end + 1;
+        *seq = strtoull(s, &end, 10);
+        if (errno || end == s)
+            return false;
+    }
+    return *end == '\0';
+}
+
+/* True when stream id a is below b (compared as numbers). */
 static bool id_below(const char *a, const char *b)
 {
-    unsigned long long ams = 0;
-    unsigned long long aseq = 0;
-    unsigned long long bms = 0;
-    unsigned long long bseq = 0;
+    unsigned long long ams;
+    unsigned long long aseq;
+    unsigned long long bms;
+    unsigned long long bseq;
 
-    if (sscanf(a, "%llu-%llu", &ams, &aseq) < 1 || sscanf(b, "%llu-%llu", &bms, &bseq) < 1)
+    if (!id_parse(a, &ams, &aseq) || !id_parse(b, &bms, &bseq))
         return false;
     return ams < bms || (ams == bms && aseq < bseq);
 }
