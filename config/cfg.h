@@ -103,8 +103,8 @@ struct cfg {
     int spot_return_overhead_s; /* back to spot: what a restart costs, in run time, 0..86400 */
     enum cfg_never_met never_met; /* "dependency_never_met": what a dependent whose dependency
                                      can never be met becomes (issue #43) */
-    int keep_finished_s;        /* a finished job leaves Redis this long after it ended, once it is
-                                   in the history (issue #47); 0 = never; default 86400 */
+    int keep_finished_s; /* a finished job leaves Redis this long after it ended, once it is
+                            in the history (issue #47); 0 = never; default 86400 */
     char history_sqlite[CFG_URL_MAX]; /* "history": {"sqlite": PATH}; "" = no history (finished
                                          jobs then stay in Redis for ever) */
 };

@@ -99,7 +99,7 @@ static int archive_round(struct d_archive *a, struct mu_err *err)
         goto out;
     }
     if (a->n > 0 && strcmp(a->crash, "after-commit") == 0)
-        (void)raise(SIGKILL); /* the test of a crash between the COMMIT and Redis (t1008) */
+        (void)raise(SIGKILL); /* the test of a crash between the COMMIT and Redis (t1009) */
     if (queue_finished_done(a->q, (const char *const *)a->ids, a->ended, a->n, err) != 0)
         goto out;
     rc = a->n;
