@@ -127,7 +127,8 @@ int d_job_fields_new(const struct d_job *j,
     f[i++] = (struct queue_kv){ "name", j->spec.name };
     f[i++] = (struct queue_kv){ "queue", j->spec.queue };
     f[i++] = (struct queue_kv){ "user", j->spec.user };
-    f[i++] = (struct queue_kv){ "submitted_by", j->owner };
+    if (j->owner[0]) /* proven identity: who wrote it (a service may submit for the user) */
+        f[i++] = (struct queue_kv){ "submitted_by", j->owner };
     f[i++] = (struct queue_kv){ "priority", bufs[0] };
     f[i++] = (struct queue_kv){ "tasks", bufs[1] };
     f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };

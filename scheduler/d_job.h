@@ -198,10 +198,11 @@ int d_job_idem_claim(struct musterd *d, const struct d_job *j, char *owner, size
 /* Frees what placed j (slots, tasks, adopt_nodes) and clears the pointers; placed and adopting
  * are the caller's. */
 void d_job_placement_drop(struct d_job *j);
-/* The fields of a new job's hash into f (D_JOB_NEW_FIELDS entries): id, name, queue, user,
- * submitted_by (its owner, "" for the shared stream), priority, tasks, gpus_per_task, attempt,
- * max_retries, submitted_at, spec_json (borrowed) and reason (j->reason, or "waiting for the
- * scheduler"), the numbers formatted into bufs; returns how many.  f borrows from j and bufs. */
+/* The fields of a new job's hash into f (at most D_JOB_NEW_FIELDS entries): id, name, queue,
+ * user, submitted_by (its owner; left out for the shared stream), priority, tasks, gpus_per_task,
+ * attempt, max_retries, submitted_at, spec_json (borrowed) and reason (j->reason, or "waiting for
+ * the scheduler"), the numbers formatted into bufs; returns how many.  f borrows from j and bufs.
+ */
 #define D_JOB_NEW_FIELDS 13
 int d_job_fields_new(const struct d_job *j,
                      const char *spec_json,

@@ -151,6 +151,7 @@ static void test_single_user_sends_no_job_user(void **state)
     dfix_two_nodes(f);
     dfix_submit_as(f, "", J1, "{\"user\":\"root\",\"command\":[\"true\"]}");
     assert_string_equal(fake_field(f->store, J1, "user"), "root"); /* a label */
+    assert_null(fake_field(f->store, J1, "submitted_by"));         /* nobody proven */
     d_schedule(&f->d);
     dfix_take_binds(f, J1, 1, 1, node_of);
     assert_false(d_access_proven(&f->d));
