@@ -49,18 +49,6 @@ static double ended(const struct dfix *f)
            + counter(f, "jobs_timeout");
 }
 
-/* Element index of array id starts (the pass placed it) and exits with exit_code. */
-static void element_run(struct dfix *f, const char *id, int index, int exit_code)
-{
-    char eid[64];
-    char node_of[1][PROTO_NODE_MAX];
-
-    (void)snprintf(eid, sizeof(eid), "%s_%d", id, index);
-    dfix_take_binds(f, eid, 1, 1, node_of);
-    dfix_ack_all(f, eid, 1, 1, node_of);
-    dfix_task_exit(f, node_of[0], eid, 0, 1, exit_code, 0);
-}
-
 static void test_elements_count_not_the_array(void **state)
 {
     struct dfix *f = *state;
@@ -70,9 +58,9 @@ static void test_elements_count_not_the_array(void **state)
     /* Its 3 elements, made at once; the array itself is no job of the counters. */
     assert_int_equal(counter(f, "jobs_submitted"), 3);
     d_schedule(&f->d);
-    element_run(f, A, 0, 0);
-    element_run(f, A, 1, 3);
-    element_run(f, A, 2, 0);
+    dfix_element_run(f, A, 0, 0);
+    dfix_element_run(f, A, 1, 3);
+    dfix_element_run(f, A, 2, 0);
     d_schedule(&f->d); /* the array hears of its elements' ends */
     assert_string_equal(dfix_state_field(f, A), "FAILED");
     assert_int_equal(counter(f, "jobs_succeeded"), 2);

@@ -100,18 +100,6 @@ static int setup_pend(void **state)
     return 0;
 }
 
-/* Element index of array id starts (the pass placed it) and exits with exit_code. */
-static void element_run(struct dfix *f, const char *id, int index, int exit_code)
-{
-    char eid[64];
-    char node_of[1][PROTO_NODE_MAX];
-
-    (void)snprintf(eid, sizeof(eid), "%s_%d", id, index);
-    dfix_take_binds(f, eid, 1, 1, node_of);
-    dfix_ack_all(f, eid, 1, 1, node_of);
-    dfix_task_exit(f, node_of[0], eid, 0, 1, exit_code, 0);
-}
-
 /* Slurm's afternotok on an array: once every element ended and one did not succeed (muster
  * used to cancel the dependent unless every element failed); never when all succeeded. */
 static void test_array_notok_one_failed(void **state)
@@ -124,21 +112,21 @@ static void test_array_notok_one_failed(void **state)
     dfix_submit(f, J3, "{\"array\":\"0-1\",\"max_retries\":0,\"command\":[\"./sweep\"]}");
     dfix_submit(f, J4, "{\"after\":[{\"job\":\"" J3 "\",\"when\":\"notok\"}],\"command\":[\"x\"]}");
     d_schedule(&f->d);
-    element_run(f, J1, 0, 0);
-    element_run(f, J1, 1, 3); /* one failed: not met yet, others still run */
+    dfix_element_run(f, J1, 0, 0);
+    dfix_element_run(f, J1, 1, 3); /* one failed: not met yet, others still run */
     d_schedule(&f->d);
     assert_string_equal(dfix_state_field(f, J2), "PENDING");
     assert_string_equal(fake_field(f->store, J2, "reason"), "after " J1 " fails");
-    element_run(f, J1, 2, 0);
-    element_run(f, J1, 3, 0);
+    dfix_element_run(f, J1, 2, 0);
+    dfix_element_run(f, J1, 3, 0);
     d_schedule(&f->d);
     d_schedule(&f->d);
     assert_string_equal(dfix_state_field(f, J1), "FAILED");
     assert_string_equal(fake_field(f->store, J2, "after_met"), "1");
     assert_string_equal(dfix_state_field(f, J2), "STARTING"); /* released, and placed */
     /* All of J3's elements succeed: J4 can never run. */
-    element_run(f, J3, 0, 0);
-    element_run(f, J3, 1, 0);
+    dfix_element_run(f, J3, 0, 0);
+    dfix_element_run(f, J3, 1, 0);
     d_schedule(&f->d);
     d_schedule(&f->d);
     assert_string_equal(dfix_state_field(f, J3), "SUCCEEDED");

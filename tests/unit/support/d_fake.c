@@ -891,6 +891,17 @@ void dfix_take_binds(
     assert_int_equal(fake_sent_matching(f->sent, PROTO_BIND, NULL, id, -1), 0);
 }
 
+void dfix_element_run(struct dfix *f, const char *id, int index, int exit_code)
+{
+    char eid[64];
+    char node_of[1][PROTO_NODE_MAX];
+
+    (void)snprintf(eid, sizeof(eid), "%s_%d", id, index);
+    dfix_take_binds(f, eid, 1, 1, node_of);
+    dfix_ack_all(f, eid, 1, 1, node_of);
+    dfix_task_exit(f, node_of[0], eid, 0, 1, exit_code, 0);
+}
+
 void dfix_ack_all(
     struct dfix *f, const char *id, int tasks, int attempt, char node_of[][PROTO_NODE_MAX])
 {

@@ -192,6 +192,9 @@ int dfix_job_state(const struct dfix *f, const char *id);
  * node_of[t] gets the node task t was sent to. */
 void dfix_take_binds(
     struct dfix *f, const char *id, int tasks, int attempt, char node_of[][PROTO_NODE_MAX]);
+/* Element index of array id (one task) starts, the pass having placed it, and exits with
+ * exit_code. */
+void dfix_element_run(struct dfix *f, const char *id, int index, int exit_code);
 /* Every task of attempt of job id acknowledges its BIND from node_of[t]. */
 void dfix_ack_all(
     struct dfix *f, const char *id, int tasks, int attempt, char node_of[][PROTO_NODE_MAX]);
