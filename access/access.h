@@ -128,7 +128,8 @@ bool access_has_running_caps(const struct access *a);
 
 /*
  * Whether who may send control command cmd.  Job commands ("cancel", "hold", "release"):
- * job_user is the job's user; its owner and operators may.  "why" is open to every known user.
+ * job_user is the job's user; its owner and operators may (job_user NULL: no such job exists
+ * now, nothing to guard: allowed to every known user).  "why" is open to every known user.
  * Node and cluster commands ("drain", "cordon", "uncordon", "reload", "topology", "forget"):
  * operators only.  Single-user mode: everything is allowed (who is "").  0, or -1 with err
  * (MU_E_STATE) naming the rule: "alice may not cancel bob's job 1700000000000-0: a job's owner

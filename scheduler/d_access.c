@@ -207,10 +207,6 @@ int d_access_control(
      * redis-acl mode, operators (docs/security.md). */
     if (!d_access_proven(d) || !e->owner[0])
         return 0;
-    if (!j
-        && (strcmp(e->cmd, "cancel") == 0 || strcmp(e->cmd, "hold") == 0
-            || strcmp(e->cmd, "release") == 0))
-        return 0; /* no such job now: nothing is done, or an early cancel judged at intake */
     if (access_control_check(d->access, e->owner, e->cmd, j ? j->spec.user : NULL, j ? j->id : NULL,
                              &err)
         == 0)

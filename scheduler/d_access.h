@@ -34,7 +34,8 @@ int d_access_submit(
 /* A new intake batch: the pending counts are recounted at the next submission that needs them. */
 void d_access_batch_begin(struct musterd *d);
 
-/* Control entry e (its job j, NULL when none or not a job command): 0 when its writer may send
+/* Control entry e (its job j, NULL when none is active or not a job command: a job command then
+ * names nothing to guard, and an early cancel is judged at intake): 0 when its writer may send
  * it, else -1 with why. */
 int d_access_control(
     struct musterd *d, const struct queue_entry *e, const struct d_job *j, char *why, size_t size);

@@ -376,6 +376,7 @@ static void test_control(void **state)
     assert_int_equal(access_control_check(a, "alice", "cancel", "alice", "1-0", &err), 0);
     assert_int_equal(access_control_check(a, "alice", "hold", "alice", "1-0", &err), 0);
     assert_int_equal(access_control_check(a, "alice", "release", "alice", NULL, &err), 0);
+    assert_int_equal(access_control_check(a, "alice", "cancel", NULL, "9-0", &err), 0); /* none */
     control_refused(a, "alice", "cancel", "bob", "1700000000000-0",
                     "alice may not cancel bob's job 1700000000000-0: a job's owner or an "
                     "operator may (access.operators)");
