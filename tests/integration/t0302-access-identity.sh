@@ -58,6 +58,7 @@ rules() { # rules B_CAP: the config, with bob's running-GPU cap
   "access": {
     "identity": "redis-acl",
     "operators": ["ops"],
+    "defaults": {"max_priority": 5},
     "groups": {"team": {"members": ["'"$A"'", "'"$B"'"], "queues": ["default"],
                         "max_priority": 10, "max_running_gpus": '"$1"', "max_pending_jobs": 2}},
     "users": {"'"$A"'": {"max_priority": 100}, "pipeline": {"submit_for": ["'"$A"'"]}}
@@ -119,7 +120,9 @@ id=$(submit_as "$A" '{"priority":100,"capacity":["spot"],"command":["true"]}')
 wait_for "$A's priority-100 job succeeded" 20 job_state_is "$id" SUCCEEDED
 id=$(submit_as "$A" '{"preemptible":false,"command":["true"]}')
 expect_job_rejected "$id" "non_preemptible"
-ok "queue, priority and non-preemptible rules refuse with the rule's path"
+id=$(submit_as ops '{"priority":6,"command":["true"]}') # ops: in no group, "defaults" rule
+expect_job_rejected "$id" "access.defaults.max_priority"
+ok "queue, priority (a user's, a group's, the defaults') and non-preemptible rules refuse with the rule's path"
 
 id=$(submit_as pipeline '{"user":"'"$A"'","capacity":["spot"],"max_retries":0,"command":["sh","-c","id -un"]}')
 wait_for "pipeline's job for $A succeeded" 20 job_state_is "$id" SUCCEEDED
