@@ -674,6 +674,45 @@ int sched_preempt_first(struct sched_cluster *c,
                         int *job,
                         struct mu_err *err);
 
+/* ---- event reactions musterd and muster-sim share (core/react.c) ---- */
+
+/*
+ * What an event does to a node and the gangs running on it, decided once: musterd's handler and
+ * muster-sim's engine both ask, then apply it with their own I/O (docs/architecture.md,
+ * "Reactions").  Times are on the caller's clock in milliseconds (any epoch, used consistently).
+ */
+struct sched_reaction {
+    enum sched_node_state node_state; /* the node's state from now on (READY: not concerned) */
+    bool stop;                        /* its running gangs stop: checkpoint signal first */
+    int64_t stop_by_ms;               /* and are killed by then; 0: within their own grace */
+    bool requeue;                     /* a stopped gang goes back to pending (else it ends) */
+    bool head_of_queue;               /* first among its priority once requeued */
+    bool cool_down;                   /* the node's pool takes no new work ... */
+    int64_t cooldown_until_s;         /* ... until then (seconds, as now_ms / 1000) */
+};
+
+/* A spot interruption notice at now_ms for a node the cloud takes at deadline_ms: the node is
+ * terminating; its gangs are checkpointed, killed margin_ms before the deadline (at once when
+ * that is past) and requeued first; the pool cools down for cooldown_s (< 0: no cool-down, a
+ * policy without one). */
+struct sched_reaction sched_react_spot_notice(int64_t now_ms,
+                                              int64_t deadline_ms,
+                                              int64_t margin_ms,
+                                              int64_t cooldown_s);
+/* A node judged lost (its heartbeats stopped), or down (its worker said BYE): the attempts of its
+ * gangs end at once, not counted against the jobs, and are requeued. */
+struct sched_reaction sched_react_node_lost(bool down);
+/* The operator drains a node at now_ms: no new work there; its gangs are checkpointed and
+ * requeued, killed after grace_s (< 0: their own checkpoint grace). */
+struct sched_reaction sched_react_drain(int64_t now_ms, int64_t grace_s);
+/* A job's time limit: its own time_limit_s when > 0, else default_s; 0 when neither is > 0. */
+int64_t sched_time_limit_s(int64_t time_limit_s, int64_t default_s);
+/* When an attempt started at started_ms reaches that limit; INT64_MAX when there is none. */
+int64_t sched_time_limit_end_ms(int64_t started_ms, int64_t time_limit_s, int64_t default_s);
+/* An attempt past its time limit: stopped within its own grace, checkpoint signal first, and the
+ * job ends (TIMEOUT); never requeued. */
+struct sched_reaction sched_react_time_limit(void);
+
 /* ---- back to spot (core/spot.c) ---- */
 
 /*
