@@ -94,8 +94,7 @@ void sim_wake_at(struct sim_engine *e, int64_t t_ms)
 
 int64_t sim_job_run_s(const struct sim_engine *e, int j)
 {
-    int64_t lim = e->jobs[j].time_limit_s;
-    return lim > 0 ? lim : e->s->cfg.default_time_limit_s;
+    return sched_time_limit_s(e->jobs[j].time_limit_s, e->s->cfg.default_time_limit_s);
 }
 
 int64_t sim_job_progress_ms(const struct sim_engine *e, int j, int64_t t_ms)
@@ -182,8 +181,9 @@ int sim_job_start(struct sim_engine *e, int j)
     if (tj->end_ms > e->now_ms)
         natural = tj->end_ms;
     /* Only a limit the trace gives stops a job: the pass plans with the default one, as musterd
-     * does, but a replayed job without one ran as long as it ran. */
-    limit_end = tj->time_limit_s > 0 ? e->now_ms + tj->time_limit_s * MS : natural;
+     * does, but a replayed job without one ran as long as it ran.  A job past its limit ends
+     * there (TIMEOUT, never requeued, as sched_react_time_limit says; no grace is modelled). */
+    limit_end = sched_time_limit_end_ms(e->now_ms, tj->time_limit_s, 0);
     s->timed_out = limit_end < natural;
     return ev_push(e, s->timed_out ? limit_end : natural, EV_END, j, s->gen);
 }
@@ -268,22 +268,23 @@ static int next_notice(struct sim_engine *e, int n)
                    EV_NOTICE, n, 0);
 }
 
-/* The gang j on a node that got a notice: musterd checkpoints the whole gang and requeues it
- * first in its queue; a per-node termination handler (every other policy) kills it at once and
- * it restarts from its last periodic checkpoint. */
-static void notice_gang(struct sim_engine *e, int j)
+/* The gang j on a node that got a notice: musterd checkpoints the whole gang (the reaction r's
+ * stop, by r->stop_by_ms) and requeues it first in its queue (job_requeue); a per-node
+ * termination handler (every other policy) kills it at once and it restarts from its last
+ * periodic checkpoint.  A checkpoint takes the replay's ckpt_write_s once signalled. */
+static void notice_gang(struct sim_engine *e, int j, const struct sched_reaction *r)
 {
     const struct sim_setup *s = e->s;
     int64_t p = sim_job_progress_ms(e, j, e->now_ms);
+    int64_t by_ms = r->stop_by_ms - e->now_ms; /* the most a stop may take */
     if (e->policy != SIM_MUSTER) {
         sim_job_stop(e, j, e->now_ms, sim_job_periodic_ms(e, j, p), SIM_CAUSE_SPOT);
-    } else if (e->jobs[j].ckpt_interval_s > 0 && s->ckpt_write_s <= s->notice_s) {
+    } else if (e->jobs[j].ckpt_interval_s > 0 && (int64_t)s->ckpt_write_s * MS <= by_ms) {
         sim_job_stop(e, j, e->now_ms + (int64_t)s->ckpt_write_s * MS, p, SIM_CAUSE_SPOT);
     } else {
-        int64_t grace = e->jobs[j].ckpt_interval_s > 0 ? s->notice_s : s->cfg.kill_grace_s;
-        if (grace > s->notice_s)
-            grace = s->notice_s;
-        grace *= MS;
+        int64_t grace = e->jobs[j].ckpt_interval_s > 0 ? by_ms : (int64_t)s->cfg.kill_grace_s * MS;
+        if (grace > by_ms)
+            grace = by_ms;
         sim_job_stop(e, j, e->now_ms + grace,
                      sim_job_periodic_ms(e, j, sim_job_progress_ms(e, j, e->now_ms + grace)),
                      SIM_CAUSE_SPOT);
@@ -298,24 +299,30 @@ static bool job_on_node(const struct sim_engine *e, int j, int n)
     return false;
 }
 
+/* musterd's reaction to the notice (core/react.c, as d_spot_notice), on the replay's clock: the
+ * node goes notice_s from now, and the replay stops gangs with no margin before that.  Only
+ * muster's policy cools the pool down. */
 static void on_notice(struct sim_engine *e, int n)
 {
     int pool = sched_cluster_node_spec(e->c, n)->pool;
+    int64_t gone_ms = e->now_ms + (int64_t)e->s->notice_s * MS;
+    struct sched_reaction r = sched_react_spot_notice(
+        e->now_ms, gone_ms, 0, e->policy == SIM_MUSTER ? e->s->cfg.spot_cooldown_s : -1);
     e->res->st.spot_notices++;
-    node_state(e, n, SCHED_NODE_TERMINATING);
-    if (e->policy == SIM_MUSTER) {
+    node_state(e, n, r.node_state);
+    if (r.cool_down) {
         /* The core's clock is whole seconds: the cool-down ends with the pass at its second. */
-        sched_cluster_pool_cooldown(e->c, pool, sim_now_s(e) + e->s->cfg.spot_cooldown_s);
-        sim_wake_at(e, (sim_now_s(e) + e->s->cfg.spot_cooldown_s) * MS);
+        sched_cluster_pool_cooldown(e->c, pool, r.cooldown_until_s);
+        sim_wake_at(e, r.cooldown_until_s * MS);
     }
     for (int i = 0; i < e->nrunning; i++) {
         int j = e->running[i];
         if (e->sj[j].state == SJ_RUNNING && job_on_node(e, j, n)) {
             e->res->st.interruptions++;
-            notice_gang(e, j);
+            notice_gang(e, j, &r);
         }
     }
-    (void)ev_push(e, e->now_ms + (int64_t)e->s->notice_s * MS, EV_GONE, n, 0);
+    (void)ev_push(e, gone_ms, EV_GONE, n, 0);
 }
 
 static void on_gone(struct sim_engine *e, int n)
@@ -328,7 +335,7 @@ static void on_gone(struct sim_engine *e, int n)
             i = -1; /* the running array changed */
         }
     }
-    node_state(e, n, SCHED_NODE_LOST);
+    node_state(e, n, sched_react_node_lost(false).node_state);
     e->node_up[n] = 0;
     e->up_gpus -= sched_cluster_node_spec(e->c, n)->ngpus;
     e->up_nodes[sched_cluster_node_spec(e->c, n)->pool]--;
