@@ -103,19 +103,17 @@ static void adopt_drain(struct musterd *d, struct d_job *j)
     for (int t = 0; j->placed && j->end == D_END_NONE && t < j->spec.tasks; t++) {
         const struct d_node *node;
         char why[PROTO_NODE_MAX + 32];
-        uint64_t deadline;
+        struct sched_reaction r;
         if (j->tasks[t].gone || j->slots[t].node < 0)
             continue;
         node = &d->nodes[j->slots[t].node];
         if (node->admin != SCHED_NODE_DRAINING)
             continue;
-        deadline = node->drain_grace_s >= 0
-                       ? mu_time_mono_ms() + (uint64_t)node->drain_grace_s * 1000u
-                       : 0;
+        r = sched_react_drain((int64_t)mu_time_mono_ms(), node->drain_grace_s);
         (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
         mu_log(MU_LOG_INFO, "sched", "job=%s adopted on drained node %s: checkpointed and requeued",
                j->id, node->name);
-        (void)d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING);
+        (void)d_gang_react(d, j, &r, why, (uint64_t)r.stop_by_ms, D_C_REQUEUES);
         return;
     }
 }

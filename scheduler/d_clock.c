@@ -18,6 +18,7 @@
 
 void d_limits_check(struct musterd *d, uint64_t now_wall_ms)
 {
+    struct sched_reaction r = sched_react_time_limit();
     uint64_t next = UINT64_MAX;
     size_t pos = 0;
     struct d_job *j;
@@ -26,7 +27,8 @@ void d_limits_check(struct musterd *d, uint64_t now_wall_ms)
         return;
     while ((j = mu_map_next(d->jobs, &pos)) != NULL) {
         uint64_t limit_ms = (uint64_t)d_job_run_s(d, j) * 1000u;
-        uint64_t end_ms = j->started_ms + limit_ms;
+        uint64_t end_ms = (uint64_t)sched_time_limit_end_ms(
+            (int64_t)j->started_ms, j->spec.time_limit_s, d->cfg.default_time_limit_s);
         char in[24];
         char why[200];
         if (!j->placed || j->end != D_END_NONE || !j->started_ms)
@@ -39,7 +41,7 @@ void d_limits_check(struct musterd *d, uint64_t now_wall_ms)
         (void)mu_snprintf(why, sizeof(why), "time limit of %s reached (%s)", in,
                           j->spec.time_limit_s > 0 ? "time_limit_s" : "default_time_limit_s");
         mu_log(MU_LOG_INFO, "sched", "job=%s attempt=%d %s: stopping it", j->id, j->attempt, why);
-        if (d_gang_stop(d, j, why, 0, D_C_NONE, QUEUE_TIMEOUT) != 0)
+        if (d_gang_react(d, j, &r, why, 0, D_C_NONE) != 0)
             next = now_wall_ms; /* not written: stopped on a later tick, once Redis is back */
     }
     d->next_limit_ms = next; /* UINT64_MAX when nothing runs: a start lowers it */

@@ -51,7 +51,7 @@ static int job_hold(struct musterd *d, struct d_job *j, bool hold)
 
 void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
 {
-    uint64_t deadline = grace_s >= 0 ? mu_time_mono_ms() + (uint64_t)grace_s * 1000u : 0;
+    struct sched_reaction r = sched_react_drain((int64_t)mu_time_mono_ms(), grace_s);
     char why[PROTO_NODE_MAX + 32];
     size_t pos = 0;
     struct d_job *j;
@@ -62,7 +62,7 @@ void d_node_drain(struct musterd *d, struct d_node *node, int grace_s)
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
         /* A stop that cannot be written now is made once Redis is back (d_outage_recheck). */
-        n += d_gang_stop(d, j, why, deadline, D_C_REQUEUES, QUEUE_PENDING) == 0;
+        n += d_gang_react(d, j, &r, why, (uint64_t)r.stop_by_ms, D_C_REQUEUES) == 0;
     }
     mu_log(MU_LOG_INFO, "sched", "node=%s draining: %d gang(s) checkpointed and requeued%s",
            node->name, n, grace_s >= 0 ? " (grace capped by --grace)" : "");
@@ -89,8 +89,7 @@ static void node_command(struct musterd *d, const struct queue_entry *e)
         return;
     }
     d_node_admin_set(node, admin, e->grace_s);
-    if (node->online)
-        sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
+    d_node_state_set(d, node, admin); /* not online: its state stays lost or down till it is back */
     mu_log(MU_LOG_INFO, "sched", "node=%s %s%s", node->name, sched_node_state_name(node->admin),
            node->online ? "" : " (not online: kept for when it registers again)");
     if (node->admin == SCHED_NODE_DRAINING)

@@ -655,6 +655,20 @@ int d_gang_stop(struct musterd *d,
     return 0;
 }
 
+int d_gang_react(struct musterd *d,
+                 struct d_job *j,
+                 const struct sched_reaction *r,
+                 const char *why,
+                 uint64_t stop_by_ms,
+                 enum d_counter counter)
+{
+    if (!r->stop)
+        return -1;
+    if (r->head_of_queue)
+        j->head_of_queue = true;
+    return d_gang_stop(d, j, why, stop_by_ms, counter, r->requeue ? QUEUE_PENDING : QUEUE_TIMEOUT);
+}
+
 int d_job_cancel(struct musterd *d, struct d_job *j)
 {
     return d_job_cancel_why(d, j, "cancelled by operator");

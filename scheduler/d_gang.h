@@ -58,6 +58,15 @@ int d_gang_stop(struct musterd *d,
                 uint64_t deadline_ms,
                 enum d_counter counter,
                 enum queue_state to);
+/* A reaction of the core's (core/react.c: spot notice, drain, time limit) applied to the gang j:
+ * first in its queue once requeued when the reaction says so, then d_gang_stop with stop_by_ms
+ * (mono; 0: its own grace), requeued or ended TIMEOUT as the reaction says.  Its return. */
+int d_gang_react(struct musterd *d,
+                 struct d_job *j,
+                 const struct sched_reaction *r,
+                 const char *why,
+                 uint64_t stop_by_ms,
+                 enum d_counter counter);
 /* Cancels j (CANCELLED written; a placed gang is killed and released once gone).  -1 when the
  * write failed: not cancelled. */
 MU_MUST_CHECK int d_job_cancel(struct musterd *d, struct d_job *j);

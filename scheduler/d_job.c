@@ -549,7 +549,7 @@ void d_task_record_end(struct d_task *task, const struct proto_task_ref *r)
 
 int64_t d_job_run_s(const struct musterd *d, const struct d_job *j)
 {
-    return j->spec.time_limit_s > 0 ? j->spec.time_limit_s : d->cfg.default_time_limit_s;
+    return sched_time_limit_s(j->spec.time_limit_s, d->cfg.default_time_limit_s);
 }
 
 int64_t d_job_end_s(const struct musterd *d, const struct d_job *j)

@@ -22,7 +22,38 @@ enum sched_node_state d_node_state(const struct d_node *node)
 {
     if (node->down)
         return SCHED_NODE_DOWN;
+    if (!node->online)
+        return SCHED_NODE_LOST; /* judged lost: silent past the limit, its BYE never came */
     return node->terminating ? SCHED_NODE_TERMINATING : node->admin;
+}
+
+/* The core's copy of the node's state, from d_node_state: the only place musterd sets it. */
+static void node_sync(struct musterd *d, const struct d_node *node)
+{
+    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
+    d->nodes_dirty = true;
+}
+
+void d_node_state_set(struct musterd *d, struct d_node *node, enum sched_node_state st)
+{
+    switch (st) {
+    case SCHED_NODE_TERMINATING:
+        node->terminating = true;
+        break;
+    case SCHED_NODE_DOWN:
+        node->down = true;
+        break;
+    case SCHED_NODE_LOST:
+        node->online = false;
+        node->down = false; /* stopping, but its BYE never came: lost after all */
+        break;
+    case SCHED_NODE_READY:
+    case SCHED_NODE_CORDONED:
+    case SCHED_NODE_DRAINING:
+        node->admin = st;
+        break;
+    }
+    node_sync(d, node);
 }
 
 bool d_node_releasable(const struct musterd *d, const struct d_node *node, uint64_t now_ms)
@@ -290,10 +321,9 @@ struct d_node *d_node_register(struct musterd *d, const char *identity, const st
     node->unanswered = 0;
     node->seen_ms = mu_time_mono_ms();
     node->seen_wall_ms = mu_time_wall_ms();
-    sched_cluster_node_set_state(d->cluster, idx, d_node_state(node));
+    node_sync(d, node); /* online again: its state is what its flags say */
     reply_heartbeat(d, identity, true, NULL, m->echo_ms);
     d->dirty = true;
-    d->nodes_dirty = true;
     return node;
 }
 
@@ -324,34 +354,28 @@ void d_node_refused(struct musterd *d,
     node->refused_attempt = j->placed_attempt;
     if (++node->refusals < D_REFUSALS_CORDON || node->admin != SCHED_NODE_READY)
         return;
-    node->admin = SCHED_NODE_CORDONED;
     (void)mu_snprintf(node->reason, sizeof(node->reason),
                       "cordoned by musterd: it refused %d attempts in a row: %s", node->refusals,
                       error[0] ? error : "unknown error");
-    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
+    d_node_state_set(d, node, SCHED_NODE_CORDONED);
     mu_log(MU_LOG_WARN, "sched", "node=%s %s; hint: fix it, then musterctl uncordon %s", node->name,
            node->reason, node->name);
-    d->nodes_dirty = true;
 }
 
 void d_node_stopping(struct musterd *d, struct d_node *node)
 {
     if (node->down)
         return;
-    node->down = true;
-    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
+    d_node_state_set(d, node, SCHED_NODE_DOWN);
     mu_log(MU_LOG_INFO, "sched", "node=%s stopping: its worker stops its tasks; no new work there",
            node->name);
-    d->nodes_dirty = true;
 }
 
 void d_node_down(struct musterd *d, struct d_node *node)
 {
-    node->online = false;
-    node->down = true;
-    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
+    node->online = false; /* its last reports are read: it is gone */
+    d_node_state_set(d, node, sched_react_node_lost(true).node_state);
     mu_log(MU_LOG_INFO, "sched", "node=%s down: its worker stopped cleanly (BYE)", node->name);
-    d->nodes_dirty = true;
     d->dirty = true;
 }
 
@@ -505,13 +529,10 @@ int d_nodes_expire(struct musterd *d, uint64_t now_ms)
                 oldest = node->seen_ms;
             continue;
         }
-        node->online = false;
-        node->down = false; /* stopping, but its BYE never came: lost after all */
-        sched_cluster_node_set_state(d->cluster, i, SCHED_NODE_LOST);
+        d_node_state_set(d, node, sched_react_node_lost(false).node_state);
         mu_log(MU_LOG_WARN, "sched", "node=%s lost: no heartbeat for %d s", node->name,
                d->cfg.node_lost_after_s);
         (void)d_counters_incr(&d->metrics, &d->store, D_C_NODES_LOST, NULL);
-        d->nodes_dirty = true;
         return i;
     }
     d->nodes_heard_floor_ms = oldest;

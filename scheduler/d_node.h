@@ -59,9 +59,13 @@ struct d_wanted {
  * musterd's own reason and refusal count.  The caller tells the core (d_node_state). */
 void d_node_admin_set(struct d_node *node, enum sched_node_state admin, int grace_s);
 
-/* The node's state for placement: down (its worker stops) beats terminating (spot notice), which
- * beats the operator's state. */
+/* The node's state for placement: down (its worker stops) beats lost (not online), which beats
+ * terminating (spot notice), which beats the operator's state. */
 enum sched_node_state d_node_state(const struct d_node *node);
+/* The one way a node's state changes (scripts/lint.sh, check "state"): sets the flag that st
+ * stands for (terminating, down, lost: not online, or the operator's ready, cordoned, draining),
+ * then the core's copy from d_node_state, and marks the nodes' status to be written. */
+void d_node_state_set(struct musterd *d, struct d_node *node, enum sched_node_state st);
 /* Whether an autoscaler may take node away (issue #16): online, no spot notice, and no task
  * for consolidate_after_s.  A node that gets work stops being releasable at once. */
 bool d_node_releasable(const struct musterd *d, const struct d_node *node, uint64_t now_ms);

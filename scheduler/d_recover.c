@@ -260,17 +260,22 @@ void d_outage_recheck(struct musterd *d)
         for (int t = 0; t < j->spec.tasks && j->end == D_END_NONE; t++) {
             const struct d_node *node;
             char why[PROTO_NODE_MAX + 48];
+            struct sched_reaction r;
             if (j->tasks[t].gone || j->slots[t].node < 0)
                 continue;
             node = &d->nodes[j->slots[t].node];
-            if (node->terminating)
+            /* The node's reaction (core/react.c), made now with no deadline left to honour. */
+            if (node->terminating) {
+                r = sched_react_spot_notice(0, 0, 0, -1);
                 (void)mu_snprintf(why, sizeof(why), "spot interruption of node %s", node->name);
-            else if (node->admin == SCHED_NODE_DRAINING)
+            } else if (node->admin == SCHED_NODE_DRAINING) {
+                r = sched_react_drain(0, -1);
                 (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
-            else
+            } else {
                 continue;
-            j->head_of_queue = node->terminating;
-            (void)d_gang_stop(d, j, why, 0, D_C_REQUEUES, QUEUE_PENDING);
+            }
+            j->head_of_queue = r.head_of_queue;
+            (void)d_gang_react(d, j, &r, why, 0, D_C_REQUEUES);
         }
     }
     d_array_fill_all(d); /* elements whose making failed while Redis was down */

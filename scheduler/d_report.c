@@ -227,7 +227,10 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
 {
     uint64_t now_wall = mu_time_wall_ms();
     uint64_t now = mu_time_mono_ms();
-    uint64_t deadline = now;
+    /* Decided on the notice's clock (wall), applied on ours (mono). */
+    struct sched_reaction r = sched_react_spot_notice((int64_t)now_wall, (int64_t)m->deadline_ms,
+                                                      SPOT_MARGIN_MS, d->cfg.spot_cooldown_s);
+    uint64_t deadline = now + (uint64_t)(r.stop_by_ms - (int64_t)now_wall);
     const struct cfg_pool *pool = cfg_pool_find(&d->cfg, node->pool);
     char why[256];
     struct d_job *j;
@@ -235,14 +238,10 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
 
     if (node->terminating)
         return; /* the same notice again */
-    node->terminating = true;
     node->terminate_at_ms = m->deadline_ms;
-    sched_cluster_node_set_state(d->cluster, node->idx, d_node_state(node));
-    if (m->deadline_ms > now_wall + SPOT_MARGIN_MS)
-        deadline = now + (m->deadline_ms - now_wall) - SPOT_MARGIN_MS;
-    if (pool)
-        sched_cluster_pool_cooldown(d->cluster, (int)(pool - d->cfg.pools),
-                                    (int64_t)(now_wall / 1000) + d->cfg.spot_cooldown_s);
+    d_node_state_set(d, node, r.node_state);
+    if (pool && r.cool_down)
+        sched_cluster_pool_cooldown(d->cluster, (int)(pool - d->cfg.pools), r.cooldown_until_s);
     (void)d_counters_incr(&d->metrics, &d->store, D_C_SPOT, NULL);
     mu_log(MU_LOG_WARN, "sched",
            "node=%s spot %s notice, deadline in %lld s: moving its gangs; pool %s cools down "
@@ -255,11 +254,9 @@ void d_spot_notice(struct musterd *d, struct d_node *node, const struct proto_ms
     for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         if (!j->placed || j->end != D_END_NONE || !d_gang_runs_on(j, node->idx))
             continue;
-        j->head_of_queue = true;
         /* A stop that cannot be written now is made once Redis is back (d_outage_recheck). */
-        (void)d_gang_stop(d, j, why, deadline, D_C_NONE, QUEUE_PENDING);
+        (void)d_gang_react(d, j, &r, why, deadline, D_C_NONE);
     }
-    d->nodes_dirty = true;
     d->dirty = true;
 }
 
@@ -294,9 +291,10 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
     struct d_job *j;
     char why[200];
     struct d_live_probe on = d_live_probe(d_node_name(d, node_idx));
+    struct sched_reaction r = sched_react_node_lost(d->nodes[node_idx].down);
 
     (void)mu_snprintf(why, sizeof(why), "node %s %s", d_node_name(d, node_idx),
-                      d->nodes[node_idx].down ? "down (its worker stopped)" : "lost");
+                      r.node_state == SCHED_NODE_DOWN ? "down (its worker stopped)" : "lost");
     for (int k = d->nlive; (j = d_live_prev_on(d, &k, on)) != NULL;) {
         bool hit = false;
         if (!j->placed)
@@ -310,8 +308,8 @@ void d_node_lost_tasks(struct musterd *d, int node_idx)
         if (!hit)
             continue;
         j->not_before_ms = mu_time_mono_ms() + d_fence_wait_ms(j);
-        if (j->end == D_END_NONE)
-            d_job_attempt_end(d, j, false, 0, why); /* may free j: iteration allows removal */
+        if (j->end == D_END_NONE) /* requeued, not counted: may free j (iteration allows it) */
+            d_job_attempt_end(d, j, !r.requeue, 0, why);
         else
             d_job_release_if_done(d, j);
     }
