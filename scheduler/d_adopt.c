@@ -66,7 +66,7 @@ int d_adopt_prepare(struct musterd *d,
     }
     j->adopting = true;
     d_job_live_update(d, j);
-    j->state = stored;
+    d_job_state_load(j, stored);
     j->placed_attempt = j->attempt;
     j->adopt_deadline_ms =
         mu_time_mono_ms() + (uint64_t)d->cfg.node_lost_after_s * 1000u + ADOPT_MARGIN_MS;
@@ -136,8 +136,9 @@ static void adopt_finish(struct musterd *d, struct d_job *j)
     d->dirty = true;
     d->nodes_dirty = true;
     if (j->state == QUEUE_PREEMPTING) {
-        /* First, so that the exits below count as the stop's, not as failures. */
-        j->state = QUEUE_RUNNING;
+        /* First, so that the exits below count as the stop's, not as failures.  The stop is
+         * written again (PREEMPTING, with its reason); the state changes only through
+         * d_job_write, never here. */
         if (d_gang_stop(d, j, "the scheduler restarted while the gang was being stopped", 0,
                         D_C_NONE, QUEUE_PENDING)
             != 0)

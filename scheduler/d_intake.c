@@ -237,7 +237,7 @@ void d_intake_submit(struct musterd *d, const struct queue_entry *e)
     j = job_parse(d, e);
     if (!j || deps_take(d, e, j, &after, never, sizeof(never)) != 0 || idem_claim(d, e, j) != 0)
         goto out;
-    j->state = QUEUE_PENDING;
+    d_job_state_load(j, QUEUE_PENDING);
     j->attempt = 1;
     j->submitted_ms = d_job_id_ms(j->id);
     if (d_job_request_build(d, j, &err) != 0) {

@@ -46,7 +46,7 @@ struct d_job *d_job_new(const char *id)
     if (!j)
         return NULL;
     mu_strlcpy(j->id, id, sizeof(j->id));
-    j->state = QUEUE_PENDING;
+    d_job_state_load(j, QUEUE_PENDING);
     j->attempt = 1;
     j->submitted_ms = d_job_id_ms(j->id);
     return j;
@@ -197,6 +197,11 @@ void d_job_moved(struct musterd *d, struct d_job *j, int to)
         j->state = (enum queue_state)to;
         d_job_wake_dependents(d, j);
     }
+}
+
+void d_job_state_load(struct d_job *j, enum queue_state st)
+{
+    j->state = st;
 }
 
 void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c)

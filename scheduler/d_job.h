@@ -252,6 +252,10 @@ MU_MUST_CHECK int d_record_write(struct musterd *d,
 /* What d_job_write does once its write landed: j->state = to (unless D_SAME), and its dependents
  * are told.  For a write made in a batch (d_store's batch_begin), once the batch landed. */
 void d_job_moved(struct musterd *d, struct d_job *j, int to);
+/* A record being made (a new submission, one recovered from Redis, a gang adopted after a
+ * restart): j->state = st, as stored.  Not a change: no event, no dependent told.  With
+ * d_job_moved, the only places j->state is set (scripts/lint.sh, check "state"). */
+void d_job_state_load(struct d_job *j, enum queue_state st);
 /* Keeps a reported fact c whose write failed: j->state = c->to (unless D_SAME) and its counts
  * raised in memory now and owed to Redis; d_jobs_resync writes the job whole with them. */
 void d_job_remember(struct musterd *d, struct d_job *j, const struct d_change *c);

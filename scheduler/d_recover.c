@@ -94,7 +94,7 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
         mu_strlcpy(j->spec.user, s->user, sizeof(j->spec.user));
     if (s->submitted_by)
         mu_strlcpy(j->owner, s->submitted_by, sizeof(j->owner));
-    j->state = QUEUE_PENDING;
+    d_job_state_load(j, QUEUE_PENDING);
     j->attempt = s->attempt > 0 ? s->attempt : 1;
     j->failures = s->failures;
     j->held = s->held;
@@ -129,7 +129,7 @@ static int recover_one(void *arg, const struct queue_stored_job *s, struct mu_er
     if (st != QUEUE_PENDING && !j->array)
         return requeue_later(r, j, err);
     if (j->array)
-        j->state = st; /* PENDING or RUNNING: its elements run, it is never queued itself */
+        d_job_state_load(j, st); /* PENDING or RUNNING: its elements run, never queued itself */
     if (s->after && !s->after_met && d_deps_parse(j, s->after, &perr) != 0)
         mu_log(MU_LOG_ERROR, "sched", "job=%s %s; queued without its dependencies", j->id,
                perr.msg);
