@@ -19,6 +19,11 @@
 #             call no mu_log* / mu_time_*
 #   layers    musterd's files include no header of a layer above their own (scripts/layers.sh)
 #   headers   each */*.h compiles on its own (cc -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only)
+#   state     a job's or a node's state changes through one function each (issue #41): in
+#             scheduler/ and sim/, a `state` field is assigned (x->state = , x[i].state = ) and
+#             the core's node state set (sched_cluster_node_set_state) only inside the functions
+#             of state_allowed below (d_job_moved and d_job_state_load for a job, d_node.c's
+#             node_sync for a node, the simulator's own job and node model), each with its reason
 #
 #   tidy      (only with --tidy) clang-tidy (.clang-tidy) on every file of
 #             $MUSTER_BUILD_DIR/compile_commands.json and on examples/*.c, one process per file,
@@ -272,6 +277,63 @@ lint_layers() {
     bash scripts/layers.sh
 }
 
+# Where a state may be assigned, as FILE:FUNCTION, each with its reason (lint state).
+declare -A state_allowed=(
+    [scheduler/d_job.c:d_job_moved]="a job's state after its write landed (d_job_write, a batch)"
+    [scheduler/d_job.c:d_job_state_load]="a job record being made: its state as stored"
+    [scheduler/d_job.c:d_job_wake_dependents]="a copy into the wake record, not a job"
+    [scheduler/d_deps.c:target_of]="a copy into a dependency's target, not a job"
+    [scheduler/d_node.c:node_sync]="the core's copy of a node's state, from d_node_state"
+    [sim/engine.c:node_state]="the replay's node model: the core's copy and its counters"
+    [sim/engine.c:sim_job_start]="the replay's job model: started"
+    [sim/engine.c:sim_job_stop]="the replay's job model: stopping"
+    [sim/engine.c:job_end]="the replay's job model: done"
+    [sim/engine.c:job_requeue]="the replay's job model: pending again"
+    [sim/engine.c:instant]="the replay's job model: arrived"
+    [sim/engine.c:never_fit]="the replay's job model: can never run"
+)
+
+lint_state() {
+    local files=() f allowed=""
+    for f in "${!state_allowed[@]}"; do
+        allowed+="$f "
+    done
+    while IFS= read -r f; do
+        [ -f "$f" ] && files+=("$f")
+    done < <(list_files 'scheduler/*.c' 'sim/*.c')
+    [ "${#files[@]}" -eq 0 ] && return 0
+    # The function a line is in: the last line at column 0 that names one before its "(".
+    awk -v allowed="$allowed" '
+        BEGIN {
+            n = split(allowed, a, " ")
+            for (i = 1; i <= n; i++)
+                ok[a[i]] = 1
+        }
+        FNR == 1 { fn = "" }
+        /^[A-Za-z_][^;=]*\(/ {
+            head = $0
+            sub(/\(.*/, "", head)
+            if (match(head, /[A-Za-z_][A-Za-z0-9_]*$/))
+                fn = substr(head, RSTART, RLENGTH)
+        }
+        {
+            line = $0
+            sub(/\/\/.*/, "", line)
+            gsub(/"([^"\\]|\\.)*"/, "\"\"", line)
+            gsub(/\/\*.*\*\//, "", line)
+            if (line !~ /(->|[A-Za-z0-9_\]\)]\.)state[[:space:]]*=[^=]/ &&
+                line !~ /sched_cluster_node_set_state[[:space:]]*\(/)
+                next
+            if ((FILENAME ":" fn) in ok)
+                next
+            printf "%s:%d: a state set in %s(); rule: a job'"'"'s state changes only through " \
+                "d_job_write (d_job_moved), a node'"'"'s through d_node_state_set (lint state, " \
+                "docs/architecture.md)\n", FILENAME, FNR, fn
+            bad = 1
+        }
+        END { exit bad }' "${files[@]}"
+}
+
 lint_headers() {
     local rc=0 h out cc=${CC:-cc}
     while IFS= read -r h; do
@@ -339,6 +401,7 @@ check banned
 check private
 check pure
 check layers
+check state
 check headers
 [ "$tidy" -eq 0 ] || check tidy
 
