@@ -8,8 +8,8 @@
 # layer, and the graph of #include lines between scheduler/ files has no cycle.  Since every
 # function is declared in its layer's header (d_state.h declares types only), a call to a higher
 # layer does not compile: the include rule is the call rule.  Within a layer, files share its
-# header, so the calls themselves are checked too: the graph of "file calls a function another
-# file defines" has no cycle.
+# header, so the calls themselves are checked by scripts/calls.sh (lint `calls`, from the object
+# files): no two files of a folder call each other, nor any longer ring.
 #
 #   scripts/layers.sh          check; prints a line per violation; exit 1 if any
 #   scripts/layers.sh --graph  also print the graph: "file -> header" per include, by layer
@@ -106,49 +106,10 @@ if [ -n "$cycle" ]; then
     bad=1
 fi
 
-# Cycles among the files' calls (issue #40: d_job.c and d_pending.c called each other, both of
-# layer 1, which the include rule cannot see): an edge "f -> g" when f calls a d_* function that
-# g defines (not static), found in the source; the graph must have no cycle, so that within a
-# layer too one file is above the other.
-declare -A defined_in=() calls=() cstate=()
-for f in scheduler/*.c; do
-    while read -r fn; do
-        defined_in[$fn]=$f
-    done < <(sed -n '/^static/d; s/^[a-z][a-z0-9_ ]*[ *]\(d_[a-z0-9_]*\)(.*/\1/p' "$f")
-done
-for f in scheduler/*.c; do
-    while read -r fn; do
-        g=${defined_in[$fn]:-}
-        [ -n "$g" ] && [ "$g" != "$f" ] && [[ " ${calls[$f]:-} " != *" $g "* ]] && calls[$f]+="$g "
-    done < <(grep -o '\bd_[a-z0-9_]*(' "$f" | tr -d '(' | sort -u)
-done
-ccycle=
-cvisit() { # cvisit FILE PATH
-    local n=$1 m
-    cstate[$n]=1
-    for m in ${calls[$n]:-}; do
-        if [ "${cstate[$m]:-0}" = 1 ]; then
-            ccycle="$2 $n -> $m"
-        elif [ "${cstate[$m]:-0}" = 0 ]; then
-            cvisit "$m" "$2 $n ->"
-        fi
-        [ -z "$ccycle" ] || return
-    done
-    cstate[$n]=2
-}
-for n in "${!calls[@]}"; do
-    [ "${cstate[$n]:-0}" = 0 ] && cvisit "$n" ""
-    [ -z "$ccycle" ] || break
-done
-if [ -n "$ccycle" ]; then
-    echo "call cycle:$ccycle"
-    bad=1
-fi
-
 if [ "$graph" = 1 ]; then
     printf '%s\n' "${edges[@]}" | sort -n -k1,1 -k2,2 | awk '{ printf "layer %s  %-28s -> %s\n", $1, $2, $3 }'
 fi
 if [ "$bad" = 0 ]; then
-    echo "layers: ok (${#edges[@]} includes between scheduler/ files, no cycle, none upward; no call cycle)"
+    echo "layers: ok (${#edges[@]} includes between scheduler/ files, no cycle, none upward)"
 fi
 exit "$bad"

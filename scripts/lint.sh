@@ -18,6 +18,9 @@
 #             access rules, issue #46) include no zmq/hiredis/msgpack/curl/time.h header and
 #             call no mu_log* / mu_time_*
 #   layers    musterd's files include no header of a layer above their own (scripts/layers.sh)
+#   calls     no two files of one folder call each other, nor any longer ring (scripts/calls.sh,
+#             issue #41): read from `nm` of the object files of $MUSTER_BUILD_DIR, so it needs a
+#             build (it fails, saying so, without one; scripts/test.sh lints after its build)
 #   headers   each */*.h compiles on its own (cc -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only)
 #   state     a job's or a node's state changes through one function each (issue #41): in
 #             scheduler/ and sim/, a `state` field is assigned (x->state = , x[i].state = ) and
@@ -36,8 +39,8 @@
 # the banned/format checks skip them and say so.
 #
 # usage: scripts/lint.sh [--tidy]
-# Environment: MUSTER_BUILD_DIR (the build whose compile_commands.json --tidy reads, default
-# build), MUSTER_JOBS (clang-tidy processes at once, default: all cores).
+# Environment: MUSTER_BUILD_DIR (the build whose objects `calls` and whose compile_commands.json
+# --tidy read, default build), MUSTER_JOBS (clang-tidy processes at once, default: all cores).
 # Exit status: 0 all checks pass, 1 some check failed, 2 usage error.
 set -uo pipefail
 
@@ -334,6 +337,11 @@ lint_state() {
         END { exit bad }' "${files[@]}"
 }
 
+# No ring of calls between the files of a folder: one object cut in two (scripts/calls.sh).
+lint_calls() {
+    MUSTER_BUILD_DIR=$tidy_dir bash scripts/calls.sh
+}
+
 lint_headers() {
     local rc=0 h out cc=${CC:-cc}
     while IFS= read -r h; do
@@ -402,6 +410,7 @@ check private
 check pure
 check layers
 check state
+check calls
 check headers
 [ "$tidy" -eq 0 ] || check tidy
 
