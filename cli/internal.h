@@ -166,8 +166,6 @@ int64_t ctl_json_int(const cJSON *obj, const char *key, int64_t def);
 
 /* "5s", "3m", "2h", "4d": how long ago then_ms was, seen at now_ms. */
 void ctl_format_age(uint64_t now_ms, uint64_t then_ms, char *buf, size_t size);
-/* ANSI colour for a job or node state, or NULL for none. */
-const char *ctl_state_color(const char *state);
 /* Writes s with control characters replaced by '?', so that stored text cannot drive the
  * terminal. */
 void ctl_print_clean(FILE *out, const char *s);
@@ -239,6 +237,8 @@ void ctl_table_set_state(struct ctl_table *t, size_t col);
 int ctl_table_add(struct ctl_table *t, const char *const *cells);
 /* Prints the table, fitted and coloured as ctl says. */
 void ctl_table_print(const struct ctl_table *t, const struct ctl *ctl, FILE *out);
+/* ANSI colour for a job or node state, or NULL for none. */
+const char *ctl_state_color(const char *state);
 
 /* ---- tables shared by queues, pools and top (cmd_queues.c, cmd_pools.c, cmd_jobs.c) ---- */
 

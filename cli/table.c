@@ -17,6 +17,9 @@
 #define CTL_TABLE_GAP      2
 #define CTL_TABLE_MIN_FLEX 8 /* a flexible column keeps at least this many characters */
 #define CTL_COLOR_RESET    "\033[0m"
+#define CTL_COLOR_GREEN    "\033[32m"
+#define CTL_COLOR_RED      "\033[31m"
+#define CTL_COLOR_YELLOW   "\033[33m"
 
 struct ctl_table {
     const char *const *headers; /* borrowed */
@@ -27,6 +30,28 @@ struct ctl_table {
     size_t nrows;
     size_t cap_rows;
 };
+
+const char *ctl_state_color(const char *state)
+{
+    static const struct {
+        const char *state;
+        const char *color;
+    } colors[] = {
+        { "RUNNING", CTL_COLOR_GREEN },   { "SUCCEEDED", CTL_COLOR_GREEN },
+        { "ready", CTL_COLOR_GREEN },     { "FAILED", CTL_COLOR_RED },
+        { "REJECTED", CTL_COLOR_RED },    { "TIMEOUT", CTL_COLOR_RED },
+        { "lost", CTL_COLOR_RED },        { "terminating", CTL_COLOR_RED },
+        { "PENDING", CTL_COLOR_YELLOW },  { "cordoned", CTL_COLOR_YELLOW },
+        { "draining", CTL_COLOR_YELLOW }, { "PREEMPTING", CTL_COLOR_YELLOW },
+        { "down", CTL_COLOR_YELLOW },
+    };
+
+    for (size_t i = 0; i < MU_ARRAY_LEN(colors); i++) {
+        if (strcmp(state, colors[i].state) == 0)
+            return colors[i].color;
+    }
+    return NULL;
+}
 
 /* Display width of UTF-8 text: every byte that does not continue a sequence. */
 static size_t text_width(const char *s)

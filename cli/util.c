@@ -15,10 +15,6 @@
 
 #include "common/mu_banned.h"
 
-#define CTL_COLOR_GREEN  "\033[32m"
-#define CTL_COLOR_RED    "\033[31m"
-#define CTL_COLOR_YELLOW "\033[33m"
-
 int ctl_fail(const struct ctl *ctl, const char *fmt, ...)
 {
     char msg[1024];
@@ -171,28 +167,6 @@ void ctl_format_age(uint64_t now_ms, uint64_t then_ms, char *buf, size_t size)
         (void)snprintf(buf, size, "%uh", (unsigned)(s / 3600));
     else
         (void)snprintf(buf, size, "%llud", (unsigned long long)(s / 86400));
-}
-
-const char *ctl_state_color(const char *state)
-{
-    static const struct {
-        const char *state;
-        const char *color;
-    } colors[] = {
-        { "RUNNING", CTL_COLOR_GREEN },   { "SUCCEEDED", CTL_COLOR_GREEN },
-        { "ready", CTL_COLOR_GREEN },     { "FAILED", CTL_COLOR_RED },
-        { "REJECTED", CTL_COLOR_RED },    { "TIMEOUT", CTL_COLOR_RED },
-        { "lost", CTL_COLOR_RED },        { "terminating", CTL_COLOR_RED },
-        { "PENDING", CTL_COLOR_YELLOW },  { "cordoned", CTL_COLOR_YELLOW },
-        { "draining", CTL_COLOR_YELLOW }, { "PREEMPTING", CTL_COLOR_YELLOW },
-        { "down", CTL_COLOR_YELLOW },
-    };
-
-    for (size_t i = 0; i < MU_ARRAY_LEN(colors); i++) {
-        if (strcmp(state, colors[i].state) == 0)
-            return colors[i].color;
-    }
-    return NULL;
 }
 
 void ctl_print_clean(FILE *out, const char *s)
