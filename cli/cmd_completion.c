@@ -135,24 +135,24 @@ static const char *kind_action(enum ctl_arg_kind kind)
     return "";
 }
 
-static void print_commands(void)
+static void print_commands(const struct ctl *ctl)
 {
-    for (size_t i = 0; i < ctl_ncommands; i++)
-        printf("%s%s", i ? " " : "", ctl_commands[i].name);
+    for (size_t i = 0; i < ctl->ncommands; i++)
+        printf("%s%s", i ? " " : "", ctl->commands[i].name);
 }
 
-static void print_script(void)
+static void print_script(const struct ctl *ctl)
 {
     static const char globals[] = "--redis --prefix --config -o --output -h --help --version";
 
     (void)fputs(script_head, stdout);
     printf("    if [ -z \"$cmd\" ]; then\n"
            "        COMPREPLY=($(compgen -W \"");
-    print_commands();
+    print_commands(ctl);
     printf(" %s\" -- \"$cur\"))\n        return\n    fi\n", globals);
     printf("    case $cmd in\n");
-    for (size_t i = 0; i < ctl_ncommands; i++) {
-        const struct ctl_cmd *cmd = &ctl_commands[i];
+    for (size_t i = 0; i < ctl->ncommands; i++) {
+        const struct ctl_cmd *cmd = &ctl->commands[i];
         const char *action = kind_action(cmd->kind);
 
         printf("    %s)\n", cmd->name);
@@ -170,7 +170,7 @@ static void print_script(void)
         printf("            return\n        fi\n");
         if (!action) {
             printf("        COMPREPLY=($(compgen -W \"");
-            print_commands();
+            print_commands(ctl);
             printf("\" -- \"$cur\"))\n");
         } else if (action[0]) {
             printf("        COMPREPLY=($(compgen %s -- \"$cur\"))\n", action);
@@ -229,6 +229,6 @@ int ctl_cmd_completion(struct ctl *ctl, const struct ctl_args *args)
         return ctl_usage(ctl, "missing the shell name (bash)");
     if (strcmp(args->argv[0], "bash") != 0)
         return ctl_usage(ctl, "unsupported shell '%s'; only bash is supported", args->argv[0]);
-    print_script();
+    print_script(ctl);
     return CTL_EXIT_OK;
 }

@@ -140,7 +140,7 @@ static const struct ctl_opt opts_completion[] = {
     { NULL, 0, NULL, NULL },
 };
 
-const struct ctl_cmd ctl_commands[] = {
+static const struct ctl_cmd ctl_commands[] = {
     { "submit", ctl_cmd_submit, "submit a job (spec file or flags)",
       "FILE|- | [OPTIONS] -- COMMAND [ARG...]",
       "Submits a job and prints its id.  With FILE (or - for standard input) the JSON job spec "
@@ -353,7 +353,7 @@ const struct ctl_cmd ctl_commands[] = {
       "Prints the overview, or the help of COMMAND.", NULL, 0, 1, CTL_ARG_COMMAND },
 };
 
-const size_t ctl_ncommands = MU_ARRAY_LEN(ctl_commands);
+static const size_t ctl_ncommands = MU_ARRAY_LEN(ctl_commands);
 
 const struct ctl_cmd *ctl_cmd_find(const char *name)
 {
@@ -652,7 +652,7 @@ static int settings_resolve(struct ctl *ctl, const struct ctl_globals *g, struct
 
 int main(int argc, char **argv)
 {
-    struct ctl ctl = { 0 };
+    struct ctl ctl = { .commands = ctl_commands, .ncommands = ctl_ncommands };
     struct ctl_globals g = { 0 };
     struct ctl_args args = { 0 };
     struct cfg *cfg = NULL;

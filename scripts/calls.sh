@@ -32,7 +32,6 @@ allowed=(
     "sim/engine.c sim/policy.c              | (none yet: the engine and its policy call each other)"
     "worker/launch.c worker/shim_server.c   | branch calls"
     "worker/ckpt_watch.c worker/exits.c     | branch calls"
-    "cli/cmd_completion.c cli/main.c        | branch calls"
     "core/preempt.c core/preempt_greedy.c   | branch calls"
 )
 
