@@ -444,25 +444,6 @@ static enum server_ask server_ask(struct wrk_shim_server *srv,
     return SERVER_FORKED;
 }
 
-int wrk_shim_exec(
-    const char *shim_path, char *arg, const int fds[4], pid_t *pid, struct mu_err *err)
-{
-    static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-    char *shim_envp[] = { path_env, NULL };
-    char *shim_argv[] = { (char *)shim_path, arg, NULL };
-    struct wrk_spawn s;
-
-    memset(&s, 0, sizeof(s));
-    s.argv = shim_argv;
-    s.envp = shim_envp; /* nothing of the task's environment: no LD_PRELOAD for a root shim */
-    s.fd_stdin = fds[0];
-    s.fd_stdout = fds[1];
-    s.fd_stderr = fds[2];
-    s.fd_extra = fds[3];
-    /* The shim is the node's: whatever stops it from starting (its exec included) is too. */
-    return wrk_spawn_start(&s, pid, NULL, err);
-}
-
 /*
  * Starts the task's shim, forked by the server when there is one (a server that is gone is
  * closed, and the shim executed instead), and waits for its report.

@@ -5,6 +5,8 @@
  * exec of one (launch.c asks it).  Started at the first task and again after it ended; its end
  * is not the tasks' (each shim is in its own session), and while there is none the shim is
  * executed as before.  The server leaves when its socket closes: at the worker's end, or its death.
+ * wrk_shim_exec executes a shim: the server itself, or a task's shim when there is no server
+ * (launch.c).
  */
 #include "worker/internal.h"
 
@@ -18,6 +20,25 @@
 #include "common/mu_banned.h"
 
 #define SHIM_SERVER_RETRY_MS 1000 /* a server that failed to start is tried again after this */
+
+int wrk_shim_exec(
+    const char *shim_path, char *arg, const int fds[4], pid_t *pid, struct mu_err *err)
+{
+    static char path_env[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    char *shim_envp[] = { path_env, NULL };
+    char *shim_argv[] = { (char *)shim_path, arg, NULL };
+    struct wrk_spawn s;
+
+    memset(&s, 0, sizeof(s));
+    s.argv = shim_argv;
+    s.envp = shim_envp; /* nothing of the task's environment: no LD_PRELOAD for a root shim */
+    s.fd_stdin = fds[0];
+    s.fd_stdout = fds[1];
+    s.fd_stderr = fds[2];
+    s.fd_extra = fds[3];
+    /* The shim is the node's: whatever stops it from starting (its exec included) is too. */
+    return wrk_spawn_start(&s, pid, NULL, err);
+}
 
 int wrk_shim_server_start(struct wrk_shim_server *srv, const char *shim_path, struct mu_err *err)
 {
