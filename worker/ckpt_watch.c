@@ -1,13 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Checkpoint reports (docs/design.md §3 "Checkpoints") and the inotify watch that drives them.
- * inotify on <state-dir>/ckpt wakes the loop when a task closes or renames its checkpoint file (a 1
- * s poll of the running tasks' files when inotify is not available), and the file is read once more
- * when the task is reaped, before its TASK_STATUS, so a checkpoint written just before exit is
+ * Checkpoint reports (docs/design.md §3 "Checkpoints").  The inotify watch on <state-dir>/ckpt
+ * (watch.c) asks for them when a task closes or renames its checkpoint file (a 1 s poll of the
+ * running tasks' files when inotify is not available), and the file is read once more when the
+ * task is reaped (exits.c), before its TASK_STATUS, so a checkpoint written just before exit is
  * reported first.  One CHECKPOINT_DONE per distinct path per task; a path missing on this node is
  * not reported (nor resumed from) and the task's .err log says why, once.  ckpt.c reads the file
- * itself (hostile input); the same inotify fd watches tasks/, where shims rename their record and
- * exit files into place (exits.c).
+ * itself (hostile input).
  *
  * ckpt/ is open to every task user when tasks run as other users (sticky, like /tmp): only a
  * file owned by the task's own uid counts, so that one user cannot plant a checkpoint for
@@ -19,7 +18,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,83 +124,4 @@ void wrk_ckpt_check_running(struct wrk_agent *a)
         if (a->tasks[i].rec.ref.state == PROTO_TASK_RUNNING)
             wrk_ckpt_check(a, &a->tasks[i]);
     }
-}
-
-/* The running task whose checkpoint file is named `name` (inside ckpt/), checked. */
-static void ckpt_check_name(struct wrk_agent *a, const char *name)
-{
-    for (int i = 0; i < a->ntasks; i++) {
-        struct wrk_task *t = &a->tasks[i];
-        char want[PROTO_JOB_MAX + 32];
-        if (t->rec.ref.state != PROTO_TASK_RUNNING)
-            continue;
-        (void)mu_snprintf(want, sizeof(want), "%s.%d.%d", t->rec.ref.job, t->rec.ref.attempt,
-                          t->rec.ref.task);
-        if (strcmp(want, name) == 0) {
-            wrk_ckpt_check(a, t);
-            return;
-        }
-    }
-}
-
-void wrk_watch_start(struct wrk_agent *a)
-{
-    char ckpt[PROTO_PATH_MAX + 8];
-    char tasks[PROTO_PATH_MAX + 8];
-
-    (void)mu_snprintf(ckpt, sizeof(ckpt), "%s/ckpt", a->state_dir);
-    (void)mu_snprintf(tasks, sizeof(tasks), "%s/tasks", a->run_dir);
-    a->ino_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (a->ino_fd >= 0) {
-        a->ckpt_wd = inotify_add_watch(a->ino_fd, ckpt, IN_CLOSE_WRITE | IN_MOVED_TO);
-        a->tasks_wd = a->ckpt_wd >= 0 ? inotify_add_watch(a->ino_fd, tasks, IN_MOVED_TO) : -1;
-        if (a->ckpt_wd >= 0 && a->tasks_wd >= 0)
-            return;
-    }
-    mu_log(MU_LOG_WARN, WRK_MOD,
-           "node=%s cannot watch '%s' and '%s' with inotify: %s; reading checkpoint and exit "
-           "files every %d ms instead",
-           a->node, ckpt, tasks, strerror(errno), WRK_CKPT_POLL_MS);
-    if (a->ino_fd >= 0)
-        (void)close(a->ino_fd);
-    a->ino_fd = -1;
-}
-
-/*
- * Drains the inotify fd: an event in ckpt/ names a checkpoint file that was written or renamed
- * there; one in tasks/ means a shim renamed a record or an exit file into place.
- */
-void wrk_watch_events(struct wrk_agent *a)
-{
-    char buf[4096];
-    bool overflow = false;
-    bool exits = false;
-    ssize_t n;
-
-    while ((n = read(a->ino_fd, buf, sizeof(buf))) > 0) {
-        size_t off = 0;
-        while (off + sizeof(struct inotify_event) <= (size_t)n) {
-            struct inotify_event ev;
-            char name[256];
-            memcpy(&ev, buf + off, sizeof(ev)); /* buf is not aligned for the struct */
-            off += sizeof(ev);
-            if (ev.len > (size_t)n - off)
-                break; /* cannot happen: the kernel returns whole events */
-            if (ev.mask & IN_Q_OVERFLOW) {
-                overflow = true;
-            } else if (ev.wd == a->tasks_wd) {
-                exits = true;
-            } else if (ev.len > 0) {
-                size_t len = ev.len < sizeof(name) ? ev.len : sizeof(name) - 1;
-                memcpy(name, buf + off, len);
-                name[len] = '\0';
-                ckpt_check_name(a, name);
-            }
-            off += ev.len;
-        }
-    }
-    if (overflow)
-        wrk_ckpt_check_running(a); /* events were lost: look at every file */
-    if (overflow || exits)
-        wrk_exits_read(a);
 }

@@ -227,12 +227,15 @@ void wrk_exits_resend(struct wrk_agent *a, uint64_t now);
 /* Reads <state>/tasks at start: re-adopts, records ended and lost tasks, clears leftovers. */
 void wrk_tasks_adopt(struct wrk_agent *a);
 
-/* ---- ckpt_watch.c: checkpoint reports and inotify ---- */
+/* ---- ckpt_watch.c: checkpoint reports ---- */
 
 /* Reads t's checkpoint file and reports a path not reported before (CHECKPOINT_DONE). */
 void wrk_ckpt_check(struct wrk_agent *a, struct wrk_task *t);
 /* wrk_ckpt_check on every running task. */
 void wrk_ckpt_check_running(struct wrk_agent *a);
+
+/* ---- watch.c: the inotify fd on ckpt/ and tasks/ ---- */
+
 /* Sets ino_fd, ckpt_wd and tasks_wd; without inotify a warning and ino_fd -1 (polling). */
 void wrk_watch_start(struct wrk_agent *a);
 /* Drains ino_fd: checks the checkpoint files and exit files its events name. */
