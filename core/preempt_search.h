@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the preemption planner's files share (preempt.c: the plan and the exact search;
- * preempt_greedy.c: the greedy search): the planning context, candidates, and the rank of a
- * victim set.  Private to those two files.
+ * preempt_greedy.c: the greedy search; preempt_set.c: testing a victim set, which both call):
+ * the planning context, candidates, and the rank of a victim set.  Private to those files.
  */
 #ifndef MUSTER_CORE_PREEMPT_SEARCH_H
 #define MUSTER_CORE_PREEMPT_SEARCH_H
@@ -100,6 +100,13 @@ static inline int preempt_key_cmp(const struct key *a, const struct key *b)
     return (a->mask > b->mask) - (a->mask < b->mask);
 }
 
+/* ---- preempt_set.c ---- */
+
+/* Releases gangs list[0..n) (victim indices), tries r at t_s, commits them back (one placement
+ * test, counted).  slots NULL: only whether it fits (the search's tests); else where it goes
+ * (the plan's). */
+bool preempt_fits_without(
+    struct pctx *x, const int *list, int n, int64_t t_s, struct sched_slot *slots);
 /* Whether r fits with the candidates set[0..n) stopped (one placement test, counted). */
 bool preempt_set_fits(struct pctx *x, const int *set, int n);
 /* Keeps set[0..n) in b when it ranks better than b's. */

@@ -30,7 +30,6 @@ allowed=(
     "queue/conn.c queue/lease.c            | branch vocab"
     "config/cfg.c config/parse.c           | branch tables"
     "sim/engine.c sim/policy.c              | (none yet: the engine and its policy call each other)"
-    "core/preempt.c core/preempt_greedy.c   | branch calls"
 )
 
 graph=0
