@@ -203,16 +203,4 @@ int cfg_topo_labels(const struct cfg *c,
                     bool *set,
                     struct mu_err *err);
 
-/* ---- the config as the core's inputs (config/sched.c, library cfg_sched) ---- */
-
-struct sched_cluster;
-struct sched_quota_config;
-
-/* A cluster of c's pools and topology levels, no node yet (free with sched_cluster_free); NULL
- * with err. */
-struct sched_cluster *cfg_sched_cluster_new(const struct cfg *c, struct mu_err *err);
-/* c's queues' quotas for sched_quota_queues_init, into out[0..n); returns n (at most
- * SCHED_MAX_QUEUES - 1: the core keeps the last entry for queues no longer configured). */
-int cfg_sched_quotas(const struct cfg *c, struct sched_quota_config *out);
-
 #endif

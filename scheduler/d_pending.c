@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg_sched/cfg_sched.h"
 #include "scheduler/d_job.h"
 #include "scheduler/d_state.h"
 

@@ -11,6 +11,7 @@
 
 #include <string.h>
 
+#include "cfg_sched/cfg_sched.h"
 #include "scheduler/d_state.h"
 
 #include "common/mu_banned.h"

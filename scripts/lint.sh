@@ -8,6 +8,7 @@
 #   private   a module shows the rest of the tree only its PUBLIC headers (docs/style.md §1.1):
 #                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   access: access.h
 #                 protocol: proto.h   queue: queue.h   lib: muster.h   core: sched.h
+#                 cfg_sched: cfg_sched.h
 #                 worker: wrk.h cgroup.h   sim: sim.h   history: hist.h
 #                 cli, scheduler, bench, tests and any folder not in public_headers: none
 #             Any other header (internal.h, scheduler/d_job.h, ...) may be included only by files
@@ -63,7 +64,7 @@ done
 
 tidy_dir=${MUSTER_BUILD_DIR:-build}
 jobs=${MUSTER_JOBS:-$(nproc 2>/dev/null || echo 2)}
-code_dirs=(common config access protocol queue lib core scheduler worker cli sim tests bench)
+code_dirs=(common config access protocol queue lib core cfg_sched scheduler worker cli sim tests bench)
 failed=()
 passed=0
 
@@ -156,6 +157,7 @@ declare -A public_headers=(
     [queue]="queue.h"
     [lib]="muster.h"
     [core]="sched.h"
+    [cfg_sched]="cfg_sched.h"
     [worker]="wrk.h cgroup.h"
     [sim]="sim.h"
     [history]="hist.h"

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfg_sched/cfg_sched.h"
+
 #include "common/mu_banned.h"
 
 enum ev_kind { EV_END = 0, EV_STOPPED, EV_GONE, EV_BACK, EV_NOTICE, EV_AVAIL, EV_WAKE };

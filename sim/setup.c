@@ -10,6 +10,8 @@
 
 #include <string.h>
 
+#include "cfg_sched/cfg_sched.h"
+
 #include "common/mu_banned.h"
 
 #define GROUP_NODES  8 /* nodes in one domain of the narrowest level */

@@ -3,14 +3,12 @@
  * The config as the pure core's inputs: the pools and topology levels of a cluster, and the
  * queues' quotas.  musterd and muster-sim both build their core from a config, and they must
  * build the same one (the simulator's promise is to replay musterd's policy), so there is one
- * translation.  Its own library (cfg_sched): the config parser does not depend on the core, and
- * the core never sees the config.
+ * translation.  Its own module (cfg_sched/, issue #41): the config parser does not depend on the
+ * core, and the core never sees the config.
  */
-#include "config/cfg.h"
+#include "cfg_sched/cfg_sched.h"
 
 #include <string.h>
-
-#include "core/sched.h"
 
 #include "common/mu_banned.h"
 
