@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 #
-# scripts/calls.sh: no ring of calls between the files of a module (issue #41).
+# scripts/calls.sh: no ring of calls between files of a module, nor between modules (issue #41).
 #
 # Two files that call each other are one object cut in two, or share a piece that belongs below
 # both (docs/style.md §1.1).  The include rule (scripts/layers.sh) cannot see such a ring when
 # both files share one header, nor outside scheduler/, so this check reads what the compiler
 # emitted: from `nm` of the build's object files, an edge "A -> B" when A's object needs (U) a
 # global function (T) or table (D, R, B) that B's object defines, A and B source files of the
-# same folder (one of $folders: a library or program and its parts).  Any cycle, of any length,
-# fails the check, named as a ring with the symbol each arrow uses.  About a second.
+# same folder (one of $folders: a library or program and its parts); and an edge between two
+# folders when one uses what the other defines (docs/design.md: the module graph points one
+# way).  Any cycle, of any length, fails the check, named as a ring with the symbol each arrow
+# uses.  A name two sources define (main; bench/ has one program per file) makes no edge.
+# About a second.
 #
 # It needs a build: the object files listed in $MUSTER_BUILD_DIR/compile_commands.json (default
 # build; scripts/test.sh runs lint after its build).  Without one it says so and fails.
 #
 #   scripts/calls.sh          check; prints each ring; exit 1 if any (or no build)
-#   scripts/calls.sh --graph  also print every edge: "A -> B  (function)"
+#   scripts/calls.sh --graph  also print every edge: "A -> B  (symbol)", files and folders
 set -uo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
@@ -37,7 +40,7 @@ case "${1:-}" in
 '') ;;
 --graph) graph=1 ;;
 -h | --help)
-    sed -n '3,17s/^# \{0,1\}//p' "$0"
+    sed -n '3,22s/^# \{0,1\}//p' "$0"
     exit 0
     ;;
 *)
@@ -96,6 +99,8 @@ printf '%s\n' "${objs[@]}" | cut -f1 | xargs nm -A 2>/dev/null | awk -F'\t' -v g
             # A name two sources define (main, or one per program in bench/) links no two files.
             if ((top, f[3]) in def && def[top, f[3]] != s) twice[top, f[3]] = 1
             def[top, f[3]] = s
+            if (f[3] in mod && mod[f[3]] != top) mtwice[f[3]] = 1
+            mod[f[3]] = top
         }
         else if (n == 2 && f[1] == "U") use[s] = use[s] " " f[2]
     }
@@ -105,6 +110,13 @@ printf '%s\n' "${objs[@]}" | cut -f1 | xargs nm -A 2>/dev/null | awk -F'\t' -v g
             t = node_top(s)
             m = split(use[s], u, " ")
             for (i = 1; i <= m; i++) {
+                # The folders themselves: "t -> d" when t uses what d defines (no file edge).
+                if ((u[i] in mod) && !(u[i] in mtwice) && mod[u[i]] != t && !((t, mod[u[i]]) in via)) {
+                    d = mod[u[i]]
+                    via[t, d] = u[i]
+                    out[t] = out[t] " " d
+                    nodes[t]; nodes[d]
+                }
                 if (!((t, u[i]) in def) || ((t, u[i]) in twice)) continue
                 d = def[t, u[i]]
                 if (d == s || ((s, d) in via)) continue
@@ -119,7 +131,8 @@ printf '%s\n' "${objs[@]}" | cut -f1 | xargs nm -A 2>/dev/null | awk -F'\t' -v g
                 printf "%s -> %s  (%s)\n", p[1], p[2], via[k] | "sort"
             }
         close("sort")
-        # Tarjan: the strongly connected components; each of two or more files holds a ring.
+        # Tarjan: the strongly connected components; each of two or more files (or folders) holds
+        # a ring.
         for (v in nodes) if (!(v in index_)) strong(v)
         na = split(allowed, al, "\n")
         for (i = 1; i <= na; i++) {
@@ -143,7 +156,7 @@ printf '%s\n' "${objs[@]}" | cut -f1 | xargs nm -A 2>/dev/null | awk -F'\t' -v g
         nedge = 0
         for (k in via) nedge++
         if (!bad)
-            printf "calls: ok (%d files, %d call edges between files of one folder, %d allowed rings)\n", \
+            printf "calls: ok (%d files and folders, %d edges, %d allowed rings)\n", \
                 length(nodes), nedge, ncomp
         exit bad
     }

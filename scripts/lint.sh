@@ -19,9 +19,10 @@
 #             access rules, issue #46) include no zmq/hiredis/msgpack/curl/time.h header and
 #             call no mu_log* / mu_time_*
 #   layers    musterd's files include no header of a layer above their own (scripts/layers.sh)
-#   calls     no two files of one folder call each other, nor any longer ring (scripts/calls.sh,
-#             issue #41): read from `nm` of the object files of $MUSTER_BUILD_DIR, so it needs a
-#             build (it fails, saying so, without one; scripts/test.sh lints after its build)
+#   calls     no two files of one folder call each other, nor any longer ring, nor do folders
+#             (scripts/calls.sh, issue #41): read from `nm` of the object files of
+#             $MUSTER_BUILD_DIR, so it needs a build (it fails, saying so, without one;
+#             scripts/test.sh lints after its build)
 #   headers   each */*.h compiles on its own (cc -std=c11 -D_POSIX_C_SOURCE=200809L -I. -fsyntax-only)
 #   state     a job's or a node's state changes through one function each (issue #41): in
 #             scheduler/ and sim/, a `state` field is assigned (x->state = , x[i].state = ) and
