@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # scripts/calls.sh (lint `calls`, issue #41) names a ring of calls of any length between the
-# files of one folder, and between folders; passes over a name two programs both define, says so when there is no
-# build, and finds no ring in this build.  No daemon, about a second.
+# files of one folder, and between folders; passes over a name two programs both define; says
+# so when there is no build; and finds no ring in this build.  No daemon, a few seconds.
 source "$(dirname "$0")/lib.sh"
 
 src=${MUSTER_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
