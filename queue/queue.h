@@ -8,15 +8,8 @@
  *   and job-store half; musterctl uses the client half.  All calls are synchronous; a call that
  *   fails with MU_E_REDIS has dropped the connection and the next call reconnects.
  *
- * Keys (prefix "muster:" by default):
- *   submit (stream, field spec), control (stream), submit:<user> and control:<user> (a user's
- *   own, queue/owned.c), reply:<entry id> (list: the verdict on a command of one's own),
- *   job:<id> (hash), jobs (sorted set: id by
- *   submit ms, for listing), events (stream, capped), nodes (hash node -> JSON), node:wanted
- *   (hash node -> the operator's kept cordon or drain, queue/durable.c),
- *   idem:<key> and idem:<user>:<key> (string -> job id), epoch (counter: the scheduler's
- *   fencing epoch), active (set: ids of jobs not yet in a final state, read on scheduler
- *   restart).
+ * The keys, the job hash's fields, the placement record and the final states are named once, in
+ * queue/vocab.h (included here).
  */
 #ifndef MUSTER_QUEUE_QUEUE_H
 #define MUSTER_QUEUE_QUEUE_H
@@ -26,6 +19,7 @@
 
 #include "common/mu.h"
 #include "config/cfg.h"
+#include "queue/vocab.h"
 
 /* ---------------- job spec (docs/design.md §3) ---------------- */
 

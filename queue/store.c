@@ -368,69 +368,108 @@ out:
     return rc;
 }
 
-/* What a restart reads of each job hash, in this order (stored_job_fill). */
-static const char *const stored_fields[] = {
-    "state",
-    "attempt",
-    "failures",
-    "held",
-    "spec",
-    "placement",
-    "started_at",
-    "last_checkpoint",
-    "last_checkpoint_at",
-    "lost_gpu_seconds",
-    "borrowed",
-    "after",
-    "after_met",
-    "array_next",
-    "array_skip",
-    "array_done",
-    "array_failed",
-    "array_nostart",
-    "user",
-    "submitted_by",
+/* What a restart reads of each job hash (stored_job_fill reads the HMGET reply by these names). */
+enum stored_field {
+    SF_STATE,
+    SF_ATTEMPT,
+    SF_FAILURES,
+    SF_HELD,
+    SF_SPEC,
+    SF_PLACEMENT,
+    SF_STARTED_AT,
+    SF_LAST_CHECKPOINT,
+    SF_LAST_CHECKPOINT_AT,
+    SF_LOST_GPU_SECONDS,
+    SF_BORROWED,
+    SF_AFTER,
+    SF_AFTER_MET,
+    SF_ARRAY_NEXT,
+    SF_ARRAY_SKIP,
+    SF_ARRAY_DONE,
+    SF_ARRAY_FAILED,
+    SF_ARRAY_NOSTART,
+    SF_USER,
+    SF_SUBMITTED_BY,
+    STORED_NFIELDS
 };
-#define STORED_NFIELDS ((int)MU_ARRAY_LEN(stored_fields))
+static const char *const stored_fields[STORED_NFIELDS] = {
+    [SF_STATE] = QUEUE_F_STATE,
+    [SF_ATTEMPT] = QUEUE_F_ATTEMPT,
+    [SF_FAILURES] = QUEUE_F_FAILURES,
+    [SF_HELD] = QUEUE_F_HELD,
+    [SF_SPEC] = QUEUE_F_SPEC,
+    [SF_PLACEMENT] = QUEUE_F_PLACEMENT,
+    [SF_STARTED_AT] = QUEUE_F_STARTED_AT,
+    [SF_LAST_CHECKPOINT] = QUEUE_F_LAST_CHECKPOINT,
+    [SF_LAST_CHECKPOINT_AT] = QUEUE_F_LAST_CHECKPOINT_AT,
+    [SF_LOST_GPU_SECONDS] = QUEUE_F_LOST_GPU_SECONDS,
+    [SF_BORROWED] = QUEUE_F_BORROWED,
+    [SF_AFTER] = QUEUE_F_AFTER,
+    [SF_AFTER_MET] = QUEUE_F_AFTER_MET,
+    [SF_ARRAY_NEXT] = QUEUE_F_ARRAY_NEXT,
+    [SF_ARRAY_SKIP] = QUEUE_F_ARRAY_SKIP,
+    [SF_ARRAY_DONE] = QUEUE_F_ARRAY_DONE,
+    [SF_ARRAY_FAILED] = QUEUE_F_ARRAY_FAILED,
+    [SF_ARRAY_NOSTART] = QUEUE_F_ARRAY_NOSTART,
+    [SF_USER] = QUEUE_F_USER,
+    [SF_SUBMITTED_BY] = QUEUE_F_SUBMITTED_BY,
+};
 
-/* s from an HMGET reply of STORED_FIELDS (s->id set); borrows the reply's strings.  A hash that
+/* A field's value when it is a string, else NULL. */
+static const char *stored_str(const redisReply *r, enum stored_field f)
+{
+    return reply_str(r->element[f]);
+}
+
+/* Whether a field holds "1". */
+static bool stored_flag(const redisReply *r, enum stored_field f)
+{
+    const char *v = stored_str(r, f);
+    return v && strcmp(v, "1") == 0;
+}
+
+/* A field as an integer lo..hi, or 0 when it is absent or not one. */
+static int stored_int(const redisReply *r, enum stored_field f, int64_t lo, int64_t hi)
+{
+    const char *v = stored_str(r, f);
+    int64_t num = 0;
+    return v && mu_parse_i64(v, lo, hi, &num, NULL) == 0 ? (int)num : 0;
+}
+
+/* s from an HMGET reply of stored_fields (s->id set); borrows the reply's strings.  A hash that
  * is gone leaves s->state NULL. */
 static int stored_job_fill(struct queue_stored_job *s, const redisReply *r, struct mu_err *err)
 {
-    int64_t num = 0;
+    const char *lost;
+
     if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)STORED_NFIELDS)
         return mu_errf(err, MU_E_REDIS, "job %s: unexpected HMGET reply", s->id);
-    s->state = reply_str(r->element[0]);
-    s->attempt = 0;
-    if (r->element[1]->type == REDIS_REPLY_STRING
-        && mu_parse_i64(r->element[1]->str, 1, 1000000, &num, NULL) == 0)
-        s->attempt = (int)num;
-    s->failures = 0;
-    if (r->element[2]->type == REDIS_REPLY_STRING
-        && mu_parse_i64(r->element[2]->str, 0, 1000000, &num, NULL) == 0)
-        s->failures = (int)num;
-    s->held = r->element[3]->type == REDIS_REPLY_STRING && strcmp(r->element[3]->str, "1") == 0;
-    s->spec = reply_str(r->element[4]);
-    s->spec_len = s->spec ? r->element[4]->len : 0;
-    s->placement = reply_str(r->element[5]);
-    s->started_ms = reply_u64(r->element[6]);
-    s->last_checkpoint = r->element[7]->type == REDIS_REPLY_STRING ? r->element[7]->str : "";
-    s->last_checkpoint_ms = reply_u64(r->element[8]);
+    s->state = reply_str(r->element[SF_STATE]);
+    s->attempt = stored_int(r, SF_ATTEMPT, 1, 1000000);
+    s->failures = stored_int(r, SF_FAILURES, 0, 1000000);
+    s->held = stored_flag(r, SF_HELD);
+    s->spec = reply_str(r->element[SF_SPEC]);
+    s->spec_len = s->spec ? r->element[SF_SPEC]->len : 0;
+    s->placement = reply_str(r->element[SF_PLACEMENT]);
+    s->started_ms = reply_u64(r->element[SF_STARTED_AT]);
+    s->last_checkpoint = stored_str(r, SF_LAST_CHECKPOINT);
+    if (!s->last_checkpoint)
+        s->last_checkpoint = "";
+    s->last_checkpoint_ms = reply_u64(r->element[SF_LAST_CHECKPOINT_AT]);
     s->lost_gpu_s = 0;
-    if (r->element[9]->type == REDIS_REPLY_STRING)
-        (void)mu_parse_double(r->element[9]->str, 0, 1e300, &s->lost_gpu_s, NULL);
-    s->borrowed =
-        r->element[10]->type == REDIS_REPLY_STRING && strcmp(r->element[10]->str, "1") == 0;
-    s->after = reply_str(r->element[11]);
-    s->after_met =
-        r->element[12]->type == REDIS_REPLY_STRING && strcmp(r->element[12]->str, "1") == 0;
-    s->array_next = (int64_t)reply_u64(r->element[13]);
-    s->array_skip = reply_str(r->element[14]);
-    s->array_done = (int64_t)reply_u64(r->element[15]);
-    s->array_failed = (int64_t)reply_u64(r->element[16]);
-    s->array_nostart = (int64_t)reply_u64(r->element[17]);
-    s->user = reply_str(r->element[18]);
-    s->submitted_by = reply_str(r->element[19]);
+    lost = stored_str(r, SF_LOST_GPU_SECONDS);
+    if (lost)
+        (void)mu_parse_double(lost, 0, 1e300, &s->lost_gpu_s, NULL);
+    s->borrowed = stored_flag(r, SF_BORROWED);
+    s->after = reply_str(r->element[SF_AFTER]);
+    s->after_met = stored_flag(r, SF_AFTER_MET);
+    s->array_next = (int64_t)reply_u64(r->element[SF_ARRAY_NEXT]);
+    s->array_skip = reply_str(r->element[SF_ARRAY_SKIP]);
+    s->array_done = (int64_t)reply_u64(r->element[SF_ARRAY_DONE]);
+    s->array_failed = (int64_t)reply_u64(r->element[SF_ARRAY_FAILED]);
+    s->array_nostart = (int64_t)reply_u64(r->element[SF_ARRAY_NOSTART]);
+    s->user = reply_str(r->element[SF_USER]);
+    s->submitted_by = reply_str(r->element[SF_SUBMITTED_BY]);
     return 0;
 }
 

@@ -7,7 +7,7 @@
 #   banned    "common/mu_banned.h" is the LAST #include of every .c file
 #   private   a module shows the rest of the tree only its PUBLIC headers (docs/style.md §1.1):
 #                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   access: access.h
-#                 protocol: proto.h   queue: queue.h   lib: muster.h   core: sched.h
+#                 protocol: proto.h   queue: queue.h vocab.h   lib: muster.h   core: sched.h
 #                 cfg_sched: cfg_sched.h
 #                 worker: wrk.h cgroup.h   sim: sim.h   history: hist.h
 #                 cli, scheduler, bench, tests and any folder not in public_headers: none
@@ -155,7 +155,7 @@ declare -A public_headers=(
     [config]="cfg.h"
     [access]="access.h"
     [protocol]="proto.h"
-    [queue]="queue.h"
+    [queue]="queue.h vocab.h"
     [lib]="muster.h"
     [core]="sched.h"
     [cfg_sched]="cfg_sched.h"
