@@ -27,13 +27,24 @@
 
 #define ADOPT_MARGIN_MS 2000
 
+/* One task of the stored placement into j (slots, adopt_nodes); -1 when it cannot be j's. */
+static int adopt_task(void *ctx, int t, const char *node, uint64_t gpus)
+{
+    struct d_job *j = ctx;
+    if (t >= j->spec.tasks || !mu_name_is_valid(node, PROTO_NODE_MAX - 1))
+        return -1;
+    mu_strlcpy(j->adopt_nodes[t], node, sizeof(j->adopt_nodes[t]));
+    j->slots[t].gpus |= gpus;
+    j->slots[t].node = -1; /* until its node registers (d_adopt_node) */
+    return 0;
+}
+
 int d_adopt_prepare(struct musterd *d,
                     struct d_job *j,
                     const char *placement,
                     enum queue_state stored)
 {
     cJSON *doc = cJSON_Parse(placement);
-    const cJSON *item;
     int rc = -1;
 
     if (!cJSON_IsArray(doc) || cJSON_GetArraySize(doc) != j->spec.tasks
@@ -43,27 +54,8 @@ int d_adopt_prepare(struct musterd *d,
     j->adopt_nodes = calloc((size_t)j->spec.tasks, sizeof(*j->adopt_nodes));
     if (!j->slots || d_job_tasks_new(j) != 0 || !j->adopt_nodes)
         goto out;
-    cJSON_ArrayForEach(item, doc)
-    {
-        const cJSON *task = cJSON_GetObjectItemCaseSensitive(item, "task");
-        const cJSON *node = cJSON_GetObjectItemCaseSensitive(item, "node");
-        const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(item, "gpus");
-        const cJSON *g;
-        int t;
-        if (!cJSON_IsNumber(task) || !cJSON_IsString(node) || !cJSON_IsArray(gpus))
-            goto out;
-        t = task->valueint;
-        if (t < 0 || t >= j->spec.tasks || !mu_name_is_valid(node->valuestring, PROTO_NODE_MAX - 1))
-            goto out;
-        mu_strlcpy(j->adopt_nodes[t], node->valuestring, sizeof(j->adopt_nodes[t]));
-        cJSON_ArrayForEach(g, gpus)
-        {
-            if (!cJSON_IsNumber(g) || g->valueint < 0 || g->valueint >= SCHED_MAX_GPUS_NODE)
-                goto out;
-            j->slots[t].gpus |= UINT64_C(1) << g->valueint;
-        }
-        j->slots[t].node = -1; /* until its node registers (d_adopt_node) */
-    }
+    if (queue_placement_each(doc, adopt_task, j) != 0)
+        goto out;
     j->adopting = true;
     d_job_live_update(d, j);
     d_job_state_load(j, stored);

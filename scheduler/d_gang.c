@@ -359,38 +359,40 @@ void d_job_task_exited(struct musterd *d, struct d_job *j, int t, const char *no
     }
 }
 
-/* placement as JSON: [{"task":0,"node":"n1","gpus":[0,1]}, ...]; nodes as "n1,n2". */
+struct placement_ctx {
+    const struct musterd *d;
+    const struct d_job *j;
+};
+
+/* Task t's node and GPUs, for queue_placement_format. */
+static void placement_get(void *ctx, int t, const char **node, uint64_t *gpus)
+{
+    const struct placement_ctx *c = ctx;
+    *node = d_node_name(c->d, c->j->slots[t].node);
+    *gpus = c->j->slots[t].gpus;
+}
+
+/* placement as the placement record (queue/vocab.h); nodes as "n1,n2". */
 static int placement_format(const struct musterd *d,
                             const struct d_job *j,
                             struct mu_buf *json,
                             struct mu_buf *nodes)
 {
+    struct placement_ctx c = { d, j };
     struct mu_err err;
-    if (mu_buf_append(json, "[", 1, &err) != 0)
+    if (queue_placement_format(json, j->spec.tasks, placement_get, &c, &err) != 0)
         return -1;
     for (int t = 0; t < j->spec.tasks; t++) {
-        const char *name = d_node_name(d, j->slots[t].node);
-        bool first_gpu = true;
         bool seen = false;
-        if (mu_buf_appendf(json, &err, "%s{\"task\":%d,\"node\":", t ? "," : "", t) != 0
-            || mu_buf_append_json_str(json, name, &err) != 0
-            || mu_buf_append(json, ",\"gpus\":[", 9, &err) != 0)
-            return -1;
-        for (int g = 0; g < SCHED_MAX_GPUS_NODE; g++) {
-            if (!(j->slots[t].gpus & (UINT64_C(1) << g)))
-                continue;
-            if (mu_buf_appendf(json, &err, "%s%d", first_gpu ? "" : ",", g) != 0)
-                return -1;
-            first_gpu = false;
-        }
-        if (mu_buf_append(json, "]}", 2, &err) != 0)
-            return -1;
         for (int u = 0; u < t; u++)
             seen = seen || j->slots[u].node == j->slots[t].node;
-        if (!seen && mu_buf_appendf(nodes, &err, "%s%s", nodes->len ? "," : "", name) != 0)
+        if (!seen
+            && mu_buf_appendf(nodes, &err, "%s%s", nodes->len ? "," : "",
+                              d_node_name(d, j->slots[t].node))
+                   != 0)
             return -1;
     }
-    return mu_buf_append(json, "]", 1, &err);
+    return 0;
 }
 
 /* A BIND's env: the spec's, plus MUSTER_GPU_MILLI for a share of a shared GPU (issue #17). */
