@@ -99,6 +99,11 @@ const char *muster_version(void)
     return MUSTER_VERSION;
 }
 
+int muster_final_states(char *buf, size_t size)
+{
+    return buf ? queue_final_state_names(buf, size) : -1;
+}
+
 const char *muster_code_name(int code)
 {
     switch (code) {

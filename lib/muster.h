@@ -67,6 +67,11 @@ struct muster_error {
 /* "MUSTER_E_REDIS", …; "unknown" for other values.  Static storage. */
 const char *muster_code_name(int code);
 
+/* The names of the final states, space-separated ("SUCCEEDED FAILED CANCELLED REJECTED
+ * TIMEOUT"), into buf (size bytes, NUL-terminated): the scheduler's own list, which the Python
+ * module reads rather than keeping a copy.  Returns the length, or -1 when size is too small. */
+int muster_final_states(char *buf, size_t size);
+
 /* Frees a string that libmuster returned (muster_spec_json, muster_job_json).  NULL is fine. */
 void muster_free(void *p);
 

@@ -34,7 +34,6 @@ import time
 
 __all__ = ["Error", "Timeout", "Client", "connect", "FINAL_STATES", "library_version"]
 
-FINAL_STATES = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "REJECTED", "TIMEOUT"})
 ID_MAX = 48  # MUSTER_ID_MAX
 
 
@@ -81,6 +80,7 @@ def _load():
     sigs = {
         "muster_version": (S, []),
         "muster_code_name": (S, [I]),
+        "muster_final_states": (I, [ctypes.c_char_p, ctypes.c_size_t]),
         "muster_free": (None, [P]),
         "muster_connect": (P, [S, S, E]),
         "muster_close": (None, [P]),
@@ -108,6 +108,27 @@ def _lib():
     if _LIB is None:
         _LIB = _load()
     return _LIB
+
+
+def _final_states():
+    buf = ctypes.create_string_buffer(256)
+    n = _lib().muster_final_states(buf, len(buf))
+    if n < 0:
+        raise Error(0, "libmuster: the final states do not fit")
+    return frozenset(buf.value.decode().split())
+
+
+_FINAL_STATES = None
+
+
+def __getattr__(name):
+    """FINAL_STATES: the final states, read from libmuster (its one list) on first use."""
+    global _FINAL_STATES
+    if name == "FINAL_STATES":
+        if _FINAL_STATES is None:
+            _FINAL_STATES = _final_states()
+        return _FINAL_STATES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def library_version():
