@@ -323,13 +323,26 @@ struct ctl_table *ctl_jobs_table(const struct queue_job_rows *rows,
     return t;
 }
 
+/* The state's place in the lifecycle (queue's enum order); unknown states last. */
 static size_t state_rank(const char *state)
 {
-    for (size_t i = 0; i < MU_ARRAY_LEN(ctl_job_states); i++) {
-        if (strcmp(state, ctl_job_states[i]) == 0)
-            return i;
+    for (int i = 0; i < QUEUE_NSTATES; i++) {
+        if (strcmp(state, queue_state_name((enum queue_state)i)) == 0)
+            return (size_t)i;
     }
-    return MU_ARRAY_LEN(ctl_job_states);
+    return (size_t)QUEUE_NSTATES;
+}
+
+/* --state named no state: the usage error listing them all. */
+static int state_usage(struct ctl *ctl, const char *got)
+{
+    char all[160] = "";
+    size_t len = 0;
+
+    for (int i = 0; i < QUEUE_NSTATES && len < sizeof(all); i++)
+        len += (size_t)snprintf(all + len, sizeof(all) - len, "%s, ",
+                                queue_state_name((enum queue_state)i));
+    return ctl_usage(ctl, "--state: expected one of %sgot '%s'", all, got);
 }
 
 /* "ms-seq" ids as their two numbers, for numeric id order; 0 and 0 for any other text. */
@@ -527,16 +540,8 @@ static int jobs_options(struct ctl *ctl,
         size_t n = mu_strlcpy(state, f->state, size);
         for (i = 0; state[i]; i++)
             state[i] = (char)toupper((unsigned char)state[i]);
-        for (i = 0; n < size && i < MU_ARRAY_LEN(ctl_job_states); i++) {
-            if (strcmp(state, ctl_job_states[i]) == 0)
-                break;
-        }
-        if (n >= size || i == MU_ARRAY_LEN(ctl_job_states))
-            return ctl_usage(ctl,
-                             "--state: expected one of PENDING, STARTING, RUNNING, "
-                             "PREEMPTING, SUCCEEDED, FAILED, CANCELLED, REJECTED, TIMEOUT, "
-                             "got '%s'",
-                             f->state);
+        if (n >= size || state_rank(state) == (size_t)QUEUE_NSTATES)
+            return state_usage(ctl, f->state);
         f->state = state;
     }
     return CTL_EXIT_OK;

@@ -187,8 +187,6 @@ int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct
 /* Prints musterd's why answer as text on stdout (musterctl why, and show for a pending job). */
 void ctl_why_print(const cJSON *doc);
 
-/* The job states in lifecycle order; the first four are not final. */
-extern const char *const ctl_job_states[9];
 /* True for the final states of queue_state_is_final: SUCCEEDED, FAILED, CANCELLED, REJECTED and
  * TIMEOUT ("SUBMITTED" and unknown text are not final). */
 bool ctl_state_is_final(const char *state);

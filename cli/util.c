@@ -368,10 +368,6 @@ int ctl_control_one(struct ctl *ctl, const char *cmd, const char *what, const ch
     return CTL_EXIT_OK;
 }
 
-const char *const ctl_job_states[9] = { "PENDING",    "STARTING",  "RUNNING",
-                                        "PREEMPTING", "SUCCEEDED", "FAILED",
-                                        "CANCELLED",  "REJECTED",  "TIMEOUT" };
-
 bool ctl_state_is_final(const char *state)
 {
     enum queue_state s;

@@ -159,6 +159,7 @@ enum queue_state {
     QUEUE_REJECTED,
     QUEUE_TIMEOUT, /* stopped at its time limit (time_limit_s or default_time_limit_s) */
 };
+#define QUEUE_NSTATES ((int)QUEUE_TIMEOUT + 1) /* the states are 0..QUEUE_NSTATES-1 */
 
 const char *queue_state_name(enum queue_state s); /* "PENDING", … */
 int queue_state_parse(const char *text, enum queue_state *out);

@@ -116,11 +116,11 @@ static void progress_write_to(struct musterd *d, struct d_job *p, int to, const 
     const struct d_array *a = p->array;
     const struct queue_array *qa = p->spec.array;
     char next[24], done[24], failed[24], nostart[24], reason[160];
-    struct queue_kv f[] = { { "array_next", next },
-                            { "array_done", done },
-                            { "array_failed", failed },
-                            { "array_nostart", nostart },
-                            { "reason", reason } };
+    struct queue_kv f[] = { { QUEUE_F_ARRAY_NEXT, next },
+                            { QUEUE_F_ARRAY_DONE, done },
+                            { QUEUE_F_ARRAY_FAILED, failed },
+                            { QUEUE_F_ARRAY_NOSTART, nostart },
+                            { QUEUE_F_REASON, reason } };
     struct d_change c = {
         .to = to, .reason = why && why[0] ? why : NULL, .fields = f, .nfields = (int)MU_ARRAY_LEN(f)
     };
@@ -178,8 +178,8 @@ static int element_make(struct musterd *d, struct d_job *p, int64_t index, struc
     {
         struct queue_kv f[D_JOB_NEW_FIELDS + 2];
         int n = d_job_fields_new(j, a->spec, bufs, f);
-        f[n++] = (struct queue_kv){ "array_job", p->id };
-        f[n++] = (struct queue_kv){ "array_index", bufs[6] };
+        f[n++] = (struct queue_kv){ QUEUE_F_ARRAY_JOB, p->id };
+        f[n++] = (struct queue_kv){ QUEUE_F_ARRAY_INDEX, bufs[6] };
         struct d_change c = { .to = QUEUE_PENDING,
                               .reason = "element of an array",
                               .fields = f,
@@ -209,9 +209,11 @@ static void array_finish(struct musterd *d, struct d_job *p)
     struct d_array *a = p->array;
     char now[32], reason[160], done[24], failed[24], nostart[24];
     bool ok = a->notok == 0;
-    struct queue_kv f[] = { { "finished_at", now },          { "array_done", done },
-                            { "array_failed", failed },      { "array_nostart", nostart },
-                            { "error", ok ? NULL : reason }, { "exit_code", ok ? "0" : NULL } };
+    struct queue_kv f[] = {
+        { QUEUE_F_FINISHED_AT, now },          { QUEUE_F_ARRAY_DONE, done },
+        { QUEUE_F_ARRAY_FAILED, failed },      { QUEUE_F_ARRAY_NOSTART, nostart },
+        { QUEUE_F_ERROR, ok ? NULL : reason }, { QUEUE_F_EXIT_CODE, ok ? "0" : NULL }
+    };
     struct d_change c = { .to = ok ? QUEUE_SUCCEEDED : QUEUE_FAILED,
                           .reason = reason,
                           .fields = f,
@@ -365,16 +367,16 @@ int d_array_cancel_unmade(struct musterd *d, const char *id, bool *found)
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)mu_time_wall_ms());
     {
         /* The element's own record, so that show and dependencies find it CANCELLED. */
-        struct queue_kv ef[] = { { "id", id },
-                                 { "array_job", base },
-                                 { "error", "cancelled by operator before it started" },
-                                 { "finished_at", now } };
+        struct queue_kv ef[] = { { QUEUE_F_ID, id },
+                                 { QUEUE_F_ARRAY_JOB, base },
+                                 { QUEUE_F_ERROR, "cancelled by operator before it started" },
+                                 { QUEUE_F_FINISHED_AT, now } };
         struct d_change ec = { .to = QUEUE_CANCELLED,
                                .reason = "cancelled by operator before it started",
                                .fields = ef,
                                .nfields = (int)MU_ARRAY_LEN(ef),
                                .index_ms = p->submitted_ms ? p->submitted_ms : 1 };
-        struct queue_kv f[] = { { "array_skip", b.data } };
+        struct queue_kv f[] = { { QUEUE_F_ARRAY_SKIP, b.data } };
         struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
         if (d_job_write(d, p, &c) != 0 || d_record_write(d, id, 1, &ec) != 0) {
             mu_buf_release(&b);

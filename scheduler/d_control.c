@@ -25,7 +25,7 @@
  * releasing it releases them: an array's hold stops every element that has not started. */
 static int job_hold(struct musterd *d, struct d_job *j, bool hold)
 {
-    struct queue_kv f[] = { { "held", hold ? "1" : NULL } };
+    struct queue_kv f[] = { { QUEUE_F_HELD, hold ? "1" : NULL } };
     struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
     size_t pos = 0;
     struct d_job *e;

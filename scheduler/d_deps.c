@@ -274,7 +274,7 @@ static enum dep_verdict job_verdict(const struct d_job *j)
  * cancel could not be written (Redis down); j may be freed. */
 static int deps_never(struct musterd *d, struct d_job *j, const char *why)
 {
-    struct queue_kv f[] = { { "reason", j->reason } };
+    struct queue_kv f[] = { { QUEUE_F_REASON, j->reason } };
     struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
 
     if (d->cfg.never_met != CFG_NEVER_MET_PEND)
@@ -406,11 +406,11 @@ static int deps_register(struct musterd *d, struct d_job *j, struct mu_err *err)
     return 0;
 }
 
-/* Every condition met: the job joins the pending list ("after_met" stored, so a restart does
+/* Every condition met: the job joins the pending list (QUEUE_F_AFTER_MET stored, so a restart does
  * not look at its conditions again). */
 static void deps_release(struct musterd *d, struct d_job *j, bool fill)
 {
-    struct queue_kv f[] = { { "after_met", "1" }, { "reason", "dependencies met" } };
+    struct queue_kv f[] = { { QUEUE_F_AFTER_MET, "1" }, { QUEUE_F_REASON, "dependencies met" } };
     struct d_change c = { .to = D_SAME, .fields = f, .nfields = 2 };
     if (d_job_write(d, j, &c) != 0)
         d_job_remember(d, j, &c); /* the conditions are met in memory; a restart judges again */
@@ -467,7 +467,7 @@ static int wake_one(struct musterd *d, const struct d_wake *wake)
         if (v == DEP_MET) {
             deps_release(d, j, true);
         } else {
-            struct queue_kv f[] = { { "reason", j->reason } };
+            struct queue_kv f[] = { { QUEUE_F_REASON, j->reason } };
             struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
             d_deps_reason(j, j->reason, sizeof(j->reason));
             if (d_job_write(d, j, &c) != 0)

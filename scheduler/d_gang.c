@@ -83,9 +83,9 @@ static int job_stopped(struct musterd *d, struct d_job *j)
     int exit_code = gang_exit_code(j);
     char now[32];
     char code[16];
-    struct queue_kv f[] = { { "error", d_job_text(j->stop_reason) },
-                            { "exit_code", code },
-                            { "finished_at", now } };
+    struct queue_kv f[] = { { QUEUE_F_ERROR, d_job_text(j->stop_reason) },
+                            { QUEUE_F_EXIT_CODE, code },
+                            { QUEUE_F_FINISHED_AT, now } };
     struct d_tally tally = { j->stop_to == QUEUE_TIMEOUT ? D_C_TIMEOUT : D_C_NONE, 0, 0 };
     struct d_change c = { .to = (int)j->stop_to,
                           .reason = d_job_text(j->stop_reason),
@@ -114,10 +114,10 @@ static int preempted_requeue(struct musterd *d, struct d_job *j)
     char attempt[16];
     char lost[32];
     char reason[300];
-    struct queue_kv f[] = { { "attempt", attempt },       { "reason", reason },
-                            { "lost_gpu_seconds", lost }, { "nodes", NULL },
-                            { "placement", NULL },        { "started_at", NULL },
-                            { "borrowed", NULL } };
+    struct queue_kv f[] = { { QUEUE_F_ATTEMPT, attempt },       { QUEUE_F_REASON, reason },
+                            { QUEUE_F_LOST_GPU_SECONDS, lost }, { QUEUE_F_NODES, NULL },
+                            { QUEUE_F_PLACEMENT, NULL },        { QUEUE_F_STARTED_AT, NULL },
+                            { QUEUE_F_BORROWED, NULL } };
     struct d_tally tally = { D_C_NONE, 0, 0 };
     struct d_change c = { .to = QUEUE_PENDING,
                           .reason = reason,
@@ -232,10 +232,10 @@ void d_job_attempt_end(
     (void)mu_snprintf(lost, sizeof(lost), "%.3f", j->lost_gpu_s);
     (void)mu_snprintf(now, sizeof(now), "%llu", (unsigned long long)now_ms);
     if (counted && j->failures > j->spec.max_retries) {
-        struct queue_kv f[] = { { "error", why },
-                                { "exit_code", num },
-                                { "finished_at", now },
-                                { "lost_gpu_seconds", lost } };
+        struct queue_kv f[] = { { QUEUE_F_ERROR, why },
+                                { QUEUE_F_EXIT_CODE, num },
+                                { QUEUE_F_FINISHED_AT, now },
+                                { QUEUE_F_LOST_GPU_SECONDS, lost } };
         struct d_change c = { .to = QUEUE_FAILED,
                               .reason = why,
                               .fields = f,
@@ -253,10 +253,12 @@ void d_job_attempt_end(
     } else {
         char reason[300];
         char failures[16];
-        struct queue_kv f[] = { { "attempt", attempt },   { "reason", reason },
-                                { "failures", failures }, { "nodes", NULL },
-                                { "placement", NULL },    { "started_at", NULL },
-                                { "borrowed", NULL },     { "lost_gpu_seconds", lost } };
+        struct queue_kv f[] = {
+            { QUEUE_F_ATTEMPT, attempt },   { QUEUE_F_REASON, reason },
+            { QUEUE_F_FAILURES, failures }, { QUEUE_F_NODES, NULL },
+            { QUEUE_F_PLACEMENT, NULL },    { QUEUE_F_STARTED_AT, NULL },
+            { QUEUE_F_BORROWED, NULL },     { QUEUE_F_LOST_GPU_SECONDS, lost }
+        };
         struct d_change c = { .to = QUEUE_PENDING,
                               .reason = reason,
                               .fields = f,
@@ -296,7 +298,7 @@ void d_job_attempt_end(
 static void job_succeeded(struct musterd *d, struct d_job *j)
 {
     char now[32];
-    struct queue_kv f[] = { { "exit_code", "0" }, { "finished_at", now } };
+    struct queue_kv f[] = { { QUEUE_F_EXIT_CODE, "0" }, { QUEUE_F_FINISHED_AT, now } };
     struct d_tally tally = { D_C_SUCCEEDED, 0, 0 };
     struct d_change c = { .to = QUEUE_SUCCEEDED,
                           .reason = "all tasks exited 0",
@@ -509,12 +511,12 @@ int d_gang_start_write(struct musterd *d, struct d_job *j)
                       j->borrowed ? " on quota borrowed from cohort " : "",
                       j->borrowed ? d->cfg.queues[j->queue_idx].cohort : "");
     {
-        struct queue_kv f[] = { { "started_at", now },
-                                { "nodes", nodes.data },
-                                { "placement", json.data },
-                                { "attempt", attempt },
-                                { "borrowed", j->borrowed ? "1" : NULL },
-                                { "reason", NULL } };
+        struct queue_kv f[] = { { QUEUE_F_STARTED_AT, now },
+                                { QUEUE_F_NODES, nodes.data },
+                                { QUEUE_F_PLACEMENT, json.data },
+                                { QUEUE_F_ATTEMPT, attempt },
+                                { QUEUE_F_BORROWED, j->borrowed ? "1" : NULL },
+                                { QUEUE_F_REASON, NULL } };
         struct d_tally tally = { D_C_NONE, 0, j->place_s };
         struct d_change c = { .to = QUEUE_STARTING,
                               .reason = why,
@@ -621,7 +623,7 @@ int d_gang_stop(struct musterd *d,
 {
     uint64_t now = mu_time_mono_ms();
     struct d_tally tally = { (int)counter, 0, 0 };
-    struct queue_kv f[] = { { "reason", why } };
+    struct queue_kv f[] = { { QUEUE_F_REASON, why } };
     /* Requeued: PREEMPTING until it stopped.  Ended: the job ends once the gang is gone
      * (d_job_release_if_done writes `to` then); until then it keeps its state, and a restart
      * that adopts it stops it again. */
@@ -680,7 +682,7 @@ int d_job_cancel_why(struct musterd *d, struct d_job *j, const char *why)
 {
     uint64_t finished_ms = mu_time_wall_ms();
     char now[32];
-    struct queue_kv f[] = { { "finished_at", now }, { "error", why } };
+    struct queue_kv f[] = { { QUEUE_F_FINISHED_AT, now }, { QUEUE_F_ERROR, why } };
     /* An array is no job of the counters (d_array.c): its elements count their own ends. */
     struct d_tally tally = { j->array ? D_C_NONE : D_C_CANCELLED, 0, 0 };
     struct d_change c = {

@@ -23,10 +23,10 @@ static void reject(struct musterd *d, const struct queue_entry *e, const char *w
     char submitted[32];
     char stored[4200];
     const char *spec = e->spec ? e->spec : "";
-    struct queue_kv f[] = { { "id", e->id },        { "error", why },
-                            { "spec", spec },       { "submitted_at", submitted },
-                            { "finished_at", now }, { "name", "" },
-                            { "queue", "" } };
+    struct queue_kv f[] = { { QUEUE_F_ID, e->id },        { QUEUE_F_ERROR, why },
+                            { QUEUE_F_SPEC, spec },       { QUEUE_F_SUBMITTED_AT, submitted },
+                            { QUEUE_F_FINISHED_AT, now }, { QUEUE_F_NAME, "" },
+                            { QUEUE_F_QUEUE, "" } };
     struct d_tally tally = { D_C_REJECTED, 0, 0 };
     struct d_change c = { .to = QUEUE_REJECTED,
                           .reason = why,
@@ -61,14 +61,14 @@ static void fields_of_new_job(const struct d_job *j,
     int i = d_job_fields_new(j, spec_json, bufs, f);
     if (j->spec.array) {
         (void)mu_snprintf(bufs[6], 32, "%lld", (long long)j->spec.array->count);
-        f[i++] = (struct queue_kv){ "array", j->spec.array->text };
-        f[i++] = (struct queue_kv){ "array_size", bufs[6] };
-        f[i++] = (struct queue_kv){ "array_next", "0" };
+        f[i++] = (struct queue_kv){ QUEUE_F_ARRAY, j->spec.array->text };
+        f[i++] = (struct queue_kv){ QUEUE_F_ARRAY_SIZE, bufs[6] };
+        f[i++] = (struct queue_kv){ QUEUE_F_ARRAY_NEXT, "0" };
     }
     if (after) {
-        f[i++] = (struct queue_kv){ "after", after };
+        f[i++] = (struct queue_kv){ QUEUE_F_AFTER, after };
         if (!j->deps_open)
-            f[i++] = (struct queue_kv){ "after_met", "1" };
+            f[i++] = (struct queue_kv){ QUEUE_F_AFTER_MET, "1" };
     }
     *n = i;
 }

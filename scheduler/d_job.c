@@ -123,20 +123,21 @@ int d_job_fields_new(const struct d_job *j,
     (void)mu_snprintf(bufs[3], 32, "%d", j->attempt);
     (void)mu_snprintf(bufs[4], 32, "%d", j->spec.max_retries);
     (void)mu_snprintf(bufs[5], 32, "%llu", (unsigned long long)j->submitted_ms);
-    f[i++] = (struct queue_kv){ "id", j->id };
-    f[i++] = (struct queue_kv){ "name", j->spec.name };
-    f[i++] = (struct queue_kv){ "queue", j->spec.queue };
-    f[i++] = (struct queue_kv){ "user", j->spec.user };
+    f[i++] = (struct queue_kv){ QUEUE_F_ID, j->id };
+    f[i++] = (struct queue_kv){ QUEUE_F_NAME, j->spec.name };
+    f[i++] = (struct queue_kv){ QUEUE_F_QUEUE, j->spec.queue };
+    f[i++] = (struct queue_kv){ QUEUE_F_USER, j->spec.user };
     if (j->owner[0]) /* proven identity: who wrote it (a service may submit for the user) */
-        f[i++] = (struct queue_kv){ "submitted_by", j->owner };
-    f[i++] = (struct queue_kv){ "priority", bufs[0] };
-    f[i++] = (struct queue_kv){ "tasks", bufs[1] };
-    f[i++] = (struct queue_kv){ "gpus_per_task", bufs[2] };
-    f[i++] = (struct queue_kv){ "attempt", bufs[3] };
-    f[i++] = (struct queue_kv){ "max_retries", bufs[4] };
-    f[i++] = (struct queue_kv){ "submitted_at", bufs[5] };
-    f[i++] = (struct queue_kv){ "spec", spec_json };
-    f[i++] = (struct queue_kv){ "reason", j->reason[0] ? j->reason : "waiting for the scheduler" };
+        f[i++] = (struct queue_kv){ QUEUE_F_SUBMITTED_BY, j->owner };
+    f[i++] = (struct queue_kv){ QUEUE_F_PRIORITY, bufs[0] };
+    f[i++] = (struct queue_kv){ QUEUE_F_TASKS, bufs[1] };
+    f[i++] = (struct queue_kv){ QUEUE_F_GPUS_PER_TASK, bufs[2] };
+    f[i++] = (struct queue_kv){ QUEUE_F_ATTEMPT, bufs[3] };
+    f[i++] = (struct queue_kv){ QUEUE_F_MAX_RETRIES, bufs[4] };
+    f[i++] = (struct queue_kv){ QUEUE_F_SUBMITTED_AT, bufs[5] };
+    f[i++] = (struct queue_kv){ QUEUE_F_SPEC, spec_json };
+    f[i++] =
+        (struct queue_kv){ QUEUE_F_REASON, j->reason[0] ? j->reason : "waiting for the scheduler" };
     return i;
 }
 
@@ -155,7 +156,7 @@ int d_record_write(struct musterd *d, const char *id, int attempt, const struct 
     if (MU_NEVER(c->nfields < 0 || c->nfields > D_CHANGE_FIELDS_MAX))
         return -1;
     if (state)
-        f[n++] = (struct queue_kv){ "state", state };
+        f[n++] = (struct queue_kv){ QUEUE_F_STATE, state };
     for (int i = 0; i < c->nfields; i++)
         f[n++] = c->fields[i];
     d_counters_tally(&counted, c->tally, &ev);
@@ -277,7 +278,7 @@ void d_job_set_reason(struct musterd *d, struct d_job *j, const char *reason)
     }
     d->reason_budget--;
     {
-        struct queue_kv f[] = { { "reason", reason } };
+        struct queue_kv f[] = { { QUEUE_F_REASON, reason } };
         struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
         if (d->batch.open) { /* it lands with the batch (d_batch_end) */
             if (MU_NEVER(d->batch.nreasons == D_REASONS_PER_TICK) || d->redis_down
@@ -602,28 +603,28 @@ static int job_snapshot_write(struct musterd *d, struct d_job *j, const char *wh
     char prio[32], tasks[16], gpus[16], retries[16], submitted[32];
     const bool final = queue_state_is_final(j->state);
     struct queue_kv f[] = {
-        { "id", j->id },
-        { "name", j->spec.name },
-        { "queue", j->spec.queue },
-        { "user", j->spec.user },
-        { "priority", prio },
-        { "tasks", tasks },
-        { "gpus_per_task", gpus },
-        { "max_retries", retries },
-        { "submitted_at", submitted },
-        { "state", queue_state_name(j->state) },
-        { "attempt", attempt },
-        { "failures", failures },
-        { "reason", j->state == QUEUE_PENDING ? j->reason : NULL },
-        { "started_at", j->started_ms ? started : NULL },
-        { "finished_at", final && j->finished_ms ? finished : NULL },
-        { "exit_code", j->state == QUEUE_SUCCEEDED ? "0"
-                       : j->state == QUEUE_FAILED  ? code
-                                                   : NULL },
-        { "error", j->state == QUEUE_FAILED ? d_job_text(j->error) : NULL },
-        { "lost_gpu_seconds", lost },
-        { "last_checkpoint", j->last_checkpoint },
-        { "last_checkpoint_at", j->last_checkpoint_ms ? ckpt_at : NULL },
+        { QUEUE_F_ID, j->id },
+        { QUEUE_F_NAME, j->spec.name },
+        { QUEUE_F_QUEUE, j->spec.queue },
+        { QUEUE_F_USER, j->spec.user },
+        { QUEUE_F_PRIORITY, prio },
+        { QUEUE_F_TASKS, tasks },
+        { QUEUE_F_GPUS_PER_TASK, gpus },
+        { QUEUE_F_MAX_RETRIES, retries },
+        { QUEUE_F_SUBMITTED_AT, submitted },
+        { QUEUE_F_STATE, queue_state_name(j->state) },
+        { QUEUE_F_ATTEMPT, attempt },
+        { QUEUE_F_FAILURES, failures },
+        { QUEUE_F_REASON, j->state == QUEUE_PENDING ? j->reason : NULL },
+        { QUEUE_F_STARTED_AT, j->started_ms ? started : NULL },
+        { QUEUE_F_FINISHED_AT, final && j->finished_ms ? finished : NULL },
+        { QUEUE_F_EXIT_CODE, j->state == QUEUE_SUCCEEDED ? "0"
+                             : j->state == QUEUE_FAILED  ? code
+                                                         : NULL },
+        { QUEUE_F_ERROR, j->state == QUEUE_FAILED ? d_job_text(j->error) : NULL },
+        { QUEUE_F_LOST_GPU_SECONDS, lost },
+        { QUEUE_F_LAST_CHECKPOINT, j->last_checkpoint },
+        { QUEUE_F_LAST_CHECKPOINT_AT, j->last_checkpoint_ms ? ckpt_at : NULL },
     };
     struct queue_event ev = { .state = queue_state_name(j->state),
                               .reason = why,

@@ -173,11 +173,11 @@ static int requeue_all(struct recovery *r, struct mu_err *err)
     for (int i = 0; i < r->nrequeue; i++) {
         struct d_job *j = r->requeue[i];
         char attempt[16];
-        struct queue_kv f[] = { { "attempt", attempt },
-                                { "nodes", NULL },
-                                { "placement", NULL },
-                                { "started_at", NULL },
-                                { "borrowed", NULL } };
+        struct queue_kv f[] = { { QUEUE_F_ATTEMPT, attempt },
+                                { QUEUE_F_NODES, NULL },
+                                { QUEUE_F_PLACEMENT, NULL },
+                                { QUEUE_F_STARTED_AT, NULL },
+                                { QUEUE_F_BORROWED, NULL } };
         struct d_tally tally = { D_C_REQUEUES, 0, 0 };
         struct d_change c = { .to = QUEUE_PENDING,
                               .reason = "requeued after a scheduler restart",

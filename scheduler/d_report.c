@@ -92,7 +92,7 @@ static void checkpoint_record(struct musterd *d,
     struct d_job *j = mu_map_get(d->jobs, t->job);
     char at[32];
     char why[PROTO_PATH_MAX + 64];
-    struct queue_kv f[] = { { "last_checkpoint", path }, { "last_checkpoint_at", at } };
+    struct queue_kv f[] = { { QUEUE_F_LAST_CHECKPOINT, path }, { QUEUE_F_LAST_CHECKPOINT_AT, at } };
 
     /* The current attempt's, or (it may arrive just after) the one that ended while the job
      * waits for its next attempt, which is exactly when it matters. */

@@ -85,7 +85,7 @@ void d_spot_return_check(struct musterd *d, struct d_job *j)
         from - to, in, gain);
     /* The why stays in the job hash for `musterctl show` (the reason moves on with the job). */
     {
-        struct queue_kv f[] = { { "spot_return", why } };
+        struct queue_kv f[] = { { QUEUE_F_SPOT_RETURN, why } };
         struct d_change c = { .to = D_SAME, .fields = f, .nfields = 1 };
         if (d_job_write(d, j, &c) != 0)
             goto out; /* Redis is down: the next checkpoint asks again */
