@@ -42,7 +42,8 @@ static long num_arg(int argc, char **argv, const char *name, long def)
 
 static char *job_state(struct queue *q, const char *id, char *buf, size_t size)
 {
-    redisReply *r = queue_command(q, NULL, "HGET muster:job:%s state", id);
+    redisReply *r =
+        queue_command(q, NULL, "HGET " MU_KEY_PREFIX_DEFAULT QUEUE_K_JOB "%s " QUEUE_F_STATE, id);
     buf[0] = '\0';
     if (r && r->type == REDIS_REPLY_STRING)
         mu_strlcpy(buf, r->str, size);
@@ -172,7 +173,8 @@ static int drain_wait(struct queue *q, int argc, char **argv)
     int64_t deadline = wall_ns() + 300LL * 1000000000LL;
     double secs;
 
-    while (int_reply(q, "ZCARD muster:jobs") < jobs || int_reply(q, "SCARD muster:active") != 0) {
+    while (int_reply(q, "ZCARD " MU_KEY_PREFIX_DEFAULT QUEUE_K_JOBS) < jobs
+           || int_reply(q, "SCARD " MU_KEY_PREFIX_DEFAULT QUEUE_K_ACTIVE) != 0) {
         if (wall_ns() > deadline) {
             (void)fprintf(stderr, "muster-bench: drain did not finish in 300 s\n");
             return 1;
@@ -198,13 +200,16 @@ static int recover_fill(struct queue *q, int argc, char **argv)
         redisReply *r;
         /* One Lua call per batch keeps the fill fast without a pipelining API here. */
         mu_buf_init(&script, 0);
-        if (mu_buf_appendf(&script, &err,
-                           "for i=%ld,%ld do local id=tostring(1700000000000+i)..'-0' "
-                           "redis.call('HSET','muster:job:'..id,'id',id,'state','PENDING',"
-                           "'attempt','1','spec',ARGV[1],'submitted_at',tostring(1700000000000+i)) "
-                           "redis.call('ZADD','muster:jobs',1700000000000+i,id) "
-                           "redis.call('SADD','muster:active',id) end return 1",
-                           done, done + batch - 1)
+        if (mu_buf_appendf(
+                &script, &err,
+                "for i=%ld,%ld do local id=tostring(1700000000000+i)..'-0' "
+                "redis.call('HSET','" MU_KEY_PREFIX_DEFAULT QUEUE_K_JOB "'..id,"
+                "'" QUEUE_F_ID "',id,'" QUEUE_F_STATE "','PENDING','" QUEUE_F_ATTEMPT
+                "','1','" QUEUE_F_SPEC "',ARGV[1],'" QUEUE_F_SUBMITTED_AT
+                "',tostring(1700000000000+i)) "
+                "redis.call('ZADD','" MU_KEY_PREFIX_DEFAULT QUEUE_K_JOBS "',1700000000000+i,id) "
+                "redis.call('SADD','" MU_KEY_PREFIX_DEFAULT QUEUE_K_ACTIVE "',id) end return 1",
+                done, done + batch - 1)
             != 0) {
             mu_buf_release(&script);
             return 1;
