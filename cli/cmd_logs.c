@@ -51,21 +51,33 @@ struct logs_answer {
     size_t len;
 };
 
+struct node_of {
+    int64_t task;
+    char *node;
+    size_t size;
+};
+
+/* Task c->task's node into c->node (1 stops the walk there). */
+static int node_of_task(void *ctx, int task, const char *node, uint64_t gpus)
+{
+    struct node_of *c = ctx;
+
+    (void)gpus;
+    if (task != c->task)
+        return 0;
+    mu_strlcpy(c->node, node, c->size);
+    return 1;
+}
+
 /* The node of task `task` in the job's placement, into node; false when not placed. */
 static bool placement_node(const cJSON *job, int64_t task, char *node, size_t size)
 {
-    const cJSON *placement = cJSON_GetObjectItemCaseSensitive(job, "placement");
-    const cJSON *t;
+    struct node_of c = { task, node, size };
 
-    cJSON_ArrayForEach(t, placement)
-    {
-        char b[CTL_LOGS_NODE_MAX];
-        if (ctl_json_int(t, "task", -1) == task) {
-            mu_strlcpy(node, ctl_json_text(t, "node", b, sizeof(b)), size);
-            return node[0] != '\0';
-        }
-    }
-    return false;
+    return queue_placement_each(cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_PLACEMENT),
+                                node_of_task, &c)
+               == 1
+           && node[0] != '\0';
 }
 
 /* Splits value (header line, '\n', data) into a; -1 when it is not an answer. */
@@ -195,7 +207,7 @@ static int follow_over(struct ctl *ctl, struct queue *q, const struct logs_req *
         (void)ctl_fail(ctl, "job '%s': %s", r->id, err.msg);
         return -1;
     }
-    *over = !job || ctl_state_is_final(ctl_json_text(job, "state", b, sizeof(b)))
+    *over = !job || ctl_state_is_final(ctl_json_text(job, QUEUE_F_STATE, b, sizeof(b)))
             || ctl_json_int(job, "attempt", 1) != r->attempt;
     cJSON_Delete(job);
     return 0;
@@ -288,7 +300,7 @@ static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struc
 {
     int64_t current = ctl_json_int(job, "attempt", 1);
     char b[32];
-    const char *state = ctl_json_text(job, "state", b, sizeof(b)); /* borrowed from job */
+    const char *state = ctl_json_text(job, QUEUE_F_STATE, b, sizeof(b)); /* borrowed from job */
 
     if (r->task >= ctl_json_int(job, "tasks", 1)) {
         ctl_fail(ctl, "job '%s' has %lld task(s); --task %lld does not exist", r->id,
@@ -299,7 +311,7 @@ static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struc
         ctl_fail(ctl, "job %s was REJECTED: it never ran, so it has no log", r->id);
         return -1;
     }
-    if (cJSON_GetObjectItemCaseSensitive(job, "array_next")) {
+    if (cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_ARRAY_NEXT)) {
         ctl_fail(ctl,
                  "job %s is an array: its elements ran, each with its own log (e.g. "
                  "'musterctl logs %s_0')",

@@ -19,32 +19,32 @@
 #define CTL_SHOW_WHY_S 3 /* a pending job's why: musterd's answer is awaited this long */
 
 static const char *const order[] = {
-    "id",
-    "name",
-    "queue",
-    "user",
-    "state",
-    "reason",
-    "priority",
-    "tasks",
-    "gpus_per_task",
-    "attempt",
-    "failures",
-    "max_retries",
-    "attempts",
-    "submitted_at",
-    "started_at",
-    "finished_at",
-    "nodes",
-    "placement",
-    "borrowed",
-    "spot_return",
-    "exit_code",
-    "error",
-    "last_checkpoint",
-    "last_checkpoint_at",
-    "lost_gpu_seconds",
-    "spec",
+    QUEUE_F_ID,
+    QUEUE_F_NAME,
+    QUEUE_F_QUEUE,
+    QUEUE_F_USER,
+    QUEUE_F_STATE,
+    QUEUE_F_REASON,
+    QUEUE_F_PRIORITY,
+    QUEUE_F_TASKS,
+    QUEUE_F_GPUS_PER_TASK,
+    QUEUE_F_ATTEMPT,
+    QUEUE_F_FAILURES,
+    QUEUE_F_MAX_RETRIES,
+    QUEUE_F_ATTEMPTS,
+    QUEUE_F_SUBMITTED_AT,
+    QUEUE_F_STARTED_AT,
+    QUEUE_F_FINISHED_AT,
+    QUEUE_F_NODES,
+    QUEUE_F_PLACEMENT,
+    QUEUE_F_BORROWED,
+    QUEUE_F_SPOT_RETURN,
+    QUEUE_F_EXIT_CODE,
+    QUEUE_F_ERROR,
+    QUEUE_F_LAST_CHECKPOINT,
+    QUEUE_F_LAST_CHECKPOINT_AT,
+    QUEUE_F_LOST_GPU_SECONDS,
+    QUEUE_F_SPEC,
 };
 
 static bool is_time_field(const char *name)
@@ -53,31 +53,29 @@ static bool is_time_field(const char *name)
     return n > 3 && strcmp(name + n - 3, "_at") == 0;
 }
 
-static void show_placement(const cJSON *placement)
+/* One task of the placement, one line. */
+static int show_task(void *ctx, int task, const char *node, uint64_t gpus)
 {
-    const cJSON *task;
-    char b[2][32];
+    bool first = true;
 
-    putchar('\n');
-    cJSON_ArrayForEach(task, placement)
-    {
-        const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(task, "gpus");
-        const cJSON *g;
-        bool first = true;
-
-        printf("  task %-4s node ", ctl_json_text(task, "task", b[0], sizeof(b[0])));
-        ctl_print_clean(stdout, ctl_json_text(task, "node", b[1], sizeof(b[1])));
-        printf("  gpus ");
-        cJSON_ArrayForEach(g, gpus)
-        {
-            if (cJSON_IsNumber(g))
-                printf("%s%d", first ? "" : ",", g->valueint);
-            else if (cJSON_IsString(g))
-                printf("%s%s", first ? "" : ",", g->valuestring);
+    (void)ctx;
+    printf("  task %-4d node ", task);
+    ctl_print_clean(stdout, node);
+    printf("  gpus ");
+    for (int g = 0; g < QUEUE_PLACEMENT_GPUS; g++) {
+        if (gpus & (UINT64_C(1) << g)) {
+            printf("%s%d", first ? "" : ",", g);
             first = false;
         }
-        putchar('\n');
     }
+    putchar('\n');
+    return 0;
+}
+
+static void show_placement(const cJSON *placement)
+{
+    putchar('\n');
+    (void)queue_placement_each(placement, show_task, NULL); /* stops at an unreadable task */
 }
 
 /* A spec as one compact line when it parses (a pretty-printed file would spill over many), else
@@ -97,8 +95,8 @@ static void show_field(const cJSON *item, uint64_t now_ms)
     char buf[64];
     char age[16];
 
-    if (strcmp(item->string, "placement") == 0 && cJSON_IsArray(item)) {
-        printf("placement");
+    if (strcmp(item->string, QUEUE_F_PLACEMENT) == 0 && cJSON_IsArray(item)) {
+        fputs(QUEUE_F_PLACEMENT, stdout);
         show_placement(item);
         return;
     }
@@ -111,12 +109,12 @@ static void show_field(const cJSON *item, uint64_t now_ms)
     }
     if (strcmp(item->string, "spec") == 0 && cJSON_IsString(item)) {
         show_spec(item->valuestring);
-    } else if (strcmp(item->string, "borrowed") == 0) {
+    } else if (strcmp(item->string, QUEUE_F_BORROWED) == 0) {
         printf("yes: started beyond its queue's quota, on quota borrowed from its cohort (the "
                "lender may reclaim it)");
     } else if (cJSON_IsString(item)) {
         ctl_print_clean(stdout, item->valuestring);
-    } else if (cJSON_IsNumber(item) && strcmp(item->string, "lost_gpu_seconds") == 0) {
+    } else if (cJSON_IsNumber(item) && strcmp(item->string, QUEUE_F_LOST_GPU_SECONDS) == 0) {
         printf("%.0f GPU-seconds (%.2f GPU-hours)", item->valuedouble, item->valuedouble / 3600.0);
     } else if (cJSON_IsNumber(item)) {
         printf("%.0f", item->valuedouble);
@@ -163,8 +161,8 @@ static cJSON *unmade_element(const char *id)
     (void)queue_job_id_split(id, base, sizeof(base), &index);
     if (!job || !cJSON_AddStringToObject(job, "id", id)
         || !cJSON_AddStringToObject(job, "state", "PENDING")
-        || !cJSON_AddStringToObject(job, "array_job", base)
-        || !cJSON_AddNumberToObject(job, "array_index", (double)index)
+        || !cJSON_AddStringToObject(job, QUEUE_F_ARRAY_JOB, base)
+        || !cJSON_AddNumberToObject(job, QUEUE_F_ARRAY_INDEX, (double)index)
         || !cJSON_AddStringToObject(job, "reason",
                                     "not made yet: its array makes elements in index order, a "
                                     "few at a time (and at most %N active)")) {
@@ -178,7 +176,7 @@ static cJSON *unmade_element(const char *id)
  * false only without memory. */
 static bool add_why(struct queue *q, const char *id, cJSON *job)
 {
-    const cJSON *state = cJSON_GetObjectItemCaseSensitive(job, "state");
+    const cJSON *state = cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_STATE);
     struct mu_err err = { 0 };
     cJSON *why = NULL;
     char b[256];
