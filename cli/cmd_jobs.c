@@ -41,22 +41,22 @@ enum job_field {
 };
 
 static const char *const job_fields[JF_COUNT] = {
-    [JF_NAME] = "name",
-    [JF_QUEUE] = "queue",
-    [JF_STATE] = "state",
-    [JF_TASKS] = "tasks",
-    [JF_GPUS] = "gpus_per_task",
-    [JF_PRIORITY] = "priority",
-    [JF_SUBMITTED_AT] = "submitted_at",
-    [JF_NODES] = "nodes",
-    [JF_REASON] = "reason",
-    [JF_ERROR] = "error",
-    [JF_HELD] = "held",
-    [JF_ARRAY] = "array",
-    [JF_ARRAY_JOB] = "array_job",
-    [JF_ARRAY_INDEX] = "array_index",
-    [JF_ARRAY_SKIP] = "array_skip",
-    [JF_ARRAY_NEXT] = "array_next",
+    [JF_NAME] = QUEUE_F_NAME,
+    [JF_QUEUE] = QUEUE_F_QUEUE,
+    [JF_STATE] = QUEUE_F_STATE,
+    [JF_TASKS] = QUEUE_F_TASKS,
+    [JF_GPUS] = QUEUE_F_GPUS_PER_TASK,
+    [JF_PRIORITY] = QUEUE_F_PRIORITY,
+    [JF_SUBMITTED_AT] = QUEUE_F_SUBMITTED_AT,
+    [JF_NODES] = QUEUE_F_NODES,
+    [JF_REASON] = QUEUE_F_REASON,
+    [JF_ERROR] = QUEUE_F_ERROR,
+    [JF_HELD] = QUEUE_F_HELD,
+    [JF_ARRAY] = QUEUE_F_ARRAY,
+    [JF_ARRAY_JOB] = QUEUE_F_ARRAY_JOB,
+    [JF_ARRAY_INDEX] = QUEUE_F_ARRAY_INDEX,
+    [JF_ARRAY_SKIP] = QUEUE_F_ARRAY_SKIP,
+    [JF_ARRAY_NEXT] = QUEUE_F_ARRAY_NEXT,
 };
 
 int ctl_job_rows_read(struct queue *q,
@@ -471,15 +471,15 @@ static int objects_sort(cJSON *jobs, enum jobs_sort how, bool reverse)
         return -1;
     cJSON_ArrayForEach(job, jobs)
     {
-        const cJSON *queue = cJSON_GetObjectItemCaseSensitive(job, "queue");
+        const cJSON *queue = cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_QUEUE);
         char b[2][64];
         items[i].job = job;
         items[i].pos = i;
         /* The queue's text is kept past this loop: the object's own, never a buffer here. */
-        sort_keys(&items[i], how, ctl_json_text(job, "id", b[0], sizeof(b[0])),
-                  ctl_json_text(job, "state", b[1], sizeof(b[1])),
+        sort_keys(&items[i], how, ctl_json_text(job, QUEUE_F_ID, b[0], sizeof(b[0])),
+                  ctl_json_text(job, QUEUE_F_STATE, b[1], sizeof(b[1])),
                   cJSON_IsString(queue) ? queue->valuestring : "", ctl_json_int(job, "priority", 0),
-                  ctl_json_int(job, "submitted_at", 0));
+                  ctl_json_int(job, QUEUE_F_SUBMITTED_AT, 0));
         i++;
     }
     sort_items(items, i, reverse);

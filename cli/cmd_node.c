@@ -44,7 +44,8 @@ static int node_forget(struct ctl *ctl, const char *name, int64_t timeout_s)
         return ctl_fail(ctl, "%s", err.msg);
     if (posted != QUEUE_POST_SENT)
         return ctl_fail(ctl,
-                        "no musterd leads right now (%sleader is free), so none can forget node "
+                        "no musterd leads right now (%s" QUEUE_K_LEADER
+                        " is free), so none can forget node "
                         "'%s'; hint: start musterd, or see musterctl status",
                         queue_prefix(q), name);
     (void)mu_snprintf(key, sizeof(key), "forget:%s", entry);

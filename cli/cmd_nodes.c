@@ -102,7 +102,7 @@ static int wanted_merge(struct queue *q, cJSON *nodes, struct mu_err *err)
 
     if (!wanted)
         return mu_errf(err, MU_E_NOMEM, "out of memory");
-    if (queue_hash_each(q, "node:wanted", wanted_one, wanted, NULL, err) != 0)
+    if (queue_hash_each(q, QUEUE_K_NODE_WANTED, wanted_one, wanted, NULL, err) != 0)
         goto out;
     cJSON_ArrayForEach(node, nodes)
     {

@@ -78,5 +78,5 @@ struct ctl_table *ctl_pools_table(const cJSON *pools, uint64_t now_ms)
 int ctl_cmd_pools(struct ctl *ctl, const struct ctl_args *args)
 {
     (void)args;
-    return ctl_status_show(ctl, "pools", ctl_pools_table);
+    return ctl_status_show(ctl, QUEUE_K_POOLS, ctl_pools_table);
 }

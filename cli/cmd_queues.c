@@ -134,6 +134,6 @@ static struct ctl_table *users_table(const cJSON *queues, uint64_t now_ms)
 
 int ctl_cmd_queues(struct ctl *ctl, const struct ctl_args *args)
 {
-    return ctl_status_show(ctl, "queues",
+    return ctl_status_show(ctl, QUEUE_K_QUEUES,
                            ctl_args_get(ctl, args, "users") ? users_table : ctl_queues_table);
 }

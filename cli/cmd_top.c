@@ -90,8 +90,8 @@ static int top_data_read(struct queue *q, struct top_data *d, bool json, struct 
     struct queue_jobs_filter f = { 0 };
 
     *d = (struct top_data){ 0 };
-    if (queue_status_read(q, "queues", &d->queues, err) != 0
-        || queue_status_read(q, "pools", &d->pools, err) != 0
+    if (queue_status_read(q, QUEUE_K_QUEUES, &d->queues, err) != 0
+        || queue_status_read(q, QUEUE_K_POOLS, &d->pools, err) != 0
         || (json ? queue_jobs_read(q, &f, &d->running_json, err)
                  : ctl_job_rows_read(q, &f, &d->running, err))
                != 0) {

@@ -268,7 +268,8 @@ int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct
         return -1;
     if (posted != QUEUE_POST_SENT)
         return mu_errf(err, MU_E_STATE,
-                       "no musterd leads right now (%sleader is free), so none can say why it "
+                       "no musterd leads right now (%s" QUEUE_K_LEADER
+                       " is free), so none can say why it "
                        "waits; hint: start musterd, or see musterctl status",
                        queue_prefix(q));
     (void)mu_snprintf(key, sizeof(key), "why:%s", entry);

@@ -195,9 +195,9 @@ int ctl_array_element_unmade(struct ctl *ctl, const char *id, bool *found)
         return -1;
     }
     a = parent ? malloc(sizeof(*a)) : NULL;
-    if (a && !ctl_state_is_final(ctl_json_text(parent, "state", b[0], sizeof(b[0])))
-        && queue_array_parse(ctl_json_text(parent, "array", b[1], sizeof(b[1])), a, &err) == 0
-        && queue_array_position(a, index) >= ctl_json_int(parent, "array_next", 0))
+    if (a && !ctl_state_is_final(ctl_json_text(parent, QUEUE_F_STATE, b[0], sizeof(b[0])))
+        && queue_array_parse(ctl_json_text(parent, QUEUE_F_ARRAY, b[1], sizeof(b[1])), a, &err) == 0
+        && queue_array_position(a, index) >= ctl_json_int(parent, QUEUE_F_ARRAY_NEXT, 0))
         *found = queue_array_position(a, index) >= 0;
     free(a);
     cJSON_Delete(parent);
@@ -222,7 +222,7 @@ int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out
     if (job) {
         *found = true;
         if (state_out)
-            mu_strlcpy(state_out, ctl_json_text(job, "state", num, sizeof(num)), size);
+            mu_strlcpy(state_out, ctl_json_text(job, QUEUE_F_STATE, num, sizeof(num)), size);
         cJSON_Delete(job);
         return 0;
     }
@@ -248,11 +248,11 @@ int ctl_job_lookup(struct ctl *ctl, const char *id, bool *found, char *state_out
 
 int ctl_no_leader(const struct ctl *ctl, const char *what)
 {
-    return ctl_fail(
-        ctl,
-        "no musterd leads right now (%sleader is free): %s; hint: start musterd, or see "
-        "musterctl status",
-        ctl->prefix, what);
+    return ctl_fail(ctl,
+                    "no musterd leads right now (%s" QUEUE_K_LEADER
+                    " is free): %s; hint: start musterd, or see "
+                    "musterctl status",
+                    ctl->prefix, what);
 }
 
 int ctl_post(struct ctl *ctl,
@@ -307,7 +307,8 @@ static int node_said(struct ctl *ctl, const char *cmd, const char *node, enum qu
     } else {
         printf("%s of node ", cmd);
         ctl_print_clean(stdout, node);
-        printf(" recorded; no musterd leads right now (%sleader is free): applied when one leads "
+        printf(" recorded; no musterd leads right now (%s" QUEUE_K_LEADER
+               " is free): applied when one leads "
                "and the node registers\n",
                ctl->prefix);
     }

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * A history row from a finished job's Redis hash (README "Redis keys": the fields musterd
- * writes to <prefix>job:<id>).  Pure: no SQLite, no Redis; the derived columns (GPUs,
- * GPU-seconds, the wait) are computed here once, so that every reader sums the same numbers.
+ * writes to <prefix>job:<id>, named in queue/vocab.h).  Pure: no SQLite, no Redis; the derived
+ * columns (GPUs, GPU-seconds, the wait) are computed here once, so that every reader sums the same
+ * numbers.
  */
 #include "history/hist.h"
 
 #include <stddef.h>
 #include <string.h>
+
+#include "queue/vocab.h"
 
 #include "common/mu_banned.h"
 
@@ -53,28 +56,28 @@ static void field_take(struct hist_job *j, const char *k, const char *v)
         const char *key;
         size_t off;
     } texts[] = {
-        { "id", offsetof(struct hist_job, id) },
-        { "array_job", offsetof(struct hist_job, array_job) },
-        { "name", offsetof(struct hist_job, name) },
-        { "user", offsetof(struct hist_job, user) },
-        { "queue", offsetof(struct hist_job, queue) },
-        { "nodes", offsetof(struct hist_job, nodes) },
-        { "state", offsetof(struct hist_job, state) },
-        { "spec", offsetof(struct hist_job, spec) },
+        { QUEUE_F_ID, offsetof(struct hist_job, id) },
+        { QUEUE_F_ARRAY_JOB, offsetof(struct hist_job, array_job) },
+        { QUEUE_F_NAME, offsetof(struct hist_job, name) },
+        { QUEUE_F_USER, offsetof(struct hist_job, user) },
+        { QUEUE_F_QUEUE, offsetof(struct hist_job, queue) },
+        { QUEUE_F_NODES, offsetof(struct hist_job, nodes) },
+        { QUEUE_F_STATE, offsetof(struct hist_job, state) },
+        { QUEUE_F_SPEC, offsetof(struct hist_job, spec) },
     };
     static const struct {
         const char *key;
         size_t off;
     } nums[] = {
-        { "attempt", offsetof(struct hist_job, attempt) },
-        { "array_index", offsetof(struct hist_job, array_index) },
-        { "tasks", offsetof(struct hist_job, tasks) },
-        { "gpus_per_task", offsetof(struct hist_job, gpus_per_task) },
-        { "submitted_at", offsetof(struct hist_job, submitted_ms) },
-        { "started_at", offsetof(struct hist_job, started_ms) },
-        { "finished_at", offsetof(struct hist_job, ended_ms) },
-        { "exit_code", offsetof(struct hist_job, exit_code) },
-        { "failures", offsetof(struct hist_job, failures) },
+        { QUEUE_F_ATTEMPT, offsetof(struct hist_job, attempt) },
+        { QUEUE_F_ARRAY_INDEX, offsetof(struct hist_job, array_index) },
+        { QUEUE_F_TASKS, offsetof(struct hist_job, tasks) },
+        { QUEUE_F_GPUS_PER_TASK, offsetof(struct hist_job, gpus_per_task) },
+        { QUEUE_F_SUBMITTED_AT, offsetof(struct hist_job, submitted_ms) },
+        { QUEUE_F_STARTED_AT, offsetof(struct hist_job, started_ms) },
+        { QUEUE_F_FINISHED_AT, offsetof(struct hist_job, ended_ms) },
+        { QUEUE_F_EXIT_CODE, offsetof(struct hist_job, exit_code) },
+        { QUEUE_F_FAILURES, offsetof(struct hist_job, failures) },
     };
     for (size_t i = 0; i < MU_ARRAY_LEN(texts); i++) {
         if (strcmp(k, texts[i].key) == 0) {
@@ -88,10 +91,10 @@ static void field_take(struct hist_job *j, const char *k, const char *v)
             return;
         }
     }
-    if (strcmp(k, "lost_gpu_seconds") == 0) {
+    if (strcmp(k, QUEUE_F_LOST_GPU_SECONDS) == 0) {
         if (v && mu_parse_double(v, 0, 1e15, &j->lost_gpu_seconds, NULL) != 0)
             j->lost_gpu_seconds = -1;
-    } else if (strcmp(k, "last_checkpoint") == 0 && text(v)) {
+    } else if (strcmp(k, QUEUE_F_LAST_CHECKPOINT) == 0 && text(v)) {
         j->checkpoints = 1;
     }
 }

@@ -492,22 +492,22 @@ static int64_t field_i64(const struct muster_job *job, const char *name)
 
 const char *muster_job_id(const struct muster_job *job)
 {
-    return field_or_empty(job, "id");
+    return field_or_empty(job, QUEUE_F_ID);
 }
 
 const char *muster_job_name(const struct muster_job *job)
 {
-    return field_or_empty(job, "name");
+    return field_or_empty(job, QUEUE_F_NAME);
 }
 
 const char *muster_job_queue(const struct muster_job *job)
 {
-    return field_or_empty(job, "queue");
+    return field_or_empty(job, QUEUE_F_QUEUE);
 }
 
 const char *muster_job_user(const struct muster_job *job)
 {
-    return field_or_empty(job, "user");
+    return field_or_empty(job, QUEUE_F_USER);
 }
 
 const char *muster_job_state_name(const struct muster_job *job)
@@ -527,27 +527,27 @@ bool muster_job_is_final(const struct muster_job *job)
 
 int muster_job_attempt(const struct muster_job *job)
 {
-    return (int)field_i64(job, "attempt");
+    return (int)field_i64(job, QUEUE_F_ATTEMPT);
 }
 
 int muster_job_tasks(const struct muster_job *job)
 {
-    return (int)field_i64(job, "tasks");
+    return (int)field_i64(job, QUEUE_F_TASKS);
 }
 
 int muster_job_gpus_per_task(const struct muster_job *job)
 {
-    return (int)field_i64(job, "gpus_per_task");
+    return (int)field_i64(job, QUEUE_F_GPUS_PER_TASK);
 }
 
 int64_t muster_job_priority(const struct muster_job *job)
 {
-    return field_i64(job, "priority");
+    return field_i64(job, QUEUE_F_PRIORITY);
 }
 
 bool muster_job_exit_code(const struct muster_job *job, int *exit_code)
 {
-    const char *v = muster_job_field(job, "exit_code");
+    const char *v = muster_job_field(job, QUEUE_F_EXIT_CODE);
     int64_t num;
 
     if (!v || mu_parse_i64(v, INT32_MIN, INT32_MAX, &num, NULL) != 0)
@@ -559,32 +559,32 @@ bool muster_job_exit_code(const struct muster_job *job, int *exit_code)
 
 const char *muster_job_error(const struct muster_job *job)
 {
-    return field_or_empty(job, "error");
+    return field_or_empty(job, QUEUE_F_ERROR);
 }
 
 const char *muster_job_reason(const struct muster_job *job)
 {
-    return field_or_empty(job, "reason");
+    return field_or_empty(job, QUEUE_F_REASON);
 }
 
 const char *muster_job_nodes(const struct muster_job *job)
 {
-    return field_or_empty(job, "nodes");
+    return field_or_empty(job, QUEUE_F_NODES);
 }
 
 int64_t muster_job_submitted_at_ms(const struct muster_job *job)
 {
-    return field_i64(job, "submitted_at");
+    return field_i64(job, QUEUE_F_SUBMITTED_AT);
 }
 
 int64_t muster_job_started_at_ms(const struct muster_job *job)
 {
-    return field_i64(job, "started_at");
+    return field_i64(job, QUEUE_F_STARTED_AT);
 }
 
 int64_t muster_job_finished_at_ms(const struct muster_job *job)
 {
-    return field_i64(job, "finished_at");
+    return field_i64(job, QUEUE_F_FINISHED_AT);
 }
 
 char *muster_job_json(const struct muster_job *job)
@@ -639,7 +639,8 @@ int muster_job_cancel(struct muster *m, const char *id, struct muster_error *err
     }
     if (posted != QUEUE_POST_SENT) {
         failf(err, MUSTER_E_STATE,
-              "no musterd leads right now (%sleader is free): nothing was sent; cancel again "
+              "no musterd leads right now (%s" QUEUE_K_LEADER
+              " is free): nothing was sent; cancel again "
               "once one leads",
               queue_prefix(m->q));
         goto out;

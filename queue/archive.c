@@ -50,7 +50,8 @@ static int each_hash(void *vctx, size_t i, const redisReply *r, struct mu_err *e
 int queue_finished_each(
     struct queue *q, int max, queue_archive_fn *fn, void *ctx, int *seen, struct mu_err *err)
 {
-    redisReply *ids = queue_command(q, err, "ZRANGE %sfinished 0 %d", q->prefix, max - 1);
+    redisReply *ids =
+        queue_command(q, err, "ZRANGE %s" QUEUE_K_FINISHED " 0 %d", q->prefix, max - 1);
     struct queue_keyed k;
     struct each_ctx c = { ids, fn, ctx };
     int rc = -1;
@@ -59,12 +60,14 @@ int queue_finished_each(
     if (!ids)
         return -1;
     if (ids->type != REDIS_REPLY_ARRAY) {
-        mu_errf(err, MU_E_REDIS, "redis: ZRANGE %sfinished: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "redis: ZRANGE %s" QUEUE_K_FINISHED ": unexpected reply",
+                q->prefix);
         goto out;
     }
     for (size_t i = 0; i < ids->elements; i++) {
         if (ids->element[i]->type != REDIS_REPLY_STRING) {
-            mu_errf(err, MU_E_REDIS, "redis: ZRANGE %sfinished: unexpected reply", q->prefix);
+            mu_errf(err, MU_E_REDIS, "redis: ZRANGE %s" QUEUE_K_FINISHED ": unexpected reply",
+                    q->prefix);
             goto out;
         }
     }
@@ -88,7 +91,7 @@ static size_t element_of(const char *id)
 /* Whether element id's array (its first arr bytes) still has its hash. */
 static int array_exists(struct queue *q, const char *id, size_t arr, bool *yes, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "EXISTS %sjob:%b", q->prefix, id, arr);
+    redisReply *r = queue_command(q, err, "EXISTS %s" QUEUE_K_JOB "%b", q->prefix, id, arr);
     if (!r)
         return -1;
     *yes = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
@@ -121,13 +124,14 @@ int queue_finished_done(
     for (int i = 0; i < n && !nomem; i++) {
         size_t arr = element_of(ids[i]);
         if (in_set[i])
-            nomem |= queue_append(q, "SADD %sarchived:%b %s", q->prefix, ids[i], arr, ids[i])
-                     != REDIS_OK;
+            nomem |=
+                queue_append(q, "SADD %s" QUEUE_K_ARCHIVED ":%b %s", q->prefix, ids[i], arr, ids[i])
+                != REDIS_OK;
         else
-            nomem |= queue_append(q, "ZADD %sarchived %llu %s", q->prefix,
+            nomem |= queue_append(q, "ZADD %s" QUEUE_K_ARCHIVED " %llu %s", q->prefix,
                                   (unsigned long long)ended_ms[i], ids[i])
                      != REDIS_OK;
-        nomem |= queue_append(q, "ZREM %sfinished %s", q->prefix, ids[i]) != REDIS_OK;
+        nomem |= queue_append(q, "ZREM %s" QUEUE_K_FINISHED " %s", q->prefix, ids[i]) != REDIS_OK;
         sent += 2;
     }
     if (nomem) {
@@ -147,8 +151,8 @@ out:
 static int elements_remove(struct queue *q, const char *id, int *removed, struct mu_err *err)
 {
     for (;;) {
-        redisReply *r =
-            queue_command(q, err, "SRANDMEMBER %sarchived:%s %d", q->prefix, id, DEL_CHUNK);
+        redisReply *r = queue_command(q, err, "SRANDMEMBER %s" QUEUE_K_ARCHIVED ":%s %d", q->prefix,
+                                      id, DEL_CHUNK);
         int sent = 0;
         bool nomem = false;
         if (!r)
@@ -161,9 +165,10 @@ static int elements_remove(struct queue *q, const char *id, int *removed, struct
             const char *e = r->element[i]->str;
             if (r->element[i]->type != REDIS_REPLY_STRING)
                 continue;
-            nomem |= queue_append(q, "DEL %sjob:%s", q->prefix, e) != REDIS_OK;
-            nomem |= queue_append(q, "ZREM %sjobs %s", q->prefix, e) != REDIS_OK;
-            nomem |= queue_append(q, "SREM %sarchived:%s %s", q->prefix, id, e) != REDIS_OK;
+            nomem |= queue_append(q, "DEL %s" QUEUE_K_JOB "%s", q->prefix, e) != REDIS_OK;
+            nomem |= queue_append(q, "ZREM %s" QUEUE_K_JOBS " %s", q->prefix, e) != REDIS_OK;
+            nomem |=
+                queue_append(q, "SREM %s" QUEUE_K_ARCHIVED ":%s %s", q->prefix, id, e) != REDIS_OK;
             sent += 3;
             (*removed)++;
         }
@@ -184,7 +189,8 @@ static int elements_remove(struct queue *q, const char *id, int *removed, struct
 static int submit_stream_of(
     struct queue *q, const char *id, char *buf, size_t size, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "HGET %sjob:%s submitted_by", q->prefix, id);
+    redisReply *r =
+        queue_command(q, err, "HGET %s" QUEUE_K_JOB "%s " QUEUE_F_SUBMITTED_BY, q->prefix, id);
     int rc;
 
     if (!r)
@@ -200,15 +206,17 @@ static int submit_stream_of(
 int queue_archived_expire(
     struct queue *q, uint64_t before_ms, int max, int *removed, struct mu_err *err)
 {
-    redisReply *ids = queue_command(q, err, "ZRANGEBYSCORE %sarchived -inf (%llu LIMIT 0 %d",
-                                    q->prefix, (unsigned long long)before_ms, max);
+    redisReply *ids =
+        queue_command(q, err, "ZRANGEBYSCORE %s" QUEUE_K_ARCHIVED " -inf (%llu LIMIT 0 %d",
+                      q->prefix, (unsigned long long)before_ms, max);
     int rc = -1;
 
     *removed = 0;
     if (!ids)
         return -1;
     if (ids->type != REDIS_REPLY_ARRAY) {
-        mu_errf(err, MU_E_REDIS, "redis: ZRANGEBYSCORE %sarchived: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "redis: ZRANGEBYSCORE %s" QUEUE_K_ARCHIVED ": unexpected reply",
+                q->prefix);
         goto out;
     }
     for (size_t i = 0; i < ids->elements; i++) {
@@ -223,10 +231,10 @@ int queue_archived_expire(
             goto out;
         /* A job's id is its submission's entry id: the entry (acknowledged long ago) goes with
          * the hash, so that no reader takes it for a submission not yet taken in. */
-        if (queue_append(q, "DEL %sjob:%s", q->prefix, id) != REDIS_OK
-            || queue_append(q, "ZREM %sjobs %s", q->prefix, id) != REDIS_OK
+        if (queue_append(q, "DEL %s" QUEUE_K_JOB "%s", q->prefix, id) != REDIS_OK
+            || queue_append(q, "ZREM %s" QUEUE_K_JOBS " %s", q->prefix, id) != REDIS_OK
             || queue_append(q, "XDEL %s %s", stream, id) != REDIS_OK
-            || queue_append(q, "ZREM %sarchived %s", q->prefix, id) != REDIS_OK) {
+            || queue_append(q, "ZREM %s" QUEUE_K_ARCHIVED " %s", q->prefix, id) != REDIS_OK) {
             queue_batch_clear(q);
             queue_conn_drop(q);
             mu_errf(err, MU_E_NOMEM, "out of memory");
@@ -254,7 +262,7 @@ static int submit_needed(struct queue *q, char *minid, size_t size, struct mu_er
     minid[0] = '\0';
     /* The last delivered first: whatever is delivered later is above it, and whatever was
      * delivered before and is not pending in the later XPENDING was acknowledged. */
-    g = queue_command(q, err, "XINFO GROUPS %ssubmit", q->prefix);
+    g = queue_command(q, err, "XINFO GROUPS %s" QUEUE_K_SUBMIT, q->prefix);
     if (!g) {
         if (err && strstr(err->msg, "no such key"))
             rc = 0;
@@ -280,7 +288,7 @@ static int submit_needed(struct queue *q, char *minid, size_t size, struct mu_er
         rc = 0;
         goto out;
     }
-    p = queue_command(q, err, "XPENDING %ssubmit %s", q->prefix, QUEUE_GROUP);
+    p = queue_command(q, err, "XPENDING %s" QUEUE_K_SUBMIT " %s", q->prefix, QUEUE_GROUP);
     if (!p)
         goto out;
     if (p->type == REDIS_REPLY_ARRAY && p->elements >= 2
@@ -343,14 +351,14 @@ int queue_submit_trim(struct queue *q, uint64_t before_ms, long long *trimmed, s
     (void)mu_snprintf(cut, sizeof(cut), "%llu-0", (unsigned long long)before_ms);
     if (id_below(cut, minid))
         (void)mu_strlcpy(minid, cut, sizeof(minid));
-    r = queue_command(q, err, "XTRIM %ssubmit MINID %s", q->prefix, minid);
+    r = queue_command(q, err, "XTRIM %s" QUEUE_K_SUBMIT " MINID %s", q->prefix, minid);
     if (!r)
         return -1;
     if (r->type == REDIS_REPLY_INTEGER) {
         *trimmed = r->integer;
         rc = 0;
     } else {
-        mu_errf(err, MU_E_REDIS, "redis: XTRIM %ssubmit: %s", q->prefix,
+        mu_errf(err, MU_E_REDIS, "redis: XTRIM %s" QUEUE_K_SUBMIT ": %s", q->prefix,
                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     }
     freeReplyObject(r);

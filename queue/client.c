@@ -26,16 +26,25 @@
 
 /* Hash fields musterd writes as decimal integers; shown as JSON numbers. */
 static const char *const int_fields[] = {
-    "priority",     "tasks",      "gpus_per_task", "attempt",   "max_retries",
-    "submitted_at", "started_at", "finished_at",   "exit_code", "last_checkpoint_at",
-    "at",           "failures",
+    QUEUE_F_PRIORITY,
+    QUEUE_F_TASKS,
+    QUEUE_F_GPUS_PER_TASK,
+    QUEUE_F_ATTEMPT,
+    QUEUE_F_MAX_RETRIES,
+    QUEUE_F_SUBMITTED_AT,
+    QUEUE_F_STARTED_AT,
+    QUEUE_F_FINISHED_AT,
+    QUEUE_F_EXIT_CODE,
+    QUEUE_F_LAST_CHECKPOINT_AT,
+    "at",
+    QUEUE_F_FAILURES,
 };
 
 /* Hash fields that may hold a fraction (GPU-seconds); shown as JSON numbers when they parse. */
-static const char *const num_fields[] = { "lost_gpu_seconds" };
+static const char *const num_fields[] = { QUEUE_F_LOST_GPU_SECONDS };
 
 /* Hash fields holding JSON documents; shown parsed when they parse. */
-static const char *const json_fields[] = { "placement", "attempts" };
+static const char *const json_fields[] = { QUEUE_F_PLACEMENT, QUEUE_F_ATTEMPTS };
 
 static bool is_int_field(const char *name)
 {
@@ -214,8 +223,8 @@ int queue_submit(
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_STRING) {
-        mu_errf(err, MU_E_REDIS, "redis: XADD %ssubmit: unexpected reply type %d", q->prefix,
-                r->type);
+        mu_errf(err, MU_E_REDIS, "redis: XADD %s" QUEUE_K_SUBMIT ": unexpected reply type %d",
+                q->prefix, r->type);
         goto out;
     }
     if (mu_strlcpy(id_out, r->str, id_size) >= id_size) {
@@ -252,11 +261,11 @@ static void *eval_idem(struct queue *q, const char *stream, bool own, void *arg,
 {
     const struct idem_call *c = arg;
     if (own)
-        return queue_command(q, err, "EVAL %s 2 %s %sidem:%s:%s %s %d", queue_submit_idem_lua,
-                             stream, q->prefix, queue_owner(q), c->key, c->spec_json,
-                             QUEUE_IDEM_TTL_S);
-    return queue_command(q, err, "EVAL %s 2 %s %sidem:%s %s %d", queue_submit_idem_lua, stream,
-                         q->prefix, c->key, c->spec_json, QUEUE_IDEM_TTL_S);
+        return queue_command(q, err, "EVAL %s 2 %s %s" QUEUE_K_IDEM "%s:%s %s %d",
+                             queue_submit_idem_lua, stream, q->prefix, queue_owner(q), c->key,
+                             c->spec_json, QUEUE_IDEM_TTL_S);
+    return queue_command(q, err, "EVAL %s 2 %s %s" QUEUE_K_IDEM "%s %s %d", queue_submit_idem_lua,
+                         stream, q->prefix, c->key, c->spec_json, QUEUE_IDEM_TTL_S);
 }
 
 int queue_submit_idem(struct queue *q,
@@ -303,7 +312,7 @@ out:
 int queue_reload_result(
     struct queue *q, char *id, size_t id_size, char *result, size_t result_size, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "HMGET %sreload id result", q->prefix);
+    redisReply *r = queue_command(q, err, "HMGET %s" QUEUE_K_RELOAD " id result", q->prefix);
     id[0] = result[0] = '\0';
     if (!r)
         return -1;
@@ -323,7 +332,7 @@ int queue_job_read(struct queue *q, const char *id, cJSON **out, struct mu_err *
     int rc;
 
     *out = NULL;
-    r = queue_command(q, err, "HGETALL %sjob:%s", q->prefix, id);
+    r = queue_command(q, err, "HGETALL %s" QUEUE_K_JOB "%s", q->prefix, id);
     if (!r)
         return -1;
     rc = queue_job_from_reply(r, id, out, err);
@@ -429,7 +438,7 @@ int queue_node_read(struct queue *q, const char *name, cJSON **out, struct mu_er
     int rc = -1;
 
     *out = NULL;
-    r = queue_command(q, err, "HGET %snodes %s", q->prefix, name);
+    r = queue_command(q, err, "HGET %s" QUEUE_K_NODES " %s", q->prefix, name);
     if (!r)
         return -1;
     if (r->type == REDIS_REPLY_NIL) {
@@ -437,8 +446,8 @@ int queue_node_read(struct queue *q, const char *name, cJSON **out, struct mu_er
         goto out;
     }
     if (r->type != REDIS_REPLY_STRING) {
-        mu_errf(err, MU_E_REDIS, "redis: HGET %snodes: unexpected reply type %d", q->prefix,
-                r->type);
+        mu_errf(err, MU_E_REDIS, "redis: HGET %s" QUEUE_K_NODES ": unexpected reply type %d",
+                q->prefix, r->type);
         goto out;
     }
     *out = cJSON_ParseWithLength(r->str, r->len);
@@ -464,7 +473,7 @@ static int node_cmp(const void *a, const void *b)
 
 int queue_nodes_read(struct queue *q, cJSON **out, struct mu_err *err)
 {
-    return queue_status_read(q, "nodes", out, err);
+    return queue_status_read(q, QUEUE_K_NODES, out, err);
 }
 
 int queue_status_read(struct queue *q, const char *hash, cJSON **out, struct mu_err *err)
@@ -551,13 +560,14 @@ int queue_events_read(struct queue *q,
     while (taken < count) {
         /* Without a job filter every entry counts, so one read of `count` entries suffices. */
         size_t batch = job ? CLIENT_EVENT_BATCH : count - taken;
-        r = queue_command(q, err, "XREVRANGE %sevents %s - COUNT %llu", q->prefix, end,
+        r = queue_command(q, err, "XREVRANGE %s" QUEUE_K_EVENTS " %s - COUNT %llu", q->prefix, end,
                           (unsigned long long)batch);
         if (!r)
             goto out;
         if (r->type != REDIS_REPLY_ARRAY) {
-            mu_errf(err, MU_E_REDIS, "redis: XREVRANGE %sevents: unexpected reply type %d",
-                    q->prefix, r->type);
+            mu_errf(err, MU_E_REDIS,
+                    "redis: XREVRANGE %s" QUEUE_K_EVENTS ": unexpected reply type %d", q->prefix,
+                    r->type);
             goto out;
         }
         for (size_t i = 0; i < r->elements && taken < count; i++) {
@@ -614,15 +624,15 @@ int queue_events_wait(struct queue *q,
     *out = NULL;
     if (!acc)
         return mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
-    r = queue_command(q, err, "XREAD COUNT %u BLOCK %d STREAMS %sevents %s", CLIENT_WAIT_COUNT,
-                      block_ms, q->prefix, last_id);
+    r = queue_command(q, err, "XREAD COUNT %u BLOCK %d STREAMS %s" QUEUE_K_EVENTS " %s",
+                      CLIENT_WAIT_COUNT, block_ms, q->prefix, last_id);
     if (!r)
         goto out;
     if (r->type == REDIS_REPLY_NIL)
         goto done; /* timed out: nothing new */
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 || r->element[0]->type != REDIS_REPLY_ARRAY
         || r->element[0]->elements != 2 || r->element[0]->element[1]->type != REDIS_REPLY_ARRAY) {
-        mu_errf(err, MU_E_REDIS, "redis: XREAD %sevents: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "redis: XREAD %s" QUEUE_K_EVENTS ": unexpected reply", q->prefix);
         goto out;
     }
     entries = r->element[0]->element[1];

@@ -106,13 +106,15 @@ static void *eval_post(struct queue *q, const char *stream, bool own, void *arg,
     const char *timeout = own && !p->timeout[0] ? p->own_timeout : p->timeout;
 
     if (p->mode[0])
-        return queue_command(
-            q, err, "EVAL %s 4 %sleader %s %snode:wanted %snodes %s %s %s %s %s %s %s", post_lua,
-            q->prefix, stream, q->prefix, q->prefix, p->c->cmd, p->c->arg ? p->c->arg : "",
-            p->grace, timeout, p->wanted, p->mode, own ? "1" : "");
-    return queue_command(q, err, "EVAL %s 2 %sleader %s %s %s %s %s %s %s %s", post_lua, q->prefix,
-                         stream, p->c->cmd, p->c->arg ? p->c->arg : "", p->grace, timeout, "", "",
-                         own ? "1" : "");
+        return queue_command(q, err,
+                             "EVAL %s 4 %s" QUEUE_K_LEADER " %s %s" QUEUE_K_NODE_WANTED
+                             " %s" QUEUE_K_NODES " %s %s %s %s %s %s %s",
+                             post_lua, q->prefix, stream, q->prefix, q->prefix, p->c->cmd,
+                             p->c->arg ? p->c->arg : "", p->grace, timeout, p->wanted, p->mode,
+                             own ? "1" : "");
+    return queue_command(q, err, "EVAL %s 2 %s" QUEUE_K_LEADER " %s %s %s %s %s %s %s %s", post_lua,
+                         q->prefix, stream, p->c->cmd, p->c->arg ? p->c->arg : "", p->grace,
+                         timeout, "", "", own ? "1" : "");
 }
 
 int queue_control_post(struct queue *q,
@@ -150,12 +152,12 @@ int queue_control_post(struct queue *q,
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 1
         || r->element[0]->type != REDIS_REPLY_STRING) {
-        mu_errf(err, MU_E_REDIS, "XADD %scontrol: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "XADD %s" QUEUE_K_CONTROL ": unexpected reply", q->prefix);
         goto out;
     }
     if (strcmp(r->element[0]->str, "posted") == 0) {
         if (r->elements != 2 || r->element[1]->type != REDIS_REPLY_STRING) {
-            mu_errf(err, MU_E_REDIS, "XADD %scontrol: unexpected reply", q->prefix);
+            mu_errf(err, MU_E_REDIS, "XADD %s" QUEUE_K_CONTROL ": unexpected reply", q->prefix);
             goto out;
         }
         mu_strlcpy(id, r->element[1]->str, id_size);

@@ -85,7 +85,7 @@ static int keyed_refill(struct queue *q,
 
         if (!keyed_sendable(id, room))
             continue;
-        len = snprintf(key, sizeof(key), "%sjob:%s", q->prefix, id->str);
+        len = snprintf(key, sizeof(key), "%s" QUEUE_K_JOB "%s", q->prefix, id->str);
         if (queue_keyed_append(q, k, key, (size_t)len) != REDIS_OK)
             return REDIS_ERR;
         (*inflight)++;

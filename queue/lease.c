@@ -284,8 +284,8 @@ int queue_batch_finish(struct queue *q, redisReply **out, struct mu_err *err)
     }
     if (!q->ctx && queue_conn_open(q, err) != 0)
         goto out;
-    (void)mu_snprintf(keys[0], sizeof(keys[0]), "%sleader", q->prefix);
-    (void)mu_snprintf(keys[1], sizeof(keys[1]), "%sepoch", q->prefix);
+    (void)mu_snprintf(keys[0], sizeof(keys[0]), "%s" QUEUE_K_LEADER, q->prefix);
+    (void)mu_snprintf(keys[1], sizeof(keys[1]), "%s" QUEUE_K_EPOCH, q->prefix);
     (void)mu_snprintf(nums[0], sizeof(nums[0]), "%llu", (unsigned long long)q->fence_epoch);
     (void)mu_snprintf(nums[1], sizeof(nums[1]), "%d", q->fence_ttl_ms);
     argc = 2; /* EVALSHA sha, filled by fence_call */
@@ -351,7 +351,9 @@ int queue_lease_acquire(struct queue *q,
         return -1;
     if (q->server_changes != changes)
         take_free = false; /* a new server: the caller decides once it knows */
-    r = queue_command(q, err, "EVAL %s 4 %sleader %sepoch %sleadership %sstandbys %s %ld %d %s %s",
+    r = queue_command(q, err,
+                      "EVAL %s 4 %s" QUEUE_K_LEADER " %s" QUEUE_K_EPOCH " %s" QUEUE_K_LEADERSHIP
+                      " %s" QUEUE_K_STANDBYS " %s %ld %d %s %s",
                       acquire_lua, q->prefix, q->prefix, q->prefix, q->prefix, holder, pid, ttl_ms,
                       take_own ? "1" : "0", take_free ? "1" : "0");
     if (!r)
@@ -359,11 +361,11 @@ int queue_lease_acquire(struct queue *q,
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
         || r->element[0]->type != REDIS_REPLY_INTEGER
         || r->element[1]->type != REDIS_REPLY_STRING) {
-        mu_errf(err, MU_E_REDIS, "taking %sleader: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "taking %s" QUEUE_K_LEADER ": unexpected reply", q->prefix);
         goto out;
     }
     if (mu_strlcpy(token, r->element[1]->str, token_size) >= token_size) {
-        mu_errf(err, MU_E_TOOBIG, "%sleader: value too long", q->prefix);
+        mu_errf(err, MU_E_TOOBIG, "%s" QUEUE_K_LEADER ": value too long", q->prefix);
         goto out;
     }
     *won = r->element[0]->integer > 0;
@@ -385,17 +387,20 @@ int queue_lease_renew(struct queue *q,
                       int *standbys,
                       struct mu_err *err)
 {
-    redisReply *r = queue_command(
-        q, err, "EVAL %s 4 %sleader %sepoch %sstandbys %sleadership %s %d %llu %s %ld", renew_lua,
-        q->prefix, q->prefix, q->prefix, q->prefix, token, ttl_ms, (unsigned long long)epoch,
-        holder, pid);
+    redisReply *r =
+        queue_command(q, err,
+                      "EVAL %s 4 %s" QUEUE_K_LEADER " %s" QUEUE_K_EPOCH " %s" QUEUE_K_STANDBYS
+                      " %s" QUEUE_K_LEADERSHIP " %s %d %llu %s %ld",
+                      renew_lua, q->prefix, q->prefix, q->prefix, q->prefix, token, ttl_ms,
+                      (unsigned long long)epoch, holder, pid);
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2
         || r->element[0]->type != REDIS_REPLY_INTEGER
         || r->element[1]->type != REDIS_REPLY_INTEGER) {
         queue_reply_free(r);
-        return mu_errf(err, MU_E_REDIS, "renewing %sleader: unexpected reply", q->prefix);
+        return mu_errf(err, MU_E_REDIS, "renewing %s" QUEUE_K_LEADER ": unexpected reply",
+                       q->prefix);
     }
     *held = r->element[0]->integer == 2  ? QUEUE_LEASE_TAKEN_BACK
             : r->element[0]->integer > 0 ? QUEUE_LEASE_HELD
@@ -407,7 +412,8 @@ int queue_lease_renew(struct queue *q,
 
 int queue_lease_release(struct queue *q, const char *token, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "EVAL %s 1 %sleader %s", release_lua, q->prefix, token);
+    redisReply *r =
+        queue_command(q, err, "EVAL %s 1 %s" QUEUE_K_LEADER " %s", release_lua, q->prefix, token);
     if (!r)
         return -1;
     queue_reply_free(r);
@@ -483,7 +489,7 @@ int queue_lease_peek(struct queue *q, bool *free_now, uint64_t *epoch, struct mu
         queue_conn_drop(q); /* the next call asks the Sentinels again */
         goto out;
     }
-    r = queue_command(q, err, "GET %sleader", q->prefix);
+    r = queue_command(q, err, "GET %s" QUEUE_K_LEADER, q->prefix);
     if (!r)
         goto out;
     if (r->type == REDIS_REPLY_NIL) {
@@ -491,7 +497,7 @@ int queue_lease_peek(struct queue *q, bool *free_now, uint64_t *epoch, struct mu
     } else if (r->type == REDIS_REPLY_STRING) {
         *epoch = strtoull(r->str, NULL, 10);
     } else {
-        mu_errf(err, MU_E_REDIS, "reading %sleader: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "reading %s" QUEUE_K_LEADER ": unexpected reply", q->prefix);
         goto out;
     }
     rc = 0;
@@ -503,15 +509,17 @@ out:
 
 static int leadership_replies(struct queue *q, redisReply *r[4], struct mu_err *err)
 {
-    r[0] = queue_command(q, err, "GET %sleader", q->prefix);
-    r[1] = r[0] ? queue_command(q, err, "PTTL %sleader", q->prefix) : NULL;
-    r[2] = r[1] ? queue_command(q, err, "HGETALL %sleadership", q->prefix) : NULL;
-    r[3] = r[2] ? queue_command(q, err, "ZRANGE %sstandbys 0 -1 WITHSCORES", q->prefix) : NULL;
+    r[0] = queue_command(q, err, "GET %s" QUEUE_K_LEADER, q->prefix);
+    r[1] = r[0] ? queue_command(q, err, "PTTL %s" QUEUE_K_LEADER, q->prefix) : NULL;
+    r[2] = r[1] ? queue_command(q, err, "HGETALL %s" QUEUE_K_LEADERSHIP, q->prefix) : NULL;
+    r[3] = r[2] ? queue_command(q, err, "ZRANGE %s" QUEUE_K_STANDBYS " 0 -1 WITHSCORES", q->prefix)
+                : NULL;
     if (!r[3])
         return -1;
     if (r[1]->type != REDIS_REPLY_INTEGER || r[2]->type != REDIS_REPLY_ARRAY
         || r[3]->type != REDIS_REPLY_ARRAY)
-        return mu_errf(err, MU_E_REDIS, "reading %sleader: unexpected reply", q->prefix);
+        return mu_errf(err, MU_E_REDIS, "reading %s" QUEUE_K_LEADER ": unexpected reply",
+                       q->prefix);
     return 0;
 }
 

@@ -30,7 +30,7 @@
 static const char *const active_states[] = { "PENDING", "STARTING", "RUNNING", "PREEMPTING" };
 
 /* The fields the filter reads; rows fetch them after the caller's. */
-static const char *const filter_fields[] = { "state", "queue", "user" };
+static const char *const filter_fields[] = { QUEUE_F_STATE, QUEUE_F_QUEUE, QUEUE_F_USER };
 
 static bool filter_match(const struct queue_jobs_filter *f,
                          const char *state,
@@ -86,7 +86,7 @@ static int list_run(struct queue *q, struct list_scan *s, struct mu_err *err)
     for (size_t start = 0;;
          start += batch, batch = batch * 2 < LIST_BATCH_MAX ? batch * 2 : LIST_BATCH_MAX) {
         redisReply *ids =
-            queue_command(q, err, "ZREVRANGE %sjobs %llu %llu", q->prefix,
+            queue_command(q, err, "ZREVRANGE %s" QUEUE_K_JOBS " %llu %llu", q->prefix,
                           (unsigned long long)start, (unsigned long long)(start + batch - 1));
         size_t n;
         int rc = 0;
@@ -94,7 +94,8 @@ static int list_run(struct queue *q, struct list_scan *s, struct mu_err *err)
         if (!ids)
             return -1;
         if (ids->type != REDIS_REPLY_ARRAY) {
-            mu_errf(err, MU_E_REDIS, "redis: ZREVRANGE %sjobs: unexpected reply type %d", q->prefix,
+            mu_errf(err, MU_E_REDIS,
+                    "redis: ZREVRANGE %s" QUEUE_K_JOBS ": unexpected reply type %d", q->prefix,
                     ids->type);
             queue_reply_free(ids);
             return -1;

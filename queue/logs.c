@@ -128,12 +128,15 @@ int queue_log_reply(struct queue *q,
     value[hlen] = '\n';
     if (len > 0)
         memcpy(value + hlen + 1, data, len);
-    sent += queue_append(q, "RPUSH %slogreply:%s %b", q->prefix, req_id, value, hlen + 1 + len)
+    sent += queue_append(q, "RPUSH %s" QUEUE_K_LOGREPLY "%s %b", q->prefix, req_id, value,
+                         hlen + 1 + len)
             == REDIS_OK;
-    sent += queue_append(q, "EXPIRE %slogreply:%s %d", q->prefix, req_id, QUEUE_LOG_REPLY_TTL_S)
+    sent += queue_append(q, "EXPIRE %s" QUEUE_K_LOGREPLY "%s %d", q->prefix, req_id,
+                         QUEUE_LOG_REPLY_TTL_S)
             == REDIS_OK;
-    sent += queue_append(q, "XACK %slogreq %s %s", q->prefix, QUEUE_GROUP, req_id) == REDIS_OK;
-    sent += queue_append(q, "XDEL %slogreq %s", q->prefix, req_id) == REDIS_OK;
+    sent += queue_append(q, "XACK %s" QUEUE_K_LOGREQ " %s %s", q->prefix, QUEUE_GROUP, req_id)
+            == REDIS_OK;
+    sent += queue_append(q, "XDEL %s" QUEUE_K_LOGREQ " %s", q->prefix, req_id) == REDIS_OK;
     if (queue_pipeline_finish(q, sent, err) != 0)
         goto out;
     if (sent != 4) {
@@ -154,8 +157,8 @@ int queue_log_request(struct queue *q,
 {
     redisReply *reply = queue_command(
         q, err,
-        "XADD %slogreq MAXLEN ~ %d * node %s job %s task %d attempt %d stream %s offset %" PRIu64
-        " max %d",
+        "XADD %s" QUEUE_K_LOGREQ
+        " MAXLEN ~ %d * node %s job %s task %d attempt %d stream %s offset %" PRIu64 " max %d",
         q->prefix, LOGREQ_MAXLEN, r->node, r->job, r->task, r->attempt, r->stream, r->offset,
         r->max_bytes);
     int rc = 0;
@@ -163,7 +166,7 @@ int queue_log_request(struct queue *q,
     if (!reply)
         return -1;
     if (reply->type != REDIS_REPLY_STRING)
-        rc = mu_errf(err, MU_E_REDIS, "XADD %slogreq: unexpected reply", q->prefix);
+        rc = mu_errf(err, MU_E_REDIS, "XADD %s" QUEUE_K_LOGREQ ": unexpected reply", q->prefix);
     else
         mu_strlcpy(id_out, reply->str, id_size);
     queue_reply_free(reply);
@@ -184,7 +187,7 @@ int queue_log_wait(struct queue *q,
     *value = NULL;
     *len = 0;
     (void)mu_snprintf(timeout, sizeof(timeout), "%d.%03d", block_ms / 1000, block_ms % 1000);
-    reply = queue_command(q, err, "BLPOP %slogreply:%s %s", q->prefix, req_id, timeout);
+    reply = queue_command(q, err, "BLPOP %s" QUEUE_K_LOGREPLY "%s %s", q->prefix, req_id, timeout);
     if (!reply)
         return -1;
     if (reply->type == REDIS_REPLY_ARRAY && reply->elements == 2
@@ -199,7 +202,8 @@ int queue_log_wait(struct queue *q,
             *len = v->len;
         }
     } else if (reply->type != REDIS_REPLY_NIL) {
-        rc = mu_errf(err, MU_E_REDIS, "BLPOP %slogreply:%s: unexpected reply", q->prefix, req_id);
+        rc = mu_errf(err, MU_E_REDIS, "BLPOP %s" QUEUE_K_LOGREPLY "%s: unexpected reply", q->prefix,
+                     req_id);
     }
     queue_reply_free(reply);
     return rc;

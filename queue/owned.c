@@ -16,9 +16,9 @@
 
 #include "common/mu_banned.h"
 
-static const char *const stream_names[] = { [QUEUE_STREAM_SUBMIT] = "submit",
-                                            [QUEUE_STREAM_CONTROL] = "control",
-                                            [QUEUE_STREAM_LOGS] = "logreq" };
+static const char *const stream_names[] = { [QUEUE_STREAM_SUBMIT] = QUEUE_K_SUBMIT,
+                                            [QUEUE_STREAM_CONTROL] = QUEUE_K_CONTROL,
+                                            [QUEUE_STREAM_LOGS] = QUEUE_K_LOGREQ };
 
 int queue_stream_key(
     const char *prefix, enum queue_stream s, const char *owner, char *buf, size_t size)

@@ -79,16 +79,17 @@ static void append_event(struct queue *q,
         if (ev && queue_state_parse(ev->state, &st) == 0)
             final = queue_state_is_final(st);
         if (final || index_ms)
-            counted(queue_append(q, "%s %sactive %s", final ? "SREM" : "SADD", q->prefix, id), sent,
-                    tried);
+            counted(queue_append(q, "%s %s" QUEUE_K_ACTIVE " %s", final ? "SREM" : "SADD",
+                                 q->prefix, id),
+                    sent, tried);
         /* A final job waits in finished for the history (archive.c), in the same round trip. */
         if (final)
-            counted(queue_append(q, "ZADD %sfinished %llu %s", q->prefix,
+            counted(queue_append(q, "ZADD %s" QUEUE_K_FINISHED " %llu %s", q->prefix,
                                  (unsigned long long)ev->at_ms, id),
                     sent, tried);
     }
     if (ev) {
-        (void)mu_snprintf(events_key, sizeof(events_key), "%sevents", q->prefix);
+        (void)mu_snprintf(events_key, sizeof(events_key), "%s" QUEUE_K_EVENTS, q->prefix);
         (void)mu_snprintf(num[0], sizeof(num[0]), "%d", ev->attempt);
         (void)mu_snprintf(num[1], sizeof(num[1]), "%llu", (unsigned long long)ev->at_ms);
         counted(queue_append(q, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
@@ -97,10 +98,11 @@ static void append_event(struct queue *q,
                 sent, tried);
     }
     for (int i = 0; ev && i < 4 && ev->incr[i]; i++)
-        counted(queue_append(q, "HINCRBY %scounters %s 1", q->prefix, ev->incr[i]), sent, tried);
+        counted(queue_append(q, "HINCRBY %s" QUEUE_K_COUNTERS " %s 1", q->prefix, ev->incr[i]),
+                sent, tried);
     if (ev && ev->incr_float_name)
-        counted(queue_append(q, "HINCRBYFLOAT %scounters %s %.9f", q->prefix, ev->incr_float_name,
-                             ev->incr_float),
+        counted(queue_append(q, "HINCRBYFLOAT %s" QUEUE_K_COUNTERS " %s %.9f", q->prefix,
+                             ev->incr_float_name, ev->incr_float),
                 sent, tried);
 }
 
@@ -122,7 +124,7 @@ int queue_job_update_append(struct queue *q,
 
     if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
-    (void)mu_snprintf(key, sizeof(key), "%sjob:%s", q->prefix, id);
+    (void)mu_snprintf(key, sizeof(key), "%s" QUEUE_K_JOB "%s", q->prefix, id);
     argv_add(&set, "HSET");
     argv_add(&set, key);
     argv_add(&del, "HDEL");
@@ -142,7 +144,7 @@ int queue_job_update_append(struct queue *q,
     if (del.argc > 2)
         counted(queue_append_argv(q, del.argc, del.argv, del.lens), &sent, &tried);
     if (c->index_ms) {
-        (void)mu_snprintf(list_key, sizeof(list_key), "%sjobs", q->prefix);
+        (void)mu_snprintf(list_key, sizeof(list_key), "%s" QUEUE_K_JOBS, q->prefix);
         (void)mu_snprintf(num, sizeof(num), "%llu", (unsigned long long)c->index_ms);
         counted(queue_append(q, "ZADD %s %s %s", list_key, num, id), &sent, &tried);
     }
@@ -194,7 +196,7 @@ int queue_counter_incr(struct queue *q, const char *name, struct mu_err *err)
 {
     if (!q->ctx && queue_conn_open(q, err) != 0)
         return -1;
-    if (queue_append(q, "HINCRBY %scounters %s 1", q->prefix, name) != REDIS_OK) {
+    if (queue_append(q, "HINCRBY %s" QUEUE_K_COUNTERS " %s 1", q->prefix, name) != REDIS_OK) {
         queue_batch_clear(q);
         return mu_errf(err, MU_E_NOMEM, "out of memory");
     }
@@ -204,7 +206,7 @@ int queue_counter_incr(struct queue *q, const char *name, struct mu_err *err)
 int queue_idem_get(
     struct queue *q, const char *key, char *id_out, size_t id_size, bool *found, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "GET %sidem:%s", q->prefix, key);
+    redisReply *r = queue_command(q, err, "GET %s" QUEUE_K_IDEM "%s", q->prefix, key);
     if (!r)
         return -1;
     *found = r->type == REDIS_REPLY_STRING;
@@ -227,26 +229,37 @@ static const char *reply_str(const redisReply *r)
     return r->type == REDIS_REPLY_STRING ? r->str : NULL;
 }
 
+/* What queue_job_state_get reads, in the order of its HMGET (BRIEF_FIELDS). */
+enum brief_field {
+    BF_STATE,
+    BF_STARTED_AT,
+    BF_ARRAY_SIZE,
+    BF_ARRAY_DONE,
+    BF_ARRAY_FAILED,
+    BF_ARRAY_NOSTART,
+    BRIEF_NFIELDS
+};
+#define BRIEF_FIELDS                                                                   \
+    QUEUE_F_STATE " " QUEUE_F_STARTED_AT " " QUEUE_F_ARRAY_SIZE " " QUEUE_F_ARRAY_DONE \
+                  " " QUEUE_F_ARRAY_FAILED " " QUEUE_F_ARRAY_NOSTART
+
 int queue_job_state_get(
     struct queue *q, const char *id, struct queue_job_brief *out, bool *found, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err,
-                                  "HMGET %sjob:%s state started_at array_size array_done "
-                                  "array_failed array_nostart",
-                                  q->prefix, id);
+    redisReply *r = queue_command(q, err, "HMGET %s" QUEUE_K_JOB "%s " BRIEF_FIELDS, q->prefix, id);
     if (!r)
         return -1;
     *found = false;
     memset(out, 0, sizeof(*out));
-    if (r->type == REDIS_REPLY_ARRAY && r->elements == 6
-        && r->element[0]->type == REDIS_REPLY_STRING
-        && queue_state_parse(r->element[0]->str, &out->state) == 0) {
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == BRIEF_NFIELDS
+        && r->element[BF_STATE]->type == REDIS_REPLY_STRING
+        && queue_state_parse(r->element[BF_STATE]->str, &out->state) == 0) {
         *found = true;
-        out->started = r->element[1]->type == REDIS_REPLY_STRING;
-        out->array = r->element[2]->type == REDIS_REPLY_STRING;
-        out->array_done = (int64_t)reply_u64(r->element[3]);
-        out->array_failed = (int64_t)reply_u64(r->element[4]);
-        out->array_nostart = (int64_t)reply_u64(r->element[5]);
+        out->started = r->element[BF_STARTED_AT]->type == REDIS_REPLY_STRING;
+        out->array = r->element[BF_ARRAY_SIZE]->type == REDIS_REPLY_STRING;
+        out->array_done = (int64_t)reply_u64(r->element[BF_ARRAY_DONE]);
+        out->array_failed = (int64_t)reply_u64(r->element[BF_ARRAY_FAILED]);
+        out->array_nostart = (int64_t)reply_u64(r->element[BF_ARRAY_NOSTART]);
     }
     queue_reply_free(r);
     return 0;
@@ -264,7 +277,8 @@ int queue_idem_claim(struct queue *q,
     bool found = false;
     if (q->fence[0]) {
         /* The script's reply holds SET's: OK when set, nil when the key existed. */
-        if (queue_append(q, "SET %sidem:%s %s NX EX %d", q->prefix, key, id, QUEUE_IDEM_TTL_S)
+        if (queue_append(q, "SET %s" QUEUE_K_IDEM "%s %s NX EX %d", q->prefix, key, id,
+                         QUEUE_IDEM_TTL_S)
             != REDIS_OK) {
             queue_batch_clear(q);
             return mu_errf(err, MU_E_NOMEM, "out of memory");
@@ -273,7 +287,7 @@ int queue_idem_claim(struct queue *q,
             return -1;
         *won = r->elements == 1 && r->element[0]->type == REDIS_REPLY_STATUS;
     } else {
-        r = queue_command(q, err, "SET %sidem:%s %s NX EX %d", q->prefix, key, id,
+        r = queue_command(q, err, "SET %s" QUEUE_K_IDEM "%s %s NX EX %d", q->prefix, key, id,
                           QUEUE_IDEM_TTL_S);
         if (!r)
             return -1;
@@ -506,16 +520,16 @@ int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct
     redisReply *ids = NULL;
     int rc = -1;
 
-    ids = queue_command(q, err, "SMEMBERS %sactive", q->prefix);
+    ids = queue_command(q, err, "SMEMBERS %s" QUEUE_K_ACTIVE, q->prefix);
     if (!ids)
         return -1;
     if (ids->type != REDIS_REPLY_ARRAY) {
-        mu_errf(err, MU_E_REDIS, "SMEMBERS %sactive: unexpected reply", q->prefix);
+        mu_errf(err, MU_E_REDIS, "SMEMBERS %s" QUEUE_K_ACTIVE ": unexpected reply", q->prefix);
         goto out;
     }
     for (size_t i = 0; i < ids->elements; i++) {
         if (ids->element[i]->type != REDIS_REPLY_STRING) {
-            mu_errf(err, MU_E_REDIS, "SMEMBERS %sactive: unexpected reply", q->prefix);
+            mu_errf(err, MU_E_REDIS, "SMEMBERS %s" QUEUE_K_ACTIVE ": unexpected reply", q->prefix);
             goto out;
         }
     }
@@ -526,7 +540,8 @@ int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct
     /* An id whose hash vanished (deleted by hand) leaves the active set. */
     for (size_t i = 0; rc == 0 && c.vanished && i < ids->elements; i++) {
         if (c.vanished[i]
-            && queue_append(q, "SREM %sactive %s", q->prefix, ids->element[i]->str) == REDIS_OK)
+            && queue_append(q, "SREM %s" QUEUE_K_ACTIVE " %s", q->prefix, ids->element[i]->str)
+                   == REDIS_OK)
             (void)queue_pipeline_finish(q, 1, NULL);
     }
 out:
@@ -545,7 +560,7 @@ void queue_counters_free(char **names, double *values, int n)
 
 int queue_counters_read(struct queue *q, char ***names, double **values, int *n, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "HGETALL %scounters", q->prefix);
+    redisReply *r = queue_command(q, err, "HGETALL %s" QUEUE_K_COUNTERS, q->prefix);
     size_t pairs;
 
     *names = NULL;
@@ -555,7 +570,8 @@ int queue_counters_read(struct queue *q, char ***names, double **values, int *n,
         return -1;
     if (r->type != REDIS_REPLY_ARRAY) {
         queue_reply_free(r);
-        return mu_errf(err, MU_E_REDIS, "HGETALL %scounters: unexpected reply", q->prefix);
+        return mu_errf(err, MU_E_REDIS, "HGETALL %s" QUEUE_K_COUNTERS ": unexpected reply",
+                       q->prefix);
     }
     pairs = r->elements / 2;
     *names = calloc(pairs + 1, sizeof(**names));

@@ -13,13 +13,14 @@
 
 int queue_topology_token(struct queue *q, char *token, size_t size, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "INCR %stopology:seq", q->prefix);
+    redisReply *r = queue_command(q, err, "INCR %s" QUEUE_K_TOPO_SEQ, q->prefix);
 
     if (!r)
         return -1;
     if (r->type != REDIS_REPLY_INTEGER) {
         queue_reply_free(r);
-        return mu_errf(err, MU_E_REDIS, "redis: INCR %stopology:seq: unexpected reply", q->prefix);
+        return mu_errf(err, MU_E_REDIS, "redis: INCR %s" QUEUE_K_TOPO_SEQ ": unexpected reply",
+                       q->prefix);
     }
     (void)mu_snprintf(token, size, "%lld", r->integer);
     queue_reply_free(r);
@@ -34,7 +35,7 @@ void queue_topology_staging(const char *token, char *buf, size_t size)
 int queue_topology_result(
     struct queue *q, const char *token, char *result, size_t size, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "HGET %stopology:results %s", q->prefix, token);
+    redisReply *r = queue_command(q, err, "HGET %s" QUEUE_K_TOPO_RESULTS " %s", q->prefix, token);
 
     if (!r)
         return -1;
@@ -48,10 +49,10 @@ int queue_topology_result(
 void queue_topology_forget(struct queue *q, const char *token)
 {
     struct mu_err err;
-    redisReply *r = queue_command(q, &err, "DEL %stopology:import:%s", q->prefix, token);
+    redisReply *r = queue_command(q, &err, "DEL %s" QUEUE_K_TOPO_IMPORT "%s", q->prefix, token);
 
     queue_reply_free(r);
-    r = queue_command(q, &err, "HDEL %stopology:results %s", q->prefix, token);
+    r = queue_command(q, &err, "HDEL %s" QUEUE_K_TOPO_RESULTS " %s", q->prefix, token);
     queue_reply_free(r);
 }
 

@@ -23,25 +23,31 @@
 
 /* ---------------- keys: what follows the prefix ("muster:" by default) ---------------- */
 
-#define QUEUE_K_SUBMIT      "submit"      /* stream: field spec; "submit:<user>" a user's own */
-#define QUEUE_K_CONTROL     "control"     /* stream: operator commands; "control:<user>" own */
-#define QUEUE_K_REPLY       "reply:"      /* + entry id: list, the verdict on one's own command */
-#define QUEUE_K_JOB         "job:"        /* + job id: the job hash (QUEUE_F_*) */
-#define QUEUE_K_JOBS        "jobs"        /* sorted set: id by submit ms, for listing */
-#define QUEUE_K_EVENTS      "events"      /* stream, capped */
-#define QUEUE_K_NODES       "nodes"       /* hash: node -> status JSON */
-#define QUEUE_K_POOLS       "pools"       /* hash: pool -> status JSON */
-#define QUEUE_K_QUEUES      "queues"      /* hash: queue -> status JSON and fair-share usage */
-#define QUEUE_K_NODE_WANTED "node:wanted" /* hash: node -> the operator's kept cordon or drain */
-#define QUEUE_K_IDEM        "idem:"       /* + key, or + user ":" key: string -> job id */
-#define QUEUE_K_EPOCH       "epoch"       /* counter: the scheduler's fencing epoch */
-#define QUEUE_K_ACTIVE      "active"      /* set: ids of jobs not yet in a final state */
-#define QUEUE_K_LEADER      "leader"      /* string: "<epoch> musterd@HOST ENDPOINT", with a TTL */
-#define QUEUE_K_COUNTERS    "counters"    /* hash: counter -> value, for /metrics */
-#define QUEUE_K_FINISHED    "finished"    /* sorted set: final jobs not yet in the history */
-#define QUEUE_K_ARCHIVED    "archived"    /* sorted set: final jobs the history holds */
-#define QUEUE_K_LOGREQ      "logreq"      /* stream: musterctl logs' requests */
-#define QUEUE_K_LOGREPLY    "logreply:"   /* + request id: list, a worker's answer */
+#define QUEUE_K_SUBMIT       "submit"      /* stream: field spec; "submit:<user>" a user's own */
+#define QUEUE_K_CONTROL      "control"     /* stream: operator commands; "control:<user>" own */
+#define QUEUE_K_REPLY        "reply:"      /* + entry id: list, the verdict on one's own command */
+#define QUEUE_K_JOB          "job:"        /* + job id: the job hash (QUEUE_F_*) */
+#define QUEUE_K_JOBS         "jobs"        /* sorted set: id by submit ms, for listing */
+#define QUEUE_K_EVENTS       "events"      /* stream, capped */
+#define QUEUE_K_NODES        "nodes"       /* hash: node -> status JSON */
+#define QUEUE_K_POOLS        "pools"       /* hash: pool -> status JSON */
+#define QUEUE_K_QUEUES       "queues"      /* hash: queue -> status JSON and fair-share usage */
+#define QUEUE_K_NODE_WANTED  "node:wanted" /* hash: node -> the operator's kept cordon or drain */
+#define QUEUE_K_IDEM         "idem:"       /* + key, or + user ":" key: string -> job id */
+#define QUEUE_K_RELOAD       "reload"      /* hash: id, result of the last config reload */
+#define QUEUE_K_EPOCH        "epoch"       /* counter: the scheduler's fencing epoch */
+#define QUEUE_K_ACTIVE       "active"      /* set: ids of jobs not yet in a final state */
+#define QUEUE_K_LEADER       "leader"      /* string: "<epoch> musterd@HOST ENDPOINT", with a TTL */
+#define QUEUE_K_LEADERSHIP   "leadership"  /* hash: epoch, holder, pid, since_ms of the leader */
+#define QUEUE_K_STANDBYS     "standbys"    /* sorted set: musterd that tried to take the lease */
+#define QUEUE_K_COUNTERS     "counters"    /* hash: counter -> value, for /metrics */
+#define QUEUE_K_FINISHED     "finished"    /* sorted set: final jobs not yet in the history */
+#define QUEUE_K_ARCHIVED     "archived"    /* sorted set: final jobs the history holds */
+#define QUEUE_K_LOGREQ       "logreq"      /* stream: musterctl logs' requests */
+#define QUEUE_K_LOGREPLY     "logreply:"   /* + request id: list, a worker's answer */
+#define QUEUE_K_TOPO_SEQ     "topology:seq"     /* counter: topology import tokens */
+#define QUEUE_K_TOPO_IMPORT  "topology:import:" /* + token: hash, a staged import */
+#define QUEUE_K_TOPO_RESULTS "topology:results" /* hash: token -> musterd's answer */
 
 /* ---------------- the job hash (<prefix>job:<id>) ---------------- */
 

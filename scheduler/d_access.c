@@ -182,8 +182,9 @@ int d_access_submit(
     if (d_access_proven(d) && !e->owner[0]) {
         (void)mu_snprintf(why, size,
                           "muster proves who submits (access.identity \"redis-acl\"): submit as "
-                          "your own Redis user, which writes to %ssubmit:<you>, not to the shared "
-                          "%ssubmit",
+                          "your own Redis user, which writes to %s" QUEUE_K_SUBMIT
+                          ":<you>, not to the shared "
+                          "%s" QUEUE_K_SUBMIT,
                           d->cfg.key_prefix, d->cfg.key_prefix);
         return -1;
     }

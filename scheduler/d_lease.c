@@ -130,7 +130,7 @@ int d_lease_wait(struct musterd *d, struct mu_err *err)
 
         if (rc == 1) {
             mu_log(MU_LOG_INFO, "sched",
-                   "leading: took %sleader as epoch %llu after %llu ms (lease %d s)",
+                   "leading: took %s" QUEUE_K_LEADER " as epoch %llu after %llu ms (lease %d s)",
                    d->cfg.key_prefix, (unsigned long long)d->epoch,
                    (unsigned long long)(mu_time_mono_ms() - wait_since), d->cfg.leader_lease_s);
             return 1;

@@ -466,8 +466,9 @@ int d_node_forget(struct musterd *d, const char *entry_id, const char *name)
     /* The operator's kept cordon or drain of it goes with the record (first: a retry after a
      * failure here or below finds the record still there, and deletes again). */
     if ((!why[0] && d_wanted_get(d, name)
-         && d->store.ops->status_write(d->store.ctx, "node:wanted", &kv, 1, &err) != 0)
-        || (!why[0] && d->store.ops->status_write(d->store.ctx, "nodes", &kv, 1, &err) != 0)) {
+         && d->store.ops->status_write(d->store.ctx, QUEUE_K_NODE_WANTED, &kv, 1, &err) != 0)
+        || (!why[0]
+            && d->store.ops->status_write(d->store.ctx, QUEUE_K_NODES, &kv, 1, &err) != 0)) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "forget %s: %s", name, err.msg);
         d->redis_down = true;
         return -1;
@@ -596,9 +597,9 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
     const cJSON *node;
     int kept = 0;
 
-    if (d_topo_load(d, err) != 0 || queue_status_read(d->q, "nodes", &nodes, err) != 0)
+    if (d_topo_load(d, err) != 0 || queue_status_read(d->q, QUEUE_K_NODES, &nodes, err) != 0)
         return -1;
-    if (queue_hash_each(d->q, "node:wanted", wanted_load_one, d, &kept, err) != 0) {
+    if (queue_hash_each(d->q, QUEUE_K_NODE_WANTED, wanted_load_one, d, &kept, err) != 0) {
         cJSON_Delete(nodes);
         return -1;
     }

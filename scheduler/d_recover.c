@@ -146,7 +146,7 @@ static int cooldowns_recover(struct musterd *d, struct mu_err *err)
     cJSON *pools = NULL;
     const cJSON *p;
 
-    if (queue_status_read(d->q, "pools", &pools, err) != 0)
+    if (queue_status_read(d->q, QUEUE_K_POOLS, &pools, err) != 0)
         return -1;
     cJSON_ArrayForEach(p, pools)
     {

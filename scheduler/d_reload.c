@@ -57,7 +57,7 @@ static void queues_forget(struct musterd *d, const struct cfg *next)
         if (!cfg_queue_find(next, d->cfg.queues[q].name))
             kv[n++] = (struct queue_kv){ d->cfg.queues[q].name, NULL };
     }
-    if (n > 0 && d->store.ops->status_write(d->store.ctx, "queues", kv, n, &err) != 0)
+    if (n > 0 && d->store.ops->status_write(d->store.ctx, QUEUE_K_QUEUES, kv, n, &err) != 0)
         d->redis_down = true;
 }
 
@@ -68,7 +68,8 @@ static void answer(struct musterd *d, const char *id, const char *result)
     struct mu_err err;
 
     (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)mu_time_wall_ms());
-    if (d->store.ops->status_write(d->store.ctx, "reload", kv, (int)MU_ARRAY_LEN(kv), &err) != 0)
+    if (d->store.ops->status_write(d->store.ctx, QUEUE_K_RELOAD, kv, (int)MU_ARRAY_LEN(kv), &err)
+        != 0)
         d->redis_down = true;
 }
 

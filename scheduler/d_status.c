@@ -471,7 +471,8 @@ static void nodes_write(struct musterd *d)
         d->status.kv[k].key = d->nodes[d->status.changed[k]].name;
         d->status.kv[k].value = text->data + d->status.at[k];
     }
-    if (d->store.ops->status_write(d->store.ctx, "nodes", d->status.kv, nchanged, &err) != 0) {
+    if (d->store.ops->status_write(d->store.ctx, QUEUE_K_NODES, d->status.kv, nchanged, &err)
+        != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write node status: %s",
                        err.msg);
         d->redis_down = true;
@@ -529,7 +530,7 @@ static void pools_write(struct musterd *d)
         kv[p].key = pool->name;
         kv[p].value = bufs[p].data;
     }
-    if (d->store.ops->status_write(d->store.ctx, "pools", kv, n, &err) != 0) {
+    if (d->store.ops->status_write(d->store.ctx, QUEUE_K_POOLS, kv, n, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write pool status: %s",
                        err.msg);
         d->redis_down = true;
@@ -635,7 +636,7 @@ static void queues_write(struct musterd *d)
         kv[i].key = cq->name;
         kv[i].value = bufs[i].data;
     }
-    if (d->store.ops->status_write(d->store.ctx, "queues", kv, n, &err) != 0) {
+    if (d->store.ops->status_write(d->store.ctx, QUEUE_K_QUEUES, kv, n, &err) != 0) {
         mu_log_limited(MU_LOG_ERROR, "sched", "redis-nodes", 5, "cannot write queue status: %s",
                        err.msg);
         d->redis_down = true;

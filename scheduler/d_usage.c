@@ -166,7 +166,7 @@ int d_usage_recover(struct musterd *d, struct mu_err *err)
     const cJSON *q;
     int rc = 0;
 
-    if (queue_status_read(d->q, "queues", &queues, err) != 0)
+    if (queue_status_read(d->q, QUEUE_K_QUEUES, &queues, err) != 0)
         return -1;
     cJSON_ArrayForEach(q, queues)
     {
