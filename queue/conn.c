@@ -222,6 +222,25 @@ fail:
     return NULL;
 }
 
+/* The fenced batch's memory belongs to the handle, so it is freed here; lease.c fills and runs
+ * the batch (and so calls down to these, never the reverse). */
+void queue_batch_clear(struct queue *q)
+{
+    for (int i = 0; i < q->nbatch; i++)
+        redisFreeCommand(q->batch[i]);
+    q->nbatch = 0;
+}
+
+void queue_batch_free(struct queue *q)
+{
+    queue_batch_clear(q);
+    free(q->batch);
+    free(q->batch_len);
+    q->batch = NULL;
+    q->batch_len = NULL;
+    q->cap_batch = 0;
+}
+
 void queue_free(struct queue *q)
 {
     if (!q)

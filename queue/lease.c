@@ -161,23 +161,6 @@ int queue_append_argv(struct queue *q, int argc, const char **argv, const size_t
     return batch_push(q, cmd, len);
 }
 
-void queue_batch_clear(struct queue *q)
-{
-    for (int i = 0; i < q->nbatch; i++)
-        redisFreeCommand(q->batch[i]);
-    q->nbatch = 0;
-}
-
-void queue_batch_free(struct queue *q)
-{
-    queue_batch_clear(q);
-    free(q->batch);
-    free(q->batch_len);
-    q->batch = NULL;
-    q->batch_len = NULL;
-    q->cap_batch = 0;
-}
-
 /* Reads a RESP integer ending in \r\n at *p (within end); -1 when malformed. */
 static long resp_int(const char **p, const char *end)
 {
