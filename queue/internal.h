@@ -29,7 +29,11 @@ struct queue {
 
 struct cJSON;
 
-/* The spec's helpers shared by spec.c and spec_deps.c. */
+/* The spec's string checks (spec_text.c), shared by spec.c and spec_deps.c. */
+/* A string of at most max_len bytes into *out (borrowed from v); MU_E_SPEC naming path otherwise
+ * (and then *out is not set). */
+int queue_json_str(
+    const struct cJSON *v, const char *path, size_t max_len, const char **out, struct mu_err *err);
 /* A string of 1..size-1 bytes, none of them a control character (ASCII only when ascii), copied
  * into dst; MU_E_SPEC naming path otherwise. */
 int queue_json_printable(const struct cJSON *v,

@@ -42,44 +42,6 @@ static int get_int32(
 }
 
 /* A string of at most max_len bytes; *out borrows from v. */
-static int get_str(
-    const cJSON *v, const char *path, size_t max_len, const char **out, struct mu_err *err)
-{
-    if (!cJSON_IsString(v)) {
-        (void)mu_json_err_expected(err, MU_E_SPEC, path, "a string", v);
-        return -1; /* spelled out: callers read *out whenever this returns 0 */
-    }
-    if (strlen(v->valuestring) > max_len) {
-        (void)mu_errf(err, MU_E_SPEC, "%s: string longer than %zu bytes", path, max_len);
-        return -1;
-    }
-    *out = v->valuestring;
-    return 0;
-}
-
-/* 1..size-1 bytes, none of them a control character (ASCII only when ascii is set). */
-int queue_json_printable(
-    const cJSON *v, const char *path, bool ascii, char *dst, size_t size, struct mu_err *err)
-{
-    const char *s;
-    char expected[80];
-
-    if (get_str(v, path, size - 1, &s, err) != 0)
-        return -1;
-    bool ok = s[0] != '\0';
-    for (const unsigned char *p = (const unsigned char *)s; ok && *p; p++) {
-        if (*p < 0x20 || *p == 0x7f || (ascii && *p > 0x7f))
-            ok = false;
-    }
-    if (!ok) {
-        (void)mu_snprintf(expected, sizeof(expected), "1..%zu printable%s characters", size - 1,
-                          ascii ? " ASCII" : "");
-        return mu_json_err_expected(err, MU_E_SPEC, path, expected, v);
-    }
-    mu_strlcpy(dst, s, size);
-    return 0;
-}
-
 /* ---- sections ---- */
 
 static int set_capacity(struct queue_spec *s, const cJSON *arr, struct mu_err *err)
@@ -175,7 +137,7 @@ static int set_command(struct queue_spec *s, const cJSON *v, struct mu_err *err)
     if (cJSON_IsString(v)) {
         if (v->valuestring[0] == '\0')
             return mu_json_err_expected(err, MU_E_SPEC, "command", expected, v);
-        if (get_str(v, "command", QUEUE_MAX_STR, &str, err) != 0)
+        if (queue_json_str(v, "command", QUEUE_MAX_STR, &str, err) != 0)
             return -1;
         s->argv = calloc(4, sizeof(char *));
         if (!s->argv)
@@ -197,7 +159,7 @@ static int set_command(struct queue_spec *s, const cJSON *v, struct mu_err *err)
     n = 0;
     for (const cJSON *it = v->child; it; it = it->next, n++) {
         (void)mu_snprintf(path, sizeof(path), "command[%d]", n);
-        if (get_str(it, path, QUEUE_MAX_STR, &str, err) != 0)
+        if (queue_json_str(it, path, QUEUE_MAX_STR, &str, err) != 0)
             return -1;
         if (n == 0 && str[0] == '\0')
             return mu_errf(err, MU_E_SPEC, "command[0]: expected a program name, got ''");
@@ -253,7 +215,7 @@ static int set_env(struct queue_spec *s, const cJSON *obj, struct mu_err *err)
             if (strcmp(prev->string, key) == 0)
                 return mu_errf(err, MU_E_SPEC, "env: duplicate name '%s'", clip);
         }
-        if (get_str(it, path, QUEUE_MAX_STR, &val, err) != 0)
+        if (queue_json_str(it, path, QUEUE_MAX_STR, &val, err) != 0)
             return -1;
         if (!(s->env[n] = dup_str(key, val, err)))
             return -1;
@@ -364,7 +326,7 @@ static int set_workdir(struct queue_spec *s, const cJSON *v, struct mu_err *err)
 
     char *copy;
 
-    if (get_str(v, "workdir", QUEUE_WORKDIR_MAX, &str, err) != 0)
+    if (queue_json_str(v, "workdir", QUEUE_WORKDIR_MAX, &str, err) != 0)
         return -1;
     if (str[0] != '/')
         return mu_json_err_expected(err, MU_E_SPEC, "workdir", "an absolute path", v);
