@@ -478,7 +478,8 @@ static int objects_sort(cJSON *jobs, enum jobs_sort how, bool reverse)
         /* The queue's text is kept past this loop: the object's own, never a buffer here. */
         sort_keys(&items[i], how, ctl_json_text(job, QUEUE_F_ID, b[0], sizeof(b[0])),
                   ctl_json_text(job, QUEUE_F_STATE, b[1], sizeof(b[1])),
-                  cJSON_IsString(queue) ? queue->valuestring : "", ctl_json_int(job, "priority", 0),
+                  cJSON_IsString(queue) ? queue->valuestring : "",
+                  ctl_json_int(job, QUEUE_F_PRIORITY, 0),
                   ctl_json_int(job, QUEUE_F_SUBMITTED_AT, 0));
         i++;
     }

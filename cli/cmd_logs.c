@@ -208,7 +208,7 @@ static int follow_over(struct ctl *ctl, struct queue *q, const struct logs_req *
         return -1;
     }
     *over = !job || ctl_state_is_final(ctl_json_text(job, QUEUE_F_STATE, b, sizeof(b)))
-            || ctl_json_int(job, "attempt", 1) != r->attempt;
+            || ctl_json_int(job, QUEUE_F_ATTEMPT, 1) != r->attempt;
     cJSON_Delete(job);
     return 0;
 }
@@ -298,13 +298,13 @@ static int logs_search(struct ctl *ctl, struct queue *q, struct logs_req *r, con
 /* Finds the node of r's log; 0 or -1 (printed). */
 static int logs_locate(struct ctl *ctl, struct queue *q, const cJSON *job, struct logs_req *r)
 {
-    int64_t current = ctl_json_int(job, "attempt", 1);
+    int64_t current = ctl_json_int(job, QUEUE_F_ATTEMPT, 1);
     char b[32];
     const char *state = ctl_json_text(job, QUEUE_F_STATE, b, sizeof(b)); /* borrowed from job */
 
-    if (r->task >= ctl_json_int(job, "tasks", 1)) {
+    if (r->task >= ctl_json_int(job, QUEUE_F_TASKS, 1)) {
         ctl_fail(ctl, "job '%s' has %lld task(s); --task %lld does not exist", r->id,
-                 (long long)ctl_json_int(job, "tasks", 1), (long long)r->task);
+                 (long long)ctl_json_int(job, QUEUE_F_TASKS, 1), (long long)r->task);
         return -1;
     }
     if (strcmp(state, "REJECTED") == 0) {

@@ -159,11 +159,11 @@ static cJSON *unmade_element(const char *id)
     cJSON *job = cJSON_CreateObject();
 
     (void)queue_job_id_split(id, base, sizeof(base), &index);
-    if (!job || !cJSON_AddStringToObject(job, "id", id)
-        || !cJSON_AddStringToObject(job, "state", "PENDING")
+    if (!job || !cJSON_AddStringToObject(job, QUEUE_F_ID, id)
+        || !cJSON_AddStringToObject(job, QUEUE_F_STATE, "PENDING")
         || !cJSON_AddStringToObject(job, QUEUE_F_ARRAY_JOB, base)
         || !cJSON_AddNumberToObject(job, QUEUE_F_ARRAY_INDEX, (double)index)
-        || !cJSON_AddStringToObject(job, "reason",
+        || !cJSON_AddStringToObject(job, QUEUE_F_REASON,
                                     "not made yet: its array makes elements in index order, a "
                                     "few at a time (and at most %N active)")) {
         cJSON_Delete(job);

@@ -495,14 +495,14 @@ static int wait_done(struct ctl *ctl, const char *id, const cJSON *job, const ch
     char b[32];
 
     if (rc != CTL_EXIT_OK) {
-        const char *why = ctl_json_text(job, "error", b, sizeof(b));
+        const char *why = ctl_json_text(job, QUEUE_F_ERROR, b, sizeof(b));
         if (!why[0])
-            why = ctl_json_text(job, "reason", b, sizeof(b));
+            why = ctl_json_text(job, QUEUE_F_REASON, b, sizeof(b));
         (void)fprintf(stderr, "musterctl: submit: job %s %s: ", id, state);
         ctl_print_clean(stderr, why[0] ? why : "no reason recorded");
-        if (cJSON_GetObjectItemCaseSensitive(job, "exit_code"))
+        if (cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_EXIT_CODE))
             (void)fprintf(stderr, " (exit code %lld)",
-                          (long long)ctl_json_int(job, "exit_code", 0));
+                          (long long)ctl_json_int(job, QUEUE_F_EXIT_CODE, 0));
         (void)fputc('\n', stderr);
     }
     if (ctl->output == CTL_OUT_JSON && ctl_json_print(ctl, job) != CTL_EXIT_OK)
@@ -556,7 +556,7 @@ static int submit_wait(
             }
             continue;
         }
-        state = ctl_json_text(job, "state", b[0], sizeof(b[0]));
+        state = ctl_json_text(job, QUEUE_F_STATE, b[0], sizeof(b[0]));
         if (ctl_state_is_final(state)) {
             int rc;
             if (strcmp(shown, state) != 0) /* its event was trimmed, or came before we looked */

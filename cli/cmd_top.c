@@ -63,7 +63,7 @@ static void keep_running_json(struct top_data *d)
     for (cJSON *job = d->running_json ? d->running_json->child : NULL; job; job = next) {
         char b[32];
         next = job->next;
-        if (strcmp(ctl_json_text(job, "state", b, sizeof(b)), "PENDING") == 0) {
+        if (strcmp(ctl_json_text(job, QUEUE_F_STATE, b, sizeof(b)), "PENDING") == 0) {
             d->pending++;
             cJSON_Delete(cJSON_DetachItemViaPointer(d->running_json, job));
         }
