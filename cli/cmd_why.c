@@ -272,7 +272,7 @@ int ctl_why_ask(struct queue *q, const char *id, int wait_s, cJSON **doc, struct
                        " is free), so none can say why it "
                        "waits; hint: start musterd, or see musterctl status",
                        queue_prefix(q));
-    (void)mu_snprintf(key, sizeof(key), "why:%s", entry);
+    (void)mu_snprintf(key, sizeof(key), QUEUE_K_WHY "%s", entry);
     /* One second past the question's deadline: musterd answers at once what it read in time. */
     for (int s = 0; s <= wait_s && !value; s++)
         if (queue_answer_wait(q, key, 1000, &value, &len, err) != 0)

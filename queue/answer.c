@@ -69,7 +69,7 @@ int queue_control_verdict(struct queue *q, const char *entry_id, int timeout_ms,
     const cJSON *error;
     int rc;
 
-    (void)mu_snprintf(key, sizeof(key), "reply:%s", entry_id);
+    (void)mu_snprintf(key, sizeof(key), QUEUE_K_REPLY "%s", entry_id);
     /* One second past the entry's deadline: musterd answers at once what it read in time. */
     for (int waited = 0; waited <= timeout_ms && !value; waited += 1000) {
         if (queue_answer_wait(q, key, 1000, &value, &len, err) != 0)

@@ -26,6 +26,7 @@
 #define QUEUE_K_SUBMIT       "submit"      /* stream: field spec; "submit:<user>" a user's own */
 #define QUEUE_K_CONTROL      "control"     /* stream: operator commands; "control:<user>" own */
 #define QUEUE_K_REPLY        "reply:"      /* + entry id: list, the verdict on one's own command */
+#define QUEUE_K_WHY          "why:"        /* + entry id: list, musterd's answer to musterctl why */
 #define QUEUE_K_JOB          "job:"        /* + job id: the job hash (QUEUE_F_*) */
 #define QUEUE_K_JOBS         "jobs"        /* sorted set: id by submit ms, for listing */
 #define QUEUE_K_EVENTS       "events"      /* stream, capped */

@@ -230,7 +230,7 @@ void d_access_verdict(struct musterd *d, const struct queue_entry *e, const char
             return; /* answered by the command itself */
         (void)mu_snprintf(key, sizeof(key), "%s:%s", e->cmd, e->id);
     } else {
-        (void)mu_snprintf(key, sizeof(key), "reply:%s", e->id);
+        (void)mu_snprintf(key, sizeof(key), QUEUE_K_REPLY "%s", e->id);
     }
     mu_buf_init(&text, 4096);
     if (error ? mu_buf_append(&text, "{\"error\":", 9, &err) != 0

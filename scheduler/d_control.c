@@ -112,7 +112,7 @@ static void control_expired(struct musterd *d, const struct queue_entry *e, uint
            e->cmd, e->arg, e->id, (unsigned long long)e->timeout_ms, (unsigned long long)now_ms);
     if (strcmp(e->cmd, "why") != 0)
         return;
-    (void)mu_snprintf(key, sizeof(key), "why:%s", e->id);
+    (void)mu_snprintf(key, sizeof(key), QUEUE_K_WHY "%s", e->id);
     (void)mu_snprintf(
         text, sizeof(text),
         "{\"error\":\"expired: musterd read the question after its %llu ms deadline\"}",

@@ -364,7 +364,7 @@ void d_why(struct musterd *d, const char *entry_id, const char *job_id)
     }
     text = doc ? cJSON_PrintUnformatted(doc) : NULL;
     cJSON_Delete(doc);
-    (void)mu_snprintf(key, sizeof(key), "why:%s", entry_id);
+    (void)mu_snprintf(key, sizeof(key), QUEUE_K_WHY "%s", entry_id);
     if (!text)
         mu_log(MU_LOG_ERROR, "sched", "why %s: out of memory for the answer", job_id);
     else if (d->store.ops->answer_push(d->store.ctx, key, text, strlen(text), &err) != 0) {
