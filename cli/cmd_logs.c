@@ -53,8 +53,7 @@ struct logs_answer {
 
 struct node_of {
     int64_t task;
-    char *node;
-    size_t size;
+    const char *node; /* borrowed from the placement once found */
 };
 
 /* Task c->task's node into c->node (1 stops the walk there). */
@@ -65,19 +64,21 @@ static int node_of_task(void *ctx, int task, const char *node, uint64_t gpus)
     (void)gpus;
     if (task != c->task)
         return 0;
-    mu_strlcpy(c->node, node, c->size);
+    c->node = node;
     return 1;
 }
 
 /* The node of task `task` in the job's placement, into node; false when not placed. */
 static bool placement_node(const cJSON *job, int64_t task, char *node, size_t size)
 {
-    struct node_of c = { task, node, size };
+    struct node_of c = { task, NULL };
 
-    return queue_placement_each(cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_PLACEMENT),
-                                node_of_task, &c)
-               == 1
-           && node[0] != '\0';
+    if (queue_placement_each(cJSON_GetObjectItemCaseSensitive(job, QUEUE_F_PLACEMENT), node_of_task,
+                             &c)
+        != 1)
+        return false;
+    mu_strlcpy(node, c.node, size);
+    return node[0] != '\0';
 }
 
 /* Splits value (header line, '\n', data) into a; -1 when it is not an answer. */

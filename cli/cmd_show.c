@@ -96,7 +96,7 @@ static void show_field(const cJSON *item, uint64_t now_ms)
     char age[16];
 
     if (strcmp(item->string, QUEUE_F_PLACEMENT) == 0 && cJSON_IsArray(item)) {
-        fputs(QUEUE_F_PLACEMENT, stdout);
+        printf("%s", QUEUE_F_PLACEMENT);
         show_placement(item);
         return;
     }
