@@ -410,6 +410,8 @@ static void advance(struct sim_engine *e, int64_t t_ms)
     while (e->next_sample_ms <= t_ms) {
         struct sim_sample sm = { (double)e->next_sample_ms / MS, e->npending, e->nrunning,
                                  (double)e->used_gpus };
+        /* Samples only feed the plots: no memory for one more ends the sampling, as
+         * MAX_SAMPLES does, not the replay (tests/unit/test_oom.c counts on it). */
         if (e->res->nsamples >= MAX_SAMPLES || sim_result_sample(e->res, &sm) != 0)
             break;
         e->next_sample_ms += e->sample_step_ms;
