@@ -4,6 +4,7 @@
 # submitted job is in a final state (SUCCEEDED: the tasks never fail on their own), no attempt's
 # task ran twice, and the counts add up.  MUSTER_SOAK_S sets the chaos time (default 30 s in CI).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/soak.sh"
 
 soak_s=${MUSTER_SOAK_S:-30}
 REDIS_PORT=$(free_port)
@@ -25,40 +26,8 @@ nodes=(n1 n2 n3 n4)
 for n in "${nodes[@]}"; do start_worker "$n" spot-a 8; done
 wait_for "4 nodes registered" 15 '[ "$(rcli HLEN muster:nodes)" = 4 ]'
 
-# Each task marks its attempt with noclobber: a second run of the same attempt's task is caught.
-task='set -C; : > '"$T"'/ran/$MUSTER_JOB_ID.$MUSTER_ATTEMPT.$RANK 2>/dev/null || echo "$MUSTER_JOB_ID.$MUSTER_ATTEMPT.$RANK" >> '"$T"'/dup; sleep 0.$((RANDOM % 8 + 2))'
-spec_json=$(jq -cn --arg c "$task" '{command: $c, max_retries: 0}')
-
-# Half the jobs go in with a bare XADD, as redis-cli users do: when Redis dies between storing
-# the entry and replying, the submitter cannot know whether it landed ("unsure").  The other
-# half use musterctl's idempotency key and retry the same key until they get an answer, which
-# is how a pipeline gets exactly-once submission.
-submitted="$T/submitted"
-: >"$submitted"
-: >"$T/unsure"
-submitter() {
-    local n=0
-    while [ ! -e "$T/stop" ]; do
-        local tasks=$((RANDOM % 3 + 1)) gpus=$((1 << (RANDOM % 3)))
-        local spec id=
-        n=$((n + 1))
-        if [ $((n % 2)) = 0 ]; then
-            spec=$(echo "$spec_json" | jq -c --argjson t $tasks --argjson g $gpus '. + {tasks: $t, gpus_per_task: $g}')
-            id=$(rcli XADD muster:submit '*' spec "$spec" 2>/dev/null) || true
-            case "$id" in [0-9]*-[0-9]*) ;; *) echo "$n" >>"$T/unsure" ;; esac
-        else
-            spec=$(echo "$spec_json" | jq -c --argjson t $tasks --argjson g $gpus --arg k "soak-$n" '. + {tasks: $t, gpus_per_task: $g, idempotency_key: $k}')
-            until id=$("$MUSTER_BIN/musterctl" submit - <<<"$spec" 2>/dev/null) || [ -e "$T/stop" ]; do
-                sleep 0.2
-            done
-        fi
-        case "$id" in [0-9]*-[0-9]*) echo "$id" >>"$submitted" ;; esac
-        sleep 0.2
-    done
-}
-submitter &
-sub_pid=$!
-_mu_pids+=("$sub_pid")
+# The stream of submissions (tests/integration/soak.sh, shared with t0491).
+soak_submitter_start
 
 kills_sched=0 kills_worker=0 kills_redis=0
 end=$((SECONDS + soak_s))

@@ -19,6 +19,7 @@
 # hash, no stream entry); it is counted apart as "lost", and allowed only when a Redis failover
 # happened.  Every wait polls with a generous deadline; nothing asserts how long a step took.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/soak.sh"
 
 command -v jq >/dev/null 2>&1 || fail "jq not found"
 _mu_need_bin musterctl
@@ -117,41 +118,8 @@ export SCHED_ENDPOINTS
 for n in n1 n2 n3 n4; do start_worker "$n" spot-a 8; done
 wait_for "4 nodes registered" 30 '[ "$(rcli HLEN muster:nodes)" = 4 ]'
 
-# ---- the stream of submissions (t0490's) ---------------------------------------------------------
-# Each task marks its attempt with noclobber: a second run of the same attempt's task is caught.
-task='set -C; : > '"$T"'/ran/$MUSTER_JOB_ID.$MUSTER_ATTEMPT.$RANK 2>/dev/null || echo "$MUSTER_JOB_ID.$MUSTER_ATTEMPT.$RANK" >> '"$T"'/dup; sleep 0.$((RANDOM % 8 + 2))'
-spec_json=$(jq -cn --arg c "$task" '{command: $c, max_retries: 0}')
-# Half the jobs go in with a bare XADD to the primary the Sentinels name: no reply (or an error
-# such as READONLY from a demoted primary) leaves the submitter unsure.  The other half use
-# musterctl with the Sentinel URL and an idempotency key, retried until answered.
-submitted="$T/submitted"
-: >"$submitted"
-: >"$T/unsure"
-submitter() {
-    local n=0
-    while [ ! -e "$T/stop" ]; do
-        local tasks=$((RANDOM % 3 + 1)) gpus=$((1 << (RANDOM % 3)))
-        local spec id=
-        n=$((n + 1))
-        if [ $((n % 2)) = 0 ]; then
-            spec=$(echo "$spec_json" | jq -c --argjson t $tasks --argjson g $gpus '. + {tasks: $t, gpus_per_task: $g}')
-            id=$(rcli XADD muster:submit '*' spec "$spec" 2>/dev/null) || true
-            case "$id" in [0-9]*-[0-9]*) ;; *) echo "$n" >>"$T/unsure" ;; esac
-        else
-            spec=$(echo "$spec_json" | jq -c --argjson t $tasks --argjson g $gpus --arg k "soak-$n" '. + {tasks: $t, gpus_per_task: $g, idempotency_key: $k}')
-            until id=$("$MUSTER_BIN/musterctl" submit - <<<"$spec" 2>/dev/null) || [ -e "$T/stop" ]; do
-                sleep 0.2
-            done
-            # Stopped between retries: a try may have landed unanswered.
-            case "$id" in [0-9]*-[0-9]*) ;; *) echo "$n" >>"$T/unsure" ;; esac
-        fi
-        case "$id" in [0-9]*-[0-9]*) echo "$id" >>"$submitted" ;; esac
-        sleep 0.2
-    done
-}
-submitter &
-sub_pid=$!
-_mu_pids+=("$sub_pid")
+# ---- the stream of submissions (tests/integration/soak.sh, shared with t0490) ------------------
+soak_submitter_start
 
 # ---- chaos ---------------------------------------------------------------------------------------
 kills_leader=0 freezes=0 failovers=0 kills_primary=0 outages=0 outage_s=0 skipped=0
