@@ -18,6 +18,8 @@
 
 #include "core/sched.h"
 
+#include "tests/unit/support/core_fix.h"
+
 #include "common/mu_banned.h"
 
 #define NOW ((int64_t)1700000000)
@@ -36,25 +38,12 @@ static struct sched_cluster *cluster(void)
     return c;
 }
 
+/* An 8-GPU node in zone z1 and the given rack. */
 static int add_node(struct sched_cluster *c, const char *name, int pool, const char *rack)
 {
-    struct sched_node_spec s;
-    struct mu_err err;
-    int idx;
-
-    memset(&s, 0, sizeof(s));
-    (void)mu_snprintf(s.name, sizeof(s.name), "%s", name);
-    s.pool = pool;
-    s.ngpus = 8;
-    s.cpus = 96;
-    s.memory_mb = 1 << 20;
-    s.nlabels = 2;
-    (void)mu_snprintf(s.labels[0], sizeof(s.labels[0]), "z1");
-    (void)mu_snprintf(s.labels[1], sizeof(s.labels[1]), "%s", rack);
-    idx = sched_cluster_node_add(c, &s, &err);
-    if (idx < 0)
-        fail_msg("%s", err.msg);
-    return idx;
+    char path[64];
+    (void)mu_snprintf(path, sizeof(path), "z1/%s", rack);
+    return cfix_node_add(c, name, pool, 8, path);
 }
 
 /* A busy rack (two nodes, one 2x8 gang ending at NOW + 1000) and a one-node rack, half used by a

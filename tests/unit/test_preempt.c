@@ -20,6 +20,8 @@
 
 #include "core/sched.h"
 
+#include "tests/unit/support/core_fix.h"
+
 #include "common/mu_banned.h"
 
 #define NOW       100000                /* seconds: placements, ends */
@@ -73,26 +75,12 @@ static void world_init(struct world *w, int nlevels)
     world_init_cap(w, nlevels, 0);
 }
 
+/* A node in zone, alone in rack "r-<name>" (labels for as many levels as the cluster has). */
 static int add_node(struct world *w, const char *name, int pool, int gpus, const char *zone)
 {
-    struct sched_node_spec s;
-    struct mu_err err;
-    int idx;
-    memset(&s, 0, sizeof(s));
-    (void)mu_snprintf(s.name, sizeof(s.name), "%s", name);
-    s.pool = pool;
-    s.ngpus = gpus;
-    s.cpus = 96;
-    s.memory_mb = 1 << 20;
-    s.nlabels = sched_cluster_level_count(w->c);
-    if (s.nlabels > 0)
-        (void)mu_snprintf(s.labels[0], sizeof(s.labels[0]), "%s", zone);
-    if (s.nlabels > 1)
-        (void)mu_snprintf(s.labels[1], sizeof(s.labels[1]), "r-%s", name);
-    idx = sched_cluster_node_add(w->c, &s, &err);
-    if (idx < 0)
-        fail_msg("%s", err.msg);
-    return idx;
+    char path[2 * SCHED_NAME_MAX + 4];
+    (void)mu_snprintf(path, sizeof(path), "%s/r-%s", zone, name);
+    return cfix_node_add(w->c, name, pool, gpus, path);
 }
 
 /* Starts a one-task gang on node with GPU mask; returns its victim record for tuning. */

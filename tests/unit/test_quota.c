@@ -19,6 +19,8 @@
 
 #include "core/sched.h"
 
+#include "tests/unit/support/core_fix.h"
+
 #include "common/mu_banned.h"
 
 #define NOW 100000
@@ -184,16 +186,9 @@ static struct sched_cluster *cluster_spot_od(int spot_nodes, int od_nodes)
     struct sched_cluster *c = sched_cluster_new(pools, 2, NULL, 0, NULL);
     assert_non_null(c);
     for (int i = 0; i < spot_nodes + od_nodes; i++) {
-        struct sched_node_spec s;
-        struct mu_err err;
-        memset(&s, 0, sizeof(s));
-        (void)mu_snprintf(s.name, sizeof(s.name), "n%d", i);
-        s.pool = i < spot_nodes ? 0 : 1;
-        s.ngpus = 8;
-        s.cpus = 96;
-        s.memory_mb = 1 << 20;
-        if (sched_cluster_node_add(c, &s, &err) < 0)
-            fail_msg("%s", err.msg);
+        char name[16];
+        (void)mu_snprintf(name, sizeof(name), "n%d", i);
+        (void)cfix_node_add(c, name, i < spot_nodes ? 0 : 1, 8, "");
     }
     return c;
 }

@@ -22,6 +22,8 @@
 
 #include "core/sched.h"
 
+#include "tests/unit/support/core_fix.h"
+
 #include "common/mu_banned.h"
 
 static const char *const level_names[] = { "zone", "block", "rack" };
@@ -48,31 +50,6 @@ static struct sched_cluster *cluster(int nlevels)
     struct sched_cluster *c = sched_cluster_new(pools, 3, level_names, nlevels, NULL);
     assert_non_null(c);
     return c;
-}
-
-/* A node with labels from path "zone/block/rack" (as many parts as the cluster has levels). */
-static int add_node(struct sched_cluster *c, const char *name, int pool, int gpus, const char *path)
-{
-    struct sched_node_spec s;
-    struct mu_err err;
-    int idx;
-    memset(&s, 0, sizeof(s));
-    (void)mu_snprintf(s.name, sizeof(s.name), "%s", name);
-    s.pool = pool;
-    s.ngpus = gpus;
-    s.cpus = 96;
-    s.memory_mb = 1 << 20;
-    s.nlabels = sched_cluster_level_count(c);
-    for (int l = 0; l < s.nlabels; l++) {
-        const char *slash = strchr(path, '/');
-        size_t len = slash ? (size_t)(slash - path) : strlen(path);
-        (void)mu_snprintf(s.labels[l], sizeof(s.labels[l]), "%.*s", (int)len, path);
-        path = slash ? slash + 1 : path + len;
-    }
-    idx = sched_cluster_node_add(c, &s, &err);
-    if (idx < 0)
-        fail_msg("%s", err.msg);
-    return idx;
 }
 
 static int place(struct sched_cluster *c, const struct sched_request *r, struct sched_slot *slots)
@@ -110,12 +87,12 @@ static void test_all_or_nothing(void **state)
     struct sched_slot slots[3];
     char reason[256];
     (void)state;
-    add_node(c, "a", 0, 8, "");
-    add_node(c, "b", 0, 8, "");
+    cfix_node_add(c, "a", 0, 8, "");
+    cfix_node_add(c, "b", 0, 8, "");
     assert_int_equal(place_why(c, &r, slots, reason), 0);
     assert_non_null(strstr(reason, "3x8"));
     assert_int_equal(sched_cluster_node_gpus_free(c, 0), 8); /* nothing taken */
-    add_node(c, "c", 0, 8, "");
+    cfix_node_add(c, "c", 0, 8, "");
     assert_int_equal(place(c, &r, slots), 1);
     sched_cluster_commit(c, &r, slots);
     for (int n = 0; n < 3; n++)
@@ -131,9 +108,9 @@ static void test_capacity_order_no_straddle(void **state)
     struct sched_request r = sched_request_make(2, 8);
     struct sched_slot slots[2];
     (void)state;
-    add_node(c, "spot1", 0, 8, "");
-    add_node(c, "od1", 2, 8, "");
-    add_node(c, "od2", 2, 8, "");
+    cfix_node_add(c, "spot1", 0, 8, "");
+    cfix_node_add(c, "od1", 2, 8, "");
+    cfix_node_add(c, "od2", 2, 8, "");
     /* One spot node cannot hold 2x8: the whole gang goes on-demand. */
     assert_int_equal(place(c, &r, slots), 1);
     assert_int_not_equal(slots[0].node, 0);
@@ -159,9 +136,9 @@ static void test_cheapest_pool_then_best_fit(void **state)
     struct sched_slot slots[3];
     struct sched_slot s4[1];
     (void)state;
-    add_node(c, "x1", 0, 8, ""); /* spot-x: 4.0 */
-    add_node(c, "y1", 1, 8, ""); /* spot-y: 3.0, cheaper */
-    add_node(c, "y2", 1, 8, "");
+    cfix_node_add(c, "x1", 0, 8, ""); /* spot-x: 4.0 */
+    cfix_node_add(c, "y1", 1, 8, ""); /* spot-y: 3.0, cheaper */
+    cfix_node_add(c, "y2", 1, 8, "");
     assert_int_equal(place(c, &r, slots), 1);
     assert_true(slots[0].node == 1 || slots[0].node == 2);
     /* Make y2 fuller: best fit sends the next small task there, keeping y1 whole. */
@@ -188,9 +165,9 @@ static void test_avoid_nodes(void **state)
     int y2;
     int od;
     (void)state;
-    y1 = add_node(c, "y1", 1, 8, "");
-    y2 = add_node(c, "y2", 1, 8, "");
-    od = add_node(c, "od1", 2, 8, "");
+    y1 = cfix_node_add(c, "y1", 1, 8, "");
+    y2 = cfix_node_add(c, "y2", 1, 8, "");
+    od = cfix_node_add(c, "od1", 2, 8, "");
     assert_int_equal(place(c, &r, slots), 1);
     avoid[0] = slots[0].node; /* where it "failed" */
     r.avoid = avoid;
@@ -232,8 +209,8 @@ static void test_pool_cap_and_states(void **state)
     struct sched_slot slots[2];
     char reason[256];
     (void)state;
-    add_node(c, "a", 0, 8, "");
-    add_node(c, "b", 0, 8, "");
+    cfix_node_add(c, "a", 0, 8, "");
+    cfix_node_add(c, "b", 0, 8, "");
     assert_int_equal(place_why(c, &r, slots, reason), 0); /* cap 8 GPUs */
     assert_string_equal(reason, "pool capped capped at 8 GPUs (0 in use); needs 2x8 GPUs");
     r.tasks = 1;
@@ -272,15 +249,15 @@ static void test_full_nodes_and_pool_moves(void **state)
     int a;
     int b;
     (void)state;
-    a = add_node(c, "a", 2, 8, ""); /* on-demand */
-    b = add_node(c, "b", 1, 8, ""); /* spot-y */
-    r.ncapacity = 1;                /* spot only */
+    a = cfix_node_add(c, "a", 2, 8, ""); /* on-demand */
+    b = cfix_node_add(c, "b", 1, 8, ""); /* spot-y */
+    r.ncapacity = 1;                     /* spot only */
     assert_int_equal(place(c, &r, first), 1);
     assert_int_equal(first[0].node, b);
     sched_cluster_commit(c, &r, first);
     assert_int_equal(place_why(c, &r, slots, reason), 0);
     assert_non_null(strstr(reason, "none free now"));
-    assert_int_equal(add_node(c, "a", 0, 8, ""), a); /* back, in spot-x */
+    assert_int_equal(cfix_node_add(c, "a", 0, 8, ""), a); /* back, in spot-x */
     assert_int_equal(place(c, &r, slots), 1);
     assert_int_equal(slots[0].node, a);
     sched_cluster_commit(c, &r, slots);
@@ -317,9 +294,9 @@ static void test_cooldown(void **state)
     char reason[256];
     uint64_t gen;
     (void)state;
-    add_node(c, "cheap", 0, 8, "");
-    add_node(c, "dear", 1, 8, "");
-    add_node(c, "od", 2, 8, "");
+    cfix_node_add(c, "cheap", 0, 8, "");
+    cfix_node_add(c, "dear", 1, 8, "");
+    cfix_node_add(c, "od", 2, 8, "");
     assert_int_equal(sched_place(c, &r, 1000, slots, reason, sizeof(reason)), 1);
     assert_int_equal(slots[0].node, 0);
     gen = sched_cluster_generation(c);
@@ -348,15 +325,15 @@ static void test_required_topology(void **state)
     struct sched_slot slots[2];
     char reason[256];
     (void)state;
-    add_node(c, "a1", 0, 8, "za");
-    add_node(c, "b1", 0, 8, "zb");
+    cfix_node_add(c, "a1", 0, 8, "za");
+    cfix_node_add(c, "b1", 0, 8, "zb");
     r.required_level = 0;
     r.ncapacity = 1;
     assert_int_equal(place_why(c, &r, slots, reason), 0);
     assert_string_equal(reason, "needs 2x8 GPUs in one zone; largest free zone has 1x8");
     r.required_level = -1;
     assert_int_equal(place(c, &r, slots), 1); /* across zones */
-    add_node(c, "b2", 0, 8, "zb");
+    cfix_node_add(c, "b2", 0, 8, "zb");
     r.required_level = 0;
     assert_int_equal(place(c, &r, slots), 1);
     assert_int_not_equal(slots[0].node, 0);
@@ -388,7 +365,7 @@ static struct sched_cluster *tree(void)
                     char path[32];
                     (void)mu_snprintf(name, sizeof(name), "n%02d", n++);
                     (void)mu_snprintf(path, sizeof(path), "z%d/b%d/r%d", z, b, k);
-                    add_node(c, name, 0, 8, path);
+                    cfix_node_add(c, name, 0, 8, path);
                 }
             }
         }
@@ -508,9 +485,9 @@ static void test_pack_fewest_nodes(void **state)
     struct sched_request one = sched_request_make(1, 2);
     struct sched_slot slots[5];
     (void)state;
-    add_node(c, "a", 0, 8, "");
-    add_node(c, "b", 0, 8, "");
-    add_node(c, "c", 0, 8, "");
+    cfix_node_add(c, "a", 0, 8, "");
+    cfix_node_add(c, "b", 0, 8, "");
+    cfix_node_add(c, "c", 0, 8, "");
     occupy(c, 0, 6); /* a: 2 free */
     occupy(c, 1, 2); /* b: 6 free */
     /* 4x2 = 8 GPUs: c holds all four; a and b would need two nodes. */
@@ -596,9 +573,9 @@ static void test_relabel(void **state)
     struct mu_err err;
     uint64_t gen;
     (void)state;
-    add_node(c, "a", 0, 8, "z0/b0/r0");
-    add_node(c, "b", 0, 8, "z0/b1/r1");
-    add_node(c, "c", 0, 8, "z1/b2/r2");
+    cfix_node_add(c, "a", 0, 8, "z0/b0/r0");
+    cfix_node_add(c, "b", 0, 8, "z0/b1/r1");
+    cfix_node_add(c, "c", 0, 8, "z1/b2/r2");
     r.required_level = 2; /* one rack */
     assert_int_equal(place_why(c, &r, slots, reason), 0);
     assert_string_equal(reason, "needs 2x8 GPUs in one rack; largest free rack has 1x8");
@@ -685,8 +662,8 @@ static void test_pass_starts_in_order(void **state)
     struct sched_pass_job jobs[3] = { { &a, 60, sa, 0 }, { &b, 60, sb, 0 }, { &b, 60, sc, 0 } };
     struct sched_decision out[3];
     (void)state;
-    add_node(c, "n0", 0, 8, "");
-    add_node(c, "n1", 0, 8, "");
+    cfix_node_add(c, "n0", 0, 8, "");
+    cfix_node_add(c, "n1", 0, 8, "");
     assert_int_equal(sched_pass(c, jobs, 3, NULL, 0, 0, out, NULL), 3);
     for (int i = 0; i < 3; i++) {
         assert_int_equal(out[i].verdict, SCHED_START);
@@ -723,11 +700,11 @@ static void test_pass_reservation_backfill(void **state)
     head.required_level = 0;
     head.ncapacity = 1;
     one.ncapacity = 1;
-    add_node(c, "n0", 0, 8, "a");
-    add_node(c, "n1", 0, 8, "b");
-    add_node(c, "n2", 0, 8, "a");
-    add_node(c, "n3", 0, 8, "a");
-    add_node(c, "n4", 0, 8, "b");
+    cfix_node_add(c, "n0", 0, 8, "a");
+    cfix_node_add(c, "n1", 0, 8, "b");
+    cfix_node_add(c, "n2", 0, 8, "a");
+    cfix_node_add(c, "n3", 0, 8, "a");
+    cfix_node_add(c, "n4", 0, 8, "b");
     sched_cluster_commit(c, &one, &run0);
     sched_cluster_commit(c, &one, &run1);
     assert_int_equal(sched_pass(c, jobs, 4, running, 2, 0, out, NULL), 2);
@@ -758,8 +735,8 @@ static void test_pass_never_fits_does_not_block(void **state)
     struct sched_pass_job jobs[2] = { { &huge, 60, sh, 0 }, { &small, 6000, ss, 0 } };
     struct sched_decision out[2];
     (void)state;
-    add_node(c, "n0", 0, 8, "");
-    add_node(c, "n1", 0, 8, "");
+    cfix_node_add(c, "n0", 0, 8, "");
+    cfix_node_add(c, "n1", 0, 8, "");
     assert_int_equal(sched_pass(c, jobs, 2, NULL, 0, 0, out, NULL), 1);
     assert_int_equal(out[0].verdict, SCHED_WAIT);
     assert_string_equal(out[0].reason, "needs 10x8 GPUs on spot or on-demand; only 2x8 exist "
@@ -877,15 +854,15 @@ static void test_pass_never_reasons(void **state)
     struct sched_slot run1 = { 4, 0xff };
     struct sched_running running[2] = { { &one, &run0, 100 }, { &one, &run1, 200 } };
     (void)state;
-    add_node(c, "a1", 0, 8, "z0/b0/r1");
-    add_node(c, "a2", 0, 8, "z0/b0/r1");
-    add_node(c, "a3", 0, 8, "z0/b0/r1");
-    add_node(c, "a4", 0, 8, "z0/b0/r1");
-    add_node(c, "b1", 0, 8, "z0/b0/r2");
-    add_node(c, "b2", 0, 8, "z0/b0/r2");
-    add_node(c, "b3", 0, 8, "z0/b0/r2");
-    add_node(c, "c1", 0, 8, "z0/b1/r3");
-    add_node(c, "c2", 0, 8, "z0/b1/r3");
+    cfix_node_add(c, "a1", 0, 8, "z0/b0/r1");
+    cfix_node_add(c, "a2", 0, 8, "z0/b0/r1");
+    cfix_node_add(c, "a3", 0, 8, "z0/b0/r1");
+    cfix_node_add(c, "a4", 0, 8, "z0/b0/r1");
+    cfix_node_add(c, "b1", 0, 8, "z0/b0/r2");
+    cfix_node_add(c, "b2", 0, 8, "z0/b0/r2");
+    cfix_node_add(c, "b3", 0, 8, "z0/b0/r2");
+    cfix_node_add(c, "c1", 0, 8, "z0/b1/r3");
+    cfix_node_add(c, "c2", 0, 8, "z0/b1/r3");
     sched_cluster_commit(c, &one, &run0);
     sched_cluster_commit(c, &one, &run1);
     pass_table(c, rows, (int)MU_ARRAY_LEN(rows), running, 2);
@@ -912,9 +889,9 @@ static void test_pass_never_cap(void **state)
     struct sched_cluster *c = sched_cluster_new(pools, 1, NULL, 0, NULL);
     (void)state;
     assert_non_null(c);
-    add_node(c, "a", 0, 8, "");
-    add_node(c, "b", 0, 8, "");
-    add_node(c, "c", 0, 8, "");
+    cfix_node_add(c, "a", 0, 8, "");
+    cfix_node_add(c, "b", 0, 8, "");
+    cfix_node_add(c, "c", 0, 8, "");
     pass_table(c, never, (int)MU_ARRAY_LEN(never), NULL, 0);
     sched_cluster_free(c);
 }
@@ -1211,7 +1188,7 @@ static void test_random_invariants(void **state)
             char path[16];
             (void)mu_snprintf(name, sizeof(name), "n%d", n);
             (void)mu_snprintf(path, sizeof(path), "z%d/b%d", rnd(3), rnd(3));
-            add_node(c, name, rnd(3), 1 + rnd(8), path);
+            cfix_node_add(c, name, rnd(3), 1 + rnd(8), path);
             if (rnd(10) == 0)
                 sched_cluster_node_set_state(c, n, SCHED_NODE_CORDONED);
         }
@@ -1449,7 +1426,7 @@ static void test_pass_stop_taken(void **state)
     struct sched_pass_stop stop = { .shapes = shapes, .left = left, .nshapes = 2 };
     (void)state;
 
-    add_node(c, "n0", 0, 8, "");
+    cfix_node_add(c, "n0", 0, 8, "");
     assert_int_equal(sched_pass_open(c, NULL, 0, 1, NULL, 0, 0, NULL), 0);
     sched_pass_stop_taken(&stop, 1); /* the 1 x 8 job, taken and not stepped */
     sched_pass_stop_taken(&stop, 2);

@@ -20,6 +20,8 @@
 
 #include "core/sched.h"
 
+#include "tests/unit/support/core_fix.h"
+
 #include "common/mu_banned.h"
 
 static struct sched_cluster *cluster(void)
@@ -45,13 +47,8 @@ static int add_node(struct sched_cluster *c, const char *name, int pool, const c
     char buf[256];
     char *save = NULL;
     int ngpu = 0;
-    int idx;
 
-    memset(&s, 0, sizeof(s));
-    (void)mu_snprintf(s.name, sizeof(s.name), "%s", name);
-    s.pool = pool;
-    s.cpus = 96;
-    s.memory_mb = 1 << 20;
+    cfix_node_spec(&s, c, name, pool, 0, "");
     mu_strlcpy(buf, layout, sizeof(buf));
     for (char *g = buf; g; g = strchr(g, ';') ? strchr(g, ';') + 1 : NULL)
         ngpu++;
@@ -78,10 +75,7 @@ static int add_node(struct sched_cluster *c, const char *name, int pool, const c
             part = plus ? plus + 1 : NULL;
         }
     }
-    idx = sched_cluster_node_add(c, &s, &err);
-    if (idx < 0)
-        fail_msg("%s", err.msg);
-    return idx;
+    return cfix_node_add_spec(c, &s);
 }
 
 static struct sched_request slice_req(struct sched_cluster *c, int tasks, int per, const char *p)
