@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "tests/unit/support/oom.h"
+#include "tests/unit/support/sim_fix.h"
 
 #include "access/access.h"
 #include "config/cfg.h"
@@ -211,11 +212,8 @@ static struct sim_setup *sim_setup(void)
     static int ready;
     struct mu_err err;
     if (!ready) {
-        sim_setup_defaults(&s);
-        assert_int_equal(cfg_parse(&s.cfg, sim_cluster, strlen(sim_cluster), &err), 0);
-        assert_int_equal(sim_setup_parse_nodes(&s, "spot=6,od=2", &err), 0);
+        sfix_setup(&s, sim_cluster, "spot=6,od=2");
         assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
-        s.check = true;
         ready = 1;
     }
     return &s;

@@ -16,6 +16,8 @@
 
 #include "sim/sim.h"
 
+#include "tests/unit/support/sim_fix.h"
+
 #include "common/mu_banned.h"
 
 static const char cluster_json[] =
@@ -26,21 +28,6 @@ static const char cluster_json[] =
     "\"gpus_per_node\":8,\"price_per_hour\":40}],"
     "\"queues\":[{\"name\":\"default\",\"weight\":1},{\"name\":\"research\",\"weight\":2}],"
     "\"max_time_limit_s\":100000,\"min_runtime_s\":60}";
-
-static void setup_make(struct sim_setup *s, const char *nodes)
-{
-    struct mu_err err;
-    sim_setup_defaults(s);
-    assert_int_equal(cfg_parse(&s->cfg, cluster_json, strlen(cluster_json), &err), 0);
-    assert_int_equal(sim_setup_parse_nodes(s, nodes, &err), 0);
-    s->check = true;
-}
-
-static struct sim_trace *parse(const struct sim_setup *s, const char *text, struct mu_err *err)
-{
-    struct sim_trace_opts o = { .cfg = &s->cfg, .gpus_per_node = 8 };
-    return sim_trace_parse(text, strlen(text), &o, err);
-}
 
 /* The skip kind whose example contains needle, or -1. */
 static int skip_find(const struct sim_trace *t, const char *needle)
@@ -79,14 +66,14 @@ static void test_trace_muster(void **state)
     struct sim_trace *t;
     const struct sim_job *j;
     (void)state;
-    setup_make(&s, "spot=4,od=2");
-    t = parse(&s,
-              "submit_s,duration_s,tasks,gpus_per_task,queue,priority,capacity,topology,"
-              "preemptible,checkpoint_interval_s,time_limit_s,user\n"
-              "150,60,2,8,research,5,on-demand,rack,false,600,120,ann\r\n"
-              "\n"
-              "100,30.5,1,1,,,,,,,,\n",
-              &err);
+    sfix_setup(&s, cluster_json, "spot=4,od=2");
+    t = sfix_trace(&s,
+                   "submit_s,duration_s,tasks,gpus_per_task,queue,priority,capacity,topology,"
+                   "preemptible,checkpoint_interval_s,time_limit_s,user\n"
+                   "150,60,2,8,research,5,on-demand,rack,false,600,120,ann\r\n"
+                   "\n"
+                   "100,30.5,1,1,,,,,,,,\n",
+                   &err);
     assert_non_null(t);
     assert_int_equal(sim_trace_format(t), SIM_FORMAT_MUSTER);
     assert_int_equal(sim_trace_count(t), 2);
@@ -136,7 +123,7 @@ static void test_trace_bad_rows(void **state)
     };
     struct sim_setup s;
     (void)state;
-    setup_make(&s, "spot=1");
+    sfix_setup(&s, cluster_json, "spot=1");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char text[512];
         struct mu_err err;
@@ -145,7 +132,7 @@ static void test_trace_bad_rows(void **state)
                           "submit_s,duration_s,tasks,gpus_per_task,queue,priority,time_limit_s,"
                           "checkpoint_interval_s,capacity,preemptible,topology\n%s\n0,5,1,1\n",
                           cases[i].row);
-        t = parse(&s, text, &err);
+        t = sfix_trace(&s, text, &err);
         assert_non_null(t);
         assert_int_equal(sim_trace_rows(t), 2);
         assert_int_equal(sim_trace_count(t), 1); /* the good row is kept */
@@ -176,11 +163,11 @@ static void test_trace_errors(void **state)
     };
     struct sim_setup s;
     (void)state;
-    setup_make(&s, "spot=1");
+    sfix_setup(&s, cluster_json, "spot=1");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct mu_err err;
         mu_err_clear(&err);
-        assert_null(parse(&s, cases[i].text, &err));
+        assert_null(sfix_trace(&s, cases[i].text, &err));
         if (!strstr(err.msg, cases[i].msg))
             fail_msg("case %zu: got '%s'", i, err.msg);
     }
@@ -193,16 +180,16 @@ static void test_trace_philly(void **state)
     struct sim_trace *t;
     const struct sim_job *j;
     (void)state;
-    setup_make(&s, "spot=4");
-    t = parse(&s,
-              "jobid,user,vc,status,timestamp,duration,num_gpus\n"
-              "a,u1,vc1,Pass,2017-10-03 10:00:00,600,16\n"
-              "b,u2,vc1,Failed,2017-10-03 09:59:00,60,1\n"
-              "c,u2,vc2,Killed,2017-10-03 10:01:00,None,1\n"
-              "d,u3,vc2,Pass,2017-13-03 10:01:00,60,1\n"
-              "e,u3,vc2,Pass,2017-10-04 00:00:00,60,12\n"
-              "f,u3,vc2,Pass,2017-10-04 00:00:00,60,0\n",
-              &err);
+    sfix_setup(&s, cluster_json, "spot=4");
+    t = sfix_trace(&s,
+                   "jobid,user,vc,status,timestamp,duration,num_gpus\n"
+                   "a,u1,vc1,Pass,2017-10-03 10:00:00,600,16\n"
+                   "b,u2,vc1,Failed,2017-10-03 09:59:00,60,1\n"
+                   "c,u2,vc2,Killed,2017-10-03 10:01:00,None,1\n"
+                   "d,u3,vc2,Pass,2017-13-03 10:01:00,60,1\n"
+                   "e,u3,vc2,Pass,2017-10-04 00:00:00,60,12\n"
+                   "f,u3,vc2,Pass,2017-10-04 00:00:00,60,0\n",
+                   &err);
     assert_non_null(t);
     assert_int_equal(sim_trace_format(t), SIM_FORMAT_PHILLY);
     assert_int_equal(sim_trace_rows(t), 6);
@@ -228,17 +215,17 @@ static void test_trace_alibaba(void **state)
     struct sim_trace *t;
     const struct sim_job *j;
     (void)state;
-    setup_make(&s, "spot=4");
-    t = parse(&s,
-              "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
-              "creation_time,deletion_time,scheduled_time\n"
-              "p1,8000,30000,1,500,,BE,Succeeded,100,400,120\n"
-              "p2,8000,30000,8,1000,,LS,Running,50,,60\n"
-              "p3,8000,30000,0,0,,BE,Succeeded,10,100,20\n"
-              "p4,8000,30000,16,1000,,Guaranteed,Succeeded,0,1000,0\n"
-              "p5,8000,30000,1,1000,,Burstable,Pending,70,,\n"
-              "p6,8000,30000,1,1000,,XX,Succeeded,70,90,80\n",
-              &err);
+    sfix_setup(&s, cluster_json, "spot=4");
+    t = sfix_trace(&s,
+                   "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
+                   "creation_time,deletion_time,scheduled_time\n"
+                   "p1,8000,30000,1,500,,BE,Succeeded,100,400,120\n"
+                   "p2,8000,30000,8,1000,,LS,Running,50,,60\n"
+                   "p3,8000,30000,0,0,,BE,Succeeded,10,100,20\n"
+                   "p4,8000,30000,16,1000,,Guaranteed,Succeeded,0,1000,0\n"
+                   "p5,8000,30000,1,1000,,Burstable,Pending,70,,\n"
+                   "p6,8000,30000,1,1000,,XX,Succeeded,70,90,80\n",
+                   &err);
     assert_non_null(t);
     assert_int_equal(sim_trace_format(t), SIM_FORMAT_ALIBABA);
     assert_int_equal(sim_trace_count(t), 2);
@@ -266,7 +253,7 @@ static void test_setup_and_cluster(void **state)
     struct sched_cluster *c;
     const struct sched_node_spec *a, *b, *z;
     (void)state;
-    setup_make(&s, "spot=40,od=8");
+    sfix_setup(&s, cluster_json, "spot=40,od=8");
     assert_int_equal(sim_setup_parse_nodes(&s, "spot=1,gpu=2", &err), -1);
     assert_non_null(strstr(err.msg, "pool 'gpu' is not in the config"));
     assert_int_equal(sim_setup_parse_nodes(&s, "spot=x", &err), -1);
@@ -302,7 +289,7 @@ static struct sim_trace *gen_trace(const struct sim_setup *s, int jobs, uint64_t
     o.queues = "default,research";
     mu_buf_init(&b, 0);
     assert_int_equal(sim_gen(&o, &b, &err), 0);
-    t = parse(s, b.data, &err);
+    t = sfix_trace(s, b.data, &err);
     mu_buf_release(&b);
     assert_non_null(t);
     assert_int_equal(sim_trace_rows(t), jobs);
@@ -318,7 +305,7 @@ static void test_run_policies_checked(void **state)
     struct sim_trace *t;
     struct mu_err err;
     (void)state;
-    setup_make(&s, "spot=12,od=4");
+    sfix_setup(&s, cluster_json, "spot=12,od=4");
     assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
     t = gen_trace(&s, 300, 3);
     for (int p = 0; p < SIM_NPOLICIES; p++) {
@@ -373,14 +360,14 @@ static void test_spot_checkpoint_on_notice(void **state)
     struct sim_result *r;
     const struct sim_stats *st;
     (void)state;
-    setup_make(&s, "spot=4");
+    sfix_setup(&s, cluster_json, "spot=4");
     s.restart_s = 0;
     s.ckpt_write_s = 30;
     assert_int_equal(sim_setup_parse_spot_rate(&s, "1", &err), 0);
-    t = parse(&s,
-              "submit_s,duration_s,tasks,gpus_per_task,checkpoint_interval_s\n"
-              "0,36000,1,8,3600\n0,36000,1,8,3600\n0,36000,2,8,3600\n",
-              &err);
+    t = sfix_trace(&s,
+                   "submit_s,duration_s,tasks,gpus_per_task,checkpoint_interval_s\n"
+                   "0,36000,1,8,3600\n0,36000,1,8,3600\n0,36000,2,8,3600\n",
+                   &err);
     assert_non_null(t);
     r = sim_run(&s, t, SIM_MUSTER, &err);
     assert_non_null(r);
@@ -406,12 +393,12 @@ static void test_users_fair_share(void **state)
     const int *order;
     static const int want[] = { 0, 4, 1, 2, 3 };
     (void)state;
-    setup_make(&s, "spot=1");
-    t = parse(&s,
-              "submit_s,duration_s,tasks,gpus_per_task,user\n"
-              "0,100,1,8,alice\n1,100,1,8,alice\n2,100,1,8,alice\n3,100,1,8,alice\n"
-              "10,100,1,8,bob\n",
-              &err);
+    sfix_setup(&s, cluster_json, "spot=1");
+    t = sfix_trace(&s,
+                   "submit_s,duration_s,tasks,gpus_per_task,user\n"
+                   "0,100,1,8,alice\n1,100,1,8,alice\n2,100,1,8,alice\n3,100,1,8,alice\n"
+                   "10,100,1,8,bob\n",
+                   &err);
     assert_non_null(t);
     assert_int_equal(sim_trace_users(t), 2);
     assert_int_not_equal(sim_trace_jobs(t)[4].user, sim_trace_jobs(t)[0].user);
@@ -428,8 +415,8 @@ static void test_users_fair_share(void **state)
     sim_result_free(r);
     sim_trace_free(t);
     /* Without a user column: one user per queue. */
-    t = parse(&s, "submit_s,duration_s,tasks,gpus_per_task,queue\n0,1,1,1,\n0,1,1,1,research\n",
-              &err);
+    t = sfix_trace(
+        &s, "submit_s,duration_s,tasks,gpus_per_task,queue\n0,1,1,1,\n0,1,1,1,research\n", &err);
     assert_non_null(t);
     assert_int_equal(sim_trace_users(t), 2);
     sim_trace_free(t);
@@ -443,7 +430,7 @@ static void test_pass_interval(void **state)
     struct mu_err err;
     struct sim_result *every, *coarse;
     (void)state;
-    setup_make(&s, "spot=12,od=4");
+    sfix_setup(&s, cluster_json, "spot=12,od=4");
     assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
     t = gen_trace(&s, 200, 5);
     every = sim_run(&s, t, SIM_MUSTER, &err);
@@ -466,8 +453,8 @@ static void test_never_fit(void **state)
     struct sim_trace *t;
     struct mu_err err;
     (void)state;
-    setup_make(&s, "spot=2");
-    t = parse(&s, "submit_s,duration_s,tasks,gpus_per_task\n0,100,4,8\n5,100,1,8\n", &err);
+    sfix_setup(&s, cluster_json, "spot=2");
+    t = sfix_trace(&s, "submit_s,duration_s,tasks,gpus_per_task\n0,100,4,8\n5,100,1,8\n", &err);
     assert_non_null(t);
     for (int p = 0; p < SIM_NPOLICIES; p++) {
         struct sim_result *r = sim_run(&s, t, (enum sim_policy)p, &err);
@@ -502,8 +489,8 @@ static void test_gen_and_report(void **state)
     assert_true(a.len != c.len || memcmp(a.data, c.data, a.len) != 0);
     o.max_nodes = 0;
     assert_int_equal(sim_gen(&o, &c, &err), -1);
-    setup_make(&s, "spot=64,od=16");
-    t = parse(&s, a.data, &err);
+    sfix_setup(&s, cluster_json, "spot=64,od=16");
+    t = sfix_trace(&s, a.data, &err);
     assert_non_null(t);
     r[0] = sim_run(&s, t, SIM_FIFO, &err);
     r[1] = sim_run(&s, t, SIM_MUSTER, &err);

@@ -15,6 +15,8 @@
 
 #include "sim/sim.h"
 
+#include "tests/unit/support/sim_fix.h"
+
 #include "common/mu_banned.h"
 
 static const char cluster_json[] =
@@ -22,15 +24,6 @@ static const char cluster_json[] =
     "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":10},"
     "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
     "\"gpus_per_node\":8,\"price_per_hour\":40}]}";
-
-static void setup_make(struct sim_setup *s, const char *nodes)
-{
-    struct mu_err err;
-    sim_setup_defaults(s);
-    assert_int_equal(cfg_parse(&s->cfg, cluster_json, strlen(cluster_json), &err), 0);
-    assert_int_equal(sim_setup_parse_nodes(s, nodes, &err), 0);
-    s->check = true;
-}
 
 static struct sim_avail_trace *avail(const struct sim_setup *s,
                                      const char *text,
@@ -46,7 +39,7 @@ static void test_avail_parse(void **state)
     struct sim_avail_trace *t;
     const struct sim_avail *a;
     (void)state;
-    setup_make(&s, "spot=4");
+    sfix_setup(&s, cluster_json, "spot=4");
     t = avail(&s, "nodes,t_s,pool\r\n3,200,spot\n\n1,100,spot\n2,100.7,spot\n", &err);
     assert_non_null(t);
     assert_int_equal(sim_avail_count(t), 3);
@@ -90,7 +83,7 @@ static void test_avail_bad_input(void **state)
     };
     struct sim_setup s;
     (void)state;
-    setup_make(&s, "spot=4");
+    sfix_setup(&s, cluster_json, "spot=4");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct mu_err err;
         mu_err_clear(&err);
@@ -113,7 +106,7 @@ static void test_avail_replay(void **state)
     struct sim_avail_trace *a;
     struct mu_err err;
     (void)state;
-    setup_make(&s, "spot=4");
+    sfix_setup(&s, cluster_json, "spot=4");
     o = (struct sim_trace_opts){ .cfg = &s.cfg, .gpus_per_node = 8 };
     t = sim_trace_parse(jobs_csv, strlen(jobs_csv), &o, &err);
     assert_non_null(t);

@@ -17,6 +17,8 @@
 
 #include "sim/sim.h"
 
+#include "tests/unit/support/sim_fix.h"
+
 #include "common/mu_banned.h"
 
 /* 8 spot nodes of 8 GPUs; research may hold 16 spot GPUs, alone or in cohort ml with prod. */
@@ -33,20 +35,10 @@ static const char cfg_cohort[] =
     "{\"name\":\"prod\",\"weight\":1,\"quota\":{\"spot\":48},\"cohort\":\"ml\"}],"
     "\"min_runtime_s\":60,\"default_time_limit_s\":5000}";
 
-static void setup_make(struct sim_setup *s, const char *json)
-{
-    struct mu_err err;
-    sim_setup_defaults(s);
-    assert_int_equal(cfg_parse(&s->cfg, json, strlen(json), &err), 0);
-    assert_int_equal(sim_setup_parse_nodes(s, "spot=8", &err), 0);
-    s->check = true;
-}
-
 static struct sim_trace *parse(const struct sim_setup *s, const char *text)
 {
-    struct sim_trace_opts o = { .cfg = &s->cfg, .gpus_per_node = 8 };
     struct mu_err err;
-    struct sim_trace *t = sim_trace_parse(text, strlen(text), &o, &err);
+    struct sim_trace *t = sfix_trace(s, text, &err);
     assert_non_null(t);
     return t;
 }
@@ -80,7 +72,7 @@ static void test_quota_holds(void **state)
     struct sim_trace *t;
     struct mu_err err;
     (void)state;
-    setup_make(&s, cfg_solo);
+    sfix_setup(&s, cfg_solo, "spot=8");
     t = parse(&s, "submit_s,duration_s,tasks,gpus_per_task,queue\n"
                   "0,100,1,8,default\n0,100,1,8,default\n"
                   "1,100,1,8,research\n1,100,1,8,research\n1,100,1,8,research\n"
@@ -115,7 +107,7 @@ static void test_cohort_borrow_and_reclaim(void **state)
     struct sim_result *r;
     int64_t start, end;
     (void)state;
-    setup_make(&s, cfg_cohort);
+    sfix_setup(&s, cfg_cohort, "spot=8");
     t = parse(&s, "submit_s,duration_s,tasks,gpus_per_task,queue\n"
                   "0,1000,1,8,research\n0,1000,1,8,research\n0,1000,1,8,research\n"
                   "0,1000,1,8,research\n0,1000,1,8,research\n0,1000,1,8,research\n"

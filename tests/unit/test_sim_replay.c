@@ -15,6 +15,8 @@
 
 #include "sim/sim.h"
 
+#include "tests/unit/support/sim_fix.h"
+
 #include "common/mu_banned.h"
 
 static const char cluster_json[] =
@@ -22,21 +24,6 @@ static const char cluster_json[] =
     "\"gpu_type\":\"H100\",\"gpus_per_node\":8,\"price_per_hour\":10},"
     "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
     "\"gpus_per_node\":8,\"price_per_hour\":40}],\"default_time_limit_s\":3600}";
-
-static void setup_make(struct sim_setup *s, const char *nodes)
-{
-    struct mu_err err;
-    sim_setup_defaults(s);
-    assert_int_equal(cfg_parse(&s->cfg, cluster_json, strlen(cluster_json), &err), 0);
-    assert_int_equal(sim_setup_parse_nodes(s, nodes, &err), 0);
-    s->check = true;
-}
-
-static struct sim_trace *parse(const struct sim_setup *s, const char *text, struct mu_err *err)
-{
-    struct sim_trace_opts o = { .cfg = &s->cfg, .gpus_per_node = 8 };
-    return sim_trace_parse(text, strlen(text), &o, err);
-}
 
 /* Epoch milliseconds as musterd records them: the clock starts at the first one's second. */
 static void test_replay_ms(void **state)
@@ -49,13 +36,13 @@ static void test_replay_ms(void **state)
     int64_t start, end;
     int cap;
     (void)state;
-    setup_make(&s, "spot=1,od=1");
-    t = parse(&s,
-              "submit_ms,duration_s,tasks,gpus_per_task,end_ms,capacity\n"
-              "1790000001500,10,1,8,1790000004200,spot\n"
-              "1790000001700,1,1,8,1790000006000,spot\n"
-              "1790000001600,5,1,8,,on-demand\n",
-              &err);
+    sfix_setup(&s, cluster_json, "spot=1,od=1");
+    t = sfix_trace(&s,
+                   "submit_ms,duration_s,tasks,gpus_per_task,end_ms,capacity\n"
+                   "1790000001500,10,1,8,1790000004200,spot\n"
+                   "1790000001700,1,1,8,1790000006000,spot\n"
+                   "1790000001600,5,1,8,,on-demand\n",
+                   &err);
     assert_non_null(t);
     j = sim_trace_jobs(t);
     assert_int_equal(j[0].submit_ms, 500); /* from 1790000001000 */
@@ -101,7 +88,7 @@ static void test_replay_bad_rows(void **state)
     };
     struct sim_setup s;
     (void)state;
-    setup_make(&s, "spot=1");
+    sfix_setup(&s, cluster_json, "spot=1");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char text[512];
         struct mu_err err;
@@ -109,7 +96,7 @@ static void test_replay_bad_rows(void **state)
         (void)mu_snprintf(text, sizeof(text),
                           "submit_ms,duration_s,tasks,gpus_per_task,end_ms\n%s\n0,5,1,1,\n",
                           cases[i].row);
-        t = parse(&s, text, &err);
+        t = sfix_trace(&s, text, &err);
         assert_non_null(t);
         assert_int_equal(sim_trace_count(t), 1); /* the good row is kept */
         assert_int_equal(sim_trace_skip_kinds(t), 1);
@@ -124,10 +111,11 @@ static void test_replay_header(void **state)
     struct sim_setup s;
     struct mu_err err;
     (void)state;
-    setup_make(&s, "spot=1");
-    assert_null(parse(&s, "submit_s,submit_ms,duration_s,tasks,gpus_per_task\n0,0,1,1,1\n", &err));
+    sfix_setup(&s, cluster_json, "spot=1");
+    assert_null(
+        sfix_trace(&s, "submit_s,submit_ms,duration_s,tasks,gpus_per_task\n0,0,1,1,1\n", &err));
     assert_non_null(strstr(err.msg, "line 1, column 2: 'submit_ms' and 'submit_s' both given"));
-    assert_null(parse(&s, "submit_ms,duration_s,tasks\n0,1,1\n", &err));
+    assert_null(sfix_trace(&s, "submit_ms,duration_s,tasks\n0,1,1\n", &err));
     assert_non_null(strstr(err.msg, "column 'gpus_per_task' missing"));
 }
 

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the simulator's unit tests (test_sim, test_sim_avail, test_sim_quota, test_sim_replay)
+ * share: a replay setup from a config text and a node list, and a trace read with the setup's
+ * config, instead of a setup_make and a parse in each file (issue #41).  Built as the static
+ * library sim_test_support (tests/CMakeLists.txt).  sfix_setup fails the running cmocka test
+ * rather than return an error: call it only from inside a test.
+ */
+#ifndef MUSTER_TESTS_SIM_FIX_H
+#define MUSTER_TESTS_SIM_FIX_H
+
+#include "sim/sim.h"
+
+/* Defaults, the config cfg_json, the nodes ("spot=4,od=1"), and check mode on. */
+void sfix_setup(struct sim_setup *s, const char *cfg_json, const char *nodes);
+
+/* text as a trace for s (its config's queues and levels, 8 GPUs a node); NULL with err. */
+struct sim_trace *sfix_trace(const struct sim_setup *s, const char *text, struct mu_err *err);
+
+#endif
