@@ -18,7 +18,7 @@ mkdir -p "$T/out"
 
 ms() { python3 -c "import sys; print('%.0f' % (float(sys.argv[1]) / 1e6))" "$1"; }
 max_stamp() { # GLOB: the latest ns stamp among the files
-    cat $1 2>/dev/null | sort -n | tail -1
+    sort -n "$1" 2>/dev/null | tail -1
 }
 stats() { # NAME VALUES...
     python3 - "$@" <<'PY'
@@ -72,7 +72,9 @@ spot)
         wait_for "run $r cancelled" 20 job_state_is "$id" CANCELLED
         wait_for "run $r: on-demand free" 20 '[ "$(rcli HGET muster:pools p4d-od | jq .gpus_free)" = 32 ]'
     done
+    # shellcheck disable=SC2046 # one argument per sample
     stats "spot notice->checkpoint signal in every task (interval 1 s)" $(for v in "${sig[@]}"; do ms "$v"; done)
+    # shellcheck disable=SC2046 # one argument per sample
     stats "spot notice->gang running again elsewhere" $(for v in "${moved[@]}"; do ms "$v"; done)
     ;;
 preempt)
@@ -91,6 +93,7 @@ preempt)
         wait_for "run $r done" 30 '[ "$(job_state '"$high"')" = CANCELLED ] && [ "$(job_state '"$low"')" = CANCELLED ]'
         wait_for "run $r: free" 20 '[ "$(rcli HGET muster:pools p4d-spot | jq .gpus_free)" = 32 ]'
     done
+    # shellcheck disable=SC2046 # one argument per sample
     stats "preempt submission->preemptor started (victim checkpoints in 1 s)" $(for v in "${lat[@]}"; do ms "$v"; done)
     ;;
 *)

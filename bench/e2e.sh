@@ -50,7 +50,7 @@ start_workers() {
         start_worker "n$i" p4d-spot 8 --label zone=z$((i % 4)) --log-level warn \
             --run-dir "$run_root/n$i"
     done
-    wait_for "$nodes nodes registered" $((nodes / 4 + 30)) '[ "$(rcli HLEN muster:nodes)" = '$nodes' ]'
+    wait_for "$nodes nodes registered" $((nodes / 4 + 30)) '[ "$(rcli HLEN muster:nodes)" = '"$nodes"' ]'
 }
 
 # run_latency RUNS: XADD -> every task of a 4x8 gang started (musterd and workers running).
@@ -193,6 +193,7 @@ ctl)
     start_musterd "$CONFIG" --log-level warn
     "$MUSTER_BIN/muster-bench" submit --jobs "$jobs" --seed 42 >/dev/null
     wait_for "$jobs jobs stored" 600 '[ "$(rcli ZCARD muster:jobs)" -ge '"$jobs"' ]'
+    # shellcheck disable=SC2034 # read by wait_for's condition below
     last=$(rcli ZREVRANGE muster:jobs 0 0)
     wait_for "the last job's reason" 600 \
         '[ -n "$(rcli HGET "muster:job:$last" reason)" ] && [ "$(rcli HGET "muster:job:$last" reason)" != "waiting for the scheduler" ]'

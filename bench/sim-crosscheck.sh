@@ -94,7 +94,7 @@ paste -d' ' "$T/real.txt" <(tail -n +2 "$T/sim.csv" | cut -d, -f2,9 | sort -t, -
 # order.
 inv=$(sort -n -k1,1 "$T/cmp.txt" | awk '{ s[NR] = $2 } END { for (i = 1; i <= NR; i++)
     for (j = i + 1; j <= NR; j++) if (s[j] < s[i]) bad++; print bad + 0 }')
-read -r _ n max mean <"$T/stats.txt"
+read -r _ _ max mean <"$T/stats.txt"
 echo "sim-crosscheck jobs=$jobs nodes=$nodes ${max} ${mean} order_inversions=$inv" \
     "preemptions_real=$real_pre preemptions_sim=$sim_pre"
 if [ -n "$tol" ]; then

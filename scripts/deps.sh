@@ -15,6 +15,7 @@ packages=(
     libzmq3-dev libhiredis-dev libmsgpack-dev libcurl4-openssl-dev libcjson-dev libcmocka-dev libmicrohttpd-dev libsqlite3-dev
     redis-server redis-tools jq python3 procps curl sqlite3
     clang-format # scripts/lint.sh (clang-format --dry-run --Werror)
+    shellcheck   # scripts/lint.sh shell check (.shellcheckrc)
     clang-tidy cppcheck         # scripts/lint.sh --tidy, which scripts/test.sh (CI) runs
     clang-14 libclang-rt-14-dev # scripts/test.sh fuzz pass (libFuzzer, ASan+UBSan runtimes)
     valgrind                    # scripts/test.sh valgrind pass, tests/integration/t0500

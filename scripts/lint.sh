@@ -29,6 +29,10 @@
 #             the core's node state set (sched_cluster_node_set_state) only inside the functions
 #             of state_allowed below (d_job_moved and d_job_state_load for a job, d_node.c's
 #             node_sync for a node, the simulator's own job and node model), each with its reason
+#   shell     shellcheck (Debian's, 0.9) on every *.sh and .ci/run: scripts/, tests/ (lib.sh,
+#             soak.sh, each tNNNN), bench/, deploy/; $MUSTER_JOBS processes at once.  Repo-wide
+#             choices are in .shellcheckrc, each with its reason; anything else is fixed or
+#             silenced on its line: "# shellcheck disable=SCxxxx # why".  About 10 s of CPU.
 #
 #   tidy      (only with --tidy) clang-tidy (.clang-tidy) on every file of
 #             $MUSTER_BUILD_DIR/compile_commands.json and on examples/*.c, one process per file,
@@ -359,6 +363,15 @@ lint_headers() {
     return $rc
 }
 
+# Every shell script of the tree: *.sh wherever it is, and the CI entry point.
+lint_shell() {
+    if ! command -v shellcheck >/dev/null 2>&1; then
+        echo "lint: shell: shellcheck not found (hint: scripts/deps.sh installs it)"
+        return 1
+    fi
+    list_files '*.sh' .ci/run | xargs -r -P "$jobs" -n 12 shellcheck -f gcc
+}
+
 # clang-tidy runs one process per file, $jobs at a time: clang-tidy 14's valist checker carries
 # state from one file to the next inside one process, and reported every va_start'ed va_list of
 # the second and later files as uninitialised (clang-analyzer-valist.Uninitialized); one file per
@@ -415,6 +428,7 @@ check layers
 check state
 check calls
 check headers
+check shell
 [ "$tidy" -eq 0 ] || check tidy
 
 echo "lint: $passed passed, ${#failed[@]} failed${failed:+ (${failed[*]})}"

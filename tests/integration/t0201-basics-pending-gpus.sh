@@ -24,7 +24,9 @@ value() { # NAME-WITH-LABELS
 }
 
 # No workers: everything stays pending.
+# shellcheck disable=SC2034 # read by wait_for's condition
 big=$(submit_json '{"tasks":2,"gpus_per_task":8,"command":["true"]}')     # 16 > spot-a's cap
+# shellcheck disable=SC2034 # read by wait_for's condition
 small=$(submit_json '{"tasks":1,"gpus_per_task":4,"command":["true"]}')   # fits under the cap
 wait_for "both jobs pending" 10 'job_state_is "$big" PENDING && job_state_is "$small" PENDING'
 wait_for "pending GPUs by pool" 10 '[ "$(value '"'"'muster_pending_gpus{queue="default",pool="od-a"}'"'"')" = 16 ]'

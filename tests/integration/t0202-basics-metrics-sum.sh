@@ -38,6 +38,7 @@ ctl cancel "$big" >/dev/null || fail "cancel $big failed"
 for want in "$ok1 SUCCEEDED" "$ok2 SUCCEEDED" "$bad FAILED" "$arr FAILED" "$rej REJECTED" \
     "$sleeper CANCELLED" "$dep CANCELLED" "$slow TIMEOUT" "$big CANCELLED" \
     "${big}_0 CANCELLED" "${big}_1 CANCELLED"; do
+    # shellcheck disable=SC2086 # split "ID STATE" into $1 and $2
     set -- $want
     wait_for "job $1 $2" 30 job_state_is "$1" "$2"
 done

@@ -27,7 +27,8 @@ sed -n '/<!-- acl-proven:begin -->/,/<!-- acl-proven:end -->/p' "$MUSTER_SRC/doc
     grep '^user ' | sed -e "s/alice/$A/g" -e "s/bob/$B/g" >"$T/users.acl"
 [ "$(grep -c '^user ' "$T/users.acl")" = 6 ] || fail "docs/security.md: expected 6 ACL users: $(cat "$T/users.acl")"
 # carol: a Redis user the rules do not know.
-grep "^user $A " "$T/users.acl" | sed -e "s/$A/carol/g" >>"$T/users.acl"
+acl=$(grep "^user $A " "$T/users.acl")
+sed -e "s/$A/carol/g" <<<"$acl" >>"$T/users.acl"
 echo "user default on >$ADMIN_PW ~* &* +@all" >>"$T/users.acl"
 
 REDIS_PORT=$(free_port)

@@ -36,6 +36,7 @@ now_ns() { date +%s%N; }
 # (once: a stop may signal it again, as KILL is idempotent, and the note must not be cut short).
 # The start mark appears whole (written aside, then renamed) and only once the trap is set, so
 # the test never stops a task that could not yet note its stop.
+# shellcheck disable=SC1078,SC1079 # a two-line task script, quoted across the line on purpose
 cmd1='set -C; : > '"$T"'/ran/half.$MUSTER_ATTEMPT.$RANK || echo dup >> '"$T"'/dup
 [ $MUSTER_ATTEMPT != 1 ] || trap "trap '' TERM; set +C; date +%s%N > '"$T"'/half.stop.\$RANK; exit 143" TERM
 date +%s%N > '"$T"'/half.mark.$MUSTER_ATTEMPT.$RANK && mv '"$T"'/half.mark.$MUSTER_ATTEMPT.$RANK '"$T"'/half.start.$MUSTER_ATTEMPT.$RANK

@@ -16,6 +16,7 @@ start_sentinels "$REDIS_PORT"
 wait_for "the Sentinels name the primary" 20 '[ "$(sentinel_primary)" = "$REDIS_PORT" ]'
 
 make_config --with "{\"redis\": \"$MUSTER_SENTINEL_URL\"}" >/dev/null
+# shellcheck disable=SC2153 # MUSTER_BIN is lib.sh's
 "$MUSTER_BIN/musterd" --config "$CONFIG" --check-config >"$T/check.out" 2>&1 ||
     fail "--check-config refused the Sentinel URL: $(cat "$T/check.out")"
 ok "the config's \"redis\" takes a redis+sentinel:// URL"

@@ -9,6 +9,7 @@ start_redis
 make_config --with '{"leader_lease_s": 2, "node_lost_after_s": 6}' >/dev/null
 start_musterd "$CONFIG"
 RELAY_PORT=$(free_port)
+# shellcheck disable=SC2154 # _mu_python is lib.sh's
 "$_mu_python" "$MUSTER_SRC/tests/tools/relay.py" "$RELAY_PORT" "$SCHED_PORT" >>"$T/relay.log" 2>&1 &
 RELAY_PID=$!
 _mu_pids+=("$RELAY_PID")

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # submitted, sub_pid and task are set by soak.sh (soak_submitter_start)
 # Soak test with chaos (issue #5): a steady stream of gangs while a chaos loop kill -9s and
 # restarts musterd, the workers and Redis (AOF, fsync always) at random.  At the end every
 # submitted job is in a final state (SUCCEEDED: the tasks never fail on their own), no attempt's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154 # submitted, sub_pid and task are set by soak.sh (soak_submitter_start)
 # Soak test with high-availability chaos (issue #14): t0490's stream of gangs and accounting, on
 # a Redis primary + replica + three Sentinels and two musterd (leader + standby) given only the
 # redis+sentinel:// URL, with four workers that know both schedulers.  A chaos loop picks at

@@ -76,6 +76,7 @@ ok "submit stream trimmed to $(rcli XLEN muster:submit) entry; the idempotency k
 # A restart reads the active jobs only, and jobs after it go the same way.
 stop_musterd
 start_musterd "$CONFIG"
+# shellcheck disable=SC2034 # read by wait_for's conditions
 late=$(submit_json '{"name":"h-late","command":["true"]}')
 wait_for "late job archived" 60 '[ "$(ctl history "${H[@]}" --id "$late" -o json | jq length)" = 1 ]'
 wait_for "late job gone from redis" 60 '[ "$(rcli EXISTS "muster:job:$late")" = 0 ]'

@@ -136,7 +136,7 @@ while :; do
         k=${running[roll % ${#running[@]}]}
         touch "$T/done.$k"
         wait_for "job $k (${id[k]}) succeeded" 60 job_state_is "${id[k]}" SUCCEEDED
-        state[k]=done
+        state[k]="done"
         echo "$ev end $k" >>"$T/events.txt"
     fi
     barrier
@@ -146,7 +146,7 @@ while :; do
     ev=$((ev + 1))
 done
 for k in "${!state[@]}"; do
-    [ "${state[k]}" = done ] || fail "job $k (${id[k]}) is ${state[k]} at the end"
+    [ "${state[k]}" = "done" ] || fail "job $k (${id[k]}) is ${state[k]} at the end"
 done
 
 # musterd's record, in plan order: k, submitted, last started, finished (ms), tasks, capacity of

@@ -39,7 +39,7 @@ ok "bad profiles, and gpu_milli without a shared pool, are rejected: $(job_field
 
 # Seven one-slice jobs: all on GPU 0's slices (units 4-10), none on GPU 1's.
 ids=()
-for i in 1 2 3 4 5 6 7; do
+for _ in 1 2 3 4 5 6 7; do
     ids+=("$(submit_json "{\"gpu_slice\":\"1g.10gb\",\"capacity\":[\"spot\"],\"command\":[\"$T/task.sh\",\"$T/out\",\"60\"]}")")
 done
 for id in "${ids[@]}"; do

@@ -25,7 +25,7 @@ milli() { ctl -o json nodes | jq -c '.[] | select(.name == "s1") | .gpu_milli'; 
 
 # Three 400m jobs: two share GPU 0 (800), the third cannot (1200) and takes GPU 1.
 ids=()
-for i in 1 2 3; do
+for _ in 1 2 3; do
     ids+=("$(submit_json "{\"gpu_milli\":400,\"gpu_type\":\"L4\",\"command\":[\"$T/task.sh\",\"$T/out\",\"60\"]}")")
     wait_for "job ${ids[-1]} running" 15 job_state_is "${ids[-1]}" RUNNING
 done

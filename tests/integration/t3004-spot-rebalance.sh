@@ -20,7 +20,7 @@ curl -sf -X POST "http://127.0.0.1:$IMDS_PORT/mock/rebalance" >/dev/null
 wait_for "s1 at risk" 10 '[ "$(rcli HGET muster:nodes s1 | jq -r .at_risk)" = true ]'
 # These two hold s2 until released (a file): s2 must be full while "third" is checked, however
 # slow the machine (a 2 s sleep could end first).
-for i in 1 2; do
+for _ in 1 2; do
     id=$(submit_json "{\"tasks\":1,\"gpus_per_task\":4,\"capacity\":[\"spot\"],\"command\":$(await_file_json "$T/release")}")
     wait_for "job $id running" 10 job_state_is "$id" RUNNING
     [ "$(rcli HGET "muster:job:$id" nodes)" = s2 ] || fail "a new gang went to the at-risk node"

@@ -117,7 +117,7 @@ printf '{"name": "sub1", "command": ["python", "train.py"],\n "tasks": 2}' >"$T/
 expect_rc 0 ctl submit "$T/job.json"
 id1=$(cat "$T/out")
 [[ "$id1" =~ ^[0-9]+-[0-9]+$ ]] || fail "submit printed '$id1', not a job id"
-[ "$(rcli XRANGE "${P}submit" "$id1" "$id1" | sed -n 3p)" = "$(cat "$T/job.json" | head -1)" ] ||
+[ "$(rcli XRANGE "${P}submit" "$id1" "$id1" | sed -n 3p)" = "$(head -1 "$T/job.json")" ] ||
     fail "stream entry is not the file's first line"
 [ "$(rcli --raw XRANGE "${P}submit" "$id1" "$id1" | tail -n +3)" = "$(cat "$T/job.json")" ] ||
     fail "stream entry differs from the submitted file"
