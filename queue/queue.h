@@ -227,7 +227,8 @@ struct queue_log_req {
 #define QUEUE_OWNER_MAX 64 /* a Redis user name that owns streams, NUL included */
 
 /* The key of stream s of owner ("" or NULL = the shared one) into buf: "muster:submit:alice",
- * "muster:submit".  0, or -1 when it does not fit. */
+ * "muster:submit".  0, or -1 when it does not fit; never with CFG_NAME_MAX + QUEUE_OWNER_MAX + 16
+ * bytes (a prefix and owner within their caps), so callers with such a buffer drop the result. */
 int queue_stream_key(
     const char *prefix, enum queue_stream s, const char *owner, char *buf, size_t size);
 /* The user q writes as: its URL's user, "" when it names none or "default".  Borrowed. */

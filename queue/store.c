@@ -542,7 +542,7 @@ int queue_active_each(struct queue *q, queue_stored_job_fn fn, void *ctx, struct
         if (c.vanished[i]
             && queue_append(q, "SREM %s" QUEUE_K_ACTIVE " %s", q->prefix, ids->element[i]->str)
                    == REDIS_OK)
-            (void)queue_pipeline_finish(q, 1, NULL);
+            (void)queue_pipeline_finish(q, 1, NULL); /* housekeeping: the next load tries again */
     }
 out:
     free(c.vanished);

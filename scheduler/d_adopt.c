@@ -105,6 +105,8 @@ static void adopt_drain(struct musterd *d, struct d_job *j)
         (void)mu_snprintf(why, sizeof(why), "node %s drained", node->name);
         mu_log(MU_LOG_INFO, "sched", "job=%s adopted on drained node %s: checkpointed and requeued",
                j->id, node->name);
+        /* A stop Redis cannot take now (d_job_write logged it) is made again by
+         * d_outage_recheck once Redis is back: the gang is still on a draining node. */
         (void)d_gang_react(d, j, &r, why, (uint64_t)r.stop_by_ms, D_C_REQUEUES);
         return;
     }

@@ -269,10 +269,19 @@ int d_counters_incr(struct d_metrics *mx,
                     enum d_counter c,
                     struct mu_err *err)
 {
+    struct mu_err own;
+
     if ((int)c < 0 || c >= D_COUNTER_COUNT)
         return 0;
     mx->counters[c] += 1;
-    return store->ops->counter_incr(store->ctx, counter_names[c], err);
+    if (!err)
+        err = &own; /* the fence check (noted) and the log below need the message */
+    if (store->ops->counter_incr(store->ctx, counter_names[c], err) != 0) {
+        mu_log_limited(MU_LOG_WARN, "sched", "redis-counter", 5, "counter %s not stored: %s",
+                       counter_names[c], err->msg);
+        return -1;
+    }
+    return 0;
 }
 
 int d_counters_load(struct d_metrics *mx, struct queue *q, struct mu_err *err)

@@ -168,7 +168,9 @@ struct d_owed {
 void d_counters_owe(struct d_metrics *mx, struct d_owed *o, const struct d_tally *t);
 /* Names what o owes in ev (to be cleared once ev's write landed). */
 void d_counters_settle(const struct d_owed *o, struct queue_event *ev);
-/* Raises one counter now, in memory and in Redis (for counts not tied to a job update). */
+/* Raises one counter now, in memory and in Redis (for counts not tied to a job update).  A write
+ * Redis refuses is logged here (rate-limited, with the counter's name), so a caller may drop the
+ * result: the count stays in memory, and the next start reads Redis's. */
 int d_counters_incr(struct d_metrics *mx,
                     const struct d_store *store,
                     enum d_counter c,

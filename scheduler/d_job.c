@@ -388,7 +388,7 @@ void d_jobs_flush_reasons(struct musterd *d)
             d_job_set_reason(d, j, reason);
         }
     }
-    (void)d_batch_end(d);
+    (void)d_batch_end(d); /* a batch that did not land is logged there and written again */
 }
 
 void d_array_tally_get(const struct d_job *p, struct d_array_tally *t)

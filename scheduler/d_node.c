@@ -622,8 +622,11 @@ int d_nodes_recover(struct musterd *d, struct mu_err *err)
          * for them before those nodes are back (d_intake.c's check). */
         cJSON_ArrayForEach(prof, profs)
         {
-            if (prof->string && mu_mig_profile_is_valid(prof->string))
-                (void)sched_cluster_profile_intern(d->cluster, prof->string, NULL);
+            struct mu_err perr;
+            if (prof->string && mu_mig_profile_is_valid(prof->string)
+                && sched_cluster_profile_intern(d->cluster, prof->string, &perr) < 0)
+                mu_log(MU_LOG_WARN, "sched", "MIG profile %s not kept until its nodes return: %s",
+                       prof->string, perr.msg);
         }
         /* Lost or down (its worker said BYE): not expected back. */
         if (!cJSON_IsString(name)

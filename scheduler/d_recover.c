@@ -275,6 +275,8 @@ void d_outage_recheck(struct musterd *d)
                 continue;
             }
             j->head_of_queue = r.head_of_queue;
+            /* A failed write (logged by d_job_write) means Redis went away again: the next
+             * reconnection runs this recheck again. */
             (void)d_gang_react(d, j, &r, why, 0, D_C_REQUEUES);
         }
     }

@@ -39,6 +39,8 @@ static bool ev_less(const struct sim_event *a, const struct sim_event *b)
     return a->seq < b->seq;
 }
 
+/* 0, or -1 with e->err.  A failure is sticky (e->failed ends the replay with e->err at the next
+ * event), so callers in the middle of a change may drop the result. */
 static int ev_push(struct sim_engine *e, int64_t t, enum ev_kind kind, int id, uint32_t gen)
 {
     struct sim_event ev = { .t = t, .seq = e->seq++, .kind = (uint16_t)kind, .gen = gen, .id = id };

@@ -165,7 +165,8 @@ void sim_wake_at(struct sim_engine *e, int64_t t_ms);
 /* policy.c: one pass of e->policy at e->now; 0 or -1 with e->err. */
 int sim_pass(struct sim_engine *e);
 /* Job j becomes PENDING (arrival, requeue) or leaves it (start): the pending list in arrival
- * order, and under muster and node-drain the order and the shapes (policy.c).  0 or -1. */
+ * order, and under muster and node-drain the order and the shapes (policy.c).  0 or -1, and a
+ * failure is sticky (e->failed), so a caller may drop the result. */
 int sim_pending_add(struct sim_engine *e, int j);
 void sim_pending_remove(struct sim_engine *e, int j);
 
