@@ -2,7 +2,8 @@
 /*
  * Allocation-failure tests (issue #41, docs/style.md §1.8): each parser and the core run with
  * allocation N failed, for every N until a run allocates fewer times (tests/unit/support/oom.h).
- * Inputs are the fuzz seeds (tests/fuzz/corpus/), which reach most of each parser; every failed
+ * Inputs are the fuzz seeds (tests/fuzz/corpus/), which reach most of each parser (the
+ * scheduler's, and the worker's nvidia-smi, topology matrix and IMDS readers); every failed
  * run must come back as an error with a message and leave its arguments as the fuzz targets'
  * invariants say (a failed spec parse leaves the record zeroed, a failed config parse leaves the
  * defaults), never crash, and never leak (ASan and valgrind run this test in CI).  The core runs
@@ -27,6 +28,7 @@
 #include "protocol/proto.h"
 #include "queue/queue.h"
 #include "sim/sim.h"
+#include "worker/wrk.h"
 
 #include "common/mu_banned.h"
 
@@ -167,8 +169,13 @@ static int proto_run(void *arg, struct mu_err *err)
 
 static void test_proto(void **state)
 {
-    static const char *const names[] = { "proto/full-hello", "proto/full-bind",
-                                         "proto/full-log_data", "proto/full-hello-checkpoint" };
+    static const char *const names[] = {
+        "proto/full-hello",           "proto/full-bind",
+        "proto/full-log_data",        "proto/full-hello-checkpoint",
+        "proto/full-task_status",     "proto/full-spot_notice",
+        "proto/full-checkpoint_done", "proto/full-rebalance",
+        "proto/full-log_read",
+    };
     (void)state;
     run_seeds(names, MU_ARRAY_LEN(names), proto_run);
 }
@@ -193,6 +200,53 @@ static void test_topo(void **state)
     static const char *const names[] = { "topo/aws_example.json" };
     (void)state;
     run_seeds(names, MU_ARRAY_LEN(names), topo_run);
+}
+
+/* ---- the worker's parsers: nvidia-smi's CSV and -L list, its topology matrix, the IMDS ---- */
+
+static int nvsmi_run(void *arg, struct mu_err *err)
+{
+    const struct text *t = arg;
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    int n = -1;
+    return wrk_gpus_parse_csv(t->data, gpus, PROTO_MAX_GPUS, &n, err);
+}
+
+static int mig_run(void *arg, struct mu_err *err)
+{
+    const struct text *t = arg;
+    struct proto_gpu gpus[PROTO_MAX_GPUS];
+    int n = -1;
+    wrk_gpus_simulate(gpus, 8, NULL);
+    return wrk_gpus_parse_mig(t->data, gpus, 8, PROTO_MAX_GPUS, &n, err);
+}
+
+static int nvtopo_run(void *arg, struct mu_err *err)
+{
+    const struct text *t = arg;
+    int island[PROTO_MAX_GPUS];
+    int nislands = -1;
+    return wrk_topo_parse(t->data, 8, island, &nislands, err);
+}
+
+static int imds_run(void *arg, struct mu_err *err)
+{
+    const struct text *t = arg;
+    struct wrk_imds_action act;
+    return wrk_imds_parse_action(t->data, t->len, &act, err);
+}
+
+static void test_worker(void **state)
+{
+    static const char *const csv[] = { "nvsmi/p5.48xlarge.csv", "nvsmi/g6e.12xlarge.csv" };
+    static const char *const mig[] = { "nvsmi/L-p5-mig" };
+    static const char *const topo[] = { "nvtopo/topo-p5.48xlarge.txt" };
+    static const char *const imds[] = { "imds/action-terminate.json", "imds/action-stop.json" };
+    (void)state;
+    run_seeds(csv, MU_ARRAY_LEN(csv), nvsmi_run);
+    run_seeds(mig, MU_ARRAY_LEN(mig), mig_run);
+    run_seeds(topo, MU_ARRAY_LEN(topo), nvtopo_run);
+    run_seeds(imds, MU_ARRAY_LEN(imds), imds_run);
 }
 
 /* ---- the simulator's trace readers, and the core as the simulator drives it ---- */
@@ -314,8 +368,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),      cmocka_unit_test(test_access),
         cmocka_unit_test(test_spec),        cmocka_unit_test(test_proto),
-        cmocka_unit_test(test_topo),        cmocka_unit_test(test_sim_readers),
-        cmocka_unit_test(test_core_replay),
+        cmocka_unit_test(test_topo),        cmocka_unit_test(test_worker),
+        cmocka_unit_test(test_sim_readers), cmocka_unit_test(test_core_replay),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
