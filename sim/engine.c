@@ -22,228 +22,8 @@
 
 #include "common/mu_banned.h"
 
-enum ev_kind { EV_END = 0, EV_STOPPED, EV_GONE, EV_BACK, EV_NOTICE, EV_AVAIL, EV_WAKE };
-
 #define MAX_SAMPLES 20000
 #define TIME_CAP_MS (366LL * 86400 * 1000) /* past the last arrival: the replay gives up */
-#define MS          1000                   /* a second on the replay's clock */
-
-/* ---- the event heap: (t, kind, seq), so one instant's releases come before its notices ---- */
-
-static bool ev_less(const struct sim_event *a, const struct sim_event *b)
-{
-    if (a->t != b->t)
-        return a->t < b->t;
-    if (a->kind != b->kind)
-        return a->kind < b->kind;
-    return a->seq < b->seq;
-}
-
-/* 0, or -1 with e->err.  A failure is sticky (e->failed ends the replay with e->err at the next
- * event), so callers in the middle of a change may drop the result. */
-static int ev_push(struct sim_engine *e, int64_t t, enum ev_kind kind, int id, uint32_t gen)
-{
-    struct sim_event ev = { .t = t, .seq = e->seq++, .kind = (uint16_t)kind, .gen = gen, .id = id };
-    int i;
-    if (e->nheap == e->cap_heap) {
-        int cap = e->cap_heap ? e->cap_heap * 2 : 1024;
-        struct sim_event *h = realloc(e->heap, (size_t)cap * sizeof(*h));
-        if (!h) {
-            e->failed = true;
-            return mu_errf(e->err, MU_E_NOMEM, "out of memory for events");
-        }
-        e->heap = h;
-        e->cap_heap = cap;
-    }
-    i = e->nheap++;
-    while (i > 0 && ev_less(&ev, &e->heap[(i - 1) / 2])) {
-        e->heap[i] = e->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    e->heap[i] = ev;
-    if (kind != EV_NOTICE)
-        e->active_events++;
-    return 0;
-}
-
-static struct sim_event ev_pop(struct sim_engine *e)
-{
-    struct sim_event top = e->heap[0];
-    struct sim_event last = e->heap[--e->nheap];
-    int i = 0;
-    for (;;) {
-        int k = 2 * i + 1;
-        if (k >= e->nheap)
-            break;
-        if (k + 1 < e->nheap && ev_less(&e->heap[k + 1], &e->heap[k]))
-            k++;
-        if (!ev_less(&e->heap[k], &last))
-            break;
-        e->heap[i] = e->heap[k];
-        i = k;
-    }
-    if (e->nheap > 0)
-        e->heap[i] = last;
-    if (top.kind != EV_NOTICE)
-        e->active_events--;
-    return top;
-}
-
-void sim_wake_at(struct sim_engine *e, int64_t t_ms)
-{
-    (void)ev_push(e, t_ms, EV_WAKE, -1, 0);
-}
-
-/* ---- jobs ---- */
-
-int64_t sim_job_run_s(const struct sim_engine *e, int j)
-{
-    return sched_time_limit_s(e->jobs[j].time_limit_s, e->s->cfg.default_time_limit_s);
-}
-
-int64_t sim_job_progress_ms(const struct sim_engine *e, int j, int64_t t_ms)
-{
-    const struct sim_sjob *s = &e->sj[j];
-    int64_t p = t_ms - s->att_start_ms - s->overhead_ms;
-    int64_t left = e->jobs[j].duration_s * MS - s->done_ms;
-    return p < 0 ? 0 : p > left ? left : p;
-}
-
-int64_t sim_job_periodic_ms(const struct sim_engine *e, int j, int64_t progress_ms)
-{
-    int64_t iv = e->jobs[j].ckpt_interval_s * MS;
-    return iv > 0 ? progress_ms / iv * iv : 0;
-}
-
-static double job_gpus(const struct sim_engine *e, int j)
-{
-    return (double)e->jobs[j].tasks * e->jobs[j].gpus_per_task;
-}
-
-/* Accounting and, in check mode, our own record of the GPUs, for a commit (+1) or release. */
-static int slots_account(struct sim_engine *e, int j, int sign)
-{
-    const struct sim_sjob *s = &e->sj[j];
-    for (int t = 0; t < s->req.tasks; t++) {
-        int n = s->slots[t].node;
-        int g = s->req.gpus_per_task;
-        int pool = sched_cluster_node_spec(e->c, n)->pool;
-        bool ready = sched_cluster_node_state(e->c, n) == SCHED_NODE_READY;
-        if (e->mask) {
-            uint64_t m = s->slots[t].gpus;
-            bool bad = sign > 0 ? (e->mask[n] & m) != 0 : (e->mask[n] & m) != m;
-            if (bad || __builtin_popcountll(m) != g) {
-                e->failed = true;
-                return mu_errf(e->err, MU_E_STATE,
-                               "check: t=%llds job line %d: GPUs 0x%llx of node n%d %s",
-                               (long long)sim_now_s(e), e->jobs[j].line, (unsigned long long)m, n,
-                               sign > 0 ? "committed twice" : "released but not committed");
-            }
-            e->mask[n] ^= m;
-        }
-        if (sign > 0 && e->node_used[n] == 0)
-            e->busy_nodes[pool]++;
-        e->node_used[n] += sign * g;
-        if (sign < 0 && e->node_used[n] == 0)
-            e->busy_nodes[pool]--;
-        e->used_gpus += sign * g;
-        if (ready)
-            e->used_ready += sign * g;
-    }
-    e->held_gpus[e->jobs[j].queue] += sign * job_gpus(e, j);
-    e->user_held[e->jobs[j].user] += sign * job_gpus(e, j);
-    return 0;
-}
-
-int sim_job_start(struct sim_engine *e, int j)
-{
-    struct sim_sjob *s = &e->sj[j];
-    const struct sim_job *tj = &e->jobs[j];
-    int64_t left = tj->duration_s * MS - s->done_ms;
-    int64_t natural, limit_end;
-
-    if (slots_account(e, j, +1) != 0)
-        return -1;
-    sim_pending_remove(e, j);
-    s->state = SJ_RUNNING;
-    s->head = false; /* as d_gang_start: first in its queue only until it starts */
-    s->att_start_ms = e->now_ms;
-    s->attempts++;
-    s->overhead_ms = s->gen > 0 ? (int64_t)e->s->restart_s * MS : 0;
-    s->run_idx = e->nrunning;
-    e->running[e->nrunning++] = j;
-    if (s->first_start_ms < 0) {
-        s->first_start_ms = e->now_ms;
-        s->first_cap =
-            (int)sched_cluster_pool(e->c, sched_cluster_node_spec(e->c, s->slots[0].node)->pool)
-                ->capacity;
-        e->res->start_order[e->res->nstarted++] = j;
-    }
-    natural = e->now_ms + s->overhead_ms + left;
-    /* A replay of a recorded run ends the job when the recorded one ended, in whichever attempt
-     * runs then (a preempted gang of t2008 restarts and ends on its recorded instant). */
-    if (tj->end_ms > e->now_ms)
-        natural = tj->end_ms;
-    /* Only a limit the trace gives stops a job: the pass plans with the default one, as musterd
-     * does, but a replayed job without one ran as long as it ran.  A job past its limit ends
-     * there (TIMEOUT, never requeued, as sched_react_time_limit says; no grace is modelled). */
-    limit_end = sched_time_limit_end_ms(e->now_ms, tj->time_limit_s, 0);
-    s->timed_out = limit_end < natural;
-    return ev_push(e, s->timed_out ? limit_end : natural, EV_END, j, s->gen);
-}
-
-static int job_release(struct sim_engine *e, int j)
-{
-    struct sim_sjob *s = &e->sj[j];
-    int last = e->running[--e->nrunning];
-    sched_cluster_release(e->c, &s->req, s->slots);
-    e->running[s->run_idx] = last;
-    e->sj[last].run_idx = s->run_idx;
-    s->run_idx = -1;
-    e->dirty = true;
-    return slots_account(e, j, -1);
-}
-
-void sim_job_stop(
-    struct sim_engine *e, int j, int64_t release_ms, int64_t save_ms, enum sim_cause c)
-{
-    struct sim_sjob *s = &e->sj[j];
-    double lost = (double)(release_ms - s->att_start_ms - save_ms) / MS;
-    e->lost_gpu_s[c] += (lost > 0 ? lost : 0) * job_gpus(e, j);
-    s->state = SJ_STOPPING;
-    s->release_ms = release_ms;
-    s->save_ms = save_ms;
-    s->cause = c;
-    (void)ev_push(e, release_ms, EV_STOPPED, j, s->gen);
-}
-
-static void job_end(struct sim_engine *e, int j)
-{
-    struct sim_sjob *s = &e->sj[j];
-    if (job_release(e, j) != 0)
-        return;
-    /* the restart cost of this attempt is lost to whatever stopped the one before */
-    e->lost_gpu_s[s->cause] += (double)s->overhead_ms / MS * job_gpus(e, j);
-    s->state = SJ_DONE;
-    s->end_ms = e->now_ms;
-    e->left--;
-}
-
-/* A stopped gang goes back to the pending jobs, in arrival order, with what it saved. */
-static void job_requeue(struct sim_engine *e, int j)
-{
-    struct sim_sjob *s = &e->sj[j];
-    if (job_release(e, j) != 0)
-        return;
-    s->done_ms += s->save_ms;
-    s->gen++;
-    s->state = SJ_PENDING;
-    s->head = s->cause == SIM_CAUSE_SPOT && e->policy == SIM_MUSTER;
-    if (s->preempted_for >= 0 && e->sj[s->preempted_for].victims_stopping > 0)
-        e->sj[s->preempted_for].victims_stopping--;
-    s->preempted_for = -1;
-    (void)sim_pending_add(e, j);
-}
 
 /* ---- spot nodes ---- */
 
@@ -268,8 +48,9 @@ static int next_notice(struct sim_engine *e, int n)
     double rate = e->s->spot_rate[pool];
     if (rate <= 0 || e->s->avail)
         return 0; /* an availability trace says when nodes go instead */
-    return ev_push(e, e->now_ms + MS * (1 + (int64_t)sim_rng_exp(&e->rng[n], 3600.0 / rate)),
-                   EV_NOTICE, n, 0);
+    return sim_event_push(
+        e, e->now_ms + SIM_MS * (1 + (int64_t)sim_rng_exp(&e->rng[n], 3600.0 / rate)),
+        SIM_EV_NOTICE, n, 0);
 }
 
 /* The gang j on a node that got a notice: musterd checkpoints the whole gang (the reaction r's
@@ -283,10 +64,11 @@ static void notice_gang(struct sim_engine *e, int j, const struct sched_reaction
     int64_t by_ms = r->stop_by_ms - e->now_ms; /* the most a stop may take */
     if (e->policy != SIM_MUSTER) {
         sim_job_stop(e, j, e->now_ms, sim_job_periodic_ms(e, j, p), SIM_CAUSE_SPOT);
-    } else if (e->jobs[j].ckpt_interval_s > 0 && (int64_t)s->ckpt_write_s * MS <= by_ms) {
-        sim_job_stop(e, j, e->now_ms + (int64_t)s->ckpt_write_s * MS, p, SIM_CAUSE_SPOT);
+    } else if (e->jobs[j].ckpt_interval_s > 0 && (int64_t)s->ckpt_write_s * SIM_MS <= by_ms) {
+        sim_job_stop(e, j, e->now_ms + (int64_t)s->ckpt_write_s * SIM_MS, p, SIM_CAUSE_SPOT);
     } else {
-        int64_t grace = e->jobs[j].ckpt_interval_s > 0 ? by_ms : (int64_t)s->cfg.kill_grace_s * MS;
+        int64_t grace =
+            e->jobs[j].ckpt_interval_s > 0 ? by_ms : (int64_t)s->cfg.kill_grace_s * SIM_MS;
         if (grace > by_ms)
             grace = by_ms;
         sim_job_stop(e, j, e->now_ms + grace,
@@ -309,7 +91,7 @@ static bool job_on_node(const struct sim_engine *e, int j, int n)
 static void on_notice(struct sim_engine *e, int n)
 {
     int pool = sched_cluster_node_spec(e->c, n)->pool;
-    int64_t gone_ms = e->now_ms + (int64_t)e->s->notice_s * MS;
+    int64_t gone_ms = e->now_ms + (int64_t)e->s->notice_s * SIM_MS;
     struct sched_reaction r = sched_react_spot_notice(
         e->now_ms, gone_ms, 0, e->policy == SIM_MUSTER ? e->s->cfg.spot_cooldown_s : -1);
     e->res->st.spot_notices++;
@@ -317,7 +99,7 @@ static void on_notice(struct sim_engine *e, int n)
     if (r.cool_down) {
         /* The core's clock is whole seconds: the cool-down ends with the pass at its second. */
         sched_cluster_pool_cooldown(e->c, pool, r.cooldown_until_s);
-        sim_wake_at(e, r.cooldown_until_s * MS);
+        sim_wake_at(e, r.cooldown_until_s * SIM_MS);
     }
     for (int i = 0; i < e->nrunning; i++) {
         int j = e->running[i];
@@ -326,7 +108,7 @@ static void on_notice(struct sim_engine *e, int n)
             notice_gang(e, j, &r);
         }
     }
-    (void)ev_push(e, gone_ms, EV_GONE, n, 0);
+    (void)sim_event_push(e, gone_ms, SIM_EV_GONE, n, 0);
 }
 
 static void on_gone(struct sim_engine *e, int n)
@@ -335,7 +117,7 @@ static void on_gone(struct sim_engine *e, int n)
     for (int i = 0; i < e->nrunning; i++) {
         int j = e->running[i];
         if (e->sj[j].state == SJ_STOPPING && job_on_node(e, j, n)) {
-            job_requeue(e, j);
+            sim_job_requeue(e, j);
             i = -1; /* the running array changed */
         }
     }
@@ -344,7 +126,7 @@ static void on_gone(struct sim_engine *e, int n)
     e->up_gpus -= sched_cluster_node_spec(e->c, n)->ngpus;
     e->up_nodes[sched_cluster_node_spec(e->c, n)->pool]--;
     if (!e->s->avail) /* with an availability trace, it comes back when the trace says */
-        (void)ev_push(e, e->now_ms + (int64_t)e->s->replace_s * MS, EV_BACK, n, 0);
+        (void)sim_event_push(e, e->now_ms + (int64_t)e->s->replace_s * SIM_MS, SIM_EV_BACK, n, 0);
 }
 
 static void on_back(struct sim_engine *e, int n)
@@ -383,7 +165,8 @@ static void on_avail(struct sim_engine *e, int i)
         }
     }
     if (i + 1 < sim_avail_count(e->s->avail))
-        (void)ev_push(e, sim_avail_rows(e->s->avail)[i + 1].t_s * MS, EV_AVAIL, i + 1, 0);
+        (void)sim_event_push(e, sim_avail_rows(e->s->avail)[i + 1].t_s * SIM_MS, SIM_EV_AVAIL,
+                             i + 1, 0);
 }
 
 /* ---- the clock ---- */
@@ -391,7 +174,7 @@ static void on_avail(struct sim_engine *e, int i)
 /* Integrates the accounting from the last instant to t_ms, and fair-share usage as d_usage.c. */
 static void advance(struct sim_engine *e, int64_t t_ms)
 {
-    double dt = (double)(t_ms - e->last_ms) / MS;
+    double dt = (double)(t_ms - e->last_ms) / SIM_MS;
     const struct cfg *cfg = &e->s->cfg;
     if (dt <= 0)
         return;
@@ -410,7 +193,7 @@ static void advance(struct sim_engine *e, int64_t t_ms)
         e->user_usage[u] =
             sched_usage_accrue(e->user_usage[u], e->user_held[u], dt, cfg->fair_share_half_life_s);
     while (e->next_sample_ms <= t_ms) {
-        struct sim_sample sm = { (double)e->next_sample_ms / MS, e->npending, e->nrunning,
+        struct sim_sample sm = { (double)e->next_sample_ms / SIM_MS, e->npending, e->nrunning,
                                  (double)e->used_gpus };
         /* Samples only feed the plots: no memory for one more ends the sampling, as
          * MAX_SAMPLES does, not the replay (tests/unit/test_oom.c counts on it). */
@@ -442,28 +225,28 @@ static int check_nodes(struct sim_engine *e)
 static void on_event(struct sim_engine *e, const struct sim_event *ev)
 {
     e->res->st.events++;
-    switch ((enum ev_kind)ev->kind) {
-    case EV_END:
+    switch ((enum sim_ev_kind)ev->kind) {
+    case SIM_EV_END:
         if (e->sj[ev->id].state == SJ_RUNNING && e->sj[ev->id].gen == ev->gen)
-            job_end(e, ev->id);
+            sim_job_end(e, ev->id);
         break;
-    case EV_STOPPED:
+    case SIM_EV_STOPPED:
         if (e->sj[ev->id].state == SJ_STOPPING && e->sj[ev->id].gen == ev->gen)
-            job_requeue(e, ev->id);
+            sim_job_requeue(e, ev->id);
         break;
-    case EV_NOTICE:
+    case SIM_EV_NOTICE:
         on_notice(e, ev->id);
         break;
-    case EV_GONE:
+    case SIM_EV_GONE:
         on_gone(e, ev->id);
         break;
-    case EV_BACK:
+    case SIM_EV_BACK:
         on_back(e, ev->id);
         break;
-    case EV_AVAIL:
+    case SIM_EV_AVAIL:
         on_avail(e, ev->id);
         break;
-    case EV_WAKE:
+    case SIM_EV_WAKE:
         e->dirty = true;
         break;
     }
@@ -472,7 +255,7 @@ static void on_event(struct sim_engine *e, const struct sim_event *ev)
 /* With pass_interval_s, a pass only every so often: a change before then asks for one then. */
 static bool pass_due(struct sim_engine *e)
 {
-    int64_t at = e->last_pass_ms + (int64_t)e->s->pass_interval_s * MS;
+    int64_t at = e->last_pass_ms + (int64_t)e->s->pass_interval_s * SIM_MS;
     if (e->s->pass_interval_s <= 0 || e->last_pass_ms < 0 || e->now_ms >= at)
         return true;
     if (e->pass_wake_ms != at) {
@@ -488,7 +271,7 @@ static int instant(struct sim_engine *e, int64_t t_ms)
     advance(e, t_ms);
     e->now_ms = t_ms;
     while (e->nheap > 0 && e->heap[0].t == t_ms && !e->failed) {
-        struct sim_event ev = ev_pop(e);
+        struct sim_event ev = sim_event_pop(e);
         on_event(e, &ev);
     }
     while (e->next_arrival < e->njobs && e->jobs[e->next_arrival].submit_ms == t_ms) {
@@ -614,12 +397,12 @@ static int engine_init(struct sim_engine *e, const struct sim_trace *t, enum sim
             return -1;
     }
     if (e->s->avail && sim_avail_count(e->s->avail) > 0
-        && ev_push(e, sim_avail_rows(e->s->avail)[0].t_s * MS, EV_AVAIL, 0, 0) != 0)
+        && sim_event_push(e, sim_avail_rows(e->s->avail)[0].t_s * SIM_MS, SIM_EV_AVAIL, 0, 0) != 0)
         return -1;
     e->nquota = cfg_sched_quotas(&e->s->cfg, e->qcfg) + 1; /* the same as musterd's */
     never_fit(e);
     e->sample_step_ms =
-        MS * (n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60);
+        SIM_MS * (n > 0 && e->jobs[n - 1].submit_s / 500 > 60 ? e->jobs[n - 1].submit_s / 500 : 60);
     return 0;
 }
 

@@ -19,7 +19,7 @@ double sim_rng_unit(uint64_t *state);             /* in (0, 1) */
 double sim_rng_exp(uint64_t *state, double mean); /* exponential with this mean */
 uint64_t sim_rng_mix(uint64_t a, uint64_t b);     /* a seed for stream b of seed a */
 
-/* ---- the replay's state, shared by engine.c (events), policy.c (passes), result.c ---- */
+/* ---- the replay's state: engine.c (events), events.c, job.c, policy.c (passes), result.c ---- */
 
 enum sim_job_state { SJ_FUTURE = 0, SJ_PENDING, SJ_RUNNING, SJ_STOPPING, SJ_DONE, SJ_NEVER };
 enum sim_cause { SIM_CAUSE_NONE = 0, SIM_CAUSE_SPOT, SIM_CAUSE_PREEMPT };
@@ -52,10 +52,23 @@ struct sim_sjob {
     enum sim_cause cause; /* why the last attempt stopped: its restart cost is charged there */
 };
 
+#define SIM_MS 1000 /* a second on the replay's clock, which counts milliseconds */
+
+/* What an event is; at the same instant a lower kind comes first (releases before notices). */
+enum sim_ev_kind {
+    SIM_EV_END = 0,
+    SIM_EV_STOPPED,
+    SIM_EV_GONE,
+    SIM_EV_BACK,
+    SIM_EV_NOTICE,
+    SIM_EV_AVAIL,
+    SIM_EV_WAKE
+};
+
 struct sim_event {
     int64_t t; /* ms */
     uint32_t seq;
-    uint16_t kind; /* enum in engine.c; lower kinds first at the same time */
+    uint16_t kind; /* enum sim_ev_kind */
     uint32_t gen;
     int32_t id; /* job or node */
 };
@@ -147,11 +160,19 @@ struct sim_engine {
     bool failed;
 };
 
-/* engine.c, for policy.c */
 static inline int64_t sim_now_s(const struct sim_engine *e) /* the core's now_s */
 {
     return e->now_ms / 1000;
 }
+
+/* events.c: the event heap, ordered by (t, kind, seq). */
+/* 0, or -1 with e->err.  A failure is sticky (e->failed ends the replay with e->err at the next
+ * event), so callers in the middle of a change may drop the result. */
+int sim_event_push(struct sim_engine *e, int64_t t, enum sim_ev_kind kind, int id, uint32_t gen);
+struct sim_event sim_event_pop(struct sim_engine *e); /* the first; the heap is not empty */
+void sim_wake_at(struct sim_engine *e, int64_t t_ms); /* a pass is due at t_ms */
+
+/* job.c: a job's life in the replay, which engine.c's events and policy.c's passes both drive. */
 int64_t sim_job_run_s(const struct sim_engine *e, int j); /* the pass's expected run time */
 /* Progress of j's current attempt at t_ms, in ms of its duration (restart cost excluded). */
 int64_t sim_job_progress_ms(const struct sim_engine *e, int j, int64_t t_ms);
@@ -160,15 +181,16 @@ int64_t sim_job_periodic_ms(const struct sim_engine *e, int j, int64_t progress_
 int sim_job_start(struct sim_engine *e, int j); /* committed already; 0 or -1 (check failed) */
 void sim_job_stop(
     struct sim_engine *e, int j, int64_t release_ms, int64_t save_ms, enum sim_cause c);
-void sim_wake_at(struct sim_engine *e, int64_t t_ms);
+void sim_job_end(struct sim_engine *e, int j);     /* its attempt ended: the job is done */
+void sim_job_requeue(struct sim_engine *e, int j); /* its gang stopped: pending again */
+/* Job j becomes PENDING (arrival, requeue) or leaves it (start): the pending list in arrival
+ * order, and under muster and node-drain the order and the shapes.  0 or -1, and a failure is
+ * sticky (e->failed), so a caller may drop the result. */
+int sim_pending_add(struct sim_engine *e, int j);
+void sim_pending_remove(struct sim_engine *e, int j);
 
 /* policy.c: one pass of e->policy at e->now; 0 or -1 with e->err. */
 int sim_pass(struct sim_engine *e);
-/* Job j becomes PENDING (arrival, requeue) or leaves it (start): the pending list in arrival
- * order, and under muster and node-drain the order and the shapes (policy.c).  0 or -1, and a
- * failure is sticky (e->failed), so a caller may drop the result. */
-int sim_pending_add(struct sim_engine *e, int j);
-void sim_pending_remove(struct sim_engine *e, int j);
 
 /* result.c */
 struct sim_result *sim_result_new(enum sim_policy p, int njobs);
