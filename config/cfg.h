@@ -109,6 +109,47 @@ struct cfg {
                                          jobs then stay in Redis for ever) */
 };
 
+/*
+ * The top-level keys, one table (config/cfg.c, cfg_keys) that drives the parser (parse.c), the
+ * defaults (cfg_init_defaults), the reload rule (cfg_diff_beyond_queues) and, through
+ * tests/docs/check-config-keys.sh, README's "Configuration" table.  A new key is one row there.
+ */
+enum cfg_key_type {
+    CFG_KEY_INT,               /* an int field of struct cfg, in [min, max] */
+    CFG_KEY_REDIS,             /* a Redis URL, as mu_redis_url_parse takes it (char array) */
+    CFG_KEY_ENDPOINT,          /* a ZeroMQ endpoint, tcp:// or ipc:// (char array) */
+    CFG_KEY_METRICS,           /* "ADDR:PORT", or "" for none (char array) */
+    CFG_KEY_NAME,              /* a name, as key_prefix (char array) */
+    CFG_KEY_LEVELS,            /* topology_levels */
+    CFG_KEY_INSTANCE_TOPOLOGY, /* instance_topology */
+    CFG_KEY_POOLS,             /* pools */
+    CFG_KEY_QUEUES,            /* queues */
+    CFG_KEY_ACCESS,            /* access: an object, judged by access/ */
+    CFG_KEY_NEVER_MET,         /* dependency_never_met */
+    CFG_KEY_HISTORY,           /* history */
+};
+
+struct cfg_key {
+    const char *name; /* the JSON key, e.g. "heartbeat_s" */
+    enum cfg_key_type type;
+    size_t offset; /* of the field in struct cfg (an int, or a char array of size bytes) */
+    size_t size;   /* of the char array; 0 for other types */
+    int def;       /* CFG_KEY_INT: default, min and max */
+    int min;
+    int max;
+    const char *def_text; /* string types: the default value; others but INT: the default as
+                             README writes it ("[]", "none"); NULL for INT (def) */
+    bool reload;          /* a reload (SIGHUP, musterctl reload) may change it */
+};
+
+#define CFG_NKEYS 29
+
+/* The table, in the order the parser lists keys in its hints. */
+extern const struct cfg_key cfg_keys[CFG_NKEYS];
+
+/* Index of name in cfg_keys, or -1. */
+int cfg_key_index(const char *name);
+
 /* Fills every field with its default (docs/design.md §2a); one pool-less cluster, queue "default".
  */
 void cfg_init_defaults(struct cfg *c);
@@ -122,8 +163,8 @@ int cfg_parse(struct cfg *c, const char *json, size_t len, struct mu_err *err);
 /* Reads and parses a file (at most CFG_FILE_MAX bytes); errors are prefixed with the path. */
 int cfg_load_file(struct cfg *c, const char *path, struct mu_err *err);
 
-/* The first top-level key (or "pools", "topology_levels") whose value differs between a and b,
- * leaving "queues" aside; NULL when only the queues differ (a reload may apply them). */
+/* The first top-level key, in cfg_keys order, that a reload may not change (reload false) whose
+ * value differs between a and b; NULL when only the others differ (a reload may apply them). */
 const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b);
 
 /* True when the config maps at least one level for instance topology imports. */

@@ -8,13 +8,15 @@
  * refuses those cases first, naming the line, and the tree is then walked child by child with
  * exact key comparison, so that unknown and duplicate keys are errors.  Every message starts
  * with the key path ("pools[1].capacity: ...").  Cross-field rules (node_lost_after_s >
- * heartbeat_s) run after the walk, so key order is free.
+ * heartbeat_s) run after the walk, so key order is free.  The top-level keys, their types and
+ * bounds are cfg_keys (cfg.c); this file reads them, and cfg.c never calls back into it.
  */
 #include "config/cfg.h"
 
 #include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/mu_json.h"
@@ -485,177 +487,61 @@ static int parse_queues(struct cfg *c, const cJSON *arr, struct mu_err *err)
     return check_cohorts(c, err);
 }
 
-/* ---- top level ---- */
+/* ---- top level: the keys of cfg_keys (cfg.c) ---- */
 
-static const struct {
-    const char *key;
-    size_t offset; /* of an int in struct cfg */
-    int min;
-    int max;
-} int_fields[] = {
-    { "heartbeat_s", offsetof(struct cfg, heartbeat_s), 1, 60 },
-    { "node_lost_after_s", offsetof(struct cfg, node_lost_after_s), 2, 3600 },
-    { "spot_cooldown_s", offsetof(struct cfg, spot_cooldown_s), 0, 86400 },
-    { "min_runtime_s", offsetof(struct cfg, min_runtime_s), 0, 86400 },
-    { "bind_timeout_s", offsetof(struct cfg, bind_timeout_s), 1, 600 },
-    { "kill_grace_s", offsetof(struct cfg, kill_grace_s), 0, 3600 },
-    { "default_time_limit_s", offsetof(struct cfg, default_time_limit_s), 1, 31536000 },
-    { "events_max", offsetof(struct cfg, events_max), 1000, 100000000 },
-    { "max_time_limit_s", offsetof(struct cfg, max_time_limit_s), 0, 31536000 },
-    { "retry_backoff_s", offsetof(struct cfg, retry_backoff_s), 0, 86400 },
-    { "retry_backoff_max_s", offsetof(struct cfg, retry_backoff_max_s), 0, 86400 },
-    { "fair_share_half_life_s", offsetof(struct cfg, fair_share_half_life_s), 60, 31536000 },
-    { "consolidate_after_s", offsetof(struct cfg, consolidate_after_s), 0, 604800 },
-    { "spot_return_horizon_s", offsetof(struct cfg, spot_return_horizon_s), 0, 31536000 },
-    { "spot_return_overhead_s", offsetof(struct cfg, spot_return_overhead_s), 0, 86400 },
-    { "max_array_size", offsetof(struct cfg, max_array_size), 1, 1000000 },
-    { "leader_lease_s", offsetof(struct cfg, leader_lease_s), 2, 60 },
-    { "keep_finished_s", offsetof(struct cfg, keep_finished_s), 0, 31536000 },
-};
-
-static bool pool_same(const struct cfg_pool *a, const struct cfg_pool *b)
-{
-    return strcmp(a->name, b->name) == 0 && a->capacity == b->capacity
-           && strcmp(a->instance_type, b->instance_type) == 0
-           && strcmp(a->gpu_type, b->gpu_type) == 0 && a->gpus_per_node == b->gpus_per_node
-           && a->price_per_hour == b->price_per_hour && a->max_gpus == b->max_gpus
-           && a->shared == b->shared;
-}
-
-const char *cfg_diff_beyond_queues(const struct cfg *a, const struct cfg *b)
-{
-    if (strcmp(a->redis, b->redis) != 0)
-        return "redis";
-    if (strcmp(a->bind, b->bind) != 0)
-        return "bind";
-    if (strcmp(a->metrics, b->metrics) != 0)
-        return "metrics";
-    if (strcmp(a->key_prefix, b->key_prefix) != 0)
-        return "key_prefix";
-    if (a->nlevels != b->nlevels)
-        return "topology_levels";
-    for (int i = 0; i < a->nlevels; i++) {
-        if (strcmp(a->levels[i], b->levels[i]) != 0)
-            return "topology_levels";
-    }
-    if (memcmp(&a->instance_topology, &b->instance_topology, sizeof(a->instance_topology)) != 0)
-        return "instance_topology";
-    if (a->never_met != b->never_met)
-        return "dependency_never_met";
-    if (strcmp(a->history_sqlite, b->history_sqlite) != 0)
-        return "history";
-    if (a->npools != b->npools)
-        return "pools";
-    for (int i = 0; i < a->npools; i++) {
-        if (!pool_same(&a->pools[i], &b->pools[i]))
-            return "pools";
-    }
-    for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
-        const int *x = (const int *)(const void *)((const char *)a + int_fields[i].offset);
-        const int *y = (const int *)(const void *)((const char *)b + int_fields[i].offset);
-        if (*x != *y)
-            return int_fields[i].key;
-    }
-    return NULL;
-}
-
-static const char *const top_keys[] = {
-    "redis",
-    "bind",
-    "metrics",
-    "key_prefix",
-    "topology_levels",
-    "pools",
-    "queues",
-    "heartbeat_s",
-    "node_lost_after_s",
-    "spot_cooldown_s",
-    "min_runtime_s",
-    "bind_timeout_s",
-    "kill_grace_s",
-    "default_time_limit_s",
-    "events_max",
-    "max_time_limit_s",
-    "retry_backoff_s",
-    "retry_backoff_max_s",
-    "fair_share_half_life_s",
-    "consolidate_after_s",
-    "spot_return_horizon_s",
-    "spot_return_overhead_s",
-    "instance_topology",
-    "max_array_size",
-    "leader_lease_s",
-    "access",
-    "dependency_never_met",
-    "keep_finished_s",
-    "history",
-};
-enum { TK_REDIS, TK_BIND, TK_METRICS, TK_PREFIX, TK_LEVELS, TK_POOLS, TK_QUEUES, TK_FIRST_INT };
-
-static int top_field(struct cfg *c, int key, const cJSON *v, struct mu_err *err)
+static int top_field(struct cfg *c, const struct cfg_key *key, const cJSON *v, struct mu_err *err)
 {
     static const char *const bind_schemes[] = { "tcp://", "ipc://" };
+    static const char *const never_met[] = { "cancel", "pend" };
+    char *str = (char *)c + key->offset;
     int64_t n;
+    int k;
 
-    switch (key) {
-    case TK_REDIS:
-        return get_redis_url(v, c->redis, sizeof(c->redis), err);
-    case TK_BIND:
-        return get_url(v, "bind", bind_schemes, 2,
-                       "a ZeroMQ endpoint such as \"tcp://127.0.0.1:7070\"", c->bind,
-                       sizeof(c->bind), err);
-    case TK_METRICS:
-        return get_metrics(v, c->metrics, sizeof(c->metrics), err);
-    case TK_PREFIX:
-        return mu_json_get_name(v, "key_prefix", c->key_prefix, sizeof(c->key_prefix), MU_E_CONFIG,
-                                err);
-    case TK_LEVELS:
+    switch (key->type) {
+    case CFG_KEY_INT:
+        if (mu_json_get_int(v, key->name, key->min, key->max, MU_E_CONFIG, &n, err) != 0)
+            return -1;
+        *(int *)(void *)str = (int)n;
+        return 0;
+    case CFG_KEY_REDIS:
+        return get_redis_url(v, str, key->size, err);
+    case CFG_KEY_ENDPOINT:
+        return get_url(v, key->name, bind_schemes, 2,
+                       "a ZeroMQ endpoint such as \"tcp://127.0.0.1:7070\"", str, key->size, err);
+    case CFG_KEY_METRICS:
+        return get_metrics(v, str, key->size, err);
+    case CFG_KEY_NAME:
+        return mu_json_get_name(v, key->name, str, key->size, MU_E_CONFIG, err);
+    case CFG_KEY_LEVELS:
         return parse_levels(c, v, err);
-    case TK_POOLS:
-        return parse_pools(c, v, err);
-    case TK_QUEUES:
-        return parse_queues(c, v, err);
-
-    default:
-        break;
-    }
-    if (strcmp(top_keys[key], "instance_topology") == 0)
+    case CFG_KEY_INSTANCE_TOPOLOGY:
         return parse_instance_topology(c, v, err);
-    /* Who may do what (issue #46): access_parse (access/) judges the contents. */
-    if (strcmp(top_keys[key], "access") == 0)
+    case CFG_KEY_POOLS:
+        return parse_pools(c, v, err);
+    case CFG_KEY_QUEUES:
+        return parse_queues(c, v, err);
+    case CFG_KEY_ACCESS:
+        /* Who may do what (issue #46): access_parse (access/) judges the contents. */
         return cJSON_IsObject(v) ? 0
-                                 : mu_json_err_expected(err, MU_E_CONFIG, "access",
+                                 : mu_json_err_expected(err, MU_E_CONFIG, key->name,
                                                         "an object (see docs/security.md)", v);
-    if (strcmp(top_keys[key], "dependency_never_met") == 0) {
-        static const char *const never_met[] = { "cancel", "pend" };
-        int k = cJSON_IsString(v) ? mu_json_key_index(v->valuestring, never_met, 2) : -1;
+    case CFG_KEY_NEVER_MET:
+        k = cJSON_IsString(v) ? mu_json_key_index(v->valuestring, never_met, 2) : -1;
         if (k < 0)
-            return mu_json_err_expected(err, MU_E_CONFIG, "dependency_never_met",
-                                        "\"cancel\" or \"pend\"", v);
+            return mu_json_err_expected(err, MU_E_CONFIG, key->name, "\"cancel\" or \"pend\"", v);
         c->never_met = (enum cfg_never_met)k;
         return 0;
-    }
-    if (strcmp(top_keys[key], "history") == 0)
+    case CFG_KEY_HISTORY:
         return parse_history(c, v, err);
-    for (size_t i = 0; i < MU_ARRAY_LEN(int_fields); i++) {
-        if (strcmp(int_fields[i].key, top_keys[key]) != 0)
-            continue;
-        if (mu_json_get_int(v, int_fields[i].key, int_fields[i].min, int_fields[i].max, MU_E_CONFIG,
-                            &n, err)
-            != 0)
-            return -1;
-        *(int *)(void *)((char *)c + int_fields[i].offset) = (int)n;
-        return 0;
     }
-    return mu_errf(err, MU_E_CONFIG, "%s: unhandled key", top_keys[key]);
+    return mu_errf(err, MU_E_CONFIG, "%s: unhandled key", key->name);
 }
 
 /* The time limits and retry backoff agree with each other; seen: the top keys given. */
-static int limits_check(struct cfg *c, unsigned seen, struct mu_err *err)
+static int limits_check(struct cfg *c, const bool *seen, struct mu_err *err)
 {
-    int k_default = mu_json_key_index("default_time_limit_s", top_keys, MU_ARRAY_LEN(top_keys));
     if (c->max_time_limit_s > 0 && c->default_time_limit_s > c->max_time_limit_s) {
-        if (seen & (1u << k_default))
+        if (seen[cfg_key_index("default_time_limit_s")])
             return mu_errf(err, MU_E_CONFIG,
                            "default_time_limit_s: %d is over max_time_limit_s (%d)",
                            c->default_time_limit_s, c->max_time_limit_s);
@@ -668,19 +554,28 @@ static int limits_check(struct cfg *c, unsigned seen, struct mu_err *err)
     return 0;
 }
 
+static int unknown_top_key(const char *key, struct mu_err *err)
+{
+    const char *names[CFG_NKEYS];
+
+    for (int i = 0; i < CFG_NKEYS; i++)
+        names[i] = cfg_keys[i].name;
+    return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, "", key, names,
+                                   CFG_NKEYS);
+}
+
 static int parse_root(struct cfg *c, const cJSON *root, struct mu_err *err)
 {
-    unsigned seen = 0;
+    bool seen[CFG_NKEYS] = { false };
 
     for (const cJSON *it = root->child; it; it = it->next) {
-        int k = mu_json_key_index(it->string, top_keys, MU_ARRAY_LEN(top_keys));
+        int k = cfg_key_index(it->string);
         if (k < 0)
-            return mu_json_err_unknown_key(err, MU_E_CONFIG, MU_JSON_KEY_IN_PATH, "", it->string,
-                                           top_keys, MU_ARRAY_LEN(top_keys));
-        if (seen & (1u << k))
-            return mu_errf(err, MU_E_CONFIG, "%s: duplicate key", top_keys[k]);
-        seen |= 1u << k;
-        if (top_field(c, k, it, err) != 0)
+            return unknown_top_key(it->string, err);
+        if (seen[k])
+            return mu_errf(err, MU_E_CONFIG, "%s: duplicate key", cfg_keys[k].name);
+        seen[k] = true;
+        if (top_field(c, &cfg_keys[k], it, err) != 0)
             return -1;
     }
     /* It is also the workers' lease, renewed by each heartbeat's answer: a lease of one or two
@@ -719,5 +614,29 @@ out:
     if (rc != 0)
         cfg_init_defaults(c);
     cJSON_Delete(root);
+    return rc;
+}
+
+int cfg_load_file(struct cfg *c, const char *path, struct mu_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = -1;
+
+    cfg_init_defaults(c);
+    /* One byte over the cap, so that "exactly at the cap" and "over it" can be told apart. */
+    text = mu_file_read(path, (size_t)CFG_FILE_MAX + 1, &len, err);
+    if (!text) {
+        if (err && err->code == MU_E_TOOBIG)
+            mu_errf(err, MU_E_CONFIG, "%s: larger than %u bytes", path, CFG_FILE_MAX);
+        goto out;
+    }
+    if (cfg_parse(c, text, len, err) != 0) {
+        mu_err_prefix(err, "%s: ", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    free(text);
     return rc;
 }
