@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "common/mu_opt.h"
 #include "scheduler/d_loop.h"
 #include "scheduler/d_state.h"
 
@@ -31,46 +32,76 @@ static void on_signal(int sig)
         stop_flag = 1;
 }
 
-static const char usage_text[] =
-    "usage: musterd --config FILE [--redis URL] [--bind ENDPOINT] [--metrics ADDR:PORT]\n"
-    "               [--curve-secret-key FILE --curve-allow FILE]\n"
-    "               [--log-level debug|info|warn|error] [--check-config]\n"
-    "\n"
-    "The muster scheduler: takes gang jobs from the Redis stream <prefix>submit, places each\n"
-    "all-or-nothing on the registered workers' GPUs, and drives the workers over ZeroMQ.\n"
-    "\n"
-    "options:\n"
-    "  -c, --config FILE     cluster config (JSON, see config/examples/dev.json); required\n"
-    "                        (env MUSTER_CONFIG)\n"
-    "  -r, --redis URL       redis://[user:pass@]host:port[/db], or through Sentinel\n"
-    "                        redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
-    "                        (env MUSTER_REDIS_URL; default: the config's \"redis\", which\n"
-    "                        takes the same URLs, else " MU_REDIS_URL_DEFAULT ")\n"
-    "  -b, --bind ENDPOINT   ZeroMQ endpoint workers connect to, e.g. tcp://0.0.0.0:7070\n"
-    "                        (env MUSTER_BIND; default: the config's \"bind\")\n"
-    "  -m, --metrics ADDR:PORT  serve Prometheus text at http://ADDR:PORT/metrics (env\n"
-    "                        MUSTER_METRICS; default: the config's \"metrics\", \"\" = off)\n"
-    "      --curve-secret-key FILE  turn on CURVE: the scheduler's secret key file (mode 0600,\n"
-    "                        from 'musterctl keygen'; env MUSTER_CURVE_SECRET_KEY)\n"
-    "      --curve-allow FILE  with CURVE: worker public keys allowed in, one 'KEY' or\n"
-    "                        'NODE KEY' per line, # comments (env MUSTER_CURVE_ALLOW)\n"
-    "      --log-level LEVEL log threshold (default info)\n"
-    "      --check-config    load and check the config, print the result, and exit\n"
-    "  -h, --help            this help\n"
-    "      --version         print the version\n"
-    "\n"
-    "Several musterd may share one Redis (high availability): the one holding the leader\n"
-    "lease (<prefix>leader, TTL leader_lease_s) leads; the others stand by, bound but answering\n"
-    "no worker, and one takes over within leader_lease_s + 1 s of the leader's death.  Every\n"
-    "write is checked against the lease in Redis: a musterd that lost it exits with status 1\n"
-    "(restart it: it comes back as a standby).\n"
-    "\n"
-    "SIGHUP (or 'musterctl reload') reads the config file again: the queues (weights, quotas,\n"
-    "cohorts, limits) take effect at once; a file that does not load, or changes anything but\n"
-    "the queues, is refused and the running config stays.  Running work is never stopped.\n"
-    "\n"
-    "exit status: 0 clean stop, 1 runtime failure (config, redis, bind, leader lease lost),\n"
-    "2 usage error\n";
+enum { OPT_LOG_LEVEL = 256, OPT_CHECK, OPT_VERSION, OPT_CURVE_SECRET, OPT_CURVE_ALLOW };
+
+/* Every flag, once: getopt_long and --help are read off this table (common/mu_opt.h), and
+ * tests/docs/check-options.sh holds docs/man/musterd.8 and README to --help. */
+static const struct mu_opt options[] = {
+    { "config", 'c', "FILE",
+      "cluster config (JSON, see config/examples/dev.json); required\n"
+      "(env MUSTER_CONFIG)",
+      NULL },
+    { "redis", 'r', "URL",
+      "redis://[user:pass@]host:port[/db], or through Sentinel\n"
+      "redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
+      "(env MUSTER_REDIS_URL; default: the config's \"redis\", which\n"
+      "takes the same URLs, else " MU_REDIS_URL_DEFAULT ")",
+      NULL },
+    { "bind", 'b', "ENDPOINT",
+      "ZeroMQ endpoint workers connect to, e.g. tcp://0.0.0.0:7070\n"
+      "(env MUSTER_BIND; default: the config's \"bind\")",
+      NULL },
+    { "metrics", 'm', "ADDR:PORT",
+      "serve Prometheus text at http://ADDR:PORT/metrics (env\n"
+      "MUSTER_METRICS; default: the config's \"metrics\", \"\" = off)",
+      NULL },
+    { "curve-secret-key", OPT_CURVE_SECRET, "FILE",
+      "turn on CURVE: the scheduler's secret key file (mode 0600,\n"
+      "from 'musterctl keygen'; env MUSTER_CURVE_SECRET_KEY)",
+      NULL },
+    { "curve-allow", OPT_CURVE_ALLOW, "FILE",
+      "with CURVE: worker public keys allowed in, one 'KEY' or\n"
+      "'NODE KEY' per line, # comments (env MUSTER_CURVE_ALLOW)",
+      NULL },
+    { "log-level", OPT_LOG_LEVEL, "LEVEL", "log threshold (default info)", NULL },
+    { "check-config", OPT_CHECK, NULL, "load and check the config, print the result, and exit",
+      NULL },
+    { "help", 'h', NULL, "this help", NULL },
+    { "version", OPT_VERSION, NULL, "print the version", NULL },
+};
+
+static void usage(FILE *f)
+{
+    (void)fputs(
+        "usage: musterd --config FILE [--redis URL] [--bind ENDPOINT] [--metrics ADDR:PORT]\n"
+        "               [--curve-secret-key FILE --curve-allow FILE]\n"
+        "               [--log-level debug|info|warn|error] [--check-config]\n"
+        "\n"
+        "The muster scheduler: takes gang jobs from the Redis stream <prefix>submit, places each\n"
+        "all-or-nothing on the registered workers' GPUs, and drives the workers over ZeroMQ.\n"
+        "\n"
+        "options:\n",
+        f);
+    mu_opt_help(f, options, MU_ARRAY_LEN(options), 24);
+    (void)fputs(
+        "\n"
+        "Several musterd may share one Redis (high availability): the one holding the leader\n"
+        "lease (<prefix>leader, TTL leader_lease_s) leads; the others stand by, bound but "
+        "answering\n"
+        "no worker, and one takes over within leader_lease_s + 1 s of the leader's death.  Every\n"
+        "write is checked against the lease in Redis: a musterd that lost it exits with status 1\n"
+        "(restart it: it comes back as a standby).\n"
+        "\n"
+        "SIGHUP (or 'musterctl reload') reads the config file again: the queues (weights, "
+        "quotas,\n"
+        "cohorts, limits) take effect at once; a file that does not load, or changes anything "
+        "but\n"
+        "the queues, is refused and the running config stays.  Running work is never stopped.\n"
+        "\n"
+        "exit status: 0 clean stop, 1 runtime failure (config, redis, bind, leader lease lost),\n"
+        "2 usage error\n",
+        f);
+}
 
 struct options {
     const char *config;
@@ -84,30 +115,21 @@ struct options {
 
 static int parse_args(int argc, char **argv, struct options *o)
 {
-    enum { OPT_LOG_LEVEL = 256, OPT_CHECK, OPT_VERSION, OPT_CURVE_SECRET, OPT_CURVE_ALLOW };
-    static const struct option longopts[] = {
-        { "config", required_argument, NULL, 'c' },
-        { "redis", required_argument, NULL, 'r' },
-        { "bind", required_argument, NULL, 'b' },
-        { "metrics", required_argument, NULL, 'm' },
-        { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-        { "check-config", no_argument, NULL, OPT_CHECK },
-        { "curve-secret-key", required_argument, NULL, OPT_CURVE_SECRET },
-        { "curve-allow", required_argument, NULL, OPT_CURVE_ALLOW },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, OPT_VERSION },
-        { NULL, 0, NULL, 0 },
-    };
+    struct option longopts[MU_ARRAY_LEN(options) + 1];
+    char shortopts[2 * MU_ARRAY_LEN(options) + 1];
     int c;
     enum mu_log_level level;
 
+    if (mu_opt_getopt(options, MU_ARRAY_LEN(options), "", longopts, shortopts, sizeof(shortopts))
+        != 0)
+        return 2;
     o->config = getenv("MUSTER_CONFIG");
     o->redis = getenv("MUSTER_REDIS_URL");
     o->bind = getenv("MUSTER_BIND");
     o->metrics = getenv("MUSTER_METRICS");
     o->curve_secret = getenv("MUSTER_CURVE_SECRET_KEY");
     o->curve_allow = getenv("MUSTER_CURVE_ALLOW");
-    while ((c = getopt_long(argc, argv, "c:r:b:m:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
         switch (c) {
         case 'c':
             o->config = optarg;
@@ -141,28 +163,30 @@ static int parse_args(int argc, char **argv, struct options *o)
             o->curve_allow = optarg;
             break;
         case 'h':
-            (void)fputs(usage_text, stdout);
+            usage(stdout);
             return 0;
         case OPT_VERSION:
             (void)puts("musterd 0.1.0");
             return 0;
         default:
-            (void)fputs(usage_text, stderr);
+            usage(stderr);
             return 2;
         }
     }
     if (optind < argc) {
-        (void)fprintf(stderr, "musterd: unexpected argument '%s'\n%s", argv[optind], usage_text);
+        (void)fprintf(stderr, "musterd: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
         return 2;
     }
     if ((o->curve_secret && *o->curve_secret) != (o->curve_allow && *o->curve_allow)) {
-        (void)fprintf(
-            stderr, "musterd: CURVE needs both --curve-secret-key FILE and --curve-allow FILE\n%s",
-            usage_text);
+        (void)fputs("musterd: CURVE needs both --curve-secret-key FILE and --curve-allow FILE\n",
+                    stderr);
+        usage(stderr);
         return 2;
     }
     if (!o->config || !*o->config) {
-        (void)fprintf(stderr, "musterd: --config FILE is required\n%s", usage_text);
+        (void)fputs("musterd: --config FILE is required\n", stderr);
+        usage(stderr);
         return 2;
     }
     return -1;

@@ -6,7 +6,7 @@
 #   format    clang-format --dry-run --Werror on every tracked (and new, unignored) *.c / *.h
 #   banned    "common/mu_banned.h" is the LAST #include of every .c file
 #   private   a module shows the rest of the tree only its PUBLIC headers (docs/style.md §1.1):
-#                 common: mu.h mu_json.h mu_banned.h   config: cfg.h   access: access.h
+#                 common: mu.h mu_json.h mu_opt.h mu_banned.h   config: cfg.h   access: access.h
 #                 protocol: proto.h   queue: queue.h vocab.h   lib: muster.h   core: sched.h
 #                 cfg_sched: cfg_sched.h
 #                 worker: wrk.h cgroup.h   sim: sim.h   history: hist.h
@@ -155,7 +155,7 @@ lint_banned() {
 # three: the base, the JSON helpers and the banned-function list).  Every other header is private
 # to its folder, and so is every header of a folder not listed here.
 declare -A public_headers=(
-    [common]="mu.h mu_json.h mu_banned.h"
+    [common]="mu.h mu_json.h mu_opt.h mu_banned.h"
     [config]="cfg.h"
     [access]="access.h"
     [protocol]="proto.h"

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/mu.h"
+#include "common/mu_opt.h"
 #include "queue/queue.h"
 #include "worker/wrk.h"
 
@@ -24,110 +25,6 @@
 #endif
 
 #define PROG "muster-worker"
-
-static const char usage_text[] =
-    "usage: muster-worker --scheduler tcp://HOST:PORT --node NAME --pool POOL [OPTIONS]\n"
-    "\n"
-    "The muster node agent: registers this node's GPUs with the scheduler (musterd) and starts,\n"
-    "signals and reports the tasks the scheduler binds to it.\n"
-    "\n"
-    "Required (flag, or the environment variable shown):\n"
-    "  --scheduler URL     the scheduler's ROUTER, e.g. tcp://10.0.0.1:7070  [MUSTER_SCHEDULER];\n"
-    "                      with a standby, every scheduler, comma-separated (at most 8): the\n"
-    "                      worker talks to one at a time and, after 3 heartbeats without an\n"
-    "                      answer (4 where the scheduler answers one in two), tries the\n"
-    "                      next, until it reaches the one that leads\n"
-    "  --node NAME         this node's name, [A-Za-z0-9._:-], at most 63 chars  [MUSTER_NODE]\n"
-    "  --pool POOL         the pool this node belongs to (as in the scheduler config)\n"
-    "                      [MUSTER_POOL]\n"
-    "\n"
-    "Options:\n"
-    "  --gpus N            simulate N GPUs (0..64) instead of asking nvidia-smi\n"
-    "  --gpu-islands LIST  NVLink island sizes of the simulated GPUs, adding up to N, e.g.\n"
-    "                      4,4 (default: one island of N)  [MUSTER_GPU_ISLANDS]\n"
-    "  --mig LIST          MIG slices of the simulated GPUs, one entry per GPU from GPU 0:\n"
-    "                      '-' whole, else COUNTxPROFILE joined by '+', e.g.\n"
-    "                      7x1g.10gb,2x3g.40gb+1x1g.10gb,- (later GPUs stay whole)\n"
-    "  --label LEVEL=VALUE topology label, e.g. --label zone=us-east-1a (repeatable, one per\n"
-    "                      level, at most 8); give one for every level in the scheduler's\n"
-    "                      topology_levels, or registration fails\n"
-    "  --state-dir DIR     task logs and checkpoint files  [MUSTER_STATE_DIR]\n"
-    "                      (default /var/lib/muster/worker/NODE; created with its parents)\n"
-    "  --run-dir DIR       the task records and the node's lease, which matter only while\n"
-    "                      the node's processes live: put it on tmpfs (/run), where a task\n"
-    "                      start creates no disk inode  [MUSTER_RUN_DIR]  (default: the\n"
-    "                      state directory; created with its parents)\n"
-    "  --addr HOST         address other nodes reach this one at, used as MASTER_ADDR\n"
-    "                      (default: this machine's hostname)\n"
-    "  --cpus N            CPUs to offer (default: online processors)\n"
-    "  --memory-mb N       memory to offer in MiB (default: physical memory)\n"
-    "  --instance-id ID    this node's EC2 instance id, e.g. i-0123456789abcdef0: an instance\n"
-    "                      topology imported with 'musterctl topology import' then sets\n"
-    "                      this node's labels for the levels it maps (default: from --imds,\n"
-    "                      else none)  [MUSTER_INSTANCE_ID]\n"
-    "  --imds URL          watch the EC2 instance metadata service (IMDSv2) at URL, e.g.\n"
-    "                      http://169.254.169.254, for spot interruption notices and\n"
-    "                      rebalance recommendations; also takes the zone label, instance\n"
-    "                      id, instance type and lifecycle from it  [MUSTER_IMDS]\n"
-    "  --imds-interval-s S seconds between two polls of the metadata service, 1..300\n"
-    "                      (default 5)  [MUSTER_IMDS_INTERVAL_S]\n"
-    "  --redis URL         the Redis musterd uses, redis://[USER:PASS@]HOST[:PORT][/DB] or\n"
-    "                      redis+sentinel://...: read while the scheduler is silent, to learn\n"
-    "                      whether any leads; while none does (its leader key is free) the\n"
-    "                      lease is held and tasks keep running however long.  A read-only\n"
-    "                      user is enough (ROLE, GET on the leader key)  [MUSTER_REDIS_URL];\n"
-    "                      without it, tasks stop whenever no scheduler answers for the lease\n"
-    "  --prefix P          that Redis's key prefix (default muster:)  [MUSTER_KEY_PREFIX]\n"
-    "  --curve-server-key KEY|FILE  the scheduler's CURVE public key (40 Z85 characters, or a\n"
-    "                      file such as sched.pub); turns on CURVE  [MUSTER_CURVE_SERVER_KEY]\n"
-    "  --curve-key FILE    this worker's CURVE secret key file (mode 0600, from 'musterctl\n"
-    "                      keygen'); needed with --curve-server-key  [MUSTER_CURVE_KEY]\n"
-    "  --run-as USER       (root only) run tasks as USER: its uid, gid and groups, with\n"
-    "                      HOME, USER and LOGNAME set  [MUSTER_RUN_AS]\n"
-    "  --allow-user NAME   (root only, repeatable) run a job as its own user NAME when the\n"
-    "                      scheduler names it (the job spec's \"user\"); other job users\n"
-    "                      are refused\n"
-    "  --allow-root        (root only) allow tasks to run as root; without it a root worker\n"
-    "                      refuses them unless --run-as says whom  [MUSTER_ALLOW_ROOT=1]\n"
-    "  --cgroup-root NAME  (root) each task gets cgroups NAME/NODE/JOB.ATTEMPT.TASK (v2, else\n"
-    "                      v1): every process of it is killed when it stops, and its\n"
-    "                      cpus_per_task, memory_mb_per_task and GPU devices are enforced\n"
-    "                      (default muster; '' turns cgroups off)  [MUSTER_CGROUP_ROOT]\n"
-    "  --log-level LEVEL   debug, info, warn or error (default info)\n"
-    "  --help              show this help and exit\n"
-    "  --version           show the version and exit\n"
-    "\n"
-    "Without --gpus the worker runs 'nvidia-smi --query-gpu=...' for the GPUs and\n"
-    "'nvidia-smi topo -m' for their NVLink islands (GPUs joined by NV# links, directly or\n"
-    "through other GPUs, form one island).  When the matrix cannot be read, a warning says why\n"
-    "and all GPUs count as one island.  Then 'nvidia-smi -L' lists the MIG slices: a GPU in\n"
-    "MIG mode is offered only as its slices; when the list cannot be read, a warning says why\n"
-    "and every GPU is offered whole.\n"
-    "\n"
-    "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  A task reports a checkpoint by\n"
-    "writing its path, one line, to $MUSTER_CHECKPOINT_FILE (DIR/ckpt/JOB.ATTEMPT.TASK; write a\n"
-    "temp file, then rename); the worker tells the scheduler within a second.  With --imds, a\n"
-    "spot notice or rebalance recommendation is sent to the scheduler within one interval; an\n"
-    "unreachable metadata service is logged and retried, never fatal.\n"
-    "\n"
-    "Each task runs under muster-shim (found beside this program, or at $MUSTER_SHIM), which\n"
-    "outlives the worker and records the task in RUN/tasks/ (RUN: --run-dir); a worker\n"
-    "restarted on the same --run-dir re-adopts running tasks and reports the exits it missed.\n"
-    "The node holds a lease (node_lost_after_s past the scheduler's last answer, or with\n"
-    "--redis past the last reading that found no scheduler leading; kept in RUN/lease);\n"
-    "when it runs out, each muster-shim stops its task by itself, even with the\n"
-    "worker dead: checkpoint signal, SIGTERM after the grace, SIGKILL 5 s later.  A BIND is\n"
-    "refused (node_fault) while the lease is out, once its expires_ms has passed, or after a\n"
-    "KILL of the same task.\n"
-    "\n"
-    "Tasks run in cgroups of their own where the worker is root and the node has them\n"
-    "(--cgroup-root); otherwise a warning at start says what is missing, and a task is its\n"
-    "process group only: a process that leaves it (setsid) outlives the task.\n"
-    "\n"
-    "On SIGTERM or SIGINT the worker stops its tasks (SIGTERM, then SIGKILL after 5 s) and\n"
-    "exits 0.\n"
-    "\n"
-    "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n";
 
 enum opt_id {
     OPT_SCHEDULER = 256,
@@ -158,35 +55,160 @@ enum opt_id {
     OPT_VERSION,
 };
 
-static const struct option long_opts[] = {
-    { "scheduler", required_argument, NULL, OPT_SCHEDULER },
-    { "node", required_argument, NULL, OPT_NODE },
-    { "pool", required_argument, NULL, OPT_POOL },
-    { "gpus", required_argument, NULL, OPT_GPUS },
-    { "gpu-islands", required_argument, NULL, OPT_GPU_ISLANDS },
-    { "mig", required_argument, NULL, OPT_MIG },
-    { "label", required_argument, NULL, OPT_LABEL },
-    { "state-dir", required_argument, NULL, OPT_STATE_DIR },
-    { "run-dir", required_argument, NULL, OPT_RUN_DIR },
-    { "addr", required_argument, NULL, OPT_ADDR },
-    { "cpus", required_argument, NULL, OPT_CPUS },
-    { "memory-mb", required_argument, NULL, OPT_MEMORY },
-    { "imds", required_argument, NULL, OPT_IMDS },
-    { "imds-interval-s", required_argument, NULL, OPT_IMDS_INTERVAL },
-    { "instance-id", required_argument, NULL, OPT_INSTANCE_ID },
-    { "log-level", required_argument, NULL, OPT_LOG_LEVEL },
-    { "redis", required_argument, NULL, OPT_REDIS },
-    { "prefix", required_argument, NULL, OPT_PREFIX },
-    { "curve-server-key", required_argument, NULL, OPT_CURVE_SERVER_KEY },
-    { "curve-key", required_argument, NULL, OPT_CURVE_KEY },
-    { "run-as", required_argument, NULL, OPT_RUN_AS },
-    { "allow-user", required_argument, NULL, OPT_ALLOW_USER },
-    { "allow-root", no_argument, NULL, OPT_ALLOW_ROOT },
-    { "cgroup-root", required_argument, NULL, OPT_CGROUP_ROOT },
-    { "help", no_argument, NULL, OPT_HELP },
-    { "version", no_argument, NULL, OPT_VERSION },
-    { NULL, 0, NULL, 0 },
+/* Every flag, once: getopt_long and --help are read off this table (common/mu_opt.h), and
+ * tests/docs/check-options.sh holds docs/man/muster-worker.8 and README to --help. */
+static const struct mu_opt options[] = {
+    { "scheduler", OPT_SCHEDULER, "URL",
+      "the scheduler's ROUTER, e.g. tcp://10.0.0.1:7070  [MUSTER_SCHEDULER];\n"
+      "with a standby, every scheduler, comma-separated (at most 8): the\n"
+      "worker talks to one at a time and, after 3 heartbeats without an\n"
+      "answer (4 where the scheduler answers one in two), tries the\n"
+      "next, until it reaches the one that leads",
+      "Required (flag, or the environment variable shown):\n" },
+    { "node", OPT_NODE, "NAME",
+      "this node's name, [A-Za-z0-9._:-], at most 63 chars  [MUSTER_NODE]", NULL },
+    { "pool", OPT_POOL, "POOL",
+      "the pool this node belongs to (as in the scheduler config)\n"
+      "[MUSTER_POOL]",
+      NULL },
+    { "gpus", OPT_GPUS, "N", "simulate N GPUs (0..64) instead of asking nvidia-smi",
+      "\nOptions:\n" },
+    { "gpu-islands", OPT_GPU_ISLANDS, "LIST",
+      "NVLink island sizes of the simulated GPUs, adding up to N, e.g.\n"
+      "4,4 (default: one island of N)  [MUSTER_GPU_ISLANDS]",
+      NULL },
+    { "mig", OPT_MIG, "LIST",
+      "MIG slices of the simulated GPUs, one entry per GPU from GPU 0:\n"
+      "'-' whole, else COUNTxPROFILE joined by '+', e.g.\n"
+      "7x1g.10gb,2x3g.40gb+1x1g.10gb,- (later GPUs stay whole)",
+      NULL },
+    { "label", OPT_LABEL, "LEVEL=VALUE",
+      "topology label, e.g. --label zone=us-east-1a (repeatable, one per\n"
+      "level, at most 8); give one for every level in the scheduler's\n"
+      "topology_levels, or registration fails",
+      NULL },
+    { "state-dir", OPT_STATE_DIR, "DIR",
+      "task logs and checkpoint files  [MUSTER_STATE_DIR]\n"
+      "(default /var/lib/muster/worker/NODE; created with its parents)",
+      NULL },
+    { "run-dir", OPT_RUN_DIR, "DIR",
+      "the task records and the node's lease, which matter only while\n"
+      "the node's processes live: put it on tmpfs (/run), where a task\n"
+      "start creates no disk inode  [MUSTER_RUN_DIR]  (default: the\n"
+      "state directory; created with its parents)",
+      NULL },
+    { "addr", OPT_ADDR, "HOST",
+      "address other nodes reach this one at, used as MASTER_ADDR\n"
+      "(default: this machine's hostname)",
+      NULL },
+    { "cpus", OPT_CPUS, "N", "CPUs to offer (default: online processors)", NULL },
+    { "memory-mb", OPT_MEMORY, "N", "memory to offer in MiB (default: physical memory)", NULL },
+    { "instance-id", OPT_INSTANCE_ID, "ID",
+      "this node's EC2 instance id, e.g. i-0123456789abcdef0: an instance\n"
+      "topology imported with 'musterctl topology import' then sets\n"
+      "this node's labels for the levels it maps (default: from --imds,\n"
+      "else none)  [MUSTER_INSTANCE_ID]",
+      NULL },
+    { "imds", OPT_IMDS, "URL",
+      "watch the EC2 instance metadata service (IMDSv2) at URL, e.g.\n"
+      "http://169.254.169.254, for spot interruption notices and\n"
+      "rebalance recommendations; also takes the zone label, instance\n"
+      "id, instance type and lifecycle from it  [MUSTER_IMDS]",
+      NULL },
+    { "imds-interval-s", OPT_IMDS_INTERVAL, "S",
+      "seconds between two polls of the metadata service, 1..300\n"
+      "(default 5)  [MUSTER_IMDS_INTERVAL_S]",
+      NULL },
+    { "redis", OPT_REDIS, "URL",
+      "the Redis musterd uses, redis://[USER:PASS@]HOST[:PORT][/DB] or\n"
+      "redis+sentinel://...: read while the scheduler is silent, to learn\n"
+      "whether any leads; while none does (its leader key is free) the\n"
+      "lease is held and tasks keep running however long.  A read-only\n"
+      "user is enough (ROLE, GET on the leader key)  [MUSTER_REDIS_URL];\n"
+      "without it, tasks stop whenever no scheduler answers for the lease",
+      NULL },
+    { "prefix", OPT_PREFIX, "P", "that Redis's key prefix (default muster:)  [MUSTER_KEY_PREFIX]",
+      NULL },
+    { "curve-server-key", OPT_CURVE_SERVER_KEY, "KEY|FILE",
+      "the scheduler's CURVE public key (40 Z85 characters, or a\n"
+      "file such as sched.pub); turns on CURVE  [MUSTER_CURVE_SERVER_KEY]",
+      NULL },
+    { "curve-key", OPT_CURVE_KEY, "FILE",
+      "this worker's CURVE secret key file (mode 0600, from 'musterctl\n"
+      "keygen'); needed with --curve-server-key  [MUSTER_CURVE_KEY]",
+      NULL },
+    { "run-as", OPT_RUN_AS, "USER",
+      "(root only) run tasks as USER: its uid, gid and groups, with\n"
+      "HOME, USER and LOGNAME set  [MUSTER_RUN_AS]",
+      NULL },
+    { "allow-user", OPT_ALLOW_USER, "NAME",
+      "(root only, repeatable) run a job as its own user NAME when the\n"
+      "scheduler names it (the job spec's \"user\"); other job users\n"
+      "are refused",
+      NULL },
+    { "allow-root", OPT_ALLOW_ROOT, NULL,
+      "(root only) allow tasks to run as root; without it a root worker\n"
+      "refuses them unless --run-as says whom  [MUSTER_ALLOW_ROOT=1]",
+      NULL },
+    { "cgroup-root", OPT_CGROUP_ROOT, "NAME",
+      "(root) each task gets cgroups NAME/NODE/JOB.ATTEMPT.TASK (v2, else\n"
+      "v1): every process of it is killed when it stops, and its\n"
+      "cpus_per_task, memory_mb_per_task and GPU devices are enforced\n"
+      "(default muster; '' turns cgroups off)  [MUSTER_CGROUP_ROOT]",
+      NULL },
+    { "log-level", OPT_LOG_LEVEL, "LEVEL", "debug, info, warn or error (default info)", NULL },
+    { "help", OPT_HELP, NULL, "show this help and exit", NULL },
+    { "version", OPT_VERSION, NULL, "show the version and exit", NULL },
 };
+
+static void usage(FILE *f)
+{
+    (void)fputs(
+        "usage: muster-worker --scheduler tcp://HOST:PORT --node NAME --pool POOL [OPTIONS]\n"
+        "\n"
+        "The muster node agent: registers this node's GPUs with the scheduler (musterd) and "
+        "starts,\n"
+        "signals and reports the tasks the scheduler binds to it.\n"
+        "\n",
+        f);
+    mu_opt_help(f, options, MU_ARRAY_LEN(options), 22);
+    (void)fputs(
+        "\n"
+        "Without --gpus the worker runs 'nvidia-smi --query-gpu=...' for the GPUs and\n"
+        "'nvidia-smi topo -m' for their NVLink islands (GPUs joined by NV# links, directly or\n"
+        "through other GPUs, form one island).  When the matrix cannot be read, a warning says "
+        "why\n"
+        "and all GPUs count as one island.  Then 'nvidia-smi -L' lists the MIG slices: a GPU in\n"
+        "MIG mode is offered only as its slices; when the list cannot be read, a warning says why\n"
+        "and every GPU is offered whole.\n"
+        "\n"
+        "Tasks log to DIR/logs/JOB.ATTEMPT.TASK.out and .err.  A task reports a checkpoint by\n"
+        "writing its path, one line, to $MUSTER_CHECKPOINT_FILE (DIR/ckpt/JOB.ATTEMPT.TASK; write "
+        "a\n"
+        "temp file, then rename); the worker tells the scheduler within a second.  With --imds, a\n"
+        "spot notice or rebalance recommendation is sent to the scheduler within one interval; an\n"
+        "unreachable metadata service is logged and retried, never fatal.\n"
+        "\n"
+        "Each task runs under muster-shim (found beside this program, or at $MUSTER_SHIM), which\n"
+        "outlives the worker and records the task in RUN/tasks/ (RUN: --run-dir); a worker\n"
+        "restarted on the same --run-dir re-adopts running tasks and reports the exits it missed.\n"
+        "The node holds a lease (node_lost_after_s past the scheduler's last answer, or with\n"
+        "--redis past the last reading that found no scheduler leading; kept in RUN/lease);\n"
+        "when it runs out, each muster-shim stops its task by itself, even with the\n"
+        "worker dead: checkpoint signal, SIGTERM after the grace, SIGKILL 5 s later.  A BIND is\n"
+        "refused (node_fault) while the lease is out, once its expires_ms has passed, or after a\n"
+        "KILL of the same task.\n"
+        "\n"
+        "Tasks run in cgroups of their own where the worker is root and the node has them\n"
+        "(--cgroup-root); otherwise a warning at start says what is missing, and a task is its\n"
+        "process group only: a process that leaves it (setsid) outlives the task.\n"
+        "\n"
+        "On SIGTERM or SIGINT the worker stops its tasks (SIGTERM, then SIGKILL after 5 s) and\n"
+        "exits 0.\n"
+        "\n"
+        "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n",
+        f);
+}
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -324,7 +346,14 @@ static int parse_args(int argc, char **argv, struct cli *c)
     int opt;
 
     opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":", long_opts, NULL)) != -1) {
+    struct option long_opts[MU_ARRAY_LEN(options) + 1];
+    char short_opts[2];
+
+    if (mu_opt_getopt(options, MU_ARRAY_LEN(options), ":", long_opts, short_opts,
+                      sizeof(short_opts))
+        != 0)
+        return 2;
+    while ((opt = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
         const char **slot = text_option(c, opt);
         if (slot) {
             *slot = optarg;
@@ -369,7 +398,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
             c->cfg.allow_root = true;
             break;
         case OPT_HELP:
-            (void)fputs(usage_text, stdout);
+            usage(stdout);
             return 0;
         case OPT_VERSION:
             (void)printf(PROG " %s\n", MUSTER_VERSION);
