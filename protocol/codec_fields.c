@@ -2,9 +2,9 @@
 /*
  * proto codec, part 1 of 3: the field tables (docs/design.md §7, protocol/README.md).  Both
  * directions run off them (codec_encode.c, codec_decode.c): name, kind, offset, bounds, which
- * message types carry it.  So a key cannot be encoded under one name and decoded under another, and
- * the README's table reads straight off proto_msg_fields[].  protocol/internal.h declares them with
- * their lengths.
+ * message types carry it.  So a key cannot be encoded under one name and decoded under another;
+ * protocol/README.md's tables copy these, and tests/docs/check-protocol-fields.py fails when they
+ * disagree.  protocol/internal.h declares them with their lengths.
  */
 #include "protocol/internal.h"
 
@@ -143,3 +143,44 @@ const char *const proto_state_names[] = {
     [PROTO_TASK_EXITED] = "EXITED",
     [PROTO_TASK_LOST] = "LOST",
 };
+
+bool proto_key_get(enum proto_key_table table, int i, struct proto_key *out)
+{
+    static const struct {
+        const struct proto_field *fields;
+        int n;
+    } tables[] = {
+        [PROTO_KEYS_MSG] = { proto_msg_fields, PROTO_MSG_NFIELDS },
+        [PROTO_KEYS_TASK_REF] = { proto_ref_fields, PROTO_REF_NFIELDS },
+        [PROTO_KEYS_GPU] = { proto_gpu_fields, PROTO_GPU_NFIELDS },
+    };
+    const struct proto_field *f;
+
+    if ((unsigned)table >= MU_ARRAY_LEN(tables) || i < 0 || i >= tables[table].n)
+        return false;
+    f = &tables[table].fields[i];
+    *out = (struct proto_key){
+        .name = f->name, .kind = "other", .types = f->types, .always = f->always
+    };
+    switch (f->kind) {
+    case PROTO_FK_U64:
+        out->kind = "uint";
+        break;
+    case PROTO_FK_INT:
+    case PROTO_FK_I64:
+        out->kind = "int";
+        out->min = f->min;
+        out->max = f->max;
+        break;
+    case PROTO_FK_STR:
+        out->kind = "str";
+        out->cap = f->size - 1;
+        break;
+    case PROTO_FK_BOOL:
+        out->kind = "bool";
+        break;
+    default:
+        break;
+    }
+    return true;
+}

@@ -56,6 +56,20 @@ enum proto_type {
 /* "HELLO", …; "UNKNOWN" for anything else. */
 const char *proto_type_name(enum proto_type type);
 
+/* The codec's keys (protocol/codec_fields.c), for tools that hold documents to them
+ * (tests/tools/proto_fields.c, protocol/README.md): one entry of a field table. */
+enum proto_key_table { PROTO_KEYS_MSG, PROTO_KEYS_TASK_REF, PROTO_KEYS_GPU };
+struct proto_key {
+    const char *name; /* the msgpack key */
+    const char *kind; /* "uint", "int", "str", "bool", or "other" (maps, arrays, ...) */
+    int64_t min, max; /* "int": its range */
+    size_t cap;       /* "str": the most bytes, NUL not counted */
+    unsigned types;   /* bit (1u << type) of each message type whose encoding carries it */
+    bool always;      /* written even when zero or empty */
+};
+/* Entry i of a table into out: true, or false past its end. */
+bool proto_key_get(enum proto_key_table table, int i, struct proto_key *out);
+
 /*
  * How often a worker with a witness reads Redis's leader key while its scheduler is silent
  * (worker/witness.c), for a lease of lease_s: a sixth of it, 1 to 5 s.  The scheduler needs it
