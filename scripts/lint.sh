@@ -33,6 +33,12 @@
 #             soak.sh, each tNNNN), bench/, deploy/; $MUSTER_JOBS processes at once.  Repo-wide
 #             choices are in .shellcheckrc, each with its reason; anything else is fixed or
 #             silenced on its line: "# shellcheck disable=SCxxxx # why".  About 10 s of CPU.
+#   architecture
+#             docs/architecture.md is complete (issue #41): its folder table ("## Folders", first
+#             column) names every top-level folder of the tree and none that is missing; its
+#             layer table ("## The daemon in layers": header and file columns) names every
+#             scheduler/*.c and *.h and none that is missing, and each .c file sits in the row
+#             of the first scheduler/ header it includes (its layer, as scripts/layers.sh reads it)
 #
 #   tidy      (only with --tidy) clang-tidy (.clang-tidy) on every file of
 #             $MUSTER_BUILD_DIR/compile_commands.json and on examples/*.c, one process per file,
@@ -420,6 +426,61 @@ lint_tidy() {
     return $rc
 }
 
+# The `x` names of a markdown table's column COL (1-based) in the section HEADING of FILE.
+md_column() { # md_column FILE HEADING COL
+    awk -F'|' -v h="$2" -v col="$(($3 + 1))" '
+        /^## / { in_sec = ($0 == "## " h); next }
+        in_sec && /^\|/ && !/^\|---/ { print NR "\t" $col }' "$1"
+}
+
+lint_architecture() {
+    local doc=docs/architecture.md rc=0 d f row want
+    local -A folder_named=() file_row=() header_row=()
+    # Folders: every top-level folder that holds a tracked (or new) file.
+    while IFS=$'\t' read -r _ cell; do
+        for d in $(grep -oE '`[^`]+/`' <<<"$cell" | tr -d '`'); do
+            folder_named[${d%/}]=1
+            [ -d "$d" ] || { echo "lint: architecture: $doc names folder $d, which does not exist"; rc=1; }
+        done
+    done < <(md_column "$doc" Folders 1)
+    for d in $(list_files '*' | grep / | cut -d/ -f1 | sort -u); do
+        [ -n "${folder_named[$d]:-}" ] ||
+            { echo "lint: architecture: $doc's folder table lacks $d/"; rc=1; }
+    done
+    # The daemon's layers: column 2 the headers, column 3 the files of each row.
+    while IFS=$'\t' read -r row cell; do
+        for f in $(grep -oE '`[^`]+\.h`' <<<"$cell" | tr -d '`'); do header_row[$f]=$row; done
+    done < <(md_column "$doc" "The daemon in layers" 2)
+    while IFS=$'\t' read -r row cell; do
+        for f in $(grep -oE '`[^`]+\.c`' <<<"$cell" | tr -d '`'); do file_row[$f]=$row; done
+    done < <(md_column "$doc" "The daemon in layers" 3)
+    for f in "${!header_row[@]}" "${!file_row[@]}"; do
+        [ -f "scheduler/$f" ] ||
+            { echo "lint: architecture: $doc's layer table names $f, not in scheduler/"; rc=1; }
+    done
+    for f in $(list_files 'scheduler/*.c' 'scheduler/*.h'); do
+        f=${f#scheduler/}
+        if [[ $f == *.h ]]; then
+            [ -n "${header_row[$f]:-}" ] ||
+                { echo "lint: architecture: $doc's layer table lacks the header $f"; rc=1; }
+            continue
+        fi
+        row=${file_row[$f]:-}
+        if [ -z "$row" ]; then
+            echo "lint: architecture: $doc's layer table lacks scheduler/$f"
+            rc=1
+            continue
+        fi
+        want=$(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"scheduler\/\([^"]*\)".*/\1/p' \
+            "scheduler/$f" | head -n 1)
+        if [ -n "$want" ] && [ "${header_row[$want]:-}" != "$row" ]; then
+            echo "lint: architecture: $doc puts scheduler/$f in another row than its layer's header $want"
+            rc=1
+        fi
+    done
+    return $rc
+}
+
 check format
 check banned
 check private
@@ -429,6 +490,7 @@ check state
 check calls
 check headers
 check shell
+check architecture
 [ "$tidy" -eq 0 ] || check tidy
 
 echo "lint: $passed passed, ${#failed[@]} failed${failed:+ (${failed[*]})}"
