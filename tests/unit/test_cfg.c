@@ -439,6 +439,34 @@ static void test_diff_beyond_queues(void **state)
     assert_string_equal(cfg_diff_beyond_queues(&a, &b), "history");
 }
 
+/* cfg_keys, the one table of top-level keys: names unique and found by cfg_key_index, each
+ * integer default within its bounds and set by cfg_init_defaults, a reload may change only
+ * queues and access. */
+static void test_key_table(void **state)
+{
+    struct cfg c;
+    (void)state;
+    cfg_init_defaults(&c);
+    for (int i = 0; i < CFG_NKEYS; i++) {
+        const struct cfg_key *k = &cfg_keys[i];
+        assert_int_equal(cfg_key_index(k->name), i);
+        assert_int_equal(k->reload,
+                         strcmp(k->name, "queues") == 0 || strcmp(k->name, "access") == 0);
+        if (k->type == CFG_KEY_INT) {
+            assert_true(k->min <= k->def && k->def <= k->max);
+            assert_int_equal(*(const int *)(const void *)((const char *)&c + k->offset), k->def);
+        } else if (k->size > 0) {
+            assert_string_equal((const char *)&c + k->offset, k->def_text);
+        } else {
+            assert_non_null(k->def_text);
+        }
+    }
+    assert_int_equal(cfg_key_index("nope"), -1);
+    assert_int_equal(c.heartbeat_s, 1);
+    assert_int_equal(c.fair_share_half_life_s, 7 * 86400);
+    assert_string_equal(c.bind, "tcp://127.0.0.1:7070");
+}
+
 /* Quotas, cohorts and limits as the config gives them; a queue without quota is not limited. */
 static void test_quotas(void **state)
 {
@@ -524,19 +552,13 @@ static void test_bad_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_time_limits),
-        cmocka_unit_test(test_quotas),
-        cmocka_unit_test(test_diff_beyond_queues),
-        cmocka_unit_test(test_full),
-        cmocka_unit_test(test_examples),
-        cmocka_unit_test(test_load_file_errors),
-        cmocka_unit_test(test_too_big),
-        cmocka_unit_test(test_not_terminated),
-        cmocka_unit_test(test_capacity_names),
-        cmocka_unit_test(test_redis_urls),
-        cmocka_unit_test(test_access_key),
-        cmocka_unit_test(test_bad_table),
+        cmocka_unit_test(test_defaults),       cmocka_unit_test(test_time_limits),
+        cmocka_unit_test(test_quotas),         cmocka_unit_test(test_diff_beyond_queues),
+        cmocka_unit_test(test_key_table),      cmocka_unit_test(test_full),
+        cmocka_unit_test(test_examples),       cmocka_unit_test(test_load_file_errors),
+        cmocka_unit_test(test_too_big),        cmocka_unit_test(test_not_terminated),
+        cmocka_unit_test(test_capacity_names), cmocka_unit_test(test_redis_urls),
+        cmocka_unit_test(test_access_key),     cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
