@@ -75,7 +75,7 @@ done
 
 tidy_dir=${MUSTER_BUILD_DIR:-build}
 jobs=${MUSTER_JOBS:-$(nproc 2>/dev/null || echo 2)}
-code_dirs=(common config access protocol queue lib core cfg_sched scheduler worker cli sim tests bench)
+code_dirs=(common config access protocol queue history lib core cfg_sched scheduler worker cli sim tests bench)
 failed=()
 passed=0
 
