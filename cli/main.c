@@ -364,18 +364,70 @@ const struct ctl_cmd *ctl_cmd_find(const char *name)
     return NULL;
 }
 
-static const char global_help[] =
-    "Global options (also accepted after COMMAND):\n"
-    "  --redis URL               Redis server, redis://[user:pass@]host[:port][/db], or\n"
-    "                            redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
-    "                            (env MUSTER_REDIS_URL, default " MU_REDIS_URL_DEFAULT ")\n"
-    "  --prefix P                key prefix (env MUSTER_KEY_PREFIX, default " MU_KEY_PREFIX_DEFAULT
-    ")\n"
-    "  --config FILE             take redis and key_prefix from a musterd config file\n"
-    "  -o, --output FMT          table (default) or json\n"
-    "  -h, --help                show help and exit\n"
-    "      --version             show the version and exit\n"
-    "Environment: NO_COLOR (no colour), COLUMNS (table width when not on a terminal).\n";
+/* Settings that global options set; each NULL until given. */
+struct ctl_globals {
+    const char *url;
+    const char *prefix;
+    const char *config;
+    const char *output;
+    bool help;
+    bool version;
+};
+
+/* The global options, one table for their parsing (global_take) and their help (issue #41). */
+static const struct global_opt {
+    struct ctl_opt opt; /* a help of several lines joins them with '\n' */
+    size_t field;       /* its value (const char *) or, for a flag, its switch (bool) */
+} global_opts[] = {
+    { { "redis", 0, "URL",
+        "Redis server, redis://[user:pass@]host[:port][/db], or\n"
+        "redis+sentinel://[user:pass@]host[:port][,...]/master[/db]\n"
+        "(env MUSTER_REDIS_URL, default " MU_REDIS_URL_DEFAULT ")" },
+      offsetof(struct ctl_globals, url) },
+    { { "prefix", 0, "P", "key prefix (env MUSTER_KEY_PREFIX, default " MU_KEY_PREFIX_DEFAULT ")" },
+      offsetof(struct ctl_globals, prefix) },
+    { { "config", 0, "FILE", "take redis and key_prefix from a musterd config file" },
+      offsetof(struct ctl_globals, config) },
+    { { "output", 'o', "FMT", "table (default) or json" }, offsetof(struct ctl_globals, output) },
+    { { "help", 'h', NULL, "show help and exit" }, offsetof(struct ctl_globals, help) },
+    { { "version", 0, NULL, "show the version and exit" }, offsetof(struct ctl_globals, version) },
+};
+
+/* One option's row of help: "  -o, --output FMT" or "      --name ARG", then its help at
+ * column 28 (on the next line when the flag reaches it), each further line of it indented so. */
+static void opt_print(FILE *out, const struct ctl_opt *o)
+{
+    char left[64];
+    const char *line = o->help;
+
+    if (o->short_name)
+        (void)snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
+                       o->arg ? " " : "", o->arg ? o->arg : "");
+    else
+        (void)snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
+                       o->arg ? o->arg : "");
+    if (strlen(left) > 24)
+        (void)fprintf(out, "  %s\n  %-24s  ", left, "");
+    else
+        (void)fprintf(out, "  %-24s  ", left);
+    for (;;) {
+        size_t len = strcspn(line, "\n");
+        (void)fprintf(out, "%.*s\n", (int)len, line);
+        if (!line[len])
+            break;
+        line += len + 1;
+        (void)fprintf(out, "%28s", "");
+    }
+}
+
+static void globals_print(FILE *out)
+{
+    (void)fprintf(out, "Global options (also accepted after COMMAND):\n");
+    for (size_t k = 0; k < MU_ARRAY_LEN(global_opts); k++)
+        opt_print(out, &global_opts[k].opt);
+    (void)fprintf(
+        out, "Environment: NO_COLOR (no colour), COLUMNS (table width when not on a terminal).\n");
+}
 
 /* Writes text word-wrapped to lines of at most width columns, each starting with indent. */
 static void wrap_print(FILE *out, const char *text, size_t indent, size_t width)
@@ -413,10 +465,10 @@ void ctl_help_print(FILE *out, const struct ctl_cmd *cmd)
                       "\nInspect and steer the muster GPU gang scheduler.\n\nCommands:\n");
         for (size_t i = 0; i < ctl_ncommands; i++)
             (void)fprintf(out, "  %-10s %s\n", ctl_commands[i].name, ctl_commands[i].summary);
-        (void)fprintf(out,
-                      "\n%s\nRun 'musterctl help COMMAND' for a command's options.\n"
-                      "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n",
-                      global_help);
+        (void)fprintf(out, "\n");
+        globals_print(out);
+        (void)fprintf(out, "\nRun 'musterctl help COMMAND' for a command's options.\n"
+                           "Exit status: 0 ok, 1 runtime failure, 2 usage error.\n");
         return;
     }
     (void)fprintf(out, "usage: musterctl %s%s%s\n\n", cmd->name, cmd->usage[0] ? " " : "",
@@ -424,21 +476,11 @@ void ctl_help_print(FILE *out, const struct ctl_cmd *cmd)
     wrap_print(out, cmd->description, 0, 78);
     if (cmd->options) {
         (void)fprintf(out, "\nOptions:\n");
-        for (const struct ctl_opt *o = cmd->options; o->name; o++) {
-            char left[64];
-            if (o->short_name)
-                (void)snprintf(left, sizeof(left), "-%c, --%s%s%s", o->short_name, o->name,
-                               o->arg ? " " : "", o->arg ? o->arg : "");
-            else
-                (void)snprintf(left, sizeof(left), "    --%s%s%s", o->name, o->arg ? " " : "",
-                               o->arg ? o->arg : "");
-            if (strlen(left) > 24)
-                (void)fprintf(out, "  %s\n  %-24s  %s\n", left, "", o->help);
-            else
-                (void)fprintf(out, "  %-24s  %s\n", left, o->help);
-        }
+        for (const struct ctl_opt *o = cmd->options; o->name; o++)
+            opt_print(out, o);
     }
-    (void)fprintf(out, "\n%s", global_help);
+    (void)fprintf(out, "\n");
+    globals_print(out);
 }
 
 int ctl_cmd_help(struct ctl *ctl, const struct ctl_args *args)
@@ -454,57 +496,37 @@ int ctl_cmd_help(struct ctl *ctl, const struct ctl_args *args)
     return CTL_EXIT_OK;
 }
 
-/* Settings that global options set; each NULL until given. */
-struct ctl_globals {
-    const char *url;
-    const char *prefix;
-    const char *config;
-    const char *output;
-    bool help;
-    bool version;
-};
-
 /*
  * If argv[*i] is a global option, consumes it (and its value) and returns 1; 0 if it is not one;
  * -1 after printing a usage error.
  */
 static int global_take(struct ctl *ctl, struct ctl_globals *g, int argc, char **argv, int *i)
 {
-    static const struct {
-        const char *name;
-        char short_name;
-        size_t field; /* offset of the value in struct ctl_globals */
-    } table[] = {
-        { "redis", 0, offsetof(struct ctl_globals, url) },
-        { "prefix", 0, offsetof(struct ctl_globals, prefix) },
-        { "config", 0, offsetof(struct ctl_globals, config) },
-        { "output", 'o', offsetof(struct ctl_globals, output) },
-    };
     const char *a = argv[*i];
 
-    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-        g->help = true;
-        return 1;
-    }
-    if (strcmp(a, "--version") == 0) {
-        g->version = true;
-        return 1;
-    }
-    for (size_t k = 0; k < MU_ARRAY_LEN(table); k++) {
-        const char **slot = (const char **)(void *)((char *)g + table[k].field);
-        size_t n = strlen(table[k].name);
+    for (size_t k = 0; k < MU_ARRAY_LEN(global_opts); k++) {
+        const struct ctl_opt *o = &global_opts[k].opt;
+        char *field = (char *)g + global_opts[k].field;
+        size_t n = strlen(o->name);
         const char *value = NULL;
 
-        if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, table[k].name, n) == 0) {
-            if (a[2 + n] == '=')
+        if (a[0] == '-' && a[1] == '-' && strncmp(a + 2, o->name, n) == 0) {
+            if (a[2 + n] == '=' && o->arg)
                 value = a + 3 + n;
             else if (a[2 + n] != '\0')
                 continue;
-        } else if (table[k].short_name && a[0] == '-' && a[1] == table[k].short_name) {
-            if (a[2] != '\0')
+        } else if (o->short_name && a[0] == '-' && a[1] == o->short_name) {
+            if (a[2] != '\0') {
+                if (!o->arg)
+                    continue;
                 value = a + 2;
+            }
         } else {
             continue;
+        }
+        if (!o->arg) {
+            *(bool *)(void *)field = true;
+            return 1;
         }
         if (!value) {
             if (*i + 1 >= argc) {
@@ -513,7 +535,7 @@ static int global_take(struct ctl *ctl, struct ctl_globals *g, int argc, char **
             }
             value = argv[++*i];
         }
-        *slot = value;
+        *(const char **)(void *)field = value;
         return 1;
     }
     return 0;
