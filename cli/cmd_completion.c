@@ -11,6 +11,7 @@
  */
 #include "cli/internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "common/mu_banned.h"
@@ -24,8 +25,6 @@ static const struct {
 } opt_values[] = {
     { "queue", "-W \"$(_musterctl_list queues)\"" },
     { "job", "-W \"$(_musterctl_list jobs)\"" },
-    { "state",
-      "-W \"PENDING STARTING RUNNING PREEMPTING SUCCEEDED FAILED CANCELLED REJECTED TIMEOUT\"" },
     { "sort", "-W \"id priority age state queue -id -priority -age -state -queue\"" },
     { "capacity", "-W \"spot on-demand spot,on-demand on-demand,spot\"" },
     { "checkpoint-signal", "-W \"SIGUSR1 SIGUSR2 SIGTERM SIGINT SIGHUP\"" },
@@ -82,6 +81,23 @@ static const char script_head[] =
     "    --redis | --prefix) return ;;\n"
     "    esac\n";
 
+/* --state's values: every job state, from queue's table (queue/vocab.h: one home for them). */
+static const char *states_action(void)
+{
+    static char action[256];
+    size_t len;
+
+    if (action[0])
+        return action;
+    len = (size_t)snprintf(action, sizeof(action), "-W \"");
+    for (int st = 0; st < QUEUE_NSTATES && len < sizeof(action); st++)
+        len += (size_t)snprintf(action + len, sizeof(action) - len, "%s%s", st ? " " : "",
+                                queue_state_name((enum queue_state)st));
+    if (len < sizeof(action))
+        (void)snprintf(action + len, sizeof(action) - len, "\"");
+    return action;
+}
+
 /* Prints `case $prev in` for the options of cmd that take a value. */
 static void print_value_cases(const struct ctl_cmd *cmd)
 {
@@ -95,6 +111,8 @@ static void print_value_cases(const struct ctl_cmd *cmd)
             if (strcmp(opt_values[i].opt, o->name) == 0)
                 action = opt_values[i].action;
         }
+        if (strcmp(o->name, "state") == 0)
+            action = states_action();
         if (!any)
             printf("        case $prev in\n");
         any = true;
