@@ -25,17 +25,17 @@ static const char *const headers[] = { "TIME", "JOB", "STATE", "ATTEMPT", "REASO
 /* Fills the five cells of one event; bufs must hold 5 x 64 bytes. */
 static void event_cells(const cJSON *ev, const char *cells[5], char bufs[5][64])
 {
-    int64_t at = ctl_json_int(ev, "at", 0);
+    int64_t at = ctl_json_int(ev, QUEUE_E_AT, 0);
 
     if (at > 0)
         mu_time_format_iso((uint64_t)at, bufs[0], sizeof(bufs[0]));
     else
         mu_strlcpy(bufs[0], "-", sizeof(bufs[0]));
     cells[0] = bufs[0];
-    cells[1] = ctl_json_text(ev, "job", bufs[1], sizeof(bufs[1]));
-    cells[2] = ctl_json_text(ev, "state", bufs[2], sizeof(bufs[2]));
-    cells[3] = ctl_json_text(ev, "attempt", bufs[3], sizeof(bufs[3]));
-    cells[4] = ctl_json_text(ev, "reason", bufs[4], sizeof(bufs[4]));
+    cells[1] = ctl_json_text(ev, QUEUE_E_JOB, bufs[1], sizeof(bufs[1]));
+    cells[2] = ctl_json_text(ev, QUEUE_E_STATE, bufs[2], sizeof(bufs[2]));
+    cells[3] = ctl_json_text(ev, QUEUE_E_ATTEMPT, bufs[3], sizeof(bufs[3]));
+    cells[4] = ctl_json_text(ev, QUEUE_E_REASON, bufs[4], sizeof(bufs[4]));
 }
 
 /* Prints events one line each (follow mode): fixed widths, or compact JSON. */

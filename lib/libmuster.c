@@ -416,7 +416,7 @@ static struct muster_job *job_take(cJSON *obj, struct mu_err *e)
         if (!job->names[job->n - 1] || !job->texts[job->n - 1])
             goto nomem;
     }
-    item = cJSON_GetObjectItemCaseSensitive(obj, "state");
+    item = cJSON_GetObjectItemCaseSensitive(obj, QUEUE_F_STATE);
     if (cJSON_IsString(item))
         mu_strlcpy(job->state, item->valuestring, sizeof(job->state));
     job->obj = obj;
@@ -674,9 +674,9 @@ static bool events_name_duplicate(const cJSON *events, const char *id, struct mu
 
     cJSON_ArrayForEach(ev, events)
     {
-        const cJSON *state = cJSON_GetObjectItemCaseSensitive(ev, "state");
-        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(ev, "reason");
-        if (cJSON_IsString(state) && strcmp(state->valuestring, "DUPLICATE") == 0) {
+        const cJSON *state = cJSON_GetObjectItemCaseSensitive(ev, QUEUE_E_STATE);
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(ev, QUEUE_E_REASON);
+        if (cJSON_IsString(state) && strcmp(state->valuestring, QUEUE_E_DUPLICATE) == 0) {
             mu_errf(e, MU_E_STATE, "job '%s' was dropped as a duplicate: %s", id,
                     cJSON_IsString(reason) ? reason->valuestring : "idempotency key in use");
             return true;
@@ -887,14 +887,14 @@ static void event_fill(const cJSON *obj, struct muster_event *out)
     const cJSON *v;
 
     memset(out, 0, sizeof(*out));
-    copy_str_field(obj, "id", out->id, sizeof(out->id));
-    copy_str_field(obj, "job", out->job, sizeof(out->job));
-    copy_str_field(obj, "state", out->state, sizeof(out->state));
-    copy_str_field(obj, "reason", out->reason, sizeof(out->reason));
-    v = cJSON_GetObjectItemCaseSensitive(obj, "attempt");
+    copy_str_field(obj, QUEUE_E_ID, out->id, sizeof(out->id));
+    copy_str_field(obj, QUEUE_E_JOB, out->job, sizeof(out->job));
+    copy_str_field(obj, QUEUE_E_STATE, out->state, sizeof(out->state));
+    copy_str_field(obj, QUEUE_E_REASON, out->reason, sizeof(out->reason));
+    v = cJSON_GetObjectItemCaseSensitive(obj, QUEUE_E_ATTEMPT);
     if (cJSON_IsNumber(v))
         out->attempt = v->valueint;
-    v = cJSON_GetObjectItemCaseSensitive(obj, "at");
+    v = cJSON_GetObjectItemCaseSensitive(obj, QUEUE_E_AT);
     if (cJSON_IsNumber(v))
         out->at_ms = (int64_t)v->valuedouble;
 }

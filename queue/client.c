@@ -36,7 +36,7 @@ static const char *const int_fields[] = {
     QUEUE_F_FINISHED_AT,
     QUEUE_F_EXIT_CODE,
     QUEUE_F_LAST_CHECKPOINT_AT,
-    "at",
+    QUEUE_E_AT,
     QUEUE_F_FAILURES,
 };
 
@@ -168,7 +168,7 @@ int queue_job_from_reply(const redisReply *r, const char *id, cJSON **out, struc
         mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
         goto out;
     }
-    if (!cJSON_AddStringToObject(obj, "id", id)) {
+    if (!cJSON_AddStringToObject(obj, QUEUE_F_ID, id)) {
         mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
         goto out;
     }
@@ -193,7 +193,7 @@ static cJSON *event_from_entry(const redisReply *e, struct mu_err *err)
         return NULL;
     }
     obj = cJSON_CreateObject();
-    if (!obj || !cJSON_AddStringToObject(obj, "id", e->element[0]->str)) {
+    if (!obj || !cJSON_AddStringToObject(obj, QUEUE_E_ID, e->element[0]->str)) {
         mu_errf(err, MU_E_NOMEM, "out of memory building JSON");
         cJSON_Delete(obj);
         return NULL;
@@ -535,7 +535,7 @@ static bool event_matches(const cJSON *ev, const char *job)
 
     if (!job)
         return true;
-    j = cJSON_GetObjectItemCaseSensitive(ev, "job");
+    j = cJSON_GetObjectItemCaseSensitive(ev, QUEUE_E_JOB);
     return cJSON_IsString(j) && strcmp(j->valuestring, job) == 0;
 }
 
@@ -575,7 +575,7 @@ int queue_events_read(struct queue *q,
             if (!ev)
                 goto out;
             if (end[0] == '+' && i == 0)
-                mu_strlcpy(last_id, cJSON_GetObjectItemCaseSensitive(ev, "id")->valuestring,
+                mu_strlcpy(last_id, cJSON_GetObjectItemCaseSensitive(ev, QUEUE_E_ID)->valuestring,
                            last_id_size);
             if (!event_matches(ev, job)) {
                 cJSON_Delete(ev);
@@ -640,7 +640,8 @@ int queue_events_wait(struct queue *q,
         cJSON *ev = event_from_entry(entries->element[i], err);
         if (!ev)
             goto out;
-        mu_strlcpy(last_id, cJSON_GetObjectItemCaseSensitive(ev, "id")->valuestring, last_id_size);
+        mu_strlcpy(last_id, cJSON_GetObjectItemCaseSensitive(ev, QUEUE_E_ID)->valuestring,
+                   last_id_size);
         if (!event_matches(ev, job)) {
             cJSON_Delete(ev);
             continue;

@@ -92,7 +92,9 @@ static void append_event(struct queue *q,
         (void)mu_snprintf(events_key, sizeof(events_key), "%s" QUEUE_K_EVENTS, q->prefix);
         (void)mu_snprintf(num[0], sizeof(num[0]), "%d", ev->attempt);
         (void)mu_snprintf(num[1], sizeof(num[1]), "%llu", (unsigned long long)ev->at_ms);
-        counted(queue_append(q, "XADD %s MAXLEN ~ %ld * job %s state %s reason %s attempt %s at %s",
+        counted(queue_append(q,
+                             "XADD %s MAXLEN ~ %ld * " QUEUE_E_JOB " %s " QUEUE_E_STATE
+                             " %s " QUEUE_E_REASON " %s " QUEUE_E_ATTEMPT " %s " QUEUE_E_AT " %s",
                              events_key, events_max, id, ev->state, ev->reason ? ev->reason : "",
                              num[0], num[1]),
                 sent, tried);

@@ -97,6 +97,18 @@
 #define QUEUE_F_ARRAY_JOB     "array_job"   /* an element's array */
 #define QUEUE_F_ARRAY_INDEX   "array_index" /* an element's index */
 
+/* ---------------- the events stream (<prefix>events) ---------------- */
+
+/* One entry per move of a job (queue_job_update), capped at events_max. */
+#define QUEUE_E_JOB     "job"
+#define QUEUE_E_STATE   "state" /* the new state, or QUEUE_E_DUPLICATE */
+#define QUEUE_E_REASON  "reason"
+#define QUEUE_E_ATTEMPT "attempt"
+#define QUEUE_E_AT      "at" /* wall ms */
+#define QUEUE_E_ID      "id" /* not stored: the entry's id, added by the stream readers */
+/* The state of an entry that drops a submission as a duplicate of an idempotency key's job. */
+#define QUEUE_E_DUPLICATE "DUPLICATE"
+
 /* ---------------- the placement record (field placement) ---------------- */
 
 /*

@@ -79,9 +79,11 @@ static int idem_claim(struct musterd *d, const struct queue_entry *e, const stru
 {
     char owner[QUEUE_JOB_ID_MAX];
     char why[400];
-    struct d_change dup = {
-        .to = D_SAME, .event = "DUPLICATE", .reason = why, .ack_entry = e->id, .ack_owner = e->owner
-    };
+    struct d_change dup = { .to = D_SAME,
+                            .event = QUEUE_E_DUPLICATE,
+                            .reason = why,
+                            .ack_entry = e->id,
+                            .ack_owner = e->owner };
 
     if (d_job_idem_claim(d, j, owner, sizeof(owner)) != 0) {
         d->redis_down = true;
