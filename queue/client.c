@@ -312,7 +312,8 @@ out:
 int queue_reload_result(
     struct queue *q, char *id, size_t id_size, char *result, size_t result_size, struct mu_err *err)
 {
-    redisReply *r = queue_command(q, err, "HMGET %s" QUEUE_K_RELOAD " id result", q->prefix);
+    redisReply *r = queue_command(
+        q, err, "HMGET %s" QUEUE_K_RELOAD " " QUEUE_R_ID " " QUEUE_R_RESULT, q->prefix);
     id[0] = result[0] = '\0';
     if (!r)
         return -1;

@@ -35,7 +35,7 @@
 #define QUEUE_K_QUEUES       "queues"      /* hash: queue -> status JSON and fair-share usage */
 #define QUEUE_K_NODE_WANTED  "node:wanted" /* hash: node -> the operator's kept cordon or drain */
 #define QUEUE_K_IDEM         "idem:"       /* + key, or + user ":" key: string -> job id */
-#define QUEUE_K_RELOAD       "reload"      /* hash: id, result of the last config reload */
+#define QUEUE_K_RELOAD       "reload"      /* hash: QUEUE_R_*, the last config reload */
 #define QUEUE_K_EPOCH        "epoch"       /* counter: the scheduler's fencing epoch */
 #define QUEUE_K_ACTIVE       "active"      /* set: ids of jobs not yet in a final state */
 #define QUEUE_K_LEADER       "leader"      /* string: "<epoch> musterd@HOST ENDPOINT", with a TTL */
@@ -96,6 +96,13 @@
 #define QUEUE_F_ARRAY_NOSTART "array_nostart"
 #define QUEUE_F_ARRAY_JOB     "array_job"   /* an element's array */
 #define QUEUE_F_ARRAY_INDEX   "array_index" /* an element's index */
+
+/* ---------------- the reload hash (<prefix>reload) ---------------- */
+
+/* musterd's answer to the last "reload" control command. */
+#define QUEUE_R_ID     "id"     /* the control entry's id that asked */
+#define QUEUE_R_RESULT "result" /* "ok ..." or why it was refused */
+#define QUEUE_R_AT     "at"     /* wall ms */
 
 /* ---------------- the events stream (<prefix>events) ---------------- */
 

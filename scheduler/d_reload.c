@@ -64,7 +64,7 @@ static void queues_forget(struct musterd *d, const struct cfg *next)
 static void answer(struct musterd *d, const char *id, const char *result)
 {
     char at[32];
-    struct queue_kv kv[] = { { "id", id }, { "result", result }, { "at", at } };
+    struct queue_kv kv[] = { { QUEUE_R_ID, id }, { QUEUE_R_RESULT, result }, { QUEUE_R_AT, at } };
     struct mu_err err;
 
     (void)mu_snprintf(at, sizeof(at), "%llu", (unsigned long long)mu_time_wall_ms());
