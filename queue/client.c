@@ -69,37 +69,6 @@ const char queue_submit_idem_lua[] =
     "redis.call('SET', KEYS[2], id, 'NX', 'EX', ARGV[2])\n"
     "return {id, 1}\n";
 
-bool queue_job_id_is_valid(const char *id)
-{
-    const char *p = id;
-    size_t digits = 0;
-
-    while (*p >= '0' && *p <= '9') {
-        p++;
-        digits++;
-    }
-    if (digits == 0 || digits > 20 || *p != '-')
-        return false;
-    p++;
-    digits = 0;
-    while (*p >= '0' && *p <= '9') {
-        p++;
-        digits++;
-    }
-    if (digits == 0 || digits > 20)
-        return false;
-    if (*p == '_') { /* an array element: "<array id>_<index>" */
-        p++;
-        digits = 0;
-        while (*p >= '0' && *p <= '9') {
-            p++;
-            digits++;
-        }
-        return digits > 0 && digits <= 7 && *p == '\0';
-    }
-    return *p == '\0';
-}
-
 static bool name_in(const char *name, const char *const *list, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

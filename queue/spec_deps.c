@@ -35,6 +35,39 @@ int queue_when_parse(const char *text, enum queue_when *out)
     return 0;
 }
 
+/* Here rather than in queue/client.c: the spec parser needs it, and the client's submit runs
+ * the spec parser (queue_submit_check). */
+bool queue_job_id_is_valid(const char *id)
+{
+    const char *p = id;
+    size_t digits = 0;
+
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    if (digits == 0 || digits > 20 || *p != '-')
+        return false;
+    p++;
+    digits = 0;
+    while (*p >= '0' && *p <= '9') {
+        p++;
+        digits++;
+    }
+    if (digits == 0 || digits > 20)
+        return false;
+    if (*p == '_') { /* an array element: "<array id>_<index>" */
+        p++;
+        digits = 0;
+        while (*p >= '0' && *p <= '9') {
+            p++;
+            digits++;
+        }
+        return digits > 0 && digits <= 7 && *p == '\0';
+    }
+    return *p == '\0';
+}
+
 /* A job id as "after" takes it: a stream entry id. */
 static int get_job_ref(const cJSON *v, const char *path, char *dst, size_t size, struct mu_err *err)
 {
