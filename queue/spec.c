@@ -449,6 +449,9 @@ static int spec_walk(struct queue_spec *s, const cJSON *root, struct mu_err *err
     }
     if (!(seen & (1u << SK_COMMAND)))
         return mu_errf(err, MU_E_SPEC, "spec: missing required key 'command'");
+    if (s->singleton && !s->name[0])
+        return mu_errf(err, MU_E_SPEC,
+                       "singleton: needs a 'name' (one job of a name and user runs at a time)");
     if (s->gpu_milli > 0 && s->gpu_slice[0])
         return mu_errf(err, MU_E_SPEC,
                        "gpu_milli: not with gpu_slice; a task gets a share of a whole GPU or MIG "

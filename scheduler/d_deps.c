@@ -308,16 +308,13 @@ char *d_deps_format(const struct d_job *j)
     return b.data;
 }
 
-/* The singleton rule as conditions: j waits for every active job of its name and user to end. */
+/* The singleton rule as conditions: j waits for every active job of its name and user to end.
+ * queue_spec_parse refuses a singleton without a name, so clients refuse it at submit time. */
 static int singleton_deps(struct musterd *d, struct d_job *j, struct mu_err *err)
 {
     size_t pos = 0;
     const struct d_job *o;
 
-    if (!j->spec.name[0])
-        return mu_errf(err, MU_E_SPEC,
-                       "singleton: needs a 'name' (one job of a name and user "
-                       "runs at a time)");
     while ((o = mu_map_next(d->jobs, &pos)) != NULL) {
         if (o != j && !queue_state_is_final(o->state) && strcmp(o->spec.name, j->spec.name) == 0
             && strcmp(o->spec.user, j->spec.user) == 0

@@ -475,6 +475,9 @@ static const struct {
     { "{\"command\":[\"x\"],\"array\":[0,1]}", "array: expected a string such as \"0-99\"" },
     { "{\"command\":[\"x\"],\"singleton\":\"yes\"}",
       "singleton: expected true or false, got 'yes'" },
+    /* Config-free, so clients refuse it at submit too (issue #43). */
+    { "{\"command\":[\"x\"],\"singleton\":true}",
+      "singleton: needs a 'name' (one job of a name and user runs at a time)" },
 };
 
 /* "after" (issue #12): both forms, the default "when", keys, and the cap on conditions. */
@@ -488,7 +491,7 @@ static void test_after(void **state)
 
     parse_ok("{\"command\":[\"x\"],\"after\":[\"1732270000123-0\",{\"job\":\"5-1\","
              "\"when\":\"notok\"},{\"key\":\"step 1\",\"when\":\"started\"},{\"job\":\"6-0\","
-             "\"when\":\"any\"}],\"singleton\":true}",
+             "\"when\":\"any\"}],\"singleton\":true,\"name\":\"solo\"}",
              &s);
     assert_int_equal(s.nafter, 4);
     assert_string_equal(s.after[0].ref, "1732270000123-0");
