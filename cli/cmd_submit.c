@@ -6,8 +6,12 @@
  * returns) after the cheap checks (size cap, one JSON object, no NUL byte), so that a typo fails
  * at once with the byte where parsing stopped.  `submit [OPTIONS] -- COMMAND...` builds the spec
  * with cJSON from flags named after the spec keys (sbatch-like quick jobs); --dry-run prints it.
- * Full validation against the cluster is musterd's job either way: a bad spec becomes a REJECTED
- * job with an error (docs/design.md §3).
+ * Either way the text is first parsed by musterd's own parser (queue_submit_check, run again by
+ * queue_submit): a spec musterd would reject for its content (a reversed --array range, an
+ * unknown key, --singleton without --name) fails here with musterd's message, exit 1, and
+ * nothing is written.  What needs the cluster config (queues, pools, topology levels, access
+ * rules) is still musterd's to check: such a spec becomes a REJECTED job with an error
+ * (docs/design.md §3).
  *
  * A spec with an idempotency key goes through queue_submit_idem, one Lua EVAL that either
  * returns the id the key already names or adds the job and claims the key, so two clients
@@ -678,11 +682,16 @@ int ctl_cmd_submit(struct ctl *ctl, const struct ctl_args *args)
             ctl_fail(ctl, "out of memory");
             goto out;
         }
-        if (ctl_args_get(ctl, args, "dry-run")) {
-            rc = ctl_json_print(ctl, spec);
-            goto out;
-        }
     } else if (spec_read(ctl, args->argv[0], &text, &spec) != CTL_EXIT_OK) {
+        goto out;
+    }
+    /* musterd's parse of the text, before connecting (queue_submit runs it again). */
+    if (queue_submit_check(text, &err) != 0) {
+        ctl_fail(ctl, "%s", err.msg);
+        goto out;
+    }
+    if (flag_form && ctl_args_get(ctl, args, "dry-run")) {
+        rc = ctl_json_print(ctl, spec);
         goto out;
     }
     q = ctl_queue(ctl);

@@ -319,8 +319,9 @@ int muster_submit(struct muster *m,
         return muster_submit_idempotent(m, spec_json, k, id_out, id_size, created, err);
     }
     cJSON_Delete(doc);
-    /* Anything else goes to musterd as written: it rejects a bad spec with a message, and the
-     * job id lets the caller read that message. */
+    /* Anything else goes as written: queue_submit parses it as musterd does first (MUSTER_E_SPEC
+     * with musterd's message, nothing written); what needs the cluster config musterd checks,
+     * rejecting such a job with a message the job id lets the caller read. */
     if (queue_submit(m->q, spec_json, id, sizeof(id), &e) != 0)
         return fail(err, &e);
     rc = copy_id(id, id_out, id_size, err);

@@ -5,10 +5,10 @@
  *
  * cJSON escapes every string, so any name, argv or env value gives valid JSON.  Setters check
  * ranges as queue_spec_parse does (the limits come from queue.h), so most mistakes show up at
- * the setter rather than as a REJECTED job; what only musterd knows (queues, topology levels,
- * pool sizes) is still checked there.  The first setter failure is kept ("sticky", like a
- * stream's error flag) and reported by muster_spec_json, so a chain of setters can be checked
- * once at the end.
+ * the setter; muster_submit then runs queue_spec_parse itself (in queue_submit) before writing,
+ * and what only musterd knows (queues, topology levels, pool sizes) is still checked there.  The
+ * first setter failure is kept ("sticky", like a stream's error flag) and reported by
+ * muster_spec_json, so a chain of setters can be checked once at the end.
  */
 #include "lib/muster.h"
 

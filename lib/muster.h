@@ -101,8 +101,12 @@ void muster_close(struct muster *m);
 
 /*
  * Submits a job spec (JSON text, README "The job spec") and writes the job id into id_out
- * (id_size bytes; MUSTER_ID_MAX is enough).  musterd checks the spec: a bad one still gets an id
- * and ends REJECTED with an `error` (see muster_job_wait).
+ * (id_size bytes; MUSTER_ID_MAX is enough).  The spec is first parsed by musterd's own parser:
+ * a spec musterd would reject for its content (not JSON, an unknown key, a bad value, a reversed
+ * array range, a singleton without a name) fails with MUSTER_E_SPEC and musterd's message, and
+ * nothing is written.  What needs the cluster config (queue, pools, topology levels, access)
+ * musterd checks: such a spec still gets an id and ends REJECTED with an `error` (see
+ * muster_job_wait).
  * When the spec holds an "idempotency_key", this is muster_submit_idempotent with that key.
  * created (may be NULL): true when this call made a new job, false when the idempotency key
  * already named one (whose id is written to id_out).
@@ -121,7 +125,8 @@ int muster_submit(struct muster *m,
  * new id, atomically.  The key is kept 7 days (QUEUE_IDEM_TTL_S, README "Redis keys"): a
  * retry within that window finds the job, a later one makes a new job.  key: 1..255 printable
  * ASCII characters.  MUSTER_E_PARSE when spec_json
- * is not a JSON object, MUSTER_E_SPEC when it already holds a different idempotency_key.
+ * is not a JSON object, MUSTER_E_SPEC when it already holds a different idempotency_key or when
+ * the text written (with the key) fails musterd's parse, as for muster_submit.
  */
 int muster_submit_idempotent(struct muster *m,
                              const char *spec_json,

@@ -211,6 +211,11 @@ class Client:
         "key=IDEMPOTENCY_KEY[:when]", an (id, when) pair or a spec-form dict, when being "ok"
         (the default), "notok", "any" or "started"; after_or=True makes any one of them enough
         (Slurm's "?"); array is Slurm's syntax ("0-99%8").
+
+        A spec musterd's parser refuses (an unknown key, a wrong type, a reversed array range, a
+        singleton without a name) raises Error (MUSTER_E_SPEC) with musterd's message, and
+        nothing is submitted; what needs the cluster config (the queue, pools) musterd checks,
+        and such a job ends REJECTED with an error.
         """
         if after is not None or array is not None or singleton is not None or after_or is not None:
             spec = json.loads(spec) if isinstance(spec, str) else dict(spec)

@@ -181,6 +181,25 @@ static void *xadd_spec(struct queue *q, const char *stream, bool own, void *arg,
     return queue_command(q, err, "XADD %s * spec %s", stream, (const char *)arg);
 }
 
+/*
+ * The config-free half of musterd's intake check (queue_spec_parse, the same code), run on the
+ * exact text about to be written: a spec musterd would reject for its own content fails here
+ * with musterd's message and nothing reaches Redis.  What needs the cluster config (queues,
+ * pools, topology levels, access rules) is still musterd's alone.  musterd never calls the
+ * client submit functions, so this is the one copy for musterctl, libmuster and Python.
+ */
+int queue_submit_check(const char *spec_json, struct mu_err *err)
+{
+    struct queue_spec s;
+
+    if (!spec_json)
+        return mu_errf(err, MU_E_INVAL, "spec: NULL");
+    if (queue_spec_parse(spec_json, strlen(spec_json), &s, err) != 0)
+        return -1;
+    queue_spec_release(&s);
+    return 0;
+}
+
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err)
 {
@@ -188,6 +207,8 @@ int queue_submit(
     bool own;
     int rc = -1;
 
+    if (queue_submit_check(spec_json, err) != 0)
+        return -1;
     r = queue_owned_write(q, QUEUE_STREAM_SUBMIT, xadd_spec, (void *)spec_json, &own, err);
     if (!r)
         return -1;
@@ -255,6 +276,8 @@ int queue_submit_idem(struct queue *q,
         return mu_errf(err, MU_E_INVAL,
                        "idempotency key: expected 1..255 printable ASCII characters, got '%s'",
                        key);
+    if (queue_submit_check(spec_json, err) != 0)
+        return -1;
     r = queue_owned_write(q, QUEUE_STREAM_SUBMIT, eval_idem, &(struct idem_call){ spec_json, key },
                           &own, err);
     if (!r)

@@ -544,8 +544,14 @@ int queue_status_write(
 
 /* ---------------- client half (musterctl, libmuster) ---------------- */
 
+/* The check queue_submit and queue_submit_idem run before writing anything: queue_spec_parse
+ * of the text, musterd's own intake parse (what needs the cluster config is musterd's alone).
+ * MU_E_SPEC with musterd's message; for callers that want it earlier (musterctl --dry-run). */
+int queue_submit_check(const char *spec_json, struct mu_err *err);
+
 /* XADD spec <json> to the writer's own submit stream (queue/owned.c), else to prefix+"submit";
- * writes the new entry id (the job id) into id_out. */
+ * writes the new entry id (the job id) into id_out.  queue_submit_check first: a spec musterd
+ * would reject at parse fails here with its message and nothing is written. */
 int queue_submit(
     struct queue *q, const char *spec_json, char *id_out, size_t id_size, struct mu_err *err);
 
@@ -790,7 +796,7 @@ int queue_events_wait(struct queue *q,
  * stream (queue/owned.c) the key is prefix+"idem:"+user+":"+key, so that users' keys never meet.
  * musterd's own claim of the key on intake then finds its own id there.  *created (may be NULL)
  * says whether a new job was submitted.  The key must be 1..255 printable ASCII characters (as in
- * the spec).
+ * the spec).  spec_json, the exact text written, passes queue_submit_check first.
  */
 int queue_submit_idem(struct queue *q,
                       const char *spec_json,

@@ -133,7 +133,15 @@ expect_job_field "$solo2" reason "after $solo1 ends"
 : >"$T/solo-go"
 wait_for "solo2 succeeded" 20 job_state_is "$solo2" SUCCEEDED
 [ "$(cat "$T/solo2.start")" -ge "$(cat "$T/solo1.end")" ] || fail "solo2 started before solo1 ended"
-noname=$(ctl submit --singleton -- true)
+# A nameless singleton: musterctl refuses it at submit (exit 1, nothing written); the same spec
+# by XADD (bypassing clients) is REJECTED by musterd with the same message.
+n0=$(rcli XLEN muster:submit)
+rc=0
+ctl submit --singleton -- true >"$T/out" 2>"$T/err" || rc=$?
+[ "$rc" = 1 ] || fail "submit --singleton without --name exited $rc"
+grep -qF "musterctl: submit: singleton: needs a 'name'" "$T/err" || fail "stderr: $(cat "$T/err")"
+[ "$(rcli XLEN muster:submit)" = "$n0" ] || fail "a refused singleton was written"
+noname=$(submit_json '{"singleton":true,"command":["true"]}')
 wait_for "a nameless singleton rejected" 10 job_state_is "$noname" REJECTED
 expect_job_field "$noname" error "singleton: needs a 'name'"
 ok "musterctl --after ID:when and key=KEY; --singleton ran one solo of u1 at a time (task timestamps), u2's beside it"

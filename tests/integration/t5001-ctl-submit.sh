@@ -81,6 +81,42 @@ expect_rc 1 ctl submit --queue nosuch --wait -- true
 err_has "REJECTED:"
 ok "submit --wait: a rejected job exits 1 with its error"
 
+# ---- a spec musterd's parse refuses: exit 1 at submit with musterd's message, nothing written ---
+# Each case once through musterctl (flags, a file, stdin, --dry-run) and once as the same text by
+# XADD (the path that bypasses clients): the REJECTED job's error must equal musterctl's message.
+printf '{"command":["true"],"colour":"blue"}' >"$T/colour.json"
+bypass_same() { # SPEC: XADD SPEC; its REJECTED error must be the message in $T/err
+    local bid want
+    want=$(sed -n 's/^musterctl: submit: //p' "$T/err")
+    [ -n "$want" ] || fail "no 'musterctl: submit:' message: $(cat "$T/err")"
+    bid=$(submit_json "$1")
+    wait_for "job $bid rejected" 10 job_state_is "$bid" REJECTED
+    [ "$(job_field "$bid" error)" = "$want" ] ||
+        fail "musterd's error '$(job_field "$bid" error)' is not musterctl's '$want'"
+}
+n0=$(rcli XLEN "${P}submit")
+expect_rc 1 ctl submit --array 5-1 -- true
+err_has "musterctl: submit: array: a range ends before it starts in '5-1'"
+[ ! -s "$T/out" ] || fail "a refused submit printed '$(cat "$T/out")'"
+expect_rc 1 ctl submit --dry-run --array 5-1 -- true
+err_has "musterctl: submit: array: a range ends before it starts in '5-1'"
+expect_rc 1 ctl submit --idempotency-key bad-array --array 5-1 -- true
+err_has "musterctl: submit: array: a range ends before it starts in '5-1'"
+[ "$(rcli EXISTS "${P}idem:bad-array")" = 0 ] || fail "a refused idempotent submit claimed its key"
+expect_rc 1 ctl submit --singleton -- true
+err_has "musterctl: submit: singleton: needs a 'name'"
+expect_rc 1 ctl submit "$T/colour.json"
+err_has "musterctl: submit: spec: unknown key 'colour'"
+expect_rc 1 ctl submit - <"$T/colour.json"
+err_has "musterctl: submit: spec: unknown key 'colour'"
+[ "$(rcli XLEN "${P}submit")" = "$n0" ] || fail "refused submits wrote $(rcli XLEN "${P}submit") - $n0 entries"
+bypass_same '{"command":["true"],"colour":"blue"}'
+expect_rc 1 ctl submit --singleton -- true
+bypass_same '{"command":["true"],"singleton":true}'
+expect_rc 1 ctl submit --array 5-1 -- true
+bypass_same '{"command":["true"],"array":"5-1"}'
+ok "a reversed --array, --singleton without --name, an unknown key (file, stdin): exit 1 with musterd's own message, nothing written"
+
 printf '{"command":["sleep","30"],"name":"to-cancel"}' >"$T/cancel.json"
 "$MUSTER_BIN/musterctl" --redis "$MUSTER_REDIS_URL" submit --wait "$T/cancel.json" >"$T/cw.out" \
     2>"$T/cw.err" &

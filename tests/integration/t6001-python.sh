@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python module (python/muster.py, ctypes over libmuster.so) with the system python3 against
 # a real stack: submit/get/wait, the same idempotency key twice (and from 8 racing processes)
-# gives one job and one id, cancel, a wait timeout, a spec musterd rejects, jobs(), the spec
-# builder's JSON (odd strings survive to the task), events, AUTH in the URL, unreachable Redis.
+# gives one job and one id, cancel, a wait timeout, specs refused at submit or by musterd, jobs(),
+# the spec builder's JSON (odd strings survive to the task), events, AUTH in the URL, unreachable
+# Redis.
 #
 # MUSTER_LIB: the libmuster.so to load (default: the build tree's, $MUSTER_BIN/../lib);
 # MUSTER_PYTHONPATH: where muster.py is (default: $MUSTER_SRC/python).  scripts/test.sh points
@@ -104,12 +105,31 @@ assert job["state"] == "CANCELLED", job
 m.cancel(jid)   # cancelling a finished job is not an error
 ok("cancel stopped a running gang: " + job["state"])
 
-# Specs musterd rejects still get an id; wait reports REJECTED with the error.
-for text, want in (('{"tasks": 0, "command": ["true"]}', "tasks"), ("not json", "")):
-    jid = m.submit(text)
+# Specs musterd's parse refuses raise muster.Error (MUSTER_E_SPEC) at submit with musterd's own
+# message, plain or idempotent, and nothing is written; the same text by XADD (bypassing the
+# clients) is REJECTED by musterd with that message.
+for text, want in (('{"tasks": 0, "command": ["true"]}', "tasks: expected an integer 1..4096"),
+                   ("not json", "spec"),
+                   ('{"array": "5-1", "command": ["true"]}',
+                    "array: a range ends before it starts in '5-1'"),
+                   ('{"colour": "blue", "command": ["true"]}', "spec: unknown key 'colour'"),
+                   ('{"singleton": true, "command": ["true"]}', "singleton: needs a 'name'")):
+    n0 = rcli("XLEN", "muster:submit")
+    e = raises(muster.Error, lambda: m.submit(text))
+    assert e.code_name == "MUSTER_E_SPEC" and want in str(e), (e.code_name, str(e))
+    e2 = raises(muster.Error, lambda: m.submit(text, idempotency_key="bad-" + str(len(text))))
+    assert e2.code_name in ("MUSTER_E_SPEC", "MUSTER_E_PARSE"), (e2.code_name, str(e2))
+    assert rcli("XLEN", "muster:submit") == n0, "a refused spec was written: " + text
+    jid = rcli("XADD", "muster:submit", "*", "spec", text)
     job = m.wait(jid, timeout=20)
-    assert job["state"] == "REJECTED" and want in job["error"], job
-    ok("rejected spec %r: %s" % (text, job["error"]))
+    assert job["state"] == "REJECTED" and job["error"] == str(e), (job, str(e))
+    ok("spec %r raises at submit: %s" % (text, e))
+
+# What needs the cluster config is musterd's: such a spec gets an id and ends REJECTED.
+jid = m.submit('{"queue": "no-such-queue", "command": ["true"]}')
+job = m.wait(jid, timeout=20)
+assert job["state"] == "REJECTED" and "no-such-queue" in job["error"], job
+ok("a spec for an unknown queue: REJECTED by musterd: " + job["error"])
 
 # Bad input: a malformed id, an unknown job, a bad key.
 for call, code in ((lambda: m.get("nope"), "MUSTER_E_INVAL"),
