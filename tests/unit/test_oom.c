@@ -251,22 +251,13 @@ static void test_worker(void **state)
 
 /* ---- the simulator's trace readers, and the core as the simulator drives it ---- */
 
-static const char sim_cluster[] =
-    "{\"topology_levels\":[\"zone\",\"rack\"],\"pools\":["
-    "{\"name\":\"spot\",\"capacity\":\"spot\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
-    "\"gpus_per_node\":8,\"price_per_hour\":10},"
-    "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
-    "\"gpus_per_node\":8,\"price_per_hour\":40}],"
-    "\"queues\":[{\"name\":\"default\",\"weight\":1},{\"name\":\"research\",\"weight\":2}],"
-    "\"max_time_limit_s\":100000,\"min_runtime_s\":60}";
-
 static struct sim_setup *sim_setup(void)
 {
     static struct sim_setup s;
     static int ready;
     struct mu_err err;
     if (!ready) {
-        sfix_setup(&s, sim_cluster, "spot=6,od=2");
+        sfix_setup(&s, sfix_cluster_json, "spot=6,od=2");
         assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
         ready = 1;
     }

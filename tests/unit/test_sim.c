@@ -20,15 +20,6 @@
 
 #include "common/mu_banned.h"
 
-static const char cluster_json[] =
-    "{\"topology_levels\":[\"zone\",\"rack\"],\"pools\":["
-    "{\"name\":\"spot\",\"capacity\":\"spot\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
-    "\"gpus_per_node\":8,\"price_per_hour\":10},"
-    "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
-    "\"gpus_per_node\":8,\"price_per_hour\":40}],"
-    "\"queues\":[{\"name\":\"default\",\"weight\":1},{\"name\":\"research\",\"weight\":2}],"
-    "\"max_time_limit_s\":100000,\"min_runtime_s\":60}";
-
 /* The skip kind whose example contains needle, or -1. */
 static int skip_find(const struct sim_trace *t, const char *needle)
 {
@@ -66,7 +57,7 @@ static void test_trace_muster(void **state)
     struct sim_trace *t;
     const struct sim_job *j;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=4,od=2");
+    sfix_setup(&s, sfix_cluster_json, "spot=4,od=2");
     t = sfix_trace(&s,
                    "submit_s,duration_s,tasks,gpus_per_task,queue,priority,capacity,topology,"
                    "preemptible,checkpoint_interval_s,time_limit_s,user\n"
@@ -123,7 +114,7 @@ static void test_trace_bad_rows(void **state)
     };
     struct sim_setup s;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=1");
+    sfix_setup(&s, sfix_cluster_json, "spot=1");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char text[512];
         struct mu_err err;
@@ -163,7 +154,7 @@ static void test_trace_errors(void **state)
     };
     struct sim_setup s;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=1");
+    sfix_setup(&s, sfix_cluster_json, "spot=1");
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         struct mu_err err;
         mu_err_clear(&err);
@@ -180,7 +171,7 @@ static void test_trace_philly(void **state)
     struct sim_trace *t;
     const struct sim_job *j;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=4");
+    sfix_setup(&s, sfix_cluster_json, "spot=4");
     t = sfix_trace(&s,
                    "jobid,user,vc,status,timestamp,duration,num_gpus\n"
                    "a,u1,vc1,Pass,2017-10-03 10:00:00,600,16\n"
@@ -215,7 +206,7 @@ static void test_trace_alibaba(void **state)
     struct sim_trace *t;
     const struct sim_job *j;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=4");
+    sfix_setup(&s, sfix_cluster_json, "spot=4");
     t = sfix_trace(&s,
                    "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
                    "creation_time,deletion_time,scheduled_time\n"
@@ -253,7 +244,7 @@ static void test_setup_and_cluster(void **state)
     struct sched_cluster *c;
     const struct sched_node_spec *a, *b, *z;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=40,od=8");
+    sfix_setup(&s, sfix_cluster_json, "spot=40,od=8");
     assert_int_equal(sim_setup_parse_nodes(&s, "spot=1,gpu=2", &err), -1);
     assert_non_null(strstr(err.msg, "pool 'gpu' is not in the config"));
     assert_int_equal(sim_setup_parse_nodes(&s, "spot=x", &err), -1);
@@ -305,7 +296,7 @@ static void test_run_policies_checked(void **state)
     struct sim_trace *t;
     struct mu_err err;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=12,od=4");
+    sfix_setup(&s, sfix_cluster_json, "spot=12,od=4");
     assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
     t = gen_trace(&s, 300, 3);
     for (int p = 0; p < SIM_NPOLICIES; p++) {
@@ -360,7 +351,7 @@ static void test_spot_checkpoint_on_notice(void **state)
     struct sim_result *r;
     const struct sim_stats *st;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=4");
+    sfix_setup(&s, sfix_cluster_json, "spot=4");
     s.restart_s = 0;
     s.ckpt_write_s = 30;
     assert_int_equal(sim_setup_parse_spot_rate(&s, "1", &err), 0);
@@ -393,7 +384,7 @@ static void test_users_fair_share(void **state)
     const int *order;
     static const int want[] = { 0, 4, 1, 2, 3 };
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=1");
+    sfix_setup(&s, sfix_cluster_json, "spot=1");
     t = sfix_trace(&s,
                    "submit_s,duration_s,tasks,gpus_per_task,user\n"
                    "0,100,1,8,alice\n1,100,1,8,alice\n2,100,1,8,alice\n3,100,1,8,alice\n"
@@ -430,7 +421,7 @@ static void test_pass_interval(void **state)
     struct mu_err err;
     struct sim_result *every, *coarse;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=12,od=4");
+    sfix_setup(&s, sfix_cluster_json, "spot=12,od=4");
     assert_int_equal(sim_setup_parse_spot_rate(&s, "0.3", &err), 0);
     t = gen_trace(&s, 200, 5);
     every = sim_run(&s, t, SIM_MUSTER, &err);
@@ -453,7 +444,7 @@ static void test_never_fit(void **state)
     struct sim_trace *t;
     struct mu_err err;
     (void)state;
-    sfix_setup(&s, cluster_json, "spot=2");
+    sfix_setup(&s, sfix_cluster_json, "spot=2");
     t = sfix_trace(&s, "submit_s,duration_s,tasks,gpus_per_task\n0,100,4,8\n5,100,1,8\n", &err);
     assert_non_null(t);
     for (int p = 0; p < SIM_NPOLICIES; p++) {
@@ -489,7 +480,7 @@ static void test_gen_and_report(void **state)
     assert_true(a.len != c.len || memcmp(a.data, c.data, a.len) != 0);
     o.max_nodes = 0;
     assert_int_equal(sim_gen(&o, &c, &err), -1);
-    sfix_setup(&s, cluster_json, "spot=64,od=16");
+    sfix_setup(&s, sfix_cluster_json, "spot=64,od=16");
     t = sfix_trace(&s, a.data, &err);
     assert_non_null(t);
     r[0] = sim_run(&s, t, SIM_FIFO, &err);

@@ -15,6 +15,15 @@
 
 #include "common/mu_banned.h"
 
+const char sfix_cluster_json[] =
+    "{\"topology_levels\":[\"zone\",\"rack\"],\"pools\":["
+    "{\"name\":\"spot\",\"capacity\":\"spot\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
+    "\"gpus_per_node\":8,\"price_per_hour\":10},"
+    "{\"name\":\"od\",\"capacity\":\"on-demand\",\"instance_type\":\"x\",\"gpu_type\":\"H100\","
+    "\"gpus_per_node\":8,\"price_per_hour\":40}],"
+    "\"queues\":[{\"name\":\"default\",\"weight\":1},{\"name\":\"research\",\"weight\":2}],"
+    "\"max_time_limit_s\":100000,\"min_runtime_s\":60}";
+
 void sfix_setup(struct sim_setup *s, const char *cfg_json, const char *nodes)
 {
     struct mu_err err;

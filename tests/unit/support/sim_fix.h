@@ -11,6 +11,10 @@
 
 #include "sim/sim.h"
 
+/* A cluster of two pools, spot and od (8 H100s a node, $10 and $40 an hour), levels zone and
+ * rack, queues default (weight 1) and research (weight 2): test_sim's and test_oom's. */
+extern const char sfix_cluster_json[];
+
 /* Defaults, the config cfg_json, the nodes ("spot=4,od=1"), and check mode on. */
 void sfix_setup(struct sim_setup *s, const char *cfg_json, const char *nodes);
 
